@@ -1,0 +1,42 @@
+# rankscope — two commands matter:
+#   make demo   set up everything on a fresh machine and run the main job on the bundled sample data
+#   make test   set up everything and run the whole test suite (.ci/run calls this)
+
+PYTHON ?= python3
+VENV   ?= .venv
+PY      = $(VENV)/bin/python
+PIP     = $(PY) -m pip
+DEMO_STORE ?= .demo/store
+PORT   ?= 8050
+
+.PHONY: setup setup-test demo test clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	$(PIP) install -q -e '.[web]'
+	touch $@
+
+# torch is not a dependency of rankscope (the training environment brings its own); the tests run
+# real training, so they install the CPU wheel: exactly 2.13.0, which this machine has on disk.
+$(VENV)/.installed-test: $(VENV)/.installed
+	$(PIP) install -q torch==2.13.0
+	$(PIP) install -q -e '.[web,test]'
+	touch $@
+
+setup: $(VENV)/.installed
+
+setup-test: $(VENV)/.installed-test
+	@command -v chromium >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq chromium >/dev/null)
+
+demo: setup
+	rm -rf $(DEMO_STORE)
+	$(VENV)/bin/analyze ingest sample_data --run samples --store $(DEMO_STORE)
+	$(VENV)/bin/analyze runs --store $(DEMO_STORE)
+	$(VENV)/bin/analyze summary --run samples --store $(DEMO_STORE)
+
+test: setup-test
+	$(PY) -m pytest -q
+
+clean:
+	rm -rf $(VENV) .demo .pytest_cache

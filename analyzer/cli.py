@@ -1,0 +1,297 @@
+"""`analyze`: the command line, a thin shell over the analyzer library."""
+
+from __future__ import annotations
+
+import functools
+import json
+import shutil
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import click
+import pandas as pd
+from rich.console import Console
+from rich.table import Table
+
+from . import schema
+from .errors import AnalyzerError, NothingIngestedError
+from .store import STORE_ENV_VAR, Store, resolve_store_path
+
+_WIDTH = shutil.get_terminal_size((160, 40)).columns
+console = Console(highlight=False, soft_wrap=True, width=_WIDTH)
+err_console = Console(stderr=True, highlight=False, soft_wrap=True, width=_WIDTH)
+
+
+def store_option(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """--store PATH (default $RANKSCOPE_STORE, else ./rankscope_store)."""
+
+    @click.option(
+        "--store",
+        "store_path",
+        type=click.Path(file_okay=False),
+        default=None,
+        help=f"Store folder (default: ${STORE_ENV_VAR}, else ./rankscope_store).",
+    )
+    @functools.wraps(fn)
+    def wrapper(*args: Any, store_path: str | None, **kwargs: Any) -> Any:
+        return fn(*args, store=Store(resolve_store_path(store_path)), **kwargs)
+
+    return wrapper
+
+
+def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Turn analyzer errors into a one-line message and exit code 1 (never a traceback)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except AnalyzerError as exc:
+            err_console.print(f"error: {exc}", markup=False, style="bold red")
+            sys.exit(1)
+
+    return wrapper
+
+
+def fmt_ns(v: Any) -> str:
+    if v is None or (isinstance(v, float) and v != v):
+        return "-"
+    v = float(v)
+    if abs(v) >= 1e9:
+        return f"{v / 1e9:.3f} s"
+    if abs(v) >= 1e6:
+        return f"{v / 1e6:.3f} ms"
+    if abs(v) >= 1e3:
+        return f"{v / 1e3:.1f} µs"
+    return f"{v:.0f} ns"
+
+
+def fmt_bytes(v: Any) -> str:
+    if v is None or (isinstance(v, float) and v != v):
+        return "-"
+    v = float(v)
+    for unit, div in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if abs(v) >= div:
+            return f"{v / div:.2f} {unit}"
+    return f"{v:.0f} B"
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(package_name="rankscope")
+def main() -> None:
+    """rankscope analyzer: ingest profiler output of every rank into one store, then ask it questions."""
+
+
+@main.command()
+@click.argument("folder", type=click.Path(exists=True))
+@click.option("--run", "run_name", default=None, help="Run name (default: the folder name).")
+@click.option("--workers", type=int, default=None, help="Parallel readers (default: one per CPU core).")
+@click.option("--json", "as_json", is_flag=True, help="Print the ingest report as JSON.")
+@store_option
+@handle_errors
+def ingest(folder: str, run_name: str | None, workers: int | None, as_json: bool, store: Store) -> None:
+    """Read every profiler output found below FOLDER (all ranks, all formats) into the store.
+
+    Unchanged files are skipped; changed ones are re-read. Each bad file is reported with the
+    reason and the rest is ingested; the exit code is non-zero only when nothing could be ingested.
+    """
+    from .ingest import ingest as do_ingest
+
+    def progress(kind: str, obj: Any) -> None:
+        if as_json:
+            return
+        if kind == "done":
+            p = obj.plan
+            colour = {"complete": "green", "partial": "yellow", "error": "red"}.get(obj.status, "cyan")
+            console.print(
+                f"  rank {p.rank:<4} {p.producer:<17} [{colour}]{obj.status:<9}[/] "
+                f"{obj.collection_row['n_rows']:>10,} rows  {obj.seconds:6.2f} s  {p.rel_root}"
+            )
+
+    if not as_json:
+        console.print(f"ingesting [bold]{folder}[/] into {store.path}")
+    try:
+        report = do_ingest(folder, store, run=run_name, workers=workers, on_progress=progress)
+    except NothingIngestedError as exc:
+        rep = getattr(exc, "report", None)
+        if rep is not None:
+            _print_problems(rep)
+        raise
+    if as_json:
+        click.echo(json.dumps(_report_json(report), indent=2, default=str))
+        return
+    _print_problems(report)
+    ranks = {r.plan.rank for r in report.read} | {p.rank for p in report.unchanged}
+    console.print(
+        f"run [bold]{report.run}[/]: read {len(report.read)} collection(s), {len(report.unchanged)} unchanged, "
+        f"{len(ranks)} rank(s), {len(report.problems)} file problem(s), {len(report.ignored)} file(s) ignored "
+        f"in {report.seconds:.2f} s"
+    )
+
+
+def _print_problems(report: Any) -> None:
+    probs = report.problems
+    if probs:
+        console.print(f"[bold yellow]{len(probs)} file problem(s):[/]")
+        for f in probs:
+            colour = "red" if f["status"] == "error" else "yellow"
+            console.print(f"  [{colour}]{f['status']}[/] {f['path']}: {f['error']}", markup=True)
+    for cid in report.kept_previous:
+        console.print(f"  kept the previously ingested data of collection {cid}")
+
+
+def _report_json(report: Any) -> dict[str, Any]:
+    return {
+        "run": report.run,
+        "root": report.root,
+        "store": report.store,
+        "seconds": round(report.seconds, 3),
+        "collections": [
+            {
+                "collection_id": r.plan.collection_id,
+                "rank": r.plan.rank,
+                "producer": r.plan.producer,
+                "path": r.plan.rel_root,
+                "status": r.status,
+                "rows": r.collection_row["n_rows"],
+                "seconds": round(r.seconds, 3),
+            }
+            for r in report.read
+        ],
+        "unchanged": [p.rel_root for p in report.unchanged],
+        "kept_previous": report.kept_previous,
+        "problems": [{k: f[k] for k in ("path", "status", "reader", "error")} for f in report.problems],
+        "ignored": [{"path": p, "reason": r} for p, r in report.ignored],
+    }
+
+
+@main.command()
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option("--problems/--no-problems", default=True, help="List file problems under the table.")
+@store_option
+@handle_errors
+def runs(as_json: bool, problems: bool, store: Store) -> None:
+    """List the runs in the store with ranks, steps, formats and status."""
+    from .summary import problems as get_problems
+    from .summary import runs as get_runs
+
+    df = get_runs(store)
+    probs = get_problems(store)
+    if as_json:
+        out = df.to_dict("records")
+        for r in out:
+            r["problems"] = probs[probs["run"] == r["run"]][["path", "status", "reader", "error"]].to_dict("records")
+        click.echo(json.dumps(out, indent=2, default=str))
+        return
+    if df.empty:
+        console.print("the store is empty: run `analyze ingest <folder>`")
+        return
+    t = Table("run", "ranks", "collections", "steps", "formats", "status", "problems", "updated (UTC)", "root")
+    for r in df.to_dict("records"):
+        t.add_row(
+            str(r["run"]), str(r["ranks"]), str(r["collections"]), str(r["steps"]), ", ".join(r["formats"] or []),
+            str(r["status"]), str(r["problems"]), str(r["updated_at"])[:19], str(r["root_path"]),
+        )
+    console.print(t)
+    if problems and not probs.empty:
+        console.print("[bold yellow]file problems:[/]")
+        for r in probs.to_dict("records"):
+            console.print(f"  {r['run']}: [{'red' if r['status'] == 'error' else 'yellow'}]{r['status']}[/] {r['path']}: {r['error']}")
+
+
+@main.command()
+@click.option("--run", "run_name", default=None, help="Run (default: the most recently ingested).")
+@click.option("--top", default=3, show_default=True, help="Top operators / kernels per rank.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@store_option
+@handle_errors
+def summary(run_name: str | None, top: int, as_json: bool, store: Store) -> None:
+    """Per rank: step time, top operators, communication, memory peak."""
+    from .summary import rank_summary
+
+    s = rank_summary(store, run_name, top=top)
+    if as_json:
+        click.echo(json.dumps(s, indent=2, default=str))
+        return
+    console.print(f"run [bold]{s['run']}[/]")
+    t = Table("rank", "format", "status", "steps", "step avg", "step max", "compute kernels", "comm ops", "comm time",
+              "comm wait", "comm bytes", "peak alloc", "peak reserved")
+    for r in s["ranks"]:
+        t.add_row(
+            str(r["rank"]), r["formats"] or "-", r["status"] or "-", str(r["steps"] or 0), fmt_ns(r["step_avg_ns"]),
+            fmt_ns(r["step_max_ns"]), fmt_ns(r["compute_kernel_ns"]), str(r["comm_ops"] or 0), fmt_ns(r["comm_ns"]),
+            fmt_ns(r["comm_wait_ns"]), fmt_bytes(r["comm_bytes"]), fmt_bytes(r["peak_allocated_bytes"]),
+            fmt_bytes(r["peak_reserved_bytes"]),
+        )
+    console.print(t)
+    for r in s["ranks"]:
+        items = r["top_kernels"] or r["top_operators"]
+        label = "kernels" if r["top_kernels"] else "operators (self time)"
+        if items:
+            tops = "; ".join(f"{x['name']} {fmt_ns(x.get('total_ns') if r['top_kernels'] else x.get('self_ns'))} ×{x['calls']}" for x in items)
+            console.print(f"  rank {r['rank']} top {label}: {tops}", markup=False)
+
+
+@main.command()
+@click.argument("sql")
+@click.option("--run", "run_name", default=None, help="Restrict fact tables to one run (faster on big stores).")
+@click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table", show_default=True)
+@click.option("--limit", default=200, show_default=True, help="Rows printed in table format (0 = all).")
+@store_option
+@handle_errors
+def query(sql: str, run_name: str | None, fmt: str, limit: int, store: Store) -> None:
+    """Run a read-only SQL query over every rank and run (tables: see `analyze schema`)."""
+    store.require()
+    df = store.query(sql, run=run_name)
+    if fmt == "csv":
+        click.echo(df.to_csv(index=False), nl=False)
+    elif fmt == "json":
+        click.echo(df.to_json(orient="records", date_format="iso"))
+    else:
+        _print_df(df, limit)
+
+
+def _print_df(df: pd.DataFrame, limit: int) -> None:
+    t = Table(*[str(c) for c in df.columns])
+    shown = df if not limit else df.head(limit)
+    for row in shown.itertuples(index=False):
+        t.add_row(*["NULL" if v is None or (isinstance(v, float) and v != v) else str(v) for v in row])
+    console.print(t)
+    if limit and len(df) > limit:
+        console.print(f"({len(df)} rows, first {limit} shown; --limit 0 for all)")
+    else:
+        console.print(f"({len(df)} rows)")
+
+
+@main.command()
+@click.option("--markdown", is_flag=True, help="Print the full schema as Markdown.")
+def schema_cmd(markdown: bool) -> None:
+    """Show the tables and columns of the store."""
+    if markdown:
+        click.echo(schema.describe())
+        return
+    for t in schema.ALL_TABLES:
+        kind = "catalog" if t.name in schema.CATALOG else "facts"
+        click.echo(f"{t.name} ({kind}): {t.doc}")
+        for c in t.columns:
+            click.echo(f"    {c.name:<36} {c.type:<10} {c.doc}")
+
+
+schema_cmd.name = "schema"
+main.add_command(schema_cmd, "schema")
+
+
+@main.command()
+@click.argument("run_name")
+@store_option
+@handle_errors
+def drop(run_name: str, store: Store) -> None:
+    """Remove a run from the store."""
+    if not store.drop_run(run_name):
+        raise AnalyzerError(f"no run named {run_name!r}")
+    console.print(f"dropped run {run_name}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,254 @@
+"""Find every profiler output below a folder and decide, per collection, its producer and rank.
+
+Detection is by structure (formats.md §0, §7.1): ``*_ascend_pt`` folders (torch_npu text or db
+export), Kineto chrome traces (by content, any name ending .json / .json.gz), our collector's
+``rank_{id}/`` folders with their sidecar (``rankscope_window.json``) and step scalars
+(``rankscope_scalars.jsonl``). Everything else is listed as ignored, with the reason.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .readers.base import CollectionPlan
+from .readers.kineto import looks_like_kineto, peek_rank
+
+SIDECAR_NAME = "rankscope_window.json"
+SCALARS_NAME = "rankscope_scalars.jsonl"
+_RANK_DIR = re.compile(r"^rank_(\d+)$")
+_PROFILER_INFO = re.compile(r"^profiler_info(?:_(\d+))?\.json$")
+_NPU_DB = re.compile(r"^ascend_pytorch_profiler(?:_(\d+))?\.db$")
+_PROF_DIR = re.compile(r"^PROF_\d+_\d+_[0-9a-zA-Z]+$")
+_TRACE_SUFFIXES = (".json", ".json.gz")
+
+
+@dataclass
+class Discovery:
+    root: Path
+    plans: list[CollectionPlan] = field(default_factory=list)
+    ignored: list[tuple[Path, str]] = field(default_factory=list)
+
+
+def collection_id(run: str, rel_root: str) -> str:
+    return hashlib.sha1(f"{run}\0{rel_root}".encode()).hexdigest()[:16]
+
+
+def _rel(root: Path, p: Path) -> str:
+    rel = str(p.relative_to(root))
+    return "." if rel == "." else rel
+
+
+def _load_sidecar(path: Path) -> dict[str, Any] | None:
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+        return data if isinstance(data, dict) else None
+    except (OSError, ValueError):
+        return None
+
+
+def _all_files(d: Path) -> list[Path]:
+    out = []
+    for dirpath, _dirs, files in os.walk(d):
+        for name in files:
+            out.append(Path(dirpath) / name)
+    return sorted(out)
+
+
+def _rank_from_dirs(root: Path, p: Path) -> int | None:
+    cur = p if p.is_dir() else p.parent
+    while True:
+        m = _RANK_DIR.match(cur.name)
+        if m:
+            return int(m.group(1))
+        if cur == root or cur.parent == cur:
+            return None
+        cur = cur.parent
+
+
+def _nearest_sidecar(root: Path, p: Path, sidecars: dict[Path, dict[str, Any]]) -> tuple[Path, dict[str, Any]] | None:
+    cur = p if p.is_dir() else p.parent
+    while True:
+        if cur in sidecars:
+            return cur, sidecars[cur]
+        if cur == root or cur.parent == cur:
+            return None
+        cur = cur.parent
+
+
+def _npu_rank(d: Path) -> tuple[int | None, str | None, str]:
+    """(rank, source, producer) of a *_ascend_pt folder."""
+    out = d / "ASCEND_PROFILER_OUTPUT"
+    producer = "torch_npu_text"
+    rank: int | None = None
+    source: str | None = None
+    if out.is_dir():
+        for f in sorted(out.iterdir()):
+            m = _NPU_DB.match(f.name)
+            if m:
+                producer = "torch_npu_db"
+                if m.group(1) is not None and rank is None:
+                    rank, source = int(m.group(1)), "db_name"
+        has_text = any((out / n).exists() for n in ("trace_view.json", "kernel_details.csv", "step_trace_time.csv"))
+        if has_text:
+            producer = "torch_npu_text"
+    else:
+        producer = "torch_npu_raw"
+    for f in sorted(d.iterdir()) if d.is_dir() else []:
+        m = _PROFILER_INFO.match(f.name)
+        if m and m.group(1) is not None:
+            return int(m.group(1)), "profiler_info", producer
+        if m:
+            try:
+                with open(f, encoding="utf-8") as fh:
+                    info = json.load(fh)
+                if isinstance(info, dict) and isinstance(info.get("rank_id"), int):
+                    return info["rank_id"], "profiler_info", producer
+            except (OSError, ValueError):
+                pass
+    return rank, source, producer
+
+
+def discover(root: Path, run: str) -> Discovery:
+    root = root.resolve()
+    disc = Discovery(root)
+    sidecars: dict[Path, dict[str, Any]] = {}
+    npu_dirs: list[Path] = []
+    kineto_files: list[Path] = []
+    scalar_files: list[Path] = []
+
+    if root.is_file():
+        walk: list[tuple[Path, list[str], list[str]]] = [(root.parent, [], [root.name])]
+        root = root.parent
+        disc.root = root
+    else:
+        walk = [(Path(a), b, c) for a, b, c in os.walk(root)]
+    for dirpath, dirnames, filenames in walk:
+        keep = []
+        for dn in sorted(dirnames):
+            full = dirpath / dn
+            if dn.endswith("_ascend_pt_op_args"):
+                for f in _all_files(full):
+                    disc.ignored.append((f, "operator-argument dump for AOE (record_op_args), not profiling data"))
+            elif dn.endswith("_ascend_pt"):
+                npu_dirs.append(full)
+            elif dn.endswith("_ascend_ms") or _PROF_DIR.match(dn):
+                kind = "MindSpore" if dn.endswith("_ascend_ms") else "msprof PROF_*"
+                for f in _all_files(full):
+                    disc.ignored.append((f, f"{kind} output is not supported by this version of rankscope"))
+            else:
+                keep.append(dn)
+        dirnames[:] = keep
+        for fn in sorted(filenames):
+            f = dirpath / fn
+            if fn == SIDECAR_NAME:
+                sc = _load_sidecar(f)
+                if sc is None:
+                    disc.ignored.append((f, "collector sidecar is not valid JSON"))
+                else:
+                    sidecars[dirpath] = sc
+            elif fn == SCALARS_NAME:
+                scalar_files.append(f)
+            elif fn.endswith(_TRACE_SUFFIXES):
+                if looks_like_kineto(f):
+                    kineto_files.append(f)
+                else:
+                    disc.ignored.append((f, "JSON file that is not a Kineto/Chrome trace (no traceEvents)"))
+            else:
+                disc.ignored.append((f, "not a known profiler output"))
+
+    # torch_npu folders
+    for d in npu_dirs:
+        rank, source, producer = _npu_rank(d)
+        sc = _nearest_sidecar(root, d, sidecars)
+        rank, source = _prefer_collector_rank(root, d, sc, rank, source)
+        plan = CollectionPlan(
+            collection_id=collection_id(run, _rel(root, d)),
+            run=run,
+            producer=producer,
+            root=d,
+            rel_root=_rel(root, d),
+            files=_all_files(d),
+            rank=rank,
+            rank_source=source,
+            sidecar=sc[1] if sc else None,
+        )
+        disc.plans.append(plan)
+    # Kineto traces: the files under one collector window form one collection; elsewhere each
+    # file is its own collection (repeat cycles and ranks are kept apart)
+    grouped: dict[Path, list[Path]] = {}
+    singles: list[Path] = []
+    for f in kineto_files:
+        sc = _nearest_sidecar(root, f, sidecars)
+        if sc:
+            grouped.setdefault(sc[0], []).append(f)
+        else:
+            singles.append(f)
+    for d, files in grouped.items():
+        sc = sidecars[d]
+        rank, source = _prefer_collector_rank(root, d, (d, sc), None, None)
+        if rank is None:
+            rank, _ws = peek_rank(files[0])
+            source = "distributedInfo" if rank is not None else None
+        disc.plans.append(
+            CollectionPlan(collection_id(run, _rel(root, d)), run, "kineto", d, _rel(root, d), sorted(files + [d / SIDECAR_NAME]), rank, source, sc)
+        )
+    for f in singles:
+        rank, _ws = peek_rank(f)
+        source = "distributedInfo" if rank is not None else None
+        dir_rank = _rank_from_dirs(root, f)
+        if dir_rank is not None:
+            rank, source = dir_rank, "rank_dir"
+        disc.plans.append(CollectionPlan(collection_id(run, _rel(root, f)), run, "kineto", f, _rel(root, f), [f], rank, source))
+    # collector step scalars (always on, one file per rank)
+    for f in scalar_files:
+        rank = _rank_from_dirs(root, f)
+        disc.plans.append(
+            CollectionPlan(collection_id(run, _rel(root, f)), run, "collector_scalars", f, _rel(root, f), [f], rank, "rank_dir" if rank is not None else None)
+        )
+    # sidecars of windows that produced no profiler data (job killed before the first export)
+    used = {p.root for p in disc.plans} | {p.root.parent for p in disc.plans}
+    for d, sc in sidecars.items():
+        if d not in used and not any(str(p.root).startswith(str(d) + os.sep) for p in disc.plans):
+            rank, source = _prefer_collector_rank(root, d, (d, sc), None, None)
+            disc.plans.append(
+                CollectionPlan(collection_id(run, _rel(root, d)), run, "collector_empty", d, _rel(root, d), [d / SIDECAR_NAME], rank, source, sc)
+            )
+    _resolve_unknown_ranks(disc)
+    disc.plans.sort(key=lambda p: (p.rank if p.rank is not None else 1 << 30, p.rel_root))
+    return disc
+
+
+def _prefer_collector_rank(
+    root: Path, d: Path, sc: tuple[Path, dict[str, Any]] | None, rank: int | None, source: str | None
+) -> tuple[int | None, str | None]:
+    if sc and isinstance(sc[1].get("rank"), int):
+        return sc[1]["rank"], "sidecar"
+    dir_rank = _rank_from_dirs(root, d)
+    if dir_rank is not None:
+        return dir_rank, "rank_dir"
+    return rank, source
+
+
+def _resolve_unknown_ranks(disc: Discovery) -> None:
+    """A collection with no rank anywhere: rank 0 if it is alone, else the next free rank (and say so)."""
+    unknown = [p for p in disc.plans if p.rank is None]
+    if not unknown:
+        return
+    known = {p.rank for p in disc.plans if p.rank is not None}
+    if not known and len(unknown) == 1:
+        unknown[0].rank, unknown[0].rank_source = 0, "single"
+        return
+    nxt = max(known) + 1 if known else 0
+    for p in unknown:
+        p.rank, p.rank_source = nxt, "assigned"
+        p.hints["rank_warning"] = (
+            f"no rank found (no rank_{{id}} folder, sidecar or producer metadata): numbered {nxt} in discovery order"
+        )
+        nxt += 1

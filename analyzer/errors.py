@@ -1,0 +1,28 @@
+"""Errors raised by the analyzer. One base class; low-level errors are translated at the boundary."""
+
+from __future__ import annotations
+
+
+class AnalyzerError(Exception):
+    """Base class of every error the analyzer raises on purpose."""
+
+
+class StoreError(AnalyzerError):
+    """The store is missing, locked for too long, or from an incompatible schema version."""
+
+
+class QueryError(AnalyzerError):
+    """A user query failed (bad SQL, unknown table, or an attempt to write)."""
+
+
+class InputError(AnalyzerError):
+    """A profiler file could not be read; the message names the file and the problem."""
+
+    def __init__(self, path: str, problem: str):
+        super().__init__(f"{path}: {problem}")
+        self.path = path
+        self.problem = problem
+
+
+class NothingIngestedError(AnalyzerError):
+    """`analyze ingest` found nothing it could ingest under the given folder."""

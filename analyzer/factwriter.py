@@ -1,0 +1,149 @@
+"""Writes one collection's facts to Parquet, conforming every batch to the schema.
+
+Readers hand over Arrow tables (or dicts of columns) holding only the columns they know; the
+writer adds ``run`` / ``rank`` / ``collection_id``, fills missing columns with nulls, casts to the
+declared types and appends to one Parquet file per table. Files get fresh names: they are not part
+of the store until the ingest commits them to the catalog.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from . import schema
+from .store import FACTS_DIR, slug
+
+_KEY = ("run", "rank", "collection_id")
+
+
+def conform(table: str, data: pa.Table | pa.RecordBatch | Mapping[str, Any], key: Mapping[str, Any]) -> pa.Table:
+    """Return ``data`` as a table with exactly the schema of ``table`` (key columns filled in)."""
+    sch = schema.arrow_schema(table)
+    if isinstance(data, pa.RecordBatch):
+        data = pa.Table.from_batches([data])
+    elif not isinstance(data, pa.Table):
+        cols = {}
+        for name, values in data.items():
+            if isinstance(values, (pa.Array, pa.ChunkedArray)):
+                cols[name] = values
+            else:
+                cols[name] = pa.array(values, type=sch.field(name).type if name in sch.names else None)
+        data = pa.table(cols)
+    unknown = set(data.column_names) - set(sch.names)
+    if unknown:
+        raise ValueError(f"columns {sorted(unknown)} are not in the schema of {table}")
+    n = data.num_rows
+    arrays = []
+    for field in sch:
+        if field.name in _KEY:
+            arrays.append(pa.repeat(pa.scalar(key[field.name], type=field.type), n))
+        elif field.name in data.column_names:
+            col = data.column(field.name)
+            if col.type != field.type:
+                col = pc.cast(col, field.type)
+            arrays.append(col)
+        else:
+            arrays.append(pa.nulls(n, type=field.type))
+    return pa.Table.from_arrays(arrays, schema=sch)
+
+
+class FactWriter:
+    """Appends facts of one collection to per-table Parquet files under the store."""
+
+    def __init__(self, store_path: str | Path, run: str, rank: int, collection_id: str):
+        self.store_path = Path(store_path)
+        self.run = run
+        self.rank = rank
+        self.collection_id = collection_id
+        self._writers: dict[str, pq.ParquetWriter] = {}
+        self._paths: dict[str, Path] = {}
+        self.rows: dict[str, int] = {}
+        self.start_ns: int | None = None
+        self.end_ns: int | None = None
+        self.steps: set[int] = set()
+
+    def _new_path(self, table: str) -> Path:
+        return (
+            self.store_path / FACTS_DIR / table / f"run={slug(self.run)}" / f"rank={self.rank}"
+            / f"{self.collection_id}-{uuid.uuid4().hex[:10]}.parquet"
+        )
+
+    def write(self, table: str, data: pa.Table | pa.RecordBatch | Mapping[str, Any]) -> int:
+        """Append rows to ``table``; returns the number of rows written."""
+        key = {"run": self.run, "rank": self.rank, "collection_id": self.collection_id}
+        tbl = conform(table, data, key)
+        if tbl.num_rows == 0:
+            return 0
+        self._track(table, tbl)
+        w = self._writers.get(table)
+        if w is None:
+            path = self._new_path(table)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            w = pq.ParquetWriter(str(path), tbl.schema, compression="zstd", compression_level=1)
+            self._writers[table] = w
+            self._paths[table] = path
+        w.write_table(tbl, row_group_size=256 * 1024)
+        self.rows[table] = self.rows.get(table, 0) + tbl.num_rows
+        return tbl.num_rows
+
+    def _track(self, table: str, tbl: pa.Table) -> None:
+        names = tbl.column_names
+        if "ts_ns" in names:
+            ts = tbl.column("ts_ns")
+            lo = pc.min(ts).as_py()
+            if lo is not None and table != "scalars":
+                self.start_ns = lo if self.start_ns is None else min(self.start_ns, lo)
+                end = pc.add(ts, pc.fill_null(tbl.column("dur_ns"), 0)) if "dur_ns" in names else ts
+                hi = pc.max(end).as_py()
+                self.end_ns = hi if self.end_ns is None else max(self.end_ns, hi)
+        if table == "steps":
+            self.steps.update(s for s in tbl.column("step").to_pylist() if s is not None)
+
+    def has(self, table: str) -> bool:
+        return self.rows.get(table, 0) > 0
+
+    def written_path(self, table: str) -> Path | None:
+        return self._paths.get(table)
+
+    def close(self) -> list[dict[str, Any]]:
+        """Close all files; return ``fact_files`` rows for the catalog."""
+        for w in self._writers.values():
+            w.close()
+        self._writers.clear()
+        out = []
+        for table, path in self._paths.items():
+            out.append(
+                {
+                    "run": self.run,
+                    "collection_id": self.collection_id,
+                    "rank": self.rank,
+                    "table_name": table,
+                    "path": str(path.relative_to(self.store_path)),
+                    "rows": self.rows.get(table, 0),
+                    "size_bytes": path.stat().st_size,
+                }
+            )
+        return out
+
+    def abort(self) -> None:
+        for w in self._writers.values():
+            try:
+                w.close()
+            except Exception:  # noqa: BLE001 - best effort cleanup
+                pass
+        self._writers.clear()
+        for p in self._paths.values():
+            p.unlink(missing_ok=True)
+        self._paths.clear()
+
+    @property
+    def total_rows(self) -> int:
+        return sum(self.rows.values())
+

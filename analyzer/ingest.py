@@ -1,0 +1,330 @@
+"""`analyze ingest`: discover, skip what is unchanged, read the rest in parallel, commit atomically."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import multiprocessing as mp
+import os
+import time
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import readers  # noqa: F401 - registers the readers
+from .discover import discover
+from .errors import InputError, NothingIngestedError
+from .factwriter import FactWriter
+from .readers.base import READERS, CollectionPlan, FileOutcome, ReadContext
+from .store import Store, utcnow
+
+_HASH_BLOCK = 4 << 20
+
+
+def file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while True:
+            b = f.read(_HASH_BLOCK)
+            if not b:
+                break
+            h.update(b)
+    return h.hexdigest()
+
+
+@dataclass
+class CollectionResult:
+    plan: CollectionPlan
+    status: str
+    collection_row: dict[str, Any]
+    fact_files: list[dict[str, Any]]
+    file_rows: list[dict[str, Any]]
+    seconds: float
+
+
+@dataclass
+class IngestReport:
+    run: str
+    root: str
+    store: str
+    read: list[CollectionResult] = field(default_factory=list)
+    unchanged: list[CollectionPlan] = field(default_factory=list)
+    kept_previous: list[str] = field(default_factory=list)  # collection ids whose old data was kept
+    ignored: list[tuple[str, str]] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def problems(self) -> list[dict[str, Any]]:
+        out = []
+        for r in self.read:
+            for f in r.file_rows:
+                if f["status"] in ("warning", "error"):
+                    out.append(f)
+        return out
+
+    @property
+    def usable(self) -> int:
+        return len(self.unchanged) + sum(1 for r in self.read if r.status != "error")
+
+
+def _stat(path: Path) -> tuple[int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_size, st.st_mtime_ns
+
+
+def read_collection(plan: CollectionPlan, store_path: str, run_root: str) -> CollectionResult:
+    """Read one collection into fresh Parquet files (runs in a worker process)."""
+    t0 = time.perf_counter()
+    rank = plan.rank if plan.rank is not None else 0
+    writer = FactWriter(store_path, plan.run, rank, plan.collection_id)
+    ctx = ReadContext(plan, writer)
+    reader = READERS.get(plan.producer)
+    try:
+        if reader is None:
+            for f in plan.files:
+                ctx.ignore(f, f"no reader for producer {plan.producer}")
+        else:
+            try:
+                reader(ctx)
+            except InputError as exc:
+                with ctx.reading(Path(exc.path), plan.producer):
+                    raise
+            except Exception as exc:  # noqa: BLE001 - a reader bug must not sink the whole ingest
+                with ctx.reading(plan.files[0] if plan.files else plan.root, plan.producer):
+                    raise RuntimeError(f"reader {plan.producer} failed: {type(exc).__name__}: {exc}") from exc
+        fact_files = writer.close()
+    except BaseException:
+        writer.abort()
+        raise
+    finally:
+        ctx.cleanup()
+    for f in plan.files:  # files of the collection no reader looked at
+        if f not in ctx.outcomes:
+            ctx.ignore(f, "not used by the reader")
+    file_rows = []
+    now = utcnow()
+    for path, oc in sorted(ctx.outcomes.items()):
+        st = _stat(path)
+        file_rows.append(
+            {
+                "run": plan.run,
+                "path": _relpath(path, Path(run_root)),
+                "collection_id": plan.collection_id,
+                "size_bytes": st[0] if st else None,
+                "mtime_ns": st[1] if st else None,
+                "sha256": file_sha256(path) if st and oc.status != "ignored" else None,
+                "reader": oc.reader,
+                "status": oc.status,
+                "error": oc.error,
+                "rows": oc.rows,
+                "ingested_at": now,
+            }
+        )
+    status = _status(ctx, plan, writer.total_rows)
+    meta = ctx.meta
+    missing = list(meta.missing)
+    sc = plan.sidecar or {}
+    if sc and sc.get("status") not in (None, "complete"):
+        captured = sc.get("captured_steps") or []
+        last = f", last complete step {max(captured)}" if captured else ", no step completed"
+        reason = f" ({sc['reason']})" if sc.get("reason") else ""
+        missing.insert(0, f"the job stopped during the profiling window{reason}{last}: later steps were not captured")
+    if plan.hints.get("rank_warning"):
+        missing.insert(0, plan.hints["rank_warning"])
+    extra = dict(meta.extra)
+    if sc:
+        extra["sidecar"] = sc
+    row = {
+        "collection_id": plan.collection_id,
+        "run": plan.run,
+        "rank": rank,
+        "rank_source": plan.rank_source,
+        "producer": plan.producer,
+        "producer_version": meta.producer_version or sc.get("framework_version"),
+        "root_path": plan.rel_root,
+        "world_size": meta.world_size if meta.world_size is not None else sc.get("world_size"),
+        "hostname": meta.hostname or sc.get("host"),
+        "device_id": meta.device_id,
+        "level": meta.level,
+        "start_ns": writer.start_ns,
+        "end_ns": writer.end_ns,
+        "steps": sorted(writer.steps),
+        "status": status,
+        "capabilities": sorted(meta.capabilities),
+        "missing": missing,
+        "config": json.dumps(meta.config, default=str) if meta.config is not None else None,
+        "meta": json.dumps(extra, default=str) if extra else None,
+        "n_rows": writer.total_rows,
+        "ingested_at": now,
+    }
+    return CollectionResult(plan, status, row, fact_files, file_rows, time.perf_counter() - t0)
+
+
+def _relpath(path: Path, run_root: Path) -> str:
+    try:
+        return str(path.relative_to(run_root))
+    except ValueError:
+        return str(path)
+
+
+def _status(ctx: ReadContext, plan: CollectionPlan, rows: int) -> str:
+    if ctx.meta.status:
+        return ctx.meta.status
+    outcomes = [o for o in ctx.outcomes.values() if o.status != "ignored"]
+    if rows == 0:
+        return "error" if any(o.status == "error" for o in outcomes) or not outcomes else "complete"
+    sc = plan.sidecar or {}
+    if any(o.status in ("error", "warning") for o in outcomes) or sc.get("status") not in (None, "complete"):
+        return "partial"
+    return "complete"
+
+
+def _unchanged(plan: CollectionPlan, prev_files: dict[str, dict[str, Any]], run_root: Path) -> bool | list[str]:
+    """True if every file has the recorded size and mtime; else the list of files to hash."""
+    rels = [_relpath(f, run_root) for f in plan.files]
+    recorded = {p for p, r in prev_files.items() if r["collection_id"] == plan.collection_id}
+    if set(rels) != recorded:
+        return False
+    changed = []
+    for f, rel in zip(plan.files, rels):
+        st = _stat(f)
+        r = prev_files[rel]
+        if st is None:
+            return False
+        if (st[0], st[1]) != (r["size_bytes"], r["mtime_ns"]):
+            if r["sha256"] is None or st[0] != r["size_bytes"]:
+                return False
+            changed.append(rel)
+    return True if not changed else changed
+
+
+def ingest(
+    root: str | os.PathLike[str],
+    store: Store,
+    run: str | None = None,
+    workers: int | None = None,
+    on_progress: Callable[[str, Any], None] | None = None,
+) -> IngestReport:
+    """Ingest every profiler output below ``root`` as run ``run`` (default: the folder name)."""
+    t0 = time.perf_counter()
+    root_p = Path(root).expanduser().resolve()
+    if not root_p.exists():
+        raise NothingIngestedError(f"{root_p}: no such file or folder")
+    run_name = run or (root_p.name if root_p.is_dir() else root_p.stem.split(".")[0])
+    store.initialize()
+    report = IngestReport(run_name, str(root_p), str(store.path))
+    notify = on_progress or (lambda kind, obj: None)
+    with store.ingest_lock():
+        store.garbage_collect()
+        disc = discover(root_p, run_name)
+        run_root = disc.root
+        cat = store.load_catalog(["collections", "source_files"])
+        prev_cols = {r["collection_id"]: r for r in cat["collections"].to_pylist() if r["run"] == run_name}
+        prev_files = {r["path"]: r for r in cat["source_files"].to_pylist() if r["run"] == run_name}
+        to_read: list[CollectionPlan] = []
+        touched: list[dict[str, Any]] = []
+        for plan in disc.plans:
+            if plan.collection_id not in prev_cols:
+                to_read.append(plan)
+                continue
+            verdict = _unchanged(plan, prev_files, run_root)
+            if verdict is True:
+                report.unchanged.append(plan)
+            elif verdict is False:
+                to_read.append(plan)
+            else:  # same size, new mtime: re-read only if the content changed
+                same = True
+                for rel in verdict:
+                    if file_sha256(run_root / rel) != prev_files[rel]["sha256"]:
+                        same = False
+                        break
+                if same:
+                    report.unchanged.append(plan)
+                    for rel in verdict:
+                        row = dict(prev_files[rel])
+                        st = _stat(run_root / rel)
+                        row["mtime_ns"] = st[1] if st else row["mtime_ns"]
+                        touched.append(row)
+                else:
+                    to_read.append(plan)
+        for plan in report.unchanged:
+            notify("unchanged", plan)
+        results = _read_all(to_read, str(store.path), str(run_root), workers, notify)
+        replace: list[str] = []
+        collections: list[dict[str, Any]] = []
+        fact_files: list[dict[str, Any]] = []
+        file_rows: list[dict[str, Any]] = list(touched)
+        for res in results:
+            report.read.append(res)
+            cid = res.plan.collection_id
+            if res.status == "error" and cid in prev_cols and prev_cols[cid]["status"] != "error":
+                # nothing readable this time: keep what was ingested before, record the problem
+                report.kept_previous.append(cid)
+                for f in res.file_rows:
+                    if f["status"] == "error":
+                        f["error"] = f"{f['error']} (previous data of this collection kept)"
+                file_rows.extend(res.file_rows)
+                continue
+            replace.append(cid)
+            collections.append(res.collection_row)
+            fact_files.extend(res.fact_files)
+            file_rows.extend(res.file_rows)
+        now = utcnow()
+        for path, reason in disc.ignored:
+            st = _stat(path)
+            rel = _relpath(path, run_root)
+            file_rows.append(
+                {
+                    "run": run_name, "path": rel, "collection_id": None, "size_bytes": st[0] if st else None,
+                    "mtime_ns": st[1] if st else None, "sha256": None, "reader": "ignored", "status": "ignored",
+                    "error": reason, "rows": 0, "ingested_at": now,
+                }
+            )
+            report.ignored.append((rel, reason))
+        store.commit(run_name, str(run_root), replace, collections, fact_files, file_rows)
+    report.seconds = time.perf_counter() - t0
+    if report.usable == 0:
+        if not disc.plans:
+            raise NothingIngestedError(
+                f"{root_p}: no profiler output found (looked for Kineto traces, *_ascend_pt folders, "
+                f"collector rank_{{id}} folders); {len(disc.ignored)} other file(s) ignored"
+            )
+        err = NothingIngestedError(f"{root_p}: nothing could be ingested")
+        err.report = report  # type: ignore[attr-defined]
+        raise err
+    return report
+
+
+def _read_all(
+    plans: list[CollectionPlan], store_path: str, run_root: str, workers: int | None, notify: Callable[[str, Any], None]
+) -> list[CollectionResult]:
+    if not plans:
+        return []
+    n = workers if workers is not None else min(len(plans), os.cpu_count() or 1)
+    out: list[CollectionResult] = []
+    if n <= 1 or len(plans) == 1:
+        for p in plans:
+            notify("start", p)
+            res = read_collection(p, store_path, run_root)
+            notify("done", res)
+            out.append(res)
+        return out
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload(["analyzer.ingest"])
+    # largest collections first so the pool is not left waiting on one big rank at the end
+    order = sorted(plans, key=lambda p: -sum((_stat(f) or (0, 0))[0] for f in p.files))
+    with ProcessPoolExecutor(max_workers=n, mp_context=ctx) as pool:
+        futs = []
+        for p in order:
+            notify("start", p)
+            futs.append(pool.submit(read_collection, p, store_path, run_root))
+        for fut in futs:
+            res = fut.result()
+            notify("done", res)
+            out.append(res)
+    return out

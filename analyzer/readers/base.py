@@ -1,0 +1,128 @@
+"""What every reader gets: the collection plan, a fact writer and a place to report each file.
+
+A reader is a function ``read(ctx: ReadContext) -> None`` registered under its producer name.
+It reads the collection's files, writes facts through ``ctx.write(table, data)``, fills
+``ctx.meta`` and reports every file it touched with ``ctx.reading(path, reader)``:
+
+    with ctx.reading(path, "kernel_details.csv") as f:
+        rows = parse(path)
+        f.rows += ctx.write("kernels", rows)
+
+An exception inside ``reading`` is recorded against that file (``InputError`` messages as they
+are, anything else with its type) and the reader goes on with the next file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import InputError
+from ..factwriter import FactWriter
+
+
+@dataclass
+class CollectionPlan:
+    """One unit of ingest, found by discovery: one rank's output of one profiling window."""
+
+    collection_id: str
+    run: str
+    producer: str
+    root: Path  # absolute: a directory, or the file itself for single-file collections
+    rel_root: str  # relative to the run root
+    files: list[Path]  # absolute paths of every file that belongs to the collection
+    rank: int | None = None
+    rank_source: str | None = None
+    sidecar: dict[str, Any] | None = None  # collector sidecar that covers this collection
+    hints: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class FileOutcome:
+    path: Path
+    reader: str
+    status: str = "ok"  # ok | warning | error | ignored
+    error: str | None = None
+    rows: int = 0
+
+    def warn(self, message: str) -> None:
+        if self.status == "ok":
+            self.status = "warning"
+        self.error = message if not self.error else f"{self.error}; {message}"
+
+
+@dataclass
+class CollectionMeta:
+    producer_version: str | None = None
+    world_size: int | None = None
+    hostname: str | None = None
+    device_id: int | None = None
+    level: str | None = None
+    status: str | None = None  # reader's verdict; None = derive from file outcomes
+    capabilities: set[str] = field(default_factory=set)
+    missing: list[str] = field(default_factory=list)
+    config: dict[str, Any] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class ReadContext:
+    def __init__(self, plan: CollectionPlan, writer: FactWriter):
+        self.plan = plan
+        self.writer = writer
+        self.meta = CollectionMeta()
+        self.outcomes: dict[Path, FileOutcome] = {}
+        self._scratch: Path | None = None
+
+    @property
+    def rank(self) -> int:
+        return self.writer.rank
+
+    def write(self, table: str, data: Any) -> int:
+        return self.writer.write(table, data)
+
+    @contextlib.contextmanager
+    def reading(self, path: Path, reader: str) -> Iterator[FileOutcome]:
+        outcome = self.outcomes.get(path)
+        if outcome is None or outcome.status == "ignored":
+            outcome = FileOutcome(path, reader)
+            self.outcomes[path] = outcome
+        try:
+            yield outcome
+        except InputError as exc:
+            outcome.status = "error"
+            outcome.error = exc.problem
+        except Exception as exc:  # noqa: BLE001 - any failure is recorded against the file
+            outcome.status = "error"
+            outcome.error = f"{type(exc).__name__}: {exc}"
+
+    def ignore(self, path: Path, reason: str) -> None:
+        if path not in self.outcomes:
+            self.outcomes[path] = FileOutcome(path, "ignored", status="ignored", error=reason)
+
+    def scratch_dir(self) -> Path:
+        """A private temporary folder, removed when the collection is done."""
+        if self._scratch is None:
+            self._scratch = Path(tempfile.mkdtemp(prefix="rankscope-"))
+        return self._scratch
+
+    def cleanup(self) -> None:
+        if self._scratch is not None:
+            shutil.rmtree(self._scratch, ignore_errors=True)
+            self._scratch = None
+
+
+Reader = Callable[[ReadContext], None]
+READERS: dict[str, Reader] = {}
+
+
+def register(producer: str) -> Callable[[Reader], Reader]:
+    def deco(fn: Reader) -> Reader:
+        READERS[producer] = fn
+        return fn
+
+    return deco

@@ -1,0 +1,347 @@
+"""Streaming reader for Chrome-trace JSON (Kineto traces, torch_npu trace_view.json, msprof json).
+
+Never one ``json.load`` of a whole trace: the file is read in blocks, event boundaries are found
+by a byte search (``}`` ``,`` ``{`` with only whitespace between), and each block of complete events
+is decoded at once by msgspec into small typed structs whose ``args`` stay raw JSON bytes. Memory
+is bounded by the block size, whatever the file size.
+
+Handles: an object with ``traceEvents`` (header keys before it, tail keys after it: older Kineto
+writes ``baseTimeNanoseconds`` at the end) or a bare array (torch_npu, MindSpore); ``.gz``; an
+unterminated array (a crash mid-write) — complete events are kept and a warning says what was lost.
+"""
+
+from __future__ import annotations
+
+import gzip
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import msgspec
+import numpy as np
+import pyarrow as pa
+
+from ..errors import InputError
+from ..units import us_array_to_ns, us_text_to_ns
+
+BLOCK_BYTES = 8 << 20
+_WS = b" \t\r\n"
+_END_RE = re.compile(rb"\}\s*\]")
+
+
+NO_RAW = msgspec.Raw(b"")  # default for absent raw fields (Raw cannot be Optional)
+
+
+class Event(msgspec.Struct, gc=False):
+    ph: str = ""
+    name: str = ""
+    cat: str | None = None
+    pid: int | str | None = None
+    tid: int | str | None = None
+    ts: float | str | None = None
+    dur: float | str | None = None
+    id: int | str | None = None
+    args: msgspec.Raw = NO_RAW
+
+
+_EVENTS = msgspec.json.Decoder(list[Event])
+_ONE_EVENT = msgspec.json.Decoder(Event)
+_ANY = msgspec.json.Decoder()
+
+
+def open_binary(path: Path) -> BinaryIO:
+    """Open a file for reading, transparently gunzipping (by magic bytes, not by name)."""
+    fh = open(path, "rb")
+    magic = fh.read(2)
+    fh.seek(0)
+    if magic == b"\x1f\x8b":
+        return gzip.GzipFile(fileobj=fh, mode="rb")  # type: ignore[return-value]
+    return fh
+
+
+def _skip_ws_back(buf: bytes, k: int) -> int:
+    while k >= 0 and buf[k] in _WS:
+        k -= 1
+    return k
+
+
+def last_boundary(buf: bytes, end: int | None = None) -> tuple[int, int] | None:
+    """(index of the '}' ending an event, index of the '{' starting the next) for the last
+    '},{' boundary before ``end``, or None."""
+    pos = len(buf) if end is None else end
+    while True:
+        j = buf.rfind(b"{", 0, pos)
+        if j <= 0:
+            return None
+        k = _skip_ws_back(buf, j - 1)
+        if k >= 0 and buf[k] == 0x2C:  # ','
+            k = _skip_ws_back(buf, k - 1)
+            if k >= 0 and buf[k] == 0x7D:  # '}'
+                return k, j
+        pos = j
+
+
+@dataclass
+class TraceStream:
+    """Iterate the events of one Chrome trace file in decoded blocks."""
+
+    path: Path
+    block_bytes: int = BLOCK_BYTES
+    header: dict[str, Any] = field(default_factory=dict)
+    tail: dict[str, Any] = field(default_factory=dict)
+    bare_array: bool = False
+    warnings: list[str] = field(default_factory=list)
+    truncated: bool = False
+    n_events: int = 0
+    skipped_events: int = 0
+
+    def blocks(self) -> Iterator[list[Event]]:
+        with open_binary(self.path) as f:
+            try:
+                buf = f.read(self.block_bytes)
+            except (OSError, EOFError) as exc:
+                raise InputError(str(self.path), f"cannot read: {exc}") from exc
+            buf = self._start(f, buf)
+            carried = False
+            eof = False
+            while not eof:
+                try:
+                    more = f.read(self.block_bytes)
+                except (OSError, EOFError) as exc:  # e.g. a gzip stream cut short
+                    self.warnings.append(f"compressed stream ends early ({exc}); kept the events before it")
+                    self.truncated = True
+                    more = b""
+                eof = not more
+                if more:
+                    buf += more
+                    b = last_boundary(buf)
+                    if b is None:
+                        continue
+                    piece, buf = buf[: b[0] + 1], buf[b[1] :]
+                    try:
+                        events = _EVENTS.decode(b"[" + piece + b"]")
+                    except msgspec.DecodeError:
+                        if not carried:  # the cut fell inside a string or nested object: retry bigger
+                            buf = piece + b"," + buf
+                            carried = True
+                            continue
+                        events = self._slow_decode(piece)
+                    carried = False
+                    self.n_events += len(events)
+                    yield events
+            events = self._finish(buf)
+            self.n_events += len(events)
+            if events:
+                yield events
+
+    # -- start / end ------------------------------------------------------------------------
+
+    def _start(self, f: BinaryIO, buf: bytes) -> bytes:
+        i = 0
+        if buf.startswith(b"\xef\xbb\xbf"):
+            i = 3
+        while i < len(buf) and buf[i] in _WS:
+            i += 1
+        if i >= len(buf):
+            raise InputError(str(self.path), "empty file")
+        if buf[i] == 0x5B:  # '['
+            self.bare_array = True
+            return buf[i + 1 :]
+        if buf[i] != 0x7B:  # '{'
+            raise InputError(str(self.path), "not JSON (does not start with '{' or '[')")
+        key = b'"traceEvents"'
+        pos = buf.find(key)
+        while pos < 0:
+            more = f.read(self.block_bytes)
+            if not more or len(buf) > 256 << 20:
+                raise InputError(str(self.path), "no traceEvents array: not a Chrome/Kineto trace")
+            buf += more
+            pos = buf.find(key)
+        j = pos + len(key)
+        while j < len(buf) and buf[j] in _WS + b":":
+            j += 1
+        if j >= len(buf) or buf[j] != 0x5B:
+            raise InputError(str(self.path), "traceEvents is not an array")
+        head = buf[i:pos].rstrip()
+        if head.endswith(b","):
+            head = head[:-1]
+        try:
+            self.header = _ANY.decode(head + b"}") if head != b"{" else {}
+        except msgspec.DecodeError as exc:
+            self.warnings.append(f"unreadable trace header ({exc}); event data still read")
+        return buf[j + 1 :]
+
+    def _finish(self, buf: bytes) -> list[Event]:
+        stripped = buf.strip(_WS)
+        if stripped.startswith(b"]"):
+            self._parse_tail(stripped[1:])
+            return []
+        for m in _END_RE.finditer(buf):
+            try:
+                events = _EVENTS.decode(b"[" + buf[: m.start() + 1] + b"]")
+            except msgspec.DecodeError:
+                continue
+            self._parse_tail(buf[m.end() :])
+            return events
+        # no closing bracket that makes sense: the file was cut inside the event list
+        self.truncated = True
+        end = len(buf)
+        for _ in range(64):
+            b = last_boundary(buf, end)
+            if b is None:
+                break
+            try:
+                events = _EVENTS.decode(b"[" + buf[: b[0] + 1] + b"]")
+            except msgspec.DecodeError:
+                end = b[1]
+                continue
+            self.warnings.append(
+                f"file ends inside the event list (unterminated JSON array): kept {self.n_events + len(events)} "
+                f"complete events, dropped {len(buf) - b[0] - 1} trailing bytes"
+            )
+            return events
+        try:  # a single complete event without a closing bracket
+            ev = _ONE_EVENT.decode(stripped.rstrip(b","))
+            self.warnings.append("file ends after the last event without closing the JSON array")
+            return [ev]
+        except msgspec.DecodeError:
+            pass
+        self.warnings.append(
+            f"file ends inside the event list (unterminated JSON array): kept {self.n_events} complete events, "
+            f"dropped {len(buf)} trailing bytes"
+        )
+        return []
+
+    def _parse_tail(self, rest: bytes) -> None:
+        rest = rest.strip(_WS)
+        if self.bare_array:
+            if rest:
+                self.warnings.append(f"{len(rest)} unexpected bytes after the event array ignored")
+            return
+        if rest.startswith(b","):
+            rest = rest[1:].strip(_WS)
+        if not rest or rest == b"}":
+            if not rest:
+                self.warnings.append("trace object is not closed ('}' missing)")
+            return
+        try:
+            tail = _ANY.decode(b"{" + rest)
+            if isinstance(tail, dict):
+                self.tail = tail
+        except msgspec.DecodeError:
+            self.warnings.append("unreadable keys after traceEvents ignored")
+
+    def _slow_decode(self, piece: bytes) -> list[Event]:
+        """Decode event by event when a block will not decode as a whole; skip broken events."""
+        out: list[Event] = []
+        parts: list[bytes] = []
+        end = len(piece)
+        while True:
+            b = last_boundary(piece, end)
+            if b is None:
+                parts.append(piece[:end])
+                break
+            parts.append(piece[b[1] : end])
+            end = b[0] + 1
+        for raw in reversed(parts):
+            try:
+                out.append(_ONE_EVENT.decode(raw.strip(_WS)))
+            except msgspec.DecodeError:
+                self.skipped_events += 1
+        if self.skipped_events:
+            self.warnings.append(f"{self.skipped_events} malformed events skipped")
+        return out
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        return {**self.header, **self.tail}
+
+
+# -- column helpers ------------------------------------------------------------------------------
+
+
+def id_text(v: int | str | None) -> str | None:
+    if v is None:
+        return None
+    return v if isinstance(v, str) else str(v)
+
+
+def times_ns(values: list[float | str | None], base_ns: int = 0) -> pa.Array:
+    """Event ts/dur values (float µs or exact µs strings) to int64 ns."""
+    if not values:
+        return pa.array([], type=pa.int64())
+    if all(type(v) is float or type(v) is int for v in values):
+        arr = us_array_to_ns(np.asarray(values, dtype=np.float64))
+        if base_ns:
+            arr = arr + base_ns
+        return pa.array(arr, type=pa.int64())
+    out: list[int | None] = []
+    for v in values:
+        if v is None:
+            out.append(None)
+        elif isinstance(v, str):
+            ns = us_text_to_ns(v)
+            out.append(None if ns is None else ns + base_ns)
+        else:
+            out.append(int(us_array_to_ns(np.array([float(v)]))[0]) + base_ns)
+    return pa.array(out, type=pa.int64())
+
+
+def raw_json_column(events: list[Event]) -> pa.Array:
+    raw = [bytes(e.args) if len(e.args) else None for e in events]
+    return pa.array(raw, type=pa.binary()).cast(pa.string())
+
+
+def slice_columns(events: list[Event], first_event_id: int, event_ids: list[int], base_ns: int) -> dict[str, Any]:
+    """Columns of the slices table for X / i events."""
+    return {
+        "pid": pa.array([id_text(e.pid) for e in events], type=pa.string()),
+        "tid": pa.array([id_text(e.tid) for e in events], type=pa.string()),
+        "name": pa.array([e.name for e in events], type=pa.string()),
+        "category": pa.array([e.cat for e in events], type=pa.string()),
+        "ts_ns": times_ns([e.ts for e in events], base_ns),
+        "dur_ns": times_ns([e.dur if e.dur is not None else 0.0 for e in events]),
+        "event_id": pa.array([first_event_id + i for i in event_ids], type=pa.int64()),
+        "args": raw_json_column(events),
+    }
+
+
+@dataclass
+class LaneInfo:
+    """Process and thread names collected from M events."""
+
+    process_names: dict[str, str] = field(default_factory=dict)
+    process_labels: dict[str, str] = field(default_factory=dict)
+    thread_names: dict[tuple[str, str], str] = field(default_factory=dict)
+    thread_sort: dict[tuple[str, str], int] = field(default_factory=dict)
+    process_sort: dict[str, int] = field(default_factory=dict)
+
+    def add(self, e: Event) -> None:
+        pid = id_text(e.pid) or ""
+        tid = id_text(e.tid) or ""
+        try:
+            args = _ANY.decode(e.args) if len(e.args) else {}
+        except msgspec.DecodeError:
+            return
+        if not isinstance(args, dict):
+            return
+        if e.name == "process_name":
+            self.process_names[pid] = str(args.get("name", ""))
+        elif e.name == "process_labels":
+            self.process_labels[pid] = str(args.get("labels", ""))
+        elif e.name == "thread_name":
+            # Kineto writes two thread_name events for some threads; keep the most specific
+            name = str(args.get("name", ""))
+            old = self.thread_names.get((pid, tid))
+            if old is None or len(name) > len(old):
+                self.thread_names[(pid, tid)] = name
+        elif e.name == "thread_sort_index":
+            si = args.get("sort_index")
+            if isinstance(si, int):
+                self.thread_sort[(pid, tid)] = si
+        elif e.name == "process_sort_index":
+            si = args.get("sort_index")
+            if isinstance(si, int):
+                self.process_sort[pid] = si

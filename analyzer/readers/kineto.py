@@ -1,0 +1,799 @@
+"""Kineto / torch.profiler chrome traces (``*.json``, ``*.json.gz``), new and old category names.
+
+One pass over the events (streamed, see chrome_trace) routes them:
+
+- every X / i event -> ``slices`` (timeline), M events -> ``lanes``;
+- ``cpu_op`` / ``user_annotation`` / old ``Operator`` -> ``operators`` (self time from nesting);
+- ``ProfilerStep#N`` -> ``steps``;
+- ``kernel`` / ``gpu_memcpy`` / ``gpu_memset`` (old ``Kernel``, ``Memcpy``, ``Memset``) -> ``kernels``;
+- collectives: NCCL kernels carrying ``Collective name``, else ``nccl:*`` / ``gloo:*`` annotations
+  (sized from ``Input Dims`` x dtype), with groups from ``record_param_comms`` / ``pg_config``;
+- ``[memory]`` instant events -> ``memory_samples`` and, paired by address, ``operator_memory``;
+- C events -> ``counters``.
+
+Rows needing information from elsewhere in the file (step ids, self time, the time base that
+older Kineto writes after the events) are staged in a scratch Parquet file and finished by one
+DuckDB pass at the end, so memory stays bounded by the block size.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import msgspec
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from .. import schema
+from ..errors import InputError
+from ..factwriter import conform
+from .base import ReadContext, register
+from .chrome_trace import NO_RAW, Event, LaneInfo, TraceStream, id_text, slice_columns, times_ns
+from .comm_names import P2P_TYPES, dtype_size, is_comm_annotation, normalize_op_type
+
+OP_CATS = {"cpu_op", "user_annotation", "Operator"}
+KERNEL_CATS = {"kernel", "Kernel", "gpu_memcpy", "Memcpy", "gpu_memset", "Memset", "mtia_ccp_events"}
+DEVICE_CATS = KERNEL_CATS | {"gpu_user_annotation", "cuda_sync"}
+_STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
+
+
+class OpArgs(msgspec.Struct, gc=False):
+    input_dims: msgspec.Raw = msgspec.field(default=NO_RAW, name="Input Dims")
+    input_type: msgspec.Raw = msgspec.field(default=NO_RAW, name="Input type")
+    call_stack: str | None = msgspec.field(default=None, name="Call stack")
+    seq: int | None = msgspec.field(default=None, name="Sequence number")
+
+
+class CommArgs(msgspec.Struct, gc=False):
+    collective: str | None = msgspec.field(default=None, name="Collective name")
+    in_nelems: int | None = msgspec.field(default=None, name="In msg nelems")
+    out_nelems: int | None = msgspec.field(default=None, name="Out msg nelems")
+    dtype: str | None = None
+    group_size: int | None = msgspec.field(default=None, name="Group size")
+    pg_name: str | int | None = msgspec.field(default=None, name="Process Group Name")
+    pg_desc: str | None = msgspec.field(default=None, name="Process Group Description")
+    pg_ranks: str | list[int] | None = msgspec.field(default=None, name="Process Group Ranks")
+    input_dims: list[Any] | None = msgspec.field(default=None, name="Input Dims")
+    input_type: list[Any] | None = msgspec.field(default=None, name="Input type")
+    device: int | None = None
+    stream: int | None = None
+
+
+class KernelArgs(msgspec.Struct, gc=False):
+    device: int | None = None
+    stream: int | None = None
+
+
+class MemArgs(msgspec.Struct, gc=False):
+    bytes: int | None = msgspec.field(default=None, name="Bytes")
+    total_allocated: int | None = msgspec.field(default=None, name="Total Allocated")
+    total_reserved: int | None = msgspec.field(default=None, name="Total Reserved")
+    device_type: int | None = msgspec.field(default=None, name="Device Type")
+    device_id: int | None = msgspec.field(default=None, name="Device Id")
+    addr: int | None = msgspec.field(default=None, name="Addr")
+
+
+_OP_DEC = msgspec.json.Decoder(OpArgs)
+_COMM_DEC = msgspec.json.Decoder(CommArgs)
+_KERNEL_DEC = msgspec.json.Decoder(KernelArgs)
+_MEM_DEC = msgspec.json.Decoder(MemArgs)
+_ANY = msgspec.json.Decoder()
+
+_DEVICE_TYPES = {0: "CPU", 1: "cuda", 2: "mkldnn", 3: "opengl", 4: "opencl", 5: "ideep", 6: "hip", 20: "privateuse1"}
+
+
+def _decode(dec: msgspec.json.Decoder, raw: msgspec.Raw) -> Any:
+    if not len(raw):
+        return None
+    try:
+        return dec.decode(raw)
+    except msgspec.DecodeError:
+        return None
+
+
+def _raw_text(raw: msgspec.Raw) -> str | None:
+    return bytes(raw).decode("utf-8", "replace") if len(raw) else None
+
+
+def _parse_ranks(v: str | list[int] | None) -> list[int] | None:
+    if v is None:
+        return None
+    if isinstance(v, list):
+        return [int(x) for x in v]
+    try:
+        out = _ANY.decode(v.encode())
+        return [int(x) for x in out] if isinstance(out, list) else None
+    except (msgspec.DecodeError, ValueError, TypeError):
+        return None
+
+
+def _message_bytes(args: CommArgs | None) -> tuple[int | None, str | None, int | None]:
+    """(bytes, dtype, element count) of a collective from its args."""
+    if args is None:
+        return None, None, None
+    if args.in_nelems is not None:
+        size = dtype_size(args.dtype)
+        n = max(args.in_nelems or 0, args.out_nelems or 0)
+        return (n * size if size else None), args.dtype, n
+    if args.input_dims:
+        # gloo:* annotations: Input Dims = [[d0, d1, ...], ...], Input type = ['float', ...]
+        total = 0
+        count = 0
+        dtype = None
+        for i, dims in enumerate(args.input_dims):
+            if not isinstance(dims, list) or not dims or not all(isinstance(d, int) for d in dims):
+                continue
+            n = int(np.prod(dims))
+            t = args.input_type[i] if args.input_type and i < len(args.input_type) else None
+            size = dtype_size(t if isinstance(t, str) else None)
+            if size:
+                total += n * size
+                count += n
+                dtype = dtype or t
+        return (total or None), dtype, (count or None)
+    return None, args.dtype, None
+
+
+class _Stage:
+    """Scratch Parquet files for rows finished by the post-pass."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+        self.writers: dict[str, pq.ParquetWriter] = {}
+
+    def write(self, name: str, table: pa.Table) -> None:
+        if table.num_rows == 0:
+            return
+        w = self.writers.get(name)
+        if w is None:
+            w = pq.ParquetWriter(str(self.folder / f"{name}.parquet"), table.schema, compression="lz4")
+            self.writers[name] = w
+        w.write_table(table)
+
+    def close(self) -> dict[str, str]:
+        for w in self.writers.values():
+            w.close()
+        return {name: str(self.folder / f"{name}.parquet") for name in self.writers}
+
+
+_STAGE_KEY = {"run": "", "rank": 0, "collection_id": ""}
+
+
+def _staged(table: str, cols: dict[str, Any], file_idx: int) -> pa.Table:
+    t = conform(table, cols, _STAGE_KEY)
+    return t.append_column("_file", pa.repeat(pa.scalar(file_idx, pa.int32()), t.num_rows))
+
+
+class _TraceRouter:
+    """Routes the events of one collection's trace files into facts and staged rows."""
+
+    def __init__(self, ctx: ReadContext, stage: _Stage):
+        self.ctx = ctx
+        self.stage = stage
+        self.lanes = LaneInfo()
+        self.lane_counts: Counter[tuple[str, str]] = Counter()
+        self.lane_cats: dict[tuple[str, str], Counter[str]] = {}
+        self.event_base = 0
+        self.comm_kernel_rows = 0
+        self.groups: dict[str, dict[str, Any]] = {}
+        self.seen_cats: Counter[str] = Counter()
+        self.has_stacks = False
+        self.has_shapes = False
+
+    def route_block(self, events: list[Event], file_idx: int, base_ns: int, direct_slices: bool) -> None:
+        first = self.event_base
+        self.event_base += len(events)
+        sl_idx: list[int] = []
+        sl_ev: list[Event] = []
+        op_idx: list[int] = []
+        k_idx: list[int] = []
+        comm_idx: list[int] = []
+        mem_idx: list[int] = []
+        ctr_idx: list[int] = []
+        steps: list[tuple[int, int]] = []
+        for i, e in enumerate(events):
+            ph = e.ph
+            if ph == "X":
+                sl_idx.append(i)
+                sl_ev.append(e)
+                cat = e.cat
+                if cat in OP_CATS:
+                    op_idx.append(i)
+                    name = e.name
+                    if name.startswith("ProfilerStep#"):
+                        m = _STEP_RE.match(name)
+                        if m:
+                            steps.append((i, int(m.group(1))))
+                    elif cat != "cpu_op" and is_comm_annotation(name):
+                        comm_idx.append(i)
+                    elif name == "record_param_comms":
+                        self._note_group(e)
+                elif cat in KERNEL_CATS:
+                    k_idx.append(i)
+            elif ph == "i" or ph == "I":
+                if e.name == "[memory]":
+                    mem_idx.append(i)
+                else:
+                    sl_idx.append(i)
+                    sl_ev.append(e)
+            elif ph == "M":
+                self.lanes.add(e)
+            elif ph == "C":
+                ctr_idx.append(i)
+        if sl_ev:
+            cols = slice_columns(sl_ev, first, sl_idx, base_ns)
+            for pid, tid, cat in zip(cols["pid"].to_pylist(), cols["tid"].to_pylist(), cols["category"].to_pylist()):
+                key = (pid or "", tid or "")
+                self.lane_counts[key] += 1
+                c = self.lane_cats.get(key)
+                if c is None:
+                    c = self.lane_cats[key] = Counter()
+                c[cat or ""] += 1
+            if direct_slices:
+                self.ctx.write("slices", cols)
+            else:
+                self.stage.write("slices", _staged("slices", cols, file_idx))
+        if op_idx:
+            self._ops(events, op_idx, first, file_idx, base_ns)
+        if steps:
+            self._steps(events, steps, file_idx, base_ns)
+        if k_idx:
+            self._kernels(events, k_idx, first, file_idx, base_ns)
+        if comm_idx:
+            self._annotation_comms(events, comm_idx, file_idx, base_ns)
+        if mem_idx:
+            self._memory(events, mem_idx, first, file_idx, base_ns)
+        if ctr_idx:
+            self._counters(events, ctr_idx, file_idx, base_ns)
+
+    # -- per kind --------------------------------------------------------------------------------
+
+    def _ops(self, events: list[Event], idx: list[int], first: int, file_idx: int, base_ns: int) -> None:
+        evs = [events[i] for i in idx]
+        args = [_decode(_OP_DEC, e.args) for e in evs]
+        shapes = [_raw_text(a.input_dims) if a is not None else None for a in args]
+        types = [_raw_text(a.input_type) if a is not None else None for a in args]
+        stacks = [a.call_stack.replace(";", "\n").strip() if a is not None and a.call_stack else None for a in args]
+        if not self.has_shapes and any(s not in (None, "[]") for s in shapes):
+            self.has_shapes = True
+        if not self.has_stacks and any(stacks):
+            self.has_stacks = True
+        cols = {
+            "name": [e.name for e in evs],
+            "category": [e.cat for e in evs],
+            "tid": [id_text(e.tid) for e in evs],
+            "ts_ns": times_ns([e.ts for e in evs], base_ns),
+            "dur_ns": times_ns([e.dur if e.dur is not None else 0.0 for e in evs]),
+            "input_shapes": shapes,
+            "input_types": types,
+            "call_stack": stacks,
+            "sequence_number": [a.seq if a is not None else None for a in args],
+            "event_id": [first + i for i in idx],
+        }
+        t = _staged("operators", cols, file_idx)
+        self.stage.write("operators", t.append_column("_pid", pa.array([id_text(e.pid) for e in evs], pa.string())))
+
+    def _steps(self, events: list[Event], steps: list[tuple[int, int]], file_idx: int, base_ns: int) -> None:
+        evs = [events[i] for i, _ in steps]
+        ts = times_ns([e.ts for e in evs], base_ns)
+        dur = times_ns([e.dur if e.dur is not None else 0.0 for e in evs])
+        end = pa.array(np.asarray(ts) + np.asarray(dur), pa.int64())
+        cols = {"step": [s for _, s in steps], "start_ns": ts, "end_ns": end, "dur_ns": dur, "source": ["ProfilerStep"] * len(evs)}
+        self.stage.write("steps", _staged("steps", cols, file_idx))
+
+    def _kernels(self, events: list[Event], idx: list[int], first: int, file_idx: int, base_ns: int) -> None:
+        evs = [events[i] for i in idx]
+        comm_rows: list[int] = []
+        comm_args: list[CommArgs] = []
+        device, stream, is_comm = [], [], []
+        for j, e in enumerate(evs):
+            low = e.name.lower()
+            comm = "nccl" in low or "rccl" in low or "hccl" in low
+            is_comm.append(comm)
+            if comm:
+                a = _decode(_COMM_DEC, e.args)
+                if a is not None:
+                    comm_rows.append(j)
+                    comm_args.append(a)
+                    device.append(a.device)
+                    stream.append(a.stream)
+                    continue
+            ka = _decode(_KERNEL_DEC, e.args)
+            device.append(ka.device if ka else None)
+            stream.append(ka.stream if ka else None)
+        for j, e in enumerate(evs):
+            if device[j] is None and isinstance(e.pid, int):
+                device[j] = e.pid
+            if stream[j] is None and isinstance(e.tid, int):
+                stream[j] = e.tid
+        cols = {
+            "kernel_id": [first + i for i in idx],
+            "name": [e.name for e in evs],
+            "core_type": [e.cat for e in evs],
+            "is_communication": is_comm,
+            "device_id": device,
+            "stream_id": stream,
+            "ts_ns": times_ns([e.ts for e in evs], base_ns),
+            "dur_ns": times_ns([e.dur if e.dur is not None else 0.0 for e in evs]),
+        }
+        self.stage.write("kernels", _staged("kernels", cols, file_idx))
+        if comm_rows:
+            self.comm_kernel_rows += len(comm_rows)
+            sub = [evs[j] for j in comm_rows]
+            self._comm_rows(sub, comm_args, file_idx, base_ns, "kineto:kernel")
+
+    def _annotation_comms(self, events: list[Event], idx: list[int], file_idx: int, base_ns: int) -> None:
+        evs = [events[i] for i in idx]
+        self._comm_rows(evs, [_decode(_COMM_DEC, e.args) for e in evs], file_idx, base_ns, "kineto:annotation")
+
+    def _comm_rows(
+        self, evs: list[Event], args: list[CommArgs | None], file_idx: int, base_ns: int, source: str
+    ) -> None:
+        names, types, groups, granks, p2p, nbytes, dtypes, counts = [], [], [], [], [], [], [], []
+        for e, a in zip(evs, args):
+            op = normalize_op_type(a.collective if a is not None and a.collective else e.name)
+            b, dt, n = _message_bytes(a)
+            g = None
+            ranks = None
+            if a is not None and a.pg_name is not None:
+                g = str(a.pg_name)
+                ranks = _parse_ranks(a.pg_ranks)
+                self._remember_group(g, a.pg_desc, ranks)
+            names.append(e.name)
+            types.append(op)
+            groups.append(g)
+            granks.append(ranks)
+            p2p.append(op in P2P_TYPES)
+            nbytes.append(b)
+            dtypes.append(dt)
+            counts.append(n)
+        cols = {
+            "name": names,
+            "op_type": types,
+            "group_name": groups,
+            "group_ranks": granks,
+            "is_p2p": p2p,
+            "ts_ns": times_ns([e.ts for e in evs], base_ns),
+            "dur_ns": times_ns([e.dur if e.dur is not None else 0.0 for e in evs]),
+            "bytes": nbytes,
+            "dtype": dtypes,
+            "count": counts,
+            "source": [source] * len(evs),
+        }
+        t = _staged("comm_ops", cols, file_idx)
+        t = t.append_column("_tid", pa.array([id_text(e.tid) for e in evs], pa.string()))
+        self.stage.write("comm_ops", t)
+
+    def _note_group(self, e: Event) -> None:
+        a = _decode(_COMM_DEC, e.args)
+        if a is not None and a.pg_name is not None:
+            self._remember_group(str(a.pg_name), a.pg_desc, _parse_ranks(a.pg_ranks))
+
+    def _remember_group(self, name: str, desc: str | None, ranks: list[int] | None) -> None:
+        g = self.groups.setdefault(name, {"group_name": name, "group_id": desc, "global_ranks": ranks})
+        if g.get("global_ranks") is None and ranks is not None:
+            g["global_ranks"] = ranks
+        if g.get("group_id") is None and desc:
+            g["group_id"] = desc
+
+    def _memory(self, events: list[Event], idx: list[int], first: int, file_idx: int, base_ns: int) -> None:
+        evs = [events[i] for i in idx]
+        args = [_decode(_MEM_DEC, e.args) or MemArgs() for e in evs]
+        devices = []
+        for a in args:
+            kind = _DEVICE_TYPES.get(a.device_type if a.device_type is not None else -1, str(a.device_type))
+            devices.append(kind if kind == "CPU" or a.device_id is None or a.device_id < 0 else f"{kind}:{a.device_id}")
+        t = pa.table(
+            {
+                "ts_ns": times_ns([e.ts for e in evs], base_ns),
+                "tid": pa.array([id_text(e.tid) for e in evs], pa.string()),
+                "device": pa.array(devices, pa.string()),
+                "bytes": pa.array([a.bytes for a in args], pa.int64()),
+                "allocated": pa.array([a.total_allocated for a in args], pa.int64()),
+                "reserved": pa.array([a.total_reserved for a in args], pa.int64()),
+                "addr": pa.array([a.addr for a in args], pa.int64()),
+                "event_id": pa.array([first + i for i in idx], pa.int64()),
+                "_file": pa.repeat(pa.scalar(file_idx, pa.int32()), len(evs)),
+            }
+        )
+        self.stage.write("memory", t)
+
+    def _counters(self, events: list[Event], idx: list[int], file_idx: int, base_ns: int) -> None:
+        procs, names, series, ts_raw, values = [], [], [], [], []
+        for i in idx:
+            e = events[i]
+            a = _decode(_ANY, e.args)
+            if not isinstance(a, dict):
+                continue
+            for k, v in a.items():
+                if isinstance(v, (int, float)) and not isinstance(v, bool):
+                    procs.append(id_text(e.pid))
+                    names.append(e.name)
+                    series.append(k)
+                    ts_raw.append(e.ts)
+                    values.append(float(v))
+        if values:
+            cols = {"process": procs, "name": names, "series": series, "ts_ns": times_ns(ts_raw, base_ns), "value": values}
+            self.stage.write("counters", _staged("counters", cols, file_idx))
+
+
+def _lane_group(cats: Counter[str], pid: str, process: str, labels: str) -> str:
+    if cats and sum(n for c, n in cats.items() if c in DEVICE_CATS) >= sum(cats.values()) / 2:
+        return "device"
+    if pid in ("Spans", "Traces", "") or process in ("Spans", "Traces"):
+        return "other"
+    if labels.startswith("GPU") or labels.startswith("NPU"):
+        return "device"
+    return "host"
+
+
+def _self_time(ops: pa.Table) -> pa.Table:
+    """Depth and self time of nested host ops, per thread (ops sorted by pid, tid, ts, -dur)."""
+    pid = ops.column("_pid").to_pylist()
+    tid = ops.column("tid").to_pylist()
+    ts = ops.column("ts_ns").to_numpy(zero_copy_only=False)
+    dur = ops.column("dur_ns").to_numpy(zero_copy_only=False)
+    eid = ops.column("event_id").to_numpy(zero_copy_only=False)
+    n = len(ts)
+    depth = np.zeros(n, dtype=np.int32)
+    child = np.zeros(n, dtype=np.int64)
+    stack: list[int] = []
+    prev_key = None
+    ends = (ts + dur).tolist()
+    tsl = ts.tolist()
+    for i in range(n):
+        key = (pid[i], tid[i])
+        if key != prev_key:
+            stack.clear()
+            prev_key = key
+        t = tsl[i]
+        while stack and ends[stack[-1]] <= t:
+            stack.pop()
+        if stack:
+            p = stack[-1]
+            depth[i] = len(stack)
+            # clip a child that outlives its parent (async / imprecise ends) to the parent's end
+            child[p] += min(ends[i], ends[p]) - t
+        stack.append(i)
+    self_ns = np.maximum(dur - child, 0)
+    return pa.table({"event_id": eid, "depth": depth, "self_ns": self_ns})
+
+
+def peek_rank(path: Path) -> tuple[int | None, int | None]:
+    """(rank, world_size) from distributedInfo near the start of a trace, without parsing it."""
+    from .chrome_trace import open_binary
+
+    try:
+        with open_binary(path) as f:
+            head = f.read(1 << 20)
+    except (OSError, EOFError):
+        return None, None
+    return _rank_from_bytes(head)
+
+
+_DIST_RE = re.compile(rb'"distributedInfo"\s*:\s*\{(.{0,4000}?)\}', re.S)
+_RANK_RE = re.compile(rb'"rank"\s*:\s*(-?\d+)')
+_WS_RE = re.compile(rb'"world_size"\s*:\s*(\d+)')
+
+
+def _rank_from_bytes(head: bytes) -> tuple[int | None, int | None]:
+    m = _DIST_RE.search(head)
+    if not m:
+        return None, None
+    body = m.group(1)
+    r = _RANK_RE.search(body)
+    w = _WS_RE.search(body)
+    return (int(r.group(1)) if r else None), (int(w.group(1)) if w else None)
+
+
+def looks_like_kineto(path: Path) -> bool:
+    from .chrome_trace import open_binary
+
+    try:
+        with open_binary(path) as f:
+            head = f.read(64 << 10)
+    except (OSError, EOFError):
+        return False
+    s = head.lstrip()
+    if s.startswith(b"\xef\xbb\xbf"):
+        s = s[3:].lstrip()
+    if not s.startswith(b"{"):
+        return False
+    return any(k in head for k in (b'"traceEvents"', b'"schemaVersion"', b'"deviceProperties"', b'"distributedInfo"'))
+
+
+@register("kineto")
+def read_kineto(ctx: ReadContext) -> None:
+    plan = ctx.plan
+    stage = _Stage(ctx.scratch_dir())
+    router = _TraceRouter(ctx, stage)
+    late_base: dict[int, int] = {}
+    metas: list[dict[str, Any]] = []
+    traces = [p for p in plan.files if p.suffix in (".json", ".gz")]
+    for file_idx, path in enumerate(sorted(traces)):
+        with ctx.reading(path, "kineto") as outcome:
+            ts = TraceStream(path)
+            base = 0
+            direct = True
+            first_block = True
+            for events in ts.blocks():
+                if first_block:
+                    base = int(ts.header.get("baseTimeNanoseconds") or 0)
+                    direct = "baseTimeNanoseconds" in ts.header or not _relative_times(events)
+                    first_block = False
+                router.route_block(events, file_idx, base, direct)
+            if first_block:  # no events at all
+                base = int(ts.header.get("baseTimeNanoseconds") or 0)
+            meta = ts.metadata
+            if "baseTimeNanoseconds" not in ts.header:
+                late_base[file_idx] = int(meta.get("baseTimeNanoseconds") or 0)
+            metas.append(meta)
+            outcome.rows = ts.n_events
+            for w in ts.warnings:
+                outcome.warn(w)
+            if ts.n_events == 0:
+                raise InputError(str(path), "trace has no events")
+            _check_rank(ctx, path, meta, outcome)
+    staged = stage.close()
+    if not staged and router.event_base == 0 and not ctx.writer.total_rows:
+        return
+    _finish(ctx, router, staged, late_base, metas)
+
+
+def _relative_times(events: list[Event]) -> bool:
+    """True when ts values look relative (newer Kineto with a time base somewhere in the file)."""
+    for e in events:
+        if isinstance(e.ts, (int, float)) and e.ph in ("X", "i"):
+            return e.ts < 1e14  # absolute epoch µs are ~1.6e15
+    return False
+
+
+def _check_rank(ctx: ReadContext, path: Path, meta: dict[str, Any], outcome: Any) -> None:
+    dist = meta.get("distributedInfo")
+    if isinstance(dist, dict) and isinstance(dist.get("rank"), int) and dist["rank"] != ctx.rank:
+        if ctx.plan.rank_source in ("sidecar", "rank_dir"):
+            outcome.warn(f"distributedInfo.rank is {dist['rank']} but the folder says rank {ctx.rank}; kept {ctx.rank}")
+
+
+def _finish(
+    ctx: ReadContext, router: _TraceRouter, staged: dict[str, str], late_base: dict[int, int], metas: list[dict[str, Any]]
+) -> None:
+    con = duckdb.connect(":memory:")
+    con.execute("SET preserve_insertion_order = false")
+    fb = pa.table(
+        {"_file": pa.array(list(late_base.keys()), pa.int32()), "_base": pa.array(list(late_base.values()), pa.int64())}
+    )
+    con.register("file_base", fb)
+
+    def src(name: str) -> str:
+        p = staged[name].replace("'", "''")
+        return f"(SELECT s.*, coalesce(b._base, 0) AS _b FROM read_parquet('{p}') s LEFT JOIN file_base b USING (_file))"
+
+    def stream(sql: str, table: str) -> None:
+        rdr = con.sql(sql).to_arrow_reader(200_000)
+        for batch in rdr:
+            ctx.write(table, batch)
+
+    cols = lambda t: schema.FACTS[t].column_names[3:]  # noqa: E731 - skip run/rank/collection_id
+
+    def select(table: str, replace: dict[str, str], alias: str | None = None) -> str:
+        pre = f"{alias}." if alias else ""
+        parts = [f"{replace[c]} AS \"{c}\"" if c in replace else f'{pre}"{c}"' for c in cols(table)]
+        return ", ".join(parts)
+
+    if "slices" in staged:
+        stream(f"SELECT {select('slices', {'ts_ns': 'ts_ns + _b'})} FROM {src('slices')}", "slices")
+    if "steps" in staged:
+        con.execute(
+            f"CREATE TABLE steps AS SELECT step, min(start_ns + _b) AS start_ns, max(end_ns + _b) AS end_ns, "
+            f"'ProfilerStep' AS source FROM {src('steps')} GROUP BY step ORDER BY step"
+        )
+        stream("SELECT step, start_ns, end_ns, end_ns - start_ns AS dur_ns, source FROM steps", "steps")
+    else:
+        con.execute("CREATE TABLE steps (step INTEGER, start_ns BIGINT, end_ns BIGINT)")
+    # step of a row: the ProfilerStep range its start falls in (ASOF join, no overlap between steps)
+    step_join = "ASOF LEFT JOIN steps st ON {t} >= st.start_ns"
+    step_expr = "CASE WHEN {t} < st.end_ns THEN st.step END"
+    if "operators" in staged:
+        ops = con.sql(
+            f"SELECT _pid, tid, ts_ns + _b AS ts_ns, dur_ns, event_id FROM {src('operators')} "
+            f"ORDER BY _pid, tid, ts_ns, dur_ns DESC, event_id"
+        ).to_arrow_table()
+        con.register("selftime", _self_time(ops))
+        del ops
+        t = "(o.ts_ns + o._b)"
+        rep = {"ts_ns": t, "step": step_expr.format(t=t), "self_ns": "x.self_ns", "depth": "x.depth"}
+        stream(
+            f"SELECT {select('operators', rep, 'o')} FROM {src('operators')} o "
+            f"LEFT JOIN selftime x USING (event_id) {step_join.format(t=t)}",
+            "operators",
+        )
+    if "kernels" in staged:
+        t = "(k.ts_ns + k._b)"
+        stream(
+            f"SELECT {select('kernels', {'ts_ns': t, 'step': step_expr.format(t=t)}, 'k')} "
+            f"FROM {src('kernels')} k {step_join.format(t=t)}",
+            "kernels",
+        )
+    if "comm_ops" in staged:
+        # GPU traces: the NCCL kernels are the real communication time; CPU (gloo) traces: the
+        # gloo:* / nccl:* ranges on the communication threads.
+        pick = "WHERE c.source = 'kineto:kernel'" if router.comm_kernel_rows else ""
+        default_group = _default_group(metas)
+        t = "(c.ts_ns + c._b)"
+        rep = {"ts_ns": t, "step": step_expr.format(t=t)}
+        if default_group is not None:
+            rep["group_name"] = f"coalesce(c.group_name, '{default_group[0]}')"
+            rep["group_ranks"] = f"coalesce(c.group_ranks, {default_group[1]}::INTEGER[])"
+        stream(f"SELECT {select('comm_ops', rep, 'c')} FROM {src('comm_ops')} c {step_join.format(t=t)} {pick}", "comm_ops")
+    if "memory" in staged:
+        m = src("memory")
+        stream(
+            f"SELECT ts_ns + _b AS ts_ns, 'allocator' AS component, device, allocated AS allocated_bytes, "
+            f"reserved AS reserved_bytes, 'kineto' AS source FROM {m} ORDER BY ts_ns",
+            "memory_samples",
+        )
+        # pair each allocation with the next event of the same address (a free); name the block
+        # after the operator that started last on the allocating thread and still runs then
+        if "operators" in staged:
+            con.execute(
+                f"CREATE TABLE opspan AS SELECT o.tid, o.ts_ns + o._b AS ts_ns, o.ts_ns + o._b + o.dur_ns AS end_ns, o.name "
+                f"FROM {src('operators')} o"
+            )
+        else:
+            con.execute("CREATE TABLE opspan (tid VARCHAR, ts_ns BIGINT, end_ns BIGINT, name VARCHAR)")
+        stream(
+            f"""
+            WITH ev AS (
+              SELECT *, ts_ns + _b AS t FROM {m} WHERE addr IS NOT NULL AND bytes IS NOT NULL),
+            paired AS (
+              SELECT *, lead(t) OVER w AS rel_t, lead(bytes) OVER w AS rel_bytes,
+                     lead(allocated) OVER w AS rel_alloc, lead(reserved) OVER w AS rel_res
+              FROM ev WINDOW w AS (PARTITION BY device, addr ORDER BY t, event_id))
+            SELECT CASE WHEN o.end_ns >= b.t THEN o.name END AS name, b.bytes AS size_bytes, b.t AS alloc_ns,
+                   CASE WHEN b.rel_bytes < 0 THEN b.rel_t END AS release_ns,
+                   CASE WHEN b.rel_bytes < 0 THEN b.rel_t - b.t END AS duration_ns,
+                   b.allocated AS alloc_allocated_bytes, b.reserved AS alloc_reserved_bytes,
+                   CASE WHEN b.rel_bytes < 0 THEN b.rel_alloc END AS release_allocated_bytes,
+                   CASE WHEN b.rel_bytes < 0 THEN b.rel_res END AS release_reserved_bytes,
+                   b.device
+            FROM (SELECT * FROM paired WHERE bytes > 0) b
+            ASOF LEFT JOIN opspan o ON b.tid = o.tid AND b.t >= o.ts_ns
+            ORDER BY alloc_ns
+            """,
+            "operator_memory",
+        )
+    if "counters" in staged:
+        stream(f"SELECT {select('counters', {'ts_ns': 'ts_ns + _b'})} FROM {src('counters')}", "counters")
+    con.close()
+    _write_lanes(ctx, router)
+    _write_groups(ctx, router, metas)
+    _fill_meta(ctx, router, metas, staged)
+
+
+def _default_group(metas: list[dict[str, Any]]) -> tuple[str, str] | None:
+    """The only process group of a job (gloo annotations carry no group): (name, ranks literal)."""
+    for meta in metas:
+        dist = meta.get("distributedInfo")
+        if isinstance(dist, dict):
+            pgs = dist.get("pg_config")
+            if isinstance(pgs, list) and len(pgs) == 1 and isinstance(pgs[0], dict):
+                ranks = pgs[0].get("ranks")
+                if isinstance(ranks, list):
+                    return str(pgs[0].get("pg_name", "0")).replace("'", ""), "[" + ",".join(str(int(r)) for r in ranks) + "]"
+            ws = dist.get("world_size")
+            if isinstance(ws, int) and pgs is None:
+                return "0", "[" + ",".join(str(r) for r in range(ws)) + "]"
+    return None
+
+
+def _write_lanes(ctx: ReadContext, router: _TraceRouter) -> None:
+    li = router.lanes
+    keys = sorted(router.lane_counts)
+    if not keys:
+        return
+    rows: dict[str, list[Any]] = {k: [] for k in ("pid", "tid", "process", "lane", "lane_group", "sort_index", "n_slices")}
+    for pid, tid in keys:
+        process = li.process_names.get(pid, "")
+        group = _lane_group(router.lane_cats.get((pid, tid), Counter()), pid, process, li.process_labels.get(pid, ""))
+        lane = li.thread_names.get((pid, tid)) or (f"Stream {tid}" if group == "device" else f"Thread {tid}")
+        rows["pid"].append(pid)
+        rows["tid"].append(tid)
+        rows["process"].append(process or (f"Device {pid}" if group == "device" else pid))
+        rows["lane"].append(lane)
+        rows["lane_group"].append(group)
+        rows["sort_index"].append(li.thread_sort.get((pid, tid)))
+        rows["n_slices"].append(router.lane_counts[(pid, tid)])
+    ctx.write("lanes", rows)
+
+
+def _write_groups(ctx: ReadContext, router: _TraceRouter, metas: list[dict[str, Any]]) -> None:
+    groups = dict(router.groups)
+    backend = None
+    for meta in metas:
+        dist = meta.get("distributedInfo")
+        if not isinstance(dist, dict):
+            continue
+        backend = backend or dist.get("backend")
+        for pg in dist.get("pg_config") or []:
+            if not isinstance(pg, dict):
+                continue
+            name = str(pg.get("pg_name", ""))
+            g = groups.setdefault(name, {"group_name": name})
+            g.setdefault("group_id", pg.get("pg_desc"))
+            if g.get("group_id") is None:
+                g["group_id"] = pg.get("pg_desc")
+            if g.get("global_ranks") is None and isinstance(pg.get("ranks"), list):
+                g["global_ranks"] = [int(r) for r in pg["ranks"]]
+            g["backend"] = pg.get("backend_config") or backend
+    if not groups:
+        return
+    rows = []
+    for g in groups.values():
+        ranks = g.get("global_ranks")
+        desc = g.get("group_id")
+        rows.append(
+            {
+                "group_name": g["group_name"],
+                "group_id": desc,
+                "pg_name": desc,
+                "global_ranks": ranks,
+                "local_rank": ranks.index(ctx.rank) if ranks and ctx.rank in ranks else None,
+                "backend": g.get("backend") or backend,
+                "source": "distributedInfo.pg_config" if g.get("backend") else "record_param_comms",
+            }
+        )
+    ctx.write("comm_groups", pa.Table.from_pylist(rows))
+
+
+def _fill_meta(ctx: ReadContext, router: _TraceRouter, metas: list[dict[str, Any]], staged: dict[str, str]) -> None:
+    m = ctx.meta
+    dist = next((x.get("distributedInfo") for x in metas if isinstance(x.get("distributedInfo"), dict)), None)
+    if dist:
+        if isinstance(dist.get("world_size"), int):
+            m.world_size = dist["world_size"]
+    host = next((x.get("host_name") for x in metas if x.get("host_name")), None)
+    m.hostname = host
+    schema_v = next((x.get("schemaVersion") for x in metas if x.get("schemaVersion") is not None), None)
+    m.producer_version = f"kineto schema {schema_v}" if schema_v is not None else None
+    flags = {k: metas[0].get(k) for k in ("record_shapes", "profile_memory", "with_stack", "with_flops", "with_modules") if metas and k in metas[0]}
+    m.config = flags or None
+    m.extra = {
+        "distributedInfo": dist,
+        "deviceProperties": next((x.get("deviceProperties") for x in metas if x.get("deviceProperties")), None),
+        "trace_id": next((x.get("trace_id") for x in metas if x.get("trace_id")), None),
+    }
+    w = ctx.writer
+    caps = m.capabilities
+    if w.has("operators"):
+        caps.add("operators")
+    if w.has("kernels"):
+        caps.add("kernels")
+    if w.has("comm_ops"):
+        caps.add("communication")
+    if w.has("memory_samples"):
+        caps.add("memory")
+    if w.has("steps"):
+        caps.add("steps")
+    if router.has_stacks:
+        caps.add("stacks")
+    if router.has_shapes:
+        caps.add("shapes")
+    if not w.has("kernels"):
+        m.missing.append("no device kernels: CPU-only trace (torch.profiler without a CUDA activity)")
+    if not w.has("memory_samples"):
+        m.missing.append("no memory events: profile_memory was off")
+    if not router.has_stacks:
+        m.missing.append("no call stacks: with_stack was off")
+    if not router.has_shapes:
+        m.missing.append("no input shapes: record_shapes was off")
+    if not w.has("steps"):
+        m.missing.append("no ProfilerStep ranges: the profiler was used without prof.step()")
+    if not w.has("comm_ops"):
+        m.missing.append("no communication: single process or no collective in the window")
+    m.missing.append("no communication matrix: Kineto does not record per-link transfers")

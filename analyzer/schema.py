@@ -1,0 +1,480 @@
+"""The one schema of the rankscope store.
+
+Every table and every column is declared here, once, with its type and a comment. The catalog
+tables live in the DuckDB file (``catalog.duckdb``); the fact tables are Parquet files, one file per
+(table, run, rank, collection), listed in the catalog's ``fact_files`` table.
+
+Conventions (converted once, at ingest):
+- times are integer nanoseconds (``*_ns``), absolute timestamps on the producer's host clock
+  (Unix epoch), durations as differences;
+- memory in bytes (``*_bytes``), bandwidth in bytes per second (``*_bytes_per_s``);
+- every fact row carries ``run``, ``rank`` and ``collection_id`` so any subset can be read alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: str  # DuckDB type
+    doc: str
+
+
+@dataclass(frozen=True)
+class Table:
+    name: str
+    doc: str
+    columns: tuple[Column, ...]
+
+    @property
+    def column_names(self) -> list[str]:
+        return [c.name for c in self.columns]
+
+    def column(self, name: str) -> Column:
+        for c in self.columns:
+            if c.name == name:
+                return c
+        raise KeyError(f"{self.name} has no column {name}")
+
+
+def _c(name: str, type_: str, doc: str) -> Column:
+    return Column(name, type_, doc)
+
+
+# Columns every fact row starts with.
+FACT_KEY = (
+    _c("run", "VARCHAR", "Run name (one ingested profile root)."),
+    _c("rank", "INTEGER", "Global rank of the process that produced the data."),
+    _c("collection_id", "VARCHAR", "Collection (one rank's output of one profiling window) the row comes from."),
+)
+
+# ---------------------------------------------------------------------------------------------
+# Catalog tables (DuckDB)
+# ---------------------------------------------------------------------------------------------
+
+SCHEMA_VERSION = 1
+
+CATALOG_TABLES: tuple[Table, ...] = (
+    Table(
+        "store_info",
+        "Key/value facts about the store itself (schema_version, created_at).",
+        (
+            _c("key", "VARCHAR", "Setting name."),
+            _c("value", "VARCHAR", "Setting value."),
+        ),
+    ),
+    Table(
+        "runs",
+        "One row per run: an ingested profile root. Several runs live side by side in one store.",
+        (
+            _c("run", "VARCHAR", "Run name, unique in the store (the folder name unless --run NAME)."),
+            _c("root_path", "VARCHAR", "Absolute path of the ingested profile root."),
+            _c("created_at", "TIMESTAMP", "When the run was first ingested (UTC)."),
+            _c("updated_at", "TIMESTAMP", "When the run was last (re-)ingested (UTC)."),
+        ),
+    ),
+    Table(
+        "collections",
+        "One row per collection: one rank's output of one profiler window (a repeat cycle or a "
+        "dynamic-profiling window gives several collections for the same rank; they are kept apart).",
+        (
+            _c("collection_id", "VARCHAR", "Stable id: hash of run and the collection's relative root path."),
+            _c("run", "VARCHAR", "Run the collection belongs to."),
+            _c("rank", "INTEGER", "Global rank (from sidecar, rank_{id} folder, producer metadata; see formats.md 7.5)."),
+            _c("rank_source", "VARCHAR", "Where the rank was found (sidecar, rank_dir, profiler_info, db_name, distributedInfo, ...)."),
+            _c("producer", "VARCHAR", "Format reader: kineto, torch_npu_text, torch_npu_db, ..."),
+            _c("producer_version", "VARCHAR", "Producer version string when known (torch_npu, CANN, Kineto schema)."),
+            _c("root_path", "VARCHAR", "Collection root relative to the run root (a file for Kineto traces)."),
+            _c("world_size", "INTEGER", "Number of ranks in the job when known."),
+            _c("hostname", "VARCHAR", "Host that produced the data when known."),
+            _c("device_id", "INTEGER", "Accelerator device id when known (not the rank)."),
+            _c("level", "VARCHAR", "Profiler level (Level0/Level1/Level2) when known."),
+            _c("start_ns", "BIGINT", "Earliest event timestamp in the collection (ns, host clock)."),
+            _c("end_ns", "BIGINT", "Latest event end in the collection (ns, host clock)."),
+            _c("steps", "INTEGER[]", "Step ids found in the collection."),
+            _c("status", "VARCHAR", "complete | partial (some files bad, or the job died mid-window) | unparsed (raw only) | error."),
+            _c("capabilities", "VARCHAR[]", "What the data supports: operators, kernels, communication, comm_matrix, memory, stacks, shapes, steps, scalars."),
+            _c("missing", "VARCHAR[]", "Plain sentences explaining what is missing and why (e.g. 'Level0: no communication matrix')."),
+            _c("config", "JSON", "Profiler configuration as recorded by the producer."),
+            _c("meta", "JSON", "Other producer metadata (distributedInfo, sidecar, env variables...)."),
+            _c("n_rows", "BIGINT", "Total fact rows written for the collection."),
+            _c("ingested_at", "TIMESTAMP", "When the collection was last read (UTC)."),
+        ),
+    ),
+    Table(
+        "source_files",
+        "Every file seen under a run root: what read it, whether it was fine, and why not.",
+        (
+            _c("run", "VARCHAR", "Run the file belongs to."),
+            _c("path", "VARCHAR", "Path relative to the run root."),
+            _c("collection_id", "VARCHAR", "Collection the file belongs to (NULL for files outside any collection)."),
+            _c("size_bytes", "BIGINT", "File size when read."),
+            _c("mtime_ns", "BIGINT", "Modification time when read (ns)."),
+            _c("sha256", "VARCHAR", "SHA-256 of the content when read."),
+            _c("reader", "VARCHAR", "Reader that handled the file (e.g. kineto, kernel_details.csv), or 'ignored'."),
+            _c("status", "VARCHAR", "ok | warning (read, with a problem) | error (not read) | ignored."),
+            _c("error", "VARCHAR", "What was wrong, naming the problem (NULL when ok)."),
+            _c("rows", "BIGINT", "Fact rows produced from the file."),
+            _c("ingested_at", "TIMESTAMP", "When the file was last read (UTC)."),
+        ),
+    ),
+    Table(
+        "fact_files",
+        "The Parquet files that hold the facts: one per (table, collection). Only files listed here are part of the store.",
+        (
+            _c("run", "VARCHAR", "Run."),
+            _c("collection_id", "VARCHAR", "Collection."),
+            _c("rank", "INTEGER", "Rank."),
+            _c("table_name", "VARCHAR", "Fact table the file belongs to."),
+            _c("path", "VARCHAR", "Path relative to the store folder."),
+            _c("rows", "BIGINT", "Row count."),
+            _c("size_bytes", "BIGINT", "File size."),
+        ),
+    ),
+)
+
+# ---------------------------------------------------------------------------------------------
+# Fact tables (Parquet)
+# ---------------------------------------------------------------------------------------------
+
+FACT_TABLES: tuple[Table, ...] = (
+    Table(
+        "steps",
+        "Training steps (iterations) per rank: ProfilerStep#N ranges, DB STEP_TIME rows, collector steps.",
+        FACT_KEY
+        + (
+            _c("step", "INTEGER", "Step id as numbered by the producer (ProfilerStep#N, Step Id)."),
+            _c("start_ns", "BIGINT", "Step start (ns)."),
+            _c("end_ns", "BIGINT", "Step end (ns)."),
+            _c("dur_ns", "BIGINT", "Step duration (ns)."),
+            _c("source", "VARCHAR", "Where the step came from (ProfilerStep, STEP_TIME, collector)."),
+        ),
+    ),
+    Table(
+        "lanes",
+        "Timeline lanes: one row per (pid, tid) seen in a trace, with process and thread names and "
+        "the lane group it is drawn in.",
+        FACT_KEY
+        + (
+            _c("pid", "VARCHAR", "Producer process id as written (may be a string such as 'Spans')."),
+            _c("tid", "VARCHAR", "Producer thread / stream id as written."),
+            _c("process", "VARCHAR", "Process name (M process_name): Python, CANN, Ascend Hardware, HCCL, python3, ..."),
+            _c("lane", "VARCHAR", "Lane name (M thread_name, or 'Thread N' / 'Stream N')."),
+            _c("lane_group", "VARCHAR", "host | device | communication | overlap | other: which group the lane is drawn in."),
+            _c("sort_index", "BIGINT", "Producer's sort index for the lane, when given."),
+            _c("n_slices", "BIGINT", "Number of slices on the lane."),
+        ),
+    ),
+    Table(
+        "slices",
+        "Timeline slices: every complete (X) or instant (i) event of a trace on a host thread, device "
+        "stream or communication lane. Join lanes on (run, rank, collection_id, pid, tid) for names.",
+        FACT_KEY
+        + (
+            _c("pid", "VARCHAR", "Producer process id as written."),
+            _c("tid", "VARCHAR", "Producer thread / stream id as written."),
+            _c("name", "VARCHAR", "Event name as written by the program (shown as text, never HTML)."),
+            _c("category", "VARCHAR", "Event category (cpu_op, user_annotation, kernel, python_function, ...)."),
+            _c("ts_ns", "BIGINT", "Start (ns)."),
+            _c("dur_ns", "BIGINT", "Duration (ns); 0 for instant events."),
+            _c("event_id", "BIGINT", "Position of the event in its source (stable within a collection)."),
+            _c("args", "JSON", "Event arguments as written (shapes, call stack, ids...)."),
+        ),
+    ),
+    Table(
+        "operators",
+        "Framework (host) operators: aten ops, c10d ops, annotations, with self time from nesting.",
+        FACT_KEY
+        + (
+            _c("step", "INTEGER", "Step the op starts in, when known."),
+            _c("name", "VARCHAR", "Operator name (aten::addmm, c10d::allreduce_, ...)."),
+            _c("category", "VARCHAR", "Event category (cpu_op, user_annotation)."),
+            _c("tid", "VARCHAR", "Thread id."),
+            _c("ts_ns", "BIGINT", "Start (ns)."),
+            _c("dur_ns", "BIGINT", "Total (inclusive) duration (ns)."),
+            _c("self_ns", "BIGINT", "Self (exclusive) duration: total minus direct children on the same thread (ns)."),
+            _c("depth", "INTEGER", "Nesting depth on its thread (0 = top level)."),
+            _c("input_shapes", "VARCHAR", "Input shapes as written (record_shapes)."),
+            _c("input_types", "VARCHAR", "Input dtypes as written (record_shapes)."),
+            _c("call_stack", "VARCHAR", "Python call stack, frames separated by newlines (with_stack)."),
+            _c("sequence_number", "BIGINT", "Autograd sequence number (links forward and backward)."),
+            _c("event_id", "BIGINT", "Position of the event in its source (matches slices.event_id)."),
+        ),
+    ),
+    Table(
+        "kernels",
+        "Device tasks: compute kernels, memory copies and communication kernels (one row per task).",
+        FACT_KEY
+        + (
+            _c("kernel_id", "BIGINT", "Row number within the collection (joins kernel_metrics)."),
+            _c("step", "INTEGER", "Step id when known."),
+            _c("name", "VARCHAR", "Kernel / task name."),
+            _c("op_type", "VARCHAR", "Operator type (Type / OP Type), NULL when not reported (Level0: N/A)."),
+            _c("core_type", "VARCHAR", "Accelerator core / task type (AI_CORE, AI_VECTOR_CORE, MIX_AIC, HCCL, kernel, gpu_memcpy...)."),
+            _c("is_communication", "BOOLEAN", "True for communication tasks (HCCL / NCCL kernels)."),
+            _c("device_id", "INTEGER", "Device id when known."),
+            _c("stream_id", "BIGINT", "Stream id when known."),
+            _c("task_id", "BIGINT", "Task id when known."),
+            _c("ts_ns", "BIGINT", "Start (ns)."),
+            _c("dur_ns", "BIGINT", "Duration (ns)."),
+            _c("wait_ns", "BIGINT", "Gap since the previous task on the stream (ns), when reported."),
+            _c("block_dim", "BIGINT", "Cores used (Block Dim / Block Num), when reported."),
+            _c("mix_block_dim", "BIGINT", "Mix block dim, when reported."),
+            _c("op_state", "VARCHAR", "dynamic / static when reported."),
+            _c("input_shapes", "VARCHAR", "Input shapes as written."),
+            _c("input_dtypes", "VARCHAR", "Input data types as written."),
+            _c("input_formats", "VARCHAR", "Input formats as written."),
+            _c("output_shapes", "VARCHAR", "Output shapes as written."),
+            _c("output_dtypes", "VARCHAR", "Output data types as written."),
+            _c("output_formats", "VARCHAR", "Output formats as written."),
+        ),
+    ),
+    Table(
+        "kernel_metrics",
+        "Per-kernel hardware metrics in long form (AI Core PMU columns, L2 cache hit rates, ...).",
+        FACT_KEY
+        + (
+            _c("kernel_id", "BIGINT", "Kernel row (kernels.kernel_id)."),
+            _c("metric", "VARCHAR", "Metric name as written by the producer (aic_mac_ratio, l2_hit_rate, ...)."),
+            _c("value", "DOUBLE", "Value in the unit named by the metric."),
+        ),
+    ),
+    Table(
+        "comm_ops",
+        "Communication operations per rank (collectives and point-to-point), with wait/transit split when the producer gives it.",
+        FACT_KEY
+        + (
+            _c("step", "INTEGER", "Step id when known."),
+            _c("name", "VARCHAR", "Operation name as written (hcom_allReduce__586_0_1, gloo:all_reduce, ncclDevKernel_...)."),
+            _c("op_type", "VARCHAR", "Normalised type: allreduce, allgather, reduce_scatter, broadcast, alltoall, send, recv, barrier, reduce, gather, scatter, other."),
+            _c("group_name", "VARCHAR", "Communication group key (HCCL group hash or process group name)."),
+            _c("group_ranks", "INTEGER[]", "Global ranks of the group when known."),
+            _c("is_p2p", "BOOLEAN", "True for point-to-point operations."),
+            _c("ts_ns", "BIGINT", "Start (ns)."),
+            _c("dur_ns", "BIGINT", "Elapsed time (ns)."),
+            _c("transit_ns", "BIGINT", "Time spent moving data (ns), when known."),
+            _c("wait_ns", "BIGINT", "Time spent waiting for peers (ns), when known."),
+            _c("sync_ns", "BIGINT", "Synchronisation time (ns), when known."),
+            _c("idle_ns", "BIGINT", "Idle time = elapsed - transit - wait (ns), when known."),
+            _c("bytes", "BIGINT", "Message size in bytes when known."),
+            _c("dtype", "VARCHAR", "Data type when known."),
+            _c("count", "BIGINT", "Element count when known."),
+            _c("alg_type", "VARCHAR", "Algorithm (e.g. MESH-RING) when known."),
+            _c("source", "VARCHAR", "Where the row came from (communication.json, COMMUNICATION_OP, kineto)."),
+        ),
+    ),
+    Table(
+        "comm_bandwidth",
+        "Per communication op and transport: bytes moved, transit time, bandwidth, packet sizes.",
+        FACT_KEY
+        + (
+            _c("step", "INTEGER", "Step id when known."),
+            _c("op_name", "VARCHAR", "Operation name (or 'Total Op Info' for the per-step total)."),
+            _c("group_name", "VARCHAR", "Communication group key."),
+            _c("transport", "VARCHAR", "RDMA, HCCS, PCIE, SDMA, SIO, ..."),
+            _c("bytes", "BIGINT", "Bytes moved (source MB x 1024^2)."),
+            _c("transit_ns", "BIGINT", "Transit time (ns)."),
+            _c("bandwidth_bytes_per_s", "DOUBLE", "Bandwidth (bytes/s) as reported."),
+            _c("large_packet_ratio", "DOUBLE", "Share of large packets (0..1)."),
+            _c("packet_size_bytes", "BIGINT", "Packet size of this size-distribution bucket (NULL for the transport summary row)."),
+            _c("packet_count", "BIGINT", "Packets of this size (NULL for the transport summary row)."),
+            _c("packet_transit_ns", "BIGINT", "Transit time of the packets of this size (NULL for the summary row)."),
+        ),
+    ),
+    Table(
+        "comm_links",
+        "Communication matrix entries: bytes, time and bandwidth per (src, dst) link.",
+        FACT_KEY
+        + (
+            _c("step", "INTEGER", "Step id when known."),
+            _c("op_key", "VARCHAR", "Matrix key as written (e.g. allreduce-top1, allreduce-total)."),
+            _c("op_name", "VARCHAR", "Real op name of the chosen instance (NULL for totals)."),
+            _c("group_name", "VARCHAR", "Communication group key."),
+            _c("is_p2p", "BOOLEAN", "True for the p2p part of the matrix."),
+            _c("src_local", "INTEGER", "Source rank local to the group (as written)."),
+            _c("dst_local", "INTEGER", "Destination rank local to the group (as written)."),
+            _c("src_rank", "INTEGER", "Source global rank (NULL if the group's layout is unknown)."),
+            _c("dst_rank", "INTEGER", "Destination global rank (NULL if unknown)."),
+            _c("transport", "VARCHAR", "Transport type (LOCAL, HCCS, RDMA, SDMA, PCIE, ...)."),
+            _c("bytes", "BIGINT", "Bytes moved."),
+            _c("transit_ns", "BIGINT", "Transit time (ns)."),
+            _c("bandwidth_bytes_per_s", "DOUBLE", "Bandwidth (bytes/s)."),
+        ),
+    ),
+    Table(
+        "comm_groups",
+        "Communication groups seen by a rank: key, name, global ranks and the rank's place in it.",
+        FACT_KEY
+        + (
+            _c("group_name", "VARCHAR", "Group key as used in comm_ops.group_name (HCCL hash or process group name)."),
+            _c("group_id", "VARCHAR", "HCCL group id or process group description when known."),
+            _c("pg_name", "VARCHAR", "Parallel role when known (tp, dp, pp, cp, ep, default_pg, ...)."),
+            _c("global_ranks", "INTEGER[]", "Global ranks in group order (index = local rank)."),
+            _c("local_rank", "INTEGER", "This rank's index in the group when known."),
+            _c("backend", "VARCHAR", "Backend (hccl, nccl, gloo) when known."),
+            _c("source", "VARCHAR", "Where the group came from (parallel_group_info, pg_config, record_param_comms...)."),
+        ),
+    ),
+    Table(
+        "memory_samples",
+        "Memory counters over time: allocator totals (PTA/GE/APP, Kineto [memory] events) and driver modules.",
+        FACT_KEY
+        + (
+            _c("ts_ns", "BIGINT", "Sample time (ns)."),
+            _c("component", "VARCHAR", "APP, PTA, GE, PTA+GE, WORKSPACE, a driver module (npu_module_mem), or 'allocator' (Kineto)."),
+            _c("device", "VARCHAR", "Device as written (NPU:0, CPU, cuda:0)."),
+            _c("allocated_bytes", "BIGINT", "Total allocated (bytes), when reported."),
+            _c("reserved_bytes", "BIGINT", "Total reserved (bytes), when reported."),
+            _c("active_bytes", "BIGINT", "Total active (bytes), when reported."),
+            _c("stream_ptr", "BIGINT", "Stream pointer when reported."),
+            _c("source", "VARCHAR", "memory_record, npu_module_mem, MEMORY_RECORD, NPU_MODULE_MEM, kineto."),
+        ),
+    ),
+    Table(
+        "operator_memory",
+        "Memory blocks attributed to operators: size, allocation and release times, allocator totals at both ends.",
+        FACT_KEY
+        + (
+            _c("name", "VARCHAR", "Operator that allocated the block (aten::empty_strided, cann::Graph_70, ...) or NULL if unknown."),
+            _c("size_bytes", "BIGINT", "Block size (bytes); negative when only the free was captured."),
+            _c("alloc_ns", "BIGINT", "Allocation time (ns)."),
+            _c("release_ns", "BIGINT", "Release time (ns), NULL if released after the window."),
+            _c("active_release_ns", "BIGINT", "Active release time (ns) when reported."),
+            _c("duration_ns", "BIGINT", "Lifetime (ns) when known."),
+            _c("active_duration_ns", "BIGINT", "Active lifetime (ns) when reported."),
+            _c("alloc_allocated_bytes", "BIGINT", "Allocator total allocated at allocation."),
+            _c("alloc_reserved_bytes", "BIGINT", "Allocator total reserved at allocation."),
+            _c("alloc_active_bytes", "BIGINT", "Allocator total active at allocation."),
+            _c("release_allocated_bytes", "BIGINT", "Allocator total allocated at release."),
+            _c("release_reserved_bytes", "BIGINT", "Allocator total reserved at release."),
+            _c("release_active_bytes", "BIGINT", "Allocator total active at release."),
+            _c("stream_ptr", "BIGINT", "Stream pointer when reported."),
+            _c("device", "VARCHAR", "Device as written."),
+        ),
+    ),
+    Table(
+        "step_trace",
+        "The producer's own per-step time breakdown (step_trace_time.csv / StepTraceTime), kept to cross-check ours.",
+        FACT_KEY
+        + (
+            _c("step", "INTEGER", "Step id (NULL when the producer had no step)."),
+            _c("computing_ns", "BIGINT", "Computing."),
+            _c("comm_not_overlapped_ns", "BIGINT", "Communication(Not Overlapped)."),
+            _c("overlapped_ns", "BIGINT", "Overlapped."),
+            _c("communication_ns", "BIGINT", "Communication."),
+            _c("free_ns", "BIGINT", "Free."),
+            _c("stage_ns", "BIGINT", "Stage."),
+            _c("bubble_ns", "BIGINT", "Bubble."),
+            _c("comm_not_overlapped_excl_receive_ns", "BIGINT", "Communication(Not Overlapped and Exclude Receive)."),
+            _c("preparing_ns", "BIGINT", "Preparing (NULL in older producers)."),
+        ),
+    ),
+    Table(
+        "statistics",
+        "Aggregates written by the producer (op_statistic.csv, api_statistic.csv).",
+        FACT_KEY
+        + (
+            _c("kind", "VARCHAR", "op_statistic | api_statistic."),
+            _c("level", "VARCHAR", "API level (acl, runtime, node, hccl) for api_statistic."),
+            _c("name", "VARCHAR", "OP Type or API Name."),
+            _c("core_type", "VARCHAR", "Core type for op_statistic."),
+            _c("count", "BIGINT", "Calls."),
+            _c("total_ns", "BIGINT", "Total time."),
+            _c("min_ns", "BIGINT", "Minimum."),
+            _c("avg_ns", "BIGINT", "Average."),
+            _c("max_ns", "BIGINT", "Maximum."),
+            _c("ratio_pct", "DOUBLE", "Share of total (%) for op_statistic."),
+            _c("variance_ns2", "DOUBLE", "Variance (ns^2) for api_statistic."),
+        ),
+    ),
+    Table(
+        "counters",
+        "Counter tracks (C events): AI Core frequency, NPU memory, HBM/LLC bandwidth, ...",
+        FACT_KEY
+        + (
+            _c("process", "VARCHAR", "Process (track group) name."),
+            _c("name", "VARCHAR", "Counter name."),
+            _c("series", "VARCHAR", "Series within the counter (the args key, e.g. MHz, KB)."),
+            _c("ts_ns", "BIGINT", "Sample time (ns)."),
+            _c("value", "DOUBLE", "Value in the unit named by series."),
+        ),
+    ),
+    Table(
+        "scalars",
+        "Per-step training scalars written by the collector (step wall time, loss, ...), every step, not only profiled ones.",
+        FACT_KEY
+        + (
+            _c("step", "INTEGER", "Step number as counted by the collector."),
+            _c("ts_ns", "BIGINT", "End of the step (ns, host clock)."),
+            _c("name", "VARCHAR", "Scalar name (step_time_ns for the wall time, else as passed to prof.step())."),
+            _c("value", "DOUBLE", "Value."),
+        ),
+    ),
+)
+
+ALL_TABLES: tuple[Table, ...] = CATALOG_TABLES + FACT_TABLES
+TABLES: dict[str, Table] = {t.name: t for t in ALL_TABLES}
+FACTS: dict[str, Table] = {t.name: t for t in FACT_TABLES}
+CATALOG: dict[str, Table] = {t.name: t for t in CATALOG_TABLES}
+
+_ARROW_TYPES: dict[str, pa.DataType] = {
+    "VARCHAR": pa.string(),
+    "JSON": pa.string(),
+    "BIGINT": pa.int64(),
+    "INTEGER": pa.int32(),
+    "DOUBLE": pa.float64(),
+    "BOOLEAN": pa.bool_(),
+    "TIMESTAMP": pa.timestamp("us"),
+    "INTEGER[]": pa.list_(pa.int32()),
+    "VARCHAR[]": pa.list_(pa.string()),
+}
+
+
+def arrow_type(duck_type: str) -> pa.DataType:
+    return _ARROW_TYPES[duck_type]
+
+
+def arrow_schema(table: str) -> pa.Schema:
+    """The Arrow schema of a table, in declaration order."""
+    t = TABLES[table]
+    return pa.schema([pa.field(c.name, arrow_type(c.type)) for c in t.columns])
+
+
+def _sql_str(s: str) -> str:
+    return "'" + s.replace("'", "''") + "'"
+
+
+def create_table_sql(table: str) -> list[str]:
+    """CREATE TABLE plus COMMENT ON statements for a catalog table."""
+    t = TABLES[table]
+    cols = ",\n  ".join(f'"{c.name}" {c.type}' for c in t.columns)
+    out = [f'CREATE TABLE IF NOT EXISTS "{t.name}" (\n  {cols}\n)']
+    out.append(f'COMMENT ON TABLE "{t.name}" IS {_sql_str(t.doc)}')
+    for c in t.columns:
+        out.append(f'COMMENT ON COLUMN "{t.name}"."{c.name}" IS {_sql_str(c.doc)}')
+    return out
+
+
+def empty_select_sql(table: str) -> str:
+    """A typed zero-row SELECT with the table's columns (used when no Parquet file exists yet)."""
+    t = TABLES[table]
+    cols = ", ".join(f'CAST(NULL AS {c.type}) AS "{c.name}"' for c in t.columns)
+    return f"SELECT {cols} WHERE false"
+
+
+def describe() -> str:
+    """The schema as Markdown (used by `analyze schema` and the README)."""
+    lines: list[str] = []
+    for t in ALL_TABLES:
+        kind = "catalog" if t.name in CATALOG else "fact (Parquet)"
+        lines.append(f"### `{t.name}` — {kind}\n\n{t.doc}\n")
+        lines.append("| column | type | meaning |\n|---|---|---|")
+        for c in t.columns:
+            lines.append(f"| `{c.name}` | {c.type} | {c.doc} |")
+        lines.append("")
+    return "\n".join(lines)

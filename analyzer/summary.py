@@ -1,0 +1,138 @@
+"""What `analyze runs` and `analyze summary` show: the runs in the store and a per-rank digest."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from .errors import QueryError
+from .store import Store
+
+RUNS_SQL = """
+SELECT r.run,
+       count(DISTINCT c.rank) AS ranks,
+       count(c.collection_id) AS collections,
+       (SELECT count(DISTINCT s) FROM (SELECT unnest(c2.steps) AS s FROM collections c2 WHERE c2.run = r.run)) AS steps,
+       list(DISTINCT c.producer ORDER BY c.producer) AS formats,
+       CASE WHEN count(c.collection_id) = 0 THEN 'error'
+            WHEN bool_and(c.status = 'complete') THEN 'complete'
+            WHEN bool_or(c.status IN ('complete', 'partial')) THEN 'partial'
+            ELSE min(c.status) END AS status,
+       (SELECT count(*) FROM source_files f WHERE f.run = r.run AND f.status IN ('warning', 'error')) AS problems,
+       r.updated_at, r.root_path
+FROM runs r LEFT JOIN collections c ON c.run = r.run
+GROUP BY r.run, r.updated_at, r.root_path
+ORDER BY r.updated_at DESC, r.run
+"""
+
+PROBLEMS_SQL = """
+SELECT f.run, f.path, f.status, f.reader, f.error
+FROM source_files f
+WHERE f.status IN ('warning', 'error') {where}
+ORDER BY f.run, f.status DESC, f.path
+"""
+
+
+def runs(store: Store) -> pd.DataFrame:
+    """Runs in the store with ranks, steps, formats, status and the number of file problems."""
+    store.require()
+    with store.read_connection() as con:
+        return con.execute(RUNS_SQL).df()
+
+
+def problems(store: Store, run: str | None = None) -> pd.DataFrame:
+    store.require()
+    with store.read_connection() as con:
+        where = "AND f.run = ?" if run else ""
+        return con.execute(PROBLEMS_SQL.format(where=where), [run] if run else None).df()
+
+
+def resolve_run(store: Store, run: str | None) -> str:
+    """The named run, or the most recently ingested one."""
+    df = runs(store)
+    if df.empty:
+        raise QueryError("the store has no runs yet: run `analyze ingest <folder>` first")
+    if run is None:
+        return str(df.iloc[0]["run"])
+    if run not in set(df["run"]):
+        raise QueryError(f"no run named {run!r}; runs in the store: {', '.join(map(str, df['run']))}")
+    return run
+
+
+RANK_SQL = """
+WITH c AS (
+  SELECT rank, string_agg(DISTINCT producer, ',') AS formats,
+         CASE WHEN bool_and(status = 'complete') THEN 'complete' ELSE
+              CASE WHEN bool_or(status IN ('complete', 'partial')) THEN 'partial' ELSE min(status) END END AS status
+  FROM collections WHERE run = $run GROUP BY rank),
+st AS (
+  SELECT rank, count(DISTINCT step) AS steps, avg(dur_ns) AS step_avg_ns, max(dur_ns) AS step_max_ns
+  FROM steps WHERE run = $run GROUP BY rank),
+k AS (
+  SELECT rank, sum(dur_ns) FILTER (WHERE NOT coalesce(is_communication, false)) AS compute_kernel_ns,
+         count(*) FILTER (WHERE NOT coalesce(is_communication, false)) AS compute_kernels
+  FROM kernels WHERE run = $run GROUP BY rank),
+cm AS (
+  SELECT rank, count(*) AS comm_ops, sum(dur_ns) AS comm_ns, sum(wait_ns) AS comm_wait_ns,
+         sum(transit_ns) AS comm_transit_ns, sum(bytes) AS comm_bytes
+  FROM comm_ops WHERE run = $run GROUP BY rank),
+mem AS (
+  SELECT rank, max(allocated_bytes) AS peak_allocated_bytes,
+         max(reserved_bytes) FILTER (WHERE component <> 'APP') AS peak_reserved_bytes
+  FROM memory_samples WHERE run = $run AND source NOT IN ('npu_module_mem', 'NPU_MODULE_MEM') GROUP BY rank)
+SELECT c.rank, c.formats, c.status, st.steps, st.step_avg_ns, st.step_max_ns,
+       k.compute_kernels, k.compute_kernel_ns, cm.comm_ops, cm.comm_ns, cm.comm_wait_ns, cm.comm_transit_ns,
+       cm.comm_bytes, mem.peak_allocated_bytes, mem.peak_reserved_bytes
+FROM c LEFT JOIN st USING (rank) LEFT JOIN k USING (rank) LEFT JOIN cm USING (rank) LEFT JOIN mem USING (rank)
+ORDER BY c.rank
+"""
+
+TOP_OPS_SQL = """
+SELECT rank, name, count(*) AS calls, sum(self_ns) AS self_ns, sum(dur_ns) AS total_ns
+FROM operators WHERE run = $run AND name NOT LIKE 'ProfilerStep#%' AND category <> 'python_function'
+GROUP BY rank, name
+QUALIFY row_number() OVER (PARTITION BY rank ORDER BY sum(self_ns) DESC NULLS LAST, name) <= $top
+ORDER BY rank, self_ns DESC
+"""
+
+TOP_KERNELS_SQL = """
+SELECT rank, name, count(*) AS calls, sum(dur_ns) AS total_ns
+FROM kernels WHERE run = $run AND NOT coalesce(is_communication, false)
+GROUP BY rank, name
+QUALIFY row_number() OVER (PARTITION BY rank ORDER BY sum(dur_ns) DESC, name) <= $top
+ORDER BY rank, total_ns DESC
+"""
+
+
+def rank_summary(store: Store, run: str | None = None, top: int = 3) -> dict[str, Any]:
+    """Per rank: steps and step time, compute, communication, memory peak, top operators/kernels."""
+    run = resolve_run(store, run)
+    with store.read_connection(run=run) as con:
+        ranks = con.execute(RANK_SQL, {"run": run}).df()
+        ops = con.execute(TOP_OPS_SQL, {"run": run, "top": top}).df()
+        kernels = con.execute(TOP_KERNELS_SQL, {"run": run, "top": top}).df()
+    out_ranks = []
+    for rec in ranks.to_dict("records"):
+        r = int(rec["rank"])
+        rec = {k: _plain(v) for k, v in rec.items()}
+        rec["top_operators"] = [
+            {k: _plain(v) for k, v in x.items() if k != "rank"} for x in ops[ops["rank"] == r].to_dict("records")
+        ]
+        rec["top_kernels"] = [
+            {k: _plain(v) for k, v in x.items() if k != "rank"} for x in kernels[kernels["rank"] == r].to_dict("records")
+        ]
+        out_ranks.append(rec)
+    return {"run": run, "ranks": out_ranks}
+
+
+def _plain(v: Any) -> Any:
+    if v is None:
+        return None
+    if isinstance(v, float) and v != v:  # NaN
+        return None
+    if hasattr(v, "item"):
+        v = v.item()
+    if isinstance(v, float) and v.is_integer() and abs(v) < 2**62:
+        return int(v)
+    return v
