@@ -84,19 +84,23 @@ def main() -> None:
 
 
 @main.command()
-@click.argument("folder", type=click.Path(exists=True))
-@click.option("--run", "run_name", default=None, help="Run name (default: the folder name).")
+@click.argument("folders", nargs=-1, required=True, type=click.Path(exists=True))
+@click.option("--run", "run_name", default=None, help="Run name (default: the folder name; one folder only).")
 @click.option("--workers", type=int, default=None, help="Parallel readers (default: one per CPU core).")
-@click.option("--json", "as_json", is_flag=True, help="Print the ingest report as JSON.")
+@click.option("--json", "as_json", is_flag=True, help="Print the ingest report(s) as JSON.")
 @store_option
 @handle_errors
-def ingest(folder: str, run_name: str | None, workers: int | None, as_json: bool, store: Store) -> None:
+def ingest(folders: tuple[str, ...], run_name: str | None, workers: int | None, as_json: bool, store: Store) -> None:
     """Read every profiler output found below FOLDER (all ranks, all formats) into the store.
 
-    Unchanged files are skipped; changed ones are re-read. Each bad file is reported with the
-    reason and the rest is ingested; the exit code is non-zero only when nothing could be ingested.
+    Each FOLDER becomes one run. Unchanged files are skipped; changed ones are re-read. Each bad
+    file is reported with the reason and the rest is ingested; the exit code is non-zero only when
+    nothing could be ingested.
     """
     from .ingest import ingest as do_ingest
+
+    if run_name and len(folders) > 1:
+        raise AnalyzerError("--run names one run: give a single folder with it")
 
     def progress(kind: str, obj: Any) -> None:
         if as_json:
@@ -109,25 +113,36 @@ def ingest(folder: str, run_name: str | None, workers: int | None, as_json: bool
                 f"{obj.collection_row['n_rows']:>10,} rows  {obj.seconds:6.2f} s  {p.rel_root}"
             )
 
-    if not as_json:
-        console.print(f"ingesting [bold]{folder}[/] into {store.path}")
-    try:
-        report = do_ingest(folder, store, run=run_name, workers=workers, on_progress=progress)
-    except NothingIngestedError as exc:
-        rep = getattr(exc, "report", None)
-        if rep is not None:
-            _print_problems(rep)
-        raise
+    reports = []
+    failed = []
+    for folder in folders:
+        if not as_json:
+            console.print(f"ingesting [bold]{folder}[/] into {store.path}")
+        try:
+            report = do_ingest(folder, store, run=run_name, workers=workers, on_progress=progress)
+        except NothingIngestedError as exc:
+            rep = getattr(exc, "report", None)
+            if rep is not None and not as_json:
+                _print_problems(rep)
+            if len(folders) == 1:
+                raise
+            err_console.print(f"error: {exc}", markup=False, style="bold red")
+            failed.append(folder)
+            continue
+        reports.append(report)
+        if not as_json:
+            _print_problems(report)
+            ranks = {r.plan.rank for r in report.read} | {p.rank for p in report.unchanged}
+            console.print(
+                f"run [bold]{report.run}[/]: read {len(report.read)} collection(s), {len(report.unchanged)} unchanged, "
+                f"{len(ranks)} rank(s), {len(report.problems)} file problem(s), {len(report.ignored)} file(s) ignored "
+                f"in {report.seconds:.2f} s"
+            )
     if as_json:
-        click.echo(json.dumps(_report_json(report), indent=2, default=str))
-        return
-    _print_problems(report)
-    ranks = {r.plan.rank for r in report.read} | {p.rank for p in report.unchanged}
-    console.print(
-        f"run [bold]{report.run}[/]: read {len(report.read)} collection(s), {len(report.unchanged)} unchanged, "
-        f"{len(ranks)} rank(s), {len(report.problems)} file problem(s), {len(report.ignored)} file(s) ignored "
-        f"in {report.seconds:.2f} s"
-    )
+        out = [_report_json(r) for r in reports]
+        click.echo(json.dumps(out[0] if len(folders) == 1 else out, indent=2, default=str))
+    if failed and not reports:
+        sys.exit(1)
 
 
 def _print_problems(report: Any) -> None:
