@@ -154,6 +154,12 @@ def _print_problems(report: Any) -> None:
             console.print(f"  [{colour}]{f['status']}[/] {f['path']}: {f['error']}", markup=True)
     for cid in report.kept_previous:
         console.print(f"  kept the previously ingested data of collection {cid}")
+    if report.ignored:
+        console.print(f"[dim]{len(report.ignored)} file(s) ignored:[/]")
+        for path, reason in report.ignored[:10]:
+            console.print(f"  [dim]ignored[/] {path}: {reason}")
+        if len(report.ignored) > 10:
+            console.print(f"  [dim]... and {len(report.ignored) - 10} more (see `analyze query \"SELECT * FROM source_files WHERE status = 'ignored'\"`)[/]")
 
 
 def _report_json(report: Any) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from .readers.base import CollectionPlan
-from .readers.kineto import looks_like_kineto, peek_rank
+from .readers.kineto import classify_json, peek_rank
 
 SIDECAR_NAME = "rankscope_window.json"
 SCALARS_NAME = "rankscope_scalars.jsonl"
@@ -33,6 +33,7 @@ class Discovery:
     root: Path
     plans: list[CollectionPlan] = field(default_factory=list)
     ignored: list[tuple[Path, str]] = field(default_factory=list)
+    problems: list[tuple[Path, str]] = field(default_factory=list)  # trace-like files that cannot be read at all
 
 
 def collection_id(run: str, rel_root: str) -> str:
@@ -156,10 +157,13 @@ def discover(root: Path, run: str) -> Discovery:
             elif fn == SCALARS_NAME:
                 scalar_files.append(f)
             elif fn.endswith(_TRACE_SUFFIXES):
-                if looks_like_kineto(f):
+                verdict = classify_json(f)
+                if verdict == "kineto":
                     kineto_files.append(f)
+                elif verdict.startswith("ignore:"):
+                    disc.ignored.append((f, verdict[7:]))
                 else:
-                    disc.ignored.append((f, "JSON file that is not a Kineto/Chrome trace (no traceEvents)"))
+                    disc.problems.append((f, verdict))
             else:
                 disc.ignored.append((f, "not a known profiler output"))
 

@@ -53,11 +53,12 @@ class IngestReport:
     unchanged: list[CollectionPlan] = field(default_factory=list)
     kept_previous: list[str] = field(default_factory=list)  # collection ids whose old data was kept
     ignored: list[tuple[str, str]] = field(default_factory=list)
+    unreadable: list[dict[str, Any]] = field(default_factory=list)  # files found but not readable at all
     seconds: float = 0.0
 
     @property
     def problems(self) -> list[dict[str, Any]]:
-        out = []
+        out = list(self.unreadable)
         for r in self.read:
             for f in r.file_rows:
                 if f["status"] in ("warning", "error"):
@@ -286,15 +287,26 @@ def ingest(
                 }
             )
             report.ignored.append((rel, reason))
+        for path, reason in disc.problems:
+            st = _stat(path)
+            row = {
+                "run": run_name, "path": _relpath(path, run_root), "collection_id": None,
+                "size_bytes": st[0] if st else None, "mtime_ns": st[1] if st else None, "sha256": None,
+                "reader": "discover", "status": "error", "error": reason, "rows": 0, "ingested_at": now,
+            }
+            file_rows.append(row)
+            report.unreadable.append(row)
         store.commit(run_name, str(run_root), replace, collections, fact_files, file_rows)
     report.seconds = time.perf_counter() - t0
     if report.usable == 0:
-        if not disc.plans:
-            raise NothingIngestedError(
+        if not disc.plans and not disc.problems:
+            msg = (
                 f"{root_p}: no profiler output found (looked for Kineto traces, *_ascend_pt folders, "
                 f"collector rank_{{id}} folders); {len(disc.ignored)} other file(s) ignored"
             )
-        err = NothingIngestedError(f"{root_p}: nothing could be ingested")
+        else:
+            msg = f"{root_p}: nothing could be ingested ({len(report.problems)} file(s) with problems)"
+        err = NothingIngestedError(msg)
         err.report = report  # type: ignore[attr-defined]
         raise err
     return report

@@ -491,20 +491,38 @@ def _rank_from_bytes(head: bytes) -> tuple[int | None, int | None]:
     return (int(r.group(1)) if r else None), (int(w.group(1)) if w else None)
 
 
-def looks_like_kineto(path: Path) -> bool:
+_TRACE_KEYS = (b'"traceEvents"', b'"schemaVersion"', b'"deviceProperties"', b'"distributedInfo"')
+_TRACE_NAME = re.compile(r"(\.pt\.trace\.json(\.gz)?$|trace.*\.json(\.gz)?$)", re.I)
+
+
+def classify_json(path: Path) -> str:
+    """'kineto' for a Kineto/Chrome trace; 'ignore:<reason>' for an unrelated JSON file; otherwise
+    the problem that stops the file from being read (it looks like a trace but is not usable)."""
+    import zlib
+
     from .chrome_trace import open_binary
 
+    named_trace = bool(_TRACE_NAME.search(path.name))
     try:
+        if path.stat().st_size == 0:
+            return "empty file"
         with open_binary(path) as f:
             head = f.read(64 << 10)
-    except (OSError, EOFError):
-        return False
+    except (OSError, EOFError, zlib.error) as exc:
+        return f"cannot read: {exc}"
     s = head.lstrip()
     if s.startswith(b"\xef\xbb\xbf"):
         s = s[3:].lstrip()
-    if not s.startswith(b"{"):
-        return False
-    return any(k in head for k in (b'"traceEvents"', b'"schemaVersion"', b'"deviceProperties"', b'"distributedInfo"'))
+    if not s:
+        return "empty file (only whitespace)"
+    if s[:1] not in (b"{", b"["):
+        kind = "binary data" if b"\x00" in s[:512] else "text"
+        return f"not JSON: the file holds {kind} (starts with {s[:20]!r})"
+    if any(k in head for k in _TRACE_KEYS):
+        return "kineto"
+    if named_trace:
+        return "JSON but not a Kineto/Chrome trace (no traceEvents array)"
+    return "ignore:JSON file that is not a profiler trace"
 
 
 @register("kineto")

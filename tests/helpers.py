@@ -1,0 +1,40 @@
+"""Small helpers shared by tests: run the real CLI, count events in a Chrome trace."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+_SCRIPT = Path(sys.executable).parent / "analyze"
+ANALYZE = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "analyzer"]
+
+
+def analyze(*args: str, check: bool = True, env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """Run `analyze ...` as a user would (a real process), returning the completed process."""
+    full_env = {**os.environ, "COLUMNS": "200", **(env or {})}
+    proc = subprocess.run([*ANALYZE, *args], capture_output=True, text=True, env=full_env, timeout=timeout, cwd=REPO)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"analyze {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def analyze_json(*args: str) -> Any:
+    return json.loads(analyze(*args).stdout)
+
+
+def query(store: Path, sql: str) -> list[dict[str, Any]]:
+    return json.loads(analyze("query", sql, "--format", "json", "--store", str(store)).stdout)
+
+
+def trace_events(path: Path) -> list[dict[str, Any]]:
+    import gzip
+
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8") as f:
+        data = json.load(f)
+    return data["traceEvents"] if isinstance(data, dict) else data
