@@ -1,0 +1,111 @@
+"""The store's schema is documented everywhere; the CLI is documented, read-only where it says so."""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+import duckdb
+import pytest
+from click.testing import CliRunner
+
+from analyzer import schema
+from analyzer.cli import main
+from analyzer.store import Store
+from helpers import REPO, analyze
+
+SAMPLES = REPO / "sample_data"
+
+
+@pytest.fixture(scope="module")
+def kineto_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    store = tmp_path_factory.mktemp("st") / "store"
+    analyze("ingest", str(SAMPLES / "kineto_gloo_2rank"), "--store", str(store))
+    return store
+
+
+def test_every_table_and_column_is_documented(kineto_store: Path) -> None:
+    for t in schema.ALL_TABLES:
+        assert t.doc.strip(), t.name
+        for c in t.columns:
+            assert c.doc.strip(), f"{t.name}.{c.name}"
+            unit_words = ("_ns", "_bytes", "_per_s", "_pct", "_ns2")
+            if c.type in ("BIGINT", "DOUBLE") and any(w in c.name for w in ("time", "dur", "size")):
+                assert c.name.endswith(unit_words), f"{t.name}.{c.name} has no unit in its name"
+    con = duckdb.connect(str(kineto_store / "catalog.duckdb"), read_only=True)
+    try:
+        tables = dict(con.execute("SELECT table_name, comment FROM duckdb_tables()").fetchall())
+        cols = {(t, c): cm for t, c, cm in con.execute("SELECT table_name, column_name, comment FROM duckdb_columns()").fetchall()}
+        views = dict(con.execute("SELECT view_name, comment FROM duckdb_views() WHERE NOT internal").fetchall())
+    finally:
+        con.close()
+    for t in schema.CATALOG_TABLES:
+        assert tables[t.name], t.name
+        for c in t.columns:
+            assert cols[(t.name, c.name)], f"{t.name}.{c.name}"
+    for t in schema.FACT_TABLES:
+        assert views[t.name], f"fact view {t.name} missing or uncommented"
+
+
+def test_catalog_views_work_with_plain_duckdb(kineto_store: Path) -> None:
+    # a user can open the catalog with any DuckDB and query the facts directly
+    con = duckdb.connect(str(kineto_store / "catalog.duckdb"), read_only=True)
+    try:
+        n = con.execute("SELECT count(*) FROM slices").fetchone()[0]
+        ranks = con.execute("SELECT DISTINCT rank FROM operators ORDER BY 1").fetchall()
+    finally:
+        con.close()
+    assert n > 1000 and ranks == [(0,), (1,)]
+
+
+def test_query_is_read_only(kineto_store: Path) -> None:
+    for sql in (
+        "DELETE FROM runs",
+        "CREATE TABLE x AS SELECT 1",
+        "COPY (SELECT 1) TO 'out.csv'",
+        "INSERT INTO runs VALUES ('x', 'y', now(), now())",
+        "SELECT 1; DROP TABLE runs",
+    ):
+        proc = analyze("query", sql, "--store", str(kineto_store), check=False)
+        assert proc.returncode == 1, sql
+        assert "only read-only SELECT queries are allowed" in proc.stderr
+        assert "Traceback" not in proc.stderr
+    bad = analyze("query", "SELECT nope FROM kernels", "--store", str(kineto_store), check=False)
+    assert bad.returncode == 1 and "nope" in bad.stderr and "Traceback" not in bad.stderr
+    assert Store(kineto_store).query("SELECT count(*) AS n FROM runs")["n"][0] == 1
+
+
+def test_store_location_flag_env_and_default(tmp_path: Path) -> None:
+    env_store = tmp_path / "from_env"
+    analyze("ingest", str(SAMPLES / "kineto_gloo_2rank"), env={"RANKSCOPE_STORE": str(env_store)})
+    assert (env_store / "catalog.duckdb").exists()
+    missing = analyze("runs", "--store", str(tmp_path / "nothing-here"), check=False)
+    assert missing.returncode == 1 and "analyze ingest" in missing.stderr
+
+
+def test_every_command_has_help_and_is_in_the_readme() -> None:
+    readme = (REPO / "README.md").read_text()
+    runner = CliRunner()
+    for name, cmd in main.commands.items():
+        res = runner.invoke(main, [name, "--help"])
+        assert res.exit_code == 0, name
+        assert cmd.help and cmd.help.strip(), name
+        assert re.search(rf"analyze {name}\b", readme), f"`analyze {name}` is not documented in README.md"
+
+
+def test_summary_values_match_the_traces(kineto_store: Path) -> None:
+    from helpers import analyze_json, trace_events
+
+    s = analyze_json("summary", "--json", "--store", str(kineto_store))
+    for r in s["ranks"]:
+        events = [e for f in sorted((SAMPLES / "kineto_gloo_2rank" / f"rank_{r['rank']}").rglob("*.pt.trace.json")) for e in trace_events(f)]
+        steps = {e["name"] for e in events if e.get("name", "").startswith("ProfilerStep#")}
+        assert r["steps"] == len(steps)
+        comm = [e for e in events if e.get("ph") == "X" and e.get("name", "").startswith("gloo:")]
+        assert r["comm_ops"] == len(comm)
+        assert r["comm_ns"] == sum(round(e["dur"] * 1000) for e in comm)
+        sizes = [d for e in comm for d in e["args"]["Input Dims"]]  # float32 tensors: 4 bytes each
+        assert r["comm_bytes"] == sum(4 * math.prod(dims) for dims in sizes)
+        mem = [e["args"]["Total Allocated"] for e in events if e.get("name") == "[memory]"]
+        assert r["peak_allocated_bytes"] == max(mem)
