@@ -29,11 +29,14 @@ setup: $(VENV)/.installed
 setup-test: $(VENV)/.installed-test
 	@command -v chromium >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq chromium >/dev/null)
 
+# every scenario folder of sample_data/ is one run (bad_input holds the corrupt files of the tests)
+SCENARIOS = $(filter-out sample_data/bad_input,$(patsubst %/,%,$(sort $(dir $(wildcard sample_data/*/*)))))
+
 demo: setup
 	rm -rf $(DEMO_STORE)
-	$(VENV)/bin/analyze ingest sample_data --run samples --store $(DEMO_STORE)
+	$(VENV)/bin/analyze ingest $(SCENARIOS) --store $(DEMO_STORE)
 	$(VENV)/bin/analyze runs --store $(DEMO_STORE)
-	$(VENV)/bin/analyze summary --run samples --store $(DEMO_STORE)
+	@for s in $(notdir $(SCENARIOS)); do $(VENV)/bin/analyze summary --run $$s --store $(DEMO_STORE) || exit 1; done
 
 test: setup-test
 	$(PY) -m pytest -q
