@@ -204,6 +204,8 @@ FACT_TABLES: tuple[Table, ...] = (
             _c("call_stack", "VARCHAR", "Python call stack, frames separated by newlines (with_stack)."),
             _c("sequence_number", "BIGINT", "Autograd sequence number (links forward and backward)."),
             _c("event_id", "BIGINT", "Position of the event in its source (matches slices.event_id)."),
+            _c("device_self_ns", "BIGINT", "Device time of the tasks the op launched itself (torch_npu operator_details.csv; db: tasks linked to the op), NULL when unknown."),
+            _c("device_total_ns", "BIGINT", "Device time of the tasks launched by the op and the ops nested in it, NULL when unknown."),
         ),
     ),
     Table(
@@ -274,7 +276,7 @@ FACT_TABLES: tuple[Table, ...] = (
         FACT_KEY
         + (
             _c("step", "INTEGER", "Step id when known."),
-            _c("op_name", "VARCHAR", "Operation name (or 'Total Op Info' for the per-step total)."),
+            _c("op_name", "VARCHAR", "Operation name (per-step totals such as 'Total Op Info' are not stored: sum the rows)."),
             _c("group_name", "VARCHAR", "Communication group key."),
             _c("transport", "VARCHAR", "RDMA, HCCS, PCIE, SDMA, SIO, ..."),
             _c("bytes", "BIGINT", "Bytes moved (source MB x 1024^2)."),
