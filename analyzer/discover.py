@@ -240,19 +240,37 @@ def _prefer_collector_rank(
     return rank, source
 
 
+def _worker_key(plan: CollectionPlan) -> tuple[str, str]:
+    """Collections written by the same process share a worker: torch's tensorboard_trace_handler names
+    files ``{worker}.{timestamp}.pt.trace.json`` (worker = hostname_pid), torch_npu folders
+    ``{worker}_{timestamp}_ascend_pt``."""
+    name = plan.root.name
+    if name.endswith("_ascend_pt"):
+        worker = name.rsplit("_", 3)[0]
+    else:
+        worker = name.split(".")[0]
+    return str(plan.root.parent), worker
+
+
 def _resolve_unknown_ranks(disc: Discovery) -> None:
-    """A collection with no rank anywhere: rank 0 if it is alone, else the next free rank (and say so)."""
+    """A collection with no rank anywhere: rank 0 if it is the only writer, else the next free rank
+    per writer (and say so). Repeat cycles of one process keep one rank."""
     unknown = [p for p in disc.plans if p.rank is None]
     if not unknown:
         return
     known = {p.rank for p in disc.plans if p.rank is not None}
-    if not known and len(unknown) == 1:
-        unknown[0].rank, unknown[0].rank_source = 0, "single"
+    workers: dict[tuple[str, str], list[CollectionPlan]] = {}
+    for p in unknown:
+        workers.setdefault(_worker_key(p), []).append(p)
+    if not known and len(workers) == 1:
+        for p in unknown:
+            p.rank, p.rank_source = 0, "single"
         return
     nxt = max(known) + 1 if known else 0
-    for p in unknown:
-        p.rank, p.rank_source = nxt, "assigned"
-        p.hints["rank_warning"] = (
-            f"no rank found (no rank_{{id}} folder, sidecar or producer metadata): numbered {nxt} in discovery order"
-        )
+    for plans in workers.values():
+        for p in plans:
+            p.rank, p.rank_source = nxt, "assigned"
+            p.hints["rank_warning"] = (
+                f"no rank found (no rank_{{id}} folder, sidecar or producer metadata): numbered {nxt} in discovery order"
+            )
         nxt += 1

@@ -230,8 +230,9 @@ def ingest(
         to_read: list[CollectionPlan] = []
         touched: list[dict[str, Any]] = []
         for plan in disc.plans:
-            if plan.collection_id not in prev_cols:
-                to_read.append(plan)
+            prev = prev_cols.get(plan.collection_id)
+            if prev is None or prev["rank"] != plan.rank or prev["rank_source"] != plan.rank_source:
+                to_read.append(plan)  # new, or its rank is now decided differently
                 continue
             verdict = _unchanged(plan, prev_files, run_root)
             if verdict is True:

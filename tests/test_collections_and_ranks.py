@@ -34,12 +34,17 @@ def test_repeat_cycles_are_separate_collections(tmp_path: Path) -> None:
     analyze("ingest", str(out), "--store", str(store))
     cols = query(store, "SELECT rank, rank_source, steps, missing FROM collections ORDER BY steps[1]")
     assert [c["steps"] for c in cols] == [[1, 2], [4, 5]]  # ProfilerStep ids of each cycle, not merged
-    # no rank anywhere (single process, no distributedInfo): numbered in discovery order, and said so
-    assert sorted(c["rank"] for c in cols) == [0, 1]
-    assert all(c["rank_source"] == "assigned" for c in cols)
-    assert all(any("no rank found" in m for m in c["missing"]) for c in cols)
+    # no rank anywhere (single process, no distributedInfo): both cycles come from one worker -> rank 0
+    assert [(c["rank"], c["rank_source"]) for c in cols] == [(0, "single"), (0, "single")]
+    # two workers without ranks are numbered in discovery order, and the store says so
+    other = out / "host_5678.1700000000000.pt.trace.json"
+    shutil.copy(traces[0], other)
+    analyze("ingest", str(out), "--store", str(store))
+    cols = query(store, "SELECT rank, rank_source, missing, root_path FROM collections")
+    assert sorted(c["rank"] for c in cols) == [0, 0, 1]
+    assert all(c["rank_source"] == "assigned" and any("no rank found" in m for m in c["missing"]) for c in cols)
     per = query(store, "SELECT collection_id, count(DISTINCT step) AS n FROM steps GROUP BY 1")
-    assert sorted(p["n"] for p in per) == [2, 2]
+    assert sorted(p["n"] for p in per) == [2, 2, 2]
 
 
 def test_rank_sources(tmp_path: Path) -> None:
