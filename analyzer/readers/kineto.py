@@ -532,7 +532,8 @@ def read_kineto(ctx: ReadContext) -> None:
     router = _TraceRouter(ctx, stage)
     late_base: dict[int, int] = {}
     metas: list[dict[str, Any]] = []
-    traces = [p for p in plan.files if p.suffix in (".json", ".gz")]
+    # the collector's window sidecar belongs to the collection (its status) but is not a trace
+    traces = [p for p in plan.files if p.suffix in (".json", ".gz") and p.name != "rankscope_window.json"]
     for file_idx, path in enumerate(sorted(traces)):
         with ctx.reading(path, "kineto") as outcome:
             ts = TraceStream(path)
