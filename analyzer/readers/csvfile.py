@@ -1,0 +1,254 @@
+"""Tolerant CSV reading for the CSV files profilers write (torch_npu, msprof, MindSpore).
+
+What these files do (formats.md §1.4, §7.2-7.3): Python ``csv.writer`` dialect, CRLF or LF line
+ends, sometimes a UTF-8 BOM, quoted cells with embedded newlines (``Call Stack``), literal quotes
+inside shape values (tripled quotes in the file, the cell holds ``"32,3"``), timestamps as exact
+µs strings followed by a TAB, ``N/A`` / empty / UINT32_MAX sentinels, columns renamed between versions. So:
+
+- columns are found by header name (case and spacing ignored), through a table of aliases, never by
+  position; a file whose header lacks a required column is rejected with an ``InputError`` that names
+  the expected columns (a file that is not what its name says);
+- a last row cut mid-row (fewer cells than the header, or no final newline) is dropped with a warning,
+  as is any other row whose cell count does not match the header;
+- an empty file or a file that cannot be opened is an ``InputError``; a header-only file reads as
+  zero rows with a warning;
+- values stay strings here; the ``*_column`` helpers convert them (exact ns from µs strings, floats,
+  integers with sentinels as NULL) and count cells they could not read.
+"""
+
+from __future__ import annotations
+
+import csv
+import sys
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import InputError
+from ..units import to_float, to_int, us_text_to_ns
+
+csv.field_size_limit(min(sys.maxsize, (1 << 31) - 1))
+
+_NULLS = {"", "N/A", "NA", "n/a", "None", "null", "nan", "NaN", "-"}
+
+
+def norm_header(name: str) -> str:
+    """Header cell -> comparison key: BOM, quotes and outer spaces removed, case folded, spaces collapsed."""
+    s = name.replace("\ufeff", "").strip().strip('"').strip()
+    return " ".join(s.split()).casefold()
+
+
+@dataclass
+class CsvTable:
+    """The rows of one CSV file, by column, with the header as written."""
+
+    path: Path
+    header: list[str]
+    columns: dict[str, list[str]]  # canonical key -> cells (only the columns asked for and found)
+    extra: dict[str, list[str]]  # header as written -> cells, for columns not asked for
+    n_rows: int
+    warnings: list[str] = field(default_factory=list)
+
+    def has(self, key: str) -> bool:
+        return key in self.columns
+
+    def get(self, key: str) -> list[str | None]:
+        """Cells of a column, or a column of None when the file does not have it."""
+        col = self.columns.get(key)
+        return list(col) if col is not None else [None] * self.n_rows
+
+    def text(self, key: str) -> list[str | None]:
+        """Cells with N/A / empty as None and outer whitespace removed."""
+        return [text_cell(v) for v in self.get(key)]
+
+    def ns_from_us(self, key: str) -> list[int | None]:
+        return self._convert(key, us_text_to_ns, "µs values")
+
+    def ns_from_ms(self, key: str) -> list[int | None]:
+        return self._convert(key, lambda v: us_text_to_ns(_shift3(v)), "ms values")
+
+    def floats(self, key: str) -> list[float | None]:
+        return self._convert(key, to_float, "numbers")
+
+    def ints(self, key: str) -> list[int | None]:
+        return self._convert(key, to_int, "integers")
+
+    def _convert(self, key: str, fn, what: str) -> list:  # type: ignore[no-untyped-def]
+        col = self.columns.get(key)
+        if col is None:
+            return [None] * self.n_rows
+        out = []
+        bad = 0
+        first_bad = None
+        for v in col:
+            if v is None:
+                out.append(None)
+                continue
+            try:
+                out.append(fn(v))
+            except (ValueError, TypeError, ArithmeticError):
+                bad += 1
+                if first_bad is None:
+                    first_bad = v
+                out.append(None)
+        if bad:
+            self.warnings.append(f"{bad} cell(s) of column {key!r} are not {what} (e.g. {first_bad!r}); read as empty")
+        return out
+
+
+def text_cell(v: str | None) -> str | None:
+    if v is None:
+        return None
+    s = v.strip()
+    return None if s in _NULLS else s
+
+
+def _shift3(v: str) -> str:
+    """'1.5' (ms) -> '1500' (µs) as a decimal string, exactly."""
+    s = v.strip().strip('"').strip()
+    if s in _NULLS:
+        return s
+    if "e" in s or "E" in s:
+        return repr(float(s) * 1000)
+    neg = s.startswith("-")
+    s = s.lstrip("+-")
+    whole, _, frac = s.partition(".")
+    frac = frac.ljust(3, "0")
+    out = (whole + frac[:3]).lstrip("0") or "0"
+    if frac[3:]:
+        out += "." + frac[3:]
+    return ("-" if neg else "") + out
+
+
+def read_csv(
+    path: Path,
+    kind: str,
+    columns: Mapping[str, Iterable[str]],
+    required: Iterable[str] = (),
+    keep_extra: bool = False,
+) -> CsvTable:
+    """Read ``path`` (a ``kind`` file, e.g. "kernel_details.csv") by header name.
+
+    ``columns`` maps a canonical key to the header names that mean it (aliases, compared with
+    :func:`norm_header`); ``required`` keys must be present or the file is rejected.
+    """
+    wanted: dict[str, str] = {}
+    for key, aliases in columns.items():
+        for a in aliases:
+            wanted[norm_header(a)] = key
+    try:
+        size = path.stat().st_size
+        fh = open(path, encoding="utf-8", errors="replace", newline="")
+    except OSError as exc:
+        raise InputError(str(path), f"cannot read {kind}: {exc.strerror or exc}") from exc
+    if size == 0:
+        fh.close()
+        raise InputError(str(path), f"empty file (0 bytes): no {kind} data")
+    with fh:
+        try:
+            ends_with_newline = _ends_with_newline(path)
+            reader = csv.reader(fh)
+            header = next(reader, None)
+            while header is not None and not any(c.strip() for c in header):
+                header = next(reader, None)  # blank lines before the header
+            if header is None:
+                raise InputError(str(path), f"empty file (no header): no {kind} data")
+            if header and header[0].startswith("\ufeff"):
+                header[0] = header[0][1:]
+            keys = [norm_header(h) for h in header]
+            if "\x00" in "".join(header) or sum(1 for k in keys if k) == 0:
+                raise InputError(str(path), f"not a {kind}: the first line is not a CSV header")
+            index: dict[str, int] = {}
+            extra_idx: dict[str, int] = {}
+            for i, k in enumerate(keys):
+                key = wanted.get(k)
+                if key is not None and key not in index:
+                    index[key] = i
+                elif keep_extra and k and key is None:
+                    extra_idx.setdefault(header[i].strip(), i)
+            missing = [k for k in required if k not in index]
+            if missing:
+                expected = ", ".join(_first_alias(columns, k) for k in required)
+                found = ", ".join(h.strip() for h in header[:8]) + (", ..." if len(header) > 8 else "")
+                raise InputError(
+                    str(path),
+                    f"not a {kind}: the header lacks {', '.join(_first_alias(columns, k) for k in missing)} "
+                    f"(expected columns {expected}; found {found})",
+                )
+            ncols = len(header)
+            cols: dict[str, list[str]] = {k: [] for k in index}
+            extra: dict[str, list[str]] = {h: [] for h in extra_idx}
+            warnings: list[str] = []
+            bad_rows: list[int] = []
+            replaced = 0
+            n_rows = 0
+            held: list[str] | None = None  # one row of look-ahead: the last row may be cut
+            line_no = 1
+            for row in reader:
+                if held is not None:
+                    line_no += 1
+                    if len(held) != ncols:
+                        if any(c.strip() for c in held):
+                            bad_rows.append(line_no)
+                    else:
+                        for k, i in index.items():
+                            cols[k].append(held[i])
+                        for h, i in extra_idx.items():
+                            extra[h].append(held[i])
+                        if "\ufffd" in "".join(held):
+                            replaced += 1
+                        n_rows += 1
+                held = row
+        except csv.Error as exc:
+            raise InputError(str(path), f"not a readable CSV ({kind}): {exc}") from exc
+    if held is not None:
+        n = len(held)
+        if not ends_with_newline:
+            # torch_npu ends every row with CRLF: no final newline means the write was cut
+            why = f"{n} of {ncols} cells" if n != ncols else "no final newline"
+            warnings.append(f"file ends mid-row (last row incomplete: {why}); dropped it")
+        elif n != ncols:
+            if any(c.strip() for c in held):
+                bad_rows.append(line_no + 1)
+        else:
+            for k, i in index.items():
+                cols[k].append(held[i])
+            for h, i in extra_idx.items():
+                extra[h].append(held[i])
+            n_rows += 1
+    if bad_rows:
+        sample = ", ".join(str(x) for x in bad_rows[:3])
+        more = ", ..." if len(bad_rows) > 3 else ""
+        warnings.append(
+            f"{len(bad_rows)} record(s) with a cell count different from the header's {ncols} skipped (record {sample}{more})"
+        )
+    if replaced:
+        warnings.append(f"{replaced} row(s) hold bytes that are not UTF-8 (replaced)")
+    if n_rows == 0 and not bad_rows and held is None:
+        warnings.append("header only: no data rows")
+    return CsvTable(path, [h.strip() for h in header], cols, extra, n_rows, warnings)
+
+
+def _first_alias(columns: Mapping[str, Iterable[str]], key: str) -> str:
+    for a in columns[key]:
+        return a
+    return key
+
+
+def _ends_with_newline(path: Path) -> bool:
+    with open(path, "rb") as f:
+        f.seek(0, 2)
+        if f.tell() == 0:
+            return False
+        f.seek(-1, 2)
+        return f.read(1) in (b"\n", b"\r")
+
+
+def sniff_header(path: Path) -> list[str] | None:
+    """The normalised header cells of a CSV file (first line only), or None if unreadable."""
+    try:
+        with open(path, encoding="utf-8", errors="replace", newline="") as f:
+            first = next(csv.reader(f), None)
+    except (OSError, csv.Error):
+        return None
+    return [norm_header(h) for h in first] if first else None
