@@ -12,10 +12,12 @@ import hashlib
 import json
 import os
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .readers import torch_npu_common
 from .readers.base import CollectionPlan
 from .readers.kineto import classify_json, peek_rank
 
@@ -84,36 +86,8 @@ def _nearest_sidecar(root: Path, p: Path, sidecars: dict[Path, dict[str, Any]]) 
 
 
 def _npu_rank(d: Path) -> tuple[int | None, str | None, str]:
-    """(rank, source, producer) of a *_ascend_pt folder."""
-    out = d / "ASCEND_PROFILER_OUTPUT"
-    producer = "torch_npu_text"
-    rank: int | None = None
-    source: str | None = None
-    if out.is_dir():
-        for f in sorted(out.iterdir()):
-            m = _NPU_DB.match(f.name)
-            if m:
-                producer = "torch_npu_db"
-                if m.group(1) is not None and rank is None:
-                    rank, source = int(m.group(1)), "db_name"
-        has_text = any((out / n).exists() for n in ("trace_view.json", "kernel_details.csv", "step_trace_time.csv"))
-        if has_text:
-            producer = "torch_npu_text"
-    else:
-        producer = "torch_npu_raw"
-    for f in sorted(d.iterdir()) if d.is_dir() else []:
-        m = _PROFILER_INFO.match(f.name)
-        if m and m.group(1) is not None:
-            return int(m.group(1)), "profiler_info", producer
-        if m:
-            try:
-                with open(f, encoding="utf-8") as fh:
-                    info = json.load(fh)
-                if isinstance(info, dict) and isinstance(info.get("rank_id"), int):
-                    return info["rank_id"], "profiler_info", producer
-            except (OSError, ValueError):
-                pass
-    return rank, source, producer
+    """(rank, source, producer) of a *_ascend_pt folder (formats.md §7.5 order, see torch_npu_common)."""
+    return torch_npu_common.resolve_rank(d)
 
 
 def discover(root: Path, run: str) -> Discovery:
@@ -124,12 +98,14 @@ def discover(root: Path, run: str) -> Discovery:
     kineto_files: list[Path] = []
     scalar_files: list[Path] = []
 
+    walk: Iterable[tuple[Path, list[str], list[str]]]
     if root.is_file():
-        walk: list[tuple[Path, list[str], list[str]]] = [(root.parent, [], [root.name])]
+        walk = [(root.parent, [], [root.name])]
         root = root.parent
         disc.root = root
     else:
-        walk = [(Path(a), b, c) for a, b, c in os.walk(root)]
+        # lazily: pruning dirnames below keeps os.walk out of producer folders (*_ascend_pt, PROF_*, ...)
+        walk = ((Path(a), b, c) for a, b, c in os.walk(root))
     for dirpath, dirnames, filenames in walk:
         keep = []
         for dn in sorted(dirnames):
@@ -225,6 +201,7 @@ def discover(root: Path, run: str) -> Discovery:
                 CollectionPlan(collection_id(run, _rel(root, d)), run, "collector_empty", d, _rel(root, d), [d / SIDECAR_NAME], rank, source, sc)
             )
     _resolve_unknown_ranks(disc)
+    torch_npu_common.share_group_layouts(disc.plans)  # group-local -> global ranks seen on every rank
     disc.plans.sort(key=lambda p: (p.rank if p.rank is not None else 1 << 30, p.rel_root))
     return disc
 

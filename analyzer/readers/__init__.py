@@ -1,3 +1,3 @@
 """Format readers, registered by producer name (see base.READERS)."""
 
-from . import collector, kineto  # noqa: F401 - import registers the readers
+from . import collector, kineto, torch_npu_db, torch_npu_raw, torch_npu_text  # noqa: F401 - import registers the readers
