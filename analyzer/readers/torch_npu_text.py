@@ -318,9 +318,12 @@ def has_shape(s: str | None) -> bool:
 class TraceRouter:
     """One pass over trace_view.json: slices written directly, the rest staged."""
 
-    def __init__(self, ctx: ReadContext, stage: ScratchStage):
+    def __init__(self, ctx: ReadContext, stage: ScratchStage, op_processes: frozenset[str] = frozenset()):
         self.ctx = ctx
         self.stage = stage
+        # processes whose X events are framework ops even without the cpu_op category (MindSpore:
+        # "MindSpore", "CPU OP"); an event's process is known because M events precede its X events
+        self.op_processes = op_processes
         self.lanes = LaneInfo()
         self.lane_counts: Counter[tuple[str, str]] = Counter()
         self.event_base = 0
@@ -342,7 +345,9 @@ class TraceRouter:
             if ph == "X" or ph == "i" or ph == "I":
                 sl_idx.append(i)
                 sl_ev.append(e)
-                if e.cat == "cpu_op":
+                if e.cat == "cpu_op" or (
+                    self.op_processes and ph == "X" and self.process(id_text(e.pid)) in self.op_processes
+                ):
                     op_idx.append(i)
                 elif e.cat is None and ph == "X" and e.name.startswith("hcom_"):
                     a = _dec(_HCCL_DEC, e.args)
@@ -388,7 +393,7 @@ class TraceRouter:
         t = pa.table(
             {
                 "name": pa.array([e.name for e in evs], pa.string()),
-                "category": pa.array([e.cat for e in evs], pa.string()),
+                "category": pa.array([e.cat or self.process(id_text(e.pid)) or None for e in evs], pa.string()),
                 "tid": pa.array([id_text(e.tid) for e in evs], pa.string()),
                 "_pid": pa.array([id_text(e.pid) for e in evs], pa.string()),
                 "ts_ns": ts,
@@ -467,7 +472,7 @@ class TraceRouter:
 
 def lane_group(process: str) -> str:
     p = process.strip()
-    if p in ("Python", "CANN") or p.startswith(("Python", "CANN", "GC")):
+    if p in ("Python", "CANN", "MindSpore", "CPU OP", "Scope Layer") or p.startswith(("Python", "CANN", "GC")):
         return "host"
     if p == "Ascend Hardware" or p.startswith("NPU"):
         return "device"
@@ -486,8 +491,9 @@ def lane_group(process: str) -> str:
 class TextExport:
     """State shared between the files of one collection."""
 
-    def __init__(self, ctx: ReadContext):
+    def __init__(self, ctx: ReadContext, op_processes: frozenset[str] = frozenset()):
         self.ctx = ctx
+        self.op_processes = op_processes  # see TraceRouter (MindSpore's framework-op processes)
         self.root = ctx.plan.root
         self.out = self.root / OUTPUT_DIR
         self.files: dict[str, Path] = {}
@@ -505,8 +511,10 @@ class TextExport:
 
 
 @register("torch_npu_text")
-def read_torch_npu_text(ctx: ReadContext) -> None:
-    st = TextExport(ctx)
+def read_torch_npu_text(ctx: ReadContext, op_processes: frozenset[str] = frozenset()) -> None:
+    """Also reads MindSpore's ASCEND_PROFILER_OUTPUT (same layout): ``op_processes`` names the trace
+    processes whose events are framework ops (see TraceRouter)."""
+    st = TextExport(ctx, op_processes)
     plan = ctx.plan
     for f in plan.files:
         if f.parent == st.out:
@@ -579,7 +587,7 @@ def _ignore_others(ctx: ReadContext, st: TextExport) -> None:
 def _read_trace(ctx: ReadContext, st: TextExport, path: Path) -> None:
     with ctx.reading(path, "trace_view.json") as outcome:
         ts = TraceStream(path)
-        router = TraceRouter(ctx, st.stage)
+        router = TraceRouter(ctx, st.stage, st.op_processes)
         st.router = router
         for events in ts.blocks():
             router.route(events)
@@ -591,10 +599,14 @@ def _read_trace(ctx: ReadContext, st: TextExport, path: Path) -> None:
             raise InputError(str(path), "trace has no events")
 
 
-def _read_kernels(ctx: ReadContext, st: TextExport, path: Path, l2_path: Path | None) -> None:
+def _read_kernels(
+    ctx: ReadContext, st: TextExport, path: Path, l2_path: Path | None, kind: str = "kernel_details.csv", first_kernel_id: int = 0
+) -> int:
+    """kernels (+ kernel_metrics) from kernel_details.csv or msprof's op_summary (``kind``), ids from
+    ``first_kernel_id`` (sliced files continue the numbering); returns the number of kernels."""
     kernel_rows: dict[str, list[Any]] | None = None
-    with ctx.reading(path, "kernel_details.csv") as outcome:
-        t = read_csv(path, "kernel_details.csv", KERNEL_COLS, required=("name", "start", "dur"), keep_extra=True)
+    with ctx.reading(path, kind) as outcome:
+        t = read_csv(path, kind, KERNEL_COLS, required=("name", "start", "dur"), keep_extra=True)
         n = t.n_rows
         names = t.text("name")
         op_type = t.text("type")
@@ -611,7 +623,7 @@ def _read_kernels(ctx: ReadContext, st: TextExport, path: Path, l2_path: Path | 
         stream = t.ints("stream")
         task = t.ints("task")
         kernel_rows = {
-            "kernel_id": list(range(n)),
+            "kernel_id": list(range(first_kernel_id, first_kernel_id + n)),
             "step": steps,
             "name": names,
             "op_type": op_type,
@@ -634,7 +646,7 @@ def _read_kernels(ctx: ReadContext, st: TextExport, path: Path, l2_path: Path | 
             "output_formats": t.text("out_formats"),
         }
         outcome.rows = ctx.write("kernels", kernel_rows)
-        outcome.rows += _write_metrics(ctx, st, t)
+        outcome.rows += _write_metrics(ctx, st, t, first_kernel_id)
         _outcome_warnings(outcome, t.warnings)
         for i in range(n):
             if is_comm[i]:
@@ -644,9 +656,10 @@ def _read_kernels(ctx: ReadContext, st: TextExport, path: Path, l2_path: Path | 
             if kernel_rows is None:
                 raise InputError(str(l2_path), "not read: kernel_details.csv could not be read, so L2 rates cannot be joined")
             outcome.rows = _read_l2(ctx, st, l2_path, kernel_rows, outcome)
+    return len(kernel_rows["kernel_id"]) if kernel_rows is not None else 0
 
 
-def _write_metrics(ctx: ReadContext, st: TextExport, t: CsvTable) -> int:
+def _write_metrics(ctx: ReadContext, st: TextExport, t: CsvTable, first_kernel_id: int = 0) -> int:
     kid: list[int] = []
     metric: list[str] = []
     value: list[float] = []
@@ -660,7 +673,7 @@ def _write_metrics(ctx: ReadContext, st: TextExport, t: CsvTable) -> int:
                 x = float(s)
             except ValueError:
                 continue
-            kid.append(i)
+            kid.append(first_kernel_id + i)
             metric.append(name)
             value.append(x * factor)
     if not kid:
@@ -702,7 +715,7 @@ def _read_l2(ctx: ReadContext, st: TextExport, path: Path, k: dict[str, list[Any
         used.add(hit)
         for m, v in (("l2_hit_rate", hits[j]), ("l2_victim_rate", victims[j])):
             if v is not None:
-                kid.append(hit)
+                kid.append(k["kernel_id"][hit])
                 metric.append(m)
                 value.append(v)
     if unmatched:
@@ -753,9 +766,9 @@ def _read_step_trace(ctx: ReadContext, path: Path) -> None:
         outcome.rows = ctx.write("step_trace", cols)
 
 
-def _read_op_statistic(ctx: ReadContext, path: Path) -> None:
-    with ctx.reading(path, "op_statistic.csv") as outcome:
-        t = read_csv(path, "op_statistic.csv", OP_STAT_COLS, required=("type", "count", "total"))
+def _read_op_statistic(ctx: ReadContext, path: Path, kind: str = "op_statistic.csv") -> None:
+    with ctx.reading(path, kind) as outcome:
+        t = read_csv(path, kind, OP_STAT_COLS, required=("type", "count", "total"))
         _outcome_warnings(outcome, t.warnings)
         outcome.rows = ctx.write(
             "statistics",
@@ -773,9 +786,9 @@ def _read_op_statistic(ctx: ReadContext, path: Path) -> None:
         )
 
 
-def _read_api_statistic(ctx: ReadContext, path: Path) -> None:
-    with ctx.reading(path, "api_statistic.csv") as outcome:
-        t = read_csv(path, "api_statistic.csv", API_STAT_COLS, required=("name", "count", "total"))
+def _read_api_statistic(ctx: ReadContext, path: Path, kind: str = "api_statistic.csv") -> None:
+    with ctx.reading(path, kind) as outcome:
+        t = read_csv(path, kind, API_STAT_COLS, required=("name", "count", "total"))
         _outcome_warnings(outcome, t.warnings)
         var = t.floats("variance")
         outcome.rows = ctx.write(
@@ -1221,3 +1234,9 @@ def _fill_text_meta(ctx: ReadContext, st: TextExport) -> None:
     if "kernel_details.csv" not in st.files:
         m.missing.append("no kernel_details.csv: no device kernels")
     switch_sentences(ctx, st.pf)
+
+
+# shared with the msprof reader (op_summary / op_statistic / api_statistic of a PROF_* export)
+read_kernel_csv = _read_kernels
+read_op_statistic = _read_op_statistic
+read_api_statistic = _read_api_statistic
