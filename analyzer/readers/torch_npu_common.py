@@ -471,8 +471,9 @@ def switch_sentences(ctx: ReadContext, pf: ProducerFiles) -> None:
 
     if level == "Level0":
         say("Level0: no communication matrix and no wait/transit split (communication.json and communication_matrix.json are written from Level1)")
-        say("Level0: kernel details have reduced columns (no op type, core type, shapes or AI Core PMU metrics)")
-        say("Level0: no CANN API (AscendCL/Runtime) events on the host timeline")
+        say("Level0: kernels have no op type, shapes or AI Core PMU metrics (reduced kernel details)")
+        if "cann_api" not in caps:
+            say("Level0: no CANN API (AscendCL/Runtime) events on the host timeline")
     elif level == "Level1":
         say("Level1: no Runtime API events (recorded at Level2 only)")
     elif level == "Level_none":

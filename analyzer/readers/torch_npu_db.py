@@ -43,10 +43,11 @@ import pyarrow.compute as pc
 
 from .. import schema
 from ..errors import InputError
+from ..units import us_text_to_ns
 from .base import ReadContext, register
 from .comm_names import P2P_TYPES, normalize_op_type
-from .nesting import self_time, subtree_sum
 from .csvfile import text_cell
+from .nesting import self_time, subtree_sum
 from .scratch import ScratchStage
 from .torch_npu_common import (
     NPU_DB_RE,
@@ -247,8 +248,7 @@ def read_torch_npu_db(ctx: ReadContext) -> None:
                 outcome.rows = ctx.writer.total_rows - before
             finally:
                 adb.close()
-    if st is not None:
-        _write_comm_ops(ctx, st, groups, times)
+    _write_comm_ops(ctx, st, groups, times)
     groups.finish()
     rows = groups.rows()
     if rows:
@@ -679,7 +679,7 @@ def _kernels(ctx: ReadContext, st: DbExport) -> None:
             }
         else:
             row = {
-                "name": r["name"], "op_type": r["op_type_raw"], "core_type": "HCCL", "is_communication": True,
+                "name": r["name"], "op_type": _t(r["op_type_raw"]), "core_type": "HCCL", "is_communication": True,
                 "device_id": next(iter(st.devices)) if len(st.devices) == 1 else None, "stream_id": None, "task_id": None,
                 "ts_ns": r["ts"], "dur_ns": r["dur"], "wait_ns": r["wait"], "block_dim": None, "mix_block_dim": None,
                 "op_state": None, "input_shapes": None, "input_dtypes": None, "input_formats": None,
@@ -1000,11 +1000,23 @@ def _step_trace_unit(rows: list[tuple[Any, ...]], steps: list[tuple[int, int, in
     return 1e3
 
 
-def _write_comm_ops(ctx: ReadContext, st: DbExport, groups: Groups, times: dict[str, list[dict[str, Any]]]) -> None:
+def _write_comm_ops(ctx: ReadContext, st: DbExport | None, groups: Groups, times: dict[str, list[dict[str, Any]]]) -> None:
+    """COMMUNICATION_OP rows with the wait/transit split of CommAnalyzerTime; CommAnalyzerTime alone
+    (float µs start) when the profiler db gave no communication op."""
     groups.finish()
     rows = []
     taken: Counter[str] = Counter()
-    for c in st.comm_ops_raw:
+    raw = st.comm_ops_raw if st is not None else []
+    if not raw:
+        for name, ts_list in times.items():
+            for t in ts_list:
+                start = t["start_us"]
+                raw.append({
+                    "name": name, "ts": us_text_to_ns(repr(float(start))) if start is not None else None, "dur": t["elapse"],
+                    "group": t["group"], "dtype": None, "count": None, "alg": None, "from_analysis": True,
+                })
+        raw.sort(key=lambda c: (c["ts"] is None, c["ts"] or 0))
+    for c in raw:
         name = c["name"] or ""
         cands = times.get(name) or []
         t = cands[taken[name]] if taken[name] < len(cands) else None
@@ -1012,7 +1024,7 @@ def _write_comm_ops(ctx: ReadContext, st: DbExport, groups: Groups, times: dict[
         op_type = normalize_op_type(name)
         h = c["group"] or (t["group"] if t else None)
         g = groups.get(h) if h else None
-        step = t["step"] if t and t["step"] is not None else st.step_of(c["ts"])
+        step = t["step"] if t and t["step"] is not None else (st.step_of(c["ts"]) if st is not None else None)
         rows.append({
             "step": step, "name": name, "op_type": op_type, "group_name": h,
             "group_ranks": g.global_ranks if g else None,
@@ -1021,7 +1033,7 @@ def _write_comm_ops(ctx: ReadContext, st: DbExport, groups: Groups, times: dict[
             "transit_ns": t["transit"] if t else None, "wait_ns": t["wait"] if t else None,
             "sync_ns": t["sync"] if t else None, "idle_ns": t["idle"] if t else None,
             "bytes": hccl_bytes(c["dtype"], c["count"]), "dtype": c["dtype"], "count": c["count"], "alg_type": c["alg"],
-            "source": "COMMUNICATION_OP" + ("+analysis.db" if t else ""),
+            "source": "analysis.db" if c.get("from_analysis") else "COMMUNICATION_OP" + ("+analysis.db" if t else ""),
         })
     if rows:
         ctx.write("comm_ops", pa.Table.from_pylist(rows))

@@ -241,9 +241,12 @@ def _num(v: Any) -> float | None:
 
 
 def _ns_us_float(v: Any) -> int | None:
-    """A µs number from JSON (float) to ns; exact for values written with ≤ 3 decimals below 2^53/1000."""
+    """A µs number from JSON to ns through its shortest decimal form (repr), not through f * 1000:
+    1736408883732241.5 µs -> 1736408883732241500 ns."""
     f = _num(v)
-    return None if f is None else round(f * 1000)
+    if f is None:
+        return None
+    return us_text_to_ns(repr(f) if isinstance(v, float) else str(v))
 
 
 def _mb_list(t: CsvTable, key: str) -> list[int | None]:
