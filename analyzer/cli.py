@@ -314,5 +314,26 @@ def drop(run_name: str, store: Store) -> None:
     console.print(f"dropped run {run_name}")
 
 
+@main.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Interface to listen on (0.0.0.0: every interface).")
+@click.option("--port", default=8050, show_default=True, type=click.IntRange(0, 65535), help="Port (0: any free port, printed).")
+@store_option
+@handle_errors
+def serve(host: str, port: int, store: Store) -> None:
+    """Serve the web app (overview, timeline, operators, memory, communication) over the store.
+
+    The store is opened briefly and read-only per request: `analyze ingest` can run meanwhile
+    and a reload shows the new data. Needs the web extra (`pip install rankscope[web]`).
+    """
+    try:
+        from webapp.app import serve as serve_app
+    except ImportError as exc:  # dash / dash-ag-grid / plotly missing
+        raise AnalyzerError(f"the web app needs the web extra: pip install 'rankscope[web]' ({exc})") from exc
+    try:
+        serve_app(store, host=host, port=port, echo=lambda s: click.echo(s, nl=True))
+    except OSError as exc:
+        raise AnalyzerError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
+
+
 if __name__ == "__main__":
     main()
