@@ -1,0 +1,143 @@
+"""The Dash app: ``create_app(store)`` and ``serve(...)`` (what ``analyze serve`` runs).
+
+Nothing happens at import. ``create_app`` builds a Dash Pages app whose pages live in
+``webapp/pages/`` (one file per page, each with ``layout(**query)`` and its callbacks beside it).
+The app keeps only the store's path: every request opens the store briefly, read-only, so an
+``analyze ingest`` can commit while the server runs, and a reload shows the new run.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import dash
+from dash import Dash, Input, Output, dcc, html
+
+from analyzer.store import Store, resolve_store_path
+
+from .ui import PAGE_KEYS, STORE_KEY
+
+HERE = Path(__file__).resolve().parent
+
+NAV = (
+    ("Overview", "/"),
+    ("Timeline", "/timeline"),
+    ("Operators", "/operators"),
+    ("Memory", "/memory"),
+    ("Communication", "/communication"),
+)
+
+
+def _shell() -> html.Div:
+    return html.Div(
+        [
+            html.Header(
+                [
+                    dcc.Link("rankscope", href="/", className="brand", id="nav-brand"),
+                    html.Nav(
+                        [
+                            dcc.Link(label, href=path, id=f"nav-{label.lower()}", className="nav-link")
+                            for label, path in NAV
+                        ],
+                        className="nav",
+                    ),
+                ],
+                className="topbar",
+            ),
+            # the current view as "path?query": pages write it, the address bar and the nav follow
+            dcc.Store(id="view-url"),
+            # pages navigate by setting this href (Dash Pages routes it without a reload)
+            dcc.Location(id="navigate", refresh="callback-nav"),
+            html.Div(id="view-url-sink", hidden=True),
+            html.Main(dash.page_container, className="main"),
+        ]
+    )
+
+
+# Keeps the address bar in step with the page's controls without reloading the page (so any
+# view is a link), and carries run / ranks over to the other pages' links.
+_SYNC_URL_JS = """
+function(url) {
+    if (!url) { return window.dash_clientside.no_update; }
+    var target = url;
+    var here = window.location.pathname + window.location.search;
+    if (target !== here) { window.history.replaceState(window.history.state, '', target); }
+    var q = new URLSearchParams(target.split('?')[1] || '');
+    var keep = new URLSearchParams();
+    %s.forEach(function(k) { if (q.get(k)) { keep.set(k, q.get(k)); } });
+    var qs = keep.toString();
+    var paths = %s;
+    return paths.map(function(p) { return qs ? p + '?' + qs : p; });
+}
+"""
+
+
+def create_app(store: Store | str | os.PathLike[str] | None = None) -> Dash:
+    """A Dash app serving ``store`` (a Store, a path, or None for $RANKSCOPE_STORE / ./rankscope_store)."""
+    if not isinstance(store, Store):
+        store = Store(resolve_store_path(store))
+    app = Dash(
+        "webapp",
+        use_pages=True,
+        pages_folder=str(HERE / "pages"),
+        assets_folder=str(HERE / "assets"),
+        suppress_callback_exceptions=True,
+        title="rankscope",
+        update_title=None,
+        serve_locally=True,
+    )
+    app.server.config[STORE_KEY] = store
+    app.layout = _shell
+    paths = [p for _, p in NAV]
+    app.clientside_callback(
+        _SYNC_URL_JS % (list(PAGE_KEYS), paths),
+        [Output(f"nav-{label.lower()}", "href") for label, _ in NAV],
+        Input("view-url", "data"),
+        prevent_initial_call=True,
+    )
+    for page in list(dash.page_registry.values()):
+        module = sys.modules.get(page["module"])
+        register: Callable[[Dash], None] | None = getattr(module, "register_callbacks", None)
+        if register is not None:
+            register(app)
+    return app
+
+
+def serve(
+    store: Store | str | os.PathLike[str] | None,
+    host: str = "127.0.0.1",
+    port: int = 8050,
+    echo: Callable[[str], None] = print,
+    quiet: bool = True,
+) -> None:
+    """Serve the app until interrupted; port 0 picks a free port. Prints the URL once listening."""
+    from werkzeug.serving import make_server
+
+    app = create_app(store)
+    if quiet:
+        logging.getLogger("werkzeug").setLevel(logging.WARNING)
+    server = make_server(host, port, app.server, threaded=True)
+    shown_host = host if host not in ("0.0.0.0", "::", "") else "127.0.0.1"
+    if ":" in shown_host:
+        shown_host = f"[{shown_host}]"
+    url = f"http://{shown_host}:{server.server_port}/"
+    st: Store = app.server.config[STORE_KEY]
+    echo(f"rankscope web app: serving {st.path} at {url}")
+    if not st.exists():
+        echo(f"(no store at {st.path} yet: the page tells how to fill it with `analyze ingest`)")
+    if host in ("0.0.0.0", "::"):
+        echo(f"(listening on all interfaces, port {server.server_port})")
+    echo("press Ctrl+C to stop")
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+
+
+__all__ = ["create_app", "serve"]

@@ -1,0 +1,252 @@
+"""Communication: per rank the communication time split into wait and transit (as the producer
+measured it), bandwidth per transport, the rank x rank matrix (bytes, time, bandwidth) and a table
+of every collective with its slowest and fastest rank."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import dash
+import dash_ag_grid as dag
+import numpy as np
+import pandas as pd
+from dash import Dash, Input, Output, dcc, html
+
+from webapp import data, ui
+from webapp.errors import NotFound, WebappError
+from webapp.format import fmt_bytes, fmt_int, fmt_ns, fmt_rate, plot_text
+from webapp.params import format_ranks, parse_choice, parse_ranks, single
+
+dash.register_page(__name__, path="/communication", name="Communication", title="rankscope · communication", order=4)
+
+P = "cm"
+MATRIX_METRICS = {"bytes": "bytes", "transit_ns": "transit time", "bandwidth_bytes_per_s": "bandwidth"}
+_MS = {"function": "params.value == null ? '' : d3.format(',.3f')(params.value)"}
+_INT = {"function": "params.value == null ? '' : d3.format(',')(params.value)"}
+
+
+def layout(run: Any = None, ranks: Any = None, matrix: Any = None, **_: Any) -> Any:
+    def build() -> Any:
+        with data.reader(ui.current_store(), single("run", run)) as rd:
+            return _layout(rd, run, ranks, matrix)
+
+    return ui.safe_layout(build)
+
+
+def _layout(rd: data.Reader, run_q: Any, ranks_q: Any, matrix_q: Any) -> html.Div:
+    names = data.run_names(rd)
+    if not names:
+        return html.Div([ui.header("Communication"), ui.empty_store(rd.store)], className="page")
+    try:
+        run = data.resolve_run(rd, single("run", run_q))
+    except NotFound as exc:
+        return html.Div([ui.header("Communication"), ui.message(str(exc))], className="page")
+    notes: list[Any] = []
+    all_ranks = data.ranks_of(rd, run)
+    selected = all_ranks
+    try:
+        asked = parse_ranks("ranks", ranks_q)
+        if asked is not None:
+            selected = data.check_ranks(rd, run, asked)
+    except WebappError as exc:
+        notes.append(ui.message(f"{exc}; showing all ranks."))
+    try:
+        metric = parse_choice("matrix", matrix_q, MATRIX_METRICS, "bytes")
+    except WebappError as exc:
+        notes.append(ui.message(f"{exc}; showing bytes."))
+        metric = "bytes"
+    return html.Div(
+        [
+            ui.header("Communication", "Where communication time goes on each rank, how fast the links are, and which collectives are slow."),
+            html.Div(
+                [
+                    ui.run_control(P, names, run),
+                    ui.ranks_control(P, all_ranks, [] if selected == all_ranks else selected),
+                    html.Div(
+                        [
+                            html.Label("Matrix", htmlFor=f"{P}-metric"),
+                            dcc.RadioItems(id=f"{P}-metric", options=[{"label": v, "value": k} for k, v in MATRIX_METRICS.items()],
+                                           value=metric, inline=True, className="radios"),
+                        ],
+                        className="control",
+                    ),
+                ],
+                className="controls",
+            ),
+            html.Div(notes, id=f"{P}-notes"),
+            dcc.Loading(html.Div(id=f"{P}-content"), type="dot", delay_show=300),
+            html.Div(
+                [
+                    html.H2("Collectives"),
+                    html.Div(id=f"{P}-ops-status", className="status"),
+                    dag.AgGrid(
+                        id=f"{P}-ops", rowData=[], columnDefs=_op_columns(),
+                        defaultColDef={"sortable": True, "filter": True, "resizable": True, "floatingFilter": True, "minWidth": 90},
+                        dashGridOptions={"pagination": True, "paginationPageSize": 20, "animateRows": False, "domLayout": "autoHeight"},
+                        className="ag-theme-alpine",
+                    ),
+                ],
+                className="card",
+            ),
+        ],
+        className="page",
+    )
+
+
+def _op_columns() -> list[dict[str, Any]]:
+    num = {"filter": "agNumberColumnFilter"}
+    return [
+        {"field": "name", "headerName": "operation", "minWidth": 220, "flex": 2, "tooltipField": "name", "pinned": "left"},
+        {"field": "op_type", "headerName": "type", "maxWidth": 130},
+        {"field": "group_name", "headerName": "group", "maxWidth": 160, "tooltipField": "group_name"},
+        {"field": "step", "headerName": "step", "maxWidth": 90, **num},
+        {"field": "ranks", "headerName": "ranks", "maxWidth": 90, **num},
+        {"field": "calls", "headerName": "calls", "maxWidth": 100, **num, "valueFormatter": _INT},
+        {"field": "max_ms", "headerName": "max (ms)", **num, "valueFormatter": _MS, "sort": "desc"},
+        {"field": "min_ms", "headerName": "min (ms)", **num, "valueFormatter": _MS},
+        {"field": "avg_ms", "headerName": "avg (ms)", **num, "valueFormatter": _MS},
+        {"field": "slowest_rank", "headerName": "slowest rank", "maxWidth": 130, **num},
+        {"field": "fastest_rank", "headerName": "fastest rank", "maxWidth": 130, **num},
+        {"field": "max_wait_ms", "headerName": "max wait (ms)", **num, "valueFormatter": _MS},
+        {"field": "mib", "headerName": "size (MiB)", **num, "valueFormatter": _MS},
+    ]
+
+
+# ---------------------------------------------------------------------------------------------
+# content (pure functions)
+# ---------------------------------------------------------------------------------------------
+
+
+def per_rank(df: pd.DataFrame) -> list[Any]:
+    if df.empty:
+        return [html.H2("Communication time per rank"),
+                ui.message("No communication operations for the selected ranks (single process, or the profiler did not record them).", "info")]
+    for c in ("elapsed_ns", "wait_ns", "transit_ns", "idle_ns", "sync_ns", "bytes"):
+        df[c] = pd.to_numeric(df[c], errors="coerce").astype("float64")
+    x = [f"rank {r}" for r in df["rank"]]
+    split = bool((df["with_wait"] > 0).any() and (df["with_transit"] > 0).any())
+    fig = ui.figure(height=340, barmode="stack", yaxis_title="ms")
+    if split:
+        other = (df["elapsed_ns"] - df["wait_ns"].fillna(0) - df["transit_ns"].fillna(0)).clip(lower=0)
+        fig.add_bar(name="transit", x=x, y=df["transit_ns"] / 1e6, marker_color=ui.COLORS["transit"],
+                    hovertemplate="%{x}: transit %{y:.3f} ms<extra></extra>")
+        fig.add_bar(name="wait", x=x, y=df["wait_ns"] / 1e6, marker_color=ui.COLORS["wait"],
+                    hovertemplate="%{x}: wait %{y:.3f} ms<extra></extra>")
+        fig.add_bar(name="other (idle)", x=x, y=other / 1e6, marker_color=ui.COLORS["other"],
+                    hovertemplate="%{x}: other %{y:.3f} ms<extra></extra>")
+        note = ("Elapsed time of every communication operation, split as the producer measured it: transit (data "
+                "moving), wait (for peers, e.g. a late rank), other. A rank that waits long is usually waiting for a slow peer.")
+    else:
+        fig.add_bar(name="elapsed", x=x, y=df["elapsed_ns"] / 1e6, marker_color=ui.COLORS["comm_not_overlapped"],
+                    hovertemplate="%{x}: %{y:.3f} ms<extra></extra>")
+        srcs = sorted({str(s) for arr in df["sources"] for s in (arr if arr is not None else [])})
+        note = (f"Elapsed time of the communication operations. The producer ({', '.join(srcs) or 'unknown'}) does not split "
+                "wait from transit (Kineto records gloo/NCCL calls as one range); torch_npu and MindSpore Level1+ do.")
+    rows = [[int(r["rank"]), fmt_int(r["ops"]), fmt_ns(r["elapsed_ns"]), fmt_ns(r["wait_ns"]) if r["with_wait"] else "-",
+             fmt_ns(r["transit_ns"]) if r["with_transit"] else "-", fmt_bytes(r["bytes"])] for r in df.to_dict("records")]
+    slow = df.loc[df["elapsed_ns"].idxmax()]
+    return [
+        html.H2("Communication time per rank"),
+        ui.graph(f"{P}-rank-graph", fig),
+        html.P(note, className="note"),
+        html.P(f"Most communication time: rank {int(slow['rank'])} ({fmt_ns(slow['elapsed_ns'])}).", className="note") if len(df) > 1 else None,
+        html.Details([html.Summary("numbers"), ui.table(["rank", "operations", "elapsed", "wait", "transit", "bytes"], rows,
+                                                       id_=f"{P}-rank-table")], open=len(df) <= 8),
+    ]
+
+
+def bandwidth(df: pd.DataFrame) -> list[Any]:
+    head = html.H2("Bandwidth per transport")
+    if df.empty:
+        return [head, ui.message("No per-transport bandwidth in this run (torch_npu / MindSpore communication.json at Level1 or above records it).", "info")]
+    fig = ui.figure(height=320, barmode="group", yaxis_title="GB/s")
+    for transport, g in df.groupby("transport", sort=True):
+        fig.add_bar(name=plot_text(transport), x=[f"rank {r}" for r in g["rank"]], y=pd.to_numeric(g["bandwidth_bytes_per_s"], errors="coerce") / 1e9,
+                    hovertemplate="%{x}: %{y:.3f} GB/s<extra>" + plot_text(transport) + "</extra>")
+    rows = [[int(r["rank"]), str(r["transport"]), fmt_bytes(r["bytes"]), fmt_ns(r["transit_ns"]), fmt_rate(r["bandwidth_bytes_per_s"]),
+             fmt_rate(r["min_bandwidth_bytes_per_s"]), fmt_rate(r["max_bandwidth_bytes_per_s"])] for r in df.to_dict("records")]
+    return [head, ui.graph(f"{P}-bw-graph", fig),
+            html.P("Bandwidth = bytes / transit time summed over the operations; min / max over single operations.", className="note"),
+            html.Details([html.Summary("numbers"), ui.table(["rank", "transport", "bytes", "transit", "bandwidth", "min", "max"], rows,
+                                                           id_=f"{P}-bw-table")])]
+
+
+def matrix(df: pd.DataFrame, metric: str) -> list[Any]:
+    head = html.H2("Rank × rank matrix")
+    if df.empty:
+        return [head, ui.message("No communication matrix in this run (torch_npu / MindSpore Level1+ write communication_matrix.json; "
+                                 "Kineto does not record per-link transfers).", "info")]
+    ranks = sorted(set(df["src_rank"].astype(int)) | set(df["dst_rank"].astype(int)))
+    idx = {r: i for i, r in enumerate(ranks)}
+    z = np.full((len(ranks), len(ranks)), np.nan)
+    v = pd.to_numeric(df[metric], errors="coerce").to_numpy(dtype="float64")
+    scale, unit = {"bytes": (2**20, "MiB"), "transit_ns": (1e6, "ms"), "bandwidth_bytes_per_s": (1e9, "GB/s")}[metric]
+    z[df["src_rank"].astype(int).map(idx), df["dst_rank"].astype(int).map(idx)] = v / scale
+    fig = ui.figure(height=max(320, min(900, 60 + 22 * len(ranks))), xaxis_title="destination rank", yaxis_title="source rank")
+    fig.add_heatmap(z=z, x=[str(r) for r in ranks], y=[str(r) for r in ranks], colorscale="Viridis",
+                    colorbar=dict(title=unit), hovertemplate="%{y} → %{x}: %{z:.3f} " + unit + "<extra></extra>")
+    fig.update_yaxes(autorange="reversed", type="category")
+    fig.update_xaxes(type="category")
+    return [head, ui.graph(f"{P}-matrix", fig),
+            html.P(f"{MATRIX_METRICS[metric].capitalize()} per (source, destination) link, summed over the operation types' totals.", className="note")]
+
+
+def op_rows(df: pd.DataFrame) -> list[dict]:
+    if df.empty:
+        return []
+    out = pd.DataFrame({
+        "name": df["name"].astype(str), "op_type": df["op_type"].astype(object), "group_name": df["group_name"].astype(object),
+        "step": df["step"].astype("Int64").astype(object), "ranks": df["ranks"].astype("int64"), "calls": df["calls"].astype("int64"),
+        "slowest_rank": df["slowest_rank"].astype("int64"), "fastest_rank": df["fastest_rank"].astype("int64"),
+    })
+    for c in ("max", "min", "avg", "max_wait"):
+        out[f"{c}_ms"] = (pd.to_numeric(df[f"{c}_ns"], errors="coerce") / 1e6).round(6)
+    out["mib"] = (pd.to_numeric(df["bytes"], errors="coerce") / 2**20).round(6)
+    return out.astype(object).where(out.notna(), None).to_dict("records")
+
+
+# ---------------------------------------------------------------------------------------------
+# callbacks
+# ---------------------------------------------------------------------------------------------
+
+
+def register_callbacks(app: Dash) -> None:
+    @app.callback(
+        Output(f"{P}-content", "children"),
+        Output(f"{P}-ops", "rowData"),
+        Output(f"{P}-ops-status", "children"),
+        Output(f"{P}-ranks", "options"),
+        Output("view-url", "data", allow_duplicate=True),
+        Input(f"{P}-run", "value"),
+        Input(f"{P}-ranks", "value"),
+        Input(f"{P}-metric", "value"),
+        prevent_initial_call="initial_duplicate",
+    )
+    @ui.guard(5, message_index=0)
+    def update(run: str, ranks: Any, metric: str) -> Any:
+        with data.reader(ui.current_store(), run) as rd:
+            all_ranks = data.ranks_of(rd, run)
+            if not all_ranks:
+                raise NotFound(f"no run named {run!r}")
+            selected = [r for r in ui.rank_list(ranks, all_ranks) if r in set(all_ranks)] or all_ranks
+            content = render(rd, run, selected, metric if metric in MATRIX_METRICS else "bytes")
+            ops, n = data.collectives(rd, run, selected)
+        cut = f" (the {len(ops):,} slowest of {n:,})" if n > len(ops) else ""
+        status = f"{len(ops):,} communication operations over ranks {format_ranks(selected)}{cut}." if len(ops) else "No communication operations."
+        url = ui.page_url("/communication", {"run": run, "ranks": format_ranks(ranks) if ranks else None,
+                                             "matrix": None if metric == "bytes" else metric})
+        return content, op_rows(ops), status, [{"label": f"rank {r}", "value": r} for r in all_ranks], url
+
+
+def render(rd: data.Reader, run: str, ranks: Sequence[int], metric: str) -> list[Any]:
+    return [
+        html.Div(
+            [
+                html.Div(per_rank(data.comm_per_rank(rd, run, ranks)), className="card"),
+                html.Div(bandwidth(data.comm_bandwidth(rd, run, ranks)), className="card"),
+            ],
+            className="row2 eq",
+        ),
+        html.Div(matrix(data.comm_matrix(rd, run, ranks), metric), className="card"),
+    ]

@@ -1,0 +1,289 @@
+"""Memory: allocated / reserved / active curves per rank (downsampled on the server, peaks kept and
+marked), the peak of every rank side by side, and the largest operator allocations with their
+lifetimes."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import dash
+import dash_ag_grid as dag
+import numpy as np
+import pandas as pd
+from dash import Dash, Input, Output, State, ctx, dcc, html
+
+from webapp import data, ui
+from webapp.errors import NotFound, WebappError
+from webapp.format import fmt_bytes, fmt_ns
+from webapp.params import format_ranks, parse_ranks, single
+
+dash.register_page(__name__, path="/memory", name="Memory", title="rankscope · memory", order=3)
+
+P = "mem"
+DEFAULT_RANKS = 8
+SERIES = ("allocated", "reserved", "active")
+DASH = {"allocated": "solid", "reserved": "dash", "active": "dot"}
+_MS = {"function": "params.value == null ? '' : d3.format(',.3f')(params.value)"}
+_MIB = {"function": "params.value == null ? '' : d3.format(',.3f')(params.value)"}
+
+
+def layout(run: Any = None, ranks: Any = None, component: Any = None, series: Any = None, **_: Any) -> Any:
+    def build() -> Any:
+        with data.reader(ui.current_store(), single("run", run)) as rd:
+            return _layout(rd, run, ranks, component, series)
+
+    return ui.safe_layout(build)
+
+
+def _layout(rd: data.Reader, run_q: Any, ranks_q: Any, component_q: Any, series_q: Any) -> html.Div:
+    names = data.run_names(rd)
+    if not names:
+        return html.Div([ui.header("Memory"), ui.empty_store(rd.store)], className="page")
+    try:
+        run = data.resolve_run(rd, single("run", run_q))
+    except NotFound as exc:
+        return html.Div([ui.header("Memory"), ui.message(str(exc))], className="page")
+    notes: list[Any] = []
+    all_ranks = data.ranks_of(rd, run)
+    selected = ui.default_ranks(all_ranks, DEFAULT_RANKS)
+    try:
+        asked = parse_ranks("ranks", ranks_q)
+        if asked is not None:
+            selected = data.check_ranks(rd, run, asked)
+    except WebappError as exc:
+        notes.append(ui.message(f"{exc}; showing ranks {format_ranks(selected)}."))
+    comps = data.memory_components(rd, run, None)
+    comp_names = list(dict.fromkeys(str(c) for c in comps["component"])) if not comps.empty else []
+    component = single("component", component_q)
+    if component is not None and component not in comp_names:
+        notes.append(ui.message(f"URL parameter component={component!r}: this run has no such memory counter "
+                                f"(has: {', '.join(comp_names) or 'none'})."))
+        component = None
+    if component is None and comp_names:
+        component = _default_component(comp_names)
+    series = [s for s in (single("series", series_q) or ",".join(SERIES)).split(",") if s in SERIES] or list(SERIES)
+    return html.Div(
+        [
+            ui.header("Memory", "Allocator curves per rank (peaks kept when downsampling), peak per rank, and the largest operator allocations."),
+            html.Div(
+                [
+                    ui.run_control(P, names, run),
+                    ui.ranks_control(P, all_ranks, selected, label="Ranks (curves)"),
+                    html.Div(
+                        [
+                            html.Label("Counter", htmlFor=f"{P}-component"),
+                            dcc.Dropdown(id=f"{P}-component", options=[{"label": c, "value": c} for c in comp_names],
+                                         value=component, clearable=False, className="dd dd-small"),
+                        ],
+                        className="control",
+                    ),
+                    html.Div(
+                        [
+                            html.Label("Series", htmlFor=f"{P}-series"),
+                            dcc.Checklist(id=f"{P}-series", options=[{"label": s, "value": s} for s in SERIES], value=series,
+                                          inline=True, className="checks"),
+                        ],
+                        className="control",
+                    ),
+                    html.Div(html.Button("Whole run", id=f"{P}-reset", n_clicks=0, className="btn"), className="control buttons"),
+                ],
+                className="controls",
+            ),
+            html.Div(notes, id=f"{P}-notes"),
+            html.Div(id=f"{P}-status", className="status"),
+            dcc.Store(id=f"{P}-window"),
+            html.Div(
+                [html.H2("Memory over time"),
+                 ui.graph(f"{P}-curves", ui.figure(height=380), config={"scrollZoom": True})],
+                className="card",
+            ),
+            html.Div(
+                [
+                    html.Div([html.H2("Peak per rank"), dcc.Loading(html.Div(id=f"{P}-peaks"), type="dot", delay_show=300)],
+                             className="card"),
+                    html.Div(
+                        [
+                            html.H2("Largest operator allocations"),
+                            html.Div(id=f"{P}-blocks-status", className="status"),
+                            dag.AgGrid(
+                                id=f"{P}-blocks", rowData=[], columnDefs=_block_columns(),
+                                defaultColDef={"sortable": True, "filter": True, "resizable": True, "minWidth": 90},
+                                dashGridOptions={"pagination": True, "paginationPageSize": 15, "paginationPageSizeSelector": [15, 50, 100], "animateRows": False, "domLayout": "autoHeight"},
+                                className="ag-theme-alpine",
+                            ),
+                        ],
+                        className="card",
+                    ),
+                ],
+                className="row2",
+            ),
+        ],
+        className="page",
+    )
+
+
+def _default_component(names: Sequence[str]) -> str:
+    for pref in ("PTA+GE", "PTA", "allocator", "APP"):
+        if pref in names:
+            return pref
+    return names[0]
+
+
+def _block_columns() -> list[dict[str, Any]]:
+    return [
+        {"field": "rank", "headerName": "rank", "maxWidth": 90, "filter": "agNumberColumnFilter"},
+        {"field": "name", "headerName": "operator", "minWidth": 200, "flex": 2, "tooltipField": "name"},
+        {"field": "size_mib", "headerName": "size (MiB)", "filter": "agNumberColumnFilter", "valueFormatter": _MIB, "sort": "desc"},
+        {"field": "alloc_ms", "headerName": "allocated at (ms)", "filter": "agNumberColumnFilter", "valueFormatter": _MS},
+        {"field": "lifetime_ms", "headerName": "lifetime (ms)", "filter": "agNumberColumnFilter", "valueFormatter": _MS},
+        {"field": "released", "headerName": "released", "maxWidth": 140},
+        {"field": "device", "headerName": "device", "maxWidth": 110},
+    ]
+
+
+# ---------------------------------------------------------------------------------------------
+# content (pure functions)
+# ---------------------------------------------------------------------------------------------
+
+
+def curves_figure(curves: pd.DataFrame, peaks: pd.DataFrame, series: Sequence[str], origin: int, window: tuple[int, int]) -> Any:
+    fig = ui.figure(height=380, yaxis_title="MiB", xaxis_title="ms since the run's first event", hovermode="x unified")
+    fig.update_xaxes(range=[(window[0] - origin) / 1e6, (window[1] - origin) / 1e6])
+    if curves.empty:
+        return fig
+    palette = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac")
+    for i, ((rank, device), g) in enumerate(curves.groupby(["rank", "device"], sort=True)):
+        color = palette[i % len(palette)]
+        x = (g["ts_ns"].astype("int64") - origin) / 1e6
+        for s in series:
+            y = pd.to_numeric(g[f"{s}_bytes"], errors="coerce")
+            if y.isna().all():
+                continue
+            label = f"rank {rank}" + (f" {device}" if device and curves["device"].nunique() > 1 else "") + f" {s}"
+            fig.add_scatter(x=x, y=y / 2**20, mode="lines", name=label, line=dict(color=color, dash=DASH[s], width=1.6),
+                            line_shape="hv", hovertemplate="%{y:.2f} MiB<extra>" + label + "</extra>")
+    # peaks (exact, from the full series, not the downsampled one)
+    for _, r in peaks.iterrows():
+        for s in series:
+            v, t = r.get(f"peak_{s}_bytes"), r.get(f"peak_{s}_ns")
+            if v is None or pd.isna(v) or t is None or pd.isna(t) or float(v) <= 0:
+                continue
+            fig.add_scatter(x=[(int(t) - origin) / 1e6], y=[float(v) / 2**20], mode="markers", showlegend=False,
+                            marker=dict(symbol="triangle-down", size=10, color="#b03030"),
+                            hovertemplate=f"rank {r['rank']} peak {s}: {fmt_bytes(v)}<extra></extra>")
+    return fig
+
+
+def peaks_figure(peaks: pd.DataFrame, selected: Sequence[int]) -> Any:
+    if peaks.empty:
+        return ui.message("No memory samples for this counter.", "info")
+    per = peaks.groupby("rank").agg(
+        allocated=("peak_allocated_bytes", "max"), reserved=("peak_reserved_bytes", "max"), active=("peak_active_bytes", "max")
+    ).reset_index()
+    fig = ui.figure(height=320, barmode="group", yaxis_title="peak (MiB)")
+    x = [f"rank {r}" for r in per["rank"]]
+    for s in SERIES:
+        if per[s].notna().any():
+            fig.add_bar(name=f"peak {s}", x=x, y=pd.to_numeric(per[s], errors="coerce") / 2**20, marker_color=ui.COLORS[s],
+                        hovertemplate="%{x}: %{y:.2f} MiB<extra>peak " + s + "</extra>")
+    top = per.loc[pd.to_numeric(per["allocated"], errors="coerce").idxmax()] if per["allocated"].notna().any() else None
+    rows = [[int(r["rank"]), fmt_bytes(r["allocated"]), fmt_bytes(r["reserved"]), fmt_bytes(r["active"])] for r in per.to_dict("records")]
+    kids: list[Any] = [ui.graph(f"{P}-peaks-graph", fig)]
+    if top is not None and len(per) > 1:
+        kids.append(html.P(f"Highest peak allocated: rank {int(top['rank'])} ({fmt_bytes(top['allocated'])}); "
+                           f"lowest: {fmt_bytes(per['allocated'].min())}.", className="note"))
+    kids.append(html.Details([html.Summary("numbers"), ui.table(["rank", "peak allocated", "peak reserved", "peak active"], rows,
+                                                               id_=f"{P}-peaks-table")], open=len(per) <= 8))
+    return kids
+
+
+def blocks(rd: data.Reader, run: str, ranks: Sequence[int], origin: int) -> tuple[list[dict], str]:
+    df, n = data.operator_memory(rd, run, ranks)
+    if df.empty:
+        return [], "No operator memory records for the selected ranks (needs profile_memory=True)."
+    out = pd.DataFrame({
+        "rank": df["rank"].astype("int64"),
+        "name": df["name"].astype(object).where(df["name"].notna(), "(unknown)"),
+        "size_mib": (pd.to_numeric(df["size_bytes"], errors="coerce") / 2**20).round(6),
+        "alloc_ms": ((pd.to_numeric(df["alloc_ns"], errors="coerce") - origin) / 1e6).round(6),
+        "lifetime_ms": (pd.to_numeric(df["duration_ns"], errors="coerce") / 1e6).round(6),
+        "released": np.where(df["release_ns"].isna(), "after the window", "yes"),
+        "device": df["device"].astype(object),
+    })
+    cut = f" (largest {len(df):,} of {n:,})" if n > len(df) else ""
+    return out.replace({np.nan: None}).to_dict("records"), f"{len(df):,} allocations{cut}, ranks {format_ranks(ranks)}."
+
+
+# ---------------------------------------------------------------------------------------------
+# callbacks
+# ---------------------------------------------------------------------------------------------
+
+
+def register_callbacks(app: Dash) -> None:
+    @app.callback(
+        Output(f"{P}-curves", "figure"),
+        Output(f"{P}-status", "children"),
+        Output(f"{P}-window", "data"),
+        Output("view-url", "data", allow_duplicate=True),
+        Input(f"{P}-run", "value"),
+        Input(f"{P}-ranks", "value"),
+        Input(f"{P}-component", "value"),
+        Input(f"{P}-series", "value"),
+        Input(f"{P}-reset", "n_clicks"),
+        Input(f"{P}-curves", "relayoutData"),
+        State(f"{P}-window", "data"),
+        prevent_initial_call="initial_duplicate",
+    )
+    @ui.guard(4, message_index=1)
+    def update_curves(run: str, ranks: Any, component: Any, series: Any, _reset: Any, relayout: Any, window: Any) -> Any:
+        with data.reader(ui.current_store(), run) as rd:
+            all_ranks = data.ranks_of(rd, run)
+            if not all_ranks:
+                raise NotFound(f"no run named {run!r}")
+            selected = [r for r in ui.rank_list(ranks, all_ranks) if r in set(all_ranks)] or all_ranks
+            series = [s for s in (series or []) if s in SERIES]
+            bounds = data.time_bounds(rd, run, None)
+            url = ui.page_url("/memory", {"run": run, "ranks": ui.ranks_param(selected, ui.default_ranks(all_ranks, DEFAULT_RANKS)),
+                                          "component": component,
+                                          "series": None if sorted(series) == sorted(SERIES) else ",".join(series)})
+            if bounds is None or not component:
+                return ui.figure(height=200), ui.message("This run has no memory samples (profile_memory was off?).", "info"), None, url
+            origin = bounds[0]
+            a, b = bounds
+            if window and window.get("run") == run and ctx.triggered_id not in (f"{P}-reset", f"{P}-run"):
+                a, b = origin + int(window["start"]), origin + int(window["end"])
+            if ctx.triggered_id == f"{P}-curves":
+                rl = relayout or {}
+                if rl.get("xaxis.autorange"):
+                    a, b = bounds
+                elif "xaxis.range[0]" in rl:
+                    a, b = origin + int(float(rl["xaxis.range[0]"]) * 1e6), origin + int(float(rl["xaxis.range[1]"]) * 1e6)
+                else:
+                    return dash.no_update, dash.no_update, dash.no_update, dash.no_update
+            curves = data.memory_curves(rd, run, selected, component, a, max(b, a + 1), n_buckets=1000)
+            peaks = data.memory_peaks(rd, run, selected, component)
+        fig = curves_figure(curves, peaks, series, origin, (a, b))
+        n = int(curves["samples"].sum()) if not curves.empty else 0
+        status = f"{component}: {n:,} samples in view, ranks {format_ranks(selected)}, at most 1000 points per curve (bucket maxima); ▼ marks each rank's peak."
+        return fig, status, {"run": run, "start": a - origin, "end": b - origin}, url
+
+    @app.callback(
+        Output(f"{P}-peaks", "children"),
+        Output(f"{P}-blocks", "rowData"),
+        Output(f"{P}-blocks-status", "children"),
+        Input(f"{P}-run", "value"),
+        Input(f"{P}-ranks", "value"),
+        Input(f"{P}-component", "value"),
+    )
+    @ui.guard(3, message_index=0)
+    def update_tables(run: str, ranks: Any, component: Any) -> Any:
+        with data.reader(ui.current_store(), run) as rd:
+            all_ranks = data.ranks_of(rd, run)
+            if not all_ranks:
+                raise NotFound(f"no run named {run!r}")
+            selected = [r for r in ui.rank_list(ranks, all_ranks) if r in set(all_ranks)] or all_ranks
+            bounds = data.time_bounds(rd, run, None)
+            peaks = data.memory_peaks(rd, run, all_ranks, component) if component else pd.DataFrame()
+            rows, status = blocks(rd, run, selected, bounds[0] if bounds else 0)
+        return peaks_figure(peaks, selected), rows, status

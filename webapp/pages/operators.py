@@ -1,0 +1,386 @@
+"""Operators: host operators or device kernels with count, total, self, avg, min, max, grouped by
+type / name / name and input shape, per rank or across ranks (with the spread between ranks); a
+top-N chart; select a row to drill into that operator across ranks (MindSpore's ``op_analyse``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import dash
+import dash_ag_grid as dag
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+from dash import Dash, Input, Output, Patch, State, dcc, html
+
+from webapp import data, ui
+from webapp.errors import NotFound, WebappError
+from webapp.format import fmt_int, fmt_ns, plot_text, shorten
+from webapp.params import format_ranks, parse_choice, parse_int, parse_ranks, single
+
+dash.register_page(__name__, path="/operators", name="Operators", title="rankscope · operators", order=2)
+
+P = "op"
+SOURCE_LABELS = {"operators": "Host operators", "kernels": "Device kernels"}
+GROUP_LABELS = {"type": "by type", "name": "by name", "shape": "by name + input shape"}
+SCOPE_LABELS = {"across": "across ranks", "rank": "per rank"}
+METRICS = {"total_ns": "total time", "self_ns": "self time", "avg_ns": "average", "max_ns": "max", "count": "calls",
+           "spread_pct": "spread between ranks"}
+_MS = {"function": "params.value == null ? '' : d3.format(',.3f')(params.value)"}
+_INT = {"function": "params.value == null ? '' : d3.format(',')(params.value)"}
+_PCT = {"function": "params.value == null ? '' : d3.format('.1f')(params.value) + ' %'"}
+
+
+def layout(run: Any = None, ranks: Any = None, source: Any = None, group: Any = None, scope: Any = None,
+           q: Any = None, op: Any = None, shape: Any = None, top: Any = None, **_: Any) -> Any:
+    def build() -> Any:
+        with data.reader(ui.current_store(), single("run", run)) as rd:
+            return _layout(rd, run, ranks, source, group, scope, q, op, shape, top)
+
+    return ui.safe_layout(build)
+
+
+def _layout(rd: data.Reader, run_q: Any, ranks_q: Any, source_q: Any, group_q: Any, scope_q: Any, q_q: Any,
+            op_q: Any, shape_q: Any, top_q: Any) -> html.Div:
+    names = data.run_names(rd)
+    if not names:
+        return html.Div([ui.header("Operators"), ui.empty_store(rd.store)], className="page")
+    try:
+        run = data.resolve_run(rd, single("run", run_q))
+    except NotFound as exc:
+        return html.Div([ui.header("Operators"), ui.message(str(exc))], className="page")
+    notes: list[Any] = []
+    all_ranks = data.ranks_of(rd, run)
+    selected = all_ranks
+    try:
+        asked = parse_ranks("ranks", ranks_q)
+        if asked is not None:
+            selected = data.check_ranks(rd, run, asked)
+    except WebappError as exc:
+        notes.append(ui.message(f"{exc}; showing all ranks."))
+    default_source = "kernels" if _has_kernels(rd, run) else "operators"
+    values: dict[str, Any] = {}
+    for key, raw, choices, default in (
+        ("source", source_q, data.SOURCES, default_source),
+        ("group", group_q, data.GROUPINGS, "name"),
+        ("scope", scope_q, tuple(SCOPE_LABELS), "across"),
+    ):
+        try:
+            values[key] = parse_choice(key, raw, choices, default)
+        except WebappError as exc:
+            notes.append(ui.message(f"{exc}; using {default}."))
+            values[key] = default
+    try:
+        top = parse_int("top", top_q, minimum=1, maximum=100) or 15
+    except WebappError as exc:
+        notes.append(ui.message(str(exc)))
+        top = 15
+    drill = {"op": single("op", op_q), "shape": single("shape", shape_q)} if single("op", op_q) else None
+    return html.Div(
+        [
+            ui.header("Operators", "Where the time goes, by operator, on every rank: sort, filter, search; select a row to compare it across ranks."),
+            html.Div(
+                [
+                    ui.run_control(P, names, run),
+                    ui.ranks_control(P, all_ranks, [] if selected == all_ranks else selected),
+                    _radio("source", SOURCE_LABELS, values["source"]),
+                    _radio("group", GROUP_LABELS, values["group"]),
+                    _radio("scope", SCOPE_LABELS, values["scope"]),
+                    html.Div(
+                        [
+                            html.Label("Search", htmlFor=f"{P}-search"),
+                            dcc.Input(id=f"{P}-search", type="search", value=single("q", q_q) or "", debounce=0.3,
+                                      placeholder="name, shape…", className="search"),
+                        ],
+                        className="control",
+                    ),
+                ],
+                className="controls",
+            ),
+            html.Div(notes, id=f"{P}-notes"),
+            dcc.Store(id=f"{P}-want-drill", data=drill),
+            dcc.Store(id=f"{P}-drill-key"),
+            html.Div(id=f"{P}-status", className="status"),
+            dag.AgGrid(
+                id=f"{P}-grid",
+                rowData=[],
+                columnDefs=[],
+                defaultColDef={"sortable": True, "filter": True, "resizable": True, "floatingFilter": True,
+                               "minWidth": 90},
+                dashGridOptions={
+                    "rowSelection": {"mode": "singleRow", "enableClickSelection": True, "checkboxes": False},
+                    "pagination": True, "paginationPageSize": 20, "paginationPageSizeSelector": [20, 50, 100],
+                    "quickFilterText": single("q", q_q) or "", "animateRows": False, "domLayout": "autoHeight", "tooltipShowDelay": 300,
+                },
+                getRowId="params.data.id",
+                
+                className="ag-theme-alpine",
+            ),
+            html.Div(
+                [
+                    html.Div(
+                        [
+                            html.Div(
+                                [
+                                    html.H2("Top operators", id=f"{P}-top-title"),
+                                    html.Div(
+                                        [
+                                            dcc.Dropdown(id=f"{P}-metric", options=[{"label": v, "value": k} for k, v in METRICS.items()],
+                                                         value="total_ns", clearable=False, className="dd dd-small"),
+                                            dcc.Input(id=f"{P}-top", type="number", min=1, max=100, value=top, className="num"),
+                                        ],
+                                        className="inline",
+                                    ),
+                                ],
+                                className="card-head",
+                            ),
+                            dcc.Loading(html.Div(id=f"{P}-topn"), type="dot", delay_show=300),
+                        ],
+                        className="card",
+                    ),
+                    html.Div(
+                        [html.H2("Across ranks"),
+                         dcc.Loading(html.Div(html.P("Select a row of the grid to see that operator on every rank.", className="note"),
+                                              id=f"{P}-drill"), type="dot", delay_show=300)],
+                        className="card",
+                    ),
+                ],
+                className="row2 eq",
+            ),
+        ],
+        className="page",
+    )
+
+
+def _radio(name: str, labels: dict[str, str], value: str) -> html.Div:
+    return html.Div(
+        [
+            html.Label(name.capitalize(), htmlFor=f"{P}-{name}"),
+            dcc.RadioItems(id=f"{P}-{name}", options=[{"label": v, "value": k} for k, v in labels.items()], value=value,
+                           inline=True, className="radios"),
+        ],
+        className="control",
+    )
+
+
+def _has_kernels(rd: data.Reader, run: str) -> bool:
+    cols = data.collections(rd, run)
+    return any("kernels" in (c if c is not None else []) for c in cols["capabilities"])
+
+
+# ---------------------------------------------------------------------------------------------
+# content (pure functions)
+# ---------------------------------------------------------------------------------------------
+
+
+def grid(rd: data.Reader, run: str, source: str, group: str, ranks: Sequence[int], across: bool) -> tuple[list[dict], list[dict], str]:
+    """(rowData, columnDefs, status line) of the operators grid."""
+    df, n = data.operator_stats(rd, run, source, group, ranks, across)
+    what = SOURCE_LABELS[source].lower()
+    if df.empty:
+        hint = " (this run has no device kernels: CPU-only trace?)" if source == "kernels" else ""
+        return [], [], f"No {what} for the selected ranks{hint}."
+    key_title = {"type": "type" if source == "kernels" else "category", "name": "name", "shape": "name"}[group]
+    cols: list[dict[str, Any]] = [
+        {"field": "key", "headerName": key_title, "filter": "agTextColumnFilter", "minWidth": 220, "flex": 3, "tooltipField": "key",
+         "pinned": "left"},
+    ]
+    if group == "shape":
+        cols.append({"field": "shape", "headerName": "input shapes", "filter": "agTextColumnFilter", "minWidth": 160, "flex": 2,
+                     "tooltipField": "shape"})
+    if not across:
+        cols.append({"field": "rank", "headerName": "rank", "filter": "agNumberColumnFilter", "maxWidth": 100,
+                     "valueFormatter": _INT})
+    cols += [
+        {"field": "count", "headerName": "calls", "filter": "agNumberColumnFilter", "valueFormatter": _INT},
+        {"field": "total_ms", "headerName": "total (ms)", "filter": "agNumberColumnFilter", "valueFormatter": _MS, "sort": "desc"},
+    ]
+    if source == "operators":
+        cols.append({"field": "self_ms", "headerName": "self (ms)", "filter": "agNumberColumnFilter", "valueFormatter": _MS})
+    cols += [
+        {"field": "avg_ms", "headerName": "avg (ms)", "filter": "agNumberColumnFilter", "valueFormatter": _MS},
+        {"field": "min_ms", "headerName": "min (ms)", "filter": "agNumberColumnFilter", "valueFormatter": _MS},
+        {"field": "max_ms", "headerName": "max (ms)", "filter": "agNumberColumnFilter", "valueFormatter": _MS},
+    ]
+    if across:
+        cols += [
+            {"field": "ranks", "headerName": "ranks", "filter": "agNumberColumnFilter", "maxWidth": 100, "valueFormatter": _INT},
+            {"field": "rank_min_ms", "headerName": "rank min total (ms)", "filter": "agNumberColumnFilter", "valueFormatter": _MS},
+            {"field": "rank_max_ms", "headerName": "rank max total (ms)", "filter": "agNumberColumnFilter", "valueFormatter": _MS},
+            {"field": "spread_pct", "headerName": "spread", "filter": "agNumberColumnFilter", "valueFormatter": _PCT,
+             "headerTooltip": "(max - min) / mean of the per-rank totals"},
+            {"field": "max_rank", "headerName": "slowest rank", "filter": "agNumberColumnFilter", "maxWidth": 120},
+        ]
+    out = pd.DataFrame({"key": df["key"].astype(str)})
+    out["shape"] = df["shape"].astype(object).where(df["shape"].notna(), None)
+    for c in ("total", "self", "avg", "min", "max", "rank_min", "rank_max"):
+        if f"{c}_ns" in df:
+            out[f"{c}_ms"] = (pd.to_numeric(df[f"{c}_ns"], errors="coerce").astype("float64") / 1e6).round(6)
+    out["count"] = df["count"].astype("int64")
+    for c in ("rank", "ranks", "max_rank", "min_rank"):
+        if c in df:
+            out[c] = df[c].astype("int64")
+    if "spread_pct" in df:
+        out["spread_pct"] = pd.to_numeric(df["spread_pct"], errors="coerce").round(2)
+    out["id"] = [f"{i}" for i in range(len(out))]
+    rows = out.replace({np.nan: None}).to_dict("records")
+    cut = f" (the {len(df):,} with the largest total of {n:,})" if n > len(df) else ""
+    scope = "across ranks " + (format_ranks(ranks) or "") if across else "per rank"
+    return rows, cols, f"{len(df):,} {what} {GROUP_LABELS[group]}, {scope}{cut}."
+
+
+def top_chart(rows: list[dict], metric: str, n: int, source: str) -> Any:
+    if not rows:
+        return ui.message("Nothing to rank.", "info")
+    df = pd.DataFrame(rows)
+    col = {"total_ns": "total_ms", "self_ns": "self_ms", "avg_ns": "avg_ms", "max_ns": "max_ms", "count": "count",
+           "spread_pct": "spread_pct"}[metric]
+    if col not in df or df[col].isna().all():
+        return ui.message(f"{METRICS[metric]} is not available for this view.", "info")
+    label = df["key"].astype(str)
+    if "shape" in df and df["shape"].notna().any():
+        label = label + " " + df["shape"].fillna("").astype(str)
+    if "rank" in df:
+        label = "r" + df["rank"].astype(str) + " " + label
+    df = df.assign(label=label).sort_values(col, ascending=False).head(n)
+    unit = {"count": "calls", "spread_pct": "%"}.get(col, "ms")
+    fig = ui.figure(height=max(260, 28 * len(df) + 80), showlegend=False, xaxis_title=f"{METRICS[metric]} ({unit})")
+    fig.update_layout(margin=dict(l=10, r=20, t=10, b=40))
+    fig.add_bar(
+        x=df[col], y=[plot_text(shorten(s, 60)) for s in df["label"]], orientation="h", marker_color=ui.COLORS["computing"],
+        hovertext=[plot_text(shorten(s, 200)) for s in df["label"]], hovertemplate="%{hovertext}<br>%{x:,.3f}<extra></extra>",
+    )
+    fig.update_yaxes(autorange="reversed", automargin=True)
+    return ui.graph(f"{P}-topn-graph", fig)
+
+
+def drill(rd: data.Reader, run: str, source: str, group: str, key: str, shape: str | None, ranks: Sequence[int]) -> list[Any]:
+    """One operator across ranks: distribution per rank (box from quantiles) and per-rank totals."""
+    df = data.operator_drill(rd, run, source, group, key, shape, ranks)
+    title = key + (f" {shape}" if group == "shape" and shape else "")
+    if df.empty:
+        return [ui.message(f"{title}: not found on the selected ranks", "info")]
+    for c in ("total_ns", "avg_ns", "min_ns", "p25_ns", "p50_ns", "p75_ns", "p99_ns", "max_ns", "self_ns"):
+        df[c] = pd.to_numeric(df[c], errors="coerce").astype("float64")
+    x = [f"rank {r}" for r in df["rank"]]
+    fig = ui.figure(height=300, showlegend=False, yaxis_title="duration per call (ms)")
+    fig.update_layout(margin=dict(l=60, r=20, t=10, b=40))
+    fig.add_trace(go.Box(x=x, q1=df["p25_ns"] / 1e6, median=df["p50_ns"] / 1e6, q3=df["p75_ns"] / 1e6,
+                         lowerfence=df["min_ns"] / 1e6, upperfence=df["max_ns"] / 1e6, mean=df["avg_ns"] / 1e6,
+                         marker_color=ui.COLORS["computing"], name="per call"))
+    tot = ui.figure(height=220, showlegend=False, yaxis_title="total (ms)")
+    tot.update_layout(margin=dict(l=60, r=20, t=10, b=40))
+    fastest = float(df["total_ns"].min())
+    colors = [ui.COLORS["comm_not_overlapped"] if v == df["total_ns"].max() and len(df) > 1 else ui.COLORS["computing"] for v in df["total_ns"]]
+    tot.add_bar(x=x, y=df["total_ns"] / 1e6, marker_color=colors, hovertemplate="%{x}: %{y:.3f} ms<extra></extra>")
+    rows = [
+        [int(r["rank"]), fmt_int(r["count"]), fmt_ns(r["total_ns"]), fmt_ns(r["avg_ns"]), fmt_ns(r["min_ns"]), fmt_ns(r["p50_ns"]),
+         fmt_ns(r["p99_ns"]), fmt_ns(r["max_ns"]), f"{r['total_ns'] / fastest:.2f}×" if fastest > 0 else "-"]
+        for r in df.to_dict("records")
+    ]
+    spread = (df["total_ns"].max() - df["total_ns"].min()) / df["total_ns"].mean() * 100 if df["total_ns"].mean() > 0 else 0
+    return [
+        html.P([html.Strong(title, id=f"{P}-drill-name"), f" — {len(df)} rank(s), spread of totals {spread:.1f} %"], className="drill-title"),
+        ui.graph(f"{P}-drill-box", fig),
+        ui.graph(f"{P}-drill-total", tot),
+        ui.table(["rank", "calls", "total", "avg", "min", "median", "p99", "max", "vs fastest"], rows, id_=f"{P}-drill-table"),
+    ]
+
+
+# ---------------------------------------------------------------------------------------------
+# callbacks
+# ---------------------------------------------------------------------------------------------
+
+
+def _selected(rd: data.Reader, run: str, ranks: Any) -> tuple[list[int], list[int]]:
+    all_ranks = data.ranks_of(rd, run)
+    if not all_ranks:
+        raise NotFound(f"no run named {run!r}")
+    return all_ranks, [r for r in ui.rank_list(ranks, all_ranks) if r in set(all_ranks)] or all_ranks
+
+
+def register_callbacks(app: Dash) -> None:
+    @app.callback(
+        Output(f"{P}-grid", "rowData"),
+        Output(f"{P}-grid", "columnDefs"),
+        Output(f"{P}-status", "children"),
+        Output(f"{P}-ranks", "options"),
+        Input(f"{P}-run", "value"),
+        Input(f"{P}-ranks", "value"),
+        Input(f"{P}-source", "value"),
+        Input(f"{P}-group", "value"),
+        Input(f"{P}-scope", "value"),
+    )
+    @ui.guard(4, message_index=2)
+    def update_grid(run: str, ranks: Any, source: str, group: str, scope: str) -> Any:
+        with data.reader(ui.current_store(), run) as rd:
+            all_ranks, selected = _selected(rd, run, ranks)
+            rows, cols, status = grid(rd, run, source, group, selected, scope == "across")
+        return rows, cols, status, [{"label": f"rank {r}", "value": r} for r in all_ranks]
+
+    @app.callback(
+        Output("view-url", "data", allow_duplicate=True),
+        Input(f"{P}-run", "value"),
+        Input(f"{P}-ranks", "value"),
+        Input(f"{P}-source", "value"),
+        Input(f"{P}-group", "value"),
+        Input(f"{P}-scope", "value"),
+        Input(f"{P}-search", "value"),
+        Input(f"{P}-top", "value"),
+        Input(f"{P}-drill-key", "data"),
+        prevent_initial_call="initial_duplicate",
+    )
+    def sync_url(run: str, ranks: Any, source: str, group: str, scope: str, q: str, top: Any, drill_key: Any) -> Any:
+        params: dict[str, Any] = {"run": run, "ranks": format_ranks(ranks) if ranks else None, "source": source,
+                                  "group": group, "scope": scope, "q": q or None,
+                                  "top": top if top not in (None, 15) else None}
+        if drill_key:
+            params["op"] = drill_key.get("op")
+            params["shape"] = drill_key.get("shape")
+        return ui.page_url("/operators", params)
+
+    @app.callback(
+        Output(f"{P}-grid", "dashGridOptions"),
+        Input(f"{P}-search", "value"),
+        prevent_initial_call=True,
+    )
+    def search(q: str) -> Any:
+        patch = Patch()
+        patch["quickFilterText"] = q or ""
+        return patch
+
+    @app.callback(
+        Output(f"{P}-topn", "children"),
+        Input(f"{P}-grid", "rowData"),
+        Input(f"{P}-metric", "value"),
+        Input(f"{P}-top", "value"),
+        State(f"{P}-source", "value"),
+    )
+    @ui.guard(1)
+    def update_top(rows: Any, metric: str, top: Any, source: str) -> Any:
+        try:
+            n = max(1, min(int(top or 15), 100))
+        except (TypeError, ValueError):
+            n = 15
+        return top_chart(rows or [], metric, n, source)
+
+    @app.callback(
+        Output(f"{P}-drill", "children"),
+        Output(f"{P}-drill-key", "data"),
+        Input(f"{P}-grid", "selectedRows"),
+        Input(f"{P}-grid", "rowData"),
+        State(f"{P}-want-drill", "data"),
+        State(f"{P}-run", "value"),
+        State(f"{P}-ranks", "value"),
+        State(f"{P}-source", "value"),
+        State(f"{P}-group", "value"),
+    )
+    @ui.guard(2, message_index=0)
+    def update_drill(sel: Any, _rows: Any, want: Any, run: str, ranks: Any, source: str, group: str) -> Any:
+        key = {"op": sel[0].get("key"), "shape": sel[0].get("shape")} if sel else want
+        if not key or not key.get("op"):
+            return html.P("Select a row of the grid to see that operator on every rank.", className="note"), None
+        with data.reader(ui.current_store(), run) as rd:
+            _, selected = _selected(rd, run, ranks)
+            return drill(rd, run, source, group, str(key["op"]), key.get("shape"), selected), key

@@ -1,0 +1,416 @@
+"""Overview: the runs in the store; for one run its ranks, steps, formats, what data each rank has
+(and a plain sentence for what is missing), per-rank step time broken down msprof-analyze's way
+with the slowest ranks marked, a rank x step heat map, and the collector's per-step scalars."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import dash
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+from dash import Dash, Input, Output, State, dcc, html
+
+from webapp import data, ui
+from webapp.errors import BadParameter, NotFound, WebappError
+from webapp.format import fmt_bytes, fmt_int, fmt_ns, plot_text
+from webapp.params import format_ranks, parse_int, parse_ranks, single
+
+dash.register_page(__name__, path="/", name="Overview", title="rankscope · overview", order=0)
+
+P = "ov"
+CAPABILITIES = ("steps", "operators", "kernels", "communication", "comm_matrix", "memory", "shapes", "stacks", "scalars")
+SEGMENTS = (  # stacked bar segments: they add up to the busy span of the step plus preparing
+    ("computing_excl_ns", "Computing (not overlapped)", "computing"),
+    ("overlapped_ns", "Overlapped", "overlapped"),
+    ("comm_not_overlapped_ns", "Communication (not overlapped)", "comm_not_overlapped"),
+    ("free_ns", "Free", "free"),
+    ("preparing_ns", "Preparing", "preparing"),
+)
+
+
+def layout(run: Any = None, ranks: Any = None, step: Any = None, **_: Any) -> Any:
+    def build() -> Any:
+        with data.reader(ui.current_store(), single("run", run)) as rd:
+            return _layout(rd, run, ranks, step)
+
+    return ui.safe_layout(build)
+
+
+def _layout(rd: data.Reader, run_q: Any, ranks_q: Any, step_q: Any) -> html.Div:
+    store = rd
+    runs = data.runs(store)
+    if runs.empty:
+        return html.Div([ui.header("Overview"), ui.empty_store(rd.store)], className="page")
+    notes: list[Any] = []
+    names = [str(r) for r in runs["run"]]
+    try:
+        run = data.resolve_run(store, single("run", run_q))
+    except NotFound as exc:
+        return html.Div([ui.header("Overview"), ui.message(str(exc)), _runs_table(runs, None)], className="page")
+    all_ranks = data.ranks_of(store, run)
+    selected = all_ranks
+    try:
+        selected = data.check_ranks(store, run, parse_ranks("ranks", ranks_q))
+    except WebappError as exc:
+        notes.append(ui.message(f"{exc}; showing all ranks."))
+    step = None
+    try:
+        step = parse_int("step", step_q, minimum=0)
+    except BadParameter as exc:
+        notes.append(ui.message(f"{exc}; showing the mean over steps."))
+    return html.Div(
+        [
+            ui.header("Overview", "Runs in the store, what each rank recorded, and where each rank's step time goes."),
+            _runs_table(runs, run),
+            html.Div(
+                [
+                    ui.run_control(P, names, run),
+                    ui.ranks_control(P, all_ranks, [] if selected == all_ranks else selected),
+                    html.Div(
+                        [
+                            html.Label("Step", htmlFor=f"{P}-step"),
+                            dcc.Dropdown(id=f"{P}-step", options=[], value="mean" if step is None else step,
+                                         clearable=False, className="dd dd-step"),
+                        ],
+                        className="control",
+                    ),
+                ],
+                className="controls",
+            ),
+            html.Div(notes, id=f"{P}-notes"),
+            dcc.Store(id=f"{P}-want-step", data=step),
+            dcc.Loading(html.Div(id=f"{P}-content"), type="dot", delay_show=300),
+        ],
+        className="page",
+    )
+
+
+def _runs_table(runs: pd.DataFrame, current: str | None) -> html.Div:
+    rows = []
+    for r in runs.to_dict("records"):
+        name = str(r["run"])
+        cls = "current" if name == current else None
+        rows.append(
+            html.Tr(
+                [
+                    html.Td(dcc.Link(name, href=ui.page_url("/", {"run": name}))),
+                    html.Td(fmt_int(r["ranks"])),
+                    html.Td(fmt_int(r["steps"])),
+                    html.Td(", ".join(str(f) for f in (r["formats"] if r["formats"] is not None else []))),
+                    html.Td(str(r["status"])),
+                    html.Td(fmt_int(r["problems"])),
+                    html.Td(fmt_int(r["rows"])),
+                    html.Td(str(r["updated_at"])[:19]),
+                ],
+                className=cls,
+            )
+        )
+    return html.Div(
+        [
+            html.H2("Runs"),
+            html.Table(
+                [
+                    html.Thead(html.Tr([html.Th(h) for h in ("run", "ranks", "steps", "formats", "status", "file problems",
+                                                             "rows", "ingested (UTC)")])),
+                    html.Tbody(rows),
+                ],
+                className="tbl",
+                id=f"{P}-runs",
+            ),
+        ],
+        className="card",
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# content (pure functions of the store: unit tests call them directly)
+# ---------------------------------------------------------------------------------------------
+
+
+def render(store: Any, run: str, ranks: Sequence[int], step: int | None) -> list[Any]:
+    """The overview of one run for the selected ranks (step None = mean over steps)."""
+    with data.reader(store, run) as rd:
+        return _render(rd, run, ranks, step)
+
+
+def _render(store: data.Reader, run: str, ranks: Sequence[int], step: int | None) -> list[Any]:
+    cols = data.collections(store, run)
+    cols = cols[cols["rank"].isin(list(ranks))]
+    out: list[Any] = [_facts(run, cols), _availability(cols)]
+    bd = data.step_breakdown(store, run)
+    bd_sel = bd[bd["rank"].isin(list(ranks))] if not bd.empty else bd
+    out.append(_step_bars(bd_sel, step, run))
+    out.append(_heatmap(bd_sel, run))
+    out.append(_scalars(data.scalars(store, run, ranks)))
+    probs = data.problems(store, run)
+    if not probs.empty:
+        out.append(
+            html.Div(
+                [
+                    html.H2(f"File problems ({len(probs)})"),
+                    ui.table(["path", "status", "reader", "problem"],
+                             probs[["path", "status", "reader", "error"]].values.tolist(), id_=f"{P}-problems"),
+                ],
+                className="card",
+            )
+        )
+    return out
+
+
+def _facts(run: str, cols: pd.DataFrame) -> html.Div:
+    if cols.empty:
+        return ui.message(f"run {run!r} has no collection for the selected ranks")
+    steps = sorted({int(s) for arr in cols["steps"] if arr is not None for s in arr})
+    formats = sorted({str(p) for p in cols["producer"].dropna()})
+    versions = sorted({str(v) for v in cols["producer_version"].dropna()})
+    levels = sorted({str(v) for v in cols["level"].dropna()})
+    hosts = sorted({str(v) for v in cols["hostname"].dropna()})
+    world = sorted({int(v) for v in cols["world_size"].dropna()})
+    span = (cols["end_ns"].max() - cols["start_ns"].min()) if cols["start_ns"].notna().any() else None
+    step_text = "none"
+    if steps:
+        step_text = f"{len(steps)} ({steps[0]}–{steps[-1]})" if len(steps) > 1 else f"1 (step {steps[0]})"
+    return html.Div(
+        [
+            html.H2(f"Run {run}"),
+            html.Div(
+                [
+                    ui.stat("ranks", format_ranks(sorted(cols["rank"].unique())) or "-", id_=f"{P}-stat-ranks"),
+                    ui.stat("collections", fmt_int(len(cols))),
+                    ui.stat("profiled steps", step_text, id_=f"{P}-stat-steps"),
+                    ui.stat("formats", ", ".join(formats) or "-", id_=f"{P}-stat-formats"),
+                    ui.stat("producer versions", ", ".join(versions) or "-"),
+                    ui.stat("profiler level", ", ".join(levels) or "-"),
+                    ui.stat("world size", ", ".join(map(str, world)) or "-"),
+                    ui.stat("hosts", ", ".join(hosts) or "-"),
+                    ui.stat("time span", fmt_ns(span)),
+                    ui.stat("fact rows", fmt_int(cols["n_rows"].sum())),
+                ],
+                className="stats",
+            ),
+        ],
+        className="card",
+    )
+
+
+def _availability(cols: pd.DataFrame) -> html.Div:
+    if cols.empty:
+        return html.Div()
+    per_rank: dict[int, set[str]] = {}
+    status: dict[int, set[str]] = {}
+    producers: dict[int, set[str]] = {}
+    missing: dict[str, set[int]] = {}
+    for r in cols.to_dict("records"):
+        rank = int(r["rank"])
+        per_rank.setdefault(rank, set()).update(str(c) for c in (r["capabilities"] if r["capabilities"] is not None else []))
+        status.setdefault(rank, set()).add(str(r["status"]))
+        producers.setdefault(rank, set()).add(str(r["producer"]))
+        for sentence in r["missing"] if r["missing"] is not None else []:
+            missing.setdefault(str(sentence), set()).add(rank)
+    rows = []
+    for rank in sorted(per_rank):
+        caps = per_rank[rank]
+        rows.append(
+            html.Tr(
+                [html.Td(str(rank)), html.Td(", ".join(sorted(producers[rank]))), html.Td(", ".join(sorted(status[rank])))]
+                + [html.Td("✓" if c in caps else "—", className="yes" if c in caps else "no") for c in CAPABILITIES]
+            )
+        )
+    kids: list[Any] = [
+        html.H2("What each rank recorded"),
+        html.Table(
+            [
+                html.Thead(html.Tr([html.Th(h) for h in ("rank", "format", "status", *[c.replace("_", " ") for c in CAPABILITIES])])),
+                html.Tbody(rows),
+            ],
+            className="tbl tbl-caps",
+            id=f"{P}-caps",
+        ),
+    ]
+    if missing:
+        all_ranks = set(per_rank)
+        items = []
+        for sentence, rs in sorted(missing.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+            who = "all ranks" if rs == all_ranks else f"rank {format_ranks(sorted(rs))}"
+            items.append(html.Li([html.Span(who + ": ", className="who"), sentence]))
+        kids.append(html.Ul(items, className="missing", id=f"{P}-missing"))
+    return html.Div(kids, className="card")
+
+
+def _step_bars(bd: pd.DataFrame, step: int | None, run: str) -> html.Div:
+    title = "Step time per rank" + (f" — step {step}" if step is not None else " — mean over steps")
+    if bd.empty:
+        return html.Div([html.H2(title), ui.message("No step data: the run has neither steps nor device tasks to break down.", "info")],
+                        className="card")
+    df = bd.copy()
+    if step is not None:
+        df = df[df["step"] == step]
+        if df.empty:
+            return html.Div([html.H2(title), ui.message(f"no rank has step {step}")], className="card")
+    else:
+        df = df[df["step"].notna()] if df["step"].notna().any() else df
+    num = ["step_ns", "computing_ns", "overlapped_ns", "comm_not_overlapped_ns", "free_ns", "preparing_ns", "communication_ns"]
+    for c in num:
+        df[c] = pd.to_numeric(df[c], errors="coerce").astype("float64")
+    per = df.groupby("rank")[num].mean().reset_index()
+    per["computing_excl_ns"] = (per["computing_ns"] - per["overlapped_ns"]).clip(lower=0)
+    slow = _slow_ranks(per)
+    x = [f"rank {r}" for r in per["rank"]]
+    fig = ui.figure(height=380, barmode="stack", yaxis_title="ms", xaxis_title=None)
+    for col, label, color in SEGMENTS:
+        if per[col].notna().any():
+            fig.add_bar(name=label, x=x, y=per[col] / 1e6, marker_color=ui.COLORS[color],
+                        hovertemplate="%{x}<br>" + label + ": %{y:.3f} ms<extra></extra>")
+    fig.add_scatter(name="Step time", x=x, y=per["step_ns"] / 1e6, mode="markers",
+                    marker=dict(symbol="line-ew-open", size=28, color="#222", line=dict(width=2)),
+                    hovertemplate="%{x}<br>step time: %{y:.3f} ms<extra></extra>")
+    for r in slow:
+        i = per.index[per["rank"] == r][0]
+        top = float(np.nansum([per.loc[i, c] for c, _, _ in SEGMENTS] + [0])) / 1e6
+        fig.add_annotation(x=f"rank {r}", y=max(top, float(per.loc[i, "step_ns"]) / 1e6), text="slowest", showarrow=True,
+                           arrowhead=2, ay=-28, font=dict(color="#b03030"))
+    mode = ", ".join(sorted({str(m) for m in df["mode"].dropna()}))
+    note = (
+        "Computed from the events with msprof-analyze's definitions (interval unions): computing (not "
+        "overlapped) + overlapped = Computing; Communication (not overlapped); Free = idle gaps inside the "
+        "busy span; Preparing = host step start to first task. "
+        + ("CPU-only ranks: the host threads are the resource (aten ops = computing, gloo/c10d calls = communication)."
+           if "host" in mode else "")
+    )
+    table_rows = [
+        [int(r["rank"]), fmt_ns(r["step_ns"]), fmt_ns(r["computing_ns"]), fmt_ns(r["communication_ns"]),
+         fmt_ns(r["overlapped_ns"]), fmt_ns(r["comm_not_overlapped_ns"]), fmt_ns(r["free_ns"]), fmt_ns(r["preparing_ns"]),
+         "slowest" if int(r["rank"]) in slow else ""]
+        for r in per.to_dict("records")
+    ]
+    return html.Div(
+        [
+            html.H2(title),
+            ui.graph(f"{P}-steps-graph", fig),
+            html.P(note, className="note"),
+            html.Details(
+                [
+                    html.Summary("numbers"),
+                    ui.table(["rank", "step time", "computing", "communication", "overlapped", "comm. not overlapped",
+                              "free", "preparing", ""], table_rows, id_=f"{P}-steps-table"),
+                ],
+                open=len(per) <= 8,
+            ),
+        ],
+        className="card",
+    )
+
+
+def _slow_ranks(per: pd.DataFrame) -> list[int]:
+    """Ranks whose mean step time stands out: above mean + 3 sigma over ranks, or, with few ranks,
+    the slowest one when it is more than 5 % above the fastest (msprof-analyze's max-min rule)."""
+    st = per["step_ns"].dropna()
+    if len(st) < 2:
+        return []
+    mean, std = float(st.mean()), float(st.std(ddof=0))
+    out = [int(r) for r, v in zip(per["rank"], per["step_ns"]) if std > 0 and v > mean + 3 * std]
+    if not out and st.min() > 0 and (st.max() - st.min()) / st.min() > 0.05:
+        out = [int(per.loc[st.idxmax(), "rank"])]
+    return out
+
+
+def _heatmap(bd: pd.DataFrame, run: str) -> html.Div:
+    if bd.empty or not bd["step"].notna().any():
+        return html.Div()
+    df = bd[bd["step"].notna()].copy()
+    df["step_ms"] = pd.to_numeric(df["step_ns"], errors="coerce").astype("float64") / 1e6
+    pv = df.pivot_table(index="rank", columns="step", values="step_ms", aggfunc="mean")
+    if pv.shape[0] * pv.shape[1] <= 1:
+        return html.Div()
+    fig = ui.figure(height=max(220, min(900, 40 + 18 * pv.shape[0])), xaxis_title="step", yaxis_title="rank")
+    fig.add_heatmap(z=pv.values, x=[int(s) for s in pv.columns], y=[int(r) for r in pv.index], colorscale="Blues",
+                    colorbar=dict(title="ms"), hovertemplate="rank %{y} step %{x}: %{z:.3f} ms<extra></extra>")
+    fig.update_yaxes(autorange="reversed", type="category" if pv.shape[0] <= 64 else "linear")
+    fig.update_xaxes(type="category" if pv.shape[1] <= 64 else "linear")
+    return html.Div(
+        [
+            html.H2("Step time, rank × step"),
+            ui.graph(f"{P}-heatmap", fig),
+            html.P("Click a cell to open that rank and step in the timeline.", className="note"),
+        ],
+        className="card",
+    )
+
+
+def _scalars(sc: pd.DataFrame) -> html.Div:
+    if sc.empty:
+        return html.Div(
+            [html.H2("Training scalars"),
+             ui.message("No per-step scalars in this run (the rankscope collector writes step time and the values "
+                        "passed to prof.step() for every step).", "info")],
+            className="card",
+        )
+    names = list(dict.fromkeys(sc["name"]))
+    graphs = []
+    for name in names[:8]:
+        d = sc[sc["name"] == name]
+        scale, unit = (1e6, " (ms)") if str(name).endswith("_ns") else (1.0, "")
+        fig = ui.figure(height=260, xaxis_title="step", yaxis_title=plot_text(name) + unit, title=plot_text(name))
+        for rank, g in d.groupby("rank"):
+            fig.add_scatter(x=g["step"], y=g["value"] / scale, mode="lines", name=f"rank {rank}")
+        graphs.append(ui.graph({"type": f"{P}-scalar", "name": str(name)}, fig))
+    return html.Div([html.H2("Training scalars"), html.Div(graphs, className="grid2")], className="card")
+
+
+# ---------------------------------------------------------------------------------------------
+# callbacks
+# ---------------------------------------------------------------------------------------------
+
+
+def register_callbacks(app: Dash) -> None:
+    @app.callback(
+        Output(f"{P}-ranks", "options"),
+        Output(f"{P}-step", "options"),
+        Output(f"{P}-step", "value"),
+        Input(f"{P}-run", "value"),
+        State(f"{P}-want-step", "data"),
+    )
+    @ui.guard(3, message_index=0)
+    def run_changed(run: str, want_step: Any) -> Any:
+        with data.reader(ui.current_store(), run) as rd:
+            all_ranks = data.ranks_of(rd, run)
+            steps = data.steps(rd, run, None)
+        opts = [{"label": "mean over steps", "value": "mean"}] + [
+            {"label": f"step {int(s)}", "value": int(s)} for s in steps["step"]
+        ]
+        value = want_step if want_step is not None and want_step in set(steps["step"].astype(int)) else "mean"
+        return [{"label": f"rank {r}", "value": r} for r in all_ranks], opts, value
+
+    @app.callback(
+        Output(f"{P}-content", "children"),
+        Output("view-url", "data", allow_duplicate=True),
+        Input(f"{P}-run", "value"),
+        Input(f"{P}-ranks", "value"),
+        Input(f"{P}-step", "value"),
+        prevent_initial_call="initial_duplicate",
+    )
+    @ui.guard(2, message_index=0)
+    def update(run: str, ranks: Any, step: Any) -> Any:
+        with data.reader(ui.current_store(), run) as rd:
+            all_ranks = data.ranks_of(rd, run)
+            if not all_ranks:
+                raise NotFound(f"no run named {run!r}")
+            selected = [r for r in ui.rank_list(ranks, all_ranks) if r in set(all_ranks)] or all_ranks
+            step_v = None if step in (None, "mean") else int(step)
+            url = ui.page_url("/", {"run": run, "ranks": ui.ranks_param(selected, all_ranks), "step": step_v})
+            return render(rd, run, selected, step_v), url
+
+    @app.callback(
+        Output("navigate", "href", allow_duplicate=True),
+        Input(f"{P}-heatmap", "clickData"),
+        State(f"{P}-run", "value"),
+        prevent_initial_call=True,
+    )
+    def open_cell(click: Any, run: str) -> Any:
+        if not click or not click.get("points"):
+            return dash.no_update
+        pt = click["points"][0]
+        return ui.page_url("/timeline", {"run": run, "ranks": str(int(pt["y"])), "step": int(pt["x"])})

@@ -1,0 +1,491 @@
+"""Timeline: all selected ranks at once, one swim-lane group per rank (host threads, device streams,
+communication), zoom and pan, jump to a step, click an event for its details.
+
+The browser never receives a whole trace: for the visible window the server sends the exact slices
+when at most ``data.MAX_EXACT_SLICES`` overlap it, else each lane's occupancy per pixel bucket (the
+share of the bucket covered by the lane's slices, as an interval union, and the event count).
+Clicking a bucket zooms in; clicking a slice shows its details.
+"""
+
+from __future__ import annotations
+
+import json
+import zlib
+from collections.abc import Sequence
+from typing import Any
+
+import dash
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+from dash import Dash, Input, Output, State, ctx, dcc, html
+
+from webapp import data, ui
+from webapp.errors import BadParameter, NotFound, WebappError
+from webapp.format import fmt_ns, plot_text, shorten
+from webapp.params import format_ranks, parse_int, parse_ranks, single
+
+dash.register_page(__name__, path="/timeline", name="Timeline", title="rankscope · timeline", order=1)
+
+P = "tl"
+DEFAULT_RANKS = 8
+MAX_DEPTH = 16  # nesting levels drawn per lane in the exact view (deeper slices share the last level)
+ROW_PX = 17
+GROUPS = ("host", "device", "communication", "overlap", "other")
+DEFAULT_GROUPS = ("host", "device", "communication", "overlap")
+PALETTE = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#ff9da7", "#9c755f",
+           "#bab0ac", "#1f77b4", "#2ca02c", "#8c564b", "#17becf")
+
+
+def layout(run: Any = None, ranks: Any = None, step: Any = None, start_ns: Any = None, end_ns: Any = None,
+           groups: Any = None, **_: Any) -> Any:
+    def build() -> Any:
+        with data.reader(ui.current_store(), single("run", run)) as rd:
+            return _layout(rd, run, ranks, step, start_ns, end_ns, groups)
+
+    return ui.safe_layout(build)
+
+
+def _layout(store: data.Reader, run_q: Any, ranks_q: Any, step_q: Any, start_q: Any, end_q: Any, groups_q: Any) -> html.Div:
+    names = data.run_names(store)
+    if not names:
+        return html.Div([ui.header("Timeline"), ui.empty_store(store.store)], className="page")
+    notes: list[Any] = []
+    try:
+        run = data.resolve_run(store, single("run", run_q))
+    except NotFound as exc:
+        return html.Div([ui.header("Timeline"), ui.message(str(exc))], className="page")
+    all_ranks = data.ranks_of(store, run)
+    selected = ui.default_ranks(all_ranks, DEFAULT_RANKS)
+    try:
+        asked = parse_ranks("ranks", ranks_q)
+        if asked is not None:
+            selected = data.check_ranks(store, run, asked)
+    except WebappError as exc:
+        notes.append(ui.message(f"{exc}; showing ranks {format_ranks(selected) or 'all'}."))
+    groups = list(DEFAULT_GROUPS)
+    g = single("groups", groups_q)
+    if g:
+        asked_groups = [x.strip() for x in g.split(",") if x.strip()]
+        bad = [x for x in asked_groups if x not in GROUPS]
+        if bad:
+            notes.append(ui.message(f"URL parameter groups: unknown lane group {', '.join(bad)} (known: {', '.join(GROUPS)})"))
+        groups = [x for x in asked_groups if x in GROUPS] or groups
+    want: dict[str, Any] = {}
+    try:
+        step = parse_int("step", step_q)
+        a = parse_int("start_ns", start_q, minimum=0)
+        b = parse_int("end_ns", end_q, minimum=0)
+        if (a is None) != (b is None):
+            raise BadParameter("start_ns" if a is None else "end_ns", None, "start_ns and end_ns go together")
+        if a is not None and b is not None:
+            if b <= a:
+                raise BadParameter("end_ns", b, "must be after start_ns")
+            want = {"start_ns": str(a), "end_ns": str(b)}
+        elif step is not None:
+            want = {"step": step}
+    except BadParameter as exc:
+        notes.append(ui.message(f"{exc}; showing the whole run."))
+    return html.Div(
+        [
+            ui.header("Timeline", "Host threads, device streams and communication of every selected rank, on one time axis."),
+            html.Div(
+                [
+                    ui.run_control(P, names, run),
+                    ui.ranks_control(P, all_ranks, selected),
+                    html.Div(
+                        [
+                            html.Label("Jump to step", htmlFor=f"{P}-step"),
+                            dcc.Dropdown(id=f"{P}-step", options=[], value=want.get("step"), placeholder="step…",
+                                         className="dd dd-step"),
+                        ],
+                        className="control",
+                    ),
+                    html.Div(
+                        [
+                            html.Label("Lanes", htmlFor=f"{P}-groups"),
+                            dcc.Checklist(id=f"{P}-groups", options=[{"label": x, "value": x} for x in GROUPS],
+                                          value=groups, inline=True, className="checks"),
+                        ],
+                        className="control",
+                    ),
+                    html.Div(
+                        [
+                            html.Button("Whole run", id=f"{P}-reset", n_clicks=0, className="btn"),
+                            html.Button("Zoom out", id=f"{P}-out", n_clicks=0, className="btn"),
+                        ],
+                        className="control buttons",
+                    ),
+                ],
+                className="controls",
+            ),
+            html.Div(notes, id=f"{P}-notes"),
+            dcc.Store(id=f"{P}-want", data=want),
+            dcc.Store(id=f"{P}-window"),
+            html.Div(id=f"{P}-status", className="status"),
+            html.Div(
+                ui.graph(f"{P}-graph", ui.figure(height=200), clear_on_unhover=True,
+                         config={"displaylogo": False, "scrollZoom": True, "doubleClick": "reset",
+                                 "modeBarButtonsToRemove": ["select2d", "lasso2d", "autoScale2d"]}),
+                className="timeline-box",
+            ),
+            html.Div(html.P("Click a slice for its details; click a shaded bucket to zoom into it.", className="note"),
+                     id=f"{P}-detail", className="card detail"),
+        ],
+        className="page",
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# window arithmetic (relative ns: the browser keeps no absolute ns, they do not fit a double)
+# ---------------------------------------------------------------------------------------------
+
+
+def full_window(store: Any, run: str, ranks: Sequence[int]) -> tuple[int, int, int]:
+    """(origin_ns, start_rel, end_rel): origin is the run's first timestamp (all ranks)."""
+    run_bounds = data.time_bounds(store, run, None)
+    sel = data.time_bounds(store, run, ranks)
+    if run_bounds is None or sel is None:
+        raise NotFound(f"run {run!r} has no timed events for the selected ranks")
+    origin = run_bounds[0]
+    return origin, sel[0] - origin, max(sel[1] - origin, sel[0] - origin + 1)
+
+
+def step_window(store: Any, run: str, ranks: Sequence[int], step: int, origin: int) -> tuple[int, int]:
+    st = data.steps(store, run, ranks)
+    row = st[st["step"] == step]
+    if row.empty:
+        raise NotFound(f"the selected ranks have no step {step}")
+    a, b = int(row["start_ns"].iloc[0]) - origin, int(row["end_ns"].iloc[0]) - origin
+    pad = max((b - a) // 50, 1)
+    return a - pad, b + pad
+
+
+# ---------------------------------------------------------------------------------------------
+# figure (pure functions: unit tests call them directly)
+# ---------------------------------------------------------------------------------------------
+
+
+def _color(name: str) -> str:
+    return PALETTE[zlib.crc32(name.encode("utf-8", "replace")) % len(PALETTE)]
+
+
+def _depths(sl: pd.DataFrame) -> np.ndarray:
+    """Nesting depth of each slice within its row (slices sorted by row, ts, -dur)."""
+    depth = np.zeros(len(sl), dtype=np.int64)
+    rows = sl["row"].to_numpy()
+    ts = sl["ts_ns"].to_numpy()
+    end = ts + sl["dur_ns"].to_numpy()
+    stack: list[int] = []
+    prev_row = None
+    for i in range(len(sl)):
+        if rows[i] != prev_row:
+            stack = []
+            prev_row = rows[i]
+        while stack and stack[-1] <= ts[i]:
+            stack.pop()
+        depth[i] = len(stack)
+        stack.append(end[i])
+    return depth
+
+
+def lane_label(r: dict[str, Any]) -> str:
+    proc = str(r.get("process") or "")
+    lane = str(r.get("lane") or "")
+    text = lane if not proc or proc in lane else f"{proc} · {lane}"
+    return f"r{r['rank']} {r['lane_group']} · {shorten(text, 48)}"
+
+
+def build_figure(win: data.Window, origin: int, groups: Sequence[str]) -> tuple[go.Figure, str]:
+    """The timeline figure of a window and a one-line description of what it shows."""
+    lanes = win.lanes
+    lanes = lanes[lanes["lane_group"].isin(list(groups))] if not lanes.empty else lanes
+    rows = lanes.drop_duplicates("row").sort_values("row") if not lanes.empty else lanes
+    x0, x1 = (win.start_ns - origin) / 1e6, (win.end_ns - origin) / 1e6
+    if rows.empty:
+        fig = ui.figure(height=160)
+        fig.update_xaxes(range=[x0, x1], title="ms since the run's first event")
+        return fig, "No lanes for the selected ranks and lane groups."
+    keep_rows = set(rows["row"])
+    # y layout: each lane gets one band per nesting level (exact view) or one band (occupancy view)
+    levels = {int(r): 1 for r in rows["row"]}
+    sl = pd.DataFrame()
+    if win.mode == "exact":
+        sl = win.slices[win.slices["row"].isin(keep_rows)].sort_values(["row", "ts_ns", "dur_ns"], ascending=[True, True, False])
+        sl = sl.reset_index(drop=True)
+        sl["depth"] = np.minimum(_depths(sl), MAX_DEPTH - 1)
+        for r, d in sl.groupby("row")["depth"].max().items():
+            levels[int(r)] = int(d) + 1
+    y0: dict[int, float] = {}
+    pos = 0.0
+    tickvals, ticktext, rank_lines, rank_marks = [], [], [], []
+    prev_rank = None
+    for r in rows.to_dict("records"):
+        row = int(r["row"])
+        if prev_rank is not None and r["rank"] != prev_rank:
+            rank_lines.append(pos - 0.1)
+            pos += 0.4
+        if r["rank"] != prev_rank:
+            rank_marks.append((pos, int(r["rank"])))
+        prev_rank = r["rank"]
+        y0[row] = pos
+        tickvals.append(pos + 0.4)
+        ticktext.append(plot_text(lane_label(r)))
+        pos += levels[row]
+    total = pos
+    height = int(min(60 + ROW_PX * total + 40, 4000))
+    fig = ui.figure(height=max(height, 220), showlegend=False, bargap=0, hovermode="closest",
+                    uniformtext=dict(minsize=8, mode="hide"), dragmode="zoom")
+    fig.update_layout(margin=dict(l=260, r=20, t=30, b=40))
+    fig.update_yaxes(range=[total + 0.2, -0.4], tickvals=tickvals, ticktext=ticktext, showgrid=False, zeroline=False,
+                     fixedrange=True, tickfont=dict(size=10))
+    fig.update_xaxes(range=[x0, x1], title="ms since the run's first event", showgrid=True, zeroline=False)
+    for y in rank_lines:
+        fig.add_hline(y=y, line=dict(color="#889", width=1))
+    if win.mode == "exact":
+        desc = _exact_traces(fig, sl, y0, origin, win, lanes)
+    elif win.mode == "occupancy":
+        desc = _occupancy_trace(fig, win, rows, y0, origin)
+    else:
+        desc = "No event in this window."
+    return fig, desc
+
+
+def _exact_traces(fig: go.Figure, sl: pd.DataFrame, y0: dict[int, float], origin: int, win: data.Window,
+                  lanes: pd.DataFrame) -> str:
+    if sl.empty:
+        return "No event in this window."
+    span = win.end_ns - win.start_ns
+    min_w = span / 1500.0  # instant and tiny events stay visible
+    start_ms = (sl["ts_ns"] - origin) / 1e6
+    dur_vis = np.maximum(sl["dur_ns"].to_numpy(dtype="float64"), min_w) / 1e6
+    y = np.array([y0[int(r)] for r in sl["row"]]) + sl["depth"].to_numpy() + 0.4
+    lane_names = lanes.drop_duplicates("row").set_index("row")
+    names = sl["name"].fillna("").astype(str)
+    text = [plot_text(shorten(n, 40)) if d >= span / 25 else "" for n, d in zip(names, sl["dur_ns"])]
+    hover = [
+        f"<b>{plot_text(shorten(n, 120))}</b><br>{plot_text(lane_label(lane_names.loc[int(r)].to_dict() | {'rank': rk}))}"
+        f"<br>start {(t - origin) / 1e6:.3f} ms · dur {plot_text(fmt_ns(d))}<br>{plot_text(c or '')}"
+        for n, r, rk, t, d, c in zip(names, sl["row"], sl["rank"], sl["ts_ns"], sl["dur_ns"], sl["category"])
+    ]
+    fig.add_trace(
+        go.Bar(
+            orientation="h", base=start_ms, x=dur_vis, y=y, width=0.84,
+            marker=dict(color=[_color(n) for n in names], line=dict(width=0)),
+            text=text, textposition="inside", insidetextanchor="start", textfont=dict(size=9, color="white"),
+            hovertext=hover, hoverinfo="text",
+            customdata=np.stack([sl["rank"].astype(str), sl["collection_id"].astype(str), sl["event_id"].astype(str)], axis=1),
+            name="slices",
+        )
+    )
+    return f"Exact view: {len(sl):,} slices in this window."
+
+
+def _occupancy_trace(fig: go.Figure, win: data.Window, rows: pd.DataFrame, y0: dict[int, float], origin: int) -> str:
+    b = win.buckets[win.buckets["row"].isin(set(y0))]
+    order = [int(r) for r in rows["row"]]
+    idx = {r: i for i, r in enumerate(order)}
+    z = np.full((len(order), win.n_buckets), np.nan)
+    n = np.zeros((len(order), win.n_buckets), dtype=np.int64)
+    if not b.empty:
+        ri = b["row"].map(idx).to_numpy()
+        bi = b["bucket"].to_numpy().clip(0, win.n_buckets - 1)
+        z[ri, bi] = np.round(np.clip(b["busy_ns"].to_numpy(dtype="float64") / win.bucket_ns, 0, 1), 3)
+        n[ri, bi] = b["events"].to_numpy()
+    z[(n == 0) & np.isnan(z)] = np.nan
+    x = ((win.start_ns - origin) + (np.arange(win.n_buckets) + 0.5) * win.bucket_ns) / 1e6
+    y = [y0[r] + 0.4 for r in order]
+    fig.add_trace(
+        go.Heatmap(
+            z=z, x=x, y=y, customdata=n, zmin=0, zmax=1, colorscale=[[0, "#eaf1fb"], [0.3, "#9ecae1"], [1, "#08519c"]],
+            showscale=True, colorbar=dict(title="busy", tickformat=".0%", len=0.5, thickness=10),
+            hovertemplate="%{x:.3f} ms<br>busy %{z:.0%}<br>%{customdata} events<extra></extra>",
+            xgap=0, ygap=2, name="occupancy",
+        )
+    )
+    total = int(win.buckets["events"].sum()) if not win.buckets.empty else 0
+    return (f"Occupancy view: {total:,} slices in this window, shown as the busy share of {win.n_buckets} buckets "
+            f"of {fmt_ns(win.bucket_ns)} per lane. Zoom in (drag, scroll, or click a bucket) for single events.")
+
+
+def detail_panel(d: dict[str, Any] | None, origin: int) -> Any:
+    """The details of one slice, every program-written string rendered as text."""
+    if d is None:
+        return ui.message("That event is no longer in the store (re-ingested?).")
+    rows: list[tuple[str, Any]] = [
+        ("name", d.get("name")),
+        ("rank", d.get("rank")),
+        ("lane", " · ".join(str(x) for x in (d.get("lane_group"), d.get("process"), d.get("lane")) if x)),
+        ("category", d.get("category")),
+        ("step", d.get("step")),
+        ("start", f"{(int(d['ts_ns']) - origin) / 1e6:.6f} ms after the run's first event (t = {d['ts_ns']} ns)"),
+        ("duration", fmt_ns(d.get("dur_ns"))),
+    ]
+    if d.get("self_ns") is not None:
+        rows.append(("self time", fmt_ns(d.get("self_ns"))))
+    if d.get("input_shapes"):
+        rows.append(("input shapes", d.get("input_shapes")))
+    if d.get("input_types"):
+        rows.append(("input types", d.get("input_types")))
+    body = [html.Tr([html.Th(k), html.Td("" if v is None else str(v))]) for k, v in rows]
+    kids: list[Any] = [html.H2("Event", className="detail-title"), html.Table(html.Tbody(body), className="tbl kv", id=f"{P}-detail-table")]
+    args = d.get("args")
+    if args:
+        try:
+            pretty = json.dumps(json.loads(args), indent=2, ensure_ascii=False)
+        except (TypeError, ValueError):
+            pretty = str(args)
+        kids += [html.H3("Arguments"), html.Pre(pretty[:20000], className="args", id=f"{P}-detail-args")]
+    stack = d.get("call_stack")
+    kids += [html.H3("Call stack"),
+             html.Pre(stack[:20000], className="stack") if stack else html.P("not recorded (with_stack was off or the producer gives none)", className="note")]
+    return kids
+
+
+# ---------------------------------------------------------------------------------------------
+# callbacks
+# ---------------------------------------------------------------------------------------------
+
+
+def _relayout_range(rl: dict[str, Any] | None) -> tuple[float, float] | None | str:
+    if not rl:
+        return None
+    if rl.get("xaxis.autorange"):
+        return "auto"
+    if "xaxis.range[0]" in rl and "xaxis.range[1]" in rl:
+        return float(rl["xaxis.range[0]"]), float(rl["xaxis.range[1]"])
+    rng = rl.get("xaxis.range")
+    if isinstance(rng, list) and len(rng) == 2:
+        return float(rng[0]), float(rng[1])
+    return None
+
+
+def register_callbacks(app: Dash) -> None:
+    @app.callback(
+        Output(f"{P}-ranks", "options"),
+        Output(f"{P}-step", "options"),
+        Input(f"{P}-run", "value"),
+        Input(f"{P}-ranks", "value"),
+    )
+    @ui.guard(2, message_index=0)
+    def options(run: str, ranks: Any) -> Any:
+        with data.reader(ui.current_store(), run) as store:
+            all_ranks = data.ranks_of(store, run)
+            selected = [r for r in ui.rank_list(ranks, all_ranks) if r in set(all_ranks)] or all_ranks
+            st = data.steps(store, run, selected)
+        return ([{"label": f"rank {r}", "value": r} for r in all_ranks],
+                [{"label": f"step {int(s)}", "value": int(s)} for s in st["step"]])
+
+    @app.callback(
+        Output(f"{P}-graph", "figure"),
+        Output(f"{P}-status", "children"),
+        Output(f"{P}-window", "data"),
+        Output("view-url", "data", allow_duplicate=True),
+        Input(f"{P}-run", "value"),
+        Input(f"{P}-ranks", "value"),
+        Input(f"{P}-groups", "value"),
+        Input(f"{P}-step", "value"),
+        Input(f"{P}-reset", "n_clicks"),
+        Input(f"{P}-out", "n_clicks"),
+        Input(f"{P}-graph", "relayoutData"),
+        Input(f"{P}-graph", "clickData"),
+        State(f"{P}-window", "data"),
+        State(f"{P}-want", "data"),
+        State(f"{P}-graph", "figure"),
+        prevent_initial_call="initial_duplicate",
+    )
+    @ui.guard(4, message_index=1)
+    def update(run: str, ranks: Any, groups: Any, step: Any, _reset: Any, _out: Any, relayout: Any, click: Any,
+               window: Any, want: Any, fig_state: Any) -> Any:
+        with data.reader(ui.current_store(), run) as rd:
+            return _update(rd, run, ranks, groups, step, relayout, click, window, want, fig_state)
+
+    def _update(store: data.Reader, run: str, ranks: Any, groups: Any, step: Any, relayout: Any, click: Any,
+                window: Any, want: Any, fig_state: Any) -> Any:
+        all_ranks = data.ranks_of(store, run)
+        if not all_ranks:
+            raise NotFound(f"no run named {run!r}")
+        selected = [r for r in ui.rank_list(ranks, all_ranks) if r in set(all_ranks)] or all_ranks
+        groups = [g for g in (groups or []) if g in GROUPS]
+        origin, full_a, full_b = full_window(store, run, selected)
+        trig = ctx.triggered_id
+        prop = ctx.triggered[0]["prop_id"] if ctx.triggered else ""
+        a, b = full_a, full_b
+        if window and window.get("run") == run and window.get("origin") == str(origin):
+            a, b = int(window["start"]), int(window["end"])
+        url_step = None
+        if trig is None:  # first render: the URL's window or step
+            want = want or {}
+            if want.get("start_ns"):
+                a, b = int(want["start_ns"]) - origin, int(want["end_ns"]) - origin
+            elif want.get("step") is not None:
+                a, b = step_window(store, run, selected, int(want["step"]), origin)
+                url_step = int(want["step"])
+        elif trig == f"{P}-step" and step is not None:
+            a, b = step_window(store, run, selected, int(step), origin)
+            url_step = int(step)
+        elif trig == f"{P}-reset" or trig == f"{P}-run":
+            a, b = full_a, full_b
+        elif trig == f"{P}-out":
+            mid, half = (a + b) / 2, (b - a) * 2
+            a, b = int(max(mid - half, full_a)), int(min(mid + half, full_b))
+        elif trig == f"{P}-graph" and prop.endswith("relayoutData"):
+            rng = _relayout_range(relayout)
+            if rng == "auto":
+                a, b = full_a, full_b
+            elif rng is None:
+                return dash.no_update, dash.no_update, dash.no_update, dash.no_update
+            else:
+                a, b = int(rng[0] * 1e6), int(rng[1] * 1e6)
+        elif trig == f"{P}-graph" and prop.endswith("clickData"):
+            pt = (click or {}).get("points", [{}])[0]
+            if "customdata" in pt and not isinstance(pt.get("customdata"), (int, float)):
+                return dash.no_update, dash.no_update, dash.no_update, dash.no_update  # a slice: details only
+            xm = float(pt.get("x", (a + b) / 2e6)) * 1e6
+            half = (b - a) / 20
+            a, b = int(xm - half), int(xm + half)
+        if b <= a:
+            b = a + 1
+        width = _graph_width(fig_state)
+        win = data.timeline_window(store, run, selected, origin + a, origin + b, n_buckets=_buckets(width, selected))
+        fig, desc = build_figure(win, origin, groups)
+        params = {"run": run, "ranks": ui.ranks_param(selected, all_ranks),
+                  "groups": None if sorted(groups) == sorted(DEFAULT_GROUPS) else ",".join(groups)}
+        if url_step is not None:
+            params["step"] = url_step
+        elif (a, b) != (full_a, full_b):
+            params.update(start_ns=str(origin + a), end_ns=str(origin + b))
+        status = html.Span([desc, " ", html.Span(f"window {fmt_ns(b - a)}", className="muted")], id=f"{P}-status-text",
+                           **{"data-mode": win.mode})
+        return fig, status, {"run": run, "origin": str(origin), "start": a, "end": b}, ui.page_url("/timeline", params)
+
+    @app.callback(
+        Output(f"{P}-detail", "children"),
+        Input(f"{P}-graph", "clickData"),
+        State(f"{P}-run", "value"),
+        State(f"{P}-window", "data"),
+        prevent_initial_call=True,
+    )
+    @ui.guard(1)
+    def detail(click: Any, run: str, window: Any) -> Any:
+        pt = (click or {}).get("points", [{}])[0]
+        cd = pt.get("customdata")
+        if not isinstance(cd, list) or len(cd) != 3:
+            return dash.no_update
+        origin = int(window["origin"]) if window else 0
+        with data.reader(ui.current_store(), run, [int(cd[0])]) as rd:
+            return detail_panel(data.slice_detail(rd, run, int(cd[0]), str(cd[1]), int(cd[2])), origin)
+
+
+def _graph_width(fig_state: Any) -> int:
+    try:
+        return int(fig_state["layout"].get("width") or 1200)
+    except (TypeError, KeyError, AttributeError):
+        return 1200
+
+
+def _buckets(width_px: int, ranks: Sequence[int]) -> int:
+    """Buckets per lane: about one per pixel, fewer when many lanes (bounded cells per response)."""
+    per_pixel = max(200, min(width_px - 300, 1200))
+    budget = 200_000 // max(1, 6 * len(ranks))
+    return int(max(100, min(per_pixel, budget)))

@@ -1,0 +1,245 @@
+"""Pieces every page uses: the store of the running app, inline messages, the run / rank
+controls, error guarding and figure defaults. No SQL here (that is ``webapp.data``)."""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import plotly.graph_objects as go
+from dash import dcc, html, no_update
+from flask import current_app
+
+from analyzer.errors import AnalyzerError
+from analyzer.store import Store
+
+from . import data
+from .errors import EmptyStore, WebappError
+from .params import format_ranks, query_string
+
+log = logging.getLogger("webapp")
+
+STORE_KEY = "RANKSCOPE_STORE"
+PAGE_KEYS = ("run", "ranks")  # parameters every page understands and the navigation carries
+
+
+def current_store() -> Store:
+    """The store of the app serving the current request."""
+    return current_app.config[STORE_KEY]
+
+
+# ---------------------------------------------------------------------------------------------
+# messages
+# ---------------------------------------------------------------------------------------------
+
+
+def message(text: str, kind: str = "warning", **kw: Any) -> html.Div:
+    """An inline message box; ``text`` is rendered as text (never HTML)."""
+    return html.Div(text, className=f"msg msg-{kind}", role="status", **kw)
+
+
+def empty_store(store: Store) -> html.Div:
+    """What an empty (or absent) store shows: how to fill it."""
+    path = str(store.path)
+    return html.Div(
+        [
+            html.H2("No profiling data yet"),
+            html.P(
+                "This store has no run. Ingest the profiler output of every rank (Kineto traces, "
+                "torch_npu *_ascend_pt folders, MindSpore *_ascend_ms folders, msprof PROF_* folders), "
+                "then reload this page:"
+            ),
+            html.Pre(f"analyze ingest path/to/profile_output --store {path}", className="cmd"),
+            html.P(
+                [
+                    "Every rank and format found below the folder is read; run it again after more data "
+                    "arrives (unchanged files are skipped). ",
+                    html.Code("analyze runs --store " + path),
+                    " lists what the store holds.",
+                ]
+            ),
+        ],
+        className="empty-store",
+        id="empty-store",
+    )
+
+
+def error_content(exc: BaseException) -> html.Div:
+    """An exception as an inline message (unexpected ones are logged with their traceback)."""
+    if isinstance(exc, EmptyStore):
+        return empty_store(current_store())
+    if isinstance(exc, (WebappError, AnalyzerError)):
+        return message(str(exc), "warning")
+    log.exception("unexpected error while rendering", exc_info=exc)
+    return message(f"Internal error ({type(exc).__name__}: {exc}). The server log has the details.", "error")
+
+
+def guard(n_outputs: int = 1, message_index: int = 0) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorate a callback so that an error becomes an inline message in output ``message_index``
+    and every other output is left unchanged. Never lets a traceback reach the browser."""
+
+    def deco(fn: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return fn(*args, **kwargs)
+            except Exception as exc:  # noqa: BLE001 - shown inline, logged when unexpected
+                content = error_content(exc)
+                if n_outputs == 1:
+                    return content
+                out: list[Any] = [no_update] * n_outputs
+                out[message_index] = content
+                return tuple(out)
+
+        return wrapper
+
+    return deco
+
+
+def safe_layout(build: Callable[[], Any]) -> Any:
+    """Run a page's layout builder; errors become an inline message under the page title."""
+    try:
+        return build()
+    except Exception as exc:  # noqa: BLE001
+        return html.Div(error_content(exc), className="page")
+
+
+# ---------------------------------------------------------------------------------------------
+# controls
+# ---------------------------------------------------------------------------------------------
+
+
+def run_control(prefix: str, runs: Sequence[str], run: str) -> html.Div:
+    return html.Div(
+        [
+            html.Label("Run", htmlFor=f"{prefix}-run"),
+            dcc.Dropdown(
+                id=f"{prefix}-run",
+                options=[{"label": r, "value": r} for r in runs],
+                value=run,
+                clearable=False,
+                className="dd dd-run",
+            ),
+        ],
+        className="control",
+    )
+
+
+def ranks_control(prefix: str, all_ranks: Sequence[int], selected: Sequence[int], label: str = "Ranks") -> html.Div:
+    return html.Div(
+        [
+            html.Label(label, htmlFor=f"{prefix}-ranks"),
+            dcc.Dropdown(
+                id=f"{prefix}-ranks",
+                options=[{"label": f"rank {r}", "value": r} for r in all_ranks],
+                value=list(selected),
+                multi=True,
+                placeholder="all ranks",
+                className="dd dd-ranks",
+            ),
+        ],
+        className="control",
+    )
+
+
+def rank_list(value: Any, all_ranks: Sequence[int]) -> list[int]:
+    """A rank dropdown's value as a list (empty = all ranks)."""
+    if value is None or value == []:
+        return list(all_ranks)
+    if isinstance(value, (int, float, str)):
+        value = [value]
+    return sorted({int(v) for v in value})
+
+
+def default_ranks(all_ranks: Sequence[int], limit: int) -> list[int]:
+    return list(all_ranks[:limit])
+
+
+def page_url(path: str, params: dict[str, Any]) -> str:
+    return path + query_string(params)
+
+
+def ranks_param(selected: Sequence[int], all_ranks: Sequence[int]) -> str | None:
+    """What goes in the URL for a rank selection (nothing when it is every rank)."""
+    if sorted(selected) == sorted(all_ranks):
+        return None
+    return format_ranks(selected)
+
+
+def header(title: str, subtitle: str | None = None) -> html.Div:
+    kids: list[Any] = [html.H1(title)]
+    if subtitle:
+        kids.append(html.P(subtitle, className="subtitle"))
+    return html.Div(kids, className="page-header")
+
+
+def resolve_run_or_raise(store: Store, run: str | None) -> tuple[list[str], str]:
+    names = data.run_names(store)
+    if not names:
+        raise EmptyStore("the store has no runs yet")
+    return names, data.resolve_run(store, run)
+
+
+# ---------------------------------------------------------------------------------------------
+# figures
+# ---------------------------------------------------------------------------------------------
+
+COLORS = {
+    "computing": "#2f6fb0",
+    "comm_not_overlapped": "#d9534f",
+    "overlapped": "#9b59b6",
+    "free": "#b8c2cc",
+    "preparing": "#f0ad4e",
+    "bubble": "#5bc0de",
+    "allocated": "#2f6fb0",
+    "reserved": "#e67e22",
+    "active": "#27ae60",
+    "wait": "#d9534f",
+    "transit": "#2f6fb0",
+    "other": "#b8c2cc",
+}
+
+LANE_COLORS = {
+    "host": "#2f6fb0",
+    "device": "#27ae60",
+    "communication": "#d9534f",
+    "overlap": "#9b59b6",
+    "other": "#7f8c8d",
+}
+
+
+def figure(height: int = 360, **layout: Any) -> go.Figure:
+    fig = go.Figure()
+    fig.update_layout(
+        template="plotly_white",
+        height=height,
+        margin=dict(l=60, r=20, t=36, b=40),
+        font=dict(family="system-ui, -apple-system, Segoe UI, sans-serif", size=12),
+        legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="left", x=0),
+        **layout,
+    )
+    return fig
+
+
+def graph(id_: str | dict[str, Any], fig: go.Figure, config: dict[str, Any] | None = None, **kw: Any) -> dcc.Graph:
+    return dcc.Graph(id=id_, figure=fig, config={"displaylogo": False, **(config or {})}, **kw)
+
+
+def stat(label: str, value: str, id_: str | None = None) -> html.Div:
+    kw = {"id": id_} if id_ else {}
+    return html.Div([html.Div(value, className="stat-value", **kw), html.Div(label, className="stat-label")], className="stat")
+
+
+def table(columns: Sequence[str], rows: Sequence[Sequence[Any]], id_: str | None = None, class_name: str = "tbl") -> html.Table:
+    """A small static table; every cell is rendered as text."""
+    kw = {"id": id_} if id_ else {}
+    return html.Table(
+        [
+            html.Thead(html.Tr([html.Th(c) for c in columns])),
+            html.Tbody([html.Tr([html.Td("" if v is None else str(v)) for v in r]) for r in rows]),
+        ],
+        className=class_name,
+        **kw,
+    )
