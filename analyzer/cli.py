@@ -211,7 +211,7 @@ def runs(as_json: bool, problems: bool, store: Store) -> None:
     t = Table("run", "ranks", "collections", "steps", "formats", "status", "problems", "updated (UTC)", "root")
     for r in df.to_dict("records"):
         t.add_row(
-            str(r["run"]), str(r["ranks"]), str(r["collections"]), str(r["steps"]), ", ".join(r["formats"] or []),
+            str(r["run"]), str(r["ranks"]), str(r["collections"]), str(r["steps"]), ", ".join(list(r["formats"]) if r["formats"] is not None else []),
             str(r["status"]), str(r["problems"]), str(r["updated_at"])[:19], str(r["root_path"]),
         )
     console.print(t)
