@@ -1,0 +1,336 @@
+"""MindSpore ≥ 2.3 output: a ``*_ascend_ms`` folder (formats.md §2.1, §2.2).
+
+``ASCEND_PROFILER_OUTPUT/`` is the torch_npu layout with the differences of formats.md §2.1, so its
+files are read by the torch_npu text reader with MindSpore's parameters: framework ops live in the
+``MindSpore`` (Ascend) and ``CPU OP`` (host CPU) processes of ``trace_view.json`` without a
+``cpu_op`` category, ``Scope Layer`` holds the cell hierarchy, ``kernel_details.csv`` says
+``Step ID``, ``profiler_info_{rank}.json`` has its own schema (``profiler_parameters``,
+``ms_version``, ``cann_version``).
+
+Also read, by this module:
+
+- ``FRAMEWORK/cpu_*`` host-CPU text files (see mindspore_cpu): CPU memory curve and op statistics;
+  the op timestamps when the job died before ``analyse()`` wrote a trace;
+- a ``PROF_*/mindstudio_profiler_output/`` left by an unfinished parse (read as msprof output);
+- the dynamic-profiling window folder ``rank{r}_start{a}_stop{b}/`` around the collection.
+
+A folder with only ``logs/`` (the job died before the profiler stopped) or only binary raw data is
+recorded as ``unparsed`` with the reason and, when it can help, how to parse it offline.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from .base import ReadContext, register
+from .mindspore_cpu import (
+    CPU_FILE_RE,
+    CPU_PROCESS,
+    cpu_comm_ops_from_trace,
+    cpu_files,
+    read_memory_record,
+    read_op_detail_info,
+    read_op_type_info,
+    write_cpu_ops_from_timestamps,
+)
+from .torch_npu_common import OUTPUT_DIR, load_json
+
+MS_PROFILER_INFO_RE = re.compile(r"^profiler_info(?:_(\d+))?\.json$")
+MS_DB_RE = re.compile(r"^ascend_mindspore_profiler(?:_(\d+))?\.db$")
+RANK_DIR_RE = re.compile(r"^rank-(\d+)_")  # MindSpore 2.3/2.4: profiler/rank-{rank}_{ts}_ascend_ms
+WINDOW_DIR_RE = re.compile(r"^rank(\d+)_start(\d+)_stop(\d+)$")  # DynamicProfilerMonitor window
+MS_OP_PROCESSES = frozenset({"MindSpore", CPU_PROCESS})
+OFFLINE_HINT = (
+    "parse it with `from mindspore.profiler.profiler import analyse; analyse('<this folder>')` on a host with "
+    "MindSpore (and the CANN toolkit for NPU data), then ingest again"
+)
+TEXT_MARKERS = ("trace_view.json", "kernel_details.csv", "step_trace_time.csv", "operator_details.csv")
+
+
+def _try_json(path: Path) -> Any:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def _int(v: Any) -> int | None:
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, int):
+        return v
+    if isinstance(v, str) and v.strip().lstrip("-").isdigit():
+        return int(v.strip())
+    return None
+
+
+def resolve_rank(d: Path) -> tuple[int | None, str | None]:
+    """Rank of a ``*_ascend_ms`` folder (formats.md §7.5, MindSpore): ``profiler_info_{r}.json``
+    name -> ``rank-{r}_`` folder name (2.3/2.4) -> dynamic window ``rank{r}_start{a}_stop{b}`` ->
+    the ``_{r}`` suffix of the FRAMEWORK host-CPU files -> ``ms_profiler_info.rank_id`` ->
+    ``PROF_*/device_*/info.json.*`` ``rank_id`` (not -1)."""
+    try:
+        entries = sorted(d.iterdir())
+    except OSError:
+        entries = []
+    infos = []
+    for f in entries:
+        m = MS_PROFILER_INFO_RE.match(f.name)
+        if m and m.group(1) is not None:
+            return int(m.group(1)), "profiler_info"
+        if m:
+            infos.append(f)
+    m = RANK_DIR_RE.match(d.name)
+    if m:
+        return int(m.group(1)), "rank_dir_name"
+    m = WINDOW_DIR_RE.match(d.parent.name)
+    if m:
+        return int(m.group(1)), "window_dir"
+    fw = d / "FRAMEWORK"
+    if fw.is_dir():
+        ranks = {int(m.group("rank")) for m in (CPU_FILE_RE.match(p.name) for p in fw.iterdir()) if m}
+        if len(ranks) == 1:
+            return ranks.pop(), "framework_suffix"
+    for f in infos:
+        info = _try_json(f)
+        if isinstance(info, dict):
+            r = _int((info.get("ms_profiler_info") or {}).get("rank_id")) if isinstance(info.get("ms_profiler_info"), dict) else None
+            if r is None:
+                r = _int(info.get("rank_id"))
+            if r is not None and r >= 0:
+                return r, "profiler_info"
+    for info_path in sorted(d.glob("PROF_*/device_*/info.json.*")):
+        if info_path.name.endswith(".done"):
+            continue
+        info = _try_json(info_path)
+        if isinstance(info, dict):
+            r = _int(info.get("rank_id"))
+            if r is not None and r >= 0:
+                return r, "PROF_info"
+    return None, None
+
+
+# ---------------------------------------------------------------------------------------------
+# the reader
+# ---------------------------------------------------------------------------------------------
+
+
+def _read_profiler_info(ctx: ReadContext, root: Path) -> dict[str, Any] | None:
+    info: dict[str, Any] | None = None
+    for f in sorted(root.iterdir()) if root.is_dir() else []:
+        if not f.is_file():
+            continue
+        if MS_PROFILER_INFO_RE.match(f.name):
+            with ctx.reading(f, "mindspore profiler_info.json") as oc:
+                data = load_json(f, "profiler_info")
+                if not isinstance(data, dict):
+                    from ..errors import InputError
+
+                    raise InputError(str(f), "not a profiler_info file: the JSON is not an object")
+                info = info or data
+                msi = data.get("ms_profiler_info") if isinstance(data.get("ms_profiler_info"), dict) else {}
+                rid = _int(msi.get("rank_id")) if msi else _int(data.get("rank_id"))
+                if rid is not None and rid >= 0 and rid != ctx.rank and ctx.plan.rank_source in ("sidecar", "rank_dir"):
+                    oc.warn(f"rank_id is {rid} but the folder says rank {ctx.rank}; kept {ctx.rank}")
+        elif f.name == "profiler_metadata.json":
+            with ctx.reading(f, "profiler_metadata.json") as oc:
+                md = load_json(f, "profiler_metadata")
+                if isinstance(md, dict):
+                    ctx.meta.extra["user_metadata"] = md
+    return info
+
+
+def _fill_info_meta(ctx: ReadContext, info: dict[str, Any] | None) -> dict[str, Any]:
+    """Collection metadata from MindSpore's profiler_info: versions, level, switches."""
+    m = ctx.meta
+    params: dict[str, Any] = {}
+    if not info:
+        return params
+    p = info.get("profiler_parameters")
+    if isinstance(p, dict):
+        params = p
+        m.config = {"profiler_parameters": p, "jit_level": info.get("jit_level") or None}
+        lvl = p.get("profiler_level")
+        if lvl:
+            m.level = str(lvl).replace("ProfilerLevel.", "")
+    versions = []
+    if info.get("ms_version"):
+        versions.append(f"MindSpore {info['ms_version']}")
+    if info.get("cann_version"):
+        versions.append(f"CANN {info['cann_version']}")
+    if versions:
+        m.producer_version = "; ".join(versions)
+    msi = info.get("ms_profiler_info")
+    if isinstance(msi, dict):
+        dev = _int(msi.get("device_id"))
+        if dev is not None and dev >= 0:
+            m.device_id = dev
+        m.extra["ms_profiler_info"] = msi
+    for k in ("cann_profiler_info", "analysis_cost_time"):
+        if info.get(k):
+            m.extra[k] = info[k]
+    return params
+
+
+def _window(ctx: ReadContext) -> tuple[int, int] | None:
+    m = WINDOW_DIR_RE.match(ctx.plan.root.parent.name)
+    if not m:
+        return None
+    ctx.meta.extra["dynamic_window"] = {"start_step": int(m.group(2)), "stop_step": int(m.group(3))}
+    return int(m.group(2)), int(m.group(3))
+
+
+def _log_stage(root: Path) -> str:
+    """How far the profiler got, from its own logs: started | stopped | analysed."""
+    stage = "none"
+    for log in sorted((root / "logs").glob("*.log")) if (root / "logs").is_dir() else []:
+        try:
+            text = log.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        if "start." in text and stage == "none":
+            stage = "started"
+        if "Profiler stop." in text and stage in ("none", "started"):
+            stage = "stopped"
+        if "analyse." in text or "TaskManager run flow" in text:
+            stage = "analysed"
+    return stage
+
+
+@register("mindspore")
+def read_mindspore(ctx: ReadContext) -> None:
+    from .msprof import EXPORT_DIR, MsprofState, _export_files, read_export
+    from .torch_npu_text import read_torch_npu_text
+
+    plan = ctx.plan
+    root = plan.root
+    out = root / OUTPUT_DIR
+    info = _read_profiler_info(ctx, root)
+    window = _window(ctx)
+    cpu = cpu_files([f for f in plan.files if f.parent == root / "FRAMEWORK"])
+    for f in plan.files:
+        rel = f.relative_to(root).parts
+        if rel[0] == "logs":
+            ctx.ignore(f, "MindSpore profiler log")
+    # host-CPU text files written by the framework itself (they survive an abnormal exit)
+    if "cpu_ms_memory_record" in cpu:
+        read_memory_record(ctx, cpu["cpu_ms_memory_record"])
+    if "cpu_op_type_info" in cpu:
+        read_op_type_info(ctx, cpu["cpu_op_type_info"])
+    if "cpu_op_detail_info" in cpu:
+        read_op_detail_info(ctx, cpu["cpu_op_detail_info"])
+    names = {f.name for f in plan.files if f.parent == out}
+    parsed = any(n in names for n in TEXT_MARKERS)
+    m = ctx.meta
+    if parsed:
+        for kind in ("cpu_op_execute_timestamp", "cpu_framework"):
+            if kind in cpu:
+                ctx.ignore(cpu[kind], "same CPU ops as trace_view.json, which was read")
+        read_torch_npu_text(ctx, op_processes=MS_OP_PROCESSES)
+        if "kernel_details.csv" not in names and "trace_view.json" in names:
+            cpu_comm_ops_from_trace(ctx, out / "trace_view.json")
+    else:
+        prof_exports = [p for p in sorted(root.glob(f"PROF_*/{EXPORT_DIR}")) if p.is_dir()]
+        stage = _log_stage(root)
+        if any(MS_DB_RE.match(n) for n in names):
+            m.missing.append("db export only (export_type=db): the MindSpore db is not read by this version; re-run with export_type=text")
+        if "cpu_op_execute_timestamp" in cpu:
+            write_cpu_ops_from_timestamps(ctx, cpu["cpu_op_execute_timestamp"], cpu.get("cpu_framework"))
+            m.status = "partial"
+            when = "after the profiler stopped but before analyse()" if stage == "stopped" else "before analyse()"
+            m.missing.append(
+                f"not analysed: the job ended {when}, so there is no ASCEND_PROFILER_OUTPUT/; the host CPU ops were "
+                f"read from the raw FRAMEWORK/ text files (no timeline of scopes, no steps)"
+            )
+        elif prof_exports:
+            st = MsprofState(ctx)
+            for exp in prof_exports:
+                read_export(ctx, st, _export_files(plan.files, exp))
+            m.status = "partial"
+            m.missing.append(
+                "MindSpore did not finish parsing (no ASCEND_PROFILER_OUTPUT/): CANN data read from "
+                "PROF_*/mindstudio_profiler_output/, without framework operators"
+            )
+        else:
+            m.status = "unparsed"
+            raw = [f for f in plan.files if f.relative_to(root).parts[0] == "FRAMEWORK" or f.relative_to(root).parts[0].startswith("PROF_")]
+            if raw:
+                m.missing.append(f"not parsed: this folder holds only raw FRAMEWORK/ or PROF_*/ data, no ASCEND_PROFILER_OUTPUT/; {OFFLINE_HINT}")
+            elif stage in ("none", "started"):
+                m.missing.append(
+                    "no profiling data: the job exited before the profiler stopped (only logs/ were written: no "
+                    "FRAMEWORK/ data and no ASCEND_PROFILER_OUTPUT/), so there is nothing to parse"
+                )
+            else:
+                m.missing.append("no profiling data: the folder holds no FRAMEWORK/ data and no ASCEND_PROFILER_OUTPUT/")
+    _fill_after(ctx, info, window, cpu, parsed)
+    for f in plan.files:
+        rel = f.relative_to(root).parts
+        if rel[0] == "FRAMEWORK":
+            ctx.ignore(f, f"raw MindSpore framework data; its parsed form is in {OUTPUT_DIR}/")
+        elif rel[0].startswith("PROF_"):
+            ctx.ignore(f, f"raw CANN data; its parsed form is in {OUTPUT_DIR}/")
+
+
+_NOT_FOR_MINDSPORE = (
+    "torch_npu.profiler",  # torch_npu's offline parser
+    "no rank found in profiler_info",  # torch_npu's rank sources
+    "no step ranges: the profiler ran",  # replaced by a MindSpore sentence
+    "no memory records in the export",  # replaced by a MindSpore sentence
+)
+_CPU_ONLY_COVERS = ("no kernel_details.csv", "no communication operations")
+
+
+def _tidy_sentences(ctx: ReadContext, cpu_only: bool) -> None:
+    """Drop the torch_npu reader's sentences that do not hold for MindSpore (its profiler_info
+    schema differs, it names torch_npu's offline parser) or that the CPU-only sentence covers."""
+    keep = []
+    for s in ctx.meta.missing:
+        if any(k in s for k in _NOT_FOR_MINDSPORE) or (cpu_only and s.startswith(_CPU_ONLY_COVERS)):
+            continue
+        if s not in keep:
+            keep.append(s)
+    ctx.meta.missing[:] = keep
+
+
+def _fill_after(ctx: ReadContext, info: dict[str, Any] | None, window: tuple[int, int] | None, cpu: dict[str, Path], parsed: bool) -> None:
+    m = ctx.meta
+    w = ctx.writer
+    params = _fill_info_meta(ctx, info)
+    if w.has("memory_samples"):
+        m.capabilities.add("memory")
+    if w.has("statistics"):
+        m.capabilities.add("statistics")
+    if w.has("operators"):
+        m.capabilities.add("operators")
+    if w.has("slices"):
+        m.capabilities.add("timeline")
+    if w.has("comm_ops"):
+        m.capabilities.add("communication")
+    if m.status == "unparsed":
+        return
+    acts = [str(a) for a in (params.get("activities") or [])]
+    cpu_only = not w.has("kernels") and not any("NPU" in a for a in acts)
+    _tidy_sentences(ctx, cpu_only)
+    if cpu_only:
+        comm = (
+            "collectives read from the CPU ops, without sizes or groups"
+            if w.has("comm_ops")
+            else "no collective ran in the window"
+        )
+        m.missing.append(f"CPU-only profile: no device kernels and no CANN data; {comm}")
+    if not w.has("steps"):
+        step_note = f" (this dynamic-profiling window covered steps {window[0]}-{window[1]})" if window else ""
+        m.missing.append(
+            "no step ranges: MindSpore writes step markers only for Ascend runs with a schedule / step()" + step_note
+        )
+    if "cpu_ms_memory_record" not in cpu and not w.has("memory_samples"):
+        m.missing.append("no memory records: profile_memory was off (or the job died before they were written)")
+    if info is None and m.status != "unparsed":
+        m.missing.append("no profiler_info file (MindSpore writes none on CPU): version and switches unknown")
+    if not parsed and "operators" not in m.capabilities:
+        m.missing.append("no framework operators")

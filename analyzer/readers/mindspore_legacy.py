@@ -1,0 +1,569 @@
+"""Legacy MindSpore profiler output (≤ 2.2, still written by 2.3/2.4): flat files suffixed with the
+rank in a ``profiler/`` folder (formats.md §2.3). One collection per rank suffix.
+
+| file | table(s) |
+|---|---|
+| ``output_timeline_data_{r}.txt`` (``op_name, stream_id, start_time(ms|us), duration(ms)``) | ``kernels``, ``slices``/``lanes`` (Ascend Hardware, one lane per stream); op type, task id, block dim and tensor info joined from ``framework_raw_{r}.csv`` by full op name |
+| ``aicpu_intermediate_{r}.csv`` (``run_start``/``run_end`` µs) | ``kernels`` and slices of the AI CPU lane |
+| ``ascend_timeline_display_{r}.json`` / ``timeline_display_{r}.json`` | read only when ``output_timeline_data`` is missing: its times are relative to the first op |
+| ``step_trace_raw_{r}_detail_time.csv`` (device **syscnt ticks**) | ``steps`` (ticks x 10 ns: the 100 MHz system counter of Ascend 910, or the ``hwts_frequency`` of a ``PROF_*`` info.json next to it) |
+| ``aicore_intermediate_{r}_type.csv`` (ms) | ``statistics`` kind ``op_statistic`` |
+| ``aicore_intermediate_{r}_detail.csv`` (ms, average per op) | ``statistics`` kind ``op_detail`` |
+| ``cpu_*_{r}`` host-CPU files | see mindspore_cpu |
+| ``operator_memory_{r}.csv`` (MB totals, KB sizes) | ``operator_memory`` |
+| ``profiler_info_{r}.json`` (legacy: ``rank_id`` string, ``rank_size``) | collection metadata |
+
+Times stay on the device clock the files use (``start_time(ms)`` of the device): these files carry
+no wall-clock reference, and the collection says so.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from ..errors import InputError
+from .base import ReadContext, register
+from .chrome_trace import TraceStream
+from .csvfile import CsvTable, read_csv, text_cell
+from .mindspore_cpu import CPU_FILE_RE, cpu_files, read_memory_record, read_op_detail_info, read_op_type_info, write_cpu_ops_from_timestamps
+
+# legacy flat files: {base}_{rank}[{tail}].{ext}
+LEGACY_FILE_RE = re.compile(
+    r"^(?P<base>aicore_intermediate|aicpu_intermediate|framework_raw|output_timeline_data|step_trace_raw|"
+    r"ascend_timeline_display|ascend_timeline_summary|timeline_display|timeline_summary|gpu_timeline_display|"
+    r"gpu_timeline_summary|flops|flops_summary|flops_scope|minddata_aicpu|minddata_cpu_utilization|"
+    r"minddata_pipeline_raw|minddata_pipeline_summary|pipeline_profiling|dataset_iterator_profiling|"
+    r"device_queue_profiling|output_op_compute_time|output_op_compute_time_detail|output_format_data_hwts|"
+    r"output_data_preprocess_aicpu|min_cycle_counter|dynamic_shape_info|parallel_strategy|operator_memory|"
+    r"hccl_raw|profiler_info|cpu_ms_memory_record|cpu_op_type_info|cpu_op_detail_info|cpu_op_execute_timestamp|"
+    r"cpu_framework|dataset|output_task_time)"
+    r"_(?P<rank>\d+)(?P<tail>_detail_time|_detail|_type)?\.(?P<ext>csv|txt|json)$"
+)
+# files that make a rank's folder a profile (the others only add to it)
+CORE_BASES = {
+    "aicore_intermediate", "framework_raw", "output_timeline_data", "step_trace_raw", "ascend_timeline_display",
+    "timeline_display", "cpu_op_execute_timestamp", "cpu_op_type_info", "aicpu_intermediate",
+}
+SYSCNT_HZ_DEFAULT = 100_000_000  # Ascend 910 system counter
+
+_NOT_INGESTED = {
+    "flops": "FLOPs per op are not ingested by this version",
+    "flops_summary": "FLOPs summary is not ingested by this version",
+    "flops_scope": "FLOPs per scope are not ingested by this version",
+    "minddata_aicpu": "data pipeline profiling is not ingested by this version",
+    "minddata_cpu_utilization": "data pipeline profiling is not ingested by this version",
+    "minddata_pipeline_raw": "data pipeline profiling is not ingested by this version",
+    "minddata_pipeline_summary": "data pipeline profiling is not ingested by this version",
+    "pipeline_profiling": "data pipeline profiling is not ingested by this version",
+    "dataset_iterator_profiling": "data pipeline profiling is not ingested by this version",
+    "device_queue_profiling": "data pipeline profiling is not ingested by this version",
+    "dataset": "data pipeline profiling is not ingested by this version",
+    "output_op_compute_time": "text rendering of aicore_intermediate (read instead)",
+    "output_op_compute_time_detail": "text rendering of aicore_intermediate (read instead)",
+    "output_format_data_hwts": "raw hardware task scheduler dump; output_timeline_data holds the same tasks",
+    "output_data_preprocess_aicpu": "text rendering of aicpu_intermediate (read instead)",
+    "output_task_time": "intermediate task list; output_timeline_data holds the same tasks",
+    "min_cycle_counter": "first syscnt of the device; not needed (times stay on the device clock)",
+    "dynamic_shape_info": "dynamic-shape operator list is not ingested by this version",
+    "parallel_strategy": "parallel strategy graph is not ingested by this version",
+    "hccl_raw": "legacy HCCL summary is not ingested by this version",
+    "ascend_timeline_summary": "summary of the timeline (counts only)",
+    "timeline_summary": "summary of the timeline (counts only)",
+    "gpu_timeline_summary": "summary of the timeline (counts only)",
+    "gpu_timeline_display": "GPU timeline of a MindSpore GPU run is not ingested by this version",
+}
+
+FRAMEWORK_COLS = {
+    "task": ("task_id",),
+    "stream": ("stream_id",),
+    "block": ("block_dim",),
+    "full": ("full_op_name", "full_kernel_name"),
+    "type": ("op_type", "kernel_type"),
+    "info": ("op_info",),
+}
+AICORE_TYPE_COLS = {
+    "type": ("op_type", "kernel_type"),
+    "total": ("total_time", "execution_time"),
+    "count": ("execution_frequency",),
+    "percent": ("percent",),
+}
+AICORE_DETAIL_COLS = {
+    "name": ("full_op_name", "full_kernel_name", "full_kernel_time"),
+    "time": ("task_duration", "execution_time"),
+    "count": ("execution_frequency",),
+    "type": ("task_type",),
+}
+AICPU_COLS = {
+    "type": ("kernel_type", "op_type"),
+    "total": ("total_time",),
+    "start": ("run_start",),
+    "end": ("run_end",),
+}
+STEP_RAW_COLS = {
+    "step": ("step_num",),
+    "start": ("start_point",),
+    "end": ("end_point",),
+}
+LEGACY_OPMEM_COLS = {
+    "name": ("Name",),
+    "size": ("Size(KB)",),
+    "alloc": ("Allocation Time(us)",),
+    "duration": ("Duration(us)",),
+    "a_alloc": ("Allocation Total Allocated(MB)",),
+    "a_res": ("Allocation Total Reserved(MB)",),
+    "r_alloc": ("Release Total Allocated(MB)",),
+    "r_res": ("Release Total Reserved(MB)",),
+    "device": ("Device",),
+}
+
+
+def legacy_groups(filenames: list[str]) -> dict[int, list[str]]:
+    """{rank: file names} of the legacy flat files in one folder; only ranks with a core file."""
+    by: dict[int, list[str]] = defaultdict(list)
+    core: set[int] = set()
+    for name in filenames:
+        m = LEGACY_FILE_RE.match(name)
+        if not m:
+            continue
+        base = m.group("base")
+        if base.startswith("aicore_intermediate"):
+            base = "aicore_intermediate"
+        r = int(m.group("rank"))
+        by[r].append(name)
+        if base in CORE_BASES:
+            core.add(r)
+    return {r: sorted(v) for r, v in sorted(by.items()) if r in core}
+
+
+def _kind(path: Path) -> str:
+    m = LEGACY_FILE_RE.match(path.name)
+    if not m:
+        return ""
+    base = m.group("base")
+    if base.startswith("aicore_intermediate"):
+        return "aicore_intermediate" + (m.group("tail") or "")
+    return base + ("_detail_time" if m.group("tail") == "_detail_time" else "")
+
+
+def _warn(outcome: Any, t: CsvTable) -> None:
+    for w in t.warnings:
+        outcome.warn(w)
+
+
+def _ms_text_ns(v: str | None, unit_ms: bool = True) -> int | None:
+    """An exact decimal ms (or µs) string to ns."""
+    s = text_cell(v)
+    if s is None:
+        return None
+    neg = s.startswith("-")
+    s = s.lstrip("+-")
+    if "e" in s.lower():
+        x = float(s) * (1e6 if unit_ms else 1e3)
+        return -round(x) if neg else round(x)
+    digits = 6 if unit_ms else 3
+    whole, _, frac = s.partition(".")
+    frac = (frac + "0" * 9)[: digits + 1]
+    ns = int(whole or "0") * 10**digits + int(frac[:digits]) + (1 if frac[digits] >= "5" else 0)
+    return -ns if neg else ns
+
+
+class LegacyState:
+    def __init__(self) -> None:
+        self.framework: dict[str, dict[str, Any]] = {}
+        self.next_kernel_id = 0
+        self.lanes: dict[tuple[str, str], int] = defaultdict(int)
+        self.steps: list[tuple[int, int, int]] = []
+        self.event_id = 0
+
+
+@register("mindspore_legacy")
+def read_mindspore_legacy(ctx: ReadContext) -> None:
+    files = {_kind(p): p for p in sorted(ctx.plan.files) if _kind(p)}
+    st = LegacyState()
+    m = ctx.meta
+    if "profiler_info" in files:
+        _read_info(ctx, files["profiler_info"])
+    if "framework_raw" in files:
+        _read_framework(ctx, st, files["framework_raw"])
+    hz = _syscnt_hz(ctx)
+    if "step_trace_raw_detail_time" in files:
+        _read_step_raw(ctx, st, files["step_trace_raw_detail_time"], hz)
+    timeline = files.get("output_timeline_data")
+    if timeline is not None:
+        _read_timeline_txt(ctx, st, timeline)
+        for k in ("ascend_timeline_display", "timeline_display"):
+            if k in files:
+                ctx.ignore(files[k], "same ops as output_timeline_data, with times relative to the first op; that file was read")
+    else:
+        disp = files.get("ascend_timeline_display") or files.get("timeline_display")
+        if disp is not None:
+            _read_display(ctx, st, disp)
+            m.missing.append("times are relative to the first op (no output_timeline_data file with device times)")
+    if "aicpu_intermediate" in files:
+        _read_aicpu(ctx, st, files["aicpu_intermediate"])
+    if "aicore_intermediate_type" in files:
+        _read_aicore_type(ctx, files["aicore_intermediate_type"])
+    if "aicore_intermediate_detail" in files:
+        _read_aicore_detail(ctx, files["aicore_intermediate_detail"])
+    if "operator_memory" in files:
+        _read_operator_memory(ctx, files["operator_memory"])
+    cpu = cpu_files(list(files.values()))
+    if "cpu_ms_memory_record" in cpu:
+        read_memory_record(ctx, cpu["cpu_ms_memory_record"])
+    if "cpu_op_type_info" in cpu:
+        read_op_type_info(ctx, cpu["cpu_op_type_info"])
+    if "cpu_op_detail_info" in cpu:
+        read_op_detail_info(ctx, cpu["cpu_op_detail_info"])
+    if "cpu_op_execute_timestamp" in cpu:
+        write_cpu_ops_from_timestamps(ctx, cpu["cpu_op_execute_timestamp"], cpu.get("cpu_framework"))
+    if st.lanes:
+        keys = sorted(st.lanes)
+        ctx.write(
+            "lanes",
+            {
+                "pid": [k[0] for k in keys], "tid": [k[1] for k in keys], "process": [k[0] for k in keys],
+                "lane": [f"Stream {k[1]}" if k[0] == "Ascend Hardware" else k[0] for k in keys],
+                "lane_group": ["device"] * len(keys), "n_slices": [st.lanes[k] for k in keys],
+            },
+        )
+    for p in ctx.plan.files:
+        k = _kind(p)
+        base = k.replace("_detail_time", "")
+        ctx.ignore(p, _NOT_INGESTED.get(base, "not a file this version ingests"))
+    _meta(ctx, files, hz)
+
+
+def _read_info(ctx: ReadContext, path: Path) -> None:
+    with ctx.reading(path, "legacy profiler_info.json"):
+        try:
+            info = json.loads(path.read_text(encoding="utf-8", errors="replace") or "null")
+        except ValueError as exc:
+            raise InputError(str(path), f"not valid JSON (profiler_info): {exc}") from exc
+        if not isinstance(info, dict):
+            raise InputError(str(path), "not a profiler_info file: the JSON is not an object")
+        m = ctx.meta
+        if isinstance(info.get("rank_size"), int):
+            m.world_size = info["rank_size"]
+        m.config = {k: info.get(k) for k in ("context_mode", "parallel_mode", "stage_num", "graph_ids") if k in info}
+        m.extra["profiler_info"] = info
+
+
+def _syscnt_hz(ctx: ReadContext) -> int:
+    """hwts_frequency (MHz) of a PROF_*/device_*/info.json next to the flat files, else 100 MHz."""
+    d = ctx.plan.root
+    for info_path in sorted(d.glob("PROF_*/device_*/info.json.*")):
+        if info_path.name.endswith(".done"):
+            continue
+        try:
+            info = json.loads(info_path.read_text(encoding="utf-8", errors="replace"))
+        except (OSError, ValueError):
+            continue
+        devs = info.get("DeviceInfo") if isinstance(info, dict) else None
+        if isinstance(devs, list) and devs and isinstance(devs[0], dict):
+            try:
+                return int(float(devs[0].get("hwts_frequency")) * 1_000_000)
+            except (TypeError, ValueError):
+                continue
+    return SYSCNT_HZ_DEFAULT
+
+
+def _read_framework(ctx: ReadContext, st: LegacyState, path: Path) -> None:
+    with ctx.reading(path, "framework_raw") as outcome:
+        t = read_csv(path, "framework_raw", FRAMEWORK_COLS, required=("full",))
+        _warn(outcome, t)
+        for full, typ, task, stream, block, info in zip(
+            t.text("full"), t.text("type"), t.ints("task"), t.ints("stream"), t.ints("block"), t.get("info")
+        ):
+            if full is None or full in st.framework:
+                continue
+            rec: dict[str, Any] = {"type": typ, "task": task, "stream": stream, "block": block}
+            try:
+                oi = json.loads(info) if info else {}
+            except ValueError:
+                oi = {}
+            if isinstance(oi, dict):
+                for side in ("input", "output"):
+                    ts = [v for k, v in sorted(oi.items(), key=lambda kv: _port(kv[0])) if k.startswith(side + "_") and isinstance(v, dict)]
+                    if ts:
+                        rec[f"{side}_shapes"] = ";".join(_shape(v.get("shape")) for v in ts)
+                        rec[f"{side}_dtypes"] = ";".join(str(v.get("data_type", "")) for v in ts)
+                        rec[f"{side}_formats"] = ";".join(str(v.get("format", "")) for v in ts)
+            st.framework[full] = rec
+        outcome.rows = len(st.framework)
+
+
+def _port(key: str) -> int:
+    try:
+        return int(key.rsplit("_", 1)[1])
+    except (IndexError, ValueError):
+        return 0
+
+
+def _shape(v: Any) -> str:
+    if isinstance(v, list):
+        return ",".join(str(x) for x in v)
+    return "" if v is None else str(v)
+
+
+def _read_step_raw(ctx: ReadContext, st: LegacyState, path: Path, hz: int) -> None:
+    with ctx.reading(path, "step_trace_raw") as outcome:
+        t = read_csv(path, "step_trace_raw", STEP_RAW_COLS, required=("step", "start", "end"))
+        _warn(outcome, t)
+        rows: dict[str, list[Any]] = {"step": [], "start_ns": [], "end_ns": [], "dur_ns": [], "source": []}
+        for s, a, b in zip(t.ints("step"), t.ints("start"), t.ints("end")):
+            if s is None or a is None or b is None or s == 0:  # the last row (step 0) is the average
+                continue
+            a_ns = a * 1_000_000_000 // hz
+            b_ns = b * 1_000_000_000 // hz
+            rows["step"].append(s)
+            rows["start_ns"].append(a_ns)
+            rows["end_ns"].append(b_ns)
+            rows["dur_ns"].append(b_ns - a_ns)
+            rows["source"].append("step_trace_raw")
+            st.steps.append((s, a_ns, b_ns))
+        outcome.rows = ctx.write("steps", rows)
+
+
+def _step_of(st: LegacyState, ts: int | None) -> int | None:
+    if ts is None:
+        return None
+    for s, a, b in st.steps:
+        if a <= ts < b:
+            return s
+    return None
+
+
+def _read_timeline_txt(ctx: ReadContext, st: LegacyState, path: Path) -> None:
+    with ctx.reading(path, "output_timeline_data") as outcome:
+        try:
+            lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+        except OSError as exc:
+            raise InputError(str(path), f"cannot read output_timeline_data: {exc.strerror or exc}") from exc
+        if not lines or not lines[0].strip():
+            raise InputError(str(path), "empty file: no op timeline")
+        header = [h.strip().lower() for h in lines[0].split(",")]
+        if len(header) < 4 or not header[0].startswith("op_name"):
+            raise InputError(str(path), f"not an output_timeline_data file: header {lines[0][:80]!r}")
+        start_ms = "(ms)" in header[2]
+        rows: dict[str, list[Any]] = defaultdict(list)
+        bad = 0
+        for line in lines[1:]:
+            parts = [p.strip() for p in line.split(",")]
+            if len(parts) < 4 or not parts[0]:
+                if line.strip():
+                    bad += 1
+                continue
+            name, stream, start, dur = parts[0], parts[1], parts[2], parts[3]
+            try:
+                ts = _ms_text_ns(start, unit_ms=start_ms)
+                d = _ms_text_ns(dur, unit_ms=True)
+            except ValueError:
+                bad += 1
+                continue
+            fw = st.framework.get(name, {})
+            rows["name"].append(name)
+            rows["op_type"].append(fw.get("type"))
+            rows["stream_id"].append(int(stream) if stream.isdigit() else fw.get("stream"))
+            rows["task_id"].append(fw.get("task"))
+            rows["block_dim"].append(fw.get("block"))
+            for k in ("input_shapes", "input_dtypes", "input_formats", "output_shapes", "output_dtypes", "output_formats"):
+                rows[k].append(fw.get(k))
+            rows["ts_ns"].append(ts)
+            rows["dur_ns"].append(d)
+        if bad:
+            outcome.warn(f"{bad} malformed line(s) skipped")
+        outcome.rows = _write_device_tasks(ctx, st, rows, core_type="AI_CORE", process="Ascend Hardware")
+        unknown = sum(1 for t in rows["op_type"] if t is None)
+        if unknown and st.framework:
+            outcome.warn(f"{unknown} op(s) not found in framework_raw: no op type / shapes for them")
+
+
+def _write_device_tasks(ctx: ReadContext, st: LegacyState, rows: dict[str, list[Any]], core_type: str, process: str) -> int:
+    n = len(rows["name"])
+    if n == 0:
+        return 0
+    first = st.next_kernel_id
+    st.next_kernel_id += n
+    kernels = dict(rows)
+    kernels["kernel_id"] = list(range(first, first + n))
+    kernels["core_type"] = [core_type] * n
+    kernels["is_communication"] = [(nm or "").rsplit("/", 1)[-1].lower().startswith(("allreduce", "allgather", "reducescatter", "broadcast", "hcom")) for nm in rows["name"]]
+    kernels["step"] = [_step_of(st, t) for t in rows["ts_ns"]]
+    written = ctx.write("kernels", kernels)
+    tids = [str(s) if s is not None and process == "Ascend Hardware" else "0" for s in rows.get("stream_id", [None] * n)]
+    args = []
+    for i in range(n):
+        a = {k: rows[k][i] for k in ("op_type", "task_id", "block_dim", "input_shapes") if k in rows and rows[k][i] is not None}
+        args.append(json.dumps(a) if a else None)
+    ctx.write(
+        "slices",
+        {
+            "pid": [process] * n, "tid": tids, "name": rows["name"], "category": [core_type] * n,
+            "ts_ns": rows["ts_ns"], "dur_ns": rows["dur_ns"], "event_id": list(range(st.event_id, st.event_id + n)),
+            "args": args,
+        },
+    )
+    st.event_id += n
+    for t in tids:
+        st.lanes[(process, t)] += 1
+    return written
+
+
+def _read_aicpu(ctx: ReadContext, st: LegacyState, path: Path) -> None:
+    with ctx.reading(path, "aicpu_intermediate") as outcome:
+        t = read_csv(path, "aicpu_intermediate", AICPU_COLS, required=("type", "start", "end"))
+        _warn(outcome, t)
+        rows: dict[str, list[Any]] = defaultdict(list)
+        for name, a, b in zip(t.text("type"), t.get("start"), t.get("end")):
+            ts = _ms_text_ns(a, unit_ms=False)
+            te = _ms_text_ns(b, unit_ms=False)
+            if ts is None or te is None:
+                continue
+            rows["name"].append(name)
+            rows["op_type"].append(name)
+            rows["stream_id"].append(None)
+            rows["ts_ns"].append(ts)
+            rows["dur_ns"].append(te - ts)
+        outcome.rows = _write_device_tasks(ctx, st, rows, core_type="AI_CPU", process="AI CPU")
+
+
+def _read_display(ctx: ReadContext, st: LegacyState, path: Path) -> None:
+    """ascend_timeline_display: device ops (pid 1, tid = stream) and AI CPU ops (pid 9000), relative µs."""
+    with ctx.reading(path, "ascend_timeline_display") as outcome:
+        ts_stream = TraceStream(path)
+        rows: dict[str, list[Any]] = defaultdict(list)
+        cpu_rows: dict[str, list[Any]] = defaultdict(list)
+        from .chrome_trace import times_ns
+
+        for events in ts_stream.blocks():
+            xs = [e for e in events if e.ph == "X"]
+            t0 = times_ns([e.ts for e in xs]).to_pylist()
+            d0 = times_ns([e.dur if e.dur is not None else 0.0 for e in xs]).to_pylist()
+            for e, a, d in zip(xs, t0, d0):
+                try:
+                    args = json.loads(bytes(e.args)) if len(e.args) else {}
+                except ValueError:
+                    args = {}
+                full = args.get("fullname") if isinstance(args, dict) else None
+                fw = st.framework.get(full or "", {})
+                target = rows if str(e.pid) == "1" else cpu_rows
+                target["name"].append(full or e.name)
+                target["op_type"].append((args.get("type") if isinstance(args, dict) else None) or fw.get("type"))
+                sid = str(e.tid) if e.tid is not None else ""
+                target["stream_id"].append(int(sid) if sid.isdigit() else None)
+                target["task_id"].append(fw.get("task"))
+                target["block_dim"].append(fw.get("block"))
+                for k in ("input_shapes", "input_dtypes", "input_formats", "output_shapes", "output_dtypes", "output_formats"):
+                    target[k].append(fw.get(k))
+                target["ts_ns"].append(a)
+                target["dur_ns"].append(d)
+        for w in ts_stream.warnings:
+            outcome.warn(w)
+        outcome.rows = _write_device_tasks(ctx, st, rows, core_type="AI_CORE", process="Ascend Hardware")
+        outcome.rows += _write_device_tasks(ctx, st, cpu_rows, core_type="AI_CPU", process="AI CPU")
+
+
+def _read_aicore_type(ctx: ReadContext, path: Path) -> None:
+    with ctx.reading(path, "aicore_intermediate_type") as outcome:
+        t = read_csv(path, "aicore_intermediate_type", AICORE_TYPE_COLS, required=("type", "total"))
+        _warn(outcome, t)
+        outcome.rows = ctx.write(
+            "statistics",
+            {
+                "kind": ["op_statistic"] * t.n_rows,
+                "name": t.text("type"),
+                "core_type": ["AI_CORE"] * t.n_rows,
+                "count": t.ints("count"),
+                "total_ns": [_ms_text_ns(v) for v in t.get("total")],
+                "ratio_pct": t.floats("percent"),
+            },
+        )
+
+
+def _read_aicore_detail(ctx: ReadContext, path: Path) -> None:
+    with ctx.reading(path, "aicore_intermediate_detail") as outcome:
+        t = read_csv(path, "aicore_intermediate_detail", AICORE_DETAIL_COLS, required=("name", "time"))
+        _warn(outcome, t)
+        outcome.rows = ctx.write(
+            "statistics",
+            {
+                "kind": ["op_detail"] * t.n_rows,
+                "name": t.text("name"),
+                "core_type": t.text("type"),
+                "count": t.ints("count"),
+                "avg_ns": [_ms_text_ns(v) for v in t.get("time")],
+            },
+        )
+
+
+def _read_operator_memory(ctx: ReadContext, path: Path) -> None:
+    with ctx.reading(path, "operator_memory") as outcome:
+        t = read_csv(path, "operator_memory", LEGACY_OPMEM_COLS, required=("name", "size", "alloc"))
+        _warn(outcome, t)
+        alloc = t.ns_from_us("alloc")
+        dur = t.ns_from_us("duration")
+
+        def mb(key: str) -> list[int | None]:
+            return [None if v is None else round(v * 1024 * 1024) for v in t.floats(key)]
+
+        outcome.rows = ctx.write(
+            "operator_memory",
+            {
+                "name": t.text("name"),
+                "size_bytes": [None if v is None else round(v * 1024) for v in t.floats("size")],
+                "alloc_ns": alloc,
+                "release_ns": [a + d if a is not None and d is not None else None for a, d in zip(alloc, dur)],
+                "duration_ns": dur,
+                "alloc_allocated_bytes": mb("a_alloc"),
+                "alloc_reserved_bytes": mb("a_res"),
+                "release_allocated_bytes": mb("r_alloc"),
+                "release_reserved_bytes": mb("r_res"),
+                "device": t.text("device"),
+            },
+        )
+
+
+def _meta(ctx: ReadContext, files: dict[str, Path], hz: int) -> None:
+    m = ctx.meta
+    w = ctx.writer
+    m.producer_version = m.producer_version or "MindSpore <= 2.2 (legacy profiler files)"
+    for table, cap in (
+        ("kernels", "kernels"), ("steps", "steps"), ("statistics", "statistics"), ("slices", "timeline"),
+        ("memory_samples", "memory"), ("operator_memory", "operator_memory"), ("operators", "operators"),
+    ):
+        if w.has(table):
+            m.capabilities.add(cap)
+    if any(k in files for k in ("input_shapes",)) or "framework_raw" in files:
+        m.capabilities.add("shapes")
+    m.missing.append("times are on the device clock (the legacy files carry no wall-clock reference)")
+    if w.has("steps"):
+        m.extra["syscnt_hz"] = hz
+        if hz == SYSCNT_HZ_DEFAULT:
+            m.missing.append("step times assume the 100 MHz system counter of Ascend 910 (no info.json with hwts_frequency found)")
+    else:
+        m.missing.append("no step ranges: no step_trace_raw file")
+    m.missing.append("no communication operations or matrix: legacy hccl files are not ingested by this version")
+    if not w.has("operators"):
+        m.missing.append("no host operators: the legacy files hold device ops only")
+    if not w.has("memory_samples"):
+        m.missing.append("no memory records in the legacy files")
+
+
+_EXTRAS = {
+    re.compile(r"^step_trace_point_info\.json$"): "names of the ops that start and end a step; not needed (steps come from step_trace_raw)",
+    re.compile(r"^ascend_cluster_analyse_.*\.csv$"): "legacy cluster step summary (no per-rank rows); not ingested by this version",
+}
+
+
+def legacy_extras(filenames: list[str]) -> dict[str, str]:
+    """Files without a rank suffix that sit next to legacy flat files: {name: why not ingested}."""
+    out = {}
+    for name in filenames:
+        for rx, why in _EXTRAS.items():
+            if rx.match(name):
+                out[name] = why
+    return out
