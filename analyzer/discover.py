@@ -3,7 +3,8 @@
 Detection is by structure (formats.md §0, §7.1): ``*_ascend_pt`` folders (torch_npu text or db
 export), Kineto chrome traces (by content, any name ending .json / .json.gz), our collector's
 ``rank_{id}/`` folders with their sidecar (``rankscope_window.json``) and step scalars
-(``rankscope_scalars.jsonl``). Everything else is listed as ignored, with the reason.
+(``rankscope_scalars.jsonl``), MindSpore ``*_ascend_ms`` folders and legacy flat ``*_{rank}`` files,
+msprof ``PROF_*`` folders. Everything else is listed as ignored, with the reason.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .readers import torch_npu_common
+from .readers import mindspore, mindspore_legacy, msprof, torch_npu_common
 from .readers.base import CollectionPlan
 from .readers.kineto import classify_json, peek_rank
 
@@ -95,12 +96,19 @@ def discover(root: Path, run: str) -> Discovery:
     disc = Discovery(root)
     sidecars: dict[Path, dict[str, Any]] = {}
     npu_dirs: list[Path] = []
+    ms_dirs: list[Path] = []
+    prof_dirs: list[Path] = []
+    legacy_sets: list[tuple[Path, int, list[Path]]] = []  # (folder, rank suffix, files)
     kineto_files: list[Path] = []
     scalar_files: list[Path] = []
 
     walk: Iterable[tuple[Path, list[str], list[str]]]
     if root.is_file():
         walk = [(root.parent, [], [root.name])]
+        root = root.parent
+        disc.root = root
+    elif root.name.endswith("_ascend_ms") or _PROF_DIR.match(root.name):
+        walk = [(root.parent, [root.name], [])]  # the producer folder itself was given
         root = root.parent
         disc.root = root
     else:
@@ -115,15 +123,25 @@ def discover(root: Path, run: str) -> Discovery:
                     disc.ignored.append((f, "operator-argument dump for AOE (record_op_args), not profiling data"))
             elif dn.endswith("_ascend_pt"):
                 npu_dirs.append(full)
-            elif dn.endswith("_ascend_ms") or _PROF_DIR.match(dn):
-                kind = "MindSpore" if dn.endswith("_ascend_ms") else "msprof PROF_*"
-                for f in _all_files(full):
-                    disc.ignored.append((f, f"{kind} output is not supported by this version of rankscope"))
+            elif dn.endswith("_ascend_ms"):
+                ms_dirs.append(full)
+            elif _PROF_DIR.match(dn):
+                prof_dirs.append(full)
             else:
                 keep.append(dn)
         dirnames[:] = keep
+        legacy = mindspore_legacy.legacy_groups(list(filenames))  # MindSpore <= 2.2 flat *_{rank} files
+        claimed = {n for names in legacy.values() for n in names}
+        for r, names in legacy.items():
+            legacy_sets.append((dirpath, r, [dirpath / n for n in names]))
+        if legacy:
+            for n, why in mindspore_legacy.legacy_extras(list(filenames)).items():
+                claimed.add(n)
+                disc.ignored.append((dirpath / n, why))
         for fn in sorted(filenames):
             f = dirpath / fn
+            if fn in claimed:
+                continue
             if fn == SIDECAR_NAME:
                 sc = _load_sidecar(f)
                 if sc is None:
@@ -160,6 +178,7 @@ def discover(root: Path, run: str) -> Discovery:
             sidecar=sc[1] if sc else None,
         )
         disc.plans.append(plan)
+    _mindspore_and_msprof(disc, root, run, sidecars, ms_dirs, prof_dirs, legacy_sets)
     # Kineto traces: the files under one collector window form one collection; elsewhere each
     # file is its own collection (repeat cycles and ranks are kept apart)
     grouped: dict[Path, list[Path]] = {}
@@ -222,7 +241,7 @@ def _worker_key(plan: CollectionPlan) -> tuple[str, str]:
     files ``{worker}.{timestamp}.pt.trace.json`` (worker = hostname_pid), torch_npu folders
     ``{worker}_{timestamp}_ascend_pt``."""
     name = plan.root.name
-    if name.endswith("_ascend_pt"):
+    if name.endswith(("_ascend_pt", "_ascend_ms")):
         worker = name.rsplit("_", 3)[0]
     else:
         worker = name.split(".")[0]
@@ -251,3 +270,52 @@ def _resolve_unknown_ranks(disc: Discovery) -> None:
                 f"no rank found (no rank_{{id}} folder, sidecar or producer metadata): numbered {nxt} in discovery order"
             )
         nxt += 1
+
+
+def _mindspore_and_msprof(
+    disc: Discovery,
+    root: Path,
+    run: str,
+    sidecars: dict[Path, dict[str, Any]],
+    ms_dirs: list[Path],
+    prof_dirs: list[Path],
+    legacy_sets: list[tuple[Path, int, list[Path]]],
+) -> None:
+    """Plans for MindSpore ``*_ascend_ms`` folders, legacy flat MindSpore files and msprof ``PROF_*``
+    folders. A 2.3/2.4 ``profiler/`` folder holds the same rank three ways (``rank-{r}_*_ascend_ms``,
+    legacy ``*_{r}`` files, the raw ``PROF_*``): the ``*_ascend_ms`` folder is read, the others are
+    listed as ignored with the reason."""
+
+    def plan(producer: str, d: Path, files: list[Path], rank: int | None, source: str | None, rel: str | None = None) -> CollectionPlan:
+        sc = _nearest_sidecar(root, d, sidecars)
+        rank, source = _prefer_collector_rank(root, d, sc, rank, source)
+        rel = rel or _rel(root, d)
+        return CollectionPlan(collection_id(run, rel), run, producer, d, rel, files, rank, source, sc[1] if sc else None)
+
+    ms_ranks: dict[Path, set[int | None]] = {}
+    for d in ms_dirs:
+        rank, source = mindspore.resolve_rank(d)
+        p = plan("mindspore", d, _all_files(d), rank, source)
+        ms_ranks.setdefault(d.parent, set()).add(p.rank)
+        disc.plans.append(p)
+    for folder, r, files in legacy_sets:
+        if r in ms_ranks.get(folder, set()):
+            for f in files:
+                disc.ignored.append((f, f"legacy copy of rank {r}'s data; the *_ascend_ms folder next to it was read"))
+            continue
+        rel = f"{_rel(root, folder)}#rank{r}"  # one folder holds several ranks: one collection per suffix
+        disc.plans.append(plan("mindspore_legacy", folder, files, r, "file_suffix", rel))
+    unranked: list[CollectionPlan] = []
+    for d in prof_dirs:
+        ident = msprof.prof_identity(d)
+        if d.parent in ms_ranks and (ident.rank is None or ident.rank in ms_ranks[d.parent]):
+            for f in _all_files(d):
+                disc.ignored.append((f, "raw CANN data of the MindSpore run; the *_ascend_ms folder next to it was read"))
+            continue
+        p = plan("msprof", d, _all_files(d), ident.rank, "PROF_info" if ident.rank is not None else None)
+        p.hints["msprof"] = {"hostname": ident.hostname, "device_ids": ident.device_ids}
+        if p.rank is None:
+            unranked.append(p)
+        disc.plans.append(p)
+    if len(unranked) > 1:  # several msprof folders and no rank_id: msprof-analyze's (host, device) order
+        msprof.order_unranked([p for p in disc.plans if p.producer == "msprof"])
