@@ -313,6 +313,11 @@ def ingest(
     return report
 
 
+def _init_worker(threads: int) -> None:
+    """Pool worker start: share the cores between the workers (DuckDB / Arrow threads per reader)."""
+    os.environ["RANKSCOPE_READER_THREADS"] = str(threads)
+
+
 def _read_all(
     plans: list[CollectionPlan], store_path: str, run_root: str, workers: int | None, notify: Callable[[str, Any], None]
 ) -> list[CollectionResult]:
@@ -331,7 +336,8 @@ def _read_all(
     ctx.set_forkserver_preload(["analyzer.ingest"])
     # largest collections first so the pool is not left waiting on one big rank at the end
     order = sorted(plans, key=lambda p: -sum((_stat(f) or (0, 0))[0] for f in p.files))
-    with ProcessPoolExecutor(max_workers=n, mp_context=ctx) as pool:
+    threads = max(1, (os.cpu_count() or 1) // n)
+    with ProcessPoolExecutor(max_workers=n, mp_context=ctx, initializer=_init_worker, initargs=(threads,)) as pool:
         futs = []
         for p in order:
             notify("start", p)
