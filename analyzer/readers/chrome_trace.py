@@ -16,6 +16,7 @@ import gzip
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from operator import attrgetter
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -260,6 +261,18 @@ class TraceStream:
 
 
 # -- column helpers ------------------------------------------------------------------------------
+#
+# These turn a block of decoded events into Arrow columns with as little per-event Python as
+# possible: one C-level ``map(attrgetter(...))`` per field, then vectorised Arrow / numpy work.
+# Filtering into tables (slices, operators, ...) is done on the columns with Arrow masks.
+
+_FIELDS = ("ph", "name", "cat", "pid", "tid", "ts", "dur", "id", "args")
+GET = {f: attrgetter(f) for f in _FIELDS}
+
+
+def field_values(events: list[Event], name: str) -> list[Any]:
+    """The values of one field of every event, as a list (C-level loop)."""
+    return list(map(GET[name], events))
 
 
 def id_text(v: int | str | None) -> str | None:
@@ -268,15 +281,33 @@ def id_text(v: int | str | None) -> str | None:
     return v if isinstance(v, str) else str(v)
 
 
+def id_column(values: list[int | str | None]) -> pa.Array:
+    """pid / tid values (numbers and strings mixed, as Kineto writes them) as text."""
+    if None in values:
+        return pa.array([id_text(v) for v in values], type=pa.string())
+    return pa.array(list(map(str, values)), type=pa.string())
+
+
 def times_ns(values: list[float | str | None], base_ns: int = 0) -> pa.Array:
-    """Event ts/dur values (float µs or exact µs strings) to int64 ns."""
+    """Event ts/dur values (float µs or exact µs strings) to int64 ns; ``None`` stays null."""
     if not values:
         return pa.array([], type=pa.int64())
-    if all(type(v) is float or type(v) is int for v in values):
-        arr = us_array_to_ns(np.asarray(values, dtype=np.float64))
+    try:
+        fa = pa.array(values, type=pa.float64())  # floats, ints and None; a string raises
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError):
+        return _mixed_times_ns(values, base_ns)
+    if fa.null_count:
+        arr = us_array_to_ns(fa.fill_null(0.0).to_numpy())
         if base_ns:
-            arr = arr + base_ns
-        return pa.array(arr, type=pa.int64())
+            arr += base_ns
+        return pa.array(arr, type=pa.int64(), mask=fa.is_null().to_numpy(zero_copy_only=False))
+    arr = us_array_to_ns(fa.to_numpy())
+    if base_ns:
+        arr += base_ns
+    return pa.array(arr, type=pa.int64())
+
+
+def _mixed_times_ns(values: list[float | str | None], base_ns: int) -> pa.Array:
     out: list[int | None] = []
     for v in values:
         if v is None:
@@ -289,21 +320,91 @@ def times_ns(values: list[float | str | None], base_ns: int = 0) -> pa.Array:
     return pa.array(out, type=pa.int64())
 
 
+def durations_ns(values: list[float | str | None]) -> pa.Array:
+    """Event durations to int64 ns; an absent duration (instant events) is 0."""
+    try:
+        fa = pa.array(values, type=pa.float64())
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError):
+        return _mixed_times_ns([0.0 if v is None else v for v in values], 0)
+    if fa.null_count:
+        fa = fa.fill_null(0.0)
+    return pa.array(us_array_to_ns(fa.to_numpy()), type=pa.int64())
+
+
+def raw_text_array(raws: list[Any]) -> pa.Array:
+    """Raw JSON pieces (``msgspec.Raw`` / bytes; empty = absent) as one string array, without a
+    Python string per value: the bytes are joined once and the offsets computed with numpy."""
+    n = len(raws)
+    if n == 0:
+        return pa.array([], type=pa.string())
+    lens = np.fromiter(map(len, raws), dtype=np.int64, count=n)
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(lens, out=offsets[1:])
+    data = b"".join(raws)
+    present = lens > 0
+    validity = None if present.all() else pa.array(present).buffers()[1]
+    arr = pa.Array.from_buffers(pa.large_string(), n, [validity, pa.py_buffer(offsets), pa.py_buffer(data)])
+    try:
+        arr.validate(full=True)  # valid UTF-8
+    except pa.ArrowInvalid:
+        return pa.array([bytes(r).decode("utf-8", "replace") if len(r) else None for r in raws], type=pa.string())
+    return arr.cast(pa.string())
+
+
 def raw_json_column(events: list[Event]) -> pa.Array:
-    raw = [bytes(e.args) if len(e.args) else None for e in events]
-    return pa.array(raw, type=pa.binary()).cast(pa.string())
+    return raw_text_array(field_values(events, "args"))
+
+
+@dataclass
+class EventColumns:
+    """The fields of a block of events as Arrow arrays (one entry per event, in file order)."""
+
+    ph: pa.Array
+    name: pa.Array
+    cat: pa.Array
+    pid: pa.Array
+    tid: pa.Array
+    ts_ns: pa.Array
+    dur_ns: pa.Array
+    args: pa.Array
+    event_id: pa.Array
+
+    @classmethod
+    def of(cls, events: list[Event], first_event_id: int = 0, base_ns: int = 0) -> EventColumns:
+        n = len(events)
+        return cls(
+            ph=pa.array(field_values(events, "ph"), type=pa.string()),
+            name=pa.array(field_values(events, "name"), type=pa.string()),
+            cat=pa.array(field_values(events, "cat"), type=pa.string()),
+            pid=id_column(field_values(events, "pid")),
+            tid=id_column(field_values(events, "tid")),
+            ts_ns=times_ns(field_values(events, "ts"), base_ns),
+            dur_ns=durations_ns(field_values(events, "dur")),
+            args=raw_json_column(events),
+            event_id=pa.array(np.arange(first_event_id, first_event_id + n, dtype=np.int64)),
+        )
+
+    def slices(self, mask: pa.Array | None = None) -> dict[str, pa.Array]:
+        """Columns of the slices table (for the rows where ``mask`` is true)."""
+        cols = {
+            "pid": self.pid, "tid": self.tid, "name": self.name, "category": self.cat,
+            "ts_ns": self.ts_ns, "dur_ns": self.dur_ns, "event_id": self.event_id, "args": self.args,
+        }
+        if mask is None:
+            return cols
+        return {k: v.filter(mask) for k, v in cols.items()}
 
 
 def slice_columns(events: list[Event], first_event_id: int, event_ids: list[int], base_ns: int) -> dict[str, Any]:
     """Columns of the slices table for X / i events."""
     return {
-        "pid": pa.array([id_text(e.pid) for e in events], type=pa.string()),
-        "tid": pa.array([id_text(e.tid) for e in events], type=pa.string()),
-        "name": pa.array([e.name for e in events], type=pa.string()),
-        "category": pa.array([e.cat for e in events], type=pa.string()),
-        "ts_ns": times_ns([e.ts for e in events], base_ns),
-        "dur_ns": times_ns([e.dur if e.dur is not None else 0.0 for e in events]),
-        "event_id": pa.array([first_event_id + i for i in event_ids], type=pa.int64()),
+        "pid": id_column(field_values(events, "pid")),
+        "tid": id_column(field_values(events, "tid")),
+        "name": pa.array(field_values(events, "name"), type=pa.string()),
+        "category": pa.array(field_values(events, "cat"), type=pa.string()),
+        "ts_ns": times_ns(field_values(events, "ts"), base_ns),
+        "dur_ns": durations_ns(field_values(events, "dur")),
+        "event_id": pa.array(np.asarray(event_ids, dtype=np.int64) + first_event_id, type=pa.int64()),
         "args": raw_json_column(events),
     }
 

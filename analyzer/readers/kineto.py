@@ -18,8 +18,10 @@ DuckDB pass at the end, so memory stays bounded by the block size.
 
 from __future__ import annotations
 
+import os
 import re
 from collections import Counter
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
@@ -27,13 +29,24 @@ import duckdb
 import msgspec
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from .. import schema
 from ..errors import InputError
 from ..factwriter import conform
-from .base import ReadContext, register
-from .chrome_trace import NO_RAW, Event, LaneInfo, TraceStream, id_text, slice_columns, times_ns
+from .base import ReadContext, reader_threads, register
+from .chrome_trace import (
+    NO_RAW,
+    Event,
+    EventColumns,
+    LaneInfo,
+    TraceStream,
+    field_values,
+    id_text,
+    raw_text_array,
+    times_ns,
+)
 from .comm_names import P2P_TYPES, dtype_size, is_comm_annotation, normalize_op_type
 
 OP_CATS = {"cpu_op", "user_annotation", "Operator"}
@@ -84,6 +97,37 @@ _KERNEL_DEC = msgspec.json.Decoder(KernelArgs)
 _MEM_DEC = msgspec.json.Decoder(MemArgs)
 _ANY = msgspec.json.Decoder()
 
+_OPS_DEC = msgspec.json.Decoder(list[OpArgs | None])
+_MEMS_DEC = msgspec.json.Decoder(list[MemArgs | None])
+_NO_OP_ARGS = OpArgs()
+_GET_DIMS = attrgetter("input_dims")
+_GET_TYPES = attrgetter("input_type")
+_GET_STACK = attrgetter("call_stack")
+_GET_SEQ = attrgetter("seq")
+_OP_CATS = pa.array(sorted(OP_CATS), pa.string())
+_KERNEL_CATS = pa.array(sorted(KERNEL_CATS), pa.string())
+
+
+def _where(mask: pa.Array) -> np.ndarray:
+    """Positions where a boolean Arrow array is true (nulls count as false)."""
+    return np.flatnonzero(mask.to_numpy(zero_copy_only=False) == True)  # noqa: E712 - None -> False
+
+
+def _decode_many(many: msgspec.json.Decoder, one: msgspec.json.Decoder, raws: list[msgspec.Raw]) -> list[Any]:
+    """Decode many raw ``args`` objects in one call (an absent one decodes to None); if the batch
+    does not decode (one object with an unexpected type), fall back to one by one."""
+    if not raws:
+        return []
+    if all(map(len, raws)):
+        joined = b",".join(raws)
+    else:
+        joined = b",".join([r if len(r) else b"null" for r in raws])
+    try:
+        return many.decode(b"[" + joined + b"]")
+    except msgspec.DecodeError:
+        return [_decode(one, r) for r in raws]
+
+
 _DEVICE_TYPES = {0: "CPU", 1: "cuda", 2: "mkldnn", 3: "opengl", 4: "opencl", 5: "ideep", 6: "hip", 20: "privateuse1"}
 
 
@@ -94,10 +138,6 @@ def _decode(dec: msgspec.json.Decoder, raw: msgspec.Raw) -> Any:
         return dec.decode(raw)
     except msgspec.DecodeError:
         return None
-
-
-def _raw_text(raw: msgspec.Raw) -> str | None:
-    return bytes(raw).decode("utf-8", "replace") if len(raw) else None
 
 
 def _parse_ranks(v: str | list[int] | None) -> list[int] | None:
@@ -186,97 +226,105 @@ class _TraceRouter:
         self.has_shapes = False
 
     def route_block(self, events: list[Event], file_idx: int, base_ns: int, direct_slices: bool) -> None:
+        """Route one block: columns are built once for the whole block, then each table takes the
+        rows it needs through Arrow masks (no per-event Python loop except for rare kinds)."""
         first = self.event_base
         self.event_base += len(events)
-        sl_idx: list[int] = []
-        sl_ev: list[Event] = []
-        op_idx: list[int] = []
-        k_idx: list[int] = []
-        comm_idx: list[int] = []
-        mem_idx: list[int] = []
-        ctr_idx: list[int] = []
-        steps: list[tuple[int, int]] = []
-        for i, e in enumerate(events):
-            ph = e.ph
-            if ph == "X":
-                sl_idx.append(i)
-                sl_ev.append(e)
-                cat = e.cat
-                if cat in OP_CATS:
-                    op_idx.append(i)
-                    name = e.name
-                    if name.startswith("ProfilerStep#"):
-                        m = _STEP_RE.match(name)
-                        if m:
-                            steps.append((i, int(m.group(1))))
-                    elif cat != "cpu_op" and is_comm_annotation(name):
-                        comm_idx.append(i)
-                    elif name == "record_param_comms":
-                        self._note_group(e)
-                elif cat in KERNEL_CATS:
-                    k_idx.append(i)
-            elif ph == "i" or ph == "I":
-                if e.name == "[memory]":
-                    mem_idx.append(i)
-                else:
-                    sl_idx.append(i)
-                    sl_ev.append(e)
-            elif ph == "M":
-                self.lanes.add(e)
-            elif ph == "C":
-                ctr_idx.append(i)
-        if sl_ev:
-            cols = slice_columns(sl_ev, first, sl_idx, base_ns)
-            for pid, tid, cat in zip(cols["pid"].to_pylist(), cols["tid"].to_pylist(), cols["category"].to_pylist()):
-                key = (pid or "", tid or "")
-                self.lane_counts[key] += 1
-                c = self.lane_cats.get(key)
-                if c is None:
-                    c = self.lane_cats[key] = Counter()
-                c[cat or ""] += 1
+        cols = EventColumns.of(events, first, base_ns)
+        ph, name, cat = cols.ph, cols.name, cols.cat
+        is_x = pc.equal(ph, "X")
+        is_i = pc.or_(pc.equal(ph, "i"), pc.equal(ph, "I"))
+        is_mem = pc.and_(is_i, pc.equal(name, "[memory]"))
+        slice_mask = pc.or_(is_x, pc.and_not(is_i, is_mem))
+        if pc.any(slice_mask).as_py():
+            sl = cols.slices(slice_mask)
+            self._count_lanes(sl)
             if direct_slices:
-                self.ctx.write("slices", cols)
+                self.ctx.write("slices", sl)
             else:
-                self.stage.write("slices", _staged("slices", cols, file_idx))
-        if op_idx:
-            self._ops(events, op_idx, first, file_idx, base_ns)
+                self.stage.write("slices", _staged("slices", sl, file_idx))
+        for i in _where(pc.equal(ph, "M")):
+            self.lanes.add(events[i])
+        op_mask = pc.and_(is_x, pc.is_in(cat, value_set=_OP_CATS))
+        op_idx = _where(op_mask)
+        steps: list[tuple[int, int]] = []
+        comm_idx = np.zeros(0, dtype=np.int64)
+        if len(op_idx):
+            op_names = name.filter(op_mask)
+            is_step = pc.starts_with(op_names, "ProfilerStep#")
+            for j in _where(is_step):
+                i = int(op_idx[j])
+                m = _STEP_RE.match(events[i].name)
+                if m:
+                    steps.append((i, int(m.group(1))))
+            not_step = pc.invert(is_step)
+            annotations = op_idx[_where(pc.and_(not_step, pc.not_equal(cat.filter(op_mask), "cpu_op")))]
+            comm_idx = np.array([i for i in annotations.tolist() if is_comm_annotation(events[i].name)], dtype=np.int64)
+            notes = pc.and_(not_step, pc.equal(op_names, "record_param_comms"))
+            for j in _where(notes):
+                i = int(op_idx[j])
+                if not (events[i].cat != "cpu_op" and is_comm_annotation(events[i].name)):
+                    self._note_group(events[i])
+            self._ops(events, op_idx, cols, op_mask, file_idx)
         if steps:
             self._steps(events, steps, file_idx, base_ns)
-        if k_idx:
-            self._kernels(events, k_idx, first, file_idx, base_ns)
-        if comm_idx:
-            self._annotation_comms(events, comm_idx, file_idx, base_ns)
-        if mem_idx:
-            self._memory(events, mem_idx, first, file_idx, base_ns)
-        if ctr_idx:
-            self._counters(events, ctr_idx, file_idx, base_ns)
+        k_idx = _where(pc.and_(is_x, pc.is_in(cat, value_set=_KERNEL_CATS)))
+        if len(k_idx):
+            self._kernels(events, k_idx.tolist(), first, file_idx, base_ns)
+        if len(comm_idx):
+            self._annotation_comms(events, comm_idx.tolist(), file_idx, base_ns)
+        mem_idx = _where(is_mem)
+        if len(mem_idx):
+            self._memory(events, mem_idx, cols, file_idx)
+        ctr_idx = _where(pc.equal(ph, "C"))
+        if len(ctr_idx):
+            self._counters(events, ctr_idx.tolist(), file_idx, base_ns)
+
+    def _count_lanes(self, sl: dict[str, pa.Array]) -> None:
+        t = pa.table({"pid": sl["pid"], "tid": sl["tid"], "cat": sl["category"]})
+        agg = t.group_by(["pid", "tid", "cat"], use_threads=False).aggregate([([], "count_all")])
+        for pid, tid, c, n in zip(*(agg.column(k).to_pylist() for k in ("pid", "tid", "cat", "count_all"))):
+            key = (pid or "", tid or "")
+            self.lane_counts[key] += n
+            lc = self.lane_cats.get(key)
+            if lc is None:
+                lc = self.lane_cats[key] = Counter()
+            lc[c or ""] += n
 
     # -- per kind --------------------------------------------------------------------------------
 
-    def _ops(self, events: list[Event], idx: list[int], first: int, file_idx: int, base_ns: int) -> None:
-        evs = [events[i] for i in idx]
-        args = [_decode(_OP_DEC, e.args) for e in evs]
-        shapes = [_raw_text(a.input_dims) if a is not None else None for a in args]
-        types = [_raw_text(a.input_type) if a is not None else None for a in args]
-        stacks = [a.call_stack.replace(";", "\n").strip() if a is not None and a.call_stack else None for a in args]
-        if not self.has_shapes and any(s not in (None, "[]") for s in shapes):
-            self.has_shapes = True
-        if not self.has_stacks and any(stacks):
-            self.has_stacks = True
-        cols = {
-            "name": [e.name for e in evs],
-            "category": [e.cat for e in evs],
-            "tid": [id_text(e.tid) for e in evs],
-            "ts_ns": times_ns([e.ts for e in evs], base_ns),
-            "dur_ns": times_ns([e.dur if e.dur is not None else 0.0 for e in evs]),
+    def _ops(self, events: list[Event], idx: np.ndarray, cols: EventColumns, mask: pa.Array, file_idx: int) -> None:
+        evs = [events[i] for i in idx.tolist()]
+        args = _decode_many(_OPS_DEC, _OP_DEC, field_values(evs, "args"))
+        present = [a if a is not None else _NO_OP_ARGS for a in args] if None in args else args
+        shapes = raw_text_array(list(map(_GET_DIMS, present)))
+        types = raw_text_array(list(map(_GET_TYPES, present)))
+        stacks_py = list(map(_GET_STACK, present))
+        if stacks_py.count(None) == len(stacks_py):
+            stacks = pa.nulls(len(stacks_py), pa.string())
+        else:
+            raw = pa.array(stacks_py, pa.string())
+            stacks = pc.if_else(
+                pc.equal(raw, ""), pa.scalar(None, pa.string()),
+                pc.utf8_trim_whitespace(pc.replace_substring(raw, ";", "\n")),
+            )
+            self.has_stacks = self.has_stacks or pc.any(pc.is_valid(stacks)).as_py()
+        if not self.has_shapes:
+            self.has_shapes = bool(pc.any(pc.fill_null(pc.not_equal(shapes, "[]"), False)).as_py())
+        ops = {
+            "name": cols.name.filter(mask),
+            "category": cols.cat.filter(mask),
+            "tid": cols.tid.filter(mask),
+            "ts_ns": cols.ts_ns.filter(mask),
+            "dur_ns": cols.dur_ns.filter(mask),
             "input_shapes": shapes,
             "input_types": types,
             "call_stack": stacks,
-            "sequence_number": [a.seq if a is not None else None for a in args],
-            "event_id": [first + i for i in idx],
+            "sequence_number": pa.array(list(map(_GET_SEQ, present)), pa.int64()),
+            "event_id": cols.event_id.filter(mask),
         }
-        t = _staged("operators", cols, file_idx)
-        self.stage.write("operators", t.append_column("_pid", pa.array([id_text(e.pid) for e in evs], pa.string())))
+        t = _staged("operators", ops, file_idx)
+        self.stage.write("operators", t.append_column("_pid", cols.pid.filter(mask)))
 
     def _steps(self, events: list[Event], steps: list[tuple[int, int]], file_idx: int, base_ns: int) -> None:
         evs = [events[i] for i, _ in steps]
@@ -381,23 +429,24 @@ class _TraceRouter:
         if g.get("group_id") is None and desc:
             g["group_id"] = desc
 
-    def _memory(self, events: list[Event], idx: list[int], first: int, file_idx: int, base_ns: int) -> None:
-        evs = [events[i] for i in idx]
-        args = [_decode(_MEM_DEC, e.args) or MemArgs() for e in evs]
+    def _memory(self, events: list[Event], idx: np.ndarray, cols: EventColumns, file_idx: int) -> None:
+        evs = [events[i] for i in idx.tolist()]
+        args = [a if a is not None else MemArgs() for a in _decode_many(_MEMS_DEC, _MEM_DEC, field_values(evs, "args"))]
         devices = []
         for a in args:
             kind = _DEVICE_TYPES.get(a.device_type if a.device_type is not None else -1, str(a.device_type))
             devices.append(kind if kind == "CPU" or a.device_id is None or a.device_id < 0 else f"{kind}:{a.device_id}")
+        take = pa.array(idx)
         t = pa.table(
             {
-                "ts_ns": times_ns([e.ts for e in evs], base_ns),
-                "tid": pa.array([id_text(e.tid) for e in evs], pa.string()),
+                "ts_ns": cols.ts_ns.take(take),
+                "tid": cols.tid.take(take),
                 "device": pa.array(devices, pa.string()),
                 "bytes": pa.array([a.bytes for a in args], pa.int64()),
                 "allocated": pa.array([a.total_allocated for a in args], pa.int64()),
                 "reserved": pa.array([a.total_reserved for a in args], pa.int64()),
                 "addr": pa.array([a.addr for a in args], pa.int64()),
-                "event_id": pa.array([first + i for i in idx], pa.int64()),
+                "event_id": cols.event_id.take(take),
                 "_file": pa.repeat(pa.scalar(file_idx, pa.int32()), len(evs)),
             }
         )
@@ -433,24 +482,79 @@ def _lane_group(cats: Counter[str], pid: str, process: str, labels: str) -> str:
 
 
 def _self_time(ops: pa.Table) -> pa.Table:
-    """Depth and self time of nested host ops, per thread (ops sorted by pid, tid, ts, -dur)."""
-    pid = ops.column("_pid").to_pylist()
-    tid = ops.column("tid").to_pylist()
-    ts = ops.column("ts_ns").to_numpy(zero_copy_only=False)
-    dur = ops.column("dur_ns").to_numpy(zero_copy_only=False)
+    """Depth and self time of nested host ops, per thread (ops sorted by pid, tid, ts, -dur, event_id).
+
+    The rule is a stack walk per thread: an op is the child of the latest op still running when it
+    starts (running = its end is after the child's start); a child that outlives its parent is
+    clipped to the parent's end. When a thread's ops are properly nested (the usual case) the same
+    answer is computed with numpy and checked; a thread with overlapping ops takes the walk.
+    """
+    n = ops.num_rows
+    ts = pc.fill_null(ops.column("ts_ns"), 0).to_numpy().astype(np.int64, copy=False)
+    dur = pc.fill_null(ops.column("dur_ns"), 0).to_numpy().astype(np.int64, copy=False)
     eid = ops.column("event_id").to_numpy(zero_copy_only=False)
-    n = len(ts)
     depth = np.zeros(n, dtype=np.int32)
     child = np.zeros(n, dtype=np.int64)
-    stack: list[int] = []
-    prev_key = None
+    if n:
+        # thread boundaries (rows are sorted by pid, tid); a missing id equals a missing id
+        pid = pc.fill_null(ops.column("_pid").combine_chunks(), "\x00")
+        tid = pc.fill_null(ops.column("tid").combine_chunks(), "\x00")
+        change = pc.or_(pc.not_equal(pid.slice(1), pid.slice(0, n - 1)), pc.not_equal(tid.slice(1), tid.slice(0, n - 1)))
+        bounds = np.concatenate(([0], np.flatnonzero(change.to_numpy(zero_copy_only=False)) + 1, [n]))
+        for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+            if not _nested_thread(ts[a:b], dur[a:b], depth[a:b], child[a:b]):
+                _walk_thread(ts[a:b], dur[a:b], depth[a:b], child[a:b])
+    self_ns = np.maximum(dur - child, 0)
+    return pa.table({"event_id": eid, "depth": depth, "self_ns": self_ns})
+
+
+def _nested_thread(ts: np.ndarray, dur: np.ndarray, depth: np.ndarray, child: np.ndarray) -> bool:
+    """Vectorised stack walk for one thread whose ops are properly nested; False (nothing written)
+    when they are not, or when a duration is negative."""
+    m = len(ts)
+    if m == 0:
+        return True
+    if dur.min() < 0:
+        return False
+    end = ts + dur
+    zero = dur == 0
+    # ops started before op i that are still running at ts[i]: i - (zero-length ones, which end at
+    # once) - (positive ones ended by ts[i]; a later-starting positive op cannot have ended yet)
+    zeros_before = np.cumsum(zero) - zero
+    pos_ends = np.sort(end[~zero])
+    d = np.arange(m) - zeros_before - np.searchsorted(pos_ends, ts, side="right")
+    if d.min() < 0:
+        return False
+    parent = np.full(m, -1, dtype=np.int64)
+    order = np.argsort(d, kind="stable")  # positions grouped by depth, ascending within a depth
+    dsorted = d[order]
+    starts = np.searchsorted(dsorted, np.arange(dsorted[-1] + 2))
+    for lvl in range(1, int(dsorted[-1]) + 1):
+        kids = order[starts[lvl] : starts[lvl + 1]]
+        ups = order[starts[lvl - 1] : starts[lvl]]
+        if len(ups) == 0:
+            return False
+        k = np.searchsorted(ups, kids) - 1
+        if k.min() < 0:
+            return False
+        parent[kids] = ups[k]
+    has = parent >= 0
+    kids = np.flatnonzero(has)
+    par = parent[has]
+    # properly nested: every parent is still running when its child starts and outlasts it
+    if not (np.all(end[par] > ts[kids]) and np.all(end[kids] <= end[par])):
+        return False
+    depth[:] = d
+    np.add.at(child, par, dur[kids])
+    return True
+
+
+def _walk_thread(ts: np.ndarray, dur: np.ndarray, depth: np.ndarray, child: np.ndarray) -> None:
+    """The stack walk itself (for threads with overlapping ops)."""
     ends = (ts + dur).tolist()
     tsl = ts.tolist()
-    for i in range(n):
-        key = (pid[i], tid[i])
-        if key != prev_key:
-            stack.clear()
-            prev_key = key
+    stack: list[int] = []
+    for i in range(len(tsl)):
         t = tsl[i]
         while stack and ends[stack[-1]] <= t:
             stack.pop()
@@ -460,8 +564,6 @@ def _self_time(ops: pa.Table) -> pa.Table:
             # clip a child that outlives its parent (async / imprecise ends) to the parent's end
             child[p] += min(ends[i], ends[p]) - t
         stack.append(i)
-    self_ns = np.maximum(dur - child, 0)
-    return pa.table({"event_id": eid, "depth": depth, "self_ns": self_ns})
 
 
 def peek_rank(path: Path) -> tuple[int | None, int | None]:
@@ -579,11 +681,27 @@ def _check_rank(ctx: ReadContext, path: Path, meta: dict[str, Any], outcome: Any
             outcome.warn(f"distributedInfo.rank is {dist['rank']} but the folder says rank {ctx.rank}; kept {ctx.rank}")
 
 
+# The post-pass may sort and join millions of rows: cap DuckDB's memory (it spills to the scratch
+# folder beyond that) so a big trace ingests in bounded memory, and give it the cores this reader
+# may use (one per worker when ranks are read in parallel, see ingest).
+DUCKDB_MEMORY = os.environ.get("RANKSCOPE_DUCKDB_MEMORY", "256MB")
+
+
+def _duckdb_config(ctx: ReadContext) -> dict[str, Any]:
+    tmp = ctx.scratch_dir() / "duckdb"
+    tmp.mkdir(exist_ok=True)
+    return {
+        "threads": reader_threads(),
+        "memory_limit": DUCKDB_MEMORY,
+        "temp_directory": str(tmp),
+        "preserve_insertion_order": False,
+    }
+
+
 def _finish(
     ctx: ReadContext, router: _TraceRouter, staged: dict[str, str], late_base: dict[int, int], metas: list[dict[str, Any]]
 ) -> None:
-    con = duckdb.connect(":memory:")
-    con.execute("SET preserve_insertion_order = false")
+    con = duckdb.connect(":memory:", config=_duckdb_config(ctx))
     fb = pa.table(
         {"_file": pa.array(list(late_base.keys()), pa.int32()), "_base": pa.array(list(late_base.values()), pa.int64())}
     )
