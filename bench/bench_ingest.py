@@ -1,0 +1,285 @@
+"""Ingest speed and memory of rankscope against HTA's loader and a plain ``json.load``, same run.
+
+    python bench/make_traces.py                 # once: real traces under bench/out/
+    python bench/bench_ingest.py                # 3 rounds on the 4-rank set + the 1 GB trace
+    python bench/bench_ingest.py --repeat 5 --no-single
+
+Every tool runs in its own subprocess, one after the other (never two at once), rounds
+interleaved (ours, HTA, json.load, ours, ...) so that a busy machine slows all of them alike.
+For each run the wall time is taken and the memory of the process *and all its descendants*
+(our ingest and HTA both use a process pool) is sampled from ``/proc`` every 40 ms:
+
+- peak PSS: the sum over the process tree of the proportional set size (shared pages, e.g. the
+  libraries a forked worker shares with its parent, counted once) — the figure the ratios use;
+- peak RSS: the sum of the resident sets (counts shared pages once per process).
+
+What is timed:
+
+- ours: the real CLI, ``analyze ingest <set> --store <fresh folder>``, from process start to exit
+  (interpreter start, imports, discovery, parsing, Parquet, catalog commit — everything);
+- HTA: ``TraceAnalysis(trace_dir=...)`` only (its import time is reported apart and not counted);
+  HTA wants every rank's file in one folder, so it gets a folder of symlinks to the same files;
+- json.load: ``json.load`` of each file in turn in one process (the decoding floor of the stdlib).
+
+Ratios are medians over the rounds of this run. Needs ``pip install -e '.[bench]'``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+OUT = HERE / "out"
+SAMPLE_S = 0.04
+
+
+# -- process-tree memory sampling ---------------------------------------------------------------
+
+
+def _children_map() -> dict[int, list[int]]:
+    kids: dict[int, list[int]] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        # pid (comm) state ppid ...: comm may hold spaces, so split after the last ')'
+        ppid = int(stat[stat.rfind(b")") + 2 :].split(b" ", 2)[1])
+        kids.setdefault(ppid, []).append(int(name))
+    return kids
+
+
+def _tree(root: int) -> list[int]:
+    kids = _children_map()
+    out, todo = [], [root]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo.extend(kids.get(p, ()))
+    return out
+
+
+def _kb(path: str, key: bytes) -> int:
+    try:
+        with open(path, "rb") as f:
+            for line in f:
+                if line.startswith(key):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+@dataclass
+class Measured:
+    tool: str
+    seconds: float  # the figure compared (see the module docstring)
+    wall_seconds: float  # whole subprocess
+    peak_pss_mb: float
+    peak_rss_mb: float
+    peak_processes: int
+    info: dict = field(default_factory=dict)
+
+
+def measure(tool: str, cmd: list[str], env: dict[str, str] | None = None) -> Measured:
+    """Run ``cmd``, sample its process tree's memory until it exits; it prints one JSON line last."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    peak_pss = peak_rss = 0
+    peak_n = 0
+    while proc.poll() is None:
+        pids = _tree(proc.pid)
+        pss = sum(_kb(f"/proc/{p}/smaps_rollup", b"Pss:") for p in pids)
+        rss = sum(_kb(f"/proc/{p}/status", b"VmRSS:") for p in pids)
+        peak_pss, peak_rss, peak_n = max(peak_pss, pss), max(peak_rss, rss), max(peak_n, len(pids))
+        time.sleep(SAMPLE_S)
+    wall = time.perf_counter() - t0
+    out, err = proc.communicate()
+    if proc.returncode != 0:
+        raise RuntimeError(f"{tool} failed ({proc.returncode}):\n{err[-3000:]}")
+    lines = [ln for ln in out.strip().splitlines() if ln.startswith("{")]
+    info = json.loads(lines[-1]) if lines else {}
+    return Measured(tool, float(info.get("seconds", wall)), wall, peak_pss / 1024, peak_rss / 1024, peak_n, info)
+
+
+# -- the tools (child side) ---------------------------------------------------------------------
+
+
+def child_hta(folder: str) -> None:
+    import logging
+
+    t0 = time.perf_counter()
+    from hta.trace_analysis import TraceAnalysis
+
+    logging.disable(logging.WARNING)
+    t1 = time.perf_counter()
+    analysis = TraceAnalysis(trace_dir=folder)
+    t2 = time.perf_counter()
+    rows = sum(len(analysis.t.get_trace(r)) for r in analysis.t.get_ranks())
+    print(json.dumps({"seconds": t2 - t1, "import_seconds": t1 - t0, "ranks": len(analysis.t.get_ranks()), "rows": rows}))
+
+
+def child_json(files: list[str]) -> None:
+    t0 = time.perf_counter()
+    n = 0
+    for f in files:
+        with open(f, "rb") as fh:
+            d = json.load(fh)
+        n += len(d["traceEvents"])
+        del d
+    print(json.dumps({"seconds": time.perf_counter() - t0, "events": n}))
+
+
+# -- driver ------------------------------------------------------------------------------------
+
+
+def _analyze_cmd() -> list[str]:
+    exe = Path(sys.executable).with_name("analyze")
+    return [str(exe)] if exe.exists() else [sys.executable, "-m", "analyzer"]
+
+
+def _trace_files(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.rglob("*") if p.name.endswith((".json", ".json.gz")) and p.is_file())
+
+
+def _events(folder: Path, files: list[Path]) -> int:
+    info = OUT / f"{folder.name}.json"
+    if info.exists():
+        return int(json.loads(info.read_text())["total_events"])
+    sys.path.insert(0, str(HERE))
+    from make_traces import count_events
+
+    return sum(count_events(f) for f in files)
+
+
+def run_ours(folder: Path, scratch: Path, workers: int | None) -> Measured:
+    store = Path(tempfile.mkdtemp(prefix="store-", dir=scratch))
+    cmd = _analyze_cmd() + ["ingest", str(folder), "--store", str(store)]
+    if workers:
+        cmd += ["--workers", str(workers)]
+    try:
+        return measure("ours", cmd)
+    finally:
+        shutil.rmtree(store, ignore_errors=True)
+
+
+def _median(xs: list[float]) -> float:
+    return statistics.median(xs) if xs else float("nan")
+
+
+def _fmt(ms: list[Measured], attr: str, unit: str = "") -> str:
+    vals = [getattr(m, attr) for m in ms]
+    return f"{_median(vals):8.2f}{unit}  (" + ", ".join(f"{v:.2f}" for v in vals) + ")"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--set", type=Path, default=OUT / "set_4rank", help="multi-rank trace folder")
+    ap.add_argument("--single", type=Path, default=OUT / "single_1gb", help="folder with the ~1 GB trace")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--tools", default="ours,hta,json", help="comma-separated subset of ours,hta,json")
+    ap.add_argument("--no-single", action="store_true", help="skip the 1 GB single-trace ingest")
+    ap.add_argument("--workers", type=int, help="passed to analyze ingest (default: its own)")
+    ap.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.child:
+        kind, *rest = args.child
+        (child_hta if kind == "hta" else child_json)(rest[0] if kind == "hta" else rest)  # type: ignore[arg-type]
+        return 0
+
+    tools = [t.strip() for t in args.tools.split(",") if t.strip()]
+    files = _trace_files(args.set)
+    if not files:
+        print(f"no traces under {args.set}: run python bench/make_traces.py first", file=sys.stderr)
+        return 2
+    size = sum(f.stat().st_size for f in files)
+    events = _events(args.set, files)
+    scratch = Path(tempfile.mkdtemp(prefix="bench-", dir=OUT))
+    flat = scratch / "hta_flat"
+    flat.mkdir()
+    for f in files:
+        (flat / f.name).symlink_to(f.resolve())
+
+    print(f"machine: {platform.machine()} {os.cpu_count()} cores, {platform.python_version()}, load {os.getloadavg()}")
+    print(f"set: {args.set} — {len(files)} files, {size / 1e6:.0f} MB, {events:,} events; {args.repeat} rounds\n")
+    results: dict[str, list[Measured]] = {t: [] for t in tools}
+    try:
+        for r in range(args.repeat):
+            for tool in tools:
+                if tool == "ours":
+                    m = run_ours(args.set, scratch, args.workers)
+                elif tool == "hta":
+                    m = measure("hta", [sys.executable, __file__, "--child", "hta", str(flat)])
+                else:
+                    m = measure("json", [sys.executable, __file__, "--child", "json", *map(str, files)])
+                results[tool].append(m)
+                print(f"  round {r + 1} {tool:5s} {m.seconds:7.2f} s (process {m.wall_seconds:6.2f} s)  "
+                      f"peak PSS {m.peak_pss_mb:7.0f} MB  RSS {m.peak_rss_mb:7.0f} MB  procs {m.peak_processes}", flush=True)
+        single: list[Measured] = []
+        single_files = _trace_files(args.single) if not args.no_single and args.single.exists() else []
+        if single_files:
+            ssize = sum(f.stat().st_size for f in single_files)
+            sevents = _events(args.single, single_files)
+            print(f"\nsingle trace: {args.single} — {ssize / 1e6:.0f} MB, {sevents:,} events")
+            for r in range(args.repeat):
+                m = run_ours(args.single, scratch, args.workers)
+                single.append(m)
+                print(f"  round {r + 1} ours  {m.seconds:7.2f} s  peak PSS {m.peak_pss_mb:7.0f} MB  RSS {m.peak_rss_mb:7.0f} MB",
+                      flush=True)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+    print(f"\nmedians over {args.repeat} rounds (individual rounds in brackets); load now {os.getloadavg()}")
+    for tool, ms in results.items():
+        print(f"  {tool:5s} time {_fmt(ms, 'seconds', ' s')}   peak PSS {_fmt(ms, 'peak_pss_mb', ' MB')}"
+              f"   peak RSS {_fmt(ms, 'peak_rss_mb', ' MB')}   events/s {events / _median([m.seconds for m in ms]):,.0f}")
+    summary: dict[str, object] = {
+        "date": time.strftime("%Y-%m-%d %H:%M"), "cores": os.cpu_count(), "set": str(args.set), "set_bytes": size,
+        "set_events": events, "rounds": args.repeat,
+        "median": {t: {"seconds": _median([m.seconds for m in ms]), "peak_pss_mb": _median([m.peak_pss_mb for m in ms]),
+                       "peak_rss_mb": _median([m.peak_rss_mb for m in ms])} for t, ms in results.items()},
+    }
+    med = summary["median"]  # type: ignore[assignment]
+    if "ours" in results and "hta" in results:
+        o, h = med["ours"], med["hta"]  # type: ignore[index]
+        speed = h["seconds"] / o["seconds"]
+        mem = o["peak_pss_mb"] / h["peak_pss_mb"]
+        print(f"\n  HTA time / ours           {speed:6.2f}x   (target >= 8)   {'OK' if speed >= 8 else 'MISSED'}")
+        print(f"  ours peak / HTA peak (PSS) {mem:6.2f}    (target <= 0.5) {'OK' if mem <= 0.5 else 'MISSED'}")
+        print(f"  ours peak / HTA peak (RSS) {o['peak_rss_mb'] / h['peak_rss_mb']:6.2f}")
+        summary["hta_over_ours_time"] = speed
+        summary["ours_over_hta_peak_pss"] = mem
+    if "ours" in results and "json" in results:
+        j = med["json"]  # type: ignore[index]
+        print(f"  json.load time / ours     {j['seconds'] / med['ours']['seconds']:6.2f}x")  # type: ignore[index]
+    for tool in results:
+        print(f"  {tool:5s} events/s {events / med[tool]['seconds']:>12,.0f}")  # type: ignore[index]
+    if single:
+        pk = _median([m.peak_pss_mb for m in single])
+        print(f"\n  1 GB trace: ours {_median([m.seconds for m in single]):.2f} s, peak PSS {pk:.0f} MB, "
+              f"peak RSS {_median([m.peak_rss_mb for m in single]):.0f} MB   (target < 1024 MB) "
+              f"{'OK' if pk < 1024 else 'MISSED'}")
+        summary["single"] = {"seconds": _median([m.seconds for m in single]), "peak_pss_mb": pk,
+                             "peak_rss_mb": _median([m.peak_rss_mb for m in single])}
+    res = OUT / f"bench-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    res.write_text(json.dumps(summary, indent=1))
+    print(f"\nwritten {res.relative_to(HERE.parent)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
