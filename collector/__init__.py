@@ -1,0 +1,51 @@
+"""rankscope collector: static and dynamic profiling windows in the training loop.
+
+    from collector import Profiler
+    prof = Profiler(config)      # dict, dataclass, tools.json / YAML path, or None (= $RANKSCOPE_PROFILER_OPTIONS)
+    prof.start()
+    for batch in loader:
+        train_one_step(batch)
+        prof.step(loss=loss.item())
+    prof.stop()
+
+Unmodified scripts: ``python -m collector run [options] -- python train.py``. The collector never
+imports torch at import time (only its backends do, when a window starts) and never imports the
+analyzer or the web app.
+"""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+from .callbacks import StepCallback, StopAtEpoch, StopAtStep  # noqa: E402
+from .config import DynamicParam, ProfileOptions, ProfilerConfig, ScalarsParam, StaticParam  # noqa: E402
+from .errors import BackendError, CollectorError, ConfigError  # noqa: E402
+from .profiler import Profiler  # noqa: E402
+from .sources import ENV_VAR, from_env, load_config, load_file  # noqa: E402
+
+__all__ = [
+    "Profiler",
+    "ProfilerConfig",
+    "ProfileOptions",
+    "StaticParam",
+    "DynamicParam",
+    "ScalarsParam",
+    "StepCallback",
+    "StopAtStep",
+    "StopAtEpoch",
+    "CollectorError",
+    "ConfigError",
+    "BackendError",
+    "ENV_VAR",
+    "load_config",
+    "load_file",
+    "from_env",
+    "hf_callback",
+]
+
+
+def hf_callback(config: object = None, **kwargs: object) -> object:
+    """A Hugging Face ``TrainerCallback`` running the collector (imports transformers only when called)."""
+    from .hf import RankscopeTrainerCallback  # noqa: PLC0415
+
+    return RankscopeTrainerCallback(config, **kwargs)

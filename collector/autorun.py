@@ -1,0 +1,48 @@
+"""The unmodified-script route: profile a training script from ``$RANKSCOPE_PROFILER_OPTIONS``.
+
+``python -m collector run -- python train.py`` puts ``collector/_bootstrap`` on ``PYTHONPATH``;
+its ``sitecustomize`` calls :func:`install_from_env` in every Python process of the job. Nothing
+happens until torch is imported; then the collector counts steps from the optimizer (see
+``collector.optimizer_hook``): counting starts when the first optimizer is built (step 0), each
+``step()`` of the last-built optimizer is a step boundary, and the collector stops at exit.
+"""
+
+from __future__ import annotations
+
+import sys
+from types import ModuleType
+
+from .errors import CollectorError
+from .sources import ENV_VAR, from_env
+
+_installed: object | None = None
+
+
+def install_from_env() -> object | None:
+    """Arm the collector if ``$RANKSCOPE_PROFILER_OPTIONS`` is set; never raises into the user's program."""
+    global _installed
+    if _installed is not None:
+        return _installed
+    try:
+        cfg = from_env()
+    except CollectorError as exc:
+        sys.stderr.write(f"rankscope collector: ${ENV_VAR} rejected, profiling disabled: {exc}\n")
+        return None
+    if cfg is None or not cfg.enable:
+        return None
+    from .profiler import Profiler  # noqa: PLC0415
+
+    prof = Profiler(cfg)
+
+    def on_torch(_mod: ModuleType) -> None:
+        from .optimizer_hook import OptimizerStepCounter  # noqa: PLC0415
+
+        counter = OptimizerStepCounter(on_first_optimizer=prof.start, on_step=prof.step)
+        counter.install()
+        prof.step_counter = counter  # type: ignore[attr-defined]
+
+    from .optimizer_hook import when_imported  # noqa: PLC0415 - does not import torch
+
+    when_imported("torch", on_torch)
+    _installed = prof
+    return prof

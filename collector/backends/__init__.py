@@ -1,0 +1,38 @@
+"""Profiler backends. Each module imports its framework lazily, when a window first needs it."""
+
+from __future__ import annotations
+
+from ..errors import BackendError
+from .base import Backend, BackendInfo, Session, Unsupported
+
+__all__ = ["Backend", "BackendInfo", "Session", "Unsupported", "select_backend", "mappings"]
+
+
+def select_backend(name: str = "auto") -> Backend:
+    """``auto``: torch_npu.profiler when the script imported torch_npu and an NPU is visible, else torch.profiler."""
+    from .torch_npu import npu_available  # noqa: PLC0415
+
+    if name == "torch_npu" or (name == "auto" and npu_available()):
+        try:
+            from .torch_npu import TorchNpuBackend  # noqa: PLC0415
+
+            return TorchNpuBackend()
+        except ImportError as exc:
+            raise BackendError(f"torch_npu.profiler is not available: {exc}") from exc
+    if name in ("torch", "auto"):
+        try:
+            from .torch_profiler import TorchBackend  # noqa: PLC0415
+
+            return TorchBackend()
+        except ImportError as exc:
+            raise BackendError(f"torch.profiler is not available: {exc}") from exc
+    raise BackendError(f"unknown backend {name!r}")
+
+
+def mappings() -> dict[str, dict[str, str]]:
+    """Option -> real argument, per backend (used by docs/collector.md and its test)."""
+    from .torch_npu import MAPPING as NPU  # noqa: PLC0415
+    from .torch_profiler import MAPPING as TORCH  # noqa: PLC0415
+
+    return {"torch.profiler": TORCH, "torch_npu.profiler": NPU}
+

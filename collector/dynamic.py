@@ -1,0 +1,323 @@
+"""Dynamic profiling: a watched ``profiler_config.json`` starts windows while training runs.
+
+The folder ``dynamic_param.config_path`` holds the file; an empty (or missing) folder gets a
+generated one with profiling off. At a step boundary, at most once per ``poll_interval_s``, the
+collector ``stat()``s the file; only when its size, mtime or inode changed is it read. A valid
+edit takes effect at the next step boundary; an invalid one (bad JSON, unknown level, start in the
+past, stop before start...) is rejected and training goes on with the previous settings. What
+was read, started, stopped and rejected goes to ``rankscope_dynamic.log`` beside the file (one
+line per event, every rank appends to the same file).
+
+Keys (our names; torch_npu's ``dynamic_profile`` and MindSpore's names are accepted too):
+
+- ``start_step``: 0 = off, -1 = the next step, N = at step N (steps count from 0, as ``prof.step()``
+  calls); torch_npu's convention.
+- ``active``: number of steps to record (default 1), or ``stop_step``: first step not recorded.
+- ``warmup``: warm-up steps before ``start_step``; ``ranks``: list, -1 = all (torch_npu: ``is_rank``
+  + ``rank_list``); ``save_path`` (torch_npu ``prof_dir``, MindSpore ``prof_path``).
+- every profiling option of ``static_param`` (``level``, ``with_stack``, ``with_memory``...); torch_npu's
+  ``activities`` and ``experimental_config`` are understood. Options not given keep the values of
+  the collector's config.
+
+While a window is running the file is not re-read; an edit made then is read when the window ends.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import json
+import os
+import socket
+import time
+from pathlib import Path
+from typing import Any
+
+from .config import ProfileOptions, check_options, check_ranks, coerce, option_names
+from .window import WindowPlan
+
+CONFIG_NAME = "profiler_config.json"
+LOG_NAME = "rankscope_dynamic.log"
+
+DEFAULT_FILE: dict[str, Any] = {
+    "start_step": 0,
+    "active": 1,
+    "warmup": 0,
+    "ranks": [-1],
+    "save_path": None,
+    "level": "level0",
+    "with_stack": False,
+    "with_memory": False,
+    "record_shapes": False,
+    "with_cpu": True,
+    "with_device": True,
+    "with_modules": False,
+    "with_flops": False,
+    "data_simplification": True,
+    "aic_metrics": None,
+    "l2_cache": False,
+    "mstx": False,
+    "export_type": ["text"],
+    "analyse": True,
+    "async_mode": False,
+    "_help": (
+        "start_step: 0 = off, -1 = the next step, N = at step N (steps count from 0); active: steps to record "
+        "(or stop_step: first step not recorded); edits take effect at the next step boundary; see rankscope_dynamic.log"
+    ),
+}
+
+_OWN_KEYS = {"start_step", "active", "stop_step", "warmup", "ranks", "save_path"}
+_ALIASES = {
+    "prof_dir": "save_path",  # torch_npu
+    "prof_path": "save_path",  # MindSpore
+    "profile_memory": "with_memory",
+    "record_shape": "record_shapes",  # MindSpore
+    "profiler_level": "level",  # MindSpore top level / torch_npu experimental_config
+    "msprof_tx": "mstx",
+}
+# torch_npu / MindSpore keys the collector has no use for: reported in the log, not rejected
+_FOREIGN = {
+    "is_valid", "metadata", "op_attr", "gc_detect_threshold", "record_op_args", "mstx_domain_include",
+    "mstx_domain_exclude", "host_sys", "sys_io", "sys_interconnection", "analyse_mode", "parallel_strategy",
+    "hbm_ddr", "pcie", "data_process", "sync_enable",
+}
+
+
+class DynamicRequest:
+    """A parsed, validated config file: either 'off' or the parameters of one window."""
+
+    def __init__(self, start_step: int, active: int | None, stop_step: int | None, warmup: int, ranks: list[int] | None,
+                 save_path: str | None, options: dict[str, Any], ignored: list[str]):
+        self.start_step = start_step
+        self.active = active
+        self.stop_step = stop_step
+        self.warmup = warmup
+        self.ranks = ranks
+        self.save_path = save_path
+        self.options = options
+        self.ignored = ignored
+
+    @property
+    def off(self) -> bool:
+        return self.start_step == 0
+
+
+def parse_request(data: Any) -> tuple[DynamicRequest | None, list[str]]:
+    """Validate a parsed profiler_config.json; returns (request, problems)."""
+    if not isinstance(data, dict):
+        return None, [f"expected a JSON object, got {type(data).__name__}"]
+    flat: dict[str, Any] = {}
+    problems: list[str] = []
+    ignored: list[str] = []
+    for k, v in data.items():
+        if k == "experimental_config":
+            if isinstance(v, dict):
+                for ek, ev in v.items():
+                    flat.setdefault(_ALIASES.get(ek, ek), ev)
+            elif v is not None:
+                problems.append("experimental_config: expected an object")
+            continue
+        if k == "activities":
+            if not isinstance(v, list) or not all(isinstance(a, str) for a in v):
+                problems.append(f"activities: expected a list like [\"CPU\", \"NPU\"], got {v!r}")
+                continue
+            names = {a.upper() for a in v}
+            flat["with_cpu"] = "CPU" in names
+            flat["with_device"] = bool(names & {"NPU", "CUDA", "GPU"})
+            continue
+        flat[_ALIASES.get(k, k)] = v
+    if "is_rank" in flat or "rank_list" in flat:  # torch_npu: is_rank + rank_list
+        is_rank = flat.pop("is_rank", False)
+        rank_list = flat.pop("rank_list", [])
+        if is_rank is True:
+            flat.setdefault("ranks", rank_list)
+    names = set(option_names())
+    opts: dict[str, Any] = {}
+    for k, v in flat.items():
+        if k.startswith("_") or k in _OWN_KEYS:
+            continue
+        if k in _FOREIGN:
+            ignored.append(k)
+            continue
+        if k not in names:
+            hint = difflib.get_close_matches(k, sorted(names | _OWN_KEYS), n=1)
+            ignored.append(k + (f" (did you mean {hint[0]}?)" if hint else ""))
+            continue
+        ok, conv, why = coerce(k, v, getattr(ProfileOptions, k, None) if k != "export_type" else ["text"])
+        if not ok:
+            problems.append(f"{k}: {why}")
+        else:
+            opts[k] = conv
+
+    def integer(key: str, default: int | None) -> int | None:
+        v = flat.get(key, default)
+        if v is None:
+            return None
+        if isinstance(v, bool) or not isinstance(v, int):
+            problems.append(f"{key}: expected an integer, got {v!r}")
+            return None
+        return v
+
+    start = integer("start_step", 0)
+    active = integer("active", None)
+    stop = integer("stop_step", None)
+    warmup = integer("warmup", 0)
+    ranks = flat.get("ranks")
+    if ranks is not None:
+        ok, ranks, why = coerce("ranks", ranks, [-1])
+        if not ok:
+            problems.append(f"ranks: {why}")
+        else:
+            problems.extend(check_ranks(ranks, "ranks"))
+    save_path = flat.get("save_path")
+    if save_path is not None and (not isinstance(save_path, str) or not save_path):
+        problems.append(f"save_path: expected a folder path, got {save_path!r}")
+    if start is not None and start < -1:
+        problems.append(f"start_step: {start} is not valid (0 = off, -1 = next step, N = at step N)")
+    if active is not None and active < 1:
+        problems.append(f"active: {active} steps records nothing (must be at least 1)")
+    if warmup is not None and warmup < 0:
+        problems.append(f"warmup: {warmup} is negative")
+    if stop is not None and start is not None and start > 0 and stop <= start:
+        problems.append(f"stop_step: {stop} is not after start_step {start}")
+    if stop is not None and active is not None and start is not None and start > 0 and stop - start != active:
+        problems.append(f"active ({active}) and stop_step ({stop}) disagree for start_step {start}; give one of them")
+    if stop is not None and start == -1 and active is None:
+        problems.append("stop_step cannot be used with start_step -1 (the next step is not known in advance); use active")
+    merged = dataclasses.replace(ProfileOptions(), **opts)
+    problems.extend(p.replace("dynamic.", "") for p in check_options(merged, "dynamic"))
+    if problems:
+        return None, problems
+    assert start is not None and warmup is not None
+    return DynamicRequest(start, active, stop, warmup, ranks, save_path, opts, ignored), []
+
+
+class DynamicWatcher:
+    """Polls the config file at step boundaries and turns valid edits into window plans."""
+
+    def __init__(self, config_path: str | os.PathLike[str], poll_interval_s: float, base_options: ProfileOptions,
+                 base_explicit: frozenset[str], save_path: str, ranks: list[int], rank: Any = None,
+                 clock: Any = time.monotonic):
+        self.folder = Path(config_path)
+        self.path = self.folder / CONFIG_NAME
+        self.log_path = self.folder / LOG_NAME
+        self.interval = float(poll_interval_s)
+        self.base_options = base_options
+        self.base_explicit = base_explicit
+        self.save_path = save_path
+        self.ranks = ranks
+        self.rank = rank or (lambda: None)  # callable giving the rank for log lines
+        self.clock = clock
+        self._next_check = 0.0
+        self._seen: tuple[int, int, int] | None = None
+        self._missing_logged = False
+        self._busy_logged: tuple[int, int, int] | None = None
+        self.last_request: DynamicRequest | None = None
+
+    # -- log
+    def log(self, message: str) -> None:
+        r = self.rank()
+        line = (
+            f"{time.strftime('%Y-%m-%d %H:%M:%S')} host={socket.gethostname()} pid={os.getpid()} "
+            f"rank={'?' if r is None else r} {message}\n"
+        )
+        try:
+            fd = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            try:
+                os.write(fd, line.encode("utf-8", "replace"))
+            finally:
+                os.close(fd)
+        except OSError:
+            pass
+
+    # -- setup
+    def init(self, next_step: int) -> WindowPlan | None:
+        """Create the folder and a default file if needed, then read the file once."""
+        self.folder.mkdir(parents=True, exist_ok=True)
+        if not self.path.exists():
+            tmp = self.folder / f".{CONFIG_NAME}.{os.getpid()}.tmp"
+            tmp.write_text(json.dumps(DEFAULT_FILE, indent=2) + "\n", encoding="utf-8")
+            try:
+                os.link(tmp, self.path)  # atomic, and fails if another rank was first
+                self.log(f"generated {self.path.name} (profiling off: set start_step to start a window)")
+            except FileExistsError:
+                pass
+            finally:
+                tmp.unlink(missing_ok=True)
+        self.log(f"watching {self.path} (checked at step boundaries, at most every {self.interval:g} s)")
+        return self.poll(next_step, busy=False, force=True)
+
+    # -- per step
+    def poll(self, next_step: int, busy: bool, force: bool = False) -> WindowPlan | None:
+        """Called at each step boundary; cheap unless the interval elapsed and the file changed."""
+        if not force:
+            now = self.clock()
+            if now < self._next_check:
+                return None
+            self._next_check = now + self.interval
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            if not self._missing_logged:
+                self.log(f"{self.path.name} not found; keeping the previous settings")
+                self._missing_logged = True
+            return None
+        self._missing_logged = False
+        key = (st.st_mtime_ns, st.st_size, st.st_ino)
+        if key == self._seen:
+            return None
+        if busy:
+            if self._busy_logged != key:
+                self.log("config changed while a window is running; it will be read when the window ends")
+                self._busy_logged = key
+            return None
+        self._seen = key
+        return self._read(next_step)
+
+    def _read(self, next_step: int) -> WindowPlan | None:
+        try:
+            text = self.path.read_text(encoding="utf-8")
+        except OSError as exc:
+            self.log(f"rejected: cannot read {self.path.name}: {exc}")
+            return None
+        try:
+            data = json.loads(text)
+        except ValueError as exc:
+            self.log(f"rejected: {self.path.name} is not valid JSON ({exc}); keeping the previous settings")
+            return None
+        req, problems = parse_request(data)
+        if req is None:
+            self.log("rejected: " + "; ".join(problems) + "; keeping the previous settings")
+            return None
+        if req.ignored:
+            self.log("ignored keys: " + ", ".join(req.ignored))
+        if req.off:
+            self.log(f"read {self.path.name}: start_step 0, profiling off")
+            self.last_request = req
+            return None
+        if req.start_step == -1:
+            start = next_step + req.warmup
+        else:
+            start = req.start_step
+            if start - req.warmup < next_step:
+                first = "start_step" if not req.warmup else "start_step - warmup"
+                self.log(
+                    f"rejected: {first} ({start - req.warmup}) is in the past (the next step is {next_step}); "
+                    "keeping the previous settings"
+                )
+                return None
+        end = req.stop_step if req.stop_step is not None else start + (req.active or 1)
+        options = dataclasses.replace(self.base_options, **req.options, warmup=req.warmup)
+        plan = WindowPlan(
+            start=start,
+            end=end,
+            options=options,
+            save_path=req.save_path or self.save_path,
+            trigger="dynamic",
+            ranks=req.ranks if req.ranks is not None else list(self.ranks),
+            origin=f"{self.path} (mtime_ns {self._seen[0] if self._seen else 0})",
+            explicit=frozenset(self.base_explicit | set(req.options)),
+        )
+        self.last_request = req
+        self.log(f"accepted: window {plan.describe()}, output below {plan.save_path}")
+        return plan

@@ -1,0 +1,54 @@
+"""Which rank this process is: torch.distributed when it is initialised, else the usual env variables.
+
+Never imports torch: ``torch.distributed`` is consulted only if the training script already
+imported it. Environment variables, in order: ``RANK`` (torchrun), ``RANK_ID`` (Ascend/HCCL
+launchers, MindSpore), ``LOCAL_RANK``; world size from ``WORLD_SIZE`` or ``RANK_SIZE``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+
+RANK_VARS = ("RANK", "RANK_ID", "LOCAL_RANK")
+WORLD_VARS = ("WORLD_SIZE", "RANK_SIZE")
+
+
+@dataclass(frozen=True)
+class RankInfo:
+    rank: int
+    world_size: int | None
+    local_rank: int | None
+    source: str  # torch.distributed | env:RANK | env:RANK_ID | env:LOCAL_RANK | default
+
+    @property
+    def certain(self) -> bool:
+        """True once the rank came from somewhere (not the single-process default)."""
+        return self.source != "default"
+
+
+def _env_int(env: dict[str, str] | os._Environ[str], name: str) -> int | None:
+    v = env.get(name, "").strip()
+    try:
+        return int(v) if v else None
+    except ValueError:
+        return None
+
+
+def detect_rank(environ: dict[str, str] | None = None) -> RankInfo:
+    env = os.environ if environ is None else environ
+    local = _env_int(env, "LOCAL_RANK")
+    dist = sys.modules.get("torch.distributed")
+    if dist is not None:
+        try:
+            if dist.is_available() and dist.is_initialized():
+                return RankInfo(int(dist.get_rank()), int(dist.get_world_size()), local, "torch.distributed")
+        except Exception:  # noqa: BLE001 - a half-initialised backend must not break training
+            pass
+    world = next((w for w in (_env_int(env, n) for n in WORLD_VARS) if w is not None), None)
+    for name in RANK_VARS:
+        r = _env_int(env, name)
+        if r is not None and r >= 0:
+            return RankInfo(r, world, local, f"env:{name}")
+    return RankInfo(0, world if world is not None else 1, local, "default")  # nothing says otherwise: one process
