@@ -1,8 +1,17 @@
-"""Regenerate the Kineto sample traces in sample_data/ by running real training.
+"""Regenerate the Kineto sample traces in sample_data/ by running real training under the collector.
 
-2 ranks, torch.distributed with the gloo backend on CPU, torch.profiler with shapes, memory and
-stacks. Needs torch (`pip install torch==2.13.0`); the traces are committed, so users of the
-sample data do not.
+2 ranks, torch.distributed with the gloo backend on CPU (DDP), profiled by rankscope's collector
+(``from collector import Profiler``) with the torch.profiler backend: record_shapes,
+with_memory (profile_memory) and with_stack, a static window over steps 2 and 3 after one warm-up
+step, one trace file per step, plus the always-on step scalars (step wall time and loss). The
+output is exactly what a user of the collector gets:
+
+    sample_data/kineto_gloo_2rank/rank_{r}/rankscope_scalars.jsonl
+    sample_data/kineto_gloo_2rank/rank_{r}/window_step2/rankscope_window.json
+    sample_data/kineto_gloo_2rank/rank_{r}/window_step2/rank{r}_step00000{2,3}.pt.trace.json
+
+Needs torch (`pip install torch==2.13.0`); the traces are committed, so users of the sample data
+do not.
 
     python sample_data/generate.py            # all scenarios
     python sample_data/generate.py kineto_gloo_2rank
@@ -18,6 +27,7 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))  # the repo's collector, also when rankscope is not installed
 
 
 def _free_port() -> int:
@@ -26,13 +36,14 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _train(rank: int, world: int, port: int, out: str, steps: int, slow_rank: int | None) -> None:
+def _train(rank: int, world: int, port: int, out: str, window: tuple[int, int], slow_rank: int | None) -> None:
     import time
 
     import torch
     import torch.distributed as dist
     import torch.nn as nn
-    from torch.profiler import ProfilerActivity, profile, schedule
+
+    from collector import Profiler
 
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group("gloo", rank=rank, world_size=world)
@@ -41,21 +52,23 @@ def _train(rank: int, world: int, port: int, out: str, steps: int, slow_rank: in
     model = nn.Sequential(nn.Linear(256, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 10))
     model = nn.parallel.DistributedDataParallel(model)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    rank_dir = Path(out) / f"rank_{rank}"
-    rank_dir.mkdir(parents=True, exist_ok=True)
-
-    def on_ready(p: profile) -> None:
-        p.export_chrome_trace(str(rank_dir / f"rank{rank}.pt.trace.json"))
-
-    with profile(
-        activities=[ProfilerActivity.CPU],
-        schedule=schedule(wait=1, warmup=1, active=steps),
-        record_shapes=True,
-        profile_memory=True,
-        with_stack=True,
-        on_trace_ready=on_ready,
-    ) as prof:
-        for _ in range(steps + 2):
+    start, end = window
+    config = {
+        "profile_type": "static",
+        "ranks": [-1],
+        "backend": "torch",
+        "static_param": {
+            "save_path": out,
+            "start_step": start,
+            "end_step": end,
+            "warmup": 1,
+            "record_shapes": True,
+            "with_memory": True,
+            "with_stack": True,
+        },
+    }
+    with Profiler(config) as prof:
+        for _ in range(end + 1):
             x = torch.randn(64, 256)
             y = torch.randint(0, 10, (64,))
             loss = nn.functional.cross_entropy(model(x), y)
@@ -64,24 +77,29 @@ def _train(rank: int, world: int, port: int, out: str, steps: int, slow_rank: in
             if slow_rank is not None and rank == slow_rank:
                 time.sleep(0.02)
             opt.step()
-            prof.step()
+            prof.step(loss=loss.item())
     dist.destroy_process_group()
 
 
 SCENARIOS = {
-    # name: (world size, profiled steps, slow rank)
-    "kineto_gloo_2rank": (2, 3, None),
+    # name: (world size, profiled steps [start, end), slow rank)
+    "kineto_gloo_2rank": (2, (2, 4), None),
 }
 
 
 def generate(name: str) -> Path:
     import torch.multiprocessing as tmp
 
-    world, steps, slow = SCENARIOS[name]
+    world, window, slow = SCENARIOS[name]
     out = HERE / name
     shutil.rmtree(out, ignore_errors=True)
     port = _free_port()
-    tmp.spawn(_train, args=(world, port, str(out), steps, slow), nprocs=world, join=True)
+    cwd = os.getcwd()
+    os.chdir(HERE)  # relative save_path: no absolute path of this machine in the committed files
+    try:
+        tmp.spawn(_train, args=(world, port, name, window, slow), nprocs=world, join=True)
+    finally:
+        os.chdir(cwd)
     return out
 
 
