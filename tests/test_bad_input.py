@@ -89,10 +89,12 @@ def test_corrupting_an_ingested_file_keeps_the_previous_data(tmp_path: Path) -> 
     analyze("ingest", str(root), "--store", str(store))
     before = query(store, "SELECT rank, count(*) AS n, sum(dur_ns) AS d FROM slices GROUP BY rank ORDER BY rank")
 
-    trace = sorted((root / "rank_1").rglob("*.pt.trace.json"))[-1]
-    trace.write_bytes(b'{"schemaVersion": 1, "traceEvents": [{"ph": "X", "na')  # cut before any complete event
+    traces = sorted((root / "rank_1").rglob("*.pt.trace.json"))  # every trace file of rank 1's collection
+    for trace in traces:
+        trace.write_bytes(b'{"schemaVersion": 1, "traceEvents": [{"ph": "X", "na')  # cut before any complete event
     out = analyze("ingest", str(root), "--store", str(store), check=False)
     assert out.returncode == 0, out.stderr  # rank 0 is still there (unchanged)
-    assert str(trace.relative_to(root)) in out.stdout and "previous data of this collection kept" in out.stdout
+    assert all(str(t.relative_to(root)) in out.stdout for t in traces)
+    assert "previous data of this collection kept" in out.stdout
     after = query(store, "SELECT rank, count(*) AS n, sum(dur_ns) AS d FROM slices GROUP BY rank ORDER BY rank")
     assert after == before
