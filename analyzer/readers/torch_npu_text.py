@@ -1153,10 +1153,10 @@ def _write_comm_ops(ctx: ReadContext, st: TextExport, steps: list[tuple[int, int
     if not base:
         return
     base.sort(key=lambda b: (b["ts"] is None, b["ts"] or 0))
-    rows = []
     taken_trace: Counter[str] = Counter()
     taken_time: Counter[str] = Counter()
-    groups = st.groups
+    matched: list[tuple[dict[str, Any], dict[str, Any] | None, CommTime | None]] = []
+    used: set[int] = set()
     for b in base:
         name = b["name"]
         tr_list = by_trace.get(name) or []
@@ -1168,6 +1168,20 @@ def _write_comm_ops(ctx: ReadContext, st: TextExport, steps: list[tuple[int, int
             same_step = [c for c in ct_list if b["step"] is not None and c.step == b["step"]]
             ct = same_step[0] if len(same_step) == 1 else (ct_list[taken_time[name]] if taken_time[name] < len(ct_list) else None)
         taken_time[name] += 1
+        if ct is not None:
+            used.add(id(ct))
+        matched.append((b, tr, ct))
+    # ops that only communication.json knows (e.g. kernel_details.csv trimmed or cut): kept, float start
+    from_json = not st.kernel_comm and not trace_ops  # then every communication.json op is in base already
+    for c in st.comm_times:
+        if id(c) not in used and not from_json:
+            extra = {"name": c.name, "step": c.step, "ts": _ns_us_float(c.start_us), "dur": c.elapse_ns, "source": "communication.json"}
+            matched.append((extra, None, c))
+    matched.sort(key=lambda m: (m[0]["ts"] is None, m[0]["ts"] or 0))
+    rows = []
+    groups = st.groups
+    for b, tr, ct in matched:
+        name = b["name"]
         op_type = normalize_op_type(name)
         step = b["step"]
         if step is None and ct is not None:
