@@ -134,7 +134,11 @@ def read_collection(plan: CollectionPlan, store_path: str, run_root: str) -> Col
         captured = sc.get("captured_steps") or []
         last = f", last complete step {max(captured)}" if captured else ", no step completed"
         reason = f" ({sc['reason']})" if sc.get("reason") else ""
-        missing.insert(0, f"the job stopped during the profiling window{reason}{last}: later steps were not captured")
+        if sc.get("status") == "running":  # no clean-up ran: SIGKILL / os._exit, or the job is still profiling
+            missing.insert(0, f"the profiling window was still open (sidecar status running: the job is still "
+                              f"profiling, or was killed without clean-up){last}: later steps were not captured")
+        else:
+            missing.insert(0, f"the job stopped during the profiling window{reason}{last}: later steps were not captured")
     if plan.hints.get("rank_warning"):
         missing.insert(0, plan.hints["rank_warning"])
     extra = dict(meta.extra)
