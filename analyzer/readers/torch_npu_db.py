@@ -83,11 +83,11 @@ class Db:
         except OSError as exc:
             raise InputError(str(path), f"cannot read {kind}: {exc.strerror or exc}") from exc
         if size == 0:
-            raise InputError(str(path), f"empty file (0 bytes): not a {kind} SQLite database")
+            raise InputError(str(path), f"empty file (0 bytes; expected: {kind})")
         with open(path, "rb") as f:
             magic = f.read(16)
         if magic != b"SQLite format 3\x00":
-            raise InputError(str(path), f"not a SQLite database (does not start with the SQLite header): not a {kind}")
+            raise InputError(str(path), f"not a SQLite database (no SQLite header; expected: {kind})")
         try:
             self.con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro&immutable=1", uri=True)
             rows = self.con.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
