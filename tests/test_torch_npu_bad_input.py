@@ -167,3 +167,20 @@ def test_corrupt_and_foreign_sqlite(ingested: tuple[Path, Store, str]) -> None:
     assert db6["status"] == "error" and "not a SQLite database" in db6["error"]
     an6 = f_of(store, 6, "analysis.db")
     assert an6["status"] == "error" and "not a SQLite database" in an6["error"]
+
+
+def test_csv_chunks_read_like_one_table(tmp_path: Path) -> None:
+    """iter_csv in small chunks gives the rows read_csv gives, cut last row included."""
+    from analyzer.readers.csvfile import iter_csv, read_csv
+    from analyzer.readers.torch_npu_text import KERNEL_COLS
+
+    src = tmp_path / "kernel_details.csv"
+    shutil.copy(TEXT / OUT / "kernel_details.csv", src)
+    _cut_mid_row(src)
+    whole = read_csv(src, "kernel_details.csv", KERNEL_COLS, keep_extra=True)
+    chunks = list(iter_csv(src, "kernel_details.csv", KERNEL_COLS, keep_extra=True, chunk_rows=7))
+    assert [c.first_row for c in chunks] == list(range(0, whole.n_rows + 1, 7))[: len(chunks)]
+    assert sum(c.n_rows for c in chunks) == whole.n_rows == 190
+    assert [v for c in chunks for v in c.ns_from_us("start")] == whole.ns_from_us("start")
+    assert [v for c in chunks for v in c.extra["aic_mac_ratio"]] == whole.extra["aic_mac_ratio"]
+    assert chunks[-1].warnings == whole.warnings and "file ends mid-row" in whole.warnings[0]

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import csv
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -48,6 +48,7 @@ class CsvTable:
     extra: dict[str, list[str]]  # header as written -> cells, for columns not asked for
     n_rows: int
     warnings: list[str] = field(default_factory=list)
+    first_row: int = 0  # index of the chunk's first row in the file (iter_csv)
 
     def has(self, key: str) -> bool:
         return key in self.columns
@@ -127,11 +128,26 @@ def read_csv(
     required: Iterable[str] = (),
     keep_extra: bool = False,
 ) -> CsvTable:
-    """Read ``path`` (a ``kind`` file, e.g. "kernel_details.csv") by header name.
+    """Read all of ``path`` (a ``kind`` file, e.g. "kernel_details.csv") by header name.
 
     ``columns`` maps a canonical key to the header names that mean it (aliases, compared with
-    :func:`norm_header`); ``required`` keys must be present or the file is rejected.
+    :func:`norm_header`); ``required`` keys must be present or the file is rejected. For big files
+    use :func:`iter_csv`, which yields the same in chunks of rows.
     """
+    chunks = list(iter_csv(path, kind, columns, required, keep_extra, chunk_rows=1 << 62))
+    return chunks[0]
+
+
+def iter_csv(
+    path: Path,
+    kind: str,
+    columns: Mapping[str, Iterable[str]],
+    required: Iterable[str] = (),
+    keep_extra: bool = False,
+    chunk_rows: int = 200_000,
+) -> Iterator[CsvTable]:
+    """:func:`read_csv` in chunks of at most ``chunk_rows`` rows (``first_row`` says where each
+    starts); always yields at least one chunk, the last one carrying the file-level warnings."""
     wanted: dict[str, str] = {}
     for key, aliases in columns.items():
         for a in aliases:
@@ -175,29 +191,43 @@ def read_csv(
                     f"not a {kind}: the header lacks {', '.join(_first_alias(columns, k) for k in missing)} "
                     f"(expected columns {expected}; found {found})",
                 )
+            clean_header = [h.strip() for h in header]
             ncols = len(header)
-            cols: dict[str, list[str]] = {k: [] for k in index}
-            extra: dict[str, list[str]] = {h: [] for h in extra_idx}
             warnings: list[str] = []
             bad_rows: list[int] = []
             replaced = 0
-            n_rows = 0
+            total = 0
+            first = 0
+
+            def new_chunk() -> CsvTable:
+                return CsvTable(path, clean_header, {k: [] for k in index}, {h: [] for h in extra_idx}, 0, [], first)
+
+            chunk = new_chunk()
+
+            def add(row: list[str]) -> None:
+                nonlocal replaced
+                for k, i in index.items():
+                    chunk.columns[k].append(row[i])
+                for h, i in extra_idx.items():
+                    chunk.extra[h].append(row[i])
+                if "\ufffd" in "".join(row):
+                    replaced += 1
+                chunk.n_rows += 1
+
             held: list[str] | None = None  # one row of look-ahead: the last row may be cut
-            line_no = 1
+            record = 1
             for row in reader:
                 if held is not None:
-                    line_no += 1
-                    if len(held) != ncols:
-                        if any(c.strip() for c in held):
-                            bad_rows.append(line_no)
-                    else:
-                        for k, i in index.items():
-                            cols[k].append(held[i])
-                        for h, i in extra_idx.items():
-                            extra[h].append(held[i])
-                        if "\ufffd" in "".join(held):
-                            replaced += 1
-                        n_rows += 1
+                    record += 1
+                    if len(held) == ncols:
+                        add(held)
+                        if chunk.n_rows >= chunk_rows:
+                            total += chunk.n_rows
+                            first = total
+                            yield chunk
+                            chunk = new_chunk()
+                    elif any(c.strip() for c in held):
+                        bad_rows.append(record)
                 held = row
         except csv.Error as exc:
             raise InputError(str(path), f"not a readable CSV ({kind}): {exc}") from exc
@@ -209,13 +239,10 @@ def read_csv(
             warnings.append(f"file ends mid-row (last row incomplete: {why}); dropped it")
         elif n != ncols:
             if any(c.strip() for c in held):
-                bad_rows.append(line_no + 1)
+                bad_rows.append(record + 1)
         else:
-            for k, i in index.items():
-                cols[k].append(held[i])
-            for h, i in extra_idx.items():
-                extra[h].append(held[i])
-            n_rows += 1
+            add(held)
+    total += chunk.n_rows
     if bad_rows:
         sample = ", ".join(str(x) for x in bad_rows[:3])
         more = ", ..." if len(bad_rows) > 3 else ""
@@ -224,9 +251,10 @@ def read_csv(
         )
     if replaced:
         warnings.append(f"{replaced} row(s) hold bytes that are not UTF-8 (replaced)")
-    if n_rows == 0 and not bad_rows and held is None:
+    if total == 0 and not bad_rows and held is None:
         warnings.append("header only: no data rows")
-    return CsvTable(path, [h.strip() for h in header], cols, extra, n_rows, warnings)
+    chunk.warnings.extend(warnings)
+    yield chunk
 
 
 def _first_alias(columns: Mapping[str, Iterable[str]], key: str) -> str:

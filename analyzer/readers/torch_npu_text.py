@@ -47,7 +47,7 @@ from ..units import us_text_to_ns
 from .base import ReadContext, register
 from .chrome_trace import Event, LaneInfo, TraceStream, id_text, slice_columns, times_ns
 from .comm_names import P2P_TYPES, normalize_op_type
-from .csvfile import CsvTable, read_csv, text_cell
+from .csvfile import CsvTable, iter_csv, read_csv, text_cell
 from .nesting import self_time
 from .scratch import ScratchStage
 from .torch_npu_common import (
@@ -606,63 +606,74 @@ def _read_kernels(
     ctx: ReadContext, st: TextExport, path: Path, l2_path: Path | None, kind: str = "kernel_details.csv", first_kernel_id: int = 0
 ) -> int:
     """kernels (+ kernel_metrics) from kernel_details.csv or msprof's op_summary (``kind``), ids from
-    ``first_kernel_id`` (sliced files continue the numbering); returns the number of kernels."""
-    kernel_rows: dict[str, list[Any]] | None = None
+    ``first_kernel_id`` (sliced files continue the numbering); returns the number of kernels.
+    Read in chunks of rows; only what the L2 join needs (ids, stream, task, name, start) is kept."""
+    index: dict[str, list[Any]] = {"kernel_id": [], "name": [], "stream_id": [], "task_id": [], "ts_ns": []}
+    complete = False
+    n_kernels = 0
     with ctx.reading(path, kind) as outcome:
-        t = read_csv(path, kind, KERNEL_COLS, required=("name", "start", "dur"), keep_extra=True)
-        n = t.n_rows
-        names = t.text("name")
-        op_type = t.text("type")
-        core = t.text("core")
-        is_comm = [
-            (c or "").upper() in ("HCCL", "COMMUNICATION") or (nm or "").startswith("hcom_") or (ot or "").startswith("hcom_")
-            for nm, ot, c in zip(names, op_type, core)
-        ]
-        ts = t.ns_from_us("start")
-        dur = t.ns_from_us("dur")
-        steps = t.ints("step")
-        dev = t.ints("device")
-        st.device_ids.update(d for d in dev if d is not None)
-        stream = t.ints("stream")
-        task = t.ints("task")
-        kernel_rows = {
-            "kernel_id": list(range(first_kernel_id, first_kernel_id + n)),
-            "step": steps,
-            "name": names,
-            "op_type": op_type,
-            "core_type": core,
-            "is_communication": is_comm,
-            "device_id": dev,
-            "stream_id": stream,
-            "task_id": task,
-            "ts_ns": ts,
-            "dur_ns": dur,
-            "wait_ns": t.ns_from_us("wait"),
-            "block_dim": t.ints("block"),
-            "mix_block_dim": t.ints("mix_block"),
-            "op_state": t.text("state"),
-            "input_shapes": t.text("in_shapes"),
-            "input_dtypes": t.text("in_dtypes"),
-            "input_formats": t.text("in_formats"),
-            "output_shapes": t.text("out_shapes"),
-            "output_dtypes": t.text("out_dtypes"),
-            "output_formats": t.text("out_formats"),
-        }
-        outcome.rows = ctx.write("kernels", kernel_rows)
-        outcome.rows += _write_metrics(ctx, st, t, first_kernel_id)
-        _outcome_warnings(outcome, t.warnings)
-        for i in range(n):
-            if is_comm[i]:
-                st.kernel_comm.append({"name": names[i], "step": steps[i], "ts": ts[i], "dur": dur[i]})
+        for t in iter_csv(path, kind, KERNEL_COLS, required=("name", "start", "dur"), keep_extra=True):
+            n = t.n_rows
+            n_kernels += n
+            kid0 = first_kernel_id + t.first_row
+            names = t.text("name")
+            op_type = t.text("type")
+            core = t.text("core")
+            is_comm = [
+                (c or "").upper() in ("HCCL", "COMMUNICATION") or (nm or "").startswith("hcom_") or (ot or "").startswith("hcom_")
+                for nm, ot, c in zip(names, op_type, core)
+            ]
+            ts = t.ns_from_us("start")
+            dur = t.ns_from_us("dur")
+            steps = t.ints("step")
+            dev = t.ints("device")
+            st.device_ids.update(d for d in dev if d is not None)
+            stream = t.ints("stream")
+            task = t.ints("task")
+            ids = list(range(kid0, kid0 + n))
+            rows = {
+                "kernel_id": ids,
+                "step": steps,
+                "name": names,
+                "op_type": op_type,
+                "core_type": core,
+                "is_communication": is_comm,
+                "device_id": dev,
+                "stream_id": stream,
+                "task_id": task,
+                "ts_ns": ts,
+                "dur_ns": dur,
+                "wait_ns": t.ns_from_us("wait"),
+                "block_dim": t.ints("block"),
+                "mix_block_dim": t.ints("mix_block"),
+                "op_state": t.text("state"),
+                "input_shapes": t.text("in_shapes"),
+                "input_dtypes": t.text("in_dtypes"),
+                "input_formats": t.text("in_formats"),
+                "output_shapes": t.text("out_shapes"),
+                "output_dtypes": t.text("out_dtypes"),
+                "output_formats": t.text("out_formats"),
+            }
+            outcome.rows += ctx.write("kernels", rows)
+            outcome.rows += _write_metrics(ctx, st, t, kid0)
+            _outcome_warnings(outcome, t.warnings)
+            for i in range(n):
+                if is_comm[i]:
+                    st.kernel_comm.append({"name": names[i], "step": steps[i], "ts": ts[i], "dur": dur[i]})
+            if l2_path is not None:
+                for k, v in (("kernel_id", ids), ("name", names), ("stream_id", stream), ("task_id", task), ("ts_ns", ts)):
+                    index[k].extend(v)
+        complete = True
     if l2_path is not None:
         with ctx.reading(l2_path, "l2_cache.csv") as outcome:
-            if kernel_rows is None:
-                raise InputError(str(l2_path), "not read: kernel_details.csv could not be read, so L2 rates cannot be joined")
-            outcome.rows = _read_l2(ctx, st, l2_path, kernel_rows, outcome)
-    return len(kernel_rows["kernel_id"]) if kernel_rows is not None else 0
+            if not complete:
+                raise InputError(str(l2_path), f"not read: {kind} could not be read, so L2 rates cannot be joined")
+            outcome.rows = _read_l2(ctx, st, l2_path, index, outcome)
+    return n_kernels
 
 
 def _write_metrics(ctx: ReadContext, st: TextExport, t: CsvTable, first_kernel_id: int = 0) -> int:
+    """PMU columns of one chunk of kernel rows -> kernel_metrics (long form), ids from ``first_kernel_id``."""
     kid: list[int] = []
     metric: list[str] = []
     value: list[float] = []
@@ -729,29 +740,34 @@ def _read_l2(ctx: ReadContext, st: TextExport, path: Path, k: dict[str, list[Any
 
 
 def _read_op_details(ctx: ReadContext, st: TextExport, path: Path) -> None:
+    """Rows numbered per name in file (= start) order, for the join with the trace's ops in _finish.
+    Shapes and stacks are kept only when there is no trace to take them from."""
+    keep_text = st.router is None
     with ctx.reading(path, "operator_details.csv") as outcome:
-        t = read_csv(path, "operator_details.csv", OPDETAIL_COLS, required=("name", "host_total"))
-        _outcome_warnings(outcome, t.warnings)
-        names = t.text("name")
-        rn: list[int] = []
         seen: Counter[str | None] = Counter()
-        for nm in names:
-            rn.append(seen[nm])
-            seen[nm] += 1
-        st.op_details = pa.table(
-            {
+        parts: list[pa.Table] = []
+        for t in iter_csv(path, "operator_details.csv", OPDETAIL_COLS, required=("name", "host_total")):
+            _outcome_warnings(outcome, t.warnings)
+            names = t.text("name")
+            rn: list[int] = []
+            for nm in names:
+                rn.append(seen[nm])
+                seen[nm] += 1
+            parts.append(pa.table({
                 "name": pa.array(names, pa.string()),
                 "rn": pa.array(rn, pa.int64()),
                 "host_self_ns": pa.array(t.ns_from_us("host_self"), pa.int64()),
                 "host_total_ns": pa.array(t.ns_from_us("host_total"), pa.int64()),
                 "device_self_ns": pa.array(t.ns_from_us("dev_self"), pa.int64()),
                 "device_total_ns": pa.array(t.ns_from_us("dev_total"), pa.int64()),
-                "input_shapes": pa.array(t.text("shapes"), pa.string()),
-                "call_stack": pa.array([stack_text(s) for s in t.text("stack")], pa.string()),
-            }
-        )
+                "input_shapes": pa.array(t.text("shapes") if keep_text else [None] * t.n_rows, pa.string()),
+                "call_stack": pa.array(
+                    [stack_text(x) for x in t.text("stack")] if keep_text else [None] * t.n_rows, pa.string()
+                ),
+            }))
+            outcome.rows += t.n_rows
+        st.op_details = pa.concat_tables(parts)
         st.op_details_path = path
-        outcome.rows = t.n_rows
 
 
 def _read_step_trace(ctx: ReadContext, path: Path) -> None:
@@ -908,10 +924,10 @@ def _read_matrix(ctx: ReadContext, st: TextExport, path: Path) -> None:
 
 def _read_memory_record(ctx: ReadContext, st: TextExport, path: Path) -> None:
     with ctx.reading(path, "memory_record.csv") as outcome:
-        t = read_csv(path, "memory_record.csv", MEM_RECORD_COLS, required=("component", "ts"))
-        dev = t.text("device")
-        st.device_ids.update(x for x in (_device_id(d) for d in dev) if x is not None)
-        outcome.rows = ctx.write(
+        for t in iter_csv(path, "memory_record.csv", MEM_RECORD_COLS, required=("component", "ts")):
+            dev = t.text("device")
+            st.device_ids.update(x for x in (_device_id(d) for d in set(dev)) if x is not None)
+            outcome.rows += ctx.write(
             "memory_samples",
             {
                 "ts_ns": t.ns_from_us("ts"),
@@ -923,14 +939,14 @@ def _read_memory_record(ctx: ReadContext, st: TextExport, path: Path) -> None:
                 "stream_ptr": t.ints("stream_ptr"),
                 "source": ["memory_record"] * t.n_rows,
             },
-        )
-        _outcome_warnings(outcome, t.warnings)
+            )
+            _outcome_warnings(outcome, t.warnings)
 
 
 def _read_module_mem(ctx: ReadContext, st: TextExport, path: Path) -> None:
     with ctx.reading(path, "npu_module_mem.csv") as outcome:
-        t = read_csv(path, "npu_module_mem.csv", MODULE_MEM_COLS, required=("component", "ts", "reserved"))
-        outcome.rows = ctx.write(
+        for t in iter_csv(path, "npu_module_mem.csv", MODULE_MEM_COLS, required=("component", "ts", "reserved")):
+            outcome.rows += ctx.write(
             "memory_samples",
             {
                 "ts_ns": t.ns_from_us("ts"),
@@ -939,15 +955,15 @@ def _read_module_mem(ctx: ReadContext, st: TextExport, path: Path) -> None:
                 "reserved_bytes": _mb_list(t, "reserved"),
                 "source": ["npu_module_mem"] * t.n_rows,
             },
-        )
-        _outcome_warnings(outcome, t.warnings)
+            )
+            _outcome_warnings(outcome, t.warnings)
 
 
 def _read_operator_memory(ctx: ReadContext, path: Path) -> None:
     with ctx.reading(path, "operator_memory.csv") as outcome:
-        t = read_csv(path, "operator_memory.csv", OP_MEM_COLS, required=("name", "size", "alloc"))
-        size = t.floats("size")
-        outcome.rows = ctx.write(
+        for t in iter_csv(path, "operator_memory.csv", OP_MEM_COLS, required=("name", "size", "alloc")):
+            size = t.floats("size")
+            outcome.rows += ctx.write(
             "operator_memory",
             {
                 "name": t.text("name"),
@@ -966,8 +982,8 @@ def _read_operator_memory(ctx: ReadContext, path: Path) -> None:
                 "stream_ptr": t.ints("stream_ptr"),
                 "device": t.text("device"),
             },
-        )
-        _outcome_warnings(outcome, t.warnings)
+            )
+            _outcome_warnings(outcome, t.warnings)
 
 
 # ---------------------------------------------------------------------------------------------
