@@ -126,7 +126,6 @@ def read_op_detail_info(ctx: ReadContext, path: Path) -> None:
             "statistics",
             {
                 "kind": ["cpu_op_detail"] * t.n_rows,
-                "level": t.text("type"),
                 "name": t.text("full"),
                 "core_type": t.text("side"),
                 "count": t.ints("count"),

@@ -29,7 +29,7 @@ from ..errors import InputError
 from .base import ReadContext, register
 from .chrome_trace import TraceStream
 from .csvfile import CsvTable, read_csv, text_cell
-from .mindspore_cpu import CPU_FILE_RE, cpu_files, read_memory_record, read_op_detail_info, read_op_type_info, write_cpu_ops_from_timestamps
+from .mindspore_cpu import cpu_files, read_memory_record, read_op_detail_info, read_op_type_info, write_cpu_ops_from_timestamps
 
 # legacy flat files: {base}_{rank}[{tail}].{ext}
 LEGACY_FILE_RE = re.compile(

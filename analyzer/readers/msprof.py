@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import re
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,7 +38,7 @@ from ..units import KIB, us_text_to_ns
 from .base import ReadContext, register
 from .chrome_trace import Event, TraceStream, id_text, times_ns
 from .comm_names import P2P_TYPES, normalize_op_type
-from .csvfile import CsvTable, read_csv, text_cell
+from .csvfile import CsvTable, read_csv
 from .scratch import ScratchStage
 from .torch_npu_common import hccl_bytes
 from .torch_npu_text import TextExport, TraceRouter, lane_group, read_api_statistic, read_kernel_csv, read_op_statistic
@@ -271,7 +271,10 @@ def read_export(ctx: ReadContext, st: MsprofState, export: dict[str, list[Export
     MindSpore or torch_npu run left unparsed)."""
     has_summary = "op_summary" in export
     has_json = "msprof" in export
-    for kind, files in export.items():
+    # steps first, so the rows read after them (timeline kernels, communication) get their step
+    order = sorted(export, key=lambda k: (k != "step_trace", k))
+    for kind in order:
+        files = export[kind]
         ext = files[0].path.suffix
         if kind == "op_summary" and ext == ".csv":
             for f in files:
@@ -487,6 +490,9 @@ def _read_step_trace(ctx: ReadContext, st: MsprofState, path: Path) -> None:
 
 
 def _read_task_time(ctx: ReadContext, st: MsprofState, path: Path, kernels: bool, slices: bool) -> None:
+    if not kernels and not slices:
+        ctx.ignore(path, "device tasks already read from op_summary and the msprof json timeline")
+        return
     with ctx.reading(path, "task_time") as outcome:
         t = read_csv(path, "task_time CSV", TASK_TIME_COLS, required=("type", "start", "dur"))
         _warn_all(outcome, t)
@@ -541,8 +547,6 @@ def _read_task_time(ctx: ReadContext, st: MsprofState, path: Path, kernels: bool
                     "lane_group": ["device"] * len(keys), "n_slices": [counts[k] for k in keys],
                 },
             )
-        if not kernels and not slices:
-            ctx.ignore(path, "device tasks already read from op_summary and the msprof json timeline")
 
 
 def _read_npu_mem(ctx: ReadContext, st: MsprofState, path: Path) -> None:
