@@ -381,7 +381,7 @@ FACT_TABLES: tuple[Table, ...] = (
         "Aggregates written by the producer (op_statistic.csv, api_statistic.csv).",
         FACT_KEY
         + (
-            _c("kind", "VARCHAR", "op_statistic | api_statistic."),
+            _c("kind", "VARCHAR", "op_statistic | api_statistic | communication_statistic (msprof) | cpu_op_type / cpu_op_detail (MindSpore host CPU ops) | op_detail (legacy MindSpore per-op average)."),
             _c("level", "VARCHAR", "API level (acl, runtime, node, hccl) for api_statistic."),
             _c("name", "VARCHAR", "OP Type or API Name."),
             _c("core_type", "VARCHAR", "Core type for op_statistic."),
