@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from helpers import analyze, query
+from analyzer.store import Store
+from helpers import analyze
 
 DATA = Path(__file__).resolve().parent / "data"
 CANN8 = DATA / "msprof_cann8"
@@ -36,6 +37,15 @@ def rows(path: Path) -> list[dict[str, str]]:
     with open(path, newline="", encoding="utf-8") as f:
         return list(csv.DictReader(f))
 
+
+
+def q(store: Path, sql: str) -> list[dict]:
+    """Rows of a read-only query on the store the CLI wrote (in process: each `analyze query` would
+    start a Python; the CLI's own query path is covered by test_store_and_cli)."""
+    with Store(store).read_connection() as con:
+        cur = con.execute(sql)
+        cols = [d[0] for d in cur.description]
+        return [dict(zip(cols, r)) for r in cur.fetchall()]
 
 def ingest(src: Path, tmp: Path) -> Path:
     root = tmp / src.name
@@ -72,9 +82,9 @@ def _out(prof: str) -> Path:
 def test_real_op_summary_lands_in_kernels_with_exact_ns(cann8: Path) -> None:
     out = _out("PROF_*")
     src = rows(next(out.glob("op_summary_*.csv")))
-    cols = query(cann8, "SELECT producer, rank, rank_source, status FROM collections")
+    cols = q(cann8, "SELECT producer, rank, rank_source, status FROM collections")
     assert cols == [{"producer": "msprof", "rank": 0, "rank_source": "single", "status": "complete"}]
-    k = query(cann8, "SELECT kernel_id, name, core_type, stream_id, task_id, ts_ns, dur_ns, wait_ns, block_dim, mix_block_dim FROM kernels ORDER BY kernel_id")
+    k = q(cann8, "SELECT kernel_id, name, core_type, stream_id, task_id, ts_ns, dur_ns, wait_ns, block_dim, mix_block_dim FROM kernels ORDER BY kernel_id")
     assert len(k) == len(src) == 3
     for got, want in zip(k, src):
         assert got["ts_ns"] == us_ns(want["Task Start Time(us)"])  # '1780676244313289.000\t' exactly
@@ -86,22 +96,22 @@ def test_real_op_summary_lands_in_kernels_with_exact_ns(cann8: Path) -> None:
     # PMU columns -> kernel_metrics (µs columns in ns), one value per numeric cell
     pmu = [h for h in src[0] if h.startswith(("aic_", "aiv_", "aicore_", "cube_"))]
     n_cells = sum(1 for r in src for h in pmu if r[h] not in ("N/A", ""))
-    assert query(cann8, "SELECT count(*) AS n FROM kernel_metrics")[0]["n"] == n_cells
-    got = query(cann8, "SELECT value FROM kernel_metrics WHERE kernel_id = 0 AND metric = 'aic_mac_time_ns'")[0]["value"]
+    assert q(cann8, "SELECT count(*) AS n FROM kernel_metrics")[0]["n"] == n_cells
+    got = q(cann8, "SELECT value FROM kernel_metrics WHERE kernel_id = 0 AND metric = 'aic_mac_time_ns'")[0]["value"]
     assert got == pytest.approx(float(src[0]["aic_mac_time(us)"]) * 1000)
 
 
 def test_real_statistics_and_task_time(cann8: Path) -> None:
     out = _out("PROF_*")
     op_stat = rows(next(out.glob("op_statistic_*.csv")))[0]
-    st = query(cann8, "SELECT name, core_type, count, total_ns, max_ns, ratio_pct FROM statistics WHERE kind = 'op_statistic'")
+    st = q(cann8, "SELECT name, core_type, count, total_ns, max_ns, ratio_pct FROM statistics WHERE kind = 'op_statistic'")
     assert st == [{"name": op_stat["OP Type"], "core_type": op_stat["Core Type"], "count": int(op_stat["Count"]),
                    "total_ns": us_ns(op_stat["Total Time(us)"]), "max_ns": us_ns(op_stat["Max Time(us)"]),
                    "ratio_pct": float(op_stat["Ratio(%)"])}]
     # msprof's own total is the sum of the kernels it lists
-    assert query(cann8, "SELECT sum(dur_ns) AS s FROM kernels")[0]["s"] == us_ns(op_stat["Total Time(us)"])
+    assert q(cann8, "SELECT sum(dur_ns) AS s FROM kernels")[0]["s"] == us_ns(op_stat["Total Time(us)"])
     api = rows(next(out.glob("api_statistic_*.csv")))
-    got = query(cann8, "SELECT level, name, count, total_ns, variance_ns2 FROM statistics WHERE kind = 'api_statistic' ORDER BY level, name")
+    got = q(cann8, "SELECT level, name, count, total_ns, variance_ns2 FROM statistics WHERE kind = 'api_statistic' ORDER BY level, name")
     assert len(got) == len(api)
     want = {(r["Level"], r["API Name"]): r for r in api}
     for g in got:
@@ -110,10 +120,10 @@ def test_real_statistics_and_task_time(cann8: Path) -> None:
         assert g["variance_ns2"] == pytest.approx(float(w["Variance"]) * 1e6)  # µs² -> ns²
     # no msprof json: task_time gives the device timeline (every task, one lane per stream)
     tasks = rows(next(out.glob("task_time_*.csv")))
-    sl = query(cann8, "SELECT name, tid, ts_ns, dur_ns FROM slices ORDER BY ts_ns")
+    sl = q(cann8, "SELECT name, tid, ts_ns, dur_ns FROM slices ORDER BY ts_ns")
     assert len(sl) == len(tasks) == 7
     assert sorted(s["ts_ns"] for s in sl) == sorted(us_ns(t["task_start(us)"]) for t in tasks)
-    lanes = query(cann8, "SELECT tid, lane, lane_group, n_slices FROM lanes ORDER BY tid")
+    lanes = q(cann8, "SELECT tid, lane, lane_group, n_slices FROM lanes ORDER BY tid")
     assert [(x["lane"], x["lane_group"], x["n_slices"]) for x in lanes] == [("Stream 1754", "device", 4), ("Stream 1756", "device", 3)]
 
 
@@ -123,7 +133,7 @@ def test_real_statistics_and_task_time(cann8: Path) -> None:
 
 
 def test_ranks_ordered_by_host_and_device_and_unexported_folder(constructed: Path) -> None:
-    cols = query(constructed, "SELECT root_path, rank, rank_source, device_id, hostname, status, missing FROM collections ORDER BY rank")
+    cols = q(constructed, "SELECT root_path, rank, rank_source, device_id, hostname, status, missing FROM collections ORDER BY rank")
     assert [(c["root_path"][-16:], c["rank"], c["rank_source"], c["device_id"]) for c in cols] == [
         ("BBBBBBBBBBBBBBBB", 0, "host_device_order", 0),
         ("AAAAAAAAAAAAAAAA", 1, "host_device_order", 1),
@@ -132,7 +142,7 @@ def test_ranks_ordered_by_host_and_device_and_unexported_folder(constructed: Pat
     assert [c["status"] for c in cols] == ["complete", "complete", "unparsed"]
     assert all(c["hostname"] == "node-a" for c in cols)
     assert any("msprof --export=on" in s for s in cols[2]["missing"])
-    raw = query(constructed, "SELECT reader, status, error FROM source_files WHERE path LIKE '%CCCC%/data/%'")
+    raw = q(constructed, "SELECT reader, status, error FROM source_files WHERE path LIKE '%CCCC%/data/%'")
     assert raw and all(r["status"] == "ignored" for r in raw)
 
 
@@ -140,7 +150,7 @@ def test_sliced_op_summary_is_one_file_in_slice_order(constructed: Path) -> None
     prof = next(CONSTRUCTED.glob("PROF_*_BBBB*"))
     out = prof / "mindstudio_profiler_output"
     src = rows(next(out.glob("op_summary_slice_0_*.csv"))) + rows(next(out.glob("op_summary_slice_1_*.csv")))
-    k = query(constructed, "SELECT kernel_id, name, is_communication, ts_ns, dur_ns, input_shapes FROM kernels WHERE rank = 0 ORDER BY kernel_id")
+    k = q(constructed, "SELECT kernel_id, name, is_communication, ts_ns, dur_ns, input_shapes FROM kernels WHERE rank = 0 ORDER BY kernel_id")
     assert [x["kernel_id"] for x in k] == [0, 1, 2, 3]
     assert [x["name"] for x in k] == [r["Op Name"] for r in src]
     assert [x["ts_ns"] for x in k] == [us_ns(r["Task Start Time(us)"]) for r in src]
@@ -148,23 +158,23 @@ def test_sliced_op_summary_is_one_file_in_slice_order(constructed: Path) -> None
     assert [x["is_communication"] for x in k] == [False, False, True, False]
     assert k[0]["input_shapes"] == '"8,1024;1024,1024"'  # doubly quoted cell keeps its quotes
     # PMU metrics of the second slice keep their kernel ids (3, not 1); the HCCL row has none
-    assert query(constructed, "SELECT DISTINCT kernel_id FROM kernel_metrics WHERE rank = 0 ORDER BY 1") == [
+    assert q(constructed, "SELECT DISTINCT kernel_id FROM kernel_metrics WHERE rank = 0 ORDER BY 1") == [
         {"kernel_id": 0}, {"kernel_id": 1}, {"kernel_id": 3}]
     # the unsliced folder reads the same rows
-    assert query(constructed, "SELECT count(*) AS n, sum(dur_ns) AS s FROM kernels WHERE rank = 1") == [{"n": 4, "s": 140874}]
+    assert q(constructed, "SELECT count(*) AS n, sum(dur_ns) AS s FROM kernels WHERE rank = 1") == [{"n": 4, "s": 140874}]
 
 
 def test_memory_files_are_kilobytes(constructed: Path) -> None:
     out = next(CONSTRUCTED.glob("PROF_*_BBBB*")) / "mindstudio_profiler_output"
     npu = rows(next(out.glob("npu_mem_*.csv")))
-    got = query(constructed, "SELECT component, ts_ns, reserved_bytes FROM memory_samples WHERE rank = 0 AND source = 'npu_mem' ORDER BY ts_ns, component")
+    got = q(constructed, "SELECT component, ts_ns, reserved_bytes FROM memory_samples WHERE rank = 0 AND source = 'npu_mem' ORDER BY ts_ns, component")
     want = sorted(({"APP": "APP", "device": "Device", "app": "APP"}[r["event"]], us_ns(r["timestamp(us)"]), int(r["memory(KB)"]) * 1024) for r in npu)
     assert sorted((g["component"], g["ts_ns"], g["reserved_bytes"]) for g in got) == sorted(want)
-    mod = query(constructed, "SELECT component, reserved_bytes FROM memory_samples WHERE rank = 0 AND source = 'npu_module_mem' ORDER BY component")
+    mod = q(constructed, "SELECT component, reserved_bytes FROM memory_samples WHERE rank = 0 AND source = 'npu_module_mem' ORDER BY component")
     assert mod == [{"component": "HCCL", "reserved_bytes": round(1024.5 * 1024)}, {"component": "RUNTIME", "reserved_bytes": None}]  # -1 = unknown
-    ge = query(constructed, "SELECT allocated_bytes, reserved_bytes FROM memory_samples WHERE rank = 0 AND source = 'memory_record' ORDER BY ts_ns")
+    ge = q(constructed, "SELECT allocated_bytes, reserved_bytes FROM memory_samples WHERE rank = 0 AND source = 'memory_record' ORDER BY ts_ns")
     assert ge == [{"allocated_bytes": 512 * 1024, "reserved_bytes": 2048 * 1024}, {"allocated_bytes": round(768.25 * 1024), "reserved_bytes": 2048 * 1024}]
-    om = query(constructed, "SELECT name, size_bytes, alloc_ns, release_ns, duration_ns, alloc_allocated_bytes FROM operator_memory WHERE rank = 0")
+    om = q(constructed, "SELECT name, size_bytes, alloc_ns, release_ns, duration_ns, alloc_allocated_bytes FROM operator_memory WHERE rank = 0")
     r = rows(next(out.glob("operator_memory_*.csv")))[0]
     alloc = us_ns(r["Allocation Time(us)"])
     assert om == [{"name": "cann::Graph_1", "size_bytes": round(256.5 * 1024), "alloc_ns": alloc,
@@ -179,30 +189,30 @@ def test_timeline_steps_statistics_and_communication(constructed: Path) -> None:
     for p in sorted(out.glob("msprof_slice_*.json")):
         events += json.loads(p.read_text())
     xs = [e for e in events if e["ph"] in ("X", "i")]
-    assert query(constructed, "SELECT count(*) AS n FROM slices WHERE rank = 0")[0]["n"] == len(xs)
+    assert q(constructed, "SELECT count(*) AS n FROM slices WHERE rank = 0")[0]["n"] == len(xs)
     base = 1767225610000000000
-    got = query(constructed, f"SELECT sum(ts_ns - {base}) AS s, sum(dur_ns) AS d FROM slices WHERE rank = 0")[0]
+    got = q(constructed, f"SELECT sum(ts_ns - {base}) AS s, sum(dur_ns) AS d FROM slices WHERE rank = 0")[0]
     assert got["s"] == sum(us_ns(e["ts"]) - base for e in xs)
     assert got["d"] == sum(round(Decimal(str(e.get("dur", 0))) * 1000) for e in xs)
     # the lanes named in the first slice hold the events of the second
-    lanes = {(x["process"], x["lane"]): x for x in query(constructed, "SELECT process, lane, lane_group, n_slices FROM lanes WHERE rank = 0")}
+    lanes = {(x["process"], x["lane"]): x for x in q(constructed, "SELECT process, lane, lane_group, n_slices FROM lanes WHERE rank = 0")}
     assert lanes[("Ascend Hardware", "Stream 2")]["n_slices"] == 2
     assert lanes[("Communication", "Plane 0")]["lane_group"] == "communication"
     assert lanes[("Overlap Analysis", "Computing")]["lane_group"] == "overlap"
     assert lanes[("CANN", "Thread 4321")]["lane_group"] == "host"
-    ctr = query(constructed, "SELECT process, name, series, value FROM counters WHERE rank = 0 ORDER BY ts_ns, name")
+    ctr = q(constructed, "SELECT process, name, series, value FROM counters WHERE rank = 0 ORDER BY ts_ns, name")
     assert [(c["process"], c["series"], c["value"]) for c in ctr] == [
         ("AI Core Freq", "MHz", 1800.0), ("NPU MEM", "KB", 2048.0), ("AI Core Freq", "MHz", 1650.0), ("NPU MEM", "KB", 4096.0)]
     st = rows(next(out.glob("step_trace_*.csv")))
-    steps = query(constructed, "SELECT step, start_ns, end_ns FROM steps WHERE rank = 0 ORDER BY step")
+    steps = q(constructed, "SELECT step, start_ns, end_ns FROM steps WHERE rank = 0 ORDER BY step")
     assert steps == [{"step": int(r["Iteration ID"]), "start_ns": us_ns(r["Iteration End(us)"]) - us_ns(r["Iteration Time(us)"]),
                       "end_ns": us_ns(r["Iteration End(us)"])} for r in st]
-    comm = query(constructed, "SELECT name, op_type, group_name, step, dur_ns, bytes, dtype, count FROM comm_ops WHERE rank = 0")
+    comm = q(constructed, "SELECT name, op_type, group_name, step, dur_ns, bytes, dtype, count FROM comm_ops WHERE rank = 0")
     assert comm == [{"name": "hcom_allReduce__586_0_1", "op_type": "allreduce", "group_name": "17522688603477080586",
                      "step": 1, "dur_ns": 55500, "bytes": 1024 * 4, "dtype": "FP32", "count": 1024}]
-    cs = query(constructed, "SELECT name, count, total_ns FROM statistics WHERE rank = 0 AND kind = 'communication_statistic'")
+    cs = q(constructed, "SELECT name, count, total_ns FROM statistics WHERE rank = 0 AND kind = 'communication_statistic'")
     assert cs == [{"name": "hcom_allReduce_", "count": 1, "total_ns": 55500}]
-    why = {Path(r["path"]).name.split("_2026")[0]: r for r in query(constructed, "SELECT path, status, error FROM source_files WHERE path LIKE '%BBBB%mindstudio_profiler_output%'")}
+    why = {Path(r["path"]).name.split("_2026")[0]: r for r in q(constructed, "SELECT path, status, error FROM source_files WHERE path LIKE '%BBBB%mindstudio_profiler_output%'")}
     assert why["task_time"]["status"] == "ignored" and "op_summary" in why["task_time"]["error"]
     assert why["msprof_tx"]["status"] == "ignored"  # a 0-byte file of a kind this version does not read
 
@@ -213,7 +223,7 @@ def test_timeline_steps_statistics_and_communication(constructed: Path) -> None:
 
 
 def test_legacy_timeline_converted_to_wall_clock(legacy: Path) -> None:
-    cols = query(legacy, "SELECT root_path, rank, rank_source, device_id, steps, start_ns FROM collections ORDER BY rank")
+    cols = q(legacy, "SELECT root_path, rank, rank_source, device_id, steps, start_ns FROM collections ORDER BY rank")
     assert [(c["rank"], c["rank_source"], c["device_id"], c["steps"]) for c in cols] == [
         (0, "PROF_info", 0, [1, 2]), (1, "PROF_info", 1, [1, 2])]
     for c in cols:
@@ -231,11 +241,11 @@ def test_legacy_timeline_converted_to_wall_clock(legacy: Path) -> None:
         lanes = {(e["pid"], e["tid"]): e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "thread_name"}
         hw = [e for e in xs if names.get(e["pid"]) == "Ascend Hardware" and "cat" not in e and not lanes.get((e["pid"], e["tid"]), "").startswith("Step Trace")]
         comm = [e for e in xs if names.get(e["pid"]) == "HCCL" and not lanes.get((e["pid"], e["tid"]), "").startswith("Plane")]
-        k = query(legacy, f"SELECT count(*) AS n, sum(dur_ns) AS d FROM kernels WHERE rank = {c['rank']}")[0]
+        k = q(legacy, f"SELECT count(*) AS n, sum(dur_ns) AS d FROM kernels WHERE rank = {c['rank']}")[0]
         assert k["n"] == len(hw) and k["d"] == sum(round(Decimal(str(e["dur"])) * 1000) for e in hw)
-        assert query(legacy, f"SELECT count(*) AS n FROM comm_ops WHERE rank = {c['rank']}")[0]["n"] == len(comm) == 2
-        assert query(legacy, f"SELECT count(*) AS n FROM slices WHERE rank = {c['rank']}")[0]["n"] == len(xs)
+        assert q(legacy, f"SELECT count(*) AS n FROM comm_ops WHERE rank = {c['rank']}")[0]["n"] == len(comm) == 2
+        assert q(legacy, f"SELECT count(*) AS n FROM slices WHERE rank = {c['rank']}")[0]["n"] == len(xs)
     # every kernel sits in one of the two iterations
-    assert query(legacy, "SELECT count(*) AS n FROM kernels WHERE step IS NULL")[0]["n"] == 0
-    ignored = query(legacy, "SELECT path, error FROM source_files WHERE path LIKE '%step_trace_%'")
+    assert q(legacy, "SELECT count(*) AS n FROM kernels WHERE step IS NULL")[0]["n"] == 0
+    ignored = q(legacy, "SELECT path, error FROM source_files WHERE path LIKE '%step_trace_%'")
     assert len(ignored) == 2 and all("msprof_" in r["error"] for r in ignored)
