@@ -10,6 +10,7 @@ cut to a maximum number of rows, curves are downsampled on the server.
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import threading
 from collections.abc import Iterator, Sequence
@@ -23,6 +24,7 @@ import pandas as pd
 from analyzer.errors import QueryError, StoreError
 from analyzer.store import Store
 
+from . import lod
 from .errors import EmptyStore, NotFound
 
 # Upper bounds of what one request may return.
@@ -42,22 +44,26 @@ MAX_DRILL_RANKS = 4096
 class Reader:
     """One request's view of the store.
 
-    The facts come from ``Store.read_connection(run, ranks)`` (an in-memory DuckDB holding a copy of
-    the catalog and views over the run's Parquet files; the catalog file is closed at once). A
-    request usually needs one such connection: catalog queries reuse it (it holds every catalog
-    table). Close the reader (``with reader(store, run, ranks) as rd``) at the end of the request.
+    Facts come from ``Store.read_connection(run, ranks, tables)``: an in-memory DuckDB holding a
+    copy of the catalog and views over the run's Parquet files (the catalog file is closed at
+    once). Name the run, ranks and fact tables a request will read when creating the Reader and
+    the store is opened once; catalog queries reuse that connection (it holds every catalog
+    table). Close the reader (``with reader(...) as rd``) at the end of the request.
     """
 
-    def __init__(self, store: Store, run: str | None = None, ranks: Sequence[int] | None = None):
+    def __init__(self, store: Store, run: str | None = None, ranks: Sequence[int] | None = None,
+                 tables: Sequence[str] = ()):
         self.store = store
-        self._hint = (run, None if ranks is None else tuple(sorted(int(r) for r in ranks)))
+        self._hint = (run, _key(ranks), frozenset(tables))
         self._stack = contextlib.ExitStack()
-        self._facts: dict[tuple[str, tuple[int, ...] | None], duckdb.DuckDBPyConnection] = {}
+        self._conns: dict[tuple[str, tuple[int, ...] | None, frozenset[str]], duckdb.DuckDBPyConnection] = {}
         self._catalog: duckdb.DuckDBPyConnection | None = None
+        self._fingerprints: dict[str, int] = {}
+        self.opened = 0  # read_connection calls (tests and the benchmark look at it)
 
     def close(self) -> None:
         self._stack.close()
-        self._facts.clear()
+        self._conns.clear()
         self._catalog = None
 
     def __enter__(self) -> "Reader":
@@ -72,13 +78,11 @@ class Reader:
 
     def catalog(self) -> duckdb.DuckDBPyConnection:
         """A connection where the catalog tables (runs, collections, source_files, fact_files) can be read."""
-        if self._facts:
-            return next(iter(self._facts.values()))
+        if self._conns:
+            return next(iter(self._conns.values()))
         if self._catalog is None:
+            # catalog only: fact views are bound when a query needs them (a cached result does not)
             self._require()
-            run, ranks = self._hint
-            if run is not None:
-                return self.facts(run, ranks)
             cat = self.store.load_catalog()
             con = self._stack.enter_context(contextlib.closing(duckdb.connect(":memory:")))
             for name, tbl in cat.items():
@@ -86,26 +90,74 @@ class Reader:
             self._catalog = con
         return self._catalog
 
-    def facts(self, run: str, ranks: Sequence[int] | None) -> duckdb.DuckDBPyConnection:
-        """A connection with the fact tables of ``run`` (at least ``ranks``; None = every rank)."""
-        key = (run, None if ranks is None else tuple(sorted(int(r) for r in ranks)))
-        for (r, rk), con in self._facts.items():
-            if r == run and (rk is None or (key[1] is not None and set(key[1]) <= set(rk))):
+    def fingerprint(self, run: str) -> int:
+        """Identifies the content of ``run`` (its fact files and collections) for result caches."""
+        if run not in self._fingerprints:
+            self._fingerprints[run] = hash(run_fingerprint(self, run))
+        return self._fingerprints[run]
+
+    def facts(self, run: str, ranks: Sequence[int] | None, tables: Sequence[str] | frozenset[str]) -> duckdb.DuckDBPyConnection:
+        """A connection with views of ``tables`` for ``run`` (at least ``ranks``; None = every rank)."""
+        rk, need = _key(ranks), frozenset(tables)
+        for (r, have_rk, have_tb), con in self._conns.items():
+            if r == run and _covers(have_rk, rk) and need <= have_tb:
                 return con
         self._require()
-        con = self._stack.enter_context(self.store.read_connection(run=run, ranks=None if key[1] is None else list(key[1])))
-        self._facts[key] = con
+        h_run, h_rk, h_tb = self._hint
+        if h_run == run and _covers(h_rk, rk):
+            rk, need = h_rk, need | h_tb
+        con = self._stack.enter_context(
+            self.store.read_connection(run=run, ranks=None if rk is None else list(rk), tables=sorted(need)))
+        self.opened += 1
+        self._conns[(run, rk, need)] = con
         return con
 
 
+def _key(ranks: Sequence[int] | None) -> tuple[int, ...] | None:
+    return None if ranks is None else tuple(sorted({int(r) for r in ranks}))
+
+
+def _covers(have: tuple[int, ...] | None, want: tuple[int, ...] | None) -> bool:
+    return have is None or (want is not None and set(want) <= set(have))
+
+
 def reader(
-    store: Store | Reader, run: str | None = None, ranks: Sequence[int] | None = None
+    store: Store | Reader, run: str | None = None, ranks: Sequence[int] | None = None, tables: Sequence[str] = ()
 ) -> contextlib.AbstractContextManager[Reader]:
-    """``with reader(store, run, ranks) as rd``: a Reader for one request (name the run / ranks you
+    """``with reader(store, run, ranks, tables) as rd``: a Reader for one request (name what it
     will read so the store is opened once). Given a Reader, uses it and leaves it open."""
     if isinstance(store, Reader):
         return contextlib.nullcontext(store)
-    return Reader(store, run, ranks)
+    return Reader(store, run, ranks, tables)
+
+
+def _freeze(v: Any) -> Any:
+    if isinstance(v, (list, tuple, set, frozenset)):
+        return tuple(_freeze(x) for x in v)
+    if isinstance(v, dict):
+        return tuple(sorted((k, _freeze(x)) for k, x in v.items()))
+    return v
+
+
+def _copy(v: Any) -> Any:
+    if isinstance(v, pd.DataFrame):
+        return v.copy()
+    if isinstance(v, tuple):
+        return tuple(_copy(x) for x in v)
+    return v
+
+
+def run_cached(fn: Any) -> Any:
+    """Cache a ``fn(rd, run, *args)`` result per content of the run: the key holds the run's
+    fingerprint (its fact files, renamed on every ingest), so a new ingest is seen at once."""
+
+    @functools.wraps(fn)
+    def wrapper(rd: Reader, run: str, *args: Any, **kw: Any) -> Any:
+        key = (_freeze(args), _freeze(kw))
+        return _copy(_cached(rd, run, fn.__name__, key, lambda: fn(rd, run, *args, **kw)))
+
+    wrapper.uncached = fn  # type: ignore[attr-defined]
+    return wrapper
 
 
 def _df(con: duckdb.DuckDBPyConnection, sql: str, params: dict[str, Any] | None = None) -> pd.DataFrame:
@@ -243,9 +295,10 @@ GROUP BY step ORDER BY step LIMIT 10000
 """
 
 
+@run_cached
 def steps(rd: Reader, run: str, ranks: Sequence[int] | None) -> pd.DataFrame:
     """Profiled steps of the selected ranks: earliest start and latest end over the ranks."""
-    con = rd.facts(run, ranks)
+    con = rd.facts(run, ranks, ("steps",))
     return _df(con, STEPS_SQL, {"run": run, "ranks": _ranks_param(ranks)})
 
 
@@ -256,8 +309,9 @@ GROUP BY rank ORDER BY rank
 """
 
 
+@run_cached
 def rank_steps(rd: Reader, run: str, ranks: Sequence[int] | None = None) -> pd.DataFrame:
-    con = rd.facts(run, ranks)
+    con = rd.facts(run, ranks, ("steps",))
     return _df(con, RANK_STEPS_SQL, {"run": run, "ranks": _ranks_param(ranks)})
 
 
@@ -273,9 +327,10 @@ ORDER BY name, rank, step
 """
 
 
+@run_cached
 def scalars(rd: Reader, run: str, ranks: Sequence[int] | None) -> pd.DataFrame:
     """Per-step training scalars (step_time_ns, loss, ...), thinned to ~2000 points per (rank, name)."""
-    con = rd.facts(run, ranks)
+    con = rd.facts(run, ranks, ("scalars",))
     return _df(con, SCALARS_SQL, {"run": run, "ranks": _ranks_param(ranks), "maxp": MAX_SCALAR_POINTS})
 
 
@@ -291,13 +346,14 @@ FROM lanes WHERE run = $run AND {RANK_FILTER} AND n_slices > 0
 """
 
 
+@run_cached
 def lanes(rd: Reader, run: str, ranks: Sequence[int] | None) -> pd.DataFrame:
     """Timeline rows: one per (rank, lane group, process, lane) in drawing order, with ``row`` numbers.
 
     The same thread seen in several collections of a rank is one row. ``members`` keeps the
     (collection_id, pid, tid) keys that slices join on.
     """
-    con = rd.facts(run, ranks)
+    con = rd.facts(run, ranks, ("lanes",))
     df = _df(con, LANES_SQL, {"run": run, "ranks": _ranks_param(ranks)})
     return order_lanes(df)
 
@@ -328,48 +384,60 @@ def order_lanes(df: pd.DataFrame) -> pd.DataFrame:
 EXACT_SQL = f"""
 SELECT rank, collection_id, pid, tid, name, category, ts_ns, dur_ns, event_id
 FROM slices
-WHERE run = $run AND {RANK_FILTER} AND ts_ns < $end AND ts_ns + dur_ns >= $start
+WHERE run = $run AND {RANK_FILTER} AND ts_ns < $end AND ts_ns >= $lo AND ts_ns + coalesce(dur_ns, 0) >= $start
 LIMIT $limit
 """
 
-OCCUPANCY_SQL = f"""
-WITH s AS MATERIALIZED (
-  SELECT rank, collection_id, pid, tid, name, ts_ns, dur_ns,
-         greatest(ts_ns, $start) AS a, least(ts_ns + dur_ns, $end) AS b
-  FROM slices
-  WHERE run = $run AND {RANK_FILTER} AND ts_ns < $end AND ts_ns + dur_ns >= $start),
-counts AS (
-  SELECT rank, collection_id, pid, tid,
-         least(CAST(floor((a - $start) / $width) AS BIGINT), $nb - 1) AS bucket,
-         count(*) AS events, arg_max(name, b - a) AS longest, max(b - a) AS longest_ns
-  FROM s GROUP BY ALL),
-ordered AS (  -- interval union per lane: cut off what earlier slices already cover
-  SELECT rank, collection_id, pid, tid, a, b,
-         max(b) OVER (PARTITION BY rank, collection_id, pid, tid ORDER BY a, b DESC
-                      ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS reach
-  FROM s WHERE b > a),
-pieces AS (
-  SELECT rank, collection_id, pid, tid, greatest(a, coalesce(reach, a)) AS a, b
-  FROM ordered WHERE b > coalesce(reach, a)),
-split AS (
-  SELECT rank, collection_id, pid, tid, a, b,
-         least(CAST(floor((a - $start) / $width) AS BIGINT), $nb - 1) AS b0,
-         least(CAST(floor((b - 1 - $start) / $width) AS BIGINT), $nb - 1) AS b1
-  FROM pieces),
-busy AS (
-  SELECT rank, collection_id, pid, tid, b0 AS bucket, sum(b - a) AS busy_ns
-  FROM split WHERE b0 = b1 GROUP BY ALL
-  UNION ALL
-  SELECT rank, collection_id, pid, tid, bucket,
-         sum(least(b, $start + (bucket + 1) * $width) - greatest(a, $start + bucket * $width)) AS busy_ns
-  FROM (SELECT *, unnest(range(b0, b1 + 1)) AS bucket FROM split WHERE b1 > b0) GROUP BY ALL)
-SELECT coalesce(c.rank, u.rank) AS rank, coalesce(c.collection_id, u.collection_id) AS collection_id,
-       coalesce(c.pid, u.pid) AS pid, coalesce(c.tid, u.tid) AS tid, coalesce(c.bucket, u.bucket) AS bucket,
-       coalesce(u.busy_ns, 0) AS busy_ns, coalesce(c.events, 0) AS events, c.longest, c.longest_ns
-FROM counts c FULL OUTER JOIN (
-  SELECT rank, collection_id, pid, tid, bucket, sum(busy_ns) AS busy_ns FROM busy GROUP BY ALL) u
-  USING (rank, collection_id, pid, tid, bucket)
+LANE_FILES_SQL = f"""
+SELECT collection_id, list(path ORDER BY path) AS paths FROM fact_files
+WHERE run = $run AND table_name = 'slices' AND {RANK_FILTER}
+GROUP BY collection_id
 """
+
+LANE_LOAD_SQL = """
+SELECT k.lane_key, s.ts_ns, coalesce(s.dur_ns, 0) AS dur_ns
+FROM slices s JOIN __lane_keys k USING (collection_id, pid, tid)
+WHERE s.run = $run AND s.ts_ns IS NOT NULL
+"""
+
+_LANES = lod.LaneCache()
+
+
+def lane_indexes(rd: Reader, run: str, ranks: Sequence[int] | None, lane_df: pd.DataFrame) -> dict[tuple[str, str, str], lod.LaneIndex]:
+    """Per (collection_id, pid, tid): the lane's LOD index, from the cache when its slices file was
+    indexed before, else read once (all missing collections in one query) and cached."""
+    files = _df(rd.catalog(), LANE_FILES_SQL, {"run": run, "ranks": _ranks_param(ranks)})
+    out: dict[tuple[str, str, str], lod.LaneIndex] = {}
+    missing: list[tuple[str, str]] = []
+    for cid, paths in zip(files["collection_id"], files["paths"]):
+        source = "|".join(str(p) for p in paths)
+        got = _LANES.get(source)
+        if got is None:
+            missing.append((str(cid), source))
+        else:
+            out.update({(str(cid), pid, tid): ix for (pid, tid), ix in got.items()})
+    if missing:
+        con = rd.facts(run, ranks, ("lanes", "slices"))
+        want = {cid for cid, _ in missing}
+        keys = lane_df[lane_df["collection_id"].isin(want)][["collection_id", "pid", "tid"]].drop_duplicates().reset_index(drop=True)
+        keys = keys.assign(lane_key=np.arange(len(keys), dtype=np.int64))
+        con.register("__lane_keys", keys)
+        try:
+            tbl = con.sql(LANE_LOAD_SQL, params={"run": run}).to_arrow_table()
+        except duckdb.Error as exc:
+            raise QueryError(str(exc).strip().splitlines()[0]) from exc
+        finally:
+            con.unregister("__lane_keys")
+        built = lod.index_groups(tbl.column("lane_key").to_numpy(), tbl.column("ts_ns").to_numpy(), tbl.column("dur_ns").to_numpy())
+        per_cid: dict[str, dict[tuple[str, str], lod.LaneIndex]] = {cid: {} for cid in want}
+        for k, cid, pid, tid in zip(keys["lane_key"], keys["collection_id"], keys["pid"], keys["tid"]):
+            ix = built.get(int(k))
+            if ix is not None:
+                per_cid[str(cid)][(pid, tid)] = ix
+        for cid, source in missing:
+            _LANES.put(source, per_cid[cid])
+            out.update({(cid, pid, tid): ix for (pid, tid), ix in per_cid[cid].items()})
+    return out
 
 
 @dataclass
@@ -381,9 +449,12 @@ class Window:
     lanes: pd.DataFrame  # order_lanes() output
     mode: str  # "exact" | "occupancy" | "empty"
     slices: pd.DataFrame  # exact: one row per slice, with ``row``
-    buckets: pd.DataFrame  # occupancy: rank/lane bucket rows, with ``row``
+    rows: list[int]  # occupancy: the lane rows of ``busy`` / ``events``
+    busy: np.ndarray  # occupancy: covered share of each bucket (rows x buckets, 0..1)
+    events: np.ndarray  # occupancy: slices starting in each bucket (rows x buckets)
     bucket_ns: float
     n_buckets: int
+    n_events: int  # slices overlapping the window (upper bound in the occupancy view)
 
 
 def timeline_window(
@@ -394,29 +465,42 @@ def timeline_window(
     end_ns: int,
     n_buckets: int = 800,
     max_exact: int = MAX_EXACT_SLICES,
+    max_cells: int = 150_000,
 ) -> Window:
-    """The slices of a time window: exact when at most ``max_exact`` overlap it, else per-lane
-    occupancy (share of each bucket covered by the union of the lane's slices, event count and the
-    longest slice starting in the bucket) over ``n_buckets`` equal buckets."""
-    if end_ns <= start_ns:
-        end_ns = start_ns + 1
+    """The slices of a time window: exact when at most ``max_exact`` overlap it, else per lane the
+    occupancy of ``n_buckets`` equal buckets (share covered by the union of the lane's slices) and
+    the number of slices starting in each, from the lanes' LOD indexes. Fewer buckets when there
+    are many lanes: at most about ``max_cells`` cells per window."""
+    start_ns, end_ns = int(start_ns), max(int(end_ns), int(start_ns) + 1)
     n_buckets = max(1, min(int(n_buckets), MAX_BUCKETS))
-    params = {"run": run, "ranks": _ranks_param(ranks), "start": int(start_ns), "end": int(end_ns)}
-    con = rd.facts(run, ranks)
-    lane_df = order_lanes(_df(con, LANES_SQL, {"run": run, "ranks": _ranks_param(ranks)}))
-    exact = _df(con, EXACT_SQL, {**params, "limit": max_exact + 1})
-    if len(exact) <= max_exact:
-        sl = _attach_rows(exact, lane_df)
-        return Window(start_ns, end_ns, lane_df, "exact" if len(sl) else "empty", sl, pd.DataFrame(), 0.0, 0)
+    lane_df = lanes(rd, run, ranks)
+    idx = lane_indexes(rd, run, ranks, lane_df)
+    n_over = sum(ix.overlapping(start_ns, end_ns) for ix in idx.values())
+    if n_over <= max_exact:
+        max_dur = max((ix.max_dur for ix in idx.values()), default=0)
+        con = rd.facts(run, ranks, ("lanes", "slices"))
+        exact = _df(con, EXACT_SQL, {"run": run, "ranks": _ranks_param(ranks), "start": start_ns, "end": end_ns,
+                                     "lo": start_ns - max_dur, "limit": max_exact + 1})
+        if len(exact) <= max_exact:
+            sl = _attach_rows(exact, lane_df)
+            return Window(start_ns, end_ns, lane_df, "exact" if len(sl) else "empty", sl, [], np.zeros((0, 0)),
+                          np.zeros((0, 0), dtype=np.int64), 0.0, 0, len(sl))
+    rows = sorted(set(int(r) for r in lane_df["row"]))
+    n_buckets = max(1, min(n_buckets, max(100, max_cells // max(1, len(rows)))))  # bounded response
     width = (end_ns - start_ns) / n_buckets
-    occ = _df(con, OCCUPANCY_SQL, {**params, "width": width, "nb": n_buckets})
-    occ = _attach_rows(occ, lane_df)
-    occ = (
-        occ.groupby(["row", "bucket"], as_index=False)
-        .agg(busy_ns=("busy_ns", "sum"), events=("events", "sum"), longest=("longest", "first"),
-             longest_ns=("longest_ns", "max"))
-    )
-    return Window(start_ns, end_ns, lane_df, "occupancy", pd.DataFrame(), occ, width, n_buckets)
+    edges = start_ns + np.round(np.arange(n_buckets + 1) * width).astype(np.int64)
+    pos = {r: i for i, r in enumerate(rows)}
+    busy = np.zeros((len(rows), n_buckets), dtype=np.float64)
+    events = np.zeros((len(rows), n_buckets), dtype=np.int64)
+    for cid, pid, tid, row in zip(lane_df["collection_id"], lane_df["pid"], lane_df["tid"], lane_df["row"]):
+        ix = idx.get((str(cid), pid, tid))
+        if ix is None:
+            continue
+        i = pos[int(row)]
+        busy[i] += ix.busy(edges)
+        events[i] += ix.starts_per_bucket(edges)
+    busy = np.clip(busy / np.diff(edges).clip(min=1), 0.0, 1.0)
+    return Window(start_ns, end_ns, lane_df, "occupancy", pd.DataFrame(), rows, busy, events, width, n_buckets, n_over)
 
 
 def _attach_rows(df: pd.DataFrame, lane_df: pd.DataFrame) -> pd.DataFrame:
@@ -450,7 +534,7 @@ ORDER BY start_ns DESC LIMIT 1
 def slice_detail(rd: Reader, run: str, rank: int, collection_id: str, event_id: int) -> dict[str, Any] | None:
     """Everything known about one slice: lane, times, args, and the operator row (shapes, stack)."""
     p = {"run": run, "rank": int(rank), "cid": str(collection_id), "eid": int(event_id)}
-    con = rd.facts(run, [int(rank)])
+    con = rd.facts(run, [int(rank)], ("slices", "lanes", "operators", "steps"))
     row = _df(con, SLICE_SQL, p)
     if row.empty:
         return None
@@ -512,6 +596,7 @@ def _op_base(source: str, grouping: str) -> str:
       FROM {source} WHERE run = $run AND {RANK_FILTER} AND {_OP_FILTER[source]} AND dur_ns IS NOT NULL"""
 
 
+@run_cached
 def operator_stats(
     rd: Reader,
     run: str,
@@ -553,12 +638,13 @@ def operator_stats(
                count(*) OVER () AS n_rows
         FROM ({per_rank})
         ORDER BY total_ns DESC, key, shape, rank LIMIT $limit"""
-    con = rd.facts(run, ranks)
+    con = rd.facts(run, ranks, (source,))
     df = _df(con, sql, {"run": run, "ranks": _ranks_param(ranks), "limit": int(limit)})
     n = int(df["n_rows"].iloc[0]) if len(df) else 0
     return df.drop(columns=["n_rows"]), n
 
 
+@run_cached
 def operator_drill(
     rd: Reader, run: str, source: str, grouping: str, key: str, shape: str | None, ranks: Sequence[int] | None
 ) -> pd.DataFrame:
@@ -577,7 +663,7 @@ def operator_drill(
     p: dict[str, Any] = {"run": run, "ranks": _ranks_param(ranks), "key": key}
     if grouping == "shape":
         p["shape"] = shape or ""
-    con = rd.facts(run, ranks)
+    con = rd.facts(run, ranks, (source,))
     return _df(con, sql, p)
 
 
@@ -593,9 +679,10 @@ GROUP BY ALL ORDER BY samples DESC, component, device
 """
 
 
+@run_cached
 def memory_components(rd: Reader, run: str, ranks: Sequence[int] | None) -> pd.DataFrame:
     """Which memory counters exist (component, device) with how many samples of each series."""
-    con = rd.facts(run, ranks)
+    con = rd.facts(run, ranks, ("memory_samples",))
     return _df(con, MEMORY_KINDS_SQL, {"run": run, "ranks": _ranks_param(ranks)})
 
 
@@ -624,9 +711,10 @@ GROUP BY ALL ORDER BY rank, device
 """
 
 
+@run_cached
 def memory_peaks(rd: Reader, run: str, ranks: Sequence[int] | None, component: str) -> pd.DataFrame:
     """Per (rank, device): peak allocated / reserved / active and when they happened."""
-    con = rd.facts(run, ranks)
+    con = rd.facts(run, ranks, ("memory_samples",))
     return _df(con, MEMORY_PEAKS_SQL, {"run": run, "ranks": _ranks_param(ranks), "component": component})
 
 
@@ -638,7 +726,7 @@ def memory_curves(
     keeping each bucket's maximum (so peaks survive) and its minimum allocated."""
     n_buckets = max(1, min(int(n_buckets), MAX_BUCKETS))
     width = max((end_ns - start_ns) / n_buckets, 1.0)
-    con = rd.facts(run, ranks)
+    con = rd.facts(run, ranks, ("memory_samples",))
     return _df(con, MEMORY_CURVE_SQL, {
         "run": run, "ranks": _ranks_param(ranks), "component": component, "start": int(start_ns),
         "end": int(end_ns), "width": width, "nb": n_buckets,
@@ -654,9 +742,10 @@ ORDER BY size_bytes DESC NULLS LAST, rank, alloc_ns LIMIT $limit
 """
 
 
+@run_cached
 def operator_memory(rd: Reader, run: str, ranks: Sequence[int] | None, limit: int = MAX_MEMORY_BLOCKS) -> tuple[pd.DataFrame, int]:
     """Largest memory blocks attributed to operators (size, allocation time, lifetime)."""
-    con = rd.facts(run, ranks)
+    con = rd.facts(run, ranks, ("operator_memory",))
     df = _df(con, OPERATOR_MEMORY_SQL, {"run": run, "ranks": _ranks_param(ranks), "limit": int(limit)})
     n = int(df["n_rows"].iloc[0]) if len(df) else 0
     return df.drop(columns=["n_rows"]), n
@@ -677,9 +766,10 @@ GROUP BY rank, transport ORDER BY rank, transport
 """
 
 
+@run_cached
 def comm_bandwidth(rd: Reader, run: str, ranks: Sequence[int] | None) -> pd.DataFrame:
     """Bytes, transit time and bandwidth per (rank, transport)."""
-    con = rd.facts(run, ranks)
+    con = rd.facts(run, ranks, ("comm_bandwidth",))
     return _df(con, COMM_BANDWIDTH_SQL, {"run": run, "ranks": _ranks_param(ranks)})
 
 
@@ -707,9 +797,10 @@ GROUP BY rank ORDER BY rank
 """
 
 
+@run_cached
 def comm_per_rank(rd: Reader, run: str, ranks: Sequence[int] | None) -> pd.DataFrame:
     """Per rank: operations, elapsed time and the producer's own wait / transit / idle split."""
-    con = rd.facts(run, ranks)
+    con = rd.facts(run, ranks, ("comm_ops",))
     return _df(con, COMM_RANK_SQL, {"run": run, "ranks": _ranks_param(ranks)})
 
 
@@ -724,17 +815,19 @@ GROUP BY src_rank, dst_rank ORDER BY src_rank, dst_rank LIMIT 1000000
 """
 
 
+@run_cached
 def comm_matrix(rd: Reader, run: str, ranks: Sequence[int] | None) -> pd.DataFrame:
     """Rank x rank links (global ranks): bytes, transit time and bandwidth, from the producers'
     per-op-type totals of the communication matrix."""
-    con = rd.facts(run, ranks)
+    con = rd.facts(run, ranks, ("comm_links",))
     return _df(con, COMM_MATRIX_SQL, {"run": run, "ranks": _ranks_param(ranks)})
 
 
+@run_cached
 def collectives(rd: Reader, run: str, ranks: Sequence[int] | None, limit: int = MAX_GRID_ROWS) -> tuple[pd.DataFrame, int]:
     """One row per communication operation name (an op instance for HCCL, a kind for gloo/NCCL
     annotations) over the selected ranks: calls, ranks, min / max / avg time, slowest rank."""
-    con = rd.facts(run, ranks)
+    con = rd.facts(run, ranks, ("comm_ops",))
     df = _df(con, COLLECTIVES_SQL, {"run": run, "ranks": _ranks_param(ranks), "limit": int(limit)})
     n = int(df["n_rows"].iloc[0]) if len(df) else 0
     return df.drop(columns=["n_rows"]), n
@@ -744,7 +837,7 @@ def collectives(rd: Reader, run: str, ranks: Sequence[int] | None, limit: int = 
 # cluster analyses (analyzer.analyses), cached per content of the run
 # ---------------------------------------------------------------------------------------------
 
-_CACHE_SIZE = 32
+_CACHE_SIZE = 128
 _cache: dict[tuple[Any, ...], Any] = {}
 _cache_lock = threading.Lock()
 
@@ -761,7 +854,7 @@ def run_fingerprint(rd: Reader, run: str) -> tuple[str, ...]:
 
 
 def _cached(rd: Reader, run: str, name: str, args: tuple[Any, ...], compute: Any) -> Any:
-    key = (str(rd.store.path), run, name, args, hash(run_fingerprint(rd, run)))
+    key = (str(rd.store.path), run, name, args, rd.fingerprint(run))
     with _cache_lock:
         if key in _cache:
             value = _cache.pop(key)

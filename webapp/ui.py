@@ -153,6 +153,15 @@ def rank_list(value: Any, all_ranks: Sequence[int]) -> list[int]:
     return sorted({int(v) for v in value})
 
 
+def hint_ranks(value: Any) -> list[int] | None:
+    """The ranks a dropdown value names, to open the store for just those (None: every rank)."""
+    try:
+        rs = rank_list(value, [])
+    except (TypeError, ValueError):
+        return None
+    return rs or None
+
+
 def default_ranks(all_ranks: Sequence[int], limit: int) -> list[int]:
     return list(all_ranks[:limit])
 
@@ -210,10 +219,18 @@ LANE_COLORS = {
 }
 
 
+_AXIS = dict(gridcolor="#e6ebf1", linecolor="#c5ced8", zerolinecolor="#d5dde6", ticks="", automargin=True)
+_BASE_LAYOUT = dict(
+    template="none", paper_bgcolor="white", plot_bgcolor="white", xaxis=_AXIS, yaxis=_AXIS,
+    colorway=["#2f6fb0", "#e67e22", "#27ae60", "#d9534f", "#9b59b6", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"],
+    hoverlabel=dict(font_size=12),
+)
+
+
 def figure(height: int = 360, **layout: Any) -> go.Figure:
-    fig = go.Figure()
+    # an explicit light style instead of a named template: copying plotly_white costs ~50 ms a figure
+    fig = go.Figure(layout=_BASE_LAYOUT)
     fig.update_layout(
-        template="plotly_white",
         height=height,
         margin=dict(l=60, r=20, t=36, b=40),
         font=dict(family="system-ui, -apple-system, Segoe UI, sans-serif", size=12),

@@ -225,7 +225,7 @@ def register_callbacks(app: Dash) -> None:
     )
     @ui.guard(5, message_index=0)
     def update(run: str, ranks: Any, metric: str) -> Any:
-        with data.reader(ui.current_store(), run) as rd:
+        with data.reader(ui.current_store(), run, ui.hint_ranks(ranks), ("comm_ops", "comm_bandwidth", "comm_links")) as rd:
             all_ranks = data.ranks_of(rd, run)
             if not all_ranks:
                 raise NotFound(f"no run named {run!r}")

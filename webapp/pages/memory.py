@@ -30,7 +30,7 @@ _MIB = {"function": "params.value == null ? '' : d3.format(',.3f')(params.value)
 
 def layout(run: Any = None, ranks: Any = None, component: Any = None, series: Any = None, **_: Any) -> Any:
     def build() -> Any:
-        with data.reader(ui.current_store(), single("run", run)) as rd:
+        with data.reader(ui.current_store(), single("run", run), None, ("memory_samples",)) as rd:
             return _layout(rd, run, ranks, component, series)
 
     return ui.safe_layout(build)
@@ -237,7 +237,7 @@ def register_callbacks(app: Dash) -> None:
     )
     @ui.guard(4, message_index=1)
     def update_curves(run: str, ranks: Any, component: Any, series: Any, _reset: Any, relayout: Any, window: Any) -> Any:
-        with data.reader(ui.current_store(), run) as rd:
+        with data.reader(ui.current_store(), run, ui.hint_ranks(ranks), ("memory_samples",)) as rd:
             all_ranks = data.ranks_of(rd, run)
             if not all_ranks:
                 raise NotFound(f"no run named {run!r}")
@@ -278,7 +278,7 @@ def register_callbacks(app: Dash) -> None:
     )
     @ui.guard(3, message_index=0)
     def update_tables(run: str, ranks: Any, component: Any) -> Any:
-        with data.reader(ui.current_store(), run) as rd:
+        with data.reader(ui.current_store(), run, None, ("memory_samples", "operator_memory")) as rd:
             all_ranks = data.ranks_of(rd, run)
             if not all_ranks:
                 raise NotFound(f"no run named {run!r}")

@@ -314,7 +314,7 @@ def register_callbacks(app: Dash) -> None:
     )
     @ui.guard(4, message_index=2)
     def update_grid(run: str, ranks: Any, source: str, group: str, scope: str) -> Any:
-        with data.reader(ui.current_store(), run) as rd:
+        with data.reader(ui.current_store(), run, ui.hint_ranks(ranks), (source,)) as rd:
             all_ranks, selected = _selected(rd, run, ranks)
             rows, cols, status = grid(rd, run, source, group, selected, scope == "across")
         return rows, cols, status, [{"label": f"rank {r}", "value": r} for r in all_ranks]
@@ -381,6 +381,6 @@ def register_callbacks(app: Dash) -> None:
         key = {"op": sel[0].get("key"), "shape": sel[0].get("shape")} if sel else want
         if not key or not key.get("op"):
             return html.P("Select a row of the grid to see that operator on every rank.", className="note"), None
-        with data.reader(ui.current_store(), run) as rd:
+        with data.reader(ui.current_store(), run, ui.hint_ranks(ranks), (source,)) as rd:
             _, selected = _selected(rd, run, ranks)
             return drill(rd, run, source, group, str(key["op"]), key.get("shape"), selected), key

@@ -132,7 +132,7 @@ def _runs_table(runs: pd.DataFrame, current: str | None) -> html.Div:
 
 def render(store: Any, run: str, ranks: Sequence[int], step: int | None) -> list[Any]:
     """The overview of one run for the selected ranks (step None = mean over steps)."""
-    with data.reader(store, run) as rd:
+    with data.reader(store, run, None, ("scalars", "steps")) as rd:
         return _render(rd, run, ranks, step)
 
 
@@ -375,7 +375,7 @@ def register_callbacks(app: Dash) -> None:
     )
     @ui.guard(3, message_index=0)
     def run_changed(run: str, want_step: Any) -> Any:
-        with data.reader(ui.current_store(), run) as rd:
+        with data.reader(ui.current_store(), run, None, ("steps",)) as rd:
             all_ranks = data.ranks_of(rd, run)
             steps = data.steps(rd, run, None)
         opts = [{"label": "mean over steps", "value": "mean"}] + [
@@ -394,7 +394,7 @@ def register_callbacks(app: Dash) -> None:
     )
     @ui.guard(2, message_index=0)
     def update(run: str, ranks: Any, step: Any) -> Any:
-        with data.reader(ui.current_store(), run) as rd:
+        with data.reader(ui.current_store(), run, None, ("scalars", "steps")) as rd:
             all_ranks = data.ranks_of(rd, run)
             if not all_ranks:
                 raise NotFound(f"no run named {run!r}")

@@ -233,15 +233,16 @@ def build_figure(win: data.Window, origin: int, groups: Sequence[str]) -> tuple[
         ticktext.append(plot_text(lane_label(r)))
         pos += levels[row]
     total = pos
-    height = int(min(60 + ROW_PX * total + 40, 4000))
+    px = ROW_PX if win.mode == "exact" else max(4, min(ROW_PX, 3600 // max(1, len(rows))))
+    height = int(min(70 + px * total, 4000))
     fig = ui.figure(height=max(height, 220), showlegend=False, bargap=0, hovermode="closest",
                     uniformtext=dict(minsize=8, mode="hide"), dragmode="zoom")
     fig.update_layout(margin=dict(l=260, r=20, t=30, b=40))
     fig.update_yaxes(range=[total + 0.2, -0.4], tickvals=tickvals, ticktext=ticktext, showgrid=False, zeroline=False,
                      fixedrange=True, tickfont=dict(size=10))
     fig.update_xaxes(range=[x0, x1], title="ms since the run's first event", showgrid=True, zeroline=False)
-    for y in rank_lines:
-        fig.add_hline(y=y, line=dict(color="#889", width=1))
+    fig.update_layout(shapes=[dict(type="line", xref="paper", x0=0, x1=1, y0=y, y1=y, line=dict(color="#889", width=1))
+                              for y in rank_lines])
     if win.mode == "exact":
         desc = _exact_traces(fig, sl, y0, origin, win, lanes)
     elif win.mode == "occupancy":
@@ -282,30 +283,25 @@ def _exact_traces(fig: go.Figure, sl: pd.DataFrame, y0: dict[int, float], origin
 
 
 def _occupancy_trace(fig: go.Figure, win: data.Window, rows: pd.DataFrame, y0: dict[int, float], origin: int) -> str:
-    b = win.buckets[win.buckets["row"].isin(set(y0))]
     order = [int(r) for r in rows["row"]]
-    idx = {r: i for i, r in enumerate(order)}
-    z = np.full((len(order), win.n_buckets), np.nan)
-    n = np.zeros((len(order), win.n_buckets), dtype=np.int64)
-    if not b.empty:
-        ri = b["row"].map(idx).to_numpy()
-        bi = b["bucket"].to_numpy().clip(0, win.n_buckets - 1)
-        z[ri, bi] = np.round(np.clip(b["busy_ns"].to_numpy(dtype="float64") / win.bucket_ns, 0, 1), 3)
-        n[ri, bi] = b["events"].to_numpy()
-    z[(n == 0) & np.isnan(z)] = np.nan
+    pos = {r: i for i, r in enumerate(win.rows)}
+    take = [pos[r] for r in order if r in pos]
+    z = win.busy[take].astype(np.float32)
+    n = win.events[take]
+    z[(n == 0) & (z == 0)] = np.nan  # nothing there: leave the cell blank
     x = ((win.start_ns - origin) + (np.arange(win.n_buckets) + 0.5) * win.bucket_ns) / 1e6
-    y = [y0[r] + 0.4 for r in order]
+    y = [y0[r] + 0.4 for r in order if r in pos]
     fig.add_trace(
         go.Heatmap(
-            z=z, x=x, y=y, customdata=n, zmin=0, zmax=1, colorscale=[[0, "#eaf1fb"], [0.3, "#9ecae1"], [1, "#08519c"]],
+            z=np.round(z, 3), x=x, y=y, customdata=n.astype(np.int32), zmin=0, zmax=1,
+            colorscale=[[0, "#eaf1fb"], [0.3, "#9ecae1"], [1, "#08519c"]],
             showscale=True, colorbar=dict(title="busy", tickformat=".0%", len=0.5, thickness=10),
-            hovertemplate="%{x:.3f} ms<br>busy %{z:.0%}<br>%{customdata} events<extra></extra>",
+            hovertemplate="%{x:.3f} ms<br>busy %{z:.0%}<br>%{customdata} slices start here<extra></extra>",
             xgap=0, ygap=2, name="occupancy",
         )
     )
-    total = int(win.buckets["events"].sum()) if not win.buckets.empty else 0
-    return (f"Occupancy view: {total:,} slices in this window, shown as the busy share of {win.n_buckets} buckets "
-            f"of {fmt_ns(win.bucket_ns)} per lane. Zoom in (drag, scroll, or click a bucket) for single events.")
+    return (f"Occupancy view: about {win.n_events:,} slices in this window, shown per lane as the busy share of "
+            f"{win.n_buckets} buckets of {fmt_ns(win.bucket_ns)}. Zoom in (drag, scroll, or click a bucket) for single events.")
 
 
 def detail_panel(d: dict[str, Any] | None, origin: int) -> Any:
@@ -369,7 +365,7 @@ def register_callbacks(app: Dash) -> None:
     )
     @ui.guard(2, message_index=0)
     def options(run: str, ranks: Any) -> Any:
-        with data.reader(ui.current_store(), run) as store:
+        with data.reader(ui.current_store(), run, ui.hint_ranks(ranks), ("steps",)) as store:
             all_ranks = data.ranks_of(store, run)
             selected = [r for r in ui.rank_list(ranks, all_ranks) if r in set(all_ranks)] or all_ranks
             st = data.steps(store, run, selected)
@@ -397,7 +393,7 @@ def register_callbacks(app: Dash) -> None:
     @ui.guard(4, message_index=1)
     def update(run: str, ranks: Any, groups: Any, step: Any, _reset: Any, _out: Any, relayout: Any, click: Any,
                window: Any, want: Any, fig_state: Any) -> Any:
-        with data.reader(ui.current_store(), run) as rd:
+        with data.reader(ui.current_store(), run, ui.hint_ranks(ranks), ("steps", "lanes", "slices")) as rd:
             return _update(rd, run, ranks, groups, step, relayout, click, window, want, fig_state)
 
     def _update(store: data.Reader, run: str, ranks: Any, groups: Any, step: Any, relayout: Any, click: Any,
@@ -447,7 +443,7 @@ def register_callbacks(app: Dash) -> None:
         if b <= a:
             b = a + 1
         width = _graph_width(fig_state)
-        win = data.timeline_window(store, run, selected, origin + a, origin + b, n_buckets=_buckets(width, selected))
+        win = data.timeline_window(store, run, selected, origin + a, origin + b, n_buckets=_buckets(width))
         fig, desc = build_figure(win, origin, groups)
         params = {"run": run, "ranks": ui.ranks_param(selected, all_ranks),
                   "groups": None if sorted(groups) == sorted(DEFAULT_GROUPS) else ",".join(groups)}
@@ -473,7 +469,7 @@ def register_callbacks(app: Dash) -> None:
         if not isinstance(cd, list) or len(cd) != 3:
             return dash.no_update
         origin = int(window["origin"]) if window else 0
-        with data.reader(ui.current_store(), run, [int(cd[0])]) as rd:
+        with data.reader(ui.current_store(), run, [int(cd[0])], ("slices", "lanes", "operators", "steps")) as rd:
             return detail_panel(data.slice_detail(rd, run, int(cd[0]), str(cd[1]), int(cd[2])), origin)
 
 
@@ -484,8 +480,6 @@ def _graph_width(fig_state: Any) -> int:
         return 1200
 
 
-def _buckets(width_px: int, ranks: Sequence[int]) -> int:
-    """Buckets per lane: about one per pixel, fewer when many lanes (bounded cells per response)."""
-    per_pixel = max(200, min(width_px - 300, 1200))
-    budget = 200_000 // max(1, 6 * len(ranks))
-    return int(max(100, min(per_pixel, budget)))
+def _buckets(width_px: int) -> int:
+    """Buckets per lane: about one per pixel of the plot area."""
+    return int(max(200, min(width_px - 300, 1200)))
