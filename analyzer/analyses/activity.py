@@ -22,7 +22,8 @@ the process are the resource:
   on gloo run on the ``pt_gloo_runloop`` threads while the data moves and the rank waits for its
   peers) and the dispatcher's communication calls (``c10d::*``, ``record_param_comms``) on the
   calling thread;
-- no memory or receive intervals.
+- *receive*: the ``comm_ops`` ranges of type ``recv`` (``gloo:recv``: a pipeline stage waiting
+  for its input); no memory intervals.
 
 Step attribution: a task belongs to the step given by its producer (torch_npu ``Step Id``), else,
 for Kineto GPU kernels, to the host step in which it was *launched* (``cudaLaunchKernel`` and
@@ -191,7 +192,7 @@ def load(con: duckdb.DuckDBPyConnection, run: str, ranks: list[int] | None = Non
                 "compute": o[~o["is_comm"]],
                 "comm": pd.concat([o[o["is_comm"]][["step", "ts_ns", "end_ns"]], co[["step", "ts_ns", "end_ns"]]]),
                 "memory": o.iloc[0:0],
-                "receive": o.iloc[0:0],
+                "receive": co[co["op_type"] == "recv"],
             }
             mode = "host"
         by_step: dict[int | None, StepActivity] = {}

@@ -1,0 +1,145 @@
+"""Clock alignment across ranks: each rank's clock offset, estimated from many collectives.
+
+Hosts' clocks differ (by minutes, in MindStudio Insight's FAQ). All members of a blocking
+collective (all-reduce, all-gather, reduce-scatter, all-to-all, barrier) leave it together, so the
+end of one collective instance is one instant seen through every member's clock:
+
+    end[r, i] = T[i] + offset[r] + noise
+
+1. *Coarse*: offset[r] = median over the steps both ranks profiled of (step start on r − step
+   start on the reference rank). Handles skews of seconds or minutes; good to a few ms.
+2. Collectives are matched across ranks by (group, step, op type, size, order within the step)
+   (``collectives``; gloo groups are attributed after the coarse correction).
+3. *Fine*: alternate T[i] = median over members of (end − offset) and offset[r] = median over the
+   rank's instances of (end − T[i]), with the reference rank (the lowest) fixed at 0.
+
+Reported per rank: ``offset_ns`` (subtract it from the rank's timestamps to put them on the
+reference clock), ``residual_ns`` (median |end − offset − T| over its instances: how well the
+collectives agree after correction), ``residual_p90_ns``, ``n_collectives`` used, and a
+``warning`` when the rank cannot be aligned (too few matched collectives, no path to the reference
+rank, or residuals above ``max_residual_ns``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..store import Store
+from . import activity, collectives
+from ._run import resolve
+
+BLOCKING = {"allreduce", "allgather", "reduce_scatter", "alltoall", "barrier"}
+MIN_COLLECTIVES = 3
+MAX_RESIDUAL_NS = 1_000_000
+COLUMNS = [
+    "rank", "offset_ns", "residual_ns", "residual_p90_ns", "n_collectives", "coarse_offset_ns", "status", "warning",
+]
+
+
+def coarse_offsets(steps: pd.DataFrame, ref: int) -> tuple[dict[int, int], dict[int, int]]:
+    """Per rank: median difference of step starts to the reference rank, and its spread (MAD)."""
+    offs: dict[int, int] = {}
+    spread: dict[int, int] = {}
+    base = steps[steps["rank"] == ref].set_index("step")["start_ns"]
+    for rank, g in steps.groupby("rank"):
+        d = (g.set_index("step")["start_ns"] - base).dropna()
+        if rank == ref or d.empty:
+            offs[int(rank)], spread[int(rank)] = 0, 0
+            continue
+        med = int(np.median(d.to_numpy(np.int64)))
+        offs[int(rank)] = med
+        spread[int(rank)] = int(np.median(np.abs(d.to_numpy(np.int64) - med)))
+    return offs, spread
+
+
+def fit_offsets(ends: pd.DataFrame, ref: int, init: dict[int, int], iterations: int = 30) -> dict[int, int]:
+    """Robust fit of end[r, i] = T[i] + offset[r] (columns: instance, rank, end_ns)."""
+    off = {int(r): int(init.get(int(r), 0)) for r in ends["rank"].unique()}
+    off[ref] = 0
+    e = ends.copy()
+    for _ in range(iterations):
+        e["corr"] = e["end_ns"] - e["rank"].map(off).astype("int64")
+        e["T"] = e.groupby("instance")["corr"].transform("median")
+        new = (e["end_ns"] - e["T"]).groupby(e["rank"]).median().round().astype("int64").to_dict()
+        shift = new.get(ref, 0)
+        new = {int(r): int(v - shift) for r, v in new.items()}
+        if all(abs(new[r] - off.get(r, 0)) < 100 for r in new):
+            off = new
+            break
+        off = new
+    return off
+
+
+def clock_offsets(store: Store, run: str | None = None, max_residual_ns: int = MAX_RESIDUAL_NS) -> pd.DataFrame:
+    """One row per rank: clock offset to the reference (lowest) rank, residual, and a warning when
+    the rank cannot be aligned."""
+    run = resolve(store, run)
+    with store.read_connection(run=run) as con:
+        steps = activity.host_steps(con, run)
+        ranks = sorted(
+            set(steps["rank"]) | set(int(r) for r in con.execute(
+                "SELECT DISTINCT rank FROM comm_ops WHERE run = ?", [run]).df()["rank"])
+        )
+        if not ranks:
+            return pd.DataFrame(columns=COLUMNS)
+        ref = ranks[0]
+        coarse, spread = coarse_offsets(steps, ref) if not steps.empty else ({}, {})
+        tol = collectives.DEFAULT_TOLERANCE_NS + 3 * max(spread.values(), default=0)
+        ops, _ = collectives.instances(con, run, offsets=coarse, tolerance_ns=tol)
+        off = dict(coarse)
+        for _ in range(2):  # refit, then re-attribute gloo groups with the fine offsets and refit
+            ends = _blocking_ends(ops)
+            if not ends.empty:
+                off = fit_offsets(ends, ref, off)
+            ops, _ = collectives.instances(con, run, offsets=off)
+    ends = _blocking_ends(ops)
+    rows = []
+    for rank in ranks:
+        mine = ends[ends["rank"] == rank]
+        n = int(mine["instance"].nunique())
+        status, warning = ("reference", None) if rank == ref else ("aligned", None)
+        res_med = res_p90 = None
+        if n:
+            corr = ends["end_ns"] - ends["rank"].map(lambda r: off.get(int(r), 0))
+            t = corr.groupby(ends["instance"]).transform("median")
+            res = (corr - t)[ends["rank"] == rank].abs()
+            res_med, res_p90 = int(res.median()), int(res.quantile(0.9))
+        if rank != ref:
+            if n < MIN_COLLECTIVES:
+                status = "not aligned"
+                warning = (
+                    f"rank {rank} cannot be aligned: only {n} blocking collective(s) matched with other ranks "
+                    f"(need {MIN_COLLECTIVES}); its timeline keeps its own clock"
+                    + (f" (coarse estimate from step starts: {coarse.get(rank, 0) / 1e6:.3f} ms)" if rank in coarse else "")
+                )
+            elif res_med is not None and res_med > max_residual_ns:
+                status = "poorly aligned"
+                warning = (
+                    f"rank {rank}: collectives still disagree by {res_med / 1e6:.3f} ms (median) after alignment; "
+                    f"its offset is uncertain"
+                )
+        rows.append(
+            {
+                "rank": rank,
+                "offset_ns": 0 if rank == ref else (off.get(rank) if status != "not aligned" else None),
+                "residual_ns": res_med,
+                "residual_p90_ns": res_p90,
+                "n_collectives": n,
+                "coarse_offset_ns": coarse.get(rank),
+                "status": status,
+                "warning": warning,
+            }
+        )
+    df = pd.DataFrame(rows, columns=COLUMNS)
+    for c in ("offset_ns", "residual_ns", "residual_p90_ns", "coarse_offset_ns"):
+        df[c] = df[c].astype("Int64")
+    return df
+
+
+def _blocking_ends(ops: pd.DataFrame) -> pd.DataFrame:
+    ok = (
+        ops["instance"].notna() & ~ops["is_p2p"] & ops["op_type"].isin(BLOCKING)
+        & (ops["n_seen"] >= 2) & (ops["n_seen"] == ops["n_members"])
+    )
+    return ops.loc[ok, ["instance", "rank", "end_ns"]].reset_index(drop=True)

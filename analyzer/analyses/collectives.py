@@ -1,0 +1,259 @@
+"""Communication ops of all ranks, matched into collective *instances* (one call seen by every member).
+
+An instance is identified by (group, step, op type, message size, order within the step): the
+n-th ``allreduce`` of 4 MiB in group G during step s on one rank is the same call as the n-th one
+on every other member of G. No global sequence number is used (it shifts when ranks ran different
+warm-ups). Point-to-point ops are matched the same way (a send and its recv share group, step,
+size and order) but kept apart (``is_p2p``).
+
+Groups. torch_npu / msprof rows and NCCL kernels name their group. gloo ``gloo:*`` ranges do not;
+when the rank belongs to a single group (besides itself) that group is used, otherwise the group
+is *attributed*: among the rank's groups, the largest one in which every other member has an op of
+the same type and size in the same step that overlaps this one in time (all members are inside a
+collective when its last member arrives: the latest start precedes the earliest end, within
+``tolerance_ns``, after correcting each rank's clock by ``offsets`` when given). Since gloo runs
+each process group on its own threads, the decision is taken per thread, on the median over the
+thread's collectives.
+A gloo send/recv names neither its group nor its peer: in a rank with several groups it stays
+unattributed (``group_name`` NULL) and is left out of instances.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import duckdb
+import numpy as np
+import pandas as pd
+
+OP_COLUMNS = [
+    "rank", "step", "name", "op_type", "group_name", "group_ranks", "is_p2p", "ts_ns", "dur_ns", "end_ns",
+    "wait_ns", "transit_ns", "sync_ns", "idle_ns", "bytes", "alg_type", "source",
+]
+
+DEFAULT_TOLERANCE_NS = 200_000  # slack on "all members' intervals overlap" (clock error allowance)
+
+
+def load_ops(con: duckdb.DuckDBPyConnection, run: str) -> pd.DataFrame:
+    """comm_ops rows of a run with an ``end_ns`` column, in time order per rank."""
+    df = con.execute(
+        """
+        WITH c AS (
+          SELECT * FROM comm_ops WHERE run = $run AND ts_ns IS NOT NULL AND dur_ns IS NOT NULL),
+        lane AS (  -- the thread of Kineto annotation ranges (gloo runs each group on its own threads)
+          SELECT DISTINCT s.rank, s.collection_id, s.name, s.ts_ns, s.tid
+          FROM slices s
+          WHERE s.run = $run AND s.category = 'user_annotation'
+            AND s.collection_id IN (SELECT DISTINCT collection_id FROM c WHERE source = 'kineto:annotation'))
+        SELECT c.rank, c.step, c.name, c.op_type, c.group_name, c.group_ranks, coalesce(c.is_p2p, false) AS is_p2p,
+               c.ts_ns, c.dur_ns, c.ts_ns + c.dur_ns AS end_ns, c.wait_ns, c.transit_ns, c.sync_ns, c.idle_ns,
+               c.bytes, c.alg_type, c.source, lane.tid AS lane
+        FROM c LEFT JOIN lane ON lane.rank = c.rank AND lane.collection_id = c.collection_id
+                             AND lane.name = c.name AND lane.ts_ns = c.ts_ns
+        ORDER BY c.rank, c.ts_ns
+        """,
+        {"run": run},
+    ).df()
+    df["op_type"] = df["op_type"].fillna("other")
+    return df.reset_index(drop=True)
+
+
+def load_groups(con: duckdb.DuckDBPyConnection, run: str) -> pd.DataFrame:
+    """One row per (rank, group) the rank belongs to: group_name, global_ranks, pg_name, group_id."""
+    return con.execute(
+        """
+        SELECT DISTINCT rank, group_name, global_ranks, pg_name, group_id, local_rank, backend, source
+        FROM comm_groups WHERE run = ? AND group_name IS NOT NULL
+        ORDER BY rank, group_name
+        """,
+        [run],
+    ).df()
+
+
+def group_members(groups: pd.DataFrame, ops: pd.DataFrame) -> dict[str, tuple[int, ...]]:
+    """Global ranks of every group: its declared ranks, else the ranks that report it."""
+    out: dict[str, set[int]] = defaultdict(set)
+    for g, ranks in zip(groups["group_name"], groups["global_ranks"]):
+        lst = rank_list(ranks)
+        if lst:
+            out[str(g)] |= set(lst)
+    declared = set(out)
+    for g, r in zip(groups["group_name"], groups["rank"]):
+        if str(g) not in declared:
+            out[str(g)].add(int(r))
+    known = ops[ops["group_name"].notna()]
+    for g, r in zip(known["group_name"], known["rank"]):
+        if str(g) not in declared:
+            out[str(g)].add(int(r))
+    return {g: tuple(sorted(v)) for g, v in out.items()}
+
+
+def attribute_groups(
+    ops: pd.DataFrame,
+    groups: pd.DataFrame,
+    offsets: dict[int, int] | None = None,
+    tolerance_ns: int = DEFAULT_TOLERANCE_NS,
+) -> pd.DataFrame:
+    """Fill ``group_name`` / ``group_ranks`` of ops that do not name their group (see module doc).
+
+    Adds a column ``group_source``: ``producer`` (named by the trace), ``only_group`` or ``attributed``.
+    """
+    ops = ops.copy()
+    members = group_members(groups, ops)
+    ops["group_source"] = np.where(ops["group_name"].notna(), "producer", None)
+    unknown = ops.index[ops["group_name"].isna()]
+    if len(unknown) == 0:
+        return ops
+    by_rank: dict[int, list[str]] = defaultdict(list)
+    for g, ranks in members.items():
+        if len(ranks) >= 2:
+            for r in ranks:
+                by_rank[r].append(g)
+    off = offsets or {}
+    end = ops["end_ns"].to_numpy(np.int64) - ops["rank"].map(lambda r: off.get(int(r), 0)).to_numpy(np.int64)
+    # index: (rank, step, op_type, bytes) -> (sorted corrected ends, row ids)
+    idx: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
+    keycols = list(zip(ops["rank"], ops["step"].astype("Int64"), ops["op_type"], ops["bytes"].astype("Int64")))
+    tmp: dict[tuple, list[int]] = defaultdict(list)
+    for i, k in enumerate(keycols):
+        tmp[(int(k[0]), _na(k[1]), k[2], _na(k[3]))].append(i)
+    for k, rows in tmp.items():
+        arr = np.asarray(rows)
+        order = np.argsort(end[arr])
+        idx[k] = (end[arr][order], arr[order])
+
+    start = ops["ts_ns"].to_numpy(np.int64) - (ops["end_ns"].to_numpy(np.int64) - end)
+
+    def nearest(rank: int, step, op_type: str, nbytes, t: int) -> int | None:
+        """Row of the op of that rank and key whose (corrected) end is nearest to t."""
+        hit = idx.get((rank, step, op_type, nbytes))
+        if hit is None:
+            return None
+        ends = hit[0]
+        j = int(np.searchsorted(ends, t))
+        best = None
+        for c in (j - 1, j):
+            if 0 <= c < ends.size and (best is None or abs(ends[c] - t) < abs(ends[best] - t)):
+                best = c
+        return int(hit[1][best]) if best is not None else None
+
+    names = ops["group_name"].to_numpy(object, copy=True)
+    source = ops["group_source"].to_numpy(object, copy=True)
+    lanes = ops["lane"].to_numpy(object) if "lane" in ops else np.full(len(ops), None, dtype=object)
+    worst: dict[int, dict[str, float]] = {}  # op -> group -> farthest member's nearest matching end
+    for i in unknown:
+        rank = int(ops.at[i, "rank"])
+        cands = by_rank.get(rank, [])
+        if len(cands) == 1:
+            names[i], source[i] = cands[0], "only_group"
+            continue
+        if bool(ops.at[i, "is_p2p"]):
+            continue  # a gloo send/recv names neither its group nor its peer: left unattributed
+        step, op_type, nbytes = _na(keycols[i][1]), keycols[i][2], _na(keycols[i][3])
+        w: dict[str, float] = {}
+        for g in cands:
+            rows = [nearest(m, step, op_type, nbytes, int(end[i])) for m in members[g] if m != rank]
+            if any(r is None for r in rows):
+                w[g] = float("inf")
+                continue
+            rows.append(i)
+            # members of one collective are all inside it when the last one arrives: the latest
+            # start precedes the earliest end (gap <= 0)
+            w[g] = float(start[rows].max() - end[rows].min())
+        worst[i] = w
+
+    def pick(scores: dict[str, float]) -> str | None:
+        """The largest group whose members all took part (within the tolerance)."""
+        ok = [g for g, d in scores.items() if d <= tolerance_ns]
+        return max(ok, key=lambda g: (len(members[g]), -scores[g])) if ok else None
+
+    # gloo runs the collectives of one process group on that group's own threads: all collectives
+    # of a thread (lane) belong to one group, decided on the median over the lane's ops
+    by_lane: dict[tuple, list[int]] = defaultdict(list)
+    for i in worst:
+        by_lane[(int(ops.at[i, "rank"]), lanes[i])].append(i)
+    for (rank, lane), rows in by_lane.items():
+        if lane is None or (isinstance(lane, float) and np.isnan(lane)):
+            for i in rows:
+                g = pick(worst[i])
+                if g is not None:
+                    names[i], source[i] = g, "attributed"
+            continue
+        gs = set().union(*(worst[i].keys() for i in rows))
+        g = pick({g: float(np.median([worst[i].get(g, float("inf")) for i in rows])) for g in gs})
+        if g is not None:
+            for i in rows:
+                names[i], source[i] = g, "attributed"
+    ops["group_name"] = names
+    ops["group_source"] = source
+    ops["group_ranks"] = [
+        list(members[g]) if isinstance(g, str) and g in members else r
+        for g, r in zip(ops["group_name"], ops["group_ranks"])
+    ]
+    return ops
+
+
+def rank_list(v) -> list[int] | None:
+    """A list of ranks from a DuckDB list cell (list, numpy array, None / NA)."""
+    if v is None or v is pd.NA or isinstance(v, float):
+        return None
+    try:
+        return [int(x) for x in v]
+    except TypeError:
+        return None
+
+
+def _na(v):
+    return None if v is None or v is pd.NA or (isinstance(v, float) and np.isnan(v)) else int(v)
+
+
+def match_instances(ops: pd.DataFrame, members: dict[str, tuple[int, ...]]) -> pd.DataFrame:
+    """Add ``ordinal``, ``instance`` (a string key), ``n_seen`` (ranks that recorded the instance)
+    and ``n_members`` (members of the group present in the run) per op."""
+    ops = ops.copy()
+    step = ops["step"].astype("Int64").astype(str)
+    nbytes = ops["bytes"].astype("Int64").astype(str)
+    kind = np.where(ops["is_p2p"], "p2p", ops["op_type"])
+    base = ops["group_name"].astype(str) + "|" + step + "|" + kind + "|" + nbytes
+    if "ordinal" in ops:
+        ops = ops.drop(columns=["ordinal"])
+    ops = ops.assign(_base=base, _kind=kind)
+    # p2p in a two-member group: the k-th send of A is the k-th recv of B; the key names the sender
+    sender = [
+        _sender(r, t, members.get(g, ())) if p else -1
+        for r, t, g, p in zip(ops["rank"], ops["op_type"], ops["group_name"], ops["is_p2p"])
+    ]
+    ops["_sender"] = sender
+    ops["ordinal"] = ops.sort_values("ts_ns").groupby(["rank", "_base", "op_type", "_sender"]).cumcount()
+    ok = ops["group_name"].notna() & (~ops["is_p2p"] | (ops["_sender"] >= 0))
+    key = ops["_base"] + "|" + np.where(ops["is_p2p"], "from" + ops["_sender"].astype(str) + "|", "") + ops["ordinal"].astype(str)
+    ops["instance"] = np.where(ok, key, None)
+    ops["n_seen"] = ops.groupby("instance")["rank"].transform("nunique").where(ops["instance"].notna())
+    present = set(int(r) for r in ops["rank"].unique())
+    ops["n_members"] = ops["group_name"].map(
+        lambda g: len(set(members.get(g, ())) & present) if isinstance(g, str) else None
+    )
+    return ops.drop(columns=["_base", "_kind", "_sender"])
+
+
+def _sender(rank: int, op_type: str, group: tuple[int, ...]) -> int:
+    """Sender of a p2p op in a two-member group (-1 when it cannot be told)."""
+    if op_type == "send":
+        return int(rank)
+    if op_type == "recv" and len(group) == 2 and rank in group:
+        return int(group[0] if group[1] == rank else group[1])
+    return -1
+
+
+def instances(
+    con: duckdb.DuckDBPyConnection,
+    run: str,
+    offsets: dict[int, int] | None = None,
+    tolerance_ns: int = DEFAULT_TOLERANCE_NS,
+) -> tuple[pd.DataFrame, dict[str, tuple[int, ...]]]:
+    """Every comm op of the run with its group (attributed when needed) and instance key."""
+    ops = load_ops(con, run)
+    groups = load_groups(con, run)
+    ops = attribute_groups(ops, groups, offsets, tolerance_ns)
+    members = group_members(groups, ops)
+    return match_instances(ops, members), members
