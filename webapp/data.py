@@ -454,7 +454,7 @@ class Window:
     events: np.ndarray  # occupancy: slices starting in each bucket (rows x buckets)
     bucket_ns: float
     n_buckets: int
-    n_events: int  # slices overlapping the window (upper bound in the occupancy view)
+    n_events: int  # slices overlapping the window
 
 
 def timeline_window(
@@ -531,6 +531,14 @@ ORDER BY start_ns DESC LIMIT 1
 """
 
 
+SLICE_PY_STACK_SQL = """
+SELECT name FROM slices
+WHERE run = $run AND rank = $rank AND collection_id = $cid AND pid = $pid AND tid = $tid
+  AND category = 'python_function' AND event_id <> $eid AND ts_ns <= $ts AND ts_ns + dur_ns >= $end
+ORDER BY ts_ns DESC, dur_ns ASC LIMIT 128
+"""
+
+
 def slice_detail(rd: Reader, run: str, rank: int, collection_id: str, event_id: int) -> dict[str, Any] | None:
     """Everything known about one slice: lane, times, args, and the operator row (shapes, stack)."""
     p = {"run": run, "rank": int(rank), "cid": str(collection_id), "eid": int(event_id)}
@@ -542,6 +550,13 @@ def slice_detail(rd: Reader, run: str, rank: int, collection_id: str, event_id: 
     op = _df(con, SLICE_OP_SQL, p)
     if not op.empty:
         out.update({k: _plain(v) for k, v in op.iloc[0].to_dict().items()})
+    if not out.get("call_stack") and out.get("ts_ns") is not None:
+        # Kineto with_stack: the stack is the python_function slices enclosing the event
+        frames = _df(con, SLICE_PY_STACK_SQL, {**p, "pid": out["pid"], "tid": out["tid"], "ts": int(out["ts_ns"]),
+                                               "end": int(out["ts_ns"]) + int(out.get("dur_ns") or 0)})
+        if not frames.empty:
+            out["call_stack"] = "\n".join(str(n) for n in frames["name"])
+            out["call_stack_source"] = "enclosing Python frames of the trace, innermost first"
     if out.get("step") is None and out.get("ts_ns") is not None:
         st = _df(con, SLICE_STEP_SQL, {"run": run, "rank": int(rank), "ts": int(out["ts_ns"])})
         if not st.empty:
@@ -755,84 +770,6 @@ def operator_memory(rd: Reader, run: str, ranks: Sequence[int] | None, limit: in
 # communication
 # ---------------------------------------------------------------------------------------------
 
-COMM_BANDWIDTH_SQL = f"""
-SELECT rank, transport, sum(bytes) AS bytes, sum(transit_ns) AS transit_ns,
-       CASE WHEN sum(transit_ns) > 0 THEN sum(bytes) / (sum(transit_ns) / 1e9) END AS bandwidth_bytes_per_s,
-       min(bandwidth_bytes_per_s) FILTER (WHERE bandwidth_bytes_per_s > 0) AS min_bandwidth_bytes_per_s,
-       max(bandwidth_bytes_per_s) AS max_bandwidth_bytes_per_s, count(*) AS ops
-FROM comm_bandwidth
-WHERE run = $run AND {RANK_FILTER} AND packet_size_bytes IS NULL AND transport IS NOT NULL
-GROUP BY rank, transport ORDER BY rank, transport
-"""
-
-
-@run_cached
-def comm_bandwidth(rd: Reader, run: str, ranks: Sequence[int] | None) -> pd.DataFrame:
-    """Bytes, transit time and bandwidth per (rank, transport)."""
-    con = rd.facts(run, ranks, ("comm_bandwidth",))
-    return _df(con, COMM_BANDWIDTH_SQL, {"run": run, "ranks": _ranks_param(ranks)})
-
-
-COLLECTIVES_SQL = f"""
-WITH c AS (
-  SELECT name, op_type, group_name, rank, step, dur_ns, wait_ns, transit_ns, bytes
-  FROM comm_ops WHERE run = $run AND {RANK_FILTER})
-SELECT name, op_type, group_name, min(step) AS step, count(DISTINCT rank) AS ranks, count(*) AS calls,
-       sum(dur_ns) AS total_ns, min(dur_ns) AS min_ns, max(dur_ns) AS max_ns, avg(dur_ns) AS avg_ns,
-       arg_max(rank, dur_ns) AS slowest_rank, arg_min(rank, dur_ns) AS fastest_rank,
-       max(wait_ns) AS max_wait_ns, sum(transit_ns) AS transit_ns, max(bytes) AS bytes,
-       count(*) OVER () AS n_rows
-FROM c GROUP BY name, op_type, group_name
-ORDER BY max_ns DESC, name LIMIT $limit
-"""
-
-
-COMM_RANK_SQL = f"""
-SELECT rank, count(*) AS ops, sum(dur_ns) AS elapsed_ns, sum(wait_ns) AS wait_ns, sum(transit_ns) AS transit_ns,
-       sum(sync_ns) AS sync_ns, sum(idle_ns) AS idle_ns, sum(bytes) AS bytes,
-       count(wait_ns) AS with_wait, count(transit_ns) AS with_transit,
-       list(DISTINCT source) AS sources
-FROM comm_ops WHERE run = $run AND {RANK_FILTER}
-GROUP BY rank ORDER BY rank
-"""
-
-
-@run_cached
-def comm_per_rank(rd: Reader, run: str, ranks: Sequence[int] | None) -> pd.DataFrame:
-    """Per rank: operations, elapsed time and the producer's own wait / transit / idle split."""
-    con = rd.facts(run, ranks, ("comm_ops",))
-    return _df(con, COMM_RANK_SQL, {"run": run, "ranks": _ranks_param(ranks)})
-
-
-COMM_MATRIX_SQL = f"""
-SELECT src_rank, dst_rank, string_agg(DISTINCT transport, ', ') AS transport,
-       sum(bytes) AS bytes, sum(transit_ns) AS transit_ns,
-       CASE WHEN sum(transit_ns) > 0 THEN sum(bytes) / (sum(transit_ns) / 1e9) END AS bandwidth_bytes_per_s
-FROM comm_links
-WHERE run = $run AND {RANK_FILTER} AND src_rank IS NOT NULL AND dst_rank IS NOT NULL
-  AND lower(op_key) LIKE '%total%'
-GROUP BY src_rank, dst_rank ORDER BY src_rank, dst_rank LIMIT 1000000
-"""
-
-
-@run_cached
-def comm_matrix(rd: Reader, run: str, ranks: Sequence[int] | None) -> pd.DataFrame:
-    """Rank x rank links (global ranks): bytes, transit time and bandwidth, from the producers'
-    per-op-type totals of the communication matrix."""
-    con = rd.facts(run, ranks, ("comm_links",))
-    return _df(con, COMM_MATRIX_SQL, {"run": run, "ranks": _ranks_param(ranks)})
-
-
-@run_cached
-def collectives(rd: Reader, run: str, ranks: Sequence[int] | None, limit: int = MAX_GRID_ROWS) -> tuple[pd.DataFrame, int]:
-    """One row per communication operation name (an op instance for HCCL, a kind for gloo/NCCL
-    annotations) over the selected ranks: calls, ranks, min / max / avg time, slowest rank."""
-    con = rd.facts(run, ranks, ("comm_ops",))
-    df = _df(con, COLLECTIVES_SQL, {"run": run, "ranks": _ranks_param(ranks), "limit": int(limit)})
-    n = int(df["n_rows"].iloc[0]) if len(df) else 0
-    return df.drop(columns=["n_rows"]), n
-
-
 # ---------------------------------------------------------------------------------------------
 # cluster analyses (analyzer.analyses), cached per content of the run
 # ---------------------------------------------------------------------------------------------
@@ -875,3 +812,116 @@ def step_breakdown(rd: Reader, run: str, ranks: Sequence[int] | None = None) -> 
 
     rk = None if ranks is None else tuple(sorted(int(r) for r in ranks))
     return _cached(rd, run, "step_breakdown", (rk,), lambda: compute(rd.store, run, None if rk is None else list(rk)))
+
+
+def _analysis(rd: Reader, run: str, name: str) -> pd.DataFrame:
+    """An ``analyzer.analyses`` function of the whole run, computed once per content of the run."""
+    import analyzer.analyses as analyses
+
+    fn = getattr(analyses, name)
+    return _copy(_cached(rd, run, name, (), lambda: fn(rd.store, run)))
+
+
+def communication_summary(rd: Reader, run: str) -> pd.DataFrame:
+    """One row per communication op and rank with wait / transit (``analyses.communication_summary``)."""
+    return _analysis(rd, run, "communication_summary")
+
+
+def comm_per_rank(rd: Reader, run: str, ranks: Sequence[int] | None) -> pd.DataFrame:
+    """Per rank: operations, elapsed, wait and transit (the producer's, or estimated from the
+    matched instances: see ``analyses.communication``), bytes."""
+    s = communication_summary(rd, run)
+    if ranks is not None:
+        s = s[s["rank"].isin(list(ranks))]
+    if s.empty:
+        return pd.DataFrame(columns=["rank", "ops", "elapsed_ns", "wait_ns", "transit_ns", "bytes", "wait_sources"])
+    g = s.groupby("rank")
+    out = pd.DataFrame({
+        "ops": g.size(),
+        "elapsed_ns": g["dur_ns"].sum(),
+        "wait_ns": g["wait_ns"].sum(min_count=1),
+        "transit_ns": g["transit_ns"].sum(min_count=1),
+        "bytes": g["bytes"].sum(min_count=1),
+        "wait_sources": g["wait_source"].agg(lambda x: sorted({str(v) for v in x.dropna()})),
+    }).reset_index()
+    return out
+
+
+def comm_bandwidth(rd: Reader, run: str, ranks: Sequence[int] | None) -> pd.DataFrame:
+    """Per (rank, transport): bytes, transit, bandwidth = bytes / transit, min / max over ops
+    (``analyses.comm_bandwidth``: the producer's per-transport rows, else estimated per op)."""
+    b = _analysis(rd, run, "comm_bandwidth")
+    if ranks is not None:
+        b = b[b["rank"].isin(list(ranks))]
+    b = b[b["transport"].notna()]
+    if b.empty:
+        return pd.DataFrame(columns=["rank", "transport", "bytes", "transit_ns", "bandwidth_bytes_per_s",
+                                     "min_bandwidth_bytes_per_s", "max_bandwidth_bytes_per_s", "ops", "source"])
+    b = b.assign(bytes=pd.to_numeric(b["bytes"], errors="coerce"), transit_ns=pd.to_numeric(b["transit_ns"], errors="coerce"),
+                 bw=pd.to_numeric(b["bandwidth_bytes_per_s"], errors="coerce"))
+    g = b.groupby(["rank", "transport"])
+    out = pd.DataFrame({
+        "bytes": g["bytes"].sum(min_count=1), "transit_ns": g["transit_ns"].sum(min_count=1),
+        "min_bandwidth_bytes_per_s": g["bw"].agg(lambda x: x[x > 0].min() if (x > 0).any() else np.nan),
+        "max_bandwidth_bytes_per_s": g["bw"].max(), "ops": g.size(),
+        "source": g["source"].agg(lambda x: ", ".join(sorted({str(v) for v in x.dropna()}))),
+    }).reset_index()
+    out["bandwidth_bytes_per_s"] = np.where(out["transit_ns"] > 0, out["bytes"] / out["transit_ns"] * 1e9, np.nan)
+    return out[out["bytes"].fillna(0) > 0].reset_index(drop=True)
+
+
+def comm_matrix(rd: Reader, run: str, ranks: Sequence[int] | None) -> pd.DataFrame:
+    """Rank x rank links summed over op types and steps (``analyses.comm_matrix``). ``src`` / ``dst``
+    are global ranks as text, or ``L<k>`` (local rank k of the group) when the group's layout is unknown."""
+    m = _analysis(rd, run, "comm_matrix")
+    if m.empty:
+        return pd.DataFrame(columns=["src", "dst", "src_rank", "dst_rank", "transport", "bytes", "transit_ns", "bandwidth_bytes_per_s"])
+    m = m.copy()
+    m["src"] = [str(int(g)) if pd.notna(g) else (f"L{int(lo)}" if pd.notna(lo) else "?") for g, lo in zip(m["src_rank"], m["src_local"])]
+    m["dst"] = [str(int(g)) if pd.notna(g) else (f"L{int(lo)}" if pd.notna(lo) else "?") for g, lo in zip(m["dst_rank"], m["dst_local"])]
+    if ranks is not None:
+        sel = {str(r) for r in ranks}
+        m = m[m["src"].isin(sel) | m["dst"].isin(sel)]
+    m["bytes"] = pd.to_numeric(m["bytes"], errors="coerce")
+    m["transit_ns"] = pd.to_numeric(m["transit_ns"], errors="coerce")
+    g = m.groupby(["src", "dst"])
+    out = pd.DataFrame({
+        "src_rank": g["src_rank"].first(), "dst_rank": g["dst_rank"].first(),
+        "transport": g["transport"].agg(lambda x: ", ".join(sorted({str(v) for v in x.dropna()}))),
+        "bytes": g["bytes"].sum(min_count=1), "transit_ns": g["transit_ns"].sum(min_count=1),
+    }).reset_index()
+    out["bandwidth_bytes_per_s"] = np.where(out["transit_ns"] > 0, out["bytes"] / out["transit_ns"] * 1e9, np.nan)
+    return out
+
+
+def collectives(rd: Reader, run: str, ranks: Sequence[int] | None, limit: int = MAX_GRID_ROWS) -> tuple[pd.DataFrame, int]:
+    """One row per collective instance (matched across ranks by ``analyses.collectives``): ranks
+    seen, min / max / mean elapsed, slowest and fastest rank, largest wait, bytes. The ``limit``
+    slowest instances; returns (rows, instances before the cut)."""
+    s = communication_summary(rd, run)
+    if ranks is not None:
+        s = s[s["rank"].isin(list(ranks))]
+    if s.empty:
+        return pd.DataFrame(), 0
+    s = s.assign(key=s["instance"].astype(object).where(s["instance"].notna(), s["name"].astype(str) + "#" + s["rank"].astype(str)),
+                 dur=pd.to_numeric(s["dur_ns"], errors="coerce").astype("float64"))
+    g = s.groupby("key", sort=False)
+    out = pd.DataFrame({
+        "name": g["name"].first(), "op_type": g["op_type"].first(), "group_name": g["group_name"].first(),
+        "pg_name": g["pg_name"].first(), "step": g["step"].min(), "ranks": g["rank"].nunique(), "calls": g.size(),
+        "min_ns": g["dur"].min(), "max_ns": g["dur"].max(), "avg_ns": g["dur"].mean(),
+        "slowest_rank": s.loc[g["dur"].idxmax(), "rank"].to_numpy(), "fastest_rank": s.loc[g["dur"].idxmin(), "rank"].to_numpy(),
+        "max_wait_ns": g["wait_ns"].max(), "bytes": g["bytes"].max(), "n_members": g["n_members"].max(),
+        "wait_source": g["wait_source"].first(),
+    }).reset_index(drop=True)
+    n = len(out)
+    return out.sort_values(["max_ns", "name"], ascending=[False, True]).head(limit).reset_index(drop=True), n
+
+
+def slow_ranks(rd: Reader, run: str) -> pd.DataFrame:
+    """msprof-analyze's slow-rank vote (``analyses.slow_ranks``): rank, votes, instances, vote_ratio."""
+    return _analysis(rd, run, "slow_ranks")
+
+
+def slow_rank_evidence(rd: Reader, run: str) -> pd.DataFrame:
+    return _analysis(rd, run, "slow_rank_evidence")

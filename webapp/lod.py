@@ -25,6 +25,7 @@ class LaneIndex:
     """One lane (pid, tid) of one collection."""
 
     starts: np.ndarray  # int64, sorted start of every slice
+    ends: np.ndarray  # int64, sorted end of every slice
     max_dur: int  # longest slice (bounds "started before the window but still running")
     union_a: np.ndarray  # int64, disjoint covered intervals [a, b), sorted
     union_b: np.ndarray
@@ -32,7 +33,7 @@ class LaneIndex:
 
     @property
     def nbytes(self) -> int:
-        return int(self.starts.nbytes + self.union_a.nbytes + self.union_b.nbytes + self.cum.nbytes)
+        return int(self.starts.nbytes + self.ends.nbytes + self.union_a.nbytes + self.union_b.nbytes + self.cum.nbytes)
 
     def covered_until(self, t: np.ndarray) -> np.ndarray:
         """Covered length of the lane in (-inf, t) for each t (int64 array)."""
@@ -52,9 +53,9 @@ class LaneIndex:
         return np.diff(np.searchsorted(self.starts, edges, side="left"))
 
     def overlapping(self, start: int, end: int) -> int:
-        """Upper bound of the slices overlapping [start, end): those starting in
-        [start - max_dur, end)."""
-        return int(np.searchsorted(self.starts, end, side="left") - np.searchsorted(self.starts, start - self.max_dur, side="left"))
+        """Slices overlapping [start, end): started before ``end`` and not ended before ``start``
+        (an instant at ``start`` counts)."""
+        return int(np.searchsorted(self.starts, end, side="left") - np.searchsorted(self.ends, start, side="left"))
 
 
 def build_lane(ts: np.ndarray, dur: np.ndarray) -> LaneIndex:
@@ -78,7 +79,7 @@ def build_lane(ts: np.ndarray, dur: np.ndarray) -> LaneIndex:
         ua = ub = np.zeros(0, dtype=np.int64)
     cum = np.zeros(len(ua) + 1, dtype=np.int64)
     np.cumsum(ub - ua, out=cum[1:])
-    return LaneIndex(ts, int(dur.max()) if dur.size else 0, ua, ub, cum)
+    return LaneIndex(ts, np.sort(end), int(dur.max()) if dur.size else 0, ua, ub, cum)
 
 
 class LaneCache:

@@ -109,6 +109,8 @@ def _op_columns() -> list[dict[str, Any]]:
         {"field": "slowest_rank", "headerName": "slowest rank", "maxWidth": 130, **num},
         {"field": "fastest_rank", "headerName": "fastest rank", "maxWidth": 130, **num},
         {"field": "max_wait_ms", "headerName": "max wait (ms)", **num, "valueFormatter": _MS},
+        {"field": "wait_source", "headerName": "wait from", "maxWidth": 120,
+         "headerTooltip": "producer: measured by the profiler; estimated: elapsed minus the shortest elapsed of the collective"},
         {"field": "mib", "headerName": "size (MiB)", **num, "valueFormatter": _MS},
     ]
 
@@ -118,14 +120,15 @@ def _op_columns() -> list[dict[str, Any]]:
 # ---------------------------------------------------------------------------------------------
 
 
-def per_rank(df: pd.DataFrame) -> list[Any]:
+def per_rank(df: pd.DataFrame, votes: pd.DataFrame) -> list[Any]:
     if df.empty:
         return [html.H2("Communication time per rank"),
                 ui.message("No communication operations for the selected ranks (single process, or the profiler did not record them).", "info")]
-    for c in ("elapsed_ns", "wait_ns", "transit_ns", "idle_ns", "sync_ns", "bytes"):
+    for c in ("elapsed_ns", "wait_ns", "transit_ns", "bytes"):
         df[c] = pd.to_numeric(df[c], errors="coerce").astype("float64")
     x = [f"rank {r}" for r in df["rank"]]
-    split = bool((df["with_wait"] > 0).any() and (df["with_transit"] > 0).any())
+    split = bool(df["wait_ns"].notna().any() and df["transit_ns"].notna().any())
+    sources = sorted({s for lst in df["wait_sources"] for s in (lst if lst is not None else [])})
     fig = ui.figure(height=340, barmode="stack", yaxis_title="ms")
     if split:
         other = (df["elapsed_ns"] - df["wait_ns"].fillna(0) - df["transit_ns"].fillna(0)).clip(lower=0)
@@ -133,27 +136,35 @@ def per_rank(df: pd.DataFrame) -> list[Any]:
                     hovertemplate="%{x}: transit %{y:.3f} ms<extra></extra>")
         fig.add_bar(name="wait", x=x, y=df["wait_ns"] / 1e6, marker_color=ui.COLORS["wait"],
                     hovertemplate="%{x}: wait %{y:.3f} ms<extra></extra>")
-        fig.add_bar(name="other (idle)", x=x, y=other / 1e6, marker_color=ui.COLORS["other"],
-                    hovertemplate="%{x}: other %{y:.3f} ms<extra></extra>")
-        note = ("Elapsed time of every communication operation, split as the producer measured it: transit (data "
-                "moving), wait (for peers, e.g. a late rank), other. A rank that waits long is usually waiting for a slow peer.")
+        if (other > 0).any():
+            fig.add_bar(name="other (idle, sync)", x=x, y=other / 1e6, marker_color=ui.COLORS["other"],
+                        hovertemplate="%{x}: other %{y:.3f} ms<extra></extra>")
+        if sources == ["producer"]:
+            note = ("Elapsed time of the communication operations split as the producer measured it: transit (moving "
+                    "data), wait (for the peers), other (idle / synchronisation). Long waits point at a slow peer.")
+        else:
+            note = ("Wait and transit estimated the way msprof-analyze does when the producer gives only elapsed times "
+                    "(Kineto): per collective, transit = the shortest elapsed time among its ranks, wait = the rest. "
+                    "Long waits point at a slow peer.")
     else:
         fig.add_bar(name="elapsed", x=x, y=df["elapsed_ns"] / 1e6, marker_color=ui.COLORS["comm_not_overlapped"],
                     hovertemplate="%{x}: %{y:.3f} ms<extra></extra>")
-        srcs = sorted({str(s) for arr in df["sources"] for s in (arr if arr is not None else [])})
-        note = (f"Elapsed time of the communication operations. The producer ({', '.join(srcs) or 'unknown'}) does not split "
-                "wait from transit (Kineto records gloo/NCCL calls as one range); torch_npu and MindSpore Level1+ do.")
-    rows = [[int(r["rank"]), fmt_int(r["ops"]), fmt_ns(r["elapsed_ns"]), fmt_ns(r["wait_ns"]) if r["with_wait"] else "-",
-             fmt_ns(r["transit_ns"]) if r["with_transit"] else "-", fmt_bytes(r["bytes"])] for r in df.to_dict("records")]
-    slow = df.loc[df["elapsed_ns"].idxmax()]
-    return [
-        html.H2("Communication time per rank"),
-        ui.graph(f"{P}-rank-graph", fig),
-        html.P(note, className="note"),
-        html.P(f"Most communication time: rank {int(slow['rank'])} ({fmt_ns(slow['elapsed_ns'])}).", className="note") if len(df) > 1 else None,
-        html.Details([html.Summary("numbers"), ui.table(["rank", "operations", "elapsed", "wait", "transit", "bytes"], rows,
-                                                       id_=f"{P}-rank-table")], open=len(df) <= 8),
-    ]
+        note = ("Elapsed time of the communication operations; wait and transit could not be separated (no producer "
+                "split and no collective matched on every rank).")
+    voted = votes[votes["votes"] > 0] if not votes.empty else votes
+    rows = [[int(r["rank"]), fmt_int(r["ops"]), fmt_ns(r["elapsed_ns"]), fmt_ns(r["wait_ns"]), fmt_ns(r["transit_ns"]),
+             fmt_bytes(r["bytes"])] for r in df.to_dict("records")]
+    kids: list[Any] = [html.H2("Communication time per rank"), ui.graph(f"{P}-rank-graph", fig), html.P(note, className="note")]
+    if not voted.empty:
+        kids.append(html.P("Slow rank vote (msprof-analyze: Dixon / 3σ per collective): " + ", ".join(
+            f"rank {int(r['rank'])} {int(r['votes'])}/{int(r['instances'])}" for r in voted.to_dict("records")), className="note slow",
+            id=f"{P}-slow"))
+    elif not votes.empty:
+        kids.append(html.P(f"Slow rank vote (msprof-analyze: Dixon / 3σ per collective): no rank judged slow over "
+                           f"{int(votes['instances'].max())} collective(s).", className="note", id=f"{P}-slow"))
+    kids.append(html.Details([html.Summary("numbers"), ui.table(["rank", "operations", "elapsed", "wait", "transit", "bytes"], rows,
+                                                               id_=f"{P}-rank-table")], open=len(df) <= 8))
+    return kids
 
 
 def bandwidth(df: pd.DataFrame) -> list[Any]:
@@ -172,32 +183,42 @@ def bandwidth(df: pd.DataFrame) -> list[Any]:
                                                            id_=f"{P}-bw-table")])]
 
 
+def _label_key(v: str) -> tuple[int, int]:
+    return (1, int(v[1:])) if v.startswith("L") and v[1:].isdigit() else ((0, int(v)) if v.isdigit() else (2, 0))
+
+
 def matrix(df: pd.DataFrame, metric: str) -> list[Any]:
     head = html.H2("Rank × rank matrix")
     if df.empty:
         return [head, ui.message("No communication matrix in this run (torch_npu / MindSpore Level1+ write communication_matrix.json; "
-                                 "Kineto does not record per-link transfers).", "info")]
-    ranks = sorted(set(df["src_rank"].astype(int)) | set(df["dst_rank"].astype(int)))
-    idx = {r: i for i, r in enumerate(ranks)}
-    z = np.full((len(ranks), len(ranks)), np.nan)
+                                 "Kineto has no per-link data, only matched send/recv pairs).", "info")]
+    ys = sorted(set(df["src"]), key=_label_key)
+    xs = sorted(set(df["dst"]), key=_label_key)
+    yi, xi = {r: i for i, r in enumerate(ys)}, {r: i for i, r in enumerate(xs)}
+    z = np.full((len(ys), len(xs)), np.nan)
     v = pd.to_numeric(df[metric], errors="coerce").to_numpy(dtype="float64")
     scale, unit = {"bytes": (2**20, "MiB"), "transit_ns": (1e6, "ms"), "bandwidth_bytes_per_s": (1e9, "GB/s")}[metric]
-    z[df["src_rank"].astype(int).map(idx), df["dst_rank"].astype(int).map(idx)] = v / scale
-    fig = ui.figure(height=max(320, min(900, 60 + 22 * len(ranks))), xaxis_title="destination rank", yaxis_title="source rank")
-    fig.add_heatmap(z=z, x=[str(r) for r in ranks], y=[str(r) for r in ranks], colorscale="Viridis",
-                    colorbar=dict(title=unit), hovertemplate="%{y} → %{x}: %{z:.3f} " + unit + "<extra></extra>")
+    z[df["src"].map(yi).to_numpy(), df["dst"].map(xi).to_numpy()] = v / scale
+    labels = ys + xs
+    fig = ui.figure(height=max(260, min(900, 110 + 26 * len(ys))), xaxis_title="destination rank", yaxis_title="source rank")
+    fig.add_heatmap(z=z, x=xs, y=ys, colorscale="Viridis", colorbar=dict(title=unit),
+                    hovertemplate="%{y} → %{x}: %{z:.3f} " + unit + "<extra></extra>")
     fig.update_yaxes(autorange="reversed", type="category")
     fig.update_xaxes(type="category")
-    return [head, ui.graph(f"{P}-matrix", fig),
-            html.P(f"{MATRIX_METRICS[metric].capitalize()} per (source, destination) link, summed over the operation types' totals.", className="note")]
+    note = f"{MATRIX_METRICS[metric].capitalize()} per (source, destination) link, summed over operation types and steps."
+    if any(str(x).startswith("L") for x in labels):
+        note += " L<k>: local rank k of the group, whose global rank the profiler did not record (its rank was not profiled)."
+    return [head, ui.graph(f"{P}-matrix", fig), html.P(note, className="note")]
 
 
 def op_rows(df: pd.DataFrame) -> list[dict]:
     if df.empty:
         return []
+    group = df["pg_name"].astype(object).where(df["pg_name"].notna(), df["group_name"].astype(object))
     out = pd.DataFrame({
-        "name": df["name"].astype(str), "op_type": df["op_type"].astype(object), "group_name": df["group_name"].astype(object),
-        "step": df["step"].astype("Int64").astype(object), "ranks": df["ranks"].astype("int64"), "calls": df["calls"].astype("int64"),
+        "name": df["name"].astype(str), "op_type": df["op_type"].astype(object), "group_name": group,
+        "step": pd.to_numeric(df["step"], errors="coerce").astype("Int64").astype(object), "ranks": df["ranks"].astype("int64"),
+        "calls": df["calls"].astype("int64"), "wait_source": df["wait_source"].astype(object),
         "slowest_rank": df["slowest_rank"].astype("int64"), "fastest_rank": df["fastest_rank"].astype("int64"),
     })
     for c in ("max", "min", "avg", "max_wait"):
@@ -225,7 +246,7 @@ def register_callbacks(app: Dash) -> None:
     )
     @ui.guard(5, message_index=0)
     def update(run: str, ranks: Any, metric: str) -> Any:
-        with data.reader(ui.current_store(), run, ui.hint_ranks(ranks), ("comm_ops", "comm_bandwidth", "comm_links")) as rd:
+        with data.reader(ui.current_store(), run, ui.hint_ranks(ranks)) as rd:
             all_ranks = data.ranks_of(rd, run)
             if not all_ranks:
                 raise NotFound(f"no run named {run!r}")
@@ -233,7 +254,8 @@ def register_callbacks(app: Dash) -> None:
             content = render(rd, run, selected, metric if metric in MATRIX_METRICS else "bytes")
             ops, n = data.collectives(rd, run, selected)
         cut = f" (the {len(ops):,} slowest of {n:,})" if n > len(ops) else ""
-        status = f"{len(ops):,} communication operations over ranks {format_ranks(selected)}{cut}." if len(ops) else "No communication operations."
+        status = (f"{len(ops):,} collectives (an instance = one call matched across its ranks) over ranks "
+                  f"{format_ranks(selected)}{cut}." if len(ops) else "No communication operations.")
         url = ui.page_url("/communication", {"run": run, "ranks": format_ranks(ranks) if ranks else None,
                                              "matrix": None if metric == "bytes" else metric})
         return content, op_rows(ops), status, [{"label": f"rank {r}", "value": r} for r in all_ranks], url
@@ -243,7 +265,7 @@ def render(rd: data.Reader, run: str, ranks: Sequence[int], metric: str) -> list
     return [
         html.Div(
             [
-                html.Div(per_rank(data.comm_per_rank(rd, run, ranks)), className="card"),
+                html.Div(per_rank(data.comm_per_rank(rd, run, ranks), data.slow_ranks(rd, run)), className="card"),
                 html.Div(bandwidth(data.comm_bandwidth(rd, run, ranks)), className="card"),
             ],
             className="row2 eq",

@@ -142,7 +142,7 @@ def _render(store: data.Reader, run: str, ranks: Sequence[int], step: int | None
     out: list[Any] = [_facts(run, cols), _availability(cols)]
     bd = data.step_breakdown(store, run)
     bd_sel = bd[bd["rank"].isin(list(ranks))] if not bd.empty else bd
-    out.append(_step_bars(bd_sel, step, run))
+    out.append(_step_bars(bd_sel, step, run, data.slow_ranks(store, run)))
     out.append(_heatmap(bd_sel, run))
     out.append(_scalars(data.scalars(store, run, ranks)))
     probs = data.problems(store, run)
@@ -240,7 +240,7 @@ def _availability(cols: pd.DataFrame) -> html.Div:
     return html.Div(kids, className="card")
 
 
-def _step_bars(bd: pd.DataFrame, step: int | None, run: str) -> html.Div:
+def _step_bars(bd: pd.DataFrame, step: int | None, run: str, votes: pd.DataFrame) -> html.Div:
     title = "Step time per rank" + (f" — step {step}" if step is not None else " — mean over steps")
     if bd.empty:
         return html.Div([html.H2(title), ui.message("No step data: the run has neither steps nor device tasks to break down.", "info")],
@@ -257,7 +257,8 @@ def _step_bars(bd: pd.DataFrame, step: int | None, run: str) -> html.Div:
         df[c] = pd.to_numeric(df[c], errors="coerce").astype("float64")
     per = df.groupby("rank")[num].mean().reset_index()
     per["computing_excl_ns"] = (per["computing_ns"] - per["overlapped_ns"]).clip(lower=0)
-    slow = _slow_ranks(per)
+    voted = votes[votes["votes"] > 0] if not votes.empty else votes
+    slow = [int(r) for r in voted["rank"] if int(r) in set(per["rank"].astype(int))]
     x = [f"rank {r}" for r in per["rank"]]
     fig = ui.figure(height=380, barmode="stack", yaxis_title="ms", xaxis_title=None)
     for col, label, color in SEGMENTS:
@@ -270,8 +271,9 @@ def _step_bars(bd: pd.DataFrame, step: int | None, run: str) -> html.Div:
     for r in slow:
         i = per.index[per["rank"] == r][0]
         top = float(np.nansum([per.loc[i, c] for c, _, _ in SEGMENTS] + [0])) / 1e6
-        fig.add_annotation(x=f"rank {r}", y=max(top, float(per.loc[i, "step_ns"]) / 1e6), text="slowest", showarrow=True,
-                           arrowhead=2, ay=-28, font=dict(color="#b03030"))
+        n_votes = int(voted.loc[voted["rank"] == r, "votes"].iloc[0])
+        fig.add_annotation(x=f"rank {r}", y=max(top, float(per.loc[i, "step_ns"]) / 1e6), text=f"slow ({n_votes} votes)",
+                           showarrow=True, arrowhead=2, ay=-28, font=dict(color="#b03030"))
     mode = ", ".join(sorted({str(m) for m in df["mode"].dropna()}))
     note = (
         "Computed from the events with msprof-analyze's definitions (interval unions): computing (not "
@@ -280,10 +282,17 @@ def _step_bars(bd: pd.DataFrame, step: int | None, run: str) -> html.Div:
         + ("CPU-only ranks: the host threads are the resource (aten ops = computing, gloo/c10d calls = communication)."
            if "host" in mode else "")
     )
+    if votes.empty:
+        note += " Slow ranks: no collective to vote on."
+    elif voted.empty:
+        note += f" Slow ranks (msprof-analyze's Dixon / 3σ vote over {int(votes['instances'].max())} collective(s)): none."
+    else:
+        note += (" Marked: ranks judged slow by msprof-analyze's vote (Dixon / 3σ over each collective's elapsed "
+                 "times: the rank the others wait for).")
     table_rows = [
         [int(r["rank"]), fmt_ns(r["step_ns"]), fmt_ns(r["computing_ns"]), fmt_ns(r["communication_ns"]),
          fmt_ns(r["overlapped_ns"]), fmt_ns(r["comm_not_overlapped_ns"]), fmt_ns(r["free_ns"]), fmt_ns(r["preparing_ns"]),
-         "slowest" if int(r["rank"]) in slow else ""]
+         "slow" if int(r["rank"]) in slow else ""]
         for r in per.to_dict("records")
     ]
     return html.Div(
@@ -302,19 +311,6 @@ def _step_bars(bd: pd.DataFrame, step: int | None, run: str) -> html.Div:
         ],
         className="card",
     )
-
-
-def _slow_ranks(per: pd.DataFrame) -> list[int]:
-    """Ranks whose mean step time stands out: above mean + 3 sigma over ranks, or, with few ranks,
-    the slowest one when it is more than 5 % above the fastest (msprof-analyze's max-min rule)."""
-    st = per["step_ns"].dropna()
-    if len(st) < 2:
-        return []
-    mean, std = float(st.mean()), float(st.std(ddof=0))
-    out = [int(r) for r, v in zip(per["rank"], per["step_ns"]) if std > 0 and v > mean + 3 * std]
-    if not out and st.min() > 0 and (st.max() - st.min()) / st.min() > 0.05:
-        out = [int(per.loc[st.idxmax(), "rank"])]
-    return out
 
 
 def _heatmap(bd: pd.DataFrame, run: str) -> html.Div:

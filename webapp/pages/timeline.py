@@ -333,8 +333,9 @@ def detail_panel(d: dict[str, Any] | None, origin: int) -> Any:
             pretty = str(args)
         kids += [html.H3("Arguments"), html.Pre(pretty[:20000], className="args", id=f"{P}-detail-args")]
     stack = d.get("call_stack")
-    kids += [html.H3("Call stack"),
-             html.Pre(stack[:20000], className="stack") if stack else html.P("not recorded (with_stack was off or the producer gives none)", className="note")]
+    title = "Call stack" + (f" ({d['call_stack_source']})" if d.get("call_stack_source") else "")
+    kids += [html.H3(title),
+             html.Pre(stack[:20000], className="stack", id=f"{P}-detail-stack") if stack else html.P("not recorded (with_stack was off or the producer gives none)", className="note")]
     return kids
 
 

@@ -1,0 +1,295 @@
+"""The web app's data layer and page functions, called directly (no browser), checked against
+what the sample traces say."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from analyzer.store import Store
+from webapp import data, lod
+from webapp.errors import BadParameter, EmptyStore, NotFound
+from webapp.format import plot_text
+from webapp.params import format_ranks, parse_choice, parse_int, parse_ranks, single
+
+from webapp_helpers import KINETO, NPU, ingest, trace_events, union_ns
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Store:
+    path = tmp_path_factory.mktemp("webapp_data") / "store"
+    ingest(KINETO, path, "gloo")
+    ingest(NPU, path, "npu")
+    return Store(path)
+
+
+@pytest.fixture
+def rd(store: Store):
+    with data.reader(store) as r:
+        yield r
+
+
+def _x(evs: list[dict], tid: int | None = None) -> list[dict]:
+    return [e for e in evs if e.get("ph") == "X" and (tid is None or e.get("tid") == tid)]
+
+
+def _main_tid(evs: list[dict]) -> int:
+    return next(e["tid"] for e in evs if e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#"))
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def test_runs_ranks_and_errors(store: Store, rd: data.Reader, tmp_path: Path) -> None:
+    assert set(data.run_names(rd)) == {"gloo", "npu"}
+    assert data.ranks_of(rd, "gloo") == [0, 1]
+    assert data.resolve_run(rd, "gloo") == "gloo"
+    with pytest.raises(NotFound, match="no run named 'nope'"):
+        data.resolve_run(rd, "nope")
+    with pytest.raises(NotFound, match="no rank 7"):
+        data.check_ranks(rd, "gloo", [0, 7])
+    assert data.check_ranks(rd, "gloo", None) == [0, 1]
+    with data.reader(Store(tmp_path / "absent")) as empty:
+        assert data.runs(empty).empty
+        with pytest.raises(EmptyStore):
+            data.resolve_run(empty, None)
+
+
+def test_timeline_exact_window_is_every_slice_of_the_lane(store: Store, rd: data.Reader) -> None:
+    evs = trace_events(0)
+    tid = _main_tid(evs)
+    lanes = data.lanes(rd, "gloo", [0])
+    row = int(lanes[lanes["tid"] == str(tid)]["row"].iloc[0])
+    bounds = data.time_bounds(rd, "gloo", [0])
+    win = data.timeline_window(rd, "gloo", [0], bounds[0], bounds[1], max_exact=100_000)
+    assert win.mode == "exact"
+    on_lane = win.slices[win.slices["row"] == row]
+    want = _x(evs, tid)
+    assert len(on_lane) == len(want)
+    assert sorted(on_lane["dur_ns"]) == sorted(round(e["dur"] * 1000) for e in want)
+    assert set(on_lane["name"]) == {e["name"] for e in want}
+
+
+def test_timeline_occupancy_is_the_interval_union(store: Store, rd: data.Reader) -> None:
+    evs = trace_events(0)
+    tid = _main_tid(evs)
+    xs = _x(evs, tid)
+    want_busy = union_ns([(e["ts"] * 1000, (e["ts"] + e["dur"]) * 1000) for e in xs if e["dur"] > 0])
+    lanes = data.lanes(rd, "gloo", [0])
+    row = int(lanes[lanes["tid"] == str(tid)]["row"].iloc[0])
+    bounds = data.time_bounds(rd, "gloo", [0])
+    win = data.timeline_window(rd, "gloo", [0], bounds[0], bounds[1] + 1, n_buckets=300, max_exact=50)
+    assert win.mode == "occupancy" and win.n_buckets == 300
+    i = win.rows.index(row)
+    got_busy = float((win.busy[i] * np.diff(win.start_ns + np.round(np.arange(301) * win.bucket_ns))).sum())
+    # float µs in the trace vs integer ns in the store: at most ~1 ns per slice apart
+    assert abs(got_busy - want_busy) <= len(xs) + 300
+    assert int(win.events[i].sum()) == len([e for e in evs if e.get("tid") == tid and e.get("ph") == "X"])
+    assert 0.0 <= win.busy.min() and win.busy.max() <= 1.0
+    # the response stays bounded whatever the window: buckets per lane x lanes
+    assert win.busy.size <= 150_000 or win.n_buckets == 100
+
+
+def test_timeline_level_of_detail_switches_on_the_number_of_slices(store: Store, rd: data.Reader) -> None:
+    a, b = data.time_bounds(rd, "gloo", [0, 1])
+    whole = data.timeline_window(rd, "gloo", [0, 1], a, b, max_exact=500)
+    assert whole.mode == "occupancy" and whole.slices.empty
+    # zoom into 1/200 of the run: few enough slices to be sent one by one
+    mid = (a + b) // 2
+    zoom = data.timeline_window(rd, "gloo", [0, 1], mid, mid + (b - a) // 200, max_exact=500)
+    assert zoom.mode == "exact" and 0 < len(zoom.slices) <= 500
+    assert ((zoom.slices["ts_ns"] < zoom.end_ns) & (zoom.slices["ts_ns"] + zoom.slices["dur_ns"] >= zoom.start_ns)).all()
+    assert set(zoom.slices["rank"]) <= {0, 1}
+
+
+def test_lod_index_matches_brute_force() -> None:
+    rng = np.random.default_rng(3)
+    ts = rng.integers(0, 10_000, 400)
+    dur = rng.integers(0, 300, 400)
+    ix = lod.build_lane(ts, dur)
+    edges = np.arange(0, 10_600, 53)
+    covered = np.zeros(10_600, dtype=bool)
+    for a, d in zip(ts, dur):
+        covered[a:a + d] = True
+    want = np.add.reduceat(covered[: edges[-1]].astype(int), edges[:-1])
+    assert np.array_equal(ix.busy(edges), want)
+    assert np.array_equal(ix.starts_per_bucket(edges), np.histogram(ts, bins=edges)[0])
+
+
+def test_slice_detail_has_shapes_args_and_stack(store: Store, rd: data.Reader) -> None:
+    evs = trace_events(0)
+    mm = min((e for e in _x(evs) if e["name"] == "aten::mm"), key=lambda e: e["ts"])
+    win = data.timeline_window(rd, "gloo", [0], *data.time_bounds(rd, "gloo", [0]), max_exact=100_000)
+    row = win.slices[win.slices["name"] == "aten::mm"].sort_values("ts_ns").iloc[0]
+    d = data.slice_detail(rd, "gloo", 0, row["collection_id"], int(row["event_id"]))
+    assert d["name"] == "aten::mm" and d["lane_group"] == "host"
+    assert d["dur_ns"] == round(mm["dur"] * 1000)
+    assert json.loads(d["input_shapes"]) == mm["args"]["Input Dims"]
+    assert json.loads(d["args"])["Input Dims"] == mm["args"]["Input Dims"]
+    # the call stack: the python_function slices enclosing the op, innermost first
+    enclosing = [e for e in _x(evs, mm["tid"]) if e.get("cat") == "python_function"
+                 and e["ts"] <= mm["ts"] and e["ts"] + e["dur"] >= mm["ts"] + mm["dur"]]
+    frames = d["call_stack"].split("\n")
+    assert len(frames) == len(enclosing) > 0
+    assert frames[0] == max(enclosing, key=lambda e: (e["ts"], -e["dur"]))["name"]
+
+
+def test_operator_stats_per_rank_and_across_ranks(store: Store, rd: data.Reader) -> None:
+    per_rank = {}
+    for r in (0, 1):
+        mm = [e for e in _x(trace_events(r)) if e["name"] == "aten::mm"]
+        per_rank[r] = (len(mm), sum(e["dur"] for e in mm) * 1000, min(e["dur"] for e in mm) * 1000, max(e["dur"] for e in mm) * 1000)
+    df, n = data.operator_stats(rd, "gloo", "operators", "name", [0, 1], across=False)
+    assert n >= len(df) > 0
+    for r, (count, total, lo, hi) in per_rank.items():
+        row = df[(df["key"] == "aten::mm") & (df["rank"] == r)].iloc[0]
+        assert row["count"] == count
+        assert abs(row["total_ns"] - total) <= count
+        assert abs(row["min_ns"] - lo) <= 1 and abs(row["max_ns"] - hi) <= 1
+    across, _ = data.operator_stats(rd, "gloo", "operators", "name", [0, 1], across=True)
+    row = across[across["key"] == "aten::mm"].iloc[0]
+    totals = [per_rank[r][1] for r in (0, 1)]
+    assert row["count"] == per_rank[0][0] + per_rank[1][0] and row["ranks"] == 2
+    assert abs(row["spread_pct"] - 100 * (max(totals) - min(totals)) / np.mean(totals)) < 0.01
+    assert row["max_rank"] == int(np.argmax(totals))
+    # by input shape: one row per distinct Input Dims of aten::mm
+    shapes, _ = data.operator_stats(rd, "gloo", "operators", "shape", [0], across=False)
+    want = {json.dumps(e["args"]["Input Dims"]).replace(" ", "") for e in _x(trace_events(0)) if e["name"] == "aten::mm"}
+    got = {s.replace(" ", "") for s in shapes[shapes["key"] == "aten::mm"]["shape"]}
+    assert got == want
+
+
+def test_operator_drill_across_ranks(store: Store, rd: data.Reader) -> None:
+    d = data.operator_drill(rd, "gloo", "operators", "name", "aten::mm", None, [0, 1])
+    for r in (0, 1):
+        mm = [e["dur"] * 1000 for e in _x(trace_events(r)) if e["name"] == "aten::mm"]
+        row = d[d["rank"] == r].iloc[0]
+        assert row["count"] == len(mm)
+        assert abs(row["p50_ns"] - float(np.median(mm))) <= 1
+        assert abs(row["max_ns"] - max(mm)) <= 1
+
+
+def test_memory_peaks_and_curves_match_the_trace(store: Store, rd: data.Reader) -> None:
+    peaks = data.memory_peaks(rd, "gloo", [0, 1], "allocator")
+    for r in (0, 1):
+        mem = [e for e in trace_events(r) if e.get("name") == "[memory]"]
+        assert int(peaks[peaks["rank"] == r]["peak_allocated_bytes"].iloc[0]) == max(e["args"]["Total Allocated"] for e in mem)
+    a, b = data.time_bounds(rd, "gloo", None)
+    curves = data.memory_curves(rd, "gloo", [0], "allocator", a, b, n_buckets=50)
+    assert 0 < len(curves) <= 50
+    # downsampling keeps the peak
+    assert int(curves["allocated_bytes"].max()) == int(peaks[peaks["rank"] == 0]["peak_allocated_bytes"].iloc[0])
+    blocks, n = data.operator_memory(rd, "gloo", [0], limit=5)
+    assert len(blocks) == 5 and n > 5
+    assert list(blocks["size_bytes"]) == sorted(blocks["size_bytes"], reverse=True)
+
+
+def test_communication_per_rank_and_collectives(store: Store, rd: data.Reader) -> None:
+    per = data.comm_per_rank(rd, "gloo", [0, 1])
+    for r in (0, 1):
+        ar = [e for e in _x(trace_events(r)) if e["name"] == "gloo:all_reduce"]
+        row = per[per["rank"] == r].iloc[0]
+        assert row["ops"] == len(ar)
+        assert abs(row["elapsed_ns"] - sum(e["dur"] for e in ar) * 1000) <= len(ar)
+    ops, n = data.collectives(rd, "gloo", [0, 1])
+    assert n == len(ops) == len([e for e in _x(trace_events(0)) if e["name"] == "gloo:all_reduce"])
+    assert (ops["ranks"] == 2).all()
+
+
+def test_npu_matrix_and_bandwidth_match_the_profiler_files(store: Store, rd: data.Reader) -> None:
+    out = NPU / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT"
+    matrix = json.loads((out / "communication_matrix.json").read_text())
+    total = {}
+    for step in matrix.values():
+        for key, links in step["collective"].items():
+            if key.split("@")[0].endswith("-total"):
+                for link, v in links.items():
+                    total[link] = total.get(link, 0) + v["Transit Size(MB)"]
+    m = data.comm_matrix(rd, "npu", None)
+    got = m[m["src"] == "0"]
+    assert abs(float(got[got["dst"] == "1"]["bytes"].iloc[0]) - total["0-1"] * 2**20) < 16
+    assert abs(float(got[got["dst"] == "0"]["bytes"].iloc[0]) - total["0-0"] * 2**20) < 16
+    comm = json.loads((out / "communication.json").read_text())
+    ops = [op for st in comm.values() for name, op in st["collective"].items() if not name.startswith("Total Op Info")]
+    hccs = sum(op["Communication Bandwidth Info"]["HCCS"]["Transit Size(MB)"] for op in ops)
+    bw = data.comm_bandwidth(rd, "npu", [0])
+    assert abs(float(bw[bw["transport"] == "HCCS"]["bytes"].iloc[0]) - hccs * 2**20) < 64
+    per = data.comm_per_rank(rd, "npu", [0])
+    waits = sum(op["Communication Time Info"]["Wait Time(ms)"] for op in ops)
+    assert abs(float(per["wait_ns"].iloc[0]) - waits * 1e6) < 10
+
+
+def test_scalars_are_the_collector_values(store: Store, rd: data.Reader) -> None:
+    sc = data.scalars(rd, "gloo", [0])
+    lines = [json.loads(x) for x in (KINETO / "rank_0" / "rankscope_scalars.jsonl").read_text().splitlines() if x.strip()]
+    loss = sc[sc["name"] == "loss"].sort_values("step")
+    assert list(loss["step"]) == [x["step"] for x in lines]
+    assert np.allclose(loss["value"], [x["scalars"]["loss"] for x in lines])
+
+
+def test_results_cache_follows_the_store(tmp_path: Path) -> None:
+    path = tmp_path / "store"
+    ingest(KINETO / "rank_0", path, "one")
+    st = Store(path)
+    with data.reader(st) as r:
+        assert data.ranks_of(r, "one") == [0]
+        before = data.operator_stats(r, "one", "operators", "name", None, across=True)[0]
+    ingest(KINETO, path, "one")  # the same run now has both ranks
+    with data.reader(st) as r:
+        assert data.ranks_of(r, "one") == [0, 1]
+        after = data.operator_stats(r, "one", "operators", "name", None, across=True)[0]
+    mm_b = int(before[before["key"] == "aten::mm"]["ranks"].iloc[0])
+    mm_a = int(after[after["key"] == "aten::mm"]["ranks"].iloc[0])
+    assert (mm_b, mm_a) == (1, 2)
+
+
+def test_reader_opens_the_store_once_per_request(store: Store) -> None:
+    with data.reader(store, "gloo", [0, 1], ("steps", "lanes", "slices")) as r:
+        data.ranks_of(r, "gloo")
+        data.steps.uncached(r, "gloo", [0, 1])
+        data.timeline_window(r, "gloo", [0, 1], *data.time_bounds(r, "gloo", [0, 1]), max_exact=10)
+        assert r.opened <= 1
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def test_url_parameters() -> None:
+    assert parse_ranks("ranks", "0,1,4-7") == [0, 1, 4, 5, 6, 7]
+    assert parse_ranks("ranks", None) is None and parse_ranks("ranks", "all") is None
+    assert parse_ranks("ranks", ["2", "3"]) == [2, 3]
+    assert format_ranks([0, 1, 2, 3, 7, 9, 10]) == "0-3,7,9-10"
+    for bad in ("abc", "3-1", "-1", "0-99999999"):
+        with pytest.raises(BadParameter):
+            parse_ranks("ranks", bad)
+    assert parse_int("step", "12") == 12
+    with pytest.raises(BadParameter, match="not an integer"):
+        parse_int("step", "twelve")
+    with pytest.raises(BadParameter, match="given more than once"):
+        single("run", ["a", "b"])
+    with pytest.raises(BadParameter, match="must be one of"):
+        parse_choice("group", "bogus", ("type", "name"), "name")
+
+
+def test_plot_text_shows_markup_literally() -> None:
+    assert plot_text("<script>alert(1)</script>") == "&lt;script&gt;alert(1)&lt;/script&gt;"
+    assert plot_text("a & <b>") == "a &amp; &lt;b&gt;"
+
+
+def test_importing_the_web_app_does_not_import_torch(tmp_path: Path) -> None:
+    code = (
+        "import sys\n"
+        "import webapp, webapp.app, analyzer.cli\n"
+        f"app = webapp.create_app({str(tmp_path / 'store')!r})\n"
+        "app.server.test_client().get('/')\n"
+        "assert 'torch' not in sys.modules, 'torch was imported'\n"
+        "assert 'analyzer.ingest' not in sys.modules, 'the ingest code was imported'\n"
+        "print('ok')\n"
+    )
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0 and "ok" in res.stdout, res.stderr[-2000:]

@@ -1,0 +1,132 @@
+"""Helpers of the web app tests: ingest the sample data, read the source traces for expected
+values, call Dash callbacks over HTTP, start the real server."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from click.testing import CliRunner
+
+REPO = Path(__file__).resolve().parent.parent
+SAMPLES = REPO / "sample_data"
+KINETO = SAMPLES / "kineto_gloo_2rank"
+NPU = SAMPLES / "torch_npu_text_level1"
+ANALYZE = [sys.executable, "-m", "analyzer"] if not (Path(sys.executable).parent / "analyze").exists() else [str(Path(sys.executable).parent / "analyze")]
+
+
+def ingest(folder: Path, store: Path, run: str) -> None:
+    """`analyze ingest FOLDER --run RUN --store STORE` through the real CLI (in process)."""
+    from analyzer.cli import main
+
+    res = CliRunner().invoke(main, ["ingest", str(folder), "--run", run, "--store", str(store)], catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+
+
+def trace_files(rank: int) -> list[Path]:
+    return sorted((KINETO / f"rank_{rank}").rglob("*.pt.trace.json"))
+
+
+def trace_events(rank: int) -> list[dict[str, Any]]:
+    """Every event of the rank's Kineto trace files (the source of expected values)."""
+    out: list[dict[str, Any]] = []
+    for f in trace_files(rank):
+        out += json.loads(f.read_text())["traceEvents"]
+    return out
+
+
+def union_ns(intervals: list[tuple[float, float]]) -> float:
+    """Covered length of possibly overlapping intervals."""
+    total, reach = 0.0, None
+    for a, b in sorted(intervals):
+        if reach is None or a > reach:
+            total += b - a
+            reach = b
+        elif b > reach:
+            total += b - reach
+            reach = b
+    return total
+
+
+class DashClient:
+    """Calls a Dash app's callbacks the way the browser does (POST /_dash-update-component)."""
+
+    def __init__(self, app: Any):
+        self.http = app.server.test_client()
+        assert self.http.get("/").status_code == 200
+        self.deps = self.http.get("/_dash-dependencies").get_json()
+
+    def call(self, first_output: str, inputs: dict[str, Any], state: dict[str, Any] | None = None,
+             changed: list[str] | None = None) -> dict[str, Any]:
+        d = next(d for d in self.deps if d["output"].lstrip(".").startswith(first_output))
+
+        def items(specs: list[dict[str, Any]], values: dict[str, Any]) -> list[dict[str, Any]]:
+            return [{"id": s["id"], "property": s["property"], "value": values.get(f"{s['id']}.{s['property']}")} for s in specs]
+
+        outs = [{"id": o.split(".")[0], "property": o.split(".")[1].split("@")[0]} for o in d["output"].strip(".").split("...")]
+        body = {"output": d["output"], "outputs": outs if len(outs) > 1 else outs[0],
+                "inputs": items(d["inputs"], inputs), "state": items(d["state"], state or {}), "changedPropIds": changed or []}
+        r = self.http.post("/_dash-update-component", json=body)
+        assert r.status_code in (200, 204), r.get_data(as_text=True)[:500]
+        return r.get_json()["response"] if r.status_code == 200 else {}
+
+    def page(self, path: str, search: str = "") -> str:
+        """The page layout the router renders for path?search, as JSON text."""
+        out = self.call("_pages_content.children", {"_pages_location.pathname": path, "_pages_location.search": search})
+        return json.dumps(out["_pages_content"]["children"])
+
+
+def texts(component: Any) -> list[str]:
+    """Every string child in a (JSON) component tree."""
+    out: list[str] = []
+    if isinstance(component, str):
+        out.append(component)
+    elif isinstance(component, list):
+        for c in component:
+            out += texts(c)
+    elif isinstance(component, dict):
+        if "props" in component:
+            out += texts(component["props"].get("children"))
+        else:
+            for v in component.values():
+                out += texts(v)
+    return out
+
+
+def start_server(store: Path, extra_env: dict[str, str] | None = None) -> tuple[subprocess.Popen[str], str]:
+    """`analyze serve --store STORE --port 0`: the real server on a free port; returns (process, URL)."""
+    env = {**os.environ, **(extra_env or {})}
+    proc = subprocess.Popen([*ANALYZE, "serve", "--store", str(store), "--port", "0"], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, env=env)
+    deadline = time.monotonic() + 60
+    assert proc.stdout is not None
+    lines = []
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        lines.append(line)
+        m = re.search(r"(http://127\.0\.0\.1:\d+/)", line)
+        if m:
+            return proc, m.group(1)
+    proc.kill()
+    raise AssertionError("analyze serve printed no URL:\n" + "".join(lines))
+
+
+def stop_server(proc: subprocess.Popen[str]) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+def iter_pages() -> Iterator[str]:
+    yield from ("/", "/timeline", "/operators", "/memory", "/communication")
