@@ -18,16 +18,33 @@ inside shape values (tripled quotes in the file, the cell holds ``"32,3"``), tim
 
 from __future__ import annotations
 
+import codecs
 import csv
 import sys
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from ..errors import InputError
 from ..units import to_float, to_int, us_text_to_ns
 
 csv.field_size_limit(min(sys.maxsize, (1 << 31) - 1))
+
+# bytes that are not UTF-8 are replaced (U+FFFD) and counted, so the file's outcome can say so
+_DECODE_ERRORS = [0]
+_COUNTING_REPLACE = "rankscope-count-replace"
+
+
+def _count_replace(exc: UnicodeError) -> tuple[str, int]:
+    _DECODE_ERRORS[0] += 1
+    return "\ufffd", exc.end  # type: ignore[attr-defined]
+
+
+codecs.register_error(_COUNTING_REPLACE, _count_replace)
 
 _NULLS = {"", "N/A", "NA", "n/a", "None", "null", "nan", "NaN", "-"}
 
@@ -59,20 +76,50 @@ class CsvTable:
         return list(col) if col is not None else [None] * self.n_rows
 
     def text(self, key: str) -> list[str | None]:
-        """Cells with N/A / empty as None and outer whitespace removed."""
-        return [text_cell(v) for v in self.get(key)]
+        """Cells with N/A / empty as None and outer whitespace removed (quotes kept: shapes are quoted)."""
+        col = self.columns.get(key)
+        if col is None:
+            return [None] * self.n_rows
+        s = pc.utf8_trim_whitespace(pa.array(col, pa.string()))
+        return pc.if_else(pc.is_in(s, value_set=_NULL_SET), pa.scalar(None, pa.string()), s).to_pylist()
 
     def ns_from_us(self, key: str) -> list[int | None]:
-        return self._convert(key, us_text_to_ns, "µs values")
+        """Exact ns from µs decimal strings (never through float64), rounded half up below the ns."""
+        return self._vector(key, _ns_from_us_array, us_text_to_ns, "µs values")
 
     def ns_from_ms(self, key: str) -> list[int | None]:
         return self._convert(key, lambda v: us_text_to_ns(_shift3(v)), "ms values")
 
     def floats(self, key: str) -> list[float | None]:
-        return self._convert(key, to_float, "numbers")
+        return self._vector(key, _float_array, to_float, "numbers")
 
     def ints(self, key: str) -> list[int | None]:
-        return self._convert(key, to_int, "integers")
+        """Integers; UINT32/UINT64/INT64 max sentinels ('no value') as None."""
+        return self._vector(key, _int_array, to_int, "integers")
+
+    def _vector(self, key: str, vec: Any, fn: Any, what: str) -> list[Any]:
+        """Vectorised conversion (pyarrow) with the per-cell function for whatever it cannot do."""
+        col = self.columns.get(key)
+        if col is None:
+            return [None] * self.n_rows
+        try:
+            arr, todo = vec(col)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, OverflowError):
+            return self._convert(key, fn, what)
+        out = arr.to_pylist()
+        if todo:
+            bad = 0
+            first_bad = None
+            for i in todo:
+                try:
+                    out[i] = fn(col[i])
+                except (ValueError, TypeError, ArithmeticError):
+                    bad += 1
+                    first_bad = first_bad if first_bad is not None else col[i]
+                    out[i] = None
+            if bad:
+                self.warnings.append(f"{bad} cell(s) of column {key!r} are not {what} (e.g. {first_bad!r}); read as empty")
+        return out
 
     def _convert(self, key: str, fn, what: str) -> list:  # type: ignore[no-untyped-def]
         col = self.columns.get(key)
@@ -95,6 +142,48 @@ class CsvTable:
         if bad:
             self.warnings.append(f"{bad} cell(s) of column {key!r} are not {what} (e.g. {first_bad!r}); read as empty")
         return out
+
+
+_NULL_SET = pa.array(sorted(_NULLS), pa.string())
+_DECIMAL = r"^(?P<sign>-?)(?P<whole>\d*)(?:\.(?P<frac>\d*))?$"
+_SENTINELS = pa.array([4294967295, 9223372036854775807], pa.int64())
+
+
+def _clean(values: list[str]) -> pa.Array:
+    """Cells as an Arrow string array: outer spaces, TABs and quotes trimmed, N/A-like tokens null."""
+    s = pc.utf8_trim(pa.array(values, pa.string()), " \t\r\n\"")
+    return pc.if_else(pc.is_in(s, value_set=_NULL_SET), pa.scalar(None, pa.string()), s)
+
+
+def _leftovers(s: pa.Array, ok: pa.Array) -> list[int]:
+    """Indices of non-null cells the vectorised path could not convert."""
+    need = pc.and_(pc.is_valid(s), pc.invert(pc.fill_null(ok, False)))
+    return pc.indices_nonzero(need).to_pylist() if pc.any(need).as_py() else []
+
+
+def _ns_from_us_array(values: list[str]) -> tuple[pa.Array, list[int]]:
+    s = _clean(values)
+    m = pc.extract_regex(s, _DECIMAL)
+    whole = pc.struct_field(m, "whole")
+    frac = pc.utf8_rpad(pc.fill_null(pc.struct_field(m, "frac"), ""), 4, "0")
+    ok = pc.and_(pc.is_valid(m), pc.or_(pc.not_equal(whole, ""), pc.not_equal(pc.struct_field(m, "frac"), "")))
+    whole = pc.if_else(pc.equal(whole, ""), "0", whole)
+    digits = pc.binary_join_element_wise(whole, pc.utf8_slice_codeunits(frac, 0, 3), "")
+    digits = pc.if_else(ok, digits, pa.scalar(None, pa.string()))
+    ns = pc.cast(digits, pa.int64())
+    up = pc.greater_equal(pc.utf8_slice_codeunits(frac, 3, 4), "5")
+    ns = pc.add(ns, pc.cast(up, pa.int64()))
+    ns = pc.if_else(pc.equal(pc.struct_field(m, "sign"), "-"), pc.negate(ns), ns)
+    return ns, _leftovers(s, ok)
+
+
+def _float_array(values: list[str]) -> tuple[pa.Array, list[int]]:
+    return pc.cast(_clean(values), pa.float64()), []
+
+
+def _int_array(values: list[str]) -> tuple[pa.Array, list[int]]:
+    v = pc.cast(_clean(values), pa.int64())
+    return pc.if_else(pc.is_in(v, value_set=_SENTINELS), pa.scalar(None, pa.int64()), v), []
 
 
 def text_cell(v: str | None) -> str | None:
@@ -154,9 +243,10 @@ def iter_csv(
             wanted[norm_header(a)] = key
     try:
         size = path.stat().st_size
-        fh = open(path, encoding="utf-8", errors="replace", newline="")
+        fh = open(path, encoding="utf-8", errors=_COUNTING_REPLACE, newline="")
     except OSError as exc:
         raise InputError(str(path), f"cannot read {kind}: {exc.strerror or exc}") from exc
+    decode_errors_before = _DECODE_ERRORS[0]
     if size == 0:
         fh.close()
         raise InputError(str(path), f"empty file (0 bytes): no {kind} data")
@@ -195,24 +285,18 @@ def iter_csv(
             ncols = len(header)
             warnings: list[str] = []
             bad_rows: list[int] = []
-            replaced = 0
             total = 0
-            first = 0
+            buf: list[list[str]] = []
 
-            def new_chunk() -> CsvTable:
-                return CsvTable(path, clean_header, {k: [] for k in index}, {h: [] for h in extra_idx}, 0, [], first)
-
-            chunk = new_chunk()
-
-            def add(row: list[str]) -> None:
-                nonlocal replaced
-                for k, i in index.items():
-                    chunk.columns[k].append(row[i])
-                for h, i in extra_idx.items():
-                    chunk.extra[h].append(row[i])
-                if "\ufffd" in "".join(row):
-                    replaced += 1
-                chunk.n_rows += 1
+            def flush() -> CsvTable:
+                # transpose the buffered rows at C speed, keep the wanted columns
+                cols = list(zip(*buf)) if buf else [()] * ncols
+                chunk = CsvTable(
+                    path, clean_header, {k: list(cols[i]) for k, i in index.items()},
+                    {h: list(cols[i]) for h, i in extra_idx.items()}, len(buf), [], total,
+                )
+                buf.clear()
+                return chunk
 
             held: list[str] | None = None  # one row of look-ahead: the last row may be cut
             record = 1
@@ -220,17 +304,18 @@ def iter_csv(
                 if held is not None:
                     record += 1
                     if len(held) == ncols:
-                        add(held)
-                        if chunk.n_rows >= chunk_rows:
+                        buf.append(held)
+                        if len(buf) >= chunk_rows:
+                            chunk = flush()
                             total += chunk.n_rows
-                            first = total
                             yield chunk
-                            chunk = new_chunk()
                     elif any(c.strip() for c in held):
                         bad_rows.append(record)
                 held = row
         except csv.Error as exc:
             raise InputError(str(path), f"not a readable CSV ({kind}): {exc}") from exc
+        finally:
+            replaced = _DECODE_ERRORS[0] - decode_errors_before
     if held is not None:
         n = len(held)
         if not ends_with_newline:
@@ -241,7 +326,8 @@ def iter_csv(
             if any(c.strip() for c in held):
                 bad_rows.append(record + 1)
         else:
-            add(held)
+            buf.append(held)
+    chunk = flush()
     total += chunk.n_rows
     if bad_rows:
         sample = ", ".join(str(x) for x in bad_rows[:3])
@@ -250,7 +336,7 @@ def iter_csv(
             f"{len(bad_rows)} record(s) with a cell count different from the header's {ncols} skipped (record {sample}{more})"
         )
     if replaced:
-        warnings.append(f"{replaced} row(s) hold bytes that are not UTF-8 (replaced)")
+        warnings.append(f"{replaced} byte sequence(s) that are not UTF-8 (replaced)")
     if total == 0 and not bad_rows and held is None:
         warnings.append("header only: no data rows")
     chunk.warnings.extend(warnings)

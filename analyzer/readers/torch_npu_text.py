@@ -31,6 +31,7 @@ the group hash from ``communication.json`` (Level1+). ``Total Op Info`` aggregat
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -40,6 +41,7 @@ import duckdb
 import msgspec
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from .. import schema
 from ..errors import InputError
@@ -47,7 +49,7 @@ from ..units import us_text_to_ns
 from .base import ReadContext, register
 from .chrome_trace import Event, LaneInfo, TraceStream, id_text, slice_columns, times_ns
 from .comm_names import P2P_TYPES, normalize_op_type
-from .csvfile import CsvTable, iter_csv, read_csv, text_cell
+from .csvfile import CsvTable, _ns_from_us_array, iter_csv, read_csv, text_cell
 from .nesting import self_time
 from .scratch import ScratchStage
 from .torch_npu_common import (
@@ -249,8 +251,10 @@ def _ns_us_float(v: Any) -> int | None:
     return us_text_to_ns(repr(f) if isinstance(v, float) else str(v))
 
 
-def _mb_list(t: CsvTable, key: str) -> list[int | None]:
-    return [mb_bytes(v) for v in t.floats(key)]
+def _mb_list(t: CsvTable, key: str) -> pa.Array:
+    """MB cells (MB = 1024^2 bytes) as int64 bytes."""
+    v = pa.array(t.floats(key), pa.float64())
+    return pc.cast(pc.round(pc.multiply(v, float(1 << 20))), pa.int64())
 
 
 def _device_id(device: str | None) -> int | None:
@@ -305,13 +309,22 @@ def _as_text(v: str | list[Any] | None) -> str | None:
     return msgspec.json.encode(v).decode()
 
 
+def _ts_ns(values: list[Any]) -> pa.Array:
+    """Event timestamps to int64 ns: torch_npu writes exact µs strings (vectorised, exact), else numbers."""
+    if values and all(type(v) is str for v in values):
+        arr, todo = _ns_from_us_array(values)
+        if not todo:
+            return arr
+    return times_ns(values)
+
+
+@functools.lru_cache(maxsize=1 << 16)
 def stack_text(s: str | None) -> str | None:
-    """'a.py(1): f;\\r\\nb.py(2): g' -> 'a.py(1): f\\nb.py(2): g'."""
+    """'a.py(1): f;\\r\\nb.py(2): g' -> 'a.py(1): f\\nb.py(2): g' (stacks repeat: cached)."""
     if not s:
         return None
-    frames = [f.strip() for f in re.split(r";\s*[\r\n]+|[\r\n]+", s)]
-    frames = [f.rstrip(";").strip() for f in frames if f.strip().rstrip(";").strip()]
-    return "\n".join(frames) or None
+    frames = [f.strip().rstrip(";").strip() for f in s.replace("\r", "\n").split("\n")]
+    return "\n".join(f for f in frames if f) or None
 
 
 def has_shape(s: str | None) -> bool:
@@ -384,7 +397,7 @@ class TraceRouter:
             self.has_shapes = True
         if not self.has_stacks and any(stacks):
             self.has_stacks = True
-        ts = times_ns([e.ts for e in evs])
+        ts = _ts_ns([e.ts for e in evs])
         dur = times_ns([e.dur if e.dur is not None else 0.0 for e in evs])
         for j, e in enumerate(evs):
             if e.name.startswith("ProfilerStep#"):
@@ -674,26 +687,23 @@ def _read_kernels(
 
 def _write_metrics(ctx: ReadContext, st: TextExport, t: CsvTable, first_kernel_id: int = 0) -> int:
     """PMU columns of one chunk of kernel rows -> kernel_metrics (long form), ids from ``first_kernel_id``."""
-    kid: list[int] = []
-    metric: list[str] = []
-    value: list[float] = []
+    parts: list[pa.Table] = []
     for header, cells in t.extra.items():
         name, factor = metric_name(header)
-        for i, v in enumerate(cells):
-            s = text_cell(v)
-            if s is None:
-                continue
-            try:
-                x = float(s)
-            except ValueError:
-                continue
-            kid.append(first_kernel_id + i)
-            metric.append(name)
-            value.append(x * factor)
-    if not kid:
+        sub = CsvTable(t.path, t.header, {"v": cells}, {}, t.n_rows)
+        vals = pa.array(sub.floats("v"), pa.float64())  # N/A and non-numbers (e.g. text columns) -> null
+        idx = pc.indices_nonzero(pc.is_valid(vals))
+        if len(idx) == 0:
+            continue
+        parts.append(pa.table({
+            "kernel_id": pc.add(pc.cast(idx, pa.int64()), first_kernel_id),
+            "metric": pa.repeat(pa.scalar(name, pa.string()), len(idx)),
+            "value": pc.multiply(pc.take(vals, idx), factor),
+        }))
+    if not parts:
         return 0
     st.kernel_metrics = True
-    return ctx.write("kernel_metrics", {"kernel_id": kid, "metric": metric, "value": value})
+    return ctx.write("kernel_metrics", pa.concat_tables(parts))
 
 
 def _read_l2(ctx: ReadContext, st: TextExport, path: Path, k: dict[str, list[Any]], outcome: Any) -> int:
