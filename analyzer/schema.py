@@ -378,7 +378,7 @@ FACT_TABLES: tuple[Table, ...] = (
     ),
     Table(
         "statistics",
-        "Aggregates written by the producer (op_statistic.csv, api_statistic.csv).",
+        "Aggregates written by the producer (op_statistic.csv, api_statistic.csv); for the torch_npu db export, which has no such files, computed at ingest from its kernels and CANN API rows with the same definitions.",
         FACT_KEY
         + (
             _c("kind", "VARCHAR", "op_statistic | api_statistic | communication_statistic (msprof) | cpu_op_type / cpu_op_detail (MindSpore host CPU ops) | op_detail (legacy MindSpore per-op average)."),
