@@ -111,8 +111,9 @@ def resolve_rank(d: Path) -> tuple[int | None, str | None, str]:
             producer = "torch_npu_text"
         elif db_path is not None:
             producer = "torch_npu_db"
-        else:
-            producer = "torch_npu_text"  # an output folder without the usual files: the text reader reports it
+        elif any(n.endswith((".csv", ".json")) for n in names):
+            producer = "torch_npu_text"  # some parsed files, not the usual ones: the text reader reports them
+        # else: an empty ASCEND_PROFILER_OUTPUT (parse interrupted at its start): raw
     try:
         entries = sorted(d.iterdir())
     except OSError:

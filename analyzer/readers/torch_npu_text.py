@@ -542,6 +542,8 @@ def read_torch_npu_text(ctx: ReadContext, op_processes: frozenset[str] = frozens
         n in st.files for n in ("trace_view.json", "kernel_details.csv", "operator_details.csv", "step_trace_time.csv")
     ):
         ctx.meta.missing.append(f"no parsed torch_npu output in {OUTPUT_DIR}/: {RAW_HINT}")
+        if not any(n.endswith((".csv", ".json")) for n in st.files):
+            ctx.meta.status = "unparsed"
     f = st.files
     if "trace_view.json" in f:
         _read_trace(ctx, st, f["trace_view.json"])
