@@ -135,3 +135,35 @@ def test_raw_folder_is_unparsed(tmp_path: Path) -> None:
     assert cols[0]["status"] == "complete"
     files = st.query("SELECT path, status, error FROM source_files WHERE path LIKE 'rank_3/%'").to_dict("records")
     assert len(files) == 2 and all(f["status"] == "ignored" and "not parsed" in f["error"] for f in files)
+
+
+def test_parallel_group_info_gives_every_global_rank(tmp_path: Path) -> None:
+    """profiler_metadata.json's parallel_group_info, keyed by HCCL group id, is found from the op keys'
+    @hash (msprof-analyze's double_hash) and maps every group-local rank to its global rank."""
+    from analyzer.readers.torch_npu_common import double_hash
+
+    src = REPO / "sample_data" / "torch_npu_text_level1"
+    root = tmp_path / "job"
+    shutil.copytree(src, root)
+    group_id = "10.0.0.1%eth0_60000_0_1736408800000000"
+    old = "17522688603477080586"  # the sample's group hash
+    new = double_hash(group_id)
+    global_ranks = [0, 1, 8, 9, 16, 17, 24, 25]
+    for rank in (0, 1):
+        d = root / f"rank{rank}_ascend_pt"
+        for name in ("communication.json", "communication_matrix.json"):
+            p = d / OUT / name
+            p.write_text(p.read_text(encoding="utf-8").replace(old, new), encoding="utf-8")
+        meta = json.loads((d / "profiler_metadata.json").read_text())
+        meta["parallel_group_info"] = {group_id: {"group_name": "dp", "group_rank": rank, "global_ranks": global_ranks}}
+        (d / "profiler_metadata.json").write_text(json.dumps(meta))
+    store = tmp_path / "store"
+    analyze("ingest", str(root), "--store", str(store))
+    st = Store(store)
+    groups = st.query("SELECT * FROM comm_groups ORDER BY rank").to_dict("records")
+    assert [(g["rank"], g["group_name"], g["group_id"], g["pg_name"], list(g["global_ranks"]), g["local_rank"], g["source"])
+            for g in groups] == [(r, new, group_id, "dp", global_ranks, r, "parallel_group_info") for r in (0, 1)]
+    links = st.query("SELECT src_local, dst_local, src_rank, dst_rank FROM comm_links WHERE rank = 0 AND op_key = 'allreduce-top1'")
+    assert sorted(map(tuple, links.itertuples(index=False))) == [(0, i, 0, global_ranks[i]) for i in range(8)]
+    ops = st.query("SELECT group_name, group_ranks FROM comm_ops WHERE rank = 1").to_dict("records")
+    assert len(ops) == 4 and all(o["group_name"] == new and list(o["group_ranks"]) == global_ranks for o in ops)
