@@ -244,6 +244,7 @@ class MsprofState:
         self.steps: list[tuple[int, int, int]] = []
         self.has_timeline_kernels = False
         self.read_kinds: set[str] = set()
+        self.empty_export = False
 
 
 @register("msprof")
@@ -255,6 +256,9 @@ def read_msprof(ctx: ReadContext) -> None:
     legacy = _legacy_timelines(ctx.plan.files, root)
     if export:
         read_export(ctx, st, export)
+        if all(_size(f.path) == 0 for fs in export.values() for f in fs):
+            st.empty_export = True
+            ctx.meta.missing.append(f"nothing to read: every file of {EXPORT_DIR}/ is empty (0 bytes), msprof exported no data")
     elif legacy:
         _read_legacy(ctx, st, legacy, clocks)
     else:
@@ -274,7 +278,14 @@ def read_export(ctx: ReadContext, st: MsprofState, export: dict[str, list[Export
     # steps first, so the rows read after them (timeline kernels, communication) get their step
     order = sorted(export, key=lambda k: (k != "step_trace", k))
     for kind in order:
-        files = export[kind]
+        files = []
+        for f in export[kind]:
+            if _size(f.path) == 0:  # msprof leaves 0-byte files for kinds with no data
+                ctx.ignore(f.path, "0-byte file: msprof exported no data of this kind")
+            else:
+                files.append(f)
+        if not files:
+            continue
         ext = files[0].path.suffix
         if kind == "op_summary" and ext == ".csv":
             for f in files:
@@ -314,6 +325,13 @@ def read_export(ctx: ReadContext, st: MsprofState, export: dict[str, list[Export
                 ctx.ignore(f.path, reason)
             continue
         st.read_kinds.add(kind)
+
+
+def _size(p: Path) -> int:
+    try:
+        return p.stat().st_size
+    except OSError:
+        return -1
 
 
 def _export_files(files: Iterable[Path], out: Path) -> dict[str, list[ExportFile]]:
@@ -952,7 +970,7 @@ def _finish_meta(ctx: ReadContext, st: MsprofState) -> None:
     ):
         if w.has(table):
             m.capabilities.add(cap)
-    if m.status == "unparsed":
+    if m.status == "unparsed" or st.empty_export:
         return
     m.missing.append("no framework operators: msprof records CANN and device activity only")
     if not w.has("slices"):
