@@ -127,6 +127,8 @@ def discover(root: Path, run: str) -> Discovery:
                 ms_dirs.append(full)
             elif _PROF_DIR.match(dn):
                 prof_dirs.append(full)
+            elif dn == msprof.EXPORT_DIR:  # an msprof export folder copied without its PROF_* parent
+                prof_dirs.append(dirpath)
             else:
                 keep.append(dn)
         dirnames[:] = keep
@@ -312,7 +314,8 @@ def _mindspore_and_msprof(
             for f in _all_files(d):
                 disc.ignored.append((f, "raw CANN data of the MindSpore run; the *_ascend_ms folder next to it was read"))
             continue
-        p = plan("msprof", d, _all_files(d), ident.rank, "PROF_info" if ident.rank is not None else None)
+        files = _all_files(d) if _PROF_DIR.match(d.name) else _all_files(d / msprof.EXPORT_DIR)
+        p = plan("msprof", d, files, ident.rank, "PROF_info" if ident.rank is not None else None)
         p.hints["msprof"] = {"hostname": ident.hostname, "device_ids": ident.device_ids}
         if p.rank is None:
             unranked.append(p)
