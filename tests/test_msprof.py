@@ -249,3 +249,27 @@ def test_legacy_timeline_converted_to_wall_clock(legacy: Path) -> None:
     assert q(legacy, "SELECT count(*) AS n FROM kernels WHERE step IS NULL")[0]["n"] == 0
     ignored = q(legacy, "SELECT path, error FROM source_files WHERE path LIKE '%step_trace_%'")
     assert len(ignored) == 2 and all("msprof_" in r["error"] for r in ignored)
+
+
+def test_export_folder_without_its_prof_parent_and_zero_byte_files(tmp_path: Path) -> None:
+    # a mindstudio_profiler_output/ copied alone is still an msprof export
+    root = tmp_path / "job"
+    shutil.copytree(next(CONSTRUCTED.glob("PROF_*_AAAA*")) / "mindstudio_profiler_output", root / "node1" / "mindstudio_profiler_output")
+    # msprof's file naming with slices, every file 0 bytes (as in Ascend-msinsight's test data)
+    empty = root / "node2" / "mindstudio_profiler_output"
+    empty.mkdir(parents=True)
+    for name in ("op_summary_slice_0_20230919172304.csv", "op_summary_slice_1_20230919172305.csv",
+                 "msprof_slice_0_20230919172304.json", "msprof_slice_1_20230919172305.json", "memory_record_20230919172305.csv"):
+        (empty / name).write_bytes(b"")
+    store = tmp_path / "store"
+    proc = analyze("ingest", str(root), "--store", str(store))
+    assert "every file of mindstudio_profiler_output/ is empty" in proc.stdout  # the reason is printed
+    cols = {c["root_path"]: c for c in q(store, "SELECT root_path, producer, status, n_rows FROM collections")}
+    assert cols["node1"]["producer"] == cols["node2"]["producer"] == "msprof"
+    assert cols["node1"]["status"] == "complete" and cols["node2"]["status"] == "error"
+    assert q(store, "SELECT count(*) AS n FROM kernels")[0]["n"] == 4
+    files = q(store, "SELECT path, status, error FROM source_files WHERE path LIKE 'node2/%'")
+    assert len(files) == 5 and all(f["status"] == "ignored" and "0-byte" in f["error"] for f in files)
+    # nothing at all to read: the exit code says so
+    proc = analyze("ingest", str(root / "node2"), "--store", str(tmp_path / "store2"), check=False)
+    assert proc.returncode != 0
