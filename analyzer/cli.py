@@ -112,9 +112,6 @@ def ingest(folders: tuple[str, ...], run_name: str | None, workers: int | None, 
                 f"  rank {p.rank:<4} {p.producer:<17} [{colour}]{obj.status:<9}[/] "
                 f"{obj.collection_row['n_rows']:>10,} rows  {obj.seconds:6.2f} s  {p.rel_root}"
             )
-            if obj.status in ("unparsed", "error"):  # say why (e.g. how to export / parse it offline)
-                for sentence in obj.collection_row.get("missing") or []:
-                    console.print(f"           {sentence}", markup=False, style="dim")
 
     reports = []
     failed = []
