@@ -208,3 +208,14 @@ def load(con: duckdb.DuckDBPyConnection, run: str, ranks: list[int] | None = Non
             by_step.setdefault(int(s), StepActivity())
         out[rank] = RankActivity(rank=rank, mode=mode, steps=st, by_step=by_step)
     return out
+
+
+def run_activity(store, run: str, ranks: list[int] | None = None) -> dict[int, RankActivity]:
+    """``load`` for a run, cached per run content (treat the result as read-only)."""
+    from ._cache import cached
+
+    def compute():
+        with store.read_connection(run=run, ranks=ranks) as con:
+            return load(con, run, ranks)
+
+    return cached(store, run, "activity", (tuple(ranks) if ranks is not None else None,), compute)

@@ -257,3 +257,26 @@ def instances(
     ops = attribute_groups(ops, groups, offsets, tolerance_ns)
     members = group_members(groups, ops)
     return match_instances(ops, members), members
+
+
+def run_instances(store, run: str) -> tuple[pd.DataFrame, dict[str, tuple[int, ...]]]:
+    """``instances`` of a run without clock offsets, cached per run content (a copy is returned)."""
+    from ._cache import cached
+
+    def compute():
+        with store.read_connection(run=run) as con:
+            return instances(con, run)
+
+    ops, members = cached(store, run, "instances", (), compute)
+    return ops.copy(), dict(members)
+
+
+def run_groups(store, run: str) -> pd.DataFrame:
+    """``load_groups`` of a run, cached per run content (a copy is returned)."""
+    from ._cache import cached
+
+    def compute():
+        with store.read_connection(run=run) as con:
+            return load_groups(con, run)
+
+    return cached(store, run, "groups", (), compute).copy()

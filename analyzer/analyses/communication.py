@@ -54,10 +54,15 @@ def with_wait_split(ops: pd.DataFrame) -> pd.DataFrame:
 
 def communication_summary(store: Store, run: str | None = None) -> pd.DataFrame:
     """One row per communication op and rank: group, instance, elapsed, wait, transit, bytes, bandwidth."""
+    from ._cache import cached
+
     run = resolve(store, run)
-    with store.read_connection(run=run) as con:
-        ops, _ = collectives.instances(con, run)
-        labels = _group_labels(collectives.load_groups(con, run))
+    return cached(store, run, "communication_summary", (), lambda: _communication_summary(store, run)).copy()
+
+
+def _communication_summary(store: Store, run: str) -> pd.DataFrame:
+    ops, _ = collectives.run_instances(store, run)
+    labels = _group_labels(collectives.run_groups(store, run))
     if ops.empty:
         return pd.DataFrame(columns=SUMMARY_COLUMNS)
     ops = with_wait_split(ops)
@@ -79,7 +84,13 @@ BANDWIDTH_COLUMNS = [
 def comm_bandwidth(store: Store, run: str | None = None) -> pd.DataFrame:
     """Bandwidth per op and transport: the producer's per-transport rows (torch_npu), else per op
     with the backend as transport and the estimated transit time (Kineto)."""
+    from ._cache import cached
+
     run = resolve(store, run)
+    return cached(store, run, "comm_bandwidth", (), lambda: _comm_bandwidth(store, run)).copy()
+
+
+def _comm_bandwidth(store: Store, run: str) -> pd.DataFrame:
     with store.read_connection(run=run) as con:
         prod = con.execute(
             """
@@ -138,8 +149,8 @@ def comm_matrix(store: Store, run: str | None = None) -> pd.DataFrame:
     no matrix: there the rows are the matched send/recv pairs of two-rank groups.
     """
     run = resolve(store, run)
+    groups = collectives.run_groups(store, run)
     with store.read_connection(run=run) as con:
-        groups = collectives.load_groups(con, run)
         links = con.execute(
             """
             SELECT step, op_key, group_name, is_p2p, src_local, dst_local, src_rank, dst_rank, transport,
@@ -148,7 +159,7 @@ def comm_matrix(store: Store, run: str | None = None) -> pd.DataFrame:
             """,
             [run],
         ).df()
-        ops, members = collectives.instances(con, run)
+    ops, members = collectives.run_instances(store, run)
     labels = _group_labels(groups)
     layout = {}
     for g, ranks in zip(groups["group_name"], groups["global_ranks"]):
@@ -212,12 +223,10 @@ GROUP_COLUMNS = [
 def comm_group_totals(store: Store, run: str | None = None) -> pd.DataFrame:
     """Per communication group: members, collectives seen, bytes and time summed over its ranks."""
     run = resolve(store, run)
-    with store.read_connection(run=run) as con:
-        groups = collectives.load_groups(con, run)
+    groups = collectives.run_groups(store, run)
     s = communication_summary(store, run)
     s = s[s["group_name"].notna()]
-    with store.read_connection(run=run) as con:
-        ops, members = collectives.instances(con, run)
+    _, members = collectives.run_instances(store, run)
     labels = _group_labels(groups)
     rows = []
     for g, sub in s.groupby("group_name"):

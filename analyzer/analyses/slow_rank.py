@@ -158,8 +158,7 @@ def slow_rank_analysis(store: Store, run: str | None = None) -> tuple[pd.DataFra
     """(votes per rank, evidence per convicting instance, groups skipped because ranks saw
     different numbers of instances)."""
     run = resolve(store, run)
-    with store.read_connection(run=run) as con:
-        ops, _ = collectives.instances(con, run)
+    ops, _ = collectives.run_instances(store, run)
     return _vote(ops)
 
 

@@ -103,8 +103,7 @@ def step_breakdown(store: Store, run: str | None = None, ranks: list[int] | None
     ``run`` defaults to the most recently ingested run; ``ranks`` restricts the ranks read.
     """
     run = resolve(store, run)
-    with store.read_connection(run=run, ranks=ranks) as con:
-        acts = activity.load(con, run, ranks)
+    acts = activity.run_activity(store, run, ranks)
     rows: list[dict] = []
     for rank, ra in acts.items():
         host = {int(r.step): (int(r.start_ns), int(r.end_ns)) for r in ra.steps.itertuples()}

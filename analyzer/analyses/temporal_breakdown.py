@@ -29,8 +29,7 @@ def temporal_breakdown(
 ) -> pd.DataFrame:
     """One row per device rank over ``steps`` (default: every step; HTA drops the last one)."""
     run = resolve(store, run)
-    with store.read_connection(run=run, ranks=ranks) as con:
-        acts = activity.load(con, run, ranks)
+    acts = activity.run_activity(store, run, ranks)
     rows = []
     for rank, ra in acts.items():
         if ra.mode != "device":

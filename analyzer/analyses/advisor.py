@@ -1,0 +1,294 @@
+"""Advisor: first rules, each finding with the numbers and the events behind it.
+
+| rule | fires when | evidence |
+|---|---|---|
+| ``slow_rank`` | a rank got slow-rank votes (``slow_rank``), or a step-trace column differs across ranks by more than 5 % of its mean (msprof-analyze's cluster rule) | the convicting collectives with every member's elapsed time; the per-rank column values |
+| ``slow_link`` | a rank or link is slow (``slow_link``) | per-op bandwidth rows of the slow rank / the slow links |
+| ``high_free`` | Free > 10 % of the step time on a rank (mean over steps) | the biggest idle gaps: step, start, length, task before and after |
+| ``host_bound`` | > 10 % of the step time the device sits idle waiting for a task the host had not launched yet (the launch of the task after the gap came after the gap began) | the gaps with the next task, its launch call and launch time |
+| ``small_packets`` | more than 20 % of the ops on a transport move less than 16 MiB (SDMA, and intra-node HCCS/PCIE/SIO) or 1 MiB (RDMA, and Kineto messages) — msprof-analyze's packet rule | the small ops with size and transit time |
+| ``aicpu`` | AI CPU tasks longer than 20 µs on NPU input (msprof-analyze's AICPU rule) | the tasks by name: count, total and longest duration |
+
+``advise`` returns one row per finding: rule, severity (high / medium / low), title, detail (a
+sentence with the numbers), ranks, value, threshold, evidence (list of dicts).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import duckdb
+import numpy as np
+import pandas as pd
+
+from ..store import Store
+from . import activity
+from . import intervals as iv
+from ._run import resolve
+from .slow_link import slow_link_analysis
+from .slow_rank import slow_rank_analysis
+from .step_breakdown import step_breakdown
+
+COLUMNS = ["rule", "severity", "title", "detail", "ranks", "value", "threshold", "evidence"]
+SPREAD_THRESHOLD = 0.05
+FREE_THRESHOLD = 0.10
+HOST_BOUND_THRESHOLD = 0.10
+MIN_GAP_NS = 10_000
+TOP_GAPS = 5
+SMALL_PACKET_RATIO = 0.20
+SMALL_BYTES = {"SDMA": 16 << 20, "HCCS": 16 << 20, "PCIE": 16 << 20, "SIO": 16 << 20, "RDMA": 1 << 20}
+SMALL_BYTES_DEFAULT = 1 << 20
+AICPU_MIN_NS = 20_000
+
+
+def _ms(ns: float) -> str:
+    return f"{ns / 1e6:.3f} ms"
+
+
+def _finding(rule: str, severity: str, title: str, detail: str, ranks: list[int], value: float,
+             threshold: float, evidence: list[dict]) -> dict:
+    return {"rule": rule, "severity": severity, "title": title, "detail": detail, "ranks": sorted(set(ranks)),
+            "value": value, "threshold": threshold, "evidence": evidence}
+
+
+def _records(df: pd.DataFrame) -> list[dict]:
+    out = []
+    for r in df.to_dict("records"):
+        out.append({k: (None if (isinstance(v, float) and np.isnan(v)) or v is pd.NA else
+                        (v.item() if isinstance(v, np.generic) else v)) for k, v in r.items()})
+    return out
+
+
+def _slow_rank_rules(store: Store, run: str, sb: pd.DataFrame) -> list[dict]:
+    out = []
+    votes, evidence, _ = slow_rank_analysis(store, run)
+    voted = votes[votes["votes"] > 0]
+    if not voted.empty:
+        top = voted.iloc[0]
+        ev = evidence[evidence["slow_ranks"].map(lambda s: int(top["rank"]) in s)]
+        out.append(_finding(
+            "slow_rank", "high", f"Rank {int(top['rank'])} is the slow rank",
+            f"rank {int(top['rank'])} arrived last (shortest elapsed time) in {int(top['votes'])} of the "
+            f"{int(top['instances'])} collectives it took part in (Dixon's Q at 99.5 % / 3σ vote); the others "
+            f"waited for it.",
+            [int(r) for r in voted["rank"]], float(top["votes"]), 1.0,
+            _records(ev[["instance", "group_name", "step", "op_type", "bytes", "test", "statistic", "critical",
+                         "elapsed_by_rank"]]),
+        ))
+    if sb["rank"].nunique() >= 2:
+        per_rank = sb.groupby("rank")[["computing_ns", "communication_ns", "free_ns"]].mean()
+        for col in per_rank.columns:
+            v = per_rank[col]
+            mean = float(v.mean())
+            if mean <= 0:
+                continue
+            gap = (float(v.max()) - float(v.min())) / mean
+            if gap > SPREAD_THRESHOLD and (float(v.max()) - float(v.min())) > 100_000:
+                name = col.removesuffix("_ns").replace("_", " ").capitalize()
+                hi, lo = int(v.idxmax()), int(v.idxmin())
+                culprit = hi if col in ("computing_ns", "free_ns") else lo
+                out.append(_finding(
+                    "slow_rank", "medium", f"{name} differs across ranks by {gap:.0%}",
+                    f"{name} per step (mean over steps) ranges from {_ms(v.min())} (rank {lo}) to {_ms(v.max())} "
+                    f"(rank {hi}), {gap:.0%} of the mean {_ms(mean)} (threshold {SPREAD_THRESHOLD:.0%}); "
+                    f"look first at rank {culprit}.",
+                    [culprit], gap, SPREAD_THRESHOLD,
+                    [{"rank": int(r), col: int(x)} for r, x in v.items()],
+                ))
+    return out
+
+
+def _slow_link_rules(store: Store, run: str) -> list[dict]:
+    judged, evidence = slow_link_analysis(store, run)
+    out = []
+    for r in judged[judged["slow"]].itertuples():
+        if r.level == "rank":
+            ev = evidence[(evidence["level"] == "rank") & (evidence["rank"] == r.slow_rank) & (evidence["transport"] == r.transport)]
+            out.append(_finding(
+                "slow_link", "high", f"Rank {r.slow_rank} is slow on {r.transport}",
+                f"step {r.step}, group {r.group_name}: {r.transport} bandwidth {r.min_bytes_per_s / 1e9:.2f} GB/s on rank "
+                f"{r.slow_rank} vs {r.max_bytes_per_s / 1e9:.2f} GB/s on rank {r.fast_rank} (gap {r.gap_ratio:.0%} of "
+                f"the mean, threshold {RATIO(SPREAD_THRESHOLD)}).",
+                [r.slow_rank], float(r.gap_ratio), SPREAD_THRESHOLD, _records(ev.drop(columns=["level"], errors="ignore")),
+            ))
+        else:
+            ev = evidence[(evidence["level"] == "link") & (evidence["transport"] == r.transport)]
+            out.append(_finding(
+                "slow_link", "medium", f"Slow {r.transport} link {r.slow_src} → {r.slow_dst}",
+                f"{r.op_type} in group {r.group_name}: link {r.slow_src} → {r.slow_dst} reaches "
+                f"{r.min_bytes_per_s / 1e9:.2f} GB/s, {r.gap_ratio:.0%} below the median of its {r.n} peer links.",
+                [x for x in (r.slow_src, r.slow_dst) if x is not None], float(r.gap_ratio), SPREAD_THRESHOLD,
+                _records(ev.drop(columns=["level"], errors="ignore")),
+            ))
+    return out
+
+
+def RATIO(x: float) -> str:  # noqa: N802 - tiny formatter
+    return f"{x:.0%}"
+
+
+def _device_names(con: duckdb.DuckDBPyConnection, run: str) -> pd.DataFrame:
+    return con.execute(
+        "SELECT rank, name, ts_ns, ts_ns + dur_ns AS end_ns FROM kernels WHERE run = ? AND dur_ns > 0 ORDER BY rank, ts_ns",
+        [run],
+    ).df()
+
+
+def _launches(con: duckdb.DuckDBPyConnection, run: str) -> pd.DataFrame:
+    """Device task start -> launch call on the host (Kineto ``correlation``, torch_npu ``connection_id``)."""
+    return con.execute(
+        """
+        WITH s AS (
+          SELECT s.rank, s.collection_id, s.name, s.ts_ns, l.lane_group,
+                 coalesce(TRY_CAST(json_extract(s.args, '$.correlation') AS BIGINT),
+                          TRY_CAST(json_extract(s.args, '$.connection_id') AS BIGINT)) AS link
+          FROM slices s JOIN lanes l USING (run, rank, collection_id, pid, tid)
+          WHERE s.run = $run AND l.lane_group IN ('device', 'host') AND s.dur_ns > 0
+            AND (s.args LIKE '%"correlation"%' OR s.args LIKE '%"connection_id"%')),
+        dev AS (SELECT * FROM s WHERE lane_group = 'device' AND link IS NOT NULL),
+        host AS (SELECT rank, collection_id, link, arg_min(name, ts_ns) AS launch_name, min(ts_ns) AS launch_ns
+                 FROM s WHERE lane_group = 'host' AND link IS NOT NULL GROUP BY ALL)
+        SELECT dev.rank, dev.ts_ns AS task_ns, dev.name AS task, host.launch_name, host.launch_ns
+        FROM dev JOIN host USING (rank, collection_id, link)
+        ORDER BY dev.rank, dev.ts_ns
+        """,
+        {"run": run},
+    ).df()
+
+
+def _gap_rules(store: Store, run: str, sb: pd.DataFrame) -> list[dict]:
+    out = []
+    acts = activity.run_activity(store, run)
+    with store.read_connection(run=run) as con:
+        names = _device_names(con, run)
+        device_ranks = [r for r, a in acts.items() if a.mode == "device"]
+        launches = _launches(con, run) if device_ranks else pd.DataFrame()
+    step_ns = sb.groupby("rank")["step_ns"].sum()
+    free_ns = sb.groupby("rank")["free_ns"].sum()
+    gaps_by_rank: dict[int, list[dict]] = {}
+    for rank, ra in acts.items():
+        nm = names[names["rank"] == rank]
+        ends, starts = nm["end_ns"].to_numpy(np.int64), nm["ts_ns"].to_numpy(np.int64)
+        order_end = np.argsort(ends)
+        rows = []
+        for step, sa in ra.by_step.items():
+            busy = sa.busy()
+            sp = iv.span(busy)
+            if sp is None:
+                continue
+            g0, g1 = iv.gaps(busy, sp[0], sp[1])
+            for a, b in zip(g0.tolist(), g1.tolist()):
+                if b - a < MIN_GAP_NS:
+                    continue
+                row = {"rank": rank, "step": step, "start_ns": a, "end_ns": b, "dur_ns": b - a}
+                if len(nm):
+                    j = int(np.searchsorted(ends[order_end], a, side="right")) - 1
+                    k = int(np.searchsorted(starts, b, side="left"))
+                    row["task_before"] = nm["name"].iloc[order_end[j]] if j >= 0 else None
+                    row["task_after"] = nm["name"].iloc[k] if k < len(nm) else None
+                rows.append(row)
+        gaps_by_rank[rank] = rows
+    # high free time
+    for rank in sorted(gaps_by_rank):
+        if rank not in step_ns or not step_ns[rank]:
+            continue
+        share = float(free_ns[rank]) / float(step_ns[rank])
+        if share <= FREE_THRESHOLD:
+            continue
+        top = sorted(gaps_by_rank[rank], key=lambda r: -r["dur_ns"])[:TOP_GAPS]
+        where = "the device" if acts[rank].mode == "device" else "the CPU threads (no operator, no collective running)"
+        out.append(_finding(
+            "high_free", "high" if share > 0.3 else "medium", f"Rank {rank} is idle {share:.0%} of the step",
+            f"Free (no task on {where}) is {_ms(free_ns[rank])} of {_ms(step_ns[rank])} step time on rank {rank} "
+            f"({share:.0%}, threshold {FREE_THRESHOLD:.0%}); the biggest idle gap is "
+            f"{_ms(top[0]['dur_ns']) if top else '-'}.",
+            [rank], share, FREE_THRESHOLD, top,
+        ))
+    # host-bound dispatch: the task after an idle gap was launched only after the gap began
+    if device_ranks and not launches.empty:
+        for rank in device_ranks:
+            ln = launches[launches["rank"] == rank]
+            if ln.empty or rank not in step_ns:
+                continue
+            t_ns = ln["task_ns"].to_numpy(np.int64)
+            bound = []
+            for g in gaps_by_rank.get(rank, []):
+                k = int(np.searchsorted(t_ns, g["end_ns"] - 1_000, side="left"))
+                if k >= len(ln) or abs(int(t_ns[k]) - g["end_ns"]) > 1_000:
+                    continue
+                launch_ns = int(ln["launch_ns"].iloc[k])
+                if launch_ns > g["start_ns"]:
+                    bound.append({**g, "next_task": ln["task"].iloc[k], "launch_call": ln["launch_name"].iloc[k],
+                                  "launch_ns": launch_ns, "launch_after_idle_ns": launch_ns - g["start_ns"]})
+            total = sum(b["dur_ns"] for b in bound)
+            share = total / float(step_ns[rank]) if step_ns[rank] else 0.0
+            if share > HOST_BOUND_THRESHOLD:
+                top = sorted(bound, key=lambda r: -r["dur_ns"])[:TOP_GAPS]
+                out.append(_finding(
+                    "host_bound", "high" if share > 0.3 else "medium", f"Rank {rank} is host-bound",
+                    f"on rank {rank} the device waited {_ms(total)} ({share:.0%} of the step time, threshold "
+                    f"{HOST_BOUND_THRESHOLD:.0%}) in {len(bound)} idle gaps for tasks the host launched only after the "
+                    f"device had gone idle: speed up dispatch (fewer, fused ops; graph mode; CPU binding).",
+                    [rank], share, HOST_BOUND_THRESHOLD, top,
+                ))
+    return out
+
+
+def _small_packet_rules(store: Store, run: str) -> list[dict]:
+    from .communication import comm_bandwidth
+
+    bw = comm_bandwidth(store, run)
+    bw = bw[bw["bytes"].notna() & (bw["transport"] != "LOCAL")]
+    out = []
+    for transport, g in bw.groupby("transport"):
+        limit = SMALL_BYTES.get(str(transport).upper(), SMALL_BYTES_DEFAULT)
+        small = g[g["bytes"] < limit]
+        ratio = len(small) / len(g)
+        if ratio > SMALL_PACKET_RATIO:
+            out.append(_finding(
+                "small_packets", "medium", f"Small {transport} communication ({ratio:.0%} of the ops)",
+                f"{len(small)} of {len(g)} {transport} ops move less than {limit / (1 << 20):.0f} MiB (ratio {ratio:.0%}, "
+                f"threshold {SMALL_PACKET_RATIO:.0%}), {_ms(small['transit_ns'].sum())} of transit time: bucket gradients "
+                f"(larger DDP buckets, fused collectives) or raise the batch size.",
+                [int(r) for r in small["rank"].unique()], ratio, SMALL_PACKET_RATIO,
+                _records(small.sort_values("transit_ns", ascending=False).head(20)[
+                    ["rank", "step", "op_name", "group_name", "transport", "bytes", "transit_ns"]]),
+            ))
+    return out
+
+
+def _aicpu_rules(store: Store, run: str) -> list[dict]:
+    with store.read_connection(run=run) as con:
+        df = con.execute(
+            """
+            SELECT rank, name, op_type, count(*) AS count, sum(dur_ns) AS total_ns, max(dur_ns) AS max_ns
+            FROM kernels WHERE run = ? AND upper(core_type) IN ('AI_CPU', 'AICPU') AND dur_ns > ?
+            GROUP BY ALL ORDER BY total_ns DESC
+            """,
+            [run, AICPU_MIN_NS],
+        ).df()
+    if df.empty:
+        return []
+    return [_finding(
+        "aicpu", "medium", f"{df['name'].nunique()} AI CPU operator(s) longer than 20 µs",
+        f"{int(df['count'].sum())} AI CPU tasks longer than {AICPU_MIN_NS / 1000:.0f} µs, {_ms(df['total_ns'].sum())} in total "
+        f"(longest {_ms(df['max_ns'].max())}, {df.iloc[0]['name']}): AI CPU runs operators the AI Core cannot "
+        f"(often int64/double inputs); change the dtype or use an AI Core operator.",
+        [int(r) for r in df["rank"].unique()], float(df["total_ns"].sum()), AICPU_MIN_NS, _records(df.head(20)),
+    )]
+
+
+def advise(store: Store, run: str | None = None) -> pd.DataFrame:
+    """Run every rule; one row per finding (empty when nothing fired), most severe first."""
+    run = resolve(store, run)
+    sb = step_breakdown(store, run)
+    findings: list[dict[str, Any]] = []
+    findings += _slow_rank_rules(store, run, sb)
+    findings += _slow_link_rules(store, run)
+    if not sb.empty:
+        findings += _gap_rules(store, run, sb)
+    findings += _small_packet_rules(store, run)
+    findings += _aicpu_rules(store, run)
+    df = pd.DataFrame(findings, columns=COLUMNS)
+    order = {"high": 0, "medium": 1, "low": 2}
+    return df.sort_values("severity", key=lambda s: s.map(order), kind="stable").reset_index(drop=True)

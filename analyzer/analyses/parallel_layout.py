@@ -1,0 +1,242 @@
+"""Parallel layout (which ranks form the TP / CP / EP / DP / PP groups), inferred, not typed.
+
+Sources, best first:
+
+1. *declared* group roles: ``profiler_metadata.json`` ``parallel_group_info`` (torch_npu; kept by
+   the reader as ``comm_groups.pg_name``), msprof-analyze's ``communication_group.json``
+   (``comm_group_parallel_info``, read from the run folder when present), Kineto ``pg_config``
+   descriptions when the job named its groups (``group_desc``);
+2. *structure and traffic* for groups without a role: a dimension is a family of disjoint groups
+   of equal size whose ranks form arithmetic progressions with one stride and which together cover
+   every rank. A family carrying point-to-point traffic is PP; the families carrying collectives,
+   by increasing stride, are TP then DP (one family: DP) — Megatron's default order
+   ``tp-cp-ep-dp-pp``; a family with no traffic whose stride is larger than every collective
+   family's is PP (pipeline send/recv that the trace could not attribute to a group). With three or
+   more collective families the outermost is PP and the ones between TP and DP are CP, EP.
+
+``parallel_layout`` gives every rank its coordinate (index inside its group) along each dimension;
+``layout_metric`` puts any per-rank metric on that grid.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from pathlib import Path
+
+import pandas as pd
+
+from ..errors import QueryError
+from ..store import Store
+from . import collectives
+from ._run import resolve
+
+DIMS = ("tp", "cp", "ep", "dp", "pp")
+_ALIASES = {
+    "tp": "tp", "tensor": "tp", "tensor_model_parallel": "tp",
+    "cp": "cp", "context": "cp", "context_parallel": "cp",
+    "ep": "ep", "exp": "ep", "expert": "ep", "expert_model_parallel": "ep",
+    "dp": "dp", "data": "dp", "data_parallel": "dp",
+    "pp": "pp", "pipeline": "pp", "pipeline_model_parallel": "pp",
+}
+DIM_COLUMNS = ["dim", "size", "groups", "stride", "source", "members"]
+
+
+def _dim_of(label: object) -> str | None:
+    if not isinstance(label, str):
+        return None
+    return _ALIASES.get(label.strip().lower())
+
+
+def communication_group_json(path: str | Path) -> pd.DataFrame:
+    """Groups from msprof-analyze's ``communication_group.json`` (new format with
+    ``comm_group_parallel_info``, or the old ``{"collective": [[ranks]], "p2p": [[ranks]]}``)."""
+    doc = json.loads(Path(path).read_text())
+    rows = []
+    info = doc.get("comm_group_parallel_info")
+    if isinstance(info, list):
+        for g in info:
+            rows.append({
+                "group_name": str(g.get("group_name")), "ranks": tuple(sorted(int(r) for r in g.get("rank_set", []))),
+                "label": g.get("pg_name"), "traffic": g.get("type"), "source": "communication_group.json",
+            })
+    else:
+        for kind in ("collective", "p2p"):
+            for i, ranks in enumerate(doc.get(kind) or []):
+                rows.append({
+                    "group_name": f"{kind}{i}", "ranks": tuple(sorted(int(r) for r in ranks)), "label": None,
+                    "traffic": kind, "source": "communication_group.json",
+                })
+    return pd.DataFrame(rows, columns=["group_name", "ranks", "label", "traffic", "source"])
+
+
+def _stride(ranks: tuple[int, ...]) -> int | None:
+    if len(ranks) < 2:
+        return 0
+    d = {b - a for a, b in zip(ranks, ranks[1:])}
+    return d.pop() if len(d) == 1 else None
+
+
+def infer_layout(groups: pd.DataFrame, world: list[int]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(dims, per-rank coordinates) from group records.
+
+    ``groups`` columns: ranks (tuple), label (role name or None), traffic ('collective', 'p2p',
+    'both' or None), source. ``world``: every rank of the job.
+    """
+    world = sorted(set(world))
+    n = len(world)
+    recs: dict[tuple[int, ...], dict] = {}
+    for r in groups.itertuples():
+        ranks = tuple(sorted(set(int(x) for x in r.ranks)))
+        if not ranks:
+            continue
+        rec = recs.setdefault(ranks, {"labels": set(), "traffic": set(), "sources": set(), "raw": set()})
+        if isinstance(r.label, str) and r.label:
+            rec["raw"].add(r.label)
+        dim = _dim_of(r.label)
+        if dim:
+            rec["labels"].add(dim)
+            rec["sources"].add(f"declared ({r.source})")
+        if isinstance(r.traffic, str):
+            rec["traffic"] |= {"collective", "p2p"} if r.traffic == "both" else {r.traffic}
+    # declared dimensions
+    dims: dict[str, dict] = {}
+    for ranks, rec in recs.items():
+        for dim in rec["labels"]:
+            d = dims.setdefault(dim, {"groups": set(), "sources": set()})
+            d["groups"].add(ranks)
+            d["sources"] |= {s for s in rec["sources"] if s.startswith("declared")}
+    # a declared dimension that does not cover every rank is completed with groups of the same size
+    # and stride whose composite label names it (Megatron's ``dp_cp`` is the DP group when CP = 1)
+    for dim, d in dims.items():
+        covered = {r for g in d["groups"] for r in g}
+        shape = {(len(g), _stride(g)) for g in d["groups"]}
+        if covered == set(world) or len(shape) != 1:
+            continue
+        for ranks, rec in recs.items():
+            comp = {t for lab in rec.get("raw", ()) for t in lab.lower().split("_")}
+            if dim in comp and (len(ranks), _stride(ranks)) in shape and not covered & set(ranks):
+                d["groups"].add(ranks)
+                d["sources"].add(f"declared as composite ({', '.join(sorted(rec['raw']))})")
+                covered |= set(ranks)
+    # families of unlabelled groups: (size, stride) partitions of the world
+    fam: dict[tuple[int, int], set[tuple[int, ...]]] = defaultdict(set)
+    for ranks, rec in recs.items():
+        if rec["labels"] or len(ranks) in (0, 1, n):
+            continue
+        s = _stride(ranks)
+        if s is not None:
+            fam[(len(ranks), s)].add(ranks)
+    families = []
+    for (size, stride), gs in fam.items():
+        cover = [r for g in gs for r in g]
+        if len(cover) == len(set(cover)) and sorted(cover) == world:
+            traffic = set().union(*(recs[g]["traffic"] for g in gs))
+            families.append({"size": size, "stride": stride, "groups": gs, "traffic": traffic})
+    taken = {frozenset(g) for d in dims.values() for g in d["groups"]}
+    families = [f for f in families if not any(frozenset(g) in taken for g in f["groups"])]
+    p2p = [f for f in families if "p2p" in f["traffic"] and "collective" not in f["traffic"]]
+    coll = sorted((f for f in families if "collective" in f["traffic"]), key=lambda f: f["stride"])
+    idle = [f for f in families if not f["traffic"]]
+    if "pp" not in dims and p2p:
+        f = max(p2p, key=lambda f: f["stride"])
+        dims["pp"] = {"groups": f["groups"], "sources": {"inferred (point-to-point traffic)"}}
+    # collective families by increasing stride, Megatron order tp-cp-ep-dp-pp
+    k = len(coll)
+    order = ["dp"] if k == 1 else ["tp", "dp"] if k == 2 else ["tp"] + ["cp", "ep"][: max(k - 3, 0)] + ["dp", "pp"]
+    free_names = [d for d in order if d not in dims]
+    for f, name in zip(coll, free_names):
+        why = "only family carrying collectives" if k == 1 else f"collective family, stride {f['stride']}"
+        dims[name] = {"groups": f["groups"], "sources": {f"inferred ({why})"}}
+    if "pp" not in dims and idle:
+        max_coll = max((f["stride"] for f in coll), default=-1)
+        f = max(idle, key=lambda f: f["stride"])
+        if f["stride"] > max_coll:
+            dims["pp"] = {"groups": f["groups"], "sources": {"inferred (no collectives; outermost stride, send/recv not attributed)"}}
+    dim_rows, coords = [], {r: {"rank": r} for r in world}
+    for dim in DIMS:
+        if dim not in dims:
+            continue
+        gs = sorted(dims[dim]["groups"])
+        sizes = {len(g) for g in gs}
+        strides = {_stride(g) for g in gs}
+        dim_rows.append({
+            "dim": dim, "size": max(sizes), "groups": len(gs),
+            "stride": strides.pop() if len(strides) == 1 else None,
+            "source": "; ".join(sorted(dims[dim]["sources"])), "members": [list(g) for g in gs],
+        })
+        for gi, g in enumerate(gs):
+            for pos, r in enumerate(g):
+                if r in coords:
+                    coords[r][dim] = pos
+                    coords[r][f"{dim}_group"] = gi
+    cols = ["rank"] + [c for d in DIMS if d in dims for c in (d, f"{d}_group")]
+    out = pd.DataFrame(list(coords.values()), columns=cols)
+    for c in cols[1:]:
+        out[c] = out[c].astype("Int64")
+    return pd.DataFrame(dim_rows, columns=DIM_COLUMNS), out
+
+
+def _group_records(store: Store, run: str) -> tuple[pd.DataFrame, list[int]]:
+    groups = collectives.run_groups(store, run)
+    ops, members = collectives.run_instances(store, run)
+    with store.read_connection(run=run) as con:
+        ranks = con.execute("SELECT DISTINCT rank FROM collections WHERE run = ? ORDER BY rank", [run]).df()["rank"]
+        root = con.execute("SELECT root_path FROM runs WHERE run = ?", [run]).fetchone()
+        ws = con.execute("SELECT max(world_size) FROM collections WHERE run = ?", [run]).fetchone()[0]
+    traffic: dict[str, set[str]] = defaultdict(set)
+    for g, p in zip(ops["group_name"], ops["is_p2p"]):
+        if isinstance(g, str):
+            traffic[g].add("p2p" if p else "collective")
+    rows = []
+    for g, m in members.items():
+        labels = groups[groups["group_name"] == g]["pg_name"].dropna().unique()
+        t = traffic.get(g, set())
+        rows.append({
+            "group_name": g, "ranks": m, "label": labels[0] if len(labels) else None,
+            "traffic": "both" if len(t) == 2 else (next(iter(t)) if t else None), "source": "comm_groups",
+        })
+    df = pd.DataFrame(rows, columns=["group_name", "ranks", "label", "traffic", "source"])
+    if root and root[0]:
+        base = Path(root[0])
+        found = sorted(base.glob("communication_group.json")) + sorted(base.glob("*/communication_group.json"))
+        if found:
+            df = pd.concat([df, communication_group_json(found[0])], ignore_index=True)
+    world = sorted(set(int(r) for r in ranks) | {int(r) for m in df["ranks"] for r in m})
+    if ws and not pd.isna(ws) and int(ws) >= len(world):
+        world = list(range(int(ws)))
+    return df, world
+
+
+def parallel_dims(store: Store, run: str | None = None) -> pd.DataFrame:
+    """One row per parallel dimension found: dim (tp/cp/ep/dp/pp), size, groups, stride, source, members."""
+    run = resolve(store, run)
+    return infer_layout(*_group_records(store, run))[0]
+
+
+def parallel_layout(store: Store, run: str | None = None) -> pd.DataFrame:
+    """One row per rank of the job (also ranks that were not profiled, when the groups name them)
+    with its coordinate along each dimension found (``tp``, ``dp``, ``pp``, ...: index inside its
+    group) and the group's index (``tp_group``, ...)."""
+    run = resolve(store, run)
+    return infer_layout(*_group_records(store, run))[1]
+
+
+def layout_metric(store: Store, run: str | None = None, metric: str = "free_ns", agg: str = "mean") -> pd.DataFrame:
+    """``parallel_layout`` plus ``value``: a per-rank metric — any numeric ``step_breakdown`` column
+    aggregated over steps (``agg``: mean, max, sum, median), or ``slow_rank_votes``."""
+    from .slow_rank import slow_ranks
+    from .step_breakdown import step_breakdown
+
+    run = resolve(store, run)
+    lay = parallel_layout(store, run)
+    if metric == "slow_rank_votes":
+        v = slow_ranks(store, run).set_index("rank")["votes"]
+    else:
+        sb = step_breakdown(store, run)
+        if metric not in sb.columns or metric in ("rank", "step", "mode"):
+            raise QueryError(f"unknown metric {metric!r}: use a step_breakdown column or slow_rank_votes")
+        v = sb.groupby("rank")[metric].agg(agg)
+    lay["metric"] = metric
+    lay["value"] = lay["rank"].map(v.to_dict())
+    return lay
