@@ -112,6 +112,9 @@ def ingest(folders: tuple[str, ...], run_name: str | None, workers: int | None, 
                 f"  rank {p.rank:<4} {p.producer:<17} [{colour}]{obj.status:<9}[/] "
                 f"{obj.collection_row['n_rows']:>10,} rows  {obj.seconds:6.2f} s  {p.rel_root}"
             )
+            if obj.status in ("unparsed", "error"):  # say why (e.g. how to export / parse it offline)
+                for sentence in obj.collection_row.get("missing") or []:
+                    console.print(f"           {sentence}", markup=False, style="dim")
 
     reports = []
     failed = []
@@ -333,22 +336,6 @@ def serve(host: str, port: int, store: Store) -> None:
         serve_app(store, host=host, port=port, echo=lambda s: click.echo(s, nl=True))
     except OSError as exc:
         raise AnalyzerError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
-
-
-@main.command()
-@click.option("--run", "run_name", default=None, help="Run (default: the most recently ingested).")
-@click.option("--json", "as_json", is_flag=True, help="Print every analysis as one JSON document.")
-@store_option
-@handle_errors
-def report(run_name: str | None, as_json: bool, store: Store) -> None:
-    """Cluster analyses of a run: step breakdown, communication, slow rank/link, layout, clocks, advice."""
-    from .analyses.report import build_report, print_report, report_json
-
-    rep = build_report(store, run_name)
-    if as_json:
-        click.echo(report_json(rep))
-        return
-    print_report(rep, console)
 
 
 if __name__ == "__main__":
