@@ -338,5 +338,21 @@ def serve(host: str, port: int, store: Store) -> None:
         raise AnalyzerError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
 
 
+@main.command()
+@click.option("--run", "run_name", default=None, help="Run (default: the most recently ingested).")
+@click.option("--json", "as_json", is_flag=True, help="Print every analysis as one JSON document.")
+@store_option
+@handle_errors
+def report(run_name: str | None, as_json: bool, store: Store) -> None:
+    """Cluster analyses of a run: step breakdown, communication, slow rank/link, layout, clocks, advice."""
+    from .analyses.report import build_report, print_report, report_json
+
+    rep = build_report(store, run_name)
+    if as_json:
+        click.echo(report_json(rep))
+        return
+    print_report(rep, console)
+
+
 if __name__ == "__main__":
     main()
