@@ -184,3 +184,7 @@ def test_csv_chunks_read_like_one_table(tmp_path: Path) -> None:
     assert [v for c in chunks for v in c.ns_from_us("start")] == whole.ns_from_us("start")
     assert [v for c in chunks for v in c.extra["aic_mac_ratio"]] == whole.extra["aic_mac_ratio"]
     assert chunks[-1].warnings == whole.warnings and "file ends mid-row" in whole.warnings[0]
+    # sentinels: Model ID 4294967295 (single-op mode) and N/A read as "no value"
+    assert set(whole.ints("model")) == {None} and whole.get("model")[0] == "4294967295"
+    hcom = [i for i, n in enumerate(whole.text("name")) if n.startswith("hcom_")]
+    assert hcom and all(whole.ints("task")[i] is None and whole.get("task")[i] == "N/A" for i in hcom)
