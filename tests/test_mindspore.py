@@ -235,3 +235,35 @@ def test_ascend_layout_read_by_the_torch_npu_reader(tmp_path: Path) -> None:
     assert st == [{"step": 3, "computing_ns": 80500, "preparing_ns": 60000}]
     groups = {x["process"]: x["lane_group"] for x in q(store, "SELECT DISTINCT process, lane_group FROM lanes")}
     assert groups == {"MindSpore": "host", "Scope Layer": "host", "CANN": "host", "Ascend Hardware": "device", "HCCL": "communication"}
+
+
+def test_mindspore_24_profiler_folder_and_unfinished_parse(tmp_path: Path) -> None:
+    # MindSpore 2.3/2.4: profiler/ holds rank-{r}_*_ascend_ms next to the legacy flat *_{r} files of the
+    # same rank (read the folder, list the flat copy as ignored); the rank comes from the folder name
+    root = tmp_path / "job"
+    prof = root / "profiler"
+    shutil.copytree(LEGACY / "profiler", prof)
+    ms = prof / "rank-1_20260101000140100_ascend_ms"
+    shutil.copytree(next(NPU.glob("*4001*")), ms)
+    (ms / "profiler_info_1.json").rename(ms / "profiler_info.json")  # keep the schema, drop the rank from the name
+    info = json.loads((ms / "profiler_info.json").read_text())
+    info["ms_profiler_info"] = {}
+    (ms / "profiler_info.json").write_text(json.dumps(info))
+    # a MindSpore 2.5 folder whose parse stopped before ASCEND_PROFILER_OUTPUT: the PROF_* export is read
+    unfinished = root / "host_77_20260101000200000_ascend_ms"
+    unfinished.mkdir()
+    shutil.copytree(next((DATA / "msprof_constructed").glob("PROF_*_AAAA*")), unfinished / "PROF_000001_20260101000000200_AAAAAAAAAAAAAAAA")
+    store = tmp_path / "store"
+    analyze("ingest", str(root), "--store", str(store))
+    cols = {c["root_path"]: c for c in q(store, "SELECT root_path, rank, rank_source, producer, status, missing FROM collections")}
+    assert set(cols) == {"profiler/rank-1_20260101000140100_ascend_ms", "host_77_20260101000200000_ascend_ms"}
+    c = cols["profiler/rank-1_20260101000140100_ascend_ms"]
+    assert (c["rank"], c["rank_source"], c["producer"], c["status"]) == (1, "rank_dir_name", "mindspore", "complete")
+    flat = q(store, "SELECT path, status, error FROM source_files WHERE path LIKE 'profiler/%' AND path NOT LIKE 'profiler/rank-1_%'")
+    assert flat and all(f["status"] == "ignored" for f in flat)
+    assert any("output_timeline_data_1.txt" in f["path"] and "ascend_ms folder next to it" in f["error"] for f in flat)
+    u = cols["host_77_20260101000200000_ascend_ms"]
+    assert u["status"] == "partial" and any("PROF_*/mindstudio_profiler_output" in s for s in u["missing"])
+    got = q(store, "SELECT count(*) AS n, sum(dur_ns) AS d FROM kernels k JOIN collections c USING (collection_id) "
+                   "WHERE c.root_path = 'host_77_20260101000200000_ascend_ms'")
+    assert got == [{"n": 4, "d": 140874}]  # the op_summary rows of that PROF folder
