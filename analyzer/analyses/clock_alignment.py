@@ -58,6 +58,7 @@ def fit_offsets(ends: pd.DataFrame, ref: int, init: dict[int, int], iterations: 
     off = {int(r): int(init.get(int(r), 0)) for r in ends["rank"].unique()}
     off[ref] = 0
     e = ends.copy()
+    e["end_ns"] = e["end_ns"] - int(e["end_ns"].min())  # medians are float64: keep the numbers small
     for _ in range(iterations):
         e["corr"] = e["end_ns"] - e["rank"].map(off).astype("int64")
         e["T"] = e.groupby("instance")["corr"].transform("median")
@@ -101,7 +102,7 @@ def clock_offsets(store: Store, run: str | None = None, max_residual_ns: int = M
         status, warning = ("reference", None) if rank == ref else ("aligned", None)
         res_med = res_p90 = None
         if n:
-            corr = ends["end_ns"] - ends["rank"].map(lambda r: off.get(int(r), 0))
+            corr = ends["end_ns"] - int(ends["end_ns"].min()) - ends["rank"].map(lambda r: off.get(int(r), 0))
             t = corr.groupby(ends["instance"]).transform("median")
             res = (corr - t)[ends["rank"] == rank].abs()
             res_med, res_p90 = int(res.median()), int(res.quantile(0.9))
