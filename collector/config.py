@@ -62,6 +62,28 @@ class ProfileOptions:
     warmup: int = 0  # steps run with the profiler warming up before the first recorded step
 
 
+OPTION_HELP: dict[str, str] = {
+    "level": "collection level (torch_npu profiler_level): level_none, level0, level1, level2",
+    "with_stack": "Python / operator call stacks",
+    "with_memory": "tensor allocations and frees (profile_memory)",
+    "record_shapes": "operator input shapes and dtypes",
+    "with_cpu": "host-side operators (the CPU activity)",
+    "with_device": "device activity: NPU with torch_npu, CUDA with torch when a GPU is present",
+    "with_modules": "module hierarchy of operators",
+    "with_flops": "FLOP estimates of matmul / convolution",
+    "communication": "collective operators (recorded by both backends at every level)",
+    "data_simplification": "torch_npu: drop intermediate files once parsed",
+    "aic_metrics": "torch_npu AI Core PMU set (PipeUtilization, ArithmeticUtilization, Memory, ...); null = torch_npu's default for the level",
+    "l2_cache": "torch_npu: L2 cache hit rates",
+    "mstx": "torch_npu: mstx user ranges",
+    "export_type": "torch_npu result format: text and/or db",
+    "analyse": "torch_npu: parse raw data when the window ends (false: later, `python -m collector analyse`)",
+    "async_mode": "torch_npu: parse in a background process",
+    "export_per_step": "torch: one trace file per step, written as the step ends (null = backend default)",
+    "warmup": "steps run with the profiler warming up before the first recorded step",
+}
+
+
 @dataclass
 class StaticParam(ProfileOptions):
     """A fixed window: steps ``[start_step, end_step)`` written below ``save_path``."""

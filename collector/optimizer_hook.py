@@ -3,15 +3,18 @@
 Like torch_npu's ``dynamic_profile`` with ``PROF_CONFIG_PATH`` (its ``_NonIntrusiveProfile``),
 a step ends when the **last constructed** optimizer's ``step()`` returns; steps of other
 optimizers (e.g. a discriminator's, or a throw-away optimizer built earlier) are not counted.
-Uses torch's public global hook ``torch.optim.optimizer.register_optimizer_step_post_hook`` and
-notes the construction order by wrapping ``Optimizer._patch_step_function`` (which every
-``Optimizer.__init__`` calls, and which torch_npu wraps for the same purpose).
+As torch_npu does, ``Optimizer._patch_step_function`` (called by every ``Optimizer.__init__``)
+is wrapped to note the construction order and to wrap the optimizer class's ``step`` once more,
+*outside* torch's own ``record_function("Optimizer.step#...")``: the step boundary (which may
+stop one profiler session and start the next) must not run inside a profiled range. (torch's
+global ``register_optimizer_step_post_hook`` would call us inside that range.)
 
 This module imports torch; nothing imports it before torch is imported by the training script.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib.abc
 import importlib.machinery
 import importlib.util
@@ -20,23 +23,27 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
+_MARK = "_rankscope_step_hooked"
+
 
 class OptimizerStepCounter:
     def __init__(self, on_first_optimizer: Callable[[], None], on_step: Callable[[], None]):
         self.on_first_optimizer = on_first_optimizer
         self.on_step = on_step
         self.last_id: int | None = None
-        self.handle: Any = None
         self.steps = 0
 
     def install(self) -> None:
-        from torch.optim.optimizer import Optimizer, register_optimizer_step_post_hook  # noqa: PLC0415
+        from torch.optim.optimizer import Optimizer  # noqa: PLC0415
 
         original = Optimizer._patch_step_function
         counter = self
 
         def _patch_step_function(opt: Any) -> None:
-            original(opt)
+            original(opt)  # torch wraps the class's step with its record_function (once per class)
+            cls = opt.__class__
+            if not getattr(cls.step, _MARK, False):
+                cls.step = counter._wrap(cls.step)
             first = counter.last_id is None
             counter.last_id = id(opt)
             if first:
@@ -44,13 +51,20 @@ class OptimizerStepCounter:
 
         _patch_step_function.__wrapped__ = original  # type: ignore[attr-defined]
         Optimizer._patch_step_function = _patch_step_function  # type: ignore[method-assign]
-        self.handle = register_optimizer_step_post_hook(self._post_hook)
 
-    def _post_hook(self, optimizer: Any, args: Any, kwargs: Any) -> None:
-        if self.last_id is not None and id(optimizer) != self.last_id:
-            return
-        self.steps += 1
-        self.on_step()
+    def _wrap(self, step: Callable[..., Any]) -> Callable[..., Any]:
+        counter = self
+
+        @functools.wraps(step)  # keeps torch's `hooked` mark, so torch does not wrap it again
+        def step_then_count(opt: Any, *args: Any, **kwargs: Any) -> Any:
+            out = step(opt, *args, **kwargs)
+            if id(opt) == counter.last_id:
+                counter.steps += 1
+                counter.on_step()
+            return out
+
+        setattr(step_then_count, _MARK, True)
+        return step_then_count
 
 
 class _HookedLoader(importlib.abc.Loader):

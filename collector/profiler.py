@@ -220,7 +220,7 @@ class Profiler:
         if exc_type is None:
             self.stop()
         else:
-            self.abort(f"{exc_type.__name__}: {exc}" if str(exc) else exc_type.__name__)
+            self.abort(f"{exc_type.__name__} at step {self.step_num}" + (f": {exc}" if str(exc) else ""))
 
     # ------------------------------------------------------------------ windows
     def _maybe_open(self) -> None:
@@ -421,8 +421,8 @@ class Profiler:
         if self._forked():
             (self._prev_excepthook or sys.__excepthook__)(exc_type, exc, tb)
             return
-        self._exc_reason = f"uncaught {exc_type.__name__}: {exc}" if str(exc) else f"uncaught {exc_type.__name__}"
-        self.abort(f"{self._exc_reason} at step {self.step_num}")
+        self._exc_reason = f"uncaught {exc_type.__name__} at step {self.step_num}" + (f": {exc}" if str(exc) else "")
+        self.abort(self._exc_reason)
         prev = self._prev_excepthook or sys.__excepthook__
         prev(exc_type, exc, tb)
 

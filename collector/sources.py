@@ -94,7 +94,8 @@ def from_mapping(data: Any, source: str | None = None) -> ProfilerConfig:
         if set(prof) & (_MINDSPEED_KEYS - {"profile"}):
             return ProfilerConfig.from_dict(prof, source)  # tools.json: {"profile": {...}, "memory_profile": ...}
         if set(prof) & _MINDFORMERS_KEYS:
-            return from_mindformers(prof, source)  # newer mindformers: profile: {profile_on: ..., ...}
+            outer = {"output_dir": data["output_dir"]} if "output_dir" in data else {}
+            return from_mindformers({**outer, **prof}, source)  # newer mindformers: profile: {profile_on: ...}
     if set(data) & _MINDSPEED_KEYS:
         return ProfilerConfig.from_dict(data, source)
     raise ConfigError(

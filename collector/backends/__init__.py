@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..errors import BackendError
 from .base import Backend, BackendInfo, Session, Unsupported
 
-__all__ = ["Backend", "BackendInfo", "Session", "Unsupported", "select_backend", "mappings"]
+__all__ = ["Backend", "BackendInfo", "Session", "Unsupported", "select_backend", "mappings", "mapping_table"]
 
 
 def select_backend(name: str = "auto") -> Backend:
@@ -36,3 +36,20 @@ def mappings() -> dict[str, dict[str, str]]:
 
     return {"torch.profiler": TORCH, "torch_npu.profiler": NPU}
 
+
+def mapping_table() -> str:
+    """The option -> backend argument table of docs/collector.md (a test keeps the two identical)."""
+    import dataclasses  # noqa: PLC0415
+    import json  # noqa: PLC0415
+
+    from ..config import OPTION_HELP, ProfileOptions  # noqa: PLC0415
+
+    maps = mappings()
+    defaults = ProfileOptions()
+    rows = ["| option | default | what | torch.profiler | torch_npu.profiler |", "|---|---|---|---|---|"]
+    for f in dataclasses.fields(ProfileOptions):
+        d = getattr(defaults, f.name)
+        shown = json.dumps(d)
+        cells = [f"`{f.name}`", f"`{shown}`", OPTION_HELP[f.name], maps["torch.profiler"][f.name], maps["torch_npu.profiler"][f.name]]
+        rows.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    return "\n".join(rows) + "\n"

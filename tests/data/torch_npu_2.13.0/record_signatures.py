@@ -132,6 +132,10 @@ def record(wheel: Path) -> dict[str, Any]:
         "ExportType": _class_consts(_find(exp_tree, "ExportType"), constants),  # type: ignore[arg-type]
         "ProfilerAction": actions,
         "Schedule.__init__": _params(_method(_find(sched_tree, "Schedule"), "__init__")),  # type: ignore[arg-type]
+        # the step -> action rule, as source text: the tests run it to check the windows' schedules
+        "Schedule.__call__.source": ast.get_source_segment(
+            src[PROF + "scheduler.py"], _method(_find(sched_tree, "Schedule"), "__call__")  # type: ignore[arg-type]
+        ),
         "ProfilerActivity": activity_members,
     }
 

@@ -1,0 +1,230 @@
+"""Dynamic profiling config: generated when missing, torch_npu's format understood, bad edits refused
+and logged, the file checked cheaply (stat, rate-limited). The real-training version of these
+checks is in test_collector_training.py; here the step loop is driven by hand, and the window
+state machine runs against a recording backend (no torch needed)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+import collector.profiler as profiler_mod
+from collector import Profiler
+from collector.backends.base import Backend, BackendInfo, Session
+from collector.config import ProfileOptions
+from collector.dynamic import CONFIG_NAME, DEFAULT_FILE, LOG_NAME, DynamicWatcher, parse_request
+
+DATA = Path(__file__).resolve().parent / "data" / "collector"
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 100.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def _watcher(folder: Path, clock: Clock, interval: float = 1.0) -> DynamicWatcher:
+    return DynamicWatcher(folder, interval, ProfileOptions(), frozenset(), "./base_out", [-1], rank=lambda: 0, clock=clock)
+
+
+def _write(path: Path, data: object) -> None:
+    text = data if isinstance(data, str) else json.dumps(data)
+    path.write_text(text)
+    st = path.stat()
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))  # a distinct mtime even within one clock tick
+
+
+def test_empty_folder_gets_a_config_with_profiling_off(tmp_path: Path) -> None:
+    folder = tmp_path / "dyn"
+    w = _watcher(folder, Clock())
+    assert w.init(next_step=0) is None
+    data = json.loads((folder / CONFIG_NAME).read_text())
+    assert data == DEFAULT_FILE and data["start_step"] == 0
+    log = (folder / LOG_NAME).read_text()
+    assert "generated profiler_config.json" in log and "rank=0" in log
+    assert "start_step 0, profiling off" in log
+
+
+def test_torch_npu_dynamic_config_is_understood(tmp_path: Path) -> None:
+    folder = tmp_path / "dyn"
+    folder.mkdir()
+    (folder / CONFIG_NAME).write_text((DATA / "torch_npu_profiler_config.json").read_text())
+    plan = _watcher(folder, Clock()).init(next_step=0)
+    assert plan is not None
+    assert (plan.start, plan.end, plan.ranks, plan.save_path) == (7, 9, [1], "./prof_out")  # start 7, active 2
+    o = plan.options
+    assert (o.level, o.aic_metrics, o.record_shapes, o.with_memory, o.analyse) == ("level1", "PipeUtilization", True, True, False)
+    assert o.with_cpu and o.with_device and o.export_type == ["text"]
+    log = (folder / LOG_NAME).read_text()
+    assert "ignored keys: op_attr, gc_detect_threshold, record_op_args" in log  # torch_npu keys we have no use for
+    assert "accepted: window steps 7..8, ranks 1" in log
+
+
+@pytest.mark.parametrize(
+    "content, reason",
+    [
+        ("{not json", "is not valid JSON"),
+        ({"start_step": 3, "active": 1}, "start_step (3) is in the past (the next step is 5)"),
+        ({"start_step": 9, "stop_step": 8}, "stop_step: 8 is not after start_step 9"),
+        ({"start_step": 9, "active": 0}, "active: 0 steps records nothing"),
+        ({"start_step": -4}, "start_step: -4 is not valid"),
+        ({"start_step": -1, "level": "level9"}, "level: 'level9' is not one of"),
+        ({"start_step": -1, "activities": []}, "with_cpu and with_device are both false"),
+        ({"start_step": 9, "active": 2, "stop_step": 12}, "active (2) and stop_step (12) disagree"),
+        ({"start_step": 9, "ranks": "all"}, "ranks: expected a list of integer ranks"),
+        ([1, 2], "expected a JSON object"),
+    ],
+)
+def test_invalid_edits_are_rejected_and_logged(tmp_path: Path, content: object, reason: str) -> None:
+    folder = tmp_path / "dyn"
+    clock = Clock()
+    w = _watcher(folder, clock)
+    w.init(next_step=0)
+    _write(folder / CONFIG_NAME, content)
+    clock.t += 5
+    assert w.poll(next_step=5, busy=False) is None
+    log = (folder / LOG_NAME).read_text().splitlines()
+    assert "rejected: " in log[-1] and reason in log[-1], log[-1]
+    assert log[-1].endswith("keeping the previous settings")
+
+
+def test_file_is_stat_at_most_once_per_interval_and_read_only_when_changed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = tmp_path / "dyn"
+    clock = Clock()
+    w = _watcher(folder, clock, interval=2.0)
+    w.init(next_step=0)
+    stats: list[str] = []
+    reads: list[str] = []
+    real_stat = os.stat
+    real_read = Path.read_text
+    monkeypatch.setattr("collector.dynamic.os.stat", lambda p, *a, **k: stats.append(str(p)) or real_stat(p, *a, **k))
+    monkeypatch.setattr(Path, "read_text", lambda self, *a, **k: reads.append(str(self)) or real_read(self, *a, **k))
+    for step in range(1, 1001):  # 1000 step boundaries within one interval
+        assert w.poll(next_step=step, busy=False) is None
+    assert len(stats) == 1 and reads == []
+    clock.t += 2.0
+    w.poll(next_step=1001, busy=False)
+    assert len(stats) == 2 and reads == []  # unchanged file: stat only
+    _write(folder / CONFIG_NAME, {"start_step": -1, "active": 2})
+    stats.clear()  # (os.stat is patched for the whole process: forget the test's own calls)
+    clock.t += 2.0
+    plan = w.poll(next_step=1002, busy=False)
+    assert len(stats) == 1 and len(reads) == 1
+    assert plan is not None and (plan.start, plan.end) == (1002, 1004)
+
+
+# ---------------------------------------------------------------------------- window state machine
+
+
+class RecordingSession(Session):
+    def __init__(self, calls: list[tuple[str, int]], folder: Path):
+        self.calls = calls
+        self.folder = folder
+        self.files: list[Path] = []
+        self.notes: list[str] = []
+
+    def start(self, step: int) -> None:
+        self.calls.append(("start", step))
+
+    def _save(self, step: int) -> list[int]:
+        p = self.folder / f"step{step}.txt"
+        p.write_text("data")
+        self.files.append(p)
+        return [step]
+
+    def advance(self, done: int) -> list[int]:
+        self.calls.append(("advance", done))
+        return self._save(done)
+
+    def resume(self, step: int) -> None:
+        self.calls.append(("resume", step))
+
+    def finish(self, done: int) -> list[int]:
+        self.calls.append(("finish", done))
+        return self._save(done)
+
+    def abort(self) -> list[int]:
+        self.calls.append(("abort", -1))
+        return []
+
+
+class RecordingBackend(Backend):
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, int]] = []
+
+    def info(self) -> BackendInfo:
+        return BackendInfo("recording", "none", None, None)
+
+    def unsupported(self, options, explicit):  # noqa: ANN001, ANN201
+        return []
+
+    def arguments(self, plan, folder):  # noqa: ANN001, ANN201
+        return {}
+
+    def open(self, plan, folder, rank):  # noqa: ANN001, ANN201
+        return RecordingSession(self.calls, folder)
+
+
+@pytest.fixture
+def backend(monkeypatch: pytest.MonkeyPatch) -> RecordingBackend:
+    b = RecordingBackend()
+    monkeypatch.setattr(profiler_mod, "select_backend", lambda name: b)
+    return b
+
+
+def test_bad_edit_keeps_the_pending_window_and_edits_during_a_window_wait(tmp_path: Path, backend: RecordingBackend) -> None:
+    folder = tmp_path / "dyn"
+    out = tmp_path / "out"
+    prof = Profiler(
+        {"profile_type": "dynamic", "dynamic_param": {"config_path": str(folder), "poll_interval_s": 0},
+         "static_param": {"save_path": str(out)}},
+        handle_signals=False,
+    )
+    prof.start()
+    cfg = folder / CONFIG_NAME
+    _write(cfg, {"start_step": 4, "active": 2})
+    prof.step()  # boundary after step 0: the edit is read, window [4, 6) pending
+    _write(cfg, "{broken")
+    prof.step()  # after step 1: rejected, the pending window stays
+    prof.step()  # after step 2
+    prof.step()  # after step 3: the window starts
+    _write(cfg, {"start_step": -1, "active": 1})  # while the window runs
+    prof.step()  # after step 4: the change is seen but not read
+    prof.step()  # after step 5: window ends; the edit is read now -> window [6, 7)
+    prof.step()  # after step 6
+    prof.stop()
+    assert backend.calls == [
+        ("start", 4), ("advance", 4), ("resume", 5), ("finish", 5),
+        ("start", 6), ("finish", 6),
+    ]
+    sidecars = sorted(out.glob("rank_0/window_*/rankscope_window.json"))
+    got = [(p.parent.name, json.loads(p.read_text())) for p in sidecars]
+    assert [(n, d["planned_steps"], d["captured_steps"], d["status"], d["trigger"]) for n, d in got] == [
+        ("window_step4", [4, 5], [4, 5], "complete", "dynamic"),
+        ("window_step6", [6], [6], "complete", "dynamic"),
+    ]
+    log = (folder / LOG_NAME).read_text()
+    assert "rejected: profiler_config.json is not valid JSON" in log
+    assert "config changed while a window is running; it will be read when the window ends" in log
+    assert log.index("stopped window steps 4..5") < log.index("accepted: window step 6")
+
+
+def test_rank_not_selected_is_logged_and_not_profiled(tmp_path: Path, backend: RecordingBackend, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RANK", "2")
+    folder = tmp_path / "dyn"
+    prof = Profiler({"profile_type": "dynamic", "dynamic_param": {"config_path": str(folder), "poll_interval_s": 0},
+                     "static_param": {"save_path": str(tmp_path / "out")}}, handle_signals=False)
+    prof.start()
+    _write(folder / CONFIG_NAME, {"start_step": -1, "active": 1, "ranks": [0, 1]})
+    prof.step()
+    prof.step()
+    prof.stop()
+    assert backend.calls == []
+    assert "rank 2 not selected for window step 1, ranks 0,1; not profiling" in (folder / LOG_NAME).read_text()
+    assert (tmp_path / "out" / "rank_2" / "rankscope_scalars.jsonl").exists()  # scalars: every rank
+    assert not list((tmp_path / "out").glob("rank_2/window_*"))

@@ -1,0 +1,270 @@
+"""The collector in real torch 2.13 CPU training processes (1 and 2 ranks, gloo), and what ingest makes of it.
+
+Training runs in child processes (tests/collector_scripts/), so this test process never imports
+torch. Every check compares the files the collector wrote (and the store after `analyze ingest`)
+with what the training process did: which steps ran, which were asked for, which crashed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from helpers import analyze, query
+
+REPO = Path(__file__).resolve().parent.parent
+SCRIPTS = Path(__file__).resolve().parent / "collector_scripts"
+PY = sys.executable
+ENV = {**os.environ, "PYTHONUNBUFFERED": "1"}
+
+
+def train(out: Path, config: dict[str, Any], *extra: str, check: bool = True, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+    cmd = [PY, str(SCRIPTS / "train.py"), "--config", json.dumps(config), *extra]
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, env=ENV, timeout=timeout)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"training failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+    return proc
+
+
+def sidecar(folder: Path) -> dict[str, Any]:
+    return json.loads((folder / "rankscope_window.json").read_text())
+
+
+def trace_steps(path: Path) -> list[int]:
+    events = json.loads(path.read_text())["traceEvents"]
+    return sorted(int(e["name"].split("#")[1]) for e in events if e.get("name", "").startswith("ProfilerStep#"))
+
+
+def scalars(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def static(save: Path, start: int, end: int, **opts: Any) -> dict[str, Any]:
+    return {"backend": "torch", "static_param": {"save_path": str(save), "start_step": start, "end_step": end, **opts}}
+
+
+def test_static_window_captures_exactly_the_asked_steps(tmp_path: Path) -> None:
+    out = tmp_path / "job"
+    train(out, static(out, 2, 5, record_shapes=True), "--steps", "7")
+    win = out / "rank_0" / "window_step2"
+    files = sorted(p.name for p in win.iterdir())
+    assert files == [f"rank0_step00000{s}.pt.trace.json" for s in (2, 3, 4)] + ["rankscope_window.json"]
+    for s in (2, 3, 4):
+        assert trace_steps(win / f"rank0_step00000{s}.pt.trace.json") == [s]  # one step per file, the right one
+    sc = sidecar(win)
+    assert (sc["status"], sc["planned_steps"], sc["captured_steps"], sc["reason"]) == ("complete", [2, 3, 4], [2, 3, 4], None)
+    assert (sc["rank"], sc["world_size"], sc["rank_source"], sc["backend"], sc["framework"]) == (0, 1, "default", "torch.profiler", "torch")
+    assert re.match(r"2\.13\.0", sc["framework_version"]) and sc["config"]["record_shapes"] is True
+    assert sc["started_at"] <= sc["stopped_at"] and isinstance(sc["pid"], int) and sc["host"]
+    rows = scalars(out / "rank_0" / "rankscope_scalars.jsonl")
+    assert [r["step"] for r in rows] == list(range(7))
+    assert all(r["step_time_ns"] > 0 and set(r["scalars"]) == {"loss", "lr"} for r in rows)
+
+    store = tmp_path / "store"
+    analyze("ingest", str(out), "--store", str(store))
+    cols = {c["producer"]: c for c in query(store, "SELECT producer, status, steps, rank, world_size FROM collections")}
+    assert cols["kineto"]["status"] == "complete" and cols["kineto"]["steps"] == [2, 3, 4]
+    assert [r["step"] for r in query(store, "SELECT step FROM steps ORDER BY step")] == [2, 3, 4]
+    got = query(store, "SELECT step, value FROM scalars WHERE name = 'loss' ORDER BY step")
+    assert [g["step"] for g in got] == [r["step"] for r in rows]
+    assert [g["value"] for g in got] == pytest.approx([r["scalars"]["loss"] for r in rows], rel=1e-9)  # CLI JSON rounds
+    st = query(store, "SELECT step, value FROM scalars WHERE name = 'step_time_ns' ORDER BY step")
+    assert [int(g["value"]) for g in st] == [r["step_time_ns"] for r in rows]
+
+
+def test_one_file_per_window_and_warmup(tmp_path: Path) -> None:
+    out = tmp_path / "job"
+    train(out, static(out, 2, 4, warmup=1, export_per_step=False), "--steps", "5")
+    win = out / "rank_0" / "window_step2"
+    traces = sorted(win.glob("*.pt.trace.json"))
+    assert [p.name for p in traces] == ["rank0_steps000002-000003.pt.trace.json"]
+    assert trace_steps(traces[0]) == [2, 3]  # the warm-up step 1 is not in the trace
+    sc = sidecar(win)
+    assert (sc["warmup_steps"], sc["captured_steps"], sc["status"]) == ([1], [2, 3], "complete")
+
+
+def test_two_ranks_gloo(tmp_path: Path) -> None:
+    out = tmp_path / "job"
+    train(out, static(out, 1, 3), "--world", "2", "--steps", "4", timeout=240)
+    for r in (0, 1):
+        win = out / f"rank_{r}" / "window_step1"
+        sc = sidecar(win)
+        assert (sc["rank"], sc["world_size"], sc["rank_source"], sc["captured_steps"]) == (r, 2, "torch.distributed", [1, 2])
+        assert [trace_steps(p) for p in sorted(win.glob("*.pt.trace.json"))] == [[1], [2]]
+    store = tmp_path / "store"
+    analyze("ingest", str(out), "--store", str(store))
+    cols = query(store, "SELECT rank, status, steps, world_size FROM collections WHERE producer = 'kineto' ORDER BY rank")
+    assert cols == [{"rank": 0, "status": "complete", "steps": [1, 2], "world_size": 2},
+                    {"rank": 1, "status": "complete", "steps": [1, 2], "world_size": 2}]
+    comm = query(store, "SELECT rank, count(*) AS n FROM comm_ops GROUP BY rank ORDER BY rank")
+    assert [c["rank"] for c in comm] == [0, 1] and all(c["n"] > 0 for c in comm)  # DDP's gloo allreduce
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_unmodified_script_under_torchrun_with_a_tools_json_and_rank_filter(tmp_path: Path) -> None:
+    out = tmp_path / "job"
+    tools = tmp_path / "tools.json"
+    tools.write_text(json.dumps({
+        "profile": {"enable": True, "profile_type": "static", "ranks": [1], "backend": "torch",
+                    "static_param": {"save_path": str(out), "start_step": 1, "end_step": 3}},
+        "memory_profile": {"enable": False},
+    }))
+    torchrun = Path(PY).parent / "torchrun"
+    cmd = [PY, "-m", "collector", "run", "--config", str(tools), "--",
+           str(torchrun), "--nproc-per-node", "2", "--master-port", str(_free_port()), str(SCRIPTS / "unmodified_train.py")]
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, env={**ENV, "TRAIN_STEPS": "5"}, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.count("trained") == 2
+    # only rank 1 was profiled; both ranks counted their 5 optimizer steps
+    assert not list((out / "rank_0").glob("window_*"))
+    win = out / "rank_1" / "window_step1"
+    sc = sidecar(win)
+    assert (sc["rank"], sc["world_size"], sc["captured_steps"], sc["status"]) == (1, 2, [1, 2], "complete")
+    assert [trace_steps(p) for p in sorted(win.glob("*.pt.trace.json"))] == [[1], [2]]
+    for r in (0, 1):
+        assert [x["step"] for x in scalars(out / f"rank_{r}" / "rankscope_scalars.jsonl")] == [0, 1, 2, 3, 4]
+    store = tmp_path / "store"
+    analyze("ingest", str(out), "--store", str(store))
+    got = query(store, "SELECT rank, producer, steps FROM collections ORDER BY rank, producer")
+    assert [(g["rank"], g["producer"]) for g in got] == [(0, "collector_scalars"), (1, "collector_scalars"), (1, "kineto")]
+
+
+def test_environment_variable_json_with_a_plain_python_script(tmp_path: Path) -> None:
+    out = tmp_path / "job"
+    env = {**ENV, "RANKSCOPE_PROFILER_OPTIONS": json.dumps(static(out, 3, 4, with_memory=True)),
+           "PYTHONPATH": str(REPO / "collector" / "_bootstrap"), "TRAIN_STEPS": "5"}
+    proc = subprocess.run([PY, str(SCRIPTS / "unmodified_train.py")], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=180)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    sc = sidecar(out / "rank_0" / "window_step3")
+    assert (sc["captured_steps"], sc["config"]["with_memory"], sc["status"]) == ([3], True, "complete")
+
+
+def _wait_for(path: Path, proc: subprocess.Popen[str], timeout: float = 120) -> None:
+    deadline = time.time() + timeout
+    while not path.exists():
+        if proc.poll() is not None:
+            raise AssertionError(f"training exited ({proc.returncode}) before {path.name}:\n{proc.stderr.read() if proc.stderr else ''}")
+        if time.time() > deadline:
+            raise AssertionError(f"timed out waiting for {path}")
+        time.sleep(0.02)
+
+
+def test_dynamic_config_edited_while_training_runs(tmp_path: Path) -> None:
+    out, dyn, sync = tmp_path / "job", tmp_path / "dyn", tmp_path / "sync"
+    sync.mkdir()
+    cfg = {"backend": "torch", "profile_type": "dynamic", "static_param": {"save_path": str(out)},
+           "dynamic_param": {"config_path": str(dyn), "poll_interval_s": 0}}
+    proc = subprocess.Popen(
+        [PY, str(SCRIPTS / "train.py"), "--config", json.dumps(cfg), "--steps", "14", "--pause-at", "2,4,6", "--sync", str(sync)],
+        cwd=REPO, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        config_file = dyn / "profiler_config.json"
+        _wait_for(sync / "ready_2", proc)
+        assert json.loads(config_file.read_text())["start_step"] == 0  # generated in the empty folder: off
+        config_file.write_text('{"start_step": 8, "active": ')  # a half-saved edit
+        (sync / "go_2").touch()
+        _wait_for(sync / "ready_4", proc)
+        config_file.write_text(json.dumps({"start_step": 3, "active": 2}))  # read after step 5: step 3 is over
+        (sync / "go_4").touch()
+        _wait_for(sync / "ready_6", proc)
+        config_file.write_text(json.dumps({"start_step": 9, "active": 3, "record_shapes": True}))
+        (sync / "go_6").touch()
+        _, err = proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err[-3000:]
+    wins = sorted((out / "rank_0").glob("window_*"))
+    assert [w.name for w in wins] == ["window_step9"]  # neither rejected edit started anything
+    sc = sidecar(wins[0])
+    assert (sc["trigger"], sc["planned_steps"], sc["captured_steps"], sc["status"]) == ("dynamic", [9, 10, 11], [9, 10, 11], "complete")
+    assert sc["config"]["record_shapes"] is True
+    assert [trace_steps(p) for p in sorted(wins[0].glob("*.pt.trace.json"))] == [[9], [10], [11]]
+    log = (dyn / "rankscope_dynamic.log").read_text()
+    assert "generated profiler_config.json" in log
+    assert "rejected: profiler_config.json is not valid JSON" in log
+    assert "rejected: start_step (3) is in the past (the next step is 6)" in log
+    assert "accepted: window steps 9..11" in log and "stopped window steps 9..11, all ranks: complete" in log
+    assert [r["step"] for r in scalars(out / "rank_0" / "rankscope_scalars.jsonl")] == list(range(14))  # training went on
+    store = tmp_path / "store"
+    analyze("ingest", str(out), "--store", str(store))
+    assert query(store, "SELECT steps FROM collections WHERE producer = 'kineto'") == [{"steps": [9, 10, 11]}]
+
+
+# ---------------------------------------------------------------------------- abnormal exits
+
+CRASHES = {
+    # mode: (expected return code, sidecar status, reason contains)
+    "exception": (1, "aborted", "uncaught RuntimeError at step 3: boom at step 3"),
+    "sigterm": (-signal.SIGTERM, "aborted", "SIGTERM received at step 3"),
+    "sigint": (-signal.SIGINT, "aborted", "SIGINT received at step 3"),
+    "exit": (3, "running", None),  # os._exit: nothing of the collector runs, the per-step files are there
+}
+
+
+@pytest.fixture(scope="module")
+def crashed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, subprocess.CompletedProcess[str]]]:
+    root = tmp_path_factory.mktemp("crashes")
+    out = {}
+    for mode in CRASHES:
+        d = root / mode
+        out[mode] = (d, train(d, static(d, 1, 6), "--steps", "8", "--crash", mode, "--crash-at", "3", check=False))
+    return out
+
+
+@pytest.mark.parametrize("mode", list(CRASHES))
+def test_crash_at_step_k_keeps_the_steps_before_k(crashed: dict[str, Any], mode: str) -> None:
+    d, proc = crashed[mode]
+    code, status, reason = CRASHES[mode]
+    assert proc.returncode == code, proc.stderr[-2000:]
+    win = d / "rank_0" / "window_step1"
+    assert sorted(p.name for p in win.glob("*.pt.trace.json")) == ["rank0_step000001.pt.trace.json", "rank0_step000002.pt.trace.json"]
+    assert not list(win.glob("*.partial"))  # nothing half-written
+    sc = sidecar(win)
+    assert (sc["status"], sc["captured_steps"], sc["planned_steps"]) == (status, [1, 2], [1, 2, 3, 4, 5])
+    assert sc["reason"] == reason
+    assert [r["step"] for r in scalars(d / "rank_0" / "rankscope_scalars.jsonl")] == [0, 1, 2]
+
+
+def test_crashed_ranks_ingest_as_partial(crashed: dict[str, Any], tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    folders = [str(crashed[m][0]) for m in CRASHES]
+    analyze("ingest", *folders, "--store", str(store))
+    cols = query(store, "SELECT run, status, steps, missing FROM collections WHERE producer = 'kineto' ORDER BY run")
+    assert [c["run"] for c in cols] == sorted(CRASHES)
+    for c in cols:
+        assert (c["status"], c["steps"]) == ("partial", [1, 2]), c
+        assert "last complete step 2" in c["missing"][0]
+    assert query(store, "SELECT count(*) AS n FROM source_files WHERE status = 'error'") == [{"n": 0}]
+
+
+def test_callbacks_step_and_epoch_granularity(tmp_path: Path) -> None:
+    proc = subprocess.run([PY, str(SCRIPTS / "callbacks.py"), str(tmp_path)], capture_output=True, text=True, cwd=REPO, env=ENV, timeout=180)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    steps = tmp_path / "steps" / "rank_0" / "window_step3"
+    sc = sidecar(steps)
+    assert (sc["granularity"], sc["captured_steps"], sc["status"]) == ("step", [3, 4], "complete")
+    assert [trace_steps(p) for p in sorted(steps.glob("*.pt.trace.json"))] == [[3], [4]]
+    assert [r["step"] for r in scalars(tmp_path / "steps" / "rank_0" / "rankscope_scalars.jsonl")] == [1, 2, 3, 4, 5, 6]
+    epochs = tmp_path / "epochs" / "rank_0" / "window_step2"
+    sc = sidecar(epochs)
+    assert (sc["granularity"], sc["captured_steps"], sc["status"]) == ("epoch", [2, 3], "complete")
+    assert [trace_steps(p) for p in sorted(epochs.glob("*.pt.trace.json"))] == [[2], [3]]
+    ops = [e for e in json.loads(sorted(epochs.glob("*.pt.trace.json"))[0].read_text())["traceEvents"] if e.get("name") == "aten::addmm"]
+    assert len(ops) == 3  # one epoch = 3 batches, all inside the epoch's trace
