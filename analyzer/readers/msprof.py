@@ -66,7 +66,6 @@ _NOT_INGESTED = {
     "aicpu_mi": "AI CPU data-queue details are not ingested by this version",
     "dp": "data-preprocess summary is not ingested by this version",
     "l2_cache": "L2 cache rates of msprof exports are not ingested by this version",
-    "step_trace": "step timeline: the steps are read from step_trace_*.csv",
 }
 
 STEP_TRACE_COLS = {
@@ -320,7 +319,15 @@ def read_export(ctx: ReadContext, st: MsprofState, export: dict[str, list[Export
         elif kind == "msprof" and ext == ".json":
             _read_timeline(ctx, st, [f.path for f in files], kernels=not has_summary and "task_time" not in export)
         else:
-            reason = _NOT_INGESTED.get(kind, f"{kind} summary is not ingested by this version")
+            base = kind.split(".")[0]
+            if base == "step_trace" and ext == ".json":
+                has_csv = any(x.path.suffix == ".csv" for x in export.get("step_trace", []))
+                reason = "step timeline (JSON): the steps are read from step_trace_*.csv" + (
+                    "" if has_csv else ", which this export lacks")
+            elif ext == ".json" and base != "msprof_tx":
+                reason = f"{base} as JSON (msprof --summary-format=json) is not ingested by this version; export CSV summaries"
+            else:
+                reason = _NOT_INGESTED.get(base, f"{base} summary is not ingested by this version")
             for f in files:
                 ctx.ignore(f.path, reason)
             continue
