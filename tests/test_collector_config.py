@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -144,3 +145,33 @@ def test_cli_show_config_and_bad_config(tmp_path: Path) -> None:
     assert "end_step: 2 must be greater than start_step 4" in proc.stderr and "Traceback" not in proc.stderr
     helped = run("--help")
     assert helped.returncode == 0 and "run" in helped.stdout and "analyse" in helped.stdout
+
+
+def test_scalars_every_collect_freq_steps(tmp_path: Path) -> None:
+    prof = Profiler({"scalars": {"collect_freq": 3},
+                     "static_param": {"save_path": str(tmp_path), "start_step": 1000, "end_step": 1001}}, handle_signals=False)
+    prof.start()
+    for i in range(10):
+        prof.step(loss=float(i), not_a_number="x")
+    prof.stop()
+    rows = [json.loads(x) for x in (tmp_path / "rank_0" / "rankscope_scalars.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [0, 3, 6, 9]
+    assert [r["scalars"] for r in rows] == [{"loss": 0.0}, {"loss": 3.0}, {"loss": 6.0}, {"loss": 9.0}]
+    assert all(r["step_time_ns"] > 0 and r["ts_ns"] > 1_600_000_000 * 10**9 for r in rows)
+    assert not list(tmp_path.glob("rank_0/window_*"))  # the window is far ahead: no backend was started
+
+
+def test_bootstrap_runs_the_sitecustomize_it_shadows(tmp_path: Path) -> None:
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "sitecustomize.py").write_text("import os\nos.environ['SHADOWED_SITECUSTOMIZE_RAN'] = '1'\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "collector" / "_bootstrap"), str(other)]),
+           ENV_VAR: '{"static_param": {"start_step": 0, "end_step": 1}}'}
+    code = "import os, sys; print(os.environ.get('SHADOWED_SITECUSTOMIZE_RAN'), 'collector.autorun' in sys.modules, 'torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["1", "True", "False"]  # armed, torch not imported, the other sitecustomize ran
+    bad = subprocess.run([sys.executable, "-c", "print('still runs')"], capture_output=True, text=True, timeout=60, cwd=tmp_path,
+                         env={**env, ENV_VAR: '{"static_param": {"start_step": 5, "end_step": 1}}'})
+    assert bad.returncode == 0 and bad.stdout.strip() == "still runs"
+    assert "RANKSCOPE_PROFILER_OPTIONS rejected, profiling disabled" in bad.stderr

@@ -1,4 +1,4 @@
-"""The collector in real torch 2.13 CPU training processes (1 and 2 ranks, gloo), and what ingest makes of it.
+"""The collector in real torch 2.13 CPU training processes (1 rank, and 2 ranks over gloo under torchrun), and what ingest makes of it.
 
 Training runs in child processes (tests/collector_scripts/), so this test process never imports
 torch. Every check compares the files the collector wrote (and the store after `analyze ingest`)
@@ -93,23 +93,6 @@ def test_one_file_per_window_and_warmup(tmp_path: Path) -> None:
     assert (sc["warmup_steps"], sc["captured_steps"], sc["status"]) == ([1], [2, 3], "complete")
 
 
-def test_two_ranks_gloo(tmp_path: Path) -> None:
-    out = tmp_path / "job"
-    train(out, static(out, 1, 3), "--world", "2", "--steps", "4", timeout=240)
-    for r in (0, 1):
-        win = out / f"rank_{r}" / "window_step1"
-        sc = sidecar(win)
-        assert (sc["rank"], sc["world_size"], sc["rank_source"], sc["captured_steps"]) == (r, 2, "torch.distributed", [1, 2])
-        assert [trace_steps(p) for p in sorted(win.glob("*.pt.trace.json"))] == [[1], [2]]
-    store = tmp_path / "store"
-    analyze("ingest", str(out), "--store", str(store))
-    cols = query(store, "SELECT rank, status, steps, world_size FROM collections WHERE producer = 'kineto' ORDER BY rank")
-    assert cols == [{"rank": 0, "status": "complete", "steps": [1, 2], "world_size": 2},
-                    {"rank": 1, "status": "complete", "steps": [1, 2], "world_size": 2}]
-    comm = query(store, "SELECT rank, count(*) AS n FROM comm_ops GROUP BY rank ORDER BY rank")
-    assert [c["rank"] for c in comm] == [0, 1] and all(c["n"] > 0 for c in comm)  # DDP's gloo allreduce
-
-
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -140,8 +123,11 @@ def test_unmodified_script_under_torchrun_with_a_tools_json_and_rank_filter(tmp_
         assert [x["step"] for x in scalars(out / f"rank_{r}" / "rankscope_scalars.jsonl")] == [0, 1, 2, 3, 4]
     store = tmp_path / "store"
     analyze("ingest", str(out), "--store", str(store))
-    got = query(store, "SELECT rank, producer, steps FROM collections ORDER BY rank, producer")
+    got = query(store, "SELECT rank, producer, status, steps, world_size FROM collections ORDER BY rank, producer")
     assert [(g["rank"], g["producer"]) for g in got] == [(0, "collector_scalars"), (1, "collector_scalars"), (1, "kineto")]
+    assert (got[2]["status"], got[2]["steps"], got[2]["world_size"]) == ("complete", [1, 2], 2)
+    comm = query(store, "SELECT step, count(*) AS n FROM comm_ops WHERE rank = 1 GROUP BY step ORDER BY step")
+    assert [c["step"] for c in comm] == [1, 2] and all(c["n"] > 0 for c in comm)  # DDP's gloo allreduce in each step
 
 
 def test_environment_variable_json_with_a_plain_python_script(tmp_path: Path) -> None:
@@ -221,10 +207,15 @@ CRASHES = {
 @pytest.fixture(scope="module")
 def crashed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, subprocess.CompletedProcess[str]]]:
     root = tmp_path_factory.mktemp("crashes")
-    out = {}
-    for mode in CRASHES:
+    procs = {}
+    for mode in CRASHES:  # the four jobs run side by side
         d = root / mode
-        out[mode] = (d, train(d, static(d, 1, 6), "--steps", "8", "--crash", mode, "--crash-at", "3", check=False))
+        cmd = [PY, str(SCRIPTS / "train.py"), "--config", json.dumps(static(d, 1, 6)), "--steps", "8", "--crash", mode, "--crash-at", "3"]
+        procs[mode] = (d, cmd, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO, env=ENV))
+    out = {}
+    for mode, (d, cmd, p) in procs.items():
+        stdout, stderr = p.communicate(timeout=240)
+        out[mode] = (d, subprocess.CompletedProcess(cmd, p.returncode, stdout, stderr))
     return out
 
 

@@ -1,11 +1,10 @@
 """Tiny real CPU training driven by the collector's API, for the collector tests (run as a process).
 
-    python train.py --out DIR --config JSON [--steps N] [--world W]
-                    [--crash exception|sigterm|sigint|exit --crash-at K]
+    python train.py --config JSON [--steps N] [--crash exception|sigterm|sigint|exit --crash-at K]
                     [--pause-at 2,4 --sync DIR]
 
---world 2 runs 2 ranks with torch.multiprocessing + gloo (DDP). --crash makes step K fail in the
-middle (after forward/backward, before the optimizer step). --pause-at makes the process stop
+--crash makes step K fail in the middle (after forward/backward, before the optimizer step).
+--pause-at makes the process stop
 after the given steps' boundaries until the test creates ``SYNC/go_{step}`` (it first writes
 ``SYNC/ready_{step}``), so a test can edit a dynamic config at a known point.
 """
@@ -16,28 +15,20 @@ import argparse
 import json
 import os
 import signal
-import socket
 import sys
 import time
 from pathlib import Path
 
 
-def _train(rank: int, world: int, port: int, args: argparse.Namespace) -> None:
+def _train(args: argparse.Namespace) -> None:
     import torch
     import torch.nn as nn
 
     from collector import Profiler
 
-    if world > 1:
-        import torch.distributed as dist
-
-        os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-        dist.init_process_group("gloo", rank=rank, world_size=world)
     torch.manual_seed(0)
     torch.set_num_threads(1)
-    model: nn.Module = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 4))
-    if world > 1:
-        model = nn.parallel.DistributedDataParallel(model)
+    model = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 4))
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
     pauses = {int(s) for s in args.pause_at.split(",") if s} if args.pause_at else set()
     prof = Profiler(json.loads(args.config))
@@ -48,7 +39,7 @@ def _train(rank: int, world: int, port: int, args: argparse.Namespace) -> None:
         loss = nn.functional.cross_entropy(model(x), y)
         opt.zero_grad()
         loss.backward()
-        if args.crash and step == args.crash_at and rank == args.crash_rank:
+        if args.crash and step == args.crash_at:
             if args.crash == "exception":
                 raise RuntimeError(f"boom at step {step}")
             if args.crash == "sigterm":
@@ -69,32 +60,17 @@ def _train(rank: int, world: int, port: int, args: argparse.Namespace) -> None:
                     raise SystemExit(f"no go_{step} from the test")
                 time.sleep(0.02)
     prof.stop()
-    if world > 1:
-        import torch.distributed as dist
-
-        dist.destroy_process_group()
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--config", required=True)
     ap.add_argument("--steps", type=int, default=6)
-    ap.add_argument("--world", type=int, default=1)
     ap.add_argument("--crash", choices=["exception", "sigterm", "sigint", "exit"])
     ap.add_argument("--crash-at", type=int, default=-1)
-    ap.add_argument("--crash-rank", type=int, default=0)
     ap.add_argument("--pause-at", default="")
     ap.add_argument("--sync")
-    args = ap.parse_args()
-    if args.world == 1:
-        _train(0, 1, 0, args)
-        return
-    import torch.multiprocessing as tmp
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    tmp.spawn(_train, args=(args.world, port, args), nprocs=args.world, join=True)
+    _train(ap.parse_args())
 
 
 if __name__ == "__main__":
