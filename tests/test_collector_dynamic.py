@@ -228,3 +228,32 @@ def test_rank_not_selected_is_logged_and_not_profiled(tmp_path: Path, backend: R
     assert "rank 2 not selected for window step 1, ranks 0,1; not profiling" in (folder / LOG_NAME).read_text()
     assert (tmp_path / "out" / "rank_2" / "rankscope_scalars.jsonl").exists()  # scalars: every rank
     assert not list((tmp_path / "out").glob("rank_2/window_*"))
+
+
+def test_an_option_a_backend_cannot_honour_is_reported_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                            caplog: pytest.LogCaptureFixture) -> None:
+    from collector.backends.base import Unsupported
+
+    class Picky(RecordingBackend):
+        def unsupported(self, options, explicit):  # noqa: ANN001, ANN201
+            return [Unsupported("level", "no levels here")] if "level" in explicit else []
+
+    b = Picky()
+    monkeypatch.setattr(profiler_mod, "select_backend", lambda name: b)
+    folder = tmp_path / "dyn"
+    prof = Profiler({"profile_type": "dynamic", "dynamic_param": {"config_path": str(folder), "poll_interval_s": 0},
+                     "static_param": {"save_path": str(tmp_path / "out"), "level": "level2"}}, handle_signals=False)
+    with caplog.at_level("WARNING", logger="rankscope.collector"):
+        prof.start()
+        for start in (2, 5):
+            _write(folder / CONFIG_NAME, {"start_step": start, "active": 1})
+            while prof.step_num <= start:
+                prof.step()
+        prof.stop()
+    sidecars = sorted((tmp_path / "out" / "rank_0").glob("window_*/rankscope_window.json"))
+    assert len(sidecars) == 2
+    for p in sidecars:  # every window records it ...
+        assert json.loads(p.read_text())["not_honoured"] == [{"option": "level", "reason": "no levels here"}]
+    msg = "recording cannot honour option 'level': no levels here"
+    assert [r.getMessage() for r in caplog.records].count(f"rankscope collector: {msg}") == 1  # ... it is said once
+    assert (folder / LOG_NAME).read_text().count(msg) == 1
