@@ -250,6 +250,11 @@ def register_callbacks(app: Dash) -> None:
             if bounds is None or not component:
                 return ui.figure(height=200), ui.message("This run has no memory samples (profile_memory was off?).", "info"), None, url
             origin = bounds[0]
+            peaks = data.memory_peaks(rd, run, selected, component)
+            if not peaks.empty and peaks["first_ns"].notna().any():  # the samples' own extent, not the run's
+                lo, hi = int(peaks["first_ns"].min()), int(peaks["last_ns"].max())
+                pad = max((hi - lo) // 50, 1000)
+                bounds = (lo - pad, hi + pad)
             a, b = bounds
             if window and window.get("run") == run and ctx.triggered_id not in (f"{P}-reset", f"{P}-run"):
                 a, b = origin + int(window["start"]), origin + int(window["end"])
@@ -262,7 +267,6 @@ def register_callbacks(app: Dash) -> None:
                 else:
                     return dash.no_update, dash.no_update, dash.no_update, dash.no_update
             curves = data.memory_curves(rd, run, selected, component, a, max(b, a + 1), n_buckets=1000)
-            peaks = data.memory_peaks(rd, run, selected, component)
         fig = curves_figure(curves, peaks, series, origin, (a, b))
         n = int(curves["samples"].sum()) if not curves.empty else 0
         status = f"{component}: {n:,} samples in view, ranks {format_ranks(selected)}, at most 1000 points per curve (bucket maxima); ▼ marks each rank's peak."

@@ -4,6 +4,7 @@ top-N chart; select a row to drill into that operator across ranks (MindSpore's 
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -91,7 +92,7 @@ def _layout(rd: data.Reader, run_q: Any, ranks_q: Any, source_q: Any, group_q: A
                         [
                             html.Label("Search", htmlFor=f"{P}-search"),
                             dcc.Input(id=f"{P}-search", type="search", value=single("q", q_q) or "", debounce=0.3,
-                                      placeholder="name, shape…", className="search"),
+                                      placeholder="name, shape…", className="search", style={"width": "240px"}),
                         ],
                         className="control",
                     ),
@@ -128,7 +129,8 @@ def _layout(rd: data.Reader, run_q: Any, ranks_q: Any, source_q: Any, group_q: A
                                         [
                                             dcc.Dropdown(id=f"{P}-metric", options=[{"label": v, "value": k} for k, v in METRICS.items()],
                                                          value="total_ns", clearable=False, className="dd dd-small"),
-                                            dcc.Input(id=f"{P}-top", type="number", min=1, max=100, value=top, className="num"),
+                                            dcc.Input(id=f"{P}-top", type="number", min=1, max=100, value=top, className="num",
+                                                      style={"width": "80px"}),
                                         ],
                                         className="inline",
                                     ),
@@ -223,7 +225,8 @@ def grid(rd: data.Reader, run: str, source: str, group: str, ranks: Sequence[int
             out[c] = df[c].astype("int64")
     if "spread_pct" in df:
         out["spread_pct"] = pd.to_numeric(df["spread_pct"], errors="coerce").round(2)
-    out["id"] = [f"{i}" for i in range(len(out))]
+    token = format(zlib.crc32(repr((run, source, group, tuple(ranks), across, n)).encode()), "x")
+    out["id"] = [f"{token}-{i}" for i in range(len(out))]
     rows = out.replace({np.nan: None}).to_dict("records")
     cut = f" (the {len(df):,} with the largest total of {n:,})" if n > len(df) else ""
     scope = "across ranks " + (format_ranks(ranks) or "") if across else "per rank"
@@ -353,17 +356,23 @@ def register_callbacks(app: Dash) -> None:
     @app.callback(
         Output(f"{P}-topn", "children"),
         Input(f"{P}-grid", "rowData"),
+        Input(f"{P}-grid", "virtualRowData"),
         Input(f"{P}-metric", "value"),
         Input(f"{P}-top", "value"),
         State(f"{P}-source", "value"),
     )
     @ui.guard(1)
-    def update_top(rows: Any, metric: str, top: Any, source: str) -> Any:
+    def update_top(rows: Any, shown: Any, metric: str, top: Any, source: str) -> Any:
+        """The top N of the rows the grid shows (after its search and filters)."""
         try:
             n = max(1, min(int(top or 15), 100))
         except (TypeError, ValueError):
             n = 15
-        return top_chart(rows or [], metric, n, source)
+        # the grid's filtered rows when they belong to the current data (row ids carry a data token)
+        token = str(rows[0]["id"]).split("-")[0] if rows else None
+        same = bool(shown) and all(str(r.get("id", "")).split("-")[0] == token for r in shown)
+        use = shown if same or (shown == [] and dash.ctx.triggered_id is not None) else rows
+        return top_chart(use or [], metric, n, source)
 
     @app.callback(
         Output(f"{P}-drill", "children"),

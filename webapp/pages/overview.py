@@ -351,7 +351,10 @@ def _scalars(sc: pd.DataFrame) -> html.Div:
         scale, unit = (1e6, " (ms)") if str(name).endswith("_ns") else (1.0, "")
         fig = ui.figure(height=260, xaxis_title="step", yaxis_title=plot_text(name) + unit, title=plot_text(name))
         for rank, g in d.groupby("rank"):
-            fig.add_scatter(x=g["step"], y=g["value"] / scale, mode="lines", name=f"rank {rank}")
+            fig.add_scatter(x=g["step"], y=g["value"] / scale, mode="lines+markers" if len(g) <= 50 else "lines",
+                            name=f"rank {rank}")
+        if d["step"].nunique() <= 20:
+            fig.update_xaxes(dtick=1)
         graphs.append(ui.graph({"type": f"{P}-scalar", "name": str(name)}, fig))
     return html.Div([html.H2("Training scalars"), html.Div(graphs, className="grid2")], className="card")
 

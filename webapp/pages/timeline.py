@@ -30,7 +30,7 @@ dash.register_page(__name__, path="/timeline", name="Timeline", title="rankscope
 P = "tl"
 DEFAULT_RANKS = 8
 MAX_DEPTH = 16  # nesting levels drawn per lane in the exact view (deeper slices share the last level)
-ROW_PX = 17
+ROW_PX = 20
 GROUPS = ("host", "device", "communication", "overlap", "other")
 DEFAULT_GROUPS = ("host", "device", "communication", "overlap")
 PALETTE = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#ff9da7", "#9c755f",
@@ -237,10 +237,10 @@ def build_figure(win: data.Window, origin: int, groups: Sequence[str]) -> tuple[
     height = int(min(70 + px * total, 4000))
     fig = ui.figure(height=max(height, 220), showlegend=False, bargap=0, hovermode="closest",
                     uniformtext=dict(minsize=8, mode="hide"), dragmode="zoom")
-    fig.update_layout(margin=dict(l=260, r=20, t=30, b=40))
+    fig.update_layout(margin=dict(l=260, r=20, t=60, b=20))
     fig.update_yaxes(range=[total + 0.2, -0.4], tickvals=tickvals, ticktext=ticktext, showgrid=False, zeroline=False,
                      fixedrange=True, tickfont=dict(size=10))
-    fig.update_xaxes(range=[x0, x1], title="ms since the run's first event", showgrid=True, zeroline=False)
+    fig.update_xaxes(range=[x0, x1], title="ms since the run's first event", showgrid=True, zeroline=False, side="top")
     fig.update_layout(shapes=[dict(type="line", xref="paper", x0=0, x1=1, y0=y, y1=y, line=dict(color="#889", width=1))
                               for y in rank_lines])
     if win.mode == "exact":
@@ -258,12 +258,17 @@ def _exact_traces(fig: go.Figure, sl: pd.DataFrame, y0: dict[int, float], origin
         return "No event in this window."
     span = win.end_ns - win.start_ns
     min_w = span / 1500.0  # instant and tiny events stay visible
-    start_ms = (sl["ts_ns"] - origin) / 1e6
-    dur_vis = np.maximum(sl["dur_ns"].to_numpy(dtype="float64"), min_w) / 1e6
+    # bars are clipped to the window so that their labels (anchored at the bar's start) stay in view
+    ts = sl["ts_ns"].to_numpy(dtype="int64")
+    end = ts + sl["dur_ns"].to_numpy(dtype="int64")
+    vis_a = np.maximum(ts, win.start_ns)
+    vis_b = np.minimum(end, win.end_ns)
+    start_ms = (vis_a - origin) / 1e6
+    dur_vis = np.maximum((vis_b - vis_a).astype("float64"), min_w) / 1e6
     y = np.array([y0[int(r)] for r in sl["row"]]) + sl["depth"].to_numpy() + 0.4
     lane_names = lanes.drop_duplicates("row").set_index("row")
     names = sl["name"].fillna("").astype(str)
-    text = [plot_text(shorten(n, 40)) if d >= span / 25 else "" for n, d in zip(names, sl["dur_ns"])]
+    text = [plot_text(shorten(n, 40)) if d >= span / 25 else "" for n, d in zip(names, vis_b - vis_a)]
     hover = [
         f"<b>{plot_text(shorten(n, 120))}</b><br>{plot_text(lane_label(lane_names.loc[int(r)].to_dict() | {'rank': rk}))}"
         f"<br>start {(t - origin) / 1e6:.3f} ms · dur {plot_text(fmt_ns(d))}<br>{plot_text(c or '')}"
@@ -271,9 +276,9 @@ def _exact_traces(fig: go.Figure, sl: pd.DataFrame, y0: dict[int, float], origin
     ]
     fig.add_trace(
         go.Bar(
-            orientation="h", base=start_ms, x=dur_vis, y=y, width=0.84,
+            orientation="h", base=start_ms, x=dur_vis, y=y, width=0.88,
             marker=dict(color=[_color(n) for n in names], line=dict(width=0)),
-            text=text, textposition="inside", insidetextanchor="start", textfont=dict(size=9, color="white"),
+            text=text, textposition="inside", insidetextanchor="start", textfont=dict(size=10, color="white"),
             hovertext=hover, hoverinfo="text",
             customdata=np.stack([sl["rank"].astype(str), sl["collection_id"].astype(str), sl["event_id"].astype(str)], axis=1),
             name="slices",
@@ -327,16 +332,24 @@ def detail_panel(d: dict[str, Any] | None, origin: int) -> Any:
     kids: list[Any] = [html.H2("Event", className="detail-title"), html.Table(html.Tbody(body), className="tbl kv", id=f"{P}-detail-table")]
     args = d.get("args")
     if args:
-        try:
-            pretty = json.dumps(json.loads(args), indent=2, ensure_ascii=False)
-        except (TypeError, ValueError):
-            pretty = str(args)
+        pretty = _pretty_args(args)
         kids += [html.H3("Arguments"), html.Pre(pretty[:20000], className="args", id=f"{P}-detail-args")]
     stack = d.get("call_stack")
     title = "Call stack" + (f" ({d['call_stack_source']})" if d.get("call_stack_source") else "")
     kids += [html.H3(title),
              html.Pre(stack[:20000], className="stack", id=f"{P}-detail-stack") if stack else html.P("not recorded (with_stack was off or the producer gives none)", className="note")]
     return kids
+
+
+def _pretty_args(args: str) -> str:
+    """Event arguments one per line, each value on one line (shapes stay readable)."""
+    try:
+        obj = json.loads(args)
+    except (TypeError, ValueError):
+        return str(args)
+    if not isinstance(obj, dict):
+        return json.dumps(obj, ensure_ascii=False)
+    return "\n".join(f"{k}: {json.dumps(v, ensure_ascii=False)}" for k, v in obj.items())
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,0 +1,163 @@
+"""The web app over HTTP: pages and callbacks as the browser requests them (Flask test client),
+bad URLs, the empty store, and `analyze serve` serving while `analyze ingest` writes."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from webapp import create_app
+from webapp_helpers import ANALYZE, KINETO, NPU, DashClient, ingest, start_server, stop_server, texts, trace_events
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("webapp_app") / "store"
+    ingest(KINETO, path, "gloo")
+    ingest(NPU, path, "npu")
+    return path
+
+
+@pytest.fixture(scope="module")
+def client(store: Path) -> DashClient:
+    return DashClient(create_app(store))
+
+
+def test_every_page_renders_with_real_values(client: DashClient) -> None:
+    ov = client.page("/", "?run=gloo")
+    assert "Runs" in ov and '"gloo"' in ov and '"npu"' in ov
+    for path in ("/timeline", "/operators", "/memory", "/communication"):
+        page = client.page(path, "?run=npu")
+        assert "npu" in page and "msg-error" not in page, path
+
+
+def test_overview_callback_has_the_step_breakdown(client: DashClient) -> None:
+    out = client.call("ov-content.children", {"ov-run.value": "gloo", "ov-ranks.value": [], "ov-step.value": "mean"})
+    body = json.dumps(out)
+    assert "Step time per rank" in body and "msprof-analyze" in body and "What each rank recorded" in body
+    assert "no communication matrix" in body  # the Kineto reader's sentence for what is missing
+    words = texts(out["ov-content"]["children"])
+    assert "0-1" in words  # the ranks
+    steps = sorted({int(e["name"].split("#")[1]) for r in (0, 1) for e in trace_events(r)
+                    if str(e.get("name", "")).startswith("ProfilerStep#")})
+    assert f"{len(steps)} ({steps[0]}–{steps[-1]})" in words
+    assert out["view-url"]["data"] == "/?run=gloo"
+
+
+def test_timeline_callbacks_zoom_and_details(client: DashClient) -> None:
+    base = {"tl-run.value": "gloo", "tl-ranks.value": [0, 1], "tl-groups.value": ["host", "device", "communication", "overlap"]}
+    whole = client.call("tl-graph.figure", base, {"tl-want.data": {}})
+    win = whole["tl-window"]["data"]
+    traces = whole["tl-graph"]["figure"]["data"]
+    assert traces and traces[0]["type"] in ("bar", "heatmap")
+    assert "/timeline?run=gloo" in whole["view-url"]["data"]
+    # zoom into 2 % of the run: exact slices, the URL carries the window
+    a, b = win["start"], win["end"]
+    x0, x1 = (a + (b - a) * 0.49) / 1e6, (a + (b - a) * 0.51) / 1e6
+    zoom = client.call("tl-graph.figure", {**base, "tl-graph.relayoutData": {"xaxis.range[0]": x0, "xaxis.range[1]": x1}},
+                       {"tl-window.data": win}, ["tl-graph.relayoutData"])
+    bars = [t for t in zoom["tl-graph"]["figure"]["data"] if t["type"] == "bar"]
+    assert bars, "a 2 % window of the sample has few slices: exact view"
+    assert "start_ns=" in zoom["view-url"]["data"] and "end_ns=" in zoom["view-url"]["data"]
+    cd = bars[0]["customdata"][0]
+    detail = client.call("tl-detail.children", {"tl-graph.clickData": {"points": [{"customdata": cd, "x": x0}]}},
+                         {"tl-run.value": "gloo", "tl-window.data": zoom["tl-window"]["data"]})
+    words = texts(detail["tl-detail"]["children"])
+    assert "duration" in words and "Arguments" in words
+
+
+def test_bad_urls_give_inline_messages_never_tracebacks(client: DashClient) -> None:
+    cases = [
+        ("/", "?run=nope", "no run named 'nope'"),
+        ("/timeline", "?run=nope", "no run named 'nope'"),
+        ("/timeline", "?run=gloo&ranks=abc", "expected rank numbers"),
+        ("/timeline", "?run=gloo&ranks=5", "has no rank 5"),
+        ("/timeline", "?run=gloo&start_ns=50&end_ns=10", "must be after start_ns"),
+        ("/timeline", "?run=gloo&start_ns=x&end_ns=10", "not an integer"),
+        ("/timeline", "?run=gloo&step=1&step=2", "given more than once"),
+        ("/operators", "?run=gloo&group=bogus", "must be one of"),
+        ("/operators", "?run=gloo&top=0", "must be at least 1"),
+        ("/memory", "?run=gloo&component=HBM", "no such memory counter"),
+        ("/communication", "?run=gloo&matrix=speed", "must be one of"),
+        ("/overview-typo", "", "Page not found"),
+    ]
+    for path, search, want in cases:
+        page = client.page(path, search)
+        assert want in page, (path, search, page[:500])
+        assert "Traceback" not in page and "Internal error" not in page, (path, search)
+    # a callback given a run that vanished answers with a message too
+    out = client.call("op-grid.rowData", {"op-run.value": "gone", "op-ranks.value": [], "op-source.value": "operators",
+                                          "op-group.value": "name", "op-scope.value": "across"})
+    assert "no run named 'gone'" in json.dumps(out)
+
+
+def test_empty_store_page_tells_how_to_ingest(tmp_path: Path) -> None:
+    c = DashClient(create_app(tmp_path / "nothing_here"))
+    for path in ("/", "/timeline", "/operators", "/memory", "/communication"):
+        page = c.page(path)
+        assert "No profiling data yet" in page and "analyze ingest" in page, path
+
+
+def test_serve_while_ingesting_and_reload_shows_the_new_run(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    ingest(KINETO, store, "first")
+    proc, url = start_server(store)
+    errors: list[str] = []
+    seen: list[bool] = []
+    stop = threading.Event()
+
+    def poll() -> None:
+        body = json.dumps({"output": ".._pages_content.children..._pages_store.data..",
+                           "outputs": [{"id": "_pages_content", "property": "children"}, {"id": "_pages_store", "property": "data"}],
+                           "inputs": [{"id": "_pages_location", "property": "pathname", "value": "/"},
+                                      {"id": "_pages_location", "property": "search", "value": ""}],
+                           "changedPropIds": []}).encode()
+        while not stop.is_set():
+            try:
+                req = urllib.request.Request(url + "_dash-update-component", data=body, headers={"Content-Type": "application/json"})
+                with urllib.request.urlopen(req, timeout=30) as r:
+                    text = r.read().decode()
+                if "msg-error" in text or "Traceback" in text:
+                    errors.append(text[:300])
+                seen.append("second" in text)
+            except Exception as exc:  # noqa: BLE001 - collected and asserted below
+                errors.append(repr(exc))
+            time.sleep(0.05)
+
+    t = threading.Thread(target=poll)
+    t.start()
+    try:
+        time.sleep(0.5)
+        res = subprocess.run([*ANALYZE, "ingest", str(NPU), "--run", "second", "--store", str(store)], capture_output=True,
+                             text=True, timeout=300)
+        assert res.returncode == 0, res.stdout + res.stderr
+        deadline = time.monotonic() + 20
+        while not (seen and seen[-1]) and time.monotonic() < deadline:
+            time.sleep(0.1)
+    finally:
+        stop.set()
+        t.join()
+        stop_server(proc)
+    assert not errors, errors[:3]
+    assert len(seen) >= 3 and not seen[0] and seen[-1], "the page served during the ingest did not show the new run after it"
+
+
+def test_serve_reports_a_busy_port(tmp_path: Path) -> None:
+    ingest(KINETO / "rank_0", tmp_path / "s", "r")
+    proc, url = start_server(tmp_path / "s")
+    try:
+        port = url.rsplit(":", 1)[1].strip("/")
+        res = subprocess.run([*ANALYZE, "serve", "--store", str(tmp_path / "s"), "--port", port], capture_output=True, text=True,
+                             timeout=60)
+        assert res.returncode != 0
+        assert "in use" in (res.stdout + res.stderr).lower()
+        assert "Traceback" not in res.stdout + res.stderr
+    finally:
+        stop_server(proc)

@@ -1,0 +1,325 @@
+"""The web app in a real browser (Playwright + Debian chromium) against the real server
+(`analyze serve --port 0`) over a store ingested from sample_data/: on every page, real values from
+the data appear, interactions work, the console stays clean, and trace names are shown as text.
+
+RANKSCOPE_SCREENSHOTS=1 also writes the README's screenshots to docs/screenshots/.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from analyzer.analyses import step_breakdown
+from analyzer.store import Store
+from webapp.format import fmt_bytes, fmt_ns
+from webapp_helpers import KINETO, NPU, REPO, ingest, start_server, stop_server, trace_events
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync", "--disable-quic", "--no-first-run"]
+SHOTS = REPO / "docs" / "screenshots"
+XSS_SCRIPT = "<script>alert(1)</script>"
+XSS_IMG = "<img src=x onerror=alert(2)>"
+
+pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian chromium is not installed (apt-get install -y chromium)")
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    tmp = tmp_path_factory.mktemp("webapp_browser")
+    store = tmp / "store"
+    ingest(KINETO, store, "gloo")
+    ingest(NPU, store, "npu")
+    # a copy of the sample whose operator names are markup, as a hostile program could write them
+    xss = tmp / "xss"
+    shutil.copytree(KINETO, xss)
+    for f in xss.rglob("*.pt.trace.json"):
+        text = f.read_text()
+        text = text.replace('"name": "aten::mm"', '"name": ' + json.dumps(XSS_SCRIPT))
+        text = text.replace('"name": "aten::addmm"', '"name": ' + json.dumps(XSS_IMG))
+        f.write_text(text)
+    ingest(xss, store, "xss")
+    proc, url = start_server(store)
+    yield {"url": url, "store": Store(store)}
+    stop_server(proc)
+
+
+@pytest.fixture(scope="module")
+def browser(browser_type: Any) -> Iterator[Any]:
+    b = browser_type.launch(executable_path=CHROMIUM, args=ARGS)
+    yield b
+    b.close()
+
+
+@pytest.fixture
+def page(browser: Any) -> Iterator[Any]:
+    ctx = browser.new_context(viewport={"width": 1400, "height": 900})
+    pg = ctx.new_page()
+    pg.set_default_timeout(30_000)
+    problems: list[str] = []
+    dialogs: list[str] = []
+    pg.on("console", lambda m: problems.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
+    pg.on("pageerror", lambda e: problems.append(f"page error: {e}"))
+    pg.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    pg.problems = problems  # type: ignore[attr-defined]
+    pg.dialogs = dialogs  # type: ignore[attr-defined]
+    yield pg
+    ctx.close()
+    assert not problems, problems
+    assert not dialogs, f"a trace name ran as script: {dialogs}"
+
+
+def shot(pg: Any, name: str) -> None:
+    pg.wait_for_timeout(300)
+    if os.environ.get("RANKSCOPE_SCREENSHOTS"):
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        pg.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
+
+
+def choose(pg: Any, dropdown: str, label: str) -> None:
+    """Pick ``label`` in the dcc.Dropdown ``dropdown`` the way a user does."""
+    pg.click(dropdown)
+    pg.locator(".dash-dropdown-option", has_text=re.compile(rf"^\s*{re.escape(label)}\s*$")).first.click()
+    pg.keyboard.press("Escape")
+
+
+def grid_rows(pg: Any, grid: str) -> list[dict[str, str]]:
+    """The rendered rows of an AG Grid as {column id: text}, in display order (pinned and
+    scrolled parts of a row joined by row index)."""
+    return pg.evaluate(
+        """(sel) => {
+            const rows = {};
+            for (const row of document.querySelectorAll(sel + ' .ag-row')) {
+                const i = row.getAttribute('row-index');
+                rows[i] = rows[i] || {};
+                for (const cell of row.querySelectorAll('[col-id]')) rows[i][cell.getAttribute('col-id')] = cell.innerText;
+            }
+            return Object.keys(rows).sort((a, b) => a - b).map(k => rows[k]);
+        }""",
+        grid,
+    )
+
+
+def settle(pg: Any) -> None:
+    """Wait until Dash has no callback in flight."""
+    pg.wait_for_load_state("networkidle")
+    pg.wait_for_function("() => !document.querySelector('[data-dash-is-loading=\"true\"]')")
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def test_overview_shows_runs_steps_and_breakdown_and_follows_the_rank_choice(server: dict, page: Any) -> None:
+    page.goto(server["url"] + "?run=gloo")
+    page.wait_for_selector("#ov-steps-table")
+    settle(page)
+    assert "npu" in page.inner_text("#ov-runs") and "xss" in page.inner_text("#ov-runs")
+    steps = sorted({int(e["name"].split("#")[1]) for e in trace_events(0) if str(e.get("name", "")).startswith("ProfilerStep#")})
+    assert page.inner_text("#ov-stat-steps") == f"{len(steps)} ({steps[0]}–{steps[-1]})"
+    # the step time column is the mean ProfilerStep duration of the trace; the breakdown is the analysis'
+    bd = step_breakdown(server["store"], "gloo")
+    table = page.inner_text("#ov-steps-table")
+    for r in (0, 1):
+        prof = [e["dur"] * 1000 for e in trace_events(r) if str(e.get("name", "")).startswith("ProfilerStep#")]
+        assert fmt_ns(sum(prof) / len(prof)) in table
+        assert fmt_ns(bd[bd["rank"] == r]["computing_ns"].astype(float).mean()) in table
+    assert "no communication matrix" in page.inner_text("#ov-missing")
+    shot(page, "overview")
+    # choose rank 1 only: the table and the address follow
+    choose(page, "#ov-ranks", "rank 1")
+    page.wait_for_function("() => { const t = document.querySelector('#ov-steps-table tbody');"
+                           " return t && t.innerText.trim().split('\\n').map(l => l.split('\\t')[0]).join(',') === '1'; }")
+    assert "ranks=1" in page.url
+
+
+def test_timeline_jump_to_step_zoom_details_and_whole_run(server: dict, page: Any) -> None:
+    page.goto(server["url"] + "timeline?run=gloo")
+    page.wait_for_selector("#tl-status-text")
+    settle(page)
+    tid = next(e["tid"] for e in trace_events(0) if str(e.get("name", "")).startswith("ProfilerStep#"))
+    ticks = " ".join(page.locator("#tl-graph .ytick text").all_text_contents())
+    assert f"r0 host · thread {tid} (python)" in ticks and "r1 host" in ticks
+    assert page.get_attribute("#tl-status-text", "data-mode") in ("exact", "occupancy")
+    # jump to a step: the window becomes that step over both ranks, plus 2 % each side
+    steps = [e for e in trace_events(0) if str(e.get("name", "")).startswith("ProfilerStep#")]
+    last = max(steps, key=lambda e: e["ts"])
+    n = int(last["name"].split("#")[1])
+    choose(page, "#tl-step", f"step {n}")
+    page.wait_for_function(f"() => location.search.includes('step={n}')")
+    settle(page)
+    m = re.search(r"window ([\d.]+) ms", page.inner_text("#tl-status-text"))
+    assert m, page.inner_text("#tl-status-text")
+    st = server["store"].query("SELECT min(start_ns) AS a, max(end_ns) AS b FROM steps WHERE run = 'gloo' AND step = ?",
+                               [n], run="gloo").iloc[0]
+    span_ms = (int(st["b"]) - int(st["a"])) / 1e6
+    assert abs(float(m.group(1)) - span_ms * 1.04) < 0.01 + span_ms * 0.001
+    assert float(m.group(1)) >= last["dur"] / 1000
+    # zoom: drag the mouse across a fifth of the step
+    box = page.locator("#tl-graph .nsewdrag").first.bounding_box()
+    y = box["y"] + min(40, box["height"] / 3)
+    page.mouse.move(box["x"] + box["width"] * 0.30, y)
+    page.mouse.down()
+    page.mouse.move(box["x"] + box["width"] * 0.40, y, steps=4)
+    page.mouse.move(box["x"] + box["width"] * 0.50, y, steps=4)
+    page.mouse.up()
+    page.wait_for_function("() => location.search.includes('start_ns=')")
+    page.wait_for_selector("#tl-status-text[data-mode='exact']")
+    settle(page)
+    m2 = re.search(r"window ([\d.]+) ms", page.inner_text("#tl-status-text"))
+    assert m2 and abs(float(m2.group(1)) - float(m.group(1)) * 0.2) < float(m.group(1)) * 0.02
+    # open an event: click the bar of an aten op
+    bars = page.locator("#tl-graph .barlayer .point")
+    assert bars.count() > 0
+    target = None
+    for i in range(min(bars.count(), 400)):
+        bb = bars.nth(i).bounding_box()
+        if bb and bb["width"] > 6 and bb["x"] > box["x"] and bb["x"] + 3 < box["x"] + box["width"]:
+            page.mouse.move(bb["x"] + 3, bb["y"] + bb["height"] / 2)
+            hover = " ".join(page.locator(".hoverlayer .hovertext").all_text_contents())
+            if "aten::" in hover:
+                target = bb
+                break
+    assert target, "no aten op bar in the zoomed window"
+    page.mouse.click(target["x"] + 3, target["y"] + target["height"] / 2)
+    page.wait_for_selector("#tl-detail-table")
+    detail = page.inner_text("#tl-detail-table")
+    assert "aten::" in detail and "duration" in detail and "input shapes" in detail and "host" in detail
+    assert page.locator("#tl-detail-stack").count() == 1  # the enclosing Python frames
+    shot(page, "timeline")
+    # back to the whole run
+    page.click("#tl-reset")
+    page.wait_for_function("() => !location.search.includes('start_ns=') && !location.search.includes('step=')")
+
+
+def test_operators_grid_sort_filter_search_and_drill(server: dict, page: Any) -> None:
+    page.goto(server["url"] + "operators?run=gloo&source=operators&group=name&scope=across")
+    page.wait_for_selector("#op-grid .ag-row")
+    settle(page)
+    n_mm = sum(1 for r in (0, 1) for e in trace_events(r) if e.get("name") == "aten::mm" and e.get("ph") == "X")
+    rows = grid_rows(page, "#op-grid")
+    mm = next(r for r in rows if r["key"] == "aten::mm")
+    assert mm["count"].replace(",", "") == str(n_mm) and mm["ranks"] == "2"
+    totals = [float(r["total_ms"].replace(",", "")) for r in rows]
+    assert totals == sorted(totals, reverse=True)  # sorted by total time
+    # search box: every row left mentions the text
+    page.fill("#op-search", "aten::add")
+    page.wait_for_function("() => { const k = [...document.querySelectorAll('#op-grid .ag-row [col-id=key]')];"
+                           " return k.length > 0 && k.every(c => c.innerText.includes('aten::add')); }")
+    keys = [r["key"] for r in grid_rows(page, "#op-grid")]
+    assert keys and all("aten::add" in k for k in keys), keys
+    assert "q=aten" in page.url
+    # the top-N chart follows the grid's filter
+    page.wait_for_function("() => { const t = [...document.querySelectorAll('#op-topn-graph .ytick text')].map(e => e.textContent);"
+                           " return t.length > 0 && t.every(x => x.includes('aten::add')); }")
+    page.fill("#op-search", "")
+    page.wait_for_function("() => ![...document.querySelectorAll('#op-grid .ag-row [col-id=key]')].every(c => c.innerText.includes('aten::add'))")
+    # sort by calls: click the header until it sorts descending
+    header = page.locator("#op-grid .ag-header-cell[col-id=count] .ag-header-cell-label")
+    header.click()
+    page.wait_for_timeout(300)
+    counts = [int(r["count"].replace(",", "")) for r in grid_rows(page, "#op-grid")]
+    if counts != sorted(counts, reverse=True):
+        header.click()
+        page.wait_for_timeout(300)
+        counts = [int(r["count"].replace(",", "")) for r in grid_rows(page, "#op-grid")]
+    assert counts == sorted(counts, reverse=True) and len(counts) > 3
+    # the name column's own filter, then select the aten::mm row: the drill-down shows it on both
+    # ranks with the trace's counts
+    page.locator("#op-grid .ag-floating-filter[aria-colindex='1'] input, #op-grid .ag-floating-filter input").first.fill("aten::m")
+    page.wait_for_function("() => { const k = [...document.querySelectorAll('#op-grid .ag-row [col-id=key]')];"
+                           " return k.length > 0 && k.every(c => c.innerText.includes('aten::m')); }")
+    page.locator("#op-grid .ag-row [col-id=key]", has_text=re.compile(r"^aten::mm$")).first.click()
+    page.wait_for_selector("#op-drill-table")
+    settle(page)
+    assert page.inner_text("#op-drill-name") == "aten::mm"
+    drill = page.inner_text("#op-drill-table tbody").splitlines()
+    for r in (0, 1):
+        n = sum(1 for e in trace_events(r) if e.get("name") == "aten::mm" and e.get("ph") == "X")
+        assert any(line.split("\t")[:2] == [str(r), str(n)] for line in drill), drill
+    assert "op=aten" in page.url
+    # the top-N chart names the operators the grid shows: the filtered ones, then all once cleared
+    assert set(page.locator("#op-topn-graph .ytick text").all_text_contents()) == {"aten::mm", "aten::mul"}
+    page.locator("#op-grid .ag-floating-filter input").first.fill("")
+    page.wait_for_function("() => [...document.querySelectorAll('#op-topn-graph .ytick text')].some(e => e.textContent === 'gloo:all_reduce')")
+    shot(page, "operators")
+
+
+def test_memory_curves_peaks_and_blocks(server: dict, page: Any) -> None:
+    page.goto(server["url"] + "memory?run=gloo")
+    page.wait_for_selector("#mem-peaks-table")
+    settle(page)
+    table = page.inner_text("#mem-peaks-table")
+    for r in (0, 1):
+        peak = max(e["args"]["Total Allocated"] for e in trace_events(r) if e.get("name") == "[memory]")
+        assert fmt_bytes(peak) in table
+    assert page.locator("#mem-curves .scatterlayer .trace").count() >= 2
+    assert page.locator("#mem-blocks .ag-row").count() > 0
+    # the NPU run: the allocator counters of torch_npu
+    page.goto(server["url"] + "memory?run=npu")
+    page.wait_for_selector("#mem-peaks-table")
+    page.wait_for_selector("#mem-curves .scatterlayer .trace")
+    settle(page)
+    assert "PTA" in page.inner_text("#mem-component")
+    assert "PTA" in page.inner_text("#mem-status")
+    shot(page, "memory")
+
+
+def test_communication_per_rank_matrix_and_collectives(server: dict, page: Any) -> None:
+    page.goto(server["url"] + "communication?run=gloo")
+    page.wait_for_selector("#cm-rank-table")
+    settle(page)
+    table = page.inner_text("#cm-rank-table")
+    for r in (0, 1):
+        ar = [e["dur"] * 1000 for e in trace_events(r) if e.get("name") == "gloo:all_reduce" and e.get("ph") == "X"]
+        assert fmt_ns(sum(ar)) in table
+    assert len(grid_rows(page, "#cm-ops")) == len([e for e in trace_events(0) if e.get("name") == "gloo:all_reduce"])
+    page.goto(server["url"] + "communication?run=npu&matrix=bandwidth_bytes_per_s")
+    page.wait_for_selector("#cm-matrix")
+    settle(page)
+    assert page.locator("#cm-matrix .heatmaplayer, #cm-matrix .hm").count() >= 1
+    assert "HCCS" in " ".join(page.locator("#cm-bw-graph .legendtext").all_text_contents())
+    assert len(grid_rows(page, "#cm-ops")) == 4
+    shot(page, "communication")
+
+
+def test_trace_names_are_shown_as_text(server: dict, page: Any) -> None:
+    page.goto(server["url"] + "operators?run=xss&source=operators&group=name&scope=across")
+    page.wait_for_selector("#op-grid .ag-row")
+    settle(page)
+    keys = [r["key"] for r in grid_rows(page, "#op-grid")]
+    assert XSS_SCRIPT in keys and XSS_IMG in keys
+    ticks = page.locator("#op-topn-graph .ytick text").all_text_contents()
+    assert any(XSS_SCRIPT in t for t in ticks)
+    assert page.locator("img[src='x']").count() == 0
+    assert page.evaluate("() => [...document.scripts].some(s => s.textContent.includes('alert(1)'))") is False
+    # the drill-down and the timeline's event details show the name literally too
+    page.locator("#op-grid .ag-row [col-id=key]", has_text=XSS_IMG).first.click()
+    page.wait_for_selector("#op-drill-name")
+    assert page.inner_text("#op-drill-name") == XSS_IMG
+    assert page.locator("img[src='x']").count() == 0
+
+
+def test_bad_urls_and_the_empty_store(server: dict, page: Any, tmp_path: Path) -> None:
+    page.goto(server["url"] + "timeline?run=nope")
+    page.wait_for_selector(".msg")
+    assert "no run named 'nope'" in page.inner_text(".msg")
+    page.goto(server["url"] + "operators?run=gloo&group=bogus&ranks=0,9")
+    page.wait_for_selector("#op-grid .ag-row")
+    notes = page.inner_text("#op-notes")
+    assert "must be one of" in notes and "has no rank 9" in notes
+    proc, url = start_server(tmp_path / "empty")
+    try:
+        page.goto(url)
+        page.wait_for_selector("#empty-store")
+        text = page.inner_text("#empty-store")
+        assert "No profiling data yet" in text and "analyze ingest" in text
+    finally:
+        stop_server(proc)
