@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import hashlib
 import json
 import multiprocessing as mp
 import os
+import signal
+import sys
 import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import pyarrow as pa
 
 from . import readers  # noqa: F401 - registers the readers
 from .discover import discover
@@ -317,9 +323,29 @@ def ingest(
     return report
 
 
-def _init_worker(threads: int) -> None:
-    """Pool worker start: share the cores between the workers (DuckDB / Arrow threads per reader)."""
+def _pool_context() -> Any:
+    """Linux: fork — the workers start at once with everything already imported (a forkserver
+    costs a fresh interpreter importing the readers before the first rank can start). Elsewhere a
+    forkserver that imports the readers once."""
+    if sys.platform.startswith("linux"):
+        return mp.get_context("fork")
+    ctx = mp.get_context("forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn")
+    if ctx.get_start_method() == "forkserver":
+        ctx.set_forkserver_preload(["analyzer.ingest"])
+    return ctx
+
+
+def _init_worker(threads: int, parent: int | None) -> None:
+    """Pool worker start: share the cores between the workers (DuckDB / Arrow threads per reader);
+    a forked worker dies with the ingest that forked it (it must not outlive a killed ingest and
+    keep writing, or keep the store's ingest lock it inherited)."""
     os.environ["RANKSCOPE_READER_THREADS"] = str(threads)
+    pa.set_cpu_count(threads)
+    if parent is not None:
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        if os.getppid() != parent:  # the parent died before the line above
+            os._exit(1)
 
 
 def _read_all(
@@ -336,12 +362,12 @@ def _read_all(
             notify("done", res)
             out.append(res)
         return out
-    ctx = mp.get_context("forkserver")
-    ctx.set_forkserver_preload(["analyzer.ingest"])
+    ctx = _pool_context()
+    parent = os.getpid() if ctx.get_start_method() == "fork" else None
     # largest collections first so the pool is not left waiting on one big rank at the end
     order = sorted(plans, key=lambda p: -sum((_stat(f) or (0, 0))[0] for f in p.files))
     threads = max(1, (os.cpu_count() or 1) // n)
-    with ProcessPoolExecutor(max_workers=n, mp_context=ctx, initializer=_init_worker, initargs=(threads,)) as pool:
+    with ProcessPoolExecutor(max_workers=n, mp_context=ctx, initializer=_init_worker, initargs=(threads, parent)) as pool:
         futs = []
         for p in order:
             notify("start", p)
