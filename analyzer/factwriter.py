@@ -54,6 +54,20 @@ def conform(table: str, data: pa.Table | pa.RecordBatch | Mapping[str, Any], key
     return pa.Table.from_arrays(arrays, schema=sch)
 
 
+ROW_GROUP_ROWS = 128 * 1024
+
+
+def _statistics_columns(table: str) -> list[str]:
+    """Min/max statistics for every column but JSON documents (no query filters on those)."""
+    return [c.name for c in schema.TABLES[table].columns if c.type != "JSON"]
+
+
+def _dictionary_columns(table: str) -> list[str]:
+    """Columns worth dictionary encoding: text with repeats (names, ids, categories). Not numbers
+    (times, sizes: mostly distinct) nor JSON documents — trying costs time and saves nothing."""
+    return [c.name for c in schema.TABLES[table].columns if c.type == "VARCHAR"]
+
+
 class FactWriter:
     """Appends facts of one collection to per-table Parquet files under the store."""
 
@@ -63,6 +77,8 @@ class FactWriter:
         self.rank = rank
         self.collection_id = collection_id
         self._writers: dict[str, pq.ParquetWriter] = {}
+        self._pending: dict[str, list[pa.Table]] = {}
+        self._pending_rows: dict[str, int] = {}
         self._paths: dict[str, Path] = {}
         self.rows: dict[str, int] = {}
         self.start_ns: int | None = None
@@ -76,22 +92,39 @@ class FactWriter:
         )
 
     def write(self, table: str, data: pa.Table | pa.RecordBatch | Mapping[str, Any]) -> int:
-        """Append rows to ``table``; returns the number of rows written."""
+        """Append rows to ``table``; returns the number of rows written. Rows are gathered into
+        row groups of ``ROW_GROUP_ROWS`` before they are encoded (fewer, fuller row groups: less
+        encoding work, better compression), so at most one row group per table is held."""
         key = {"run": self.run, "rank": self.rank, "collection_id": self.collection_id}
         tbl = conform(table, data, key)
         if tbl.num_rows == 0:
             return 0
         self._track(table, tbl)
+        pending = self._pending.setdefault(table, [])
+        pending.append(tbl)
+        self._pending_rows[table] = self._pending_rows.get(table, 0) + tbl.num_rows
+        if self._pending_rows[table] >= ROW_GROUP_ROWS:
+            self._flush(table)
+        self.rows[table] = self.rows.get(table, 0) + tbl.num_rows
+        return tbl.num_rows
+
+    def _flush(self, table: str) -> None:
+        pending = self._pending.pop(table, None)
+        self._pending_rows.pop(table, None)
+        if not pending:
+            return
+        tbl = pending[0] if len(pending) == 1 else pa.concat_tables(pending)
         w = self._writers.get(table)
         if w is None:
             path = self._new_path(table)
             path.parent.mkdir(parents=True, exist_ok=True)
-            w = pq.ParquetWriter(str(path), tbl.schema, compression="zstd", compression_level=1)
+            w = pq.ParquetWriter(
+                str(path), tbl.schema, compression="zstd", compression_level=1,
+                use_dictionary=_dictionary_columns(table), write_statistics=_statistics_columns(table),
+            )
             self._writers[table] = w
             self._paths[table] = path
-        w.write_table(tbl, row_group_size=256 * 1024)
-        self.rows[table] = self.rows.get(table, 0) + tbl.num_rows
-        return tbl.num_rows
+        w.write_table(tbl, row_group_size=ROW_GROUP_ROWS)
 
     def _track(self, table: str, tbl: pa.Table) -> None:
         names = tbl.column_names
@@ -114,6 +147,8 @@ class FactWriter:
 
     def close(self) -> list[dict[str, Any]]:
         """Close all files; return ``fact_files`` rows for the catalog."""
+        for table in list(self._pending):
+            self._flush(table)
         for w in self._writers.values():
             w.close()
         self._writers.clear()
@@ -133,6 +168,8 @@ class FactWriter:
         return out
 
     def abort(self) -> None:
+        self._pending.clear()
+        self._pending_rows.clear()
         for w in self._writers.values():
             try:
                 w.close()
