@@ -281,11 +281,21 @@ def id_text(v: int | str | None) -> str | None:
     return v if isinstance(v, str) else str(v)
 
 
+class Codes(dict):  # type: ignore[type-arg]
+    """value -> first-seen position, filled on lookup (``map(codes.__getitem__, values)``)."""
+
+    def __missing__(self, key: Any) -> int:
+        code = self[key] = len(self)
+        return code
+
+
 def id_column(values: list[int | str | None]) -> pa.Array:
-    """pid / tid values (numbers and strings mixed, as Kineto writes them) as text."""
-    if None in values:
-        return pa.array([id_text(v) for v in values], type=pa.string())
-    return pa.array(list(map(str, values)), type=pa.string())
+    """pid / tid values (numbers and strings mixed, as Kineto writes them) as text. There are few
+    distinct ids: each is turned into text once, the column is a dictionary decoded by Arrow."""
+    codes = Codes()
+    idx = pa.array(list(map(codes.__getitem__, values)), type=pa.int32())
+    text = pa.array([id_text(v) for v in codes], type=pa.string())
+    return pa.DictionaryArray.from_arrays(idx, text).cast(pa.string())
 
 
 def times_ns(values: list[float | str | None], base_ns: int = 0) -> pa.Array:
@@ -370,8 +380,12 @@ class EventColumns:
     event_id: pa.Array
 
     @classmethod
-    def of(cls, events: list[Event], first_event_id: int = 0, base_ns: int = 0) -> EventColumns:
+    def of(
+        cls, events: list[Event], first_event_id: int = 0, base_ns: int = 0, event_ids: np.ndarray | None = None
+    ) -> EventColumns:
+        """Columns of ``events``; their ids are ``first_event_id`` + position, or ``event_ids``."""
         n = len(events)
+        ids = np.arange(first_event_id, first_event_id + n, dtype=np.int64) if event_ids is None else event_ids
         return cls(
             ph=pa.array(field_values(events, "ph"), type=pa.string()),
             name=pa.array(field_values(events, "name"), type=pa.string()),
@@ -381,7 +395,7 @@ class EventColumns:
             ts_ns=times_ns(field_values(events, "ts"), base_ns),
             dur_ns=durations_ns(field_values(events, "dur")),
             args=raw_json_column(events),
-            event_id=pa.array(np.arange(first_event_id, first_event_id + n, dtype=np.int64)),
+            event_id=pa.array(ids, type=pa.int64()),
         )
 
     def slices(self, mask: pa.Array | None = None) -> dict[str, pa.Array]:

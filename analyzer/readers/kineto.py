@@ -11,38 +11,43 @@ One pass over the events (streamed, see chrome_trace) routes them:
 - ``[memory]`` instant events -> ``memory_samples`` and, paired by address, ``operator_memory``;
 - C events -> ``counters``.
 
+Speed: each block of events is decoded by msgspec into small structs (``args`` kept as raw JSON),
+its fields are gathered once into Arrow columns and every table takes its rows through masks;
+there is no per-event Python loop except over rare kinds (metadata, counters, step markers).
+
 Rows needing information from elsewhere in the file (step ids, self time, the time base that
-older Kineto writes after the events) are staged in a scratch Parquet file and finished by one
-DuckDB pass at the end, so memory stays bounded by the block size.
+older Kineto writes after the events) are staged in scratch Arrow IPC files and finished at the
+end with numpy (a sort for self time, binary searches for steps and memory blocks), read back
+batch by batch, so memory stays bounded by the block size plus a few integer columns.
 """
 
 from __future__ import annotations
 
-import os
 import re
 from collections import Counter
+from collections.abc import Iterator
 from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
-import duckdb
 import msgspec
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from .. import schema
 from ..errors import InputError
 from ..factwriter import conform
-from .base import ReadContext, reader_threads, register
+from .base import ReadContext, register
 from .chrome_trace import (
     NO_RAW,
     Event,
     EventColumns,
     LaneInfo,
     TraceStream,
+    Codes,
     field_values,
+    id_column,
     id_text,
     raw_text_array,
     times_ns,
@@ -100,12 +105,23 @@ _ANY = msgspec.json.Decoder()
 _OPS_DEC = msgspec.json.Decoder(list[OpArgs | None])
 _MEMS_DEC = msgspec.json.Decoder(list[MemArgs | None])
 _NO_OP_ARGS = OpArgs()
+_NO_MEM_ARGS = MemArgs()
+_GET_DEVICE = attrgetter("device_type", "device_id")
+_GET_BYTES = attrgetter("bytes")
+_GET_ALLOCATED = attrgetter("total_allocated")
+_GET_RESERVED = attrgetter("total_reserved")
+_GET_ADDR = attrgetter("addr")
 _GET_DIMS = attrgetter("input_dims")
 _GET_TYPES = attrgetter("input_type")
 _GET_STACK = attrgetter("call_stack")
 _GET_SEQ = attrgetter("seq")
 _OP_CATS = pa.array(sorted(OP_CATS), pa.string())
 _KERNEL_CATS = pa.array(sorted(KERNEL_CATS), pa.string())
+
+
+def _device_name(device_type: int | None, device_id: int | None) -> str:
+    kind = _DEVICE_TYPES.get(device_type if device_type is not None else -1, str(device_type))
+    return kind if kind == "CPU" or device_id is None or device_id < 0 else f"{kind}:{device_id}"
 
 
 def _where(mask: pa.Array) -> np.ndarray:
@@ -180,25 +196,44 @@ def _message_bytes(args: CommArgs | None) -> tuple[int | None, str | None, int |
 
 
 class _Stage:
-    """Scratch Parquet files for rows finished by the post-pass."""
+    """Scratch Arrow IPC files for rows finished at the end (no encoding or compression: written
+    and read back at memory speed; read back batch by batch, so memory stays bounded)."""
 
     def __init__(self, folder: Path):
         self.folder = folder
-        self.writers: dict[str, pq.ParquetWriter] = {}
+        self.writers: dict[str, pa.ipc.RecordBatchFileWriter] = {}
+        self.schemas: dict[str, pa.Schema] = {}
 
     def write(self, name: str, table: pa.Table) -> None:
         if table.num_rows == 0:
             return
         w = self.writers.get(name)
         if w is None:
-            w = pq.ParquetWriter(str(self.folder / f"{name}.parquet"), table.schema, compression="lz4")
+            w = pa.ipc.new_file(str(self.folder / f"{name}.arrow"), table.schema)
             self.writers[name] = w
+            self.schemas[name] = table.schema
+        elif table.schema != self.schemas[name]:
+            table = table.cast(self.schemas[name])
         w.write_table(table)
 
     def close(self) -> dict[str, str]:
         for w in self.writers.values():
             w.close()
-        return {name: str(self.folder / f"{name}.parquet") for name in self.writers}
+        return {name: str(self.folder / f"{name}.arrow") for name in self.writers}
+
+
+def _staged_batches(path: str) -> Iterator[pa.RecordBatch]:
+    """The staged batches of a scratch file, read one at a time (not memory-mapped)."""
+    with pa.OSFile(path) as f:
+        r = pa.ipc.open_file(f)
+        for i in range(r.num_record_batches):
+            yield r.get_batch(i)
+
+
+def _staged_columns(path: str, columns: list[str]) -> pa.Table:
+    """Some columns of a whole scratch file: memory-mapped, so only those columns are read."""
+    t = pa.ipc.open_file(pa.memory_map(path)).read_all().select(columns)
+    return t.combine_chunks()
 
 
 _STAGE_KEY = {"run": "", "rank": 0, "collection_id": ""}
@@ -226,57 +261,73 @@ class _TraceRouter:
         self.has_shapes = False
 
     def route_block(self, events: list[Event], file_idx: int, base_ns: int, direct_slices: bool) -> None:
-        """Route one block: columns are built once for the whole block, then each table takes the
-        rows it needs through Arrow masks (no per-event Python loop except for rare kinds)."""
+        """Route one block. The phase of every event is coded once (numpy); the timeline events get
+        their columns built once (one C-level pass per field), then each table takes its rows
+        through masks — no per-event Python loop except over the rare kinds."""
         first = self.event_base
-        self.event_base += len(events)
-        cols = EventColumns.of(events, first, base_ns)
-        ph, name, cat = cols.ph, cols.name, cols.cat
-        is_x = pc.equal(ph, "X")
-        is_i = pc.or_(pc.equal(ph, "i"), pc.equal(ph, "I"))
-        is_mem = pc.and_(is_i, pc.equal(name, "[memory]"))
-        slice_mask = pc.or_(is_x, pc.and_not(is_i, is_mem))
-        if pc.any(slice_mask).as_py():
-            sl = cols.slices(slice_mask)
+        n = len(events)
+        self.event_base += n
+        kinds = Codes()
+        code = np.fromiter(map(kinds.__getitem__, field_values(events, "ph")), dtype=np.int32, count=n)
+
+        def phase(*values: str) -> np.ndarray:
+            m = np.zeros(n, dtype=bool)
+            for v in values:
+                if v in kinds:
+                    m |= code == kinds[v]
+            return m
+
+        is_x = phase("X")
+        inst = phase("i", "I")
+        mem_idx = np.array([i for i in np.flatnonzero(inst).tolist() if events[i].name == "[memory]"], dtype=np.int64)
+        sl_mask = is_x | inst
+        sl_mask[mem_idx] = False
+        sl_idx = np.flatnonzero(sl_mask)
+        for i in np.flatnonzero(phase("M")).tolist():
+            self.lanes.add(events[i])
+        comm_idx = np.zeros(0, dtype=np.int64)
+        steps: list[tuple[int, int]] = []
+        k_idx = np.zeros(0, dtype=np.int64)
+        if len(sl_idx):
+            sl_events = events if len(sl_idx) == n else list(map(events.__getitem__, sl_idx.tolist()))
+            cols = EventColumns.of(sl_events, base_ns=base_ns, event_ids=sl_idx + first)
+            sl = cols.slices()
             self._count_lanes(sl)
             if direct_slices:
                 self.ctx.write("slices", sl)
             else:
                 self.stage.write("slices", _staged("slices", sl, file_idx))
-        for i in _where(pc.equal(ph, "M")):
-            self.lanes.add(events[i])
-        op_mask = pc.and_(is_x, pc.is_in(cat, value_set=_OP_CATS))
-        op_idx = _where(op_mask)
-        steps: list[tuple[int, int]] = []
-        comm_idx = np.zeros(0, dtype=np.int64)
-        if len(op_idx):
-            op_names = name.filter(op_mask)
-            is_step = pc.starts_with(op_names, "ProfilerStep#")
-            for j in _where(is_step):
-                i = int(op_idx[j])
-                m = _STEP_RE.match(events[i].name)
-                if m:
-                    steps.append((i, int(m.group(1))))
-            not_step = pc.invert(is_step)
-            annotations = op_idx[_where(pc.and_(not_step, pc.not_equal(cat.filter(op_mask), "cpu_op")))]
-            comm_idx = np.array([i for i in annotations.tolist() if is_comm_annotation(events[i].name)], dtype=np.int64)
-            notes = pc.and_(not_step, pc.equal(op_names, "record_param_comms"))
-            for j in _where(notes):
-                i = int(op_idx[j])
-                if not (events[i].cat != "cpu_op" and is_comm_annotation(events[i].name)):
-                    self._note_group(events[i])
-            self._ops(events, op_idx, cols, op_mask, file_idx)
+            x_sl = pa.array(is_x[sl_idx])
+            cat = cols.cat
+            op_mask = pc.and_(x_sl, pc.is_in(cat, value_set=_OP_CATS))
+            op_idx = sl_idx[_where(op_mask)]
+            if len(op_idx):
+                op_names = cols.name.filter(op_mask)
+                is_step = pc.starts_with(op_names, "ProfilerStep#")
+                for j in _where(is_step).tolist():
+                    i = int(op_idx[j])
+                    m = _STEP_RE.match(events[i].name)
+                    if m:
+                        steps.append((i, int(m.group(1))))
+                not_step = pc.invert(is_step)
+                annotations = op_idx[_where(pc.and_(not_step, pc.not_equal(cat.filter(op_mask), "cpu_op")))]
+                comm_idx = np.array([i for i in annotations.tolist() if is_comm_annotation(events[i].name)], dtype=np.int64)
+                notes = pc.and_(not_step, pc.equal(op_names, "record_param_comms"))
+                for j in _where(notes).tolist():
+                    i = int(op_idx[j])
+                    if not (events[i].cat != "cpu_op" and is_comm_annotation(events[i].name)):
+                        self._note_group(events[i])
+                self._ops(events, op_idx, cols, op_mask, file_idx)
+            k_idx = sl_idx[_where(pc.and_(x_sl, pc.is_in(cat, value_set=_KERNEL_CATS)))]
         if steps:
             self._steps(events, steps, file_idx, base_ns)
-        k_idx = _where(pc.and_(is_x, pc.is_in(cat, value_set=_KERNEL_CATS)))
         if len(k_idx):
             self._kernels(events, k_idx.tolist(), first, file_idx, base_ns)
         if len(comm_idx):
             self._annotation_comms(events, comm_idx.tolist(), file_idx, base_ns)
-        mem_idx = _where(is_mem)
         if len(mem_idx):
-            self._memory(events, mem_idx, cols, file_idx)
-        ctr_idx = _where(pc.equal(ph, "C"))
+            self._memory(events, mem_idx, first, file_idx, base_ns)
+        ctr_idx = np.flatnonzero(phase("C"))
         if len(ctr_idx):
             self._counters(events, ctr_idx.tolist(), file_idx, base_ns)
 
@@ -294,7 +345,7 @@ class _TraceRouter:
     # -- per kind --------------------------------------------------------------------------------
 
     def _ops(self, events: list[Event], idx: np.ndarray, cols: EventColumns, mask: pa.Array, file_idx: int) -> None:
-        evs = [events[i] for i in idx.tolist()]
+        evs = list(map(events.__getitem__, idx.tolist()))
         args = _decode_many(_OPS_DEC, _OP_DEC, field_values(evs, "args"))
         present = [a if a is not None else _NO_OP_ARGS for a in args] if None in args else args
         shapes = raw_text_array(list(map(_GET_DIMS, present)))
@@ -429,24 +480,26 @@ class _TraceRouter:
         if g.get("group_id") is None and desc:
             g["group_id"] = desc
 
-    def _memory(self, events: list[Event], idx: np.ndarray, cols: EventColumns, file_idx: int) -> None:
-        evs = [events[i] for i in idx.tolist()]
-        args = [a if a is not None else MemArgs() for a in _decode_many(_MEMS_DEC, _MEM_DEC, field_values(evs, "args"))]
-        devices = []
-        for a in args:
-            kind = _DEVICE_TYPES.get(a.device_type if a.device_type is not None else -1, str(a.device_type))
-            devices.append(kind if kind == "CPU" or a.device_id is None or a.device_id < 0 else f"{kind}:{a.device_id}")
-        take = pa.array(idx)
+    def _memory(self, events: list[Event], idx: np.ndarray, first: int, file_idx: int, base_ns: int) -> None:
+        evs = list(map(events.__getitem__, idx.tolist()))
+        args = _decode_many(_MEMS_DEC, _MEM_DEC, field_values(evs, "args"))
+        if None in args:
+            args = [a if a is not None else _NO_MEM_ARGS for a in args]
+        # device text per distinct (type, id) pair: there are only a few
+        kinds = Codes()
+        pair = list(map(kinds.__getitem__, map(_GET_DEVICE, args)))
+        names = [_device_name(t, d) for t, d in kinds]
         t = pa.table(
             {
-                "ts_ns": cols.ts_ns.take(take),
-                "tid": cols.tid.take(take),
-                "device": pa.array(devices, pa.string()),
-                "bytes": pa.array([a.bytes for a in args], pa.int64()),
-                "allocated": pa.array([a.total_allocated for a in args], pa.int64()),
-                "reserved": pa.array([a.total_reserved for a in args], pa.int64()),
-                "addr": pa.array([a.addr for a in args], pa.int64()),
-                "event_id": cols.event_id.take(take),
+                "ts_ns": times_ns(field_values(evs, "ts"), base_ns),
+                "tid": id_column(field_values(evs, "tid")),
+                "device": pa.DictionaryArray.from_arrays(pa.array(pair, pa.int32()), pa.array(names, pa.string()))
+                .cast(pa.string()),
+                "bytes": pa.array(list(map(_GET_BYTES, args)), pa.int64()),
+                "allocated": pa.array(list(map(_GET_ALLOCATED, args)), pa.int64()),
+                "reserved": pa.array(list(map(_GET_RESERVED, args)), pa.int64()),
+                "addr": pa.array(list(map(_GET_ADDR, args)), pa.int64()),
+                "event_id": pa.array(idx + first, pa.int64()),
                 "_file": pa.repeat(pa.scalar(file_idx, pa.int32()), len(evs)),
             }
         )
@@ -481,31 +534,24 @@ def _lane_group(cats: Counter[str], pid: str, process: str, labels: str) -> str:
     return "host"
 
 
-def _self_time(ops: pa.Table) -> pa.Table:
-    """Depth and self time of nested host ops, per thread (ops sorted by pid, tid, ts, -dur, event_id).
+def _nesting(thread: np.ndarray, ts: np.ndarray, dur: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Depth and self time of host ops sorted by (thread, start, longest first).
 
     The rule is a stack walk per thread: an op is the child of the latest op still running when it
-    starts (running = its end is after the child's start); a child that outlives its parent is
-    clipped to the parent's end. When a thread's ops are properly nested (the usual case) the same
-    answer is computed with numpy and checked; a thread with overlapping ops takes the walk.
+    starts (running = its end is after the child's start); self time is the duration minus the
+    children's, a child that outlives its parent being clipped to the parent's end. When a
+    thread's ops are properly nested (the usual case) the same answer is computed with numpy and
+    checked; a thread with overlapping ops takes the walk itself.
     """
-    n = ops.num_rows
-    ts = pc.fill_null(ops.column("ts_ns"), 0).to_numpy().astype(np.int64, copy=False)
-    dur = pc.fill_null(ops.column("dur_ns"), 0).to_numpy().astype(np.int64, copy=False)
-    eid = ops.column("event_id").to_numpy(zero_copy_only=False)
+    n = len(ts)
     depth = np.zeros(n, dtype=np.int32)
     child = np.zeros(n, dtype=np.int64)
     if n:
-        # thread boundaries (rows are sorted by pid, tid); a missing id equals a missing id
-        pid = pc.fill_null(ops.column("_pid").combine_chunks(), "\x00")
-        tid = pc.fill_null(ops.column("tid").combine_chunks(), "\x00")
-        change = pc.or_(pc.not_equal(pid.slice(1), pid.slice(0, n - 1)), pc.not_equal(tid.slice(1), tid.slice(0, n - 1)))
-        bounds = np.concatenate(([0], np.flatnonzero(change.to_numpy(zero_copy_only=False)) + 1, [n]))
+        bounds = np.concatenate(([0], np.flatnonzero(thread[1:] != thread[:-1]) + 1, [n]))
         for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
             if not _nested_thread(ts[a:b], dur[a:b], depth[a:b], child[a:b]):
                 _walk_thread(ts[a:b], dur[a:b], depth[a:b], child[a:b])
-    self_ns = np.maximum(dur - child, 0)
-    return pa.table({"event_id": eid, "depth": depth, "self_ns": self_ns})
+    return depth, np.maximum(dur - child, 0)
 
 
 def _nested_thread(ts: np.ndarray, dur: np.ndarray, depth: np.ndarray, child: np.ndarray) -> bool:
@@ -681,140 +727,245 @@ def _check_rank(ctx: ReadContext, path: Path, meta: dict[str, Any], outcome: Any
             outcome.warn(f"distributedInfo.rank is {dist['rank']} but the folder says rank {ctx.rank}; kept {ctx.rank}")
 
 
-# The post-pass may sort and join millions of rows: cap DuckDB's memory (it spills to the scratch
-# folder beyond that) so a big trace ingests in bounded memory, and give it the cores this reader
-# may use (one per worker when ranks are read in parallel, see ingest).
-DUCKDB_MEMORY = os.environ.get("RANKSCOPE_DUCKDB_MEMORY", "256MB")
+class _Steps:
+    """ProfilerStep ranges, to give each row the step its start falls in."""
+
+    def __init__(self, step: np.ndarray, start: np.ndarray, end: np.ndarray):
+        order = np.lexsort((step, start))
+        self.step, self.start, self.end = step[order], start[order], end[order]
+
+    def of(self, ts: pa.Array) -> pa.Array:
+        """Step of each start time: the latest step starting at or before it, if it has not ended."""
+        if len(self.start) == 0:
+            return pa.nulls(len(ts), pa.int32())
+        t = pc.fill_null(ts, 0).to_numpy(zero_copy_only=False)
+        k = np.searchsorted(self.start, t, side="right") - 1
+        kk = np.maximum(k, 0)
+        ok = (k >= 0) & (t < self.end[kk])
+        if ts.null_count:
+            ok &= ts.is_valid().to_numpy(zero_copy_only=False)
+        return pa.array(self.step[kk].astype(np.int32), type=pa.int32(), mask=~ok)
 
 
-def _duckdb_config(ctx: ReadContext) -> dict[str, Any]:
-    tmp = ctx.scratch_dir() / "duckdb"
-    tmp.mkdir(exist_ok=True)
-    return {
-        "threads": reader_threads(),
-        "memory_limit": DUCKDB_MEMORY,
-        "temp_directory": str(tmp),
-        "preserve_insertion_order": False,
-    }
+def _file_base(batch: pa.RecordBatch | pa.Table, late_base: dict[int, int]) -> np.ndarray | None:
+    """Per-row time base (older Kineto writes baseTimeNanoseconds after the events), or None."""
+    if not late_base or not any(late_base.values()) or batch.num_rows == 0:
+        return None
+    files = pc.fill_null(batch.column("_file"), 0).to_numpy(zero_copy_only=False)
+    lut = np.zeros(max(max(late_base), int(files.max())) + 1, dtype=np.int64)
+    for k, v in late_base.items():
+        lut[k] = v
+    return lut[files]
+
+
+def _add_base(ts: pa.Array, base: np.ndarray | None) -> pa.Array:
+    if base is None:
+        return ts
+    return pc.add(ts, pa.array(base, pa.int64()))
+
+
+def _with(batch: pa.RecordBatch, table: str, replace: dict[str, pa.Array]) -> pa.Table:
+    """The schema columns of ``table`` from a staged batch, some replaced."""
+    names = schema.FACTS[table].column_names[3:]  # skip run/rank/collection_id (the writer sets them)
+    return pa.table({c: replace[c] if c in replace else batch.column(c) for c in names})
 
 
 def _finish(
     ctx: ReadContext, router: _TraceRouter, staged: dict[str, str], late_base: dict[int, int], metas: list[dict[str, Any]]
 ) -> None:
-    con = duckdb.connect(":memory:", config=_duckdb_config(ctx))
-    fb = pa.table(
-        {"_file": pa.array(list(late_base.keys()), pa.int32()), "_base": pa.array(list(late_base.values()), pa.int64())}
-    )
-    con.register("file_base", fb)
-
-    def src(name: str) -> str:
-        p = staged[name].replace("'", "''")
-        return f"(SELECT s.*, coalesce(b._base, 0) AS _b FROM read_parquet('{p}') s LEFT JOIN file_base b USING (_file))"
-
-    def stream(sql: str, table: str) -> None:
-        rdr = con.sql(sql).to_arrow_reader(200_000)
-        for batch in rdr:
-            ctx.write(table, batch)
-
-    cols = lambda t: schema.FACTS[t].column_names[3:]  # noqa: E731 - skip run/rank/collection_id
-
-    def select(table: str, replace: dict[str, str], alias: str | None = None) -> str:
-        pre = f"{alias}." if alias else ""
-        parts = [f"{replace[c]} AS \"{c}\"" if c in replace else f'{pre}"{c}"' for c in cols(table)]
-        return ", ".join(parts)
-
+    """Finish the staged rows: time base, steps, self time, memory pairing; written batch by batch."""
     if "slices" in staged:
-        stream(f"SELECT {select('slices', {'ts_ns': 'ts_ns + _b'})} FROM {src('slices')}", "slices")
-    if "steps" in staged:
-        con.execute(
-            f"CREATE TABLE steps AS SELECT step, min(start_ns + _b) AS start_ns, max(end_ns + _b) AS end_ns, "
-            f"'ProfilerStep' AS source FROM {src('steps')} GROUP BY step ORDER BY step"
-        )
-        stream("SELECT step, start_ns, end_ns, end_ns - start_ns AS dur_ns, source FROM steps", "steps")
-    else:
-        con.execute("CREATE TABLE steps (step INTEGER, start_ns BIGINT, end_ns BIGINT)")
-    # step of a row: the ProfilerStep range its start falls in (ASOF join, no overlap between steps)
-    step_join = "ASOF LEFT JOIN steps st ON {t} >= st.start_ns"
-    step_expr = "CASE WHEN {t} < st.end_ns THEN st.step END"
+        for b in _staged_batches(staged["slices"]):
+            ctx.write("slices", _with(b, "slices", {"ts_ns": _add_base(b.column("ts_ns"), _file_base(b, late_base))}))
+    steps = _finish_steps(ctx, staged, late_base)
+    ops_index = None
     if "operators" in staged:
-        ops = con.sql(
-            f"SELECT _pid, tid, ts_ns + _b AS ts_ns, dur_ns, event_id FROM {src('operators')} "
-            f"ORDER BY _pid, tid, ts_ns, dur_ns DESC, event_id"
-        ).to_arrow_table()
-        con.register("selftime", _self_time(ops))
-        del ops
-        t = "(o.ts_ns + o._b)"
-        rep = {"ts_ns": t, "step": step_expr.format(t=t), "self_ns": "x.self_ns", "depth": "x.depth"}
-        stream(
-            f"SELECT {select('operators', rep, 'o')} FROM {src('operators')} o "
-            f"LEFT JOIN selftime x USING (event_id) {step_join.format(t=t)}",
-            "operators",
-        )
+        ops_index = _finish_operators(ctx, staged["operators"], late_base, steps)
     if "kernels" in staged:
-        t = "(k.ts_ns + k._b)"
-        stream(
-            f"SELECT {select('kernels', {'ts_ns': t, 'step': step_expr.format(t=t)}, 'k')} "
-            f"FROM {src('kernels')} k {step_join.format(t=t)}",
-            "kernels",
-        )
+        for b in _staged_batches(staged["kernels"]):
+            ts = _add_base(b.column("ts_ns"), _file_base(b, late_base))
+            ctx.write("kernels", _with(b, "kernels", {"ts_ns": ts, "step": steps.of(ts)}))
     if "comm_ops" in staged:
         # GPU traces: the NCCL kernels are the real communication time; CPU (gloo) traces: the
         # gloo:* / nccl:* ranges on the communication threads.
-        pick = "WHERE c.source = 'kineto:kernel'" if router.comm_kernel_rows else ""
         default_group = _default_group(metas)
-        t = "(c.ts_ns + c._b)"
-        rep = {"ts_ns": t, "step": step_expr.format(t=t)}
-        if default_group is not None:
-            rep["group_name"] = f"coalesce(c.group_name, '{default_group[0]}')"
-            rep["group_ranks"] = f"coalesce(c.group_ranks, {default_group[1]}::INTEGER[])"
-        stream(f"SELECT {select('comm_ops', rep, 'c')} FROM {src('comm_ops')} c {step_join.format(t=t)} {pick}", "comm_ops")
+        for b in _staged_batches(staged["comm_ops"]):
+            if router.comm_kernel_rows:
+                b = b.filter(pc.equal(b.column("source"), "kineto:kernel"))
+            ts = _add_base(b.column("ts_ns"), _file_base(b, late_base))
+            rep = {"ts_ns": ts, "step": steps.of(ts)}
+            if default_group is not None:
+                name, ranks = default_group
+                rep["group_name"] = pc.coalesce(b.column("group_name"), pa.scalar(name, pa.string()))
+                gr = b.column("group_ranks")
+                rep["group_ranks"] = pc.if_else(pc.is_null(gr), pa.scalar(ranks, gr.type), gr)
+            ctx.write("comm_ops", _with(b, "comm_ops", rep))
     if "memory" in staged:
-        m = src("memory")
-        stream(
-            f"SELECT ts_ns + _b AS ts_ns, 'allocator' AS component, device, allocated AS allocated_bytes, "
-            f"reserved AS reserved_bytes, 'kineto' AS source FROM {m} ORDER BY ts_ns",
-            "memory_samples",
-        )
-        # pair each allocation with the next event of the same address (a free); name the block
-        # after the operator that started last on the allocating thread and still runs then
-        if "operators" in staged:
-            con.execute(
-                f"CREATE TABLE opspan AS SELECT o.tid, o.ts_ns + o._b AS ts_ns, o.ts_ns + o._b + o.dur_ns AS end_ns, o.name "
-                f"FROM {src('operators')} o"
-            )
-        else:
-            con.execute("CREATE TABLE opspan (tid VARCHAR, ts_ns BIGINT, end_ns BIGINT, name VARCHAR)")
-        stream(
-            f"""
-            WITH ev AS (
-              SELECT *, ts_ns + _b AS t FROM {m} WHERE addr IS NOT NULL AND bytes IS NOT NULL),
-            paired AS (
-              SELECT *, lead(t) OVER w AS rel_t, lead(bytes) OVER w AS rel_bytes,
-                     lead(allocated) OVER w AS rel_alloc, lead(reserved) OVER w AS rel_res
-              FROM ev WINDOW w AS (PARTITION BY device, addr ORDER BY t, event_id))
-            SELECT CASE WHEN o.end_ns >= b.t THEN o.name END AS name, b.bytes AS size_bytes, b.t AS alloc_ns,
-                   CASE WHEN b.rel_bytes < 0 THEN b.rel_t END AS release_ns,
-                   CASE WHEN b.rel_bytes < 0 THEN b.rel_t - b.t END AS duration_ns,
-                   b.allocated AS alloc_allocated_bytes, b.reserved AS alloc_reserved_bytes,
-                   CASE WHEN b.rel_bytes < 0 THEN b.rel_alloc END AS release_allocated_bytes,
-                   CASE WHEN b.rel_bytes < 0 THEN b.rel_res END AS release_reserved_bytes,
-                   b.device
-            FROM (SELECT * FROM paired WHERE bytes > 0) b
-            ASOF LEFT JOIN opspan o ON b.tid = o.tid AND b.t >= o.ts_ns
-            ORDER BY alloc_ns
-            """,
-            "operator_memory",
-        )
+        _finish_memory(ctx, staged["memory"], late_base, ops_index)
     if "counters" in staged:
-        stream(f"SELECT {select('counters', {'ts_ns': 'ts_ns + _b'})} FROM {src('counters')}", "counters")
-    con.close()
+        for b in _staged_batches(staged["counters"]):
+            ctx.write("counters", _with(b, "counters", {"ts_ns": _add_base(b.column("ts_ns"), _file_base(b, late_base))}))
     _write_lanes(ctx, router)
     _write_groups(ctx, router, metas)
     _fill_meta(ctx, router, metas, staged)
 
 
-def _default_group(metas: list[dict[str, Any]]) -> tuple[str, str] | None:
-    """The only process group of a job (gloo annotations carry no group): (name, ranks literal)."""
+def _finish_steps(ctx: ReadContext, staged: dict[str, str], late_base: dict[int, int]) -> _Steps:
+    if "steps" not in staged:
+        return _Steps(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64))
+    parts = []
+    for b in _staged_batches(staged["steps"]):
+        base = _file_base(b, late_base)
+        parts.append(pa.table({
+            "step": b.column("step"),
+            "start_ns": _add_base(b.column("start_ns"), base),
+            "end_ns": _add_base(b.column("end_ns"), base),
+        }))
+    t = pa.concat_tables(parts).group_by("step", use_threads=False).aggregate([("start_ns", "min"), ("end_ns", "max")])
+    t = t.rename_columns(["step", "start_ns", "end_ns"]).sort_by("step")
+    dur = pc.subtract(t.column("end_ns"), t.column("start_ns"))
+    ctx.write("steps", {
+        "step": t.column("step"), "start_ns": t.column("start_ns"), "end_ns": t.column("end_ns"), "dur_ns": dur,
+        "source": pa.repeat(pa.scalar("ProfilerStep"), t.num_rows),
+    })
+    ok = pc.and_(pc.is_valid(t.column("start_ns")), pc.is_valid(t.column("end_ns")))
+    t = t.filter(ok)
+    return _Steps(*(t.column(c).to_numpy().astype(np.int64) for c in ("step", "start_ns", "end_ns")))
+
+
+class _OpsIndex:
+    """Host ops (file order): thread id, start and end, for naming memory blocks."""
+
+    def __init__(self, path: str, tid: pa.Array, ts: np.ndarray, dur: np.ndarray):
+        self.path, self.tid, self.ts, self.dur = path, tid, ts, dur
+
+
+def _finish_operators(ctx: ReadContext, path: str, late_base: dict[int, int], steps: _Steps) -> _OpsIndex:
+    """Self time and depth need every op of a thread in time order: sort positions with numpy
+    (thread, start, longest first, file order), walk them, then stream the staged rows once."""
+    keys = _staged_columns(path, ["_pid", "tid", "ts_ns", "dur_ns", "_file"])
+    ts_arr = _add_base(keys.column("ts_ns").combine_chunks(), _file_base(keys, late_base))
+    ts = pc.fill_null(ts_arr, 0).to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+    dur = pc.fill_null(keys.column("dur_ns"), 0).to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+    pid_code = _codes(keys.column("_pid"))
+    tid_code = _codes(keys.column("tid"))
+    thread = pid_code * (int(tid_code.max(initial=0)) + 2) + tid_code
+    order = np.lexsort((-dur, ts, thread))  # stable: file order breaks the remaining ties
+    depth_s, self_s = _nesting(thread[order], ts[order], dur[order])
+    n = len(ts)
+    depth = np.empty(n, dtype=np.int32)
+    self_ns = np.empty(n, dtype=np.int64)
+    depth[order] = depth_s
+    self_ns[order] = self_s
+    step = steps.of(ts_arr)
+    r0 = 0
+    for b in _staged_batches(path):
+        r1 = r0 + b.num_rows
+        ctx.write("operators", _with(b, "operators", {
+            "ts_ns": ts_arr.slice(r0, b.num_rows), "step": step.slice(r0, b.num_rows),
+            "self_ns": pa.array(self_ns[r0:r1]), "depth": pa.array(depth[r0:r1]),
+        }))
+        r0 = r1
+    return _OpsIndex(path, keys.column("tid").combine_chunks(), ts, dur)
+
+
+def _codes(arr: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    """Integer code per distinct value (null = -1... shifted to 0); equal values, equal codes."""
+    enc = pc.dictionary_encode(arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr)
+    return pc.fill_null(enc.indices, -1).to_numpy(zero_copy_only=False).astype(np.int64) + 1
+
+
+def _finish_memory(ctx: ReadContext, path: str, late_base: dict[int, int], ops: _OpsIndex | None) -> None:
+    m = pa.Table.from_batches(list(_staged_batches(path)))
+    b = m.combine_chunks().to_batches()[0] if m.num_rows else None
+    if b is None:
+        return
+    t_arr = _add_base(b.column("ts_ns"), _file_base(b, late_base))
+    order = pa.array(np.argsort(pc.fill_null(t_arr, 0).to_numpy(zero_copy_only=False), kind="stable"))
+    ctx.write("memory_samples", {
+        "ts_ns": t_arr.take(order), "component": pa.repeat(pa.scalar("allocator"), b.num_rows),
+        "device": b.column("device").take(order), "allocated_bytes": b.column("allocated").take(order),
+        "reserved_bytes": b.column("reserved").take(order), "source": pa.repeat(pa.scalar("kineto"), b.num_rows),
+    })
+    _finish_operator_memory(ctx, b, t_arr, ops)
+
+
+def _finish_operator_memory(ctx: ReadContext, b: pa.RecordBatch, t_arr: pa.Array, ops: _OpsIndex | None) -> None:
+    """Pair each allocation with the next event of the same address (a free); name the block after
+    the operator that started last on the allocating thread, if it still runs then."""
+    keep = np.flatnonzero(
+        pc.and_(pc.is_valid(b.column("addr")), pc.and_(pc.is_valid(b.column("bytes")), pc.is_valid(t_arr)))
+        .to_numpy(zero_copy_only=False)
+    )
+    if not len(keep):
+        return
+    t = t_arr.to_numpy(zero_copy_only=False)[keep].astype(np.int64)
+    nbytes = b.column("bytes").to_numpy(zero_copy_only=False)[keep].astype(np.int64)
+    addr = b.column("addr").to_numpy(zero_copy_only=False)[keep].astype(np.int64)
+    dev = _codes(b.column("device"))[keep]
+    eid = b.column("event_id").to_numpy(zero_copy_only=False)[keep]
+    o = np.lexsort((eid, t, addr, dev))  # per (device, address) in time order
+    nxt = np.full(len(o), -1, dtype=np.int64)
+    same = (dev[o][1:] == dev[o][:-1]) & (addr[o][1:] == addr[o][:-1])
+    nxt[o[:-1][same]] = o[1:][same]
+    allocs = np.flatnonzero(nbytes > 0)
+    allocs = allocs[np.argsort(t[allocs], kind="stable")]  # ORDER BY alloc time
+    rel = nxt[allocs]
+    is_rel = rel >= 0
+    is_rel[is_rel] = nbytes[rel[is_rel]] < 0
+    rel_rows = np.where(is_rel, keep[np.maximum(rel, 0)], -1)
+    rel_take = pa.array(rel_rows, mask=~is_rel)
+    alloc_rows = pa.array(keep[allocs])
+    t_alloc = t[allocs]
+    t_rel = np.where(is_rel, t[np.maximum(rel, 0)], 0)
+    names = pa.nulls(len(allocs), pa.string())
+    if ops is not None and len(ops.ts):
+        names = _op_names_at(ops, b.column("tid").take(alloc_rows), t_alloc)
+    ctx.write("operator_memory", {
+        "name": names,
+        "size_bytes": pa.array(nbytes[allocs]),
+        "alloc_ns": pa.array(t_alloc),
+        "release_ns": pa.array(t_rel, mask=~is_rel),
+        "duration_ns": pa.array(t_rel - t_alloc, mask=~is_rel),
+        "alloc_allocated_bytes": b.column("allocated").take(alloc_rows),
+        "alloc_reserved_bytes": b.column("reserved").take(alloc_rows),
+        "release_allocated_bytes": b.column("allocated").take(rel_take),
+        "release_reserved_bytes": b.column("reserved").take(rel_take),
+        "device": b.column("device").take(alloc_rows),
+    })
+
+
+def _op_names_at(ops: _OpsIndex, tid: pa.Array, t: np.ndarray) -> pa.Array:
+    """Name of the op that started last at or before ``t`` on the same thread (ties: the innermost),
+    if it still runs at ``t``; null otherwise."""
+    n_ops = len(ops.ts)
+    codes = pc.dictionary_encode(pa.concat_arrays([ops.tid.cast(pa.string()), tid.cast(pa.string())])).indices
+    codes = pc.fill_null(codes, -1).to_numpy(zero_copy_only=False).astype(np.int64)
+    op_code, mem_code = codes[:n_ops], codes[n_ops:]
+    by = np.lexsort((-ops.dur, ops.ts, op_code))
+    code_s, ts_s = op_code[by], ops.ts[by]
+    end_s = ts_s + ops.dur[by]
+    match = np.full(len(t), -1, dtype=np.int64)
+    for c in np.unique(mem_code).tolist():
+        if c < 0:
+            continue
+        lo, hi = np.searchsorted(code_s, c, "left"), np.searchsorted(code_s, c, "right")
+        if lo == hi:
+            continue
+        rows = np.flatnonzero(mem_code == c)
+        pos = lo + np.searchsorted(ts_s[lo:hi], t[rows], side="right") - 1
+        ok = pos >= lo
+        pos, rows = pos[ok], rows[ok]
+        running = end_s[pos] >= t[rows]
+        match[rows[running]] = by[pos[running]]
+    if not (match >= 0).any():
+        return pa.nulls(len(t), pa.string())
+    names = _staged_columns(ops.path, ["name"]).column("name")
+    return names.take(pa.array(match, mask=match < 0)).combine_chunks()
+
+
+def _default_group(metas: list[dict[str, Any]]) -> tuple[str, list[int]] | None:
+    """The only process group of a job (gloo annotations carry no group): (name, ranks)."""
     for meta in metas:
         dist = meta.get("distributedInfo")
         if isinstance(dist, dict):
@@ -822,10 +973,10 @@ def _default_group(metas: list[dict[str, Any]]) -> tuple[str, str] | None:
             if isinstance(pgs, list) and len(pgs) == 1 and isinstance(pgs[0], dict):
                 ranks = pgs[0].get("ranks")
                 if isinstance(ranks, list):
-                    return str(pgs[0].get("pg_name", "0")).replace("'", ""), "[" + ",".join(str(int(r)) for r in ranks) + "]"
+                    return str(pgs[0].get("pg_name", "0")), [int(r) for r in ranks]
             ws = dist.get("world_size")
             if isinstance(ws, int) and pgs is None:
-                return "0", "[" + ",".join(str(r) for r in range(ws)) + "]"
+                return "0", list(range(ws))
     return None
 
 
