@@ -1,0 +1,318 @@
+"""Kineto traces through the real CLI: every table checked against what the JSON files say.
+
+Scenarios and where their files come from (copied unchanged):
+- sample_data/kineto_gloo_2rank: our own 2-rank gloo CPU training, torch 2.13, shapes + memory + stacks,
+  one trace per step in the collector's window folder (see sample_data/README.md);
+- tests/data/hta_nccl: a GPU trace with NCCL kernels, ``baseTimeNanoseconds`` written at the END of the
+  file — facebookresearch/HolisticTraceAnalysis@f4d0062c tests/data/nccl_parser_config/nccl_data.json.gz;
+- tests/data/kineto_cpu_only: gloo, rank 34 of 300, eleven process groups in distributedInfo.pg_config —
+  HolisticTraceAnalysis@f4d0062c tests/data/cpu_only/rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz;
+- tests/data/hta_trace_filter: ranks 0 and 1 of a 128-rank NCCL job (compact JSON, absolute µs times) —
+  HolisticTraceAnalysis@f4d0062c tests/data/trace_filter/sampled_rank-{0,1}.json.gz;
+- tests/data/kineto_resnet50_old: PyTorch 1.9 (2021) trace with the OLD category names (Operator, Kernel,
+  Memcpy, Memset), ``[memory]`` events without a category, no distributedInfo — pytorch/kineto@041e7ce9
+  tb_plugin/samples/resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+from collections import Counter, defaultdict
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import REPO, analyze, query
+
+from analyzer.store import Store
+
+DATA = REPO / "tests" / "data"
+SCENARIOS = {
+    "kineto_gloo_2rank": REPO / "sample_data" / "kineto_gloo_2rank",
+    "hta_nccl": DATA / "hta_nccl",
+    "kineto_cpu_only": DATA / "kineto_cpu_only",
+    "hta_trace_filter": DATA / "hta_trace_filter",
+    "kineto_resnet50_old": DATA / "kineto_resnet50_old",
+}
+OP_CATS = {"cpu_op", "user_annotation", "Operator"}
+KERNEL_CATS = {"kernel", "Kernel", "gpu_memcpy", "Memcpy", "gpu_memset", "Memset"}
+DTYPE = {"float": 4, "Float": 4, "int8_t": 1, "Byte": 1, "Long": 8, "long int": 8, "Int": 4, "int": 4}
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Store:
+    path = tmp_path_factory.mktemp("kineto") / "store"
+    analyze("ingest", *map(str, SCENARIOS.values()), "--store", str(path))
+    return Store(path)
+
+
+def rows(store: Store, sql: str) -> list[dict[str, Any]]:
+    return store.query(sql).to_dict("records")
+
+
+def load(path: Path) -> dict[str, Any]:
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8") as f:
+        return json.load(f)
+
+
+def traces(scenario: str, rank: int | None = None) -> list[Path]:
+    root = SCENARIOS[scenario]
+    files = sorted(p for p in root.rglob("*") if p.name.endswith((".json", ".json.gz")) and "rankscope" not in p.name)
+    if rank is not None:
+        files = [p for p in files if f"rank_{rank}" in p.parts or f"rank-{rank}" in p.name]
+    return files
+
+
+def ns(us: float | int, base: int = 0) -> int:
+    """µs as written (shortest decimal of the float) -> exact integer ns."""
+    return int(Decimal(repr(us)) * 1000) + base
+
+
+def events_of(files: list[Path]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(events in file order with their absolute ns times, metadata per file)."""
+    out, metas = [], []
+    for f in files:
+        d = load(f)
+        base = int(d.get("baseTimeNanoseconds") or 0)
+        metas.append(d)
+        for e in d["traceEvents"]:
+            if "ts" in e:
+                e["_ts"] = ns(e["ts"], base)
+                e["_dur"] = ns(e.get("dur", 0))
+            out.append(e)
+    return out, metas
+
+
+# -- our own 2-rank gloo training --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("rank", [0, 1])
+def test_gloo_counts_and_values_match_the_json(store: Store, rank: int) -> None:
+    evs, metas = events_of(traces("kineto_gloo_2rank", rank))
+    assert {m["distributedInfo"]["rank"] for m in metas} == {rank}
+    where = f"run = 'kineto_gloo_2rank' AND rank = {rank}"
+    col = rows(store, f"SELECT * FROM collections WHERE {where} AND producer = 'kineto'")
+    assert len(col) == 1 and col[0]["world_size"] == 2 and col[0]["status"] == "complete"
+
+    cpu_ops = [e for e in evs if e.get("ph") == "X" and e.get("cat") == "cpu_op"]
+    ops = rows(store, f"SELECT category, count(*) AS n, sum(dur_ns) AS d FROM operators WHERE {where} GROUP BY 1")
+    by_cat = {r["category"]: r for r in ops}
+    assert by_cat["cpu_op"]["n"] == len(cpu_ops)
+    assert by_cat["cpu_op"]["d"] == sum(e["_dur"] for e in cpu_ops)  # exact ns, no float rounding
+
+    # every complete / instant event is a slice, except the [memory] samples
+    timeline = [e for e in evs if e.get("ph") == "X" or (e.get("ph") in ("i", "I") and e.get("name") != "[memory]")]
+    got = rows(store, f"SELECT count(*) AS n, min(ts_ns) AS t0, sum(dur_ns) AS d FROM slices WHERE {where}")[0]
+    assert got["n"] == len(timeline)
+    assert got["t0"] == min(e["_ts"] for e in timeline)  # baseTimeNanoseconds applied
+    assert got["d"] == sum(e["_dur"] for e in timeline)
+
+    steps = {int(e["name"].split("#")[1]): e for e in evs if e.get("name", "").startswith("ProfilerStep#")}
+    got_steps = rows(store, f"SELECT step, start_ns, end_ns FROM steps WHERE {where} ORDER BY step")
+    assert [s["step"] for s in got_steps] == sorted(steps)
+    for s in got_steps:
+        e = steps[s["step"]]
+        assert (s["start_ns"], s["end_ns"]) == (e["_ts"], e["_ts"] + e["_dur"])
+
+    mem = [e for e in evs if e.get("name") == "[memory]"]
+    assert rows(store, f"SELECT count(*) AS n FROM memory_samples WHERE {where}")[0]["n"] == len(mem)
+    allocs = [e for e in mem if e["args"].get("Bytes", 0) > 0 and e["args"].get("Addr") is not None]
+    om = rows(store, f"SELECT count(*) AS n, sum(size_bytes) AS b FROM operator_memory WHERE {where}")[0]
+    assert (om["n"], om["b"]) == (len(allocs), sum(e["args"]["Bytes"] for e in allocs))
+
+    # collectives: gloo:* ranges, sized from Input Dims x dtype, in the job's only process group
+    gloo = [e for e in evs if e.get("ph") == "X" and e.get("name", "").startswith("gloo:")]
+    comm = rows(store, f"SELECT name, op_type, bytes, group_ranks, step FROM comm_ops WHERE {where} ORDER BY ts_ns")
+    assert len(comm) == len(gloo) > 0
+    for c, e in zip(comm, sorted(gloo, key=lambda e: e["_ts"])):
+        dims, types = e["args"]["Input Dims"], e["args"]["Input type"]
+        assert c["bytes"] == sum(math.prod(d) * DTYPE[t] for d, t in zip(dims, types) if d)
+        assert c["op_type"] == "allreduce" and list(c["group_ranks"]) == [0, 1]
+        assert c["step"] in steps
+
+
+def _stack_walk(ops: list[dict[str, Any]]) -> dict[int, tuple[int, int]]:
+    """Reference: depth and self time per event position (per thread, by start, longest first)."""
+    out: dict[int, tuple[int, int]] = {}
+    threads: dict[tuple[Any, Any], list[tuple[int, dict[str, Any]]]] = defaultdict(list)
+    for i, e in ops:
+        threads[(e["pid"], e["tid"])].append((i, e))
+    for items in threads.values():
+        items.sort(key=lambda x: (x[1]["_ts"], -x[1]["_dur"], x[0]))
+        stack: list[tuple[int, int, int]] = []  # (position, end, child time)
+        child: dict[int, int] = defaultdict(int)
+        depth: dict[int, int] = {}
+        for i, e in items:
+            while stack and stack[-1][1] <= e["_ts"]:
+                stack.pop()
+            depth[i] = len(stack)
+            if stack:
+                p, p_end, _ = stack[-1]
+                child[p] += min(e["_ts"] + e["_dur"], p_end) - e["_ts"]
+            stack.append((i, e["_ts"] + e["_dur"], 0))
+        for i, e in items:
+            out[i] = (depth[i], max(e["_dur"] - child[i], 0))
+    return out
+
+
+def test_gloo_self_time_and_depth_follow_the_nesting(store: Store) -> None:
+    evs, _ = events_of(traces("kineto_gloo_2rank", 0))
+    ops = [(i, e) for i, e in enumerate(evs) if e.get("ph") == "X" and e.get("cat") in OP_CATS]
+    want = _stack_walk(ops)
+    got = rows(store, "SELECT event_id, depth, self_ns FROM operators WHERE run = 'kineto_gloo_2rank' AND rank = 0")
+    assert len(got) == len(ops)
+    assert {r["event_id"]: (r["depth"], r["self_ns"]) for r in got} == want
+    assert max(d for d, _ in want.values()) >= 3  # real nesting, not a flat list
+
+
+def test_gloo_shapes_and_lanes(store: Store) -> None:
+    evs, _ = events_of(traces("kineto_gloo_2rank", 1))
+    shaped = [e for e in evs if e.get("ph") == "X" and e.get("cat") in OP_CATS and e.get("args", {}).get("Input Dims")]
+    got = rows(store, "SELECT count(*) AS n FROM operators WHERE run = 'kineto_gloo_2rank' AND rank = 1 "
+                      "AND input_shapes IS NOT NULL AND input_shapes <> '[]'")[0]["n"]
+    assert got == len(shaped)
+    names: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for e in evs:
+        if e.get("ph") == "M" and e["name"] == "thread_name":
+            names[(str(e["pid"]), str(e["tid"]))].append(e["args"]["name"])
+    lanes = rows(store, "SELECT pid, tid, lane, n_slices FROM lanes WHERE run = 'kineto_gloo_2rank' AND rank = 1")
+    per_lane = Counter((str(e["pid"]), str(e["tid"])) for e in evs
+                       if e.get("ph") == "X" or (e.get("ph") == "i" and e.get("name") != "[memory]"))
+    assert {(r["pid"], r["tid"]): r["n_slices"] for r in lanes} == dict(per_lane)
+    for r in lanes:  # Kineto names some threads twice ('thread 7 (python)', 'thread 7 (pt_gloo_runloop)')
+        given = names.get((r["pid"], r["tid"]))
+        if given:
+            assert r["lane"] == max(given, key=len)
+
+
+# -- GPU trace, time base at the end of the file ------------------------------------------------
+
+
+def test_nccl_kernels_and_late_time_base(store: Store) -> None:
+    (path,) = traces("hta_nccl")
+    raw = gzip.open(path).read()
+    assert raw.rstrip().endswith(b"}") and raw.rfind(b'"baseTimeNanoseconds"') > raw.rfind(b'"traceEvents"')
+    evs, (meta,) = events_of([path])
+    base = int(meta["baseTimeNanoseconds"])
+    kernels = [e for e in evs if e.get("ph") == "X" and e.get("cat") in KERNEL_CATS]
+    got = rows(store, "SELECT count(*) AS n, sum(dur_ns) AS d, min(ts_ns) AS t0 FROM kernels WHERE run = 'hta_nccl'")[0]
+    assert got["n"] == len(kernels)
+    assert got["d"] == sum(e["_dur"] for e in kernels)
+    assert got["t0"] == min(e["_ts"] for e in kernels) and got["t0"] > base  # relative times + late base
+
+    nccl = sorted((e for e in kernels if "nccl" in e["name"].lower()), key=lambda e: e["_ts"])
+    comm = rows(store, "SELECT op_type, bytes, count, dtype, source, ts_ns FROM comm_ops WHERE run = 'hta_nccl' ORDER BY ts_ns")
+    assert len(comm) == len(nccl) > 0
+    for c, e in zip(comm, nccl):
+        a = e["args"]
+        n = max(a["In msg nelems"], a["Out msg nelems"])
+        assert (c["count"], c["dtype"], c["bytes"]) == (n, a["dtype"], n * DTYPE[a["dtype"]])
+        assert c["source"] == "kineto:kernel" and c["ts_ns"] == e["_ts"]
+    assert [c["op_type"] for c in comm] == [e["args"]["Collective name"] for e in nccl]  # allreduce, broadcast
+    cpu = rows(store, "SELECT count(*) AS n FROM operators WHERE run = 'hta_nccl' AND category = 'cpu_op'")[0]["n"]
+    assert cpu == sum(1 for e in evs if e.get("ph") == "X" and e.get("cat") == "cpu_op")
+
+
+def test_cpu_only_rank_and_process_groups(store: Store) -> None:
+    (path,) = traces("kineto_cpu_only")
+    dist = load(path)["distributedInfo"]
+    col = rows(store, "SELECT rank, world_size FROM collections WHERE run = 'kineto_cpu_only'")
+    assert col == [{"rank": 34, "world_size": 300}]
+    groups = rows(store, "SELECT group_name, global_ranks, local_rank, backend FROM comm_groups WHERE run = 'kineto_cpu_only'")
+    assert {g["group_name"] for g in groups} == {pg["pg_name"] for pg in dist["pg_config"]}
+    assert all(g["local_rank"] == 34 and len(g["global_ranks"]) == 300 for g in groups)
+
+
+def test_two_sampled_ranks_steps(store: Store) -> None:
+    for rank in (0, 1):
+        evs, (meta,) = events_of(traces("hta_trace_filter", rank))
+        assert meta["distributedInfo"]["rank"] == rank
+        want = sorted(int(e["name"].split("#")[1]) for e in evs if e.get("name", "").startswith("ProfilerStep#"))
+        got = rows(store, f"SELECT step FROM steps WHERE run = 'hta_trace_filter' AND rank = {rank} ORDER BY step")
+        assert [r["step"] for r in got] == want == [551, 552]
+        k = rows(store, f"SELECT count(*) AS n, sum(dur_ns) AS d FROM kernels WHERE run = 'hta_trace_filter' AND rank = {rank}")[0]
+        kernels = [e for e in evs if e.get("ph") == "X" and e.get("cat") in KERNEL_CATS]
+        assert (k["n"], k["d"]) == (len(kernels), sum(e["_dur"] for e in kernels))
+
+
+# -- old category names ---------------------------------------------------------------------------
+
+
+def test_old_category_names(store: Store) -> None:
+    evs, _ = events_of(traces("kineto_resnet50_old"))
+    run = "run = 'kineto_resnet50_old'"
+    by_cat = Counter(e.get("cat") for e in evs if e.get("ph") == "X")
+    ops = rows(store, f"SELECT category, count(*) AS n FROM operators WHERE {run} GROUP BY 1")
+    assert {r["category"]: r["n"] for r in ops} == {"Operator": by_cat["Operator"]}
+    kernels = rows(store, f"SELECT core_type, count(*) AS n, sum(dur_ns) AS d FROM kernels WHERE {run} GROUP BY 1")
+    assert {r["core_type"]: r["n"] for r in kernels} == {c: by_cat[c] for c in ("Kernel", "Memcpy", "Memset")}
+    assert sum(r["d"] for r in kernels) == sum(e["_dur"] for e in evs if e.get("ph") == "X" and e.get("cat") in KERNEL_CATS)
+    mem = [e for e in evs if e.get("name") == "[memory]"]
+    assert "cat" not in mem[0]
+    got = rows(store, f"SELECT count(*) AS n, max(allocated_bytes) AS peak FROM memory_samples WHERE {run}")[0]
+    assert got["n"] == len(mem)
+    peaks = [e["args"]["Total Allocated"] for e in mem if "Total Allocated" in e["args"]]
+    assert got["peak"] == (max(peaks) if peaks else None)
+    steps = sorted(int(e["name"].split("#")[1]) for e in evs if e.get("name", "").startswith("ProfilerStep#"))
+    assert [r["step"] for r in rows(store, f"SELECT step FROM steps WHERE {run} ORDER BY step")] == steps
+
+
+def test_cli_query_reads_every_scenario(store: Store) -> None:
+    got = query(store.path, "SELECT run, count(DISTINCT rank) AS ranks FROM slices GROUP BY run ORDER BY run")
+    assert {r["run"]: r["ranks"] for r in got} == {
+        "hta_nccl": 1, "hta_trace_filter": 2, "kineto_cpu_only": 1, "kineto_gloo_2rank": 2, "kineto_resnet50_old": 1,
+    }
+
+
+def test_old_trace_self_time(store: Store) -> None:
+    """PyTorch 1.9 ops overlap on some threads (ends recorded loosely): the stack-walk rule holds."""
+    evs, _ = events_of(traces("kineto_resnet50_old"))
+    ops = [(i, e) for i, e in enumerate(evs) if e.get("ph") == "X" and e.get("cat") in OP_CATS]
+    got = rows(store, "SELECT event_id, depth, self_ns FROM operators WHERE run = 'kineto_resnet50_old'")
+    assert {r["event_id"]: (r["depth"], r["self_ns"]) for r in got} == _stack_walk(ops)
+
+
+def test_streaming_blocks_match_json_load() -> None:
+    """Small blocks: event boundaries fall everywhere (inside strings, nested args); same events."""
+    from analyzer.readers.chrome_trace import TraceStream
+
+    path = traces("kineto_gloo_2rank", 0)[0]
+    want = load(path)
+    stream = TraceStream(path, block_bytes=3001)
+    got = [e for block in stream.blocks() for e in block]
+    assert len(got) == len(want["traceEvents"]) == stream.n_events
+    assert [(e.name, e.ph, e.ts) for e in got] == [(e["name"], e["ph"], e.get("ts")) for e in want["traceEvents"]]
+    assert [json.loads(bytes(e.args)) if len(e.args) else None for e in got] == [e.get("args") for e in want["traceEvents"]]
+    assert stream.metadata["distributedInfo"] == want["distributedInfo"] and not stream.warnings
+
+
+def test_overlapping_ops_take_the_stack_walk(tmp_path: Path) -> None:
+    """A child that outlives its parent (loose end times): it is clipped to the parent's end and later
+    ops nest under it, exactly as the stack walk says (the vectorised path must step aside)."""
+    src = traces("kineto_gloo_2rank", 0)[0]
+    data = load(src)
+    evs = data["traceEvents"]
+    for e in evs:
+        if "ts" in e:
+            e["_ts"], e["_dur"] = ns(e["ts"]), ns(e.get("dur", 0))
+    ops = [(i, e) for i, e in enumerate(evs) if e.get("ph") == "X" and e.get("cat") in OP_CATS]
+    depth = _stack_walk(ops)
+    # stretch a depth-2 op well past its parent's end
+    i, e = next((i, e) for i, e in ops if depth[i][0] == 2 and e["dur"] > 5)
+    e["dur"] = round(e["dur"] * 50 + 1000.5, 3)
+    for x in evs:
+        x.pop("_ts", None)
+        x.pop("_dur", None)
+    (tmp_path / "rank_0").mkdir()
+    (tmp_path / "rank_0" / src.name).write_text(json.dumps(data))
+    analyze("ingest", str(tmp_path), "--store", str(tmp_path / "store"), "--run", "stretched")
+    evs2, _ = events_of([tmp_path / "rank_0" / src.name])
+    ops2 = [(i, x) for i, x in enumerate(evs2) if x.get("ph") == "X" and x.get("cat") in OP_CATS]
+    want = _stack_walk(ops2)
+    assert want != depth  # the stretch changed the nesting
+    got = rows(Store(tmp_path / "store"), "SELECT event_id, depth, self_ns FROM operators")
+    assert {r["event_id"]: (r["depth"], r["self_ns"]) for r in got} == want
