@@ -1,5 +1,6 @@
 # rankscope — two commands matter:
-#   make demo   set up everything on a fresh machine and run the main job on the bundled sample data
+#   make demo   set up everything on a fresh machine, run the main job on the bundled sample data and
+#               serve the web app over it (URL printed; PORT=0 picks a free port, HOST=0.0.0.0 to share)
 #   make test   set up everything and run the whole test suite (.ci/run calls this)
 
 PYTHON ?= python3
@@ -8,6 +9,7 @@ PY      = $(VENV)/bin/python
 PIP     = $(PY) -m pip
 DEMO_STORE ?= .demo/store
 PORT   ?= 8050
+HOST   ?= 127.0.0.1
 
 .PHONY: setup setup-test demo test clean
 
@@ -37,6 +39,7 @@ demo: setup
 	$(VENV)/bin/analyze ingest $(SCENARIOS) --store $(DEMO_STORE)
 	$(VENV)/bin/analyze runs --store $(DEMO_STORE)
 	@for s in $(notdir $(SCENARIOS)); do $(VENV)/bin/analyze summary --run $$s --store $(DEMO_STORE) || exit 1; done
+	$(VENV)/bin/analyze serve --store $(DEMO_STORE) --host $(HOST) --port $(PORT)
 
 test: setup-test
 	$(PY) -m pytest -q
