@@ -127,7 +127,7 @@ class Profiler:
             dp = cfg.dynamic_param
             self._watcher = DynamicWatcher(
                 dp.config_path, dp.poll_interval_s, _options_of(cfg.static_param), self._explicit_options(),
-                cfg.static_param.save_path, list(cfg.ranks), rank=lambda: self._rank.rank if self._rank else None,
+                cfg.static_param.save_path, list(cfg.ranks), rank=lambda: self._rank_info().rank,
             )
             plan = self._watcher.init(self.step_num)
             if plan is not None:
