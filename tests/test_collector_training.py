@@ -212,6 +212,9 @@ def crashed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, s
         d = root / mode
         cmd = [PY, str(SCRIPTS / "train.py"), "--config", json.dumps(static(d, 1, 6)), "--steps", "8", "--crash", mode, "--crash-at", "3"]
         procs[mode] = (d, cmd, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO, env=ENV))
+    d = root / "first_step"  # killed in the window's first step: a sidecar and no trace at all
+    cmd = [PY, str(SCRIPTS / "train.py"), "--config", json.dumps(static(d, 1, 6)), "--steps", "8", "--crash", "exit", "--crash-at", "1"]
+    procs["first_step"] = (d, cmd, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO, env=ENV))
     out = {}
     for mode, (d, cmd, p) in procs.items():
         stdout, stderr = p.communicate(timeout=240)
@@ -243,6 +246,19 @@ def test_crashed_ranks_ingest_as_partial(crashed: dict[str, Any], tmp_path: Path
         assert (c["status"], c["steps"]) == ("partial", [1, 2]), c
         assert "last complete step 2" in c["missing"][0]
     assert query(store, "SELECT count(*) AS n FROM source_files WHERE status = 'error'") == [{"n": 0}]
+
+
+def test_window_killed_in_its_first_step_ingests_as_partial(crashed: dict[str, Any], tmp_path: Path) -> None:
+    d, proc = crashed["first_step"]
+    assert proc.returncode == 3
+    win = d / "rank_0" / "window_step1"
+    assert [p.name for p in win.iterdir()] == ["rankscope_window.json"]
+    assert (sidecar(win)["status"], sidecar(win)["captured_steps"]) == ("running", [])
+    store = tmp_path / "store"
+    analyze("ingest", str(d), "--store", str(store))
+    got = query(store, "SELECT producer, status, missing FROM collections WHERE root_path = 'rank_0/window_step1'")
+    assert len(got) == 1 and got[0]["status"] == "partial", got
+    assert any("no step completed" in m for m in got[0]["missing"])
 
 
 def test_callbacks_step_and_epoch_granularity(tmp_path: Path) -> None:
