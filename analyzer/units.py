@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -10,7 +11,9 @@ import pyarrow.compute as pc
 
 MIB = 1024 * 1024
 KIB = 1024
-GB_PER_S = 1e9  # GB/s as written by Ascend tools is 10^9 bytes per second
+# Ascend tools write bandwidth as "GB/s" but compute it as MB / ms with MB = 1024^2 bytes
+# (communication.json: 28.647232 MB / 1.8168363 ms = 15.7676 "GB/s"), so one unit is 1024^2 * 1000 B/s.
+ASCEND_GB_PER_S = MIB * 1000
 _NULL_TOKENS = {"", "N/A", "NA", "n/a", "None", "null", "nan", "NaN"}
 
 
@@ -36,34 +39,44 @@ def us_text_to_ns(text: str | None) -> int | None:
     return -ns if neg else ns
 
 
-def us_float_to_ns(value: float | None) -> int | None:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
+def _scaled(value: Any, factor: float) -> int | None:
+    """round(value * factor); None for missing, boolean, NaN or unparseable cells."""
+    if value is None or isinstance(value, bool):
         return None
-    return round(value * 1000)
-
-
-def ms_to_ns(value: float | None) -> int | None:
-    if value is None:
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
         return None
-    return round(float(value) * 1_000_000)
-
-
-def mb_to_bytes(value: float | None) -> int | None:
-    if value is None:
+    if math.isnan(v):
         return None
-    return round(float(value) * MIB)
+    return round(v * factor)
 
 
-def kb_to_bytes(value: float | None) -> int | None:
-    if value is None:
+def us_float_to_ns(value: Any) -> int | None:
+    return _scaled(value, 1000)
+
+
+def ms_to_ns(value: Any) -> int | None:
+    return _scaled(value, 1_000_000)
+
+
+def mb_to_bytes(value: Any) -> int | None:
+    """MB as written by Ascend tools (1024^2 bytes) to bytes."""
+    return _scaled(value, MIB)
+
+
+def kb_to_bytes(value: Any) -> int | None:
+    return _scaled(value, KIB)
+
+
+def ascend_gbps_to_bytes_per_s(value: float | str | None) -> float | None:
+    """An Ascend 'Bandwidth(GB/s)' value (MB/ms, MB = 1024^2) to bytes per second."""
+    if value is None or isinstance(value, bool):
         return None
-    return round(float(value) * KIB)
-
-
-def gbps_to_bytes_per_s(value: float | None) -> float | None:
-    if value is None:
+    try:
+        return float(value) * ASCEND_GB_PER_S
+    except (TypeError, ValueError):
         return None
-    return float(value) * GB_PER_S
 
 
 def to_float(text: str | None) -> float | None:

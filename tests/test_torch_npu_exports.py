@@ -294,3 +294,19 @@ def test_text_and_db_agree_on_counts_and_kinds(store: Store) -> None:
     for sql in same:
         got = _per_run(store, sql)
         assert got["torch_npu_text_level1"] == got["torch_npu_db_level1"], sql
+
+
+def test_bandwidth_units_agree_with_bytes_and_time(store: Store) -> None:
+    # Ascend "GB/s" is MB/ms with MB = 1024^2: stored bytes/s must equal stored bytes / transit time
+    rows = q(
+        store,
+        "SELECT run, bytes, transit_ns, bandwidth_bytes_per_s FROM comm_bandwidth "
+        "WHERE packet_size_bytes IS NULL AND transit_ns > 0 AND bytes > 0",
+    )
+    assert {r["run"] for r in rows} == {"torch_npu_text_level1", "torch_npu_db_level1"}
+    for r in rows:
+        assert r["bandwidth_bytes_per_s"] == pytest.approx(r["bytes"] / r["transit_ns"] * 1e9, rel=2e-3), r
+    links = q(store, "SELECT bytes, transit_ns, bandwidth_bytes_per_s FROM comm_links WHERE transit_ns > 0 AND bytes > 0")
+    assert links
+    for r in links:
+        assert r["bandwidth_bytes_per_s"] == pytest.approx(r["bytes"] / r["transit_ns"] * 1e9, rel=2e-3), r

@@ -20,6 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
+from ..units import ascend_gbps_to_bytes_per_s
+from ..units import mb_to_bytes as mb_bytes  # noqa: F401 - used here and by the db reader
+from ..units import ms_to_ns as ms_ns  # noqa: F401
 from .base import CollectionPlan, ReadContext
 
 OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
@@ -529,31 +532,9 @@ class CommTime:
     idle_ns: int | None
 
 
-def ms_ns(v: Any) -> int | None:
-    if v is None or isinstance(v, bool):
-        return None
-    try:
-        return round(float(v) * 1_000_000)
-    except (TypeError, ValueError):
-        return None
-
-
-def mb_bytes(v: Any) -> int | None:
-    if v is None or isinstance(v, bool):
-        return None
-    try:
-        return round(float(v) * 1024 * 1024)
-    except (TypeError, ValueError):
-        return None
-
-
 def gbps(v: Any) -> float | None:
-    if v is None or isinstance(v, bool):
-        return None
-    try:
-        return float(v) * 1e9
-    except (TypeError, ValueError):
-        return None
+    """'Bandwidth(GB/s)' of communication.json / analysis.db to bytes per second (see units)."""
+    return ascend_gbps_to_bytes_per_s(v)
 
 
 def link_rows(entries: Iterable[dict[str, Any]], groups: Groups) -> list[dict[str, Any]]:
