@@ -61,8 +61,8 @@ def test_timeline_callbacks_zoom_and_details(client: DashClient) -> None:
     # zoom into 2 % of the run: exact slices, the URL carries the window
     a, b = win["start"], win["end"]
     x0, x1 = (a + (b - a) * 0.49) / 1e6, (a + (b - a) * 0.51) / 1e6
-    zoom = client.call("tl-graph.figure", {**base, "tl-graph.relayoutData": {"xaxis.range[0]": x0, "xaxis.range[1]": x1}},
-                       {"tl-window.data": win}, ["tl-graph.relayoutData"])
+    zoom = client.call("tl-graph.figure", {**base, "tl-zoom.data": {"a": x0, "b": x1, "at": 1}},
+                       {"tl-window.data": win}, ["tl-zoom.data"])
     bars = [t for t in zoom["tl-graph"]["figure"]["data"] if t["type"] == "bar"]
     assert bars, "a 2 % window of the sample has few slices: exact view"
     assert "start_ns=" in zoom["view-url"]["data"] and "end_ns=" in zoom["view-url"]["data"]
@@ -71,6 +71,25 @@ def test_timeline_callbacks_zoom_and_details(client: DashClient) -> None:
                          {"tl-run.value": "gloo", "tl-window.data": zoom["tl-window"]["data"]})
     words = texts(detail["tl-detail"]["children"])
     assert "duration" in words and "Arguments" in words
+
+
+def test_timeline_occupancy_view_and_click_to_zoom(client: DashClient, store: Path) -> None:
+    base = {"tl-run.value": "npu", "tl-ranks.value": [0, 1], "tl-groups.value": ["host", "device", "communication", "overlap"]}
+    whole = client.call("tl-graph.figure", base, {"tl-want.data": {}})
+    traces = whole["tl-graph"]["figure"]["data"]
+    assert [t["type"] for t in traces] == ["heatmap"], "the NPU sample has more slices than the exact view sends"
+    assert "Occupancy view" in json.dumps(whole["tl-status"])
+    win = whole["tl-window"]["data"]
+    mid = (win["start"] + win["end"]) / 2e6
+    out = client.call("tl-graph.figure", {**base, "tl-bucket.data": {"x": mid, "at": 1}},
+                      {"tl-window.data": win}, ["tl-bucket.data"])
+    new = out["tl-window"]["data"]
+    assert abs((new["end"] - new["start"]) - (win["end"] - win["start"]) / 10) <= 2
+    assert abs((new["start"] + new["end"]) / 2e6 - mid) < 1e-3
+    # device streams and HCCL lanes are drawn for both ranks
+    ticks = " ".join(out["tl-graph"]["figure"]["layout"]["yaxis"]["ticktext"])
+    for r in (0, 1):
+        assert f"r{r} device · Ascend Hardware" in ticks and f"r{r} communication · HCCL" in ticks
 
 
 def test_bad_urls_give_inline_messages_never_tracebacks(client: DashClient) -> None:

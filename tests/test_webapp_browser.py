@@ -133,11 +133,19 @@ def test_overview_shows_runs_steps_and_breakdown_and_follows_the_rank_choice(ser
         assert fmt_ns(bd[bd["rank"] == r]["computing_ns"].astype(float).mean()) in table
     assert "no communication matrix" in page.inner_text("#ov-missing")
     shot(page, "overview")
+    # the collector's scalars: one curve per rank and scalar
+    assert page.locator(".js-plotly-plot .gtitle", has_text="loss").count() == 1
     # choose rank 1 only: the table and the address follow
     choose(page, "#ov-ranks", "rank 1")
     page.wait_for_function("() => { const t = document.querySelector('#ov-steps-table tbody');"
                            " return t && t.innerText.trim().split('\\n').map(l => l.split('\\t')[0]).join(',') === '1'; }")
-    assert "ranks=1" in page.url
+    page.wait_for_function("() => location.search.includes('ranks=1')")
+    # a cell of the rank x step heat map opens that rank and step in the timeline
+    page.locator("#ov-heatmap").scroll_into_view_if_needed()
+    cell = page.locator("#ov-heatmap .nsewdrag").first.bounding_box()
+    page.mouse.click(cell["x"] + cell["width"] * 0.75, cell["y"] + cell["height"] / 2)
+    page.wait_for_function("() => location.pathname === '/timeline' && /run=gloo&ranks=1&step=\\d+/.test(location.search)")
+    page.wait_for_selector("#tl-status-text")
 
 
 def test_timeline_jump_to_step_zoom_details_and_whole_run(server: dict, page: Any) -> None:
@@ -215,7 +223,7 @@ def test_operators_grid_sort_filter_search_and_drill(server: dict, page: Any) ->
                            " return k.length > 0 && k.every(c => c.innerText.includes('aten::add')); }")
     keys = [r["key"] for r in grid_rows(page, "#op-grid")]
     assert keys and all("aten::add" in k for k in keys), keys
-    assert "q=aten" in page.url
+    page.wait_for_function("() => location.search.includes('q=aten')")
     # the top-N chart follows the grid's filter
     page.wait_for_function("() => { const t = [...document.querySelectorAll('#op-topn-graph .ytick text')].map(e => e.textContent);"
                            " return t.length > 0 && t.every(x => x.includes('aten::add')); }")
@@ -244,7 +252,7 @@ def test_operators_grid_sort_filter_search_and_drill(server: dict, page: Any) ->
     for r in (0, 1):
         n = sum(1 for e in trace_events(r) if e.get("name") == "aten::mm" and e.get("ph") == "X")
         assert any(line.split("\t")[:2] == [str(r), str(n)] for line in drill), drill
-    assert "op=aten" in page.url
+    page.wait_for_function("() => location.search.includes('op=aten')")
     # the top-N chart names the operators the grid shows: the filtered ones, then all once cleared
     assert set(page.locator("#op-topn-graph .ytick text").all_text_contents()) == {"aten::mm", "aten::mul"}
     page.locator("#op-grid .ag-floating-filter input").first.fill("")

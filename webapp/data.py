@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import logging
 import math
+import os
 import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -83,7 +85,7 @@ class Reader:
         if self._catalog is None:
             # catalog only: fact views are bound when a query needs them (a cached result does not)
             self._require()
-            cat = self.store.load_catalog()
+            cat = _catalog_tables(self.store)
             con = self._stack.enter_context(contextlib.closing(duckdb.connect(":memory:")))
             for name, tbl in cat.items():
                 con.register(name, tbl)
@@ -111,6 +113,34 @@ class Reader:
         self.opened += 1
         self._conns[(run, rk, need)] = con
         return con
+
+
+_CATALOGS: dict[str, tuple[tuple[Any, ...], dict[str, Any]]] = {}
+
+
+def _catalog_stamp(store: Store) -> tuple[Any, ...]:
+    """What changes whenever the catalog does: every commit writes the DuckDB file or its WAL."""
+    out: list[Any] = []
+    for f in (store.catalog_path, store.catalog_path.with_name(store.catalog_path.name + ".wal")):
+        try:
+            st = f.stat()
+            out.append((st.st_ino, st.st_size, st.st_mtime_ns))
+        except FileNotFoundError:
+            out.append(None)
+    return tuple(out)
+
+
+def _catalog_tables(store: Store) -> dict[str, Any]:
+    """The catalog tables (Arrow, immutable), read again only when the catalog files changed."""
+    key = str(store.path)
+    stamp = _catalog_stamp(store)
+    hit = _CATALOGS.get(key)
+    if hit is not None and hit[0] == stamp:
+        return hit[1]
+    tables = store.load_catalog()
+    if _catalog_stamp(store) == stamp:  # not written while we read it
+        _CATALOGS[key] = (stamp, tables)
+    return tables
 
 
 def _key(ranks: Sequence[int] | None) -> tuple[int, ...] | None:
@@ -701,19 +731,58 @@ def memory_components(rd: Reader, run: str, ranks: Sequence[int] | None) -> pd.D
     return _df(con, MEMORY_KINDS_SQL, {"run": run, "ranks": _ranks_param(ranks)})
 
 
-MEMORY_CURVE_SQL = f"""
-WITH m AS (
-  SELECT rank, coalesce(device, '') AS device, ts_ns, allocated_bytes, reserved_bytes, active_bytes
-  FROM memory_samples
-  WHERE run = $run AND {RANK_FILTER} AND component = $component AND ts_ns BETWEEN $start AND $end),
-b AS (
-  SELECT *, least(CAST(floor((ts_ns - $start) / $width) AS BIGINT), $nb - 1) AS bucket FROM m)
-SELECT rank, device, bucket, min(ts_ns) AS ts_ns,
-       max(allocated_bytes) AS allocated_bytes, max(reserved_bytes) AS reserved_bytes,
-       max(active_bytes) AS active_bytes,
-       min(allocated_bytes) AS allocated_min_bytes, count(*) AS samples
-FROM b GROUP BY ALL ORDER BY rank, device, bucket
+MEMORY_SERIES_SQL = """
+SELECT rank, coalesce(device, '') AS device, ts_ns, allocated_bytes, reserved_bytes, active_bytes
+FROM memory_samples
+WHERE run = $run AND list_contains($ranks, rank) AND component = $component AND ts_ns IS NOT NULL
+ORDER BY rank, device, ts_ns
 """
+
+
+def _per_rank(rd: Reader, run: str, name: str, ranks: Sequence[int], extra: tuple[Any, ...],
+              load: Any) -> dict[int, Any]:
+    """Per-rank values cached one rank at a time: ``load(missing_ranks) -> {rank: value}`` is
+    called once for all ranks not cached yet (one query instead of one per rank)."""
+    out: dict[int, Any] = {}
+    missing: list[int] = []
+    fp = rd.fingerprint(run)
+    base = (str(rd.store.path), run, name)
+    with _cache_lock:
+        for r in ranks:
+            key = base + ((int(r),) + extra, fp)
+            if key in _cache:
+                out[int(r)] = _cache[key]
+            else:
+                missing.append(int(r))
+    if missing:
+        got = load(missing)
+        with _cache_lock:
+            for r in missing:
+                out[r] = got.get(r)
+                _cache[base + ((r,) + extra, fp)] = out[r]
+            while len(_cache) > _CACHE_SIZE:
+                _cache.pop(next(iter(_cache)))
+    return out
+
+
+def memory_series(rd: Reader, run: str, ranks: Sequence[int], component: str) -> dict[int, dict[str, dict[str, np.ndarray]] | None]:
+    """Every sample of one memory counter per rank (device, ts_ns, allocated / reserved / active),
+    sorted by time; kept in memory per rank so that curves of any window are computed without SQL."""
+
+    def load(missing: list[int]) -> dict[int, dict[str, dict[str, np.ndarray]]]:
+        con = rd.facts(run, missing, ("memory_samples",))
+        df = _df(con, MEMORY_SERIES_SQL, {"run": run, "ranks": missing, "component": component})
+        out: dict[int, dict[str, dict[str, np.ndarray]]] = {}
+        for (r, dev), g in df.groupby(["rank", "device"], sort=True):
+            out.setdefault(int(r), {})[str(dev)] = {
+                "ts_ns": g["ts_ns"].to_numpy(dtype=np.int64),
+                **{c: pd.to_numeric(g[c], errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+                   for c in ("allocated_bytes", "reserved_bytes", "active_bytes")},
+            }
+        return out
+
+    return _per_rank(rd, run, "memory_series", list(ranks), (component,), load)
+
 
 MEMORY_PEAKS_SQL = f"""
 SELECT rank, coalesce(device, '') AS device,
@@ -741,29 +810,55 @@ def memory_curves(
     keeping each bucket's maximum (so peaks survive) and its minimum allocated."""
     n_buckets = max(1, min(int(n_buckets), MAX_BUCKETS))
     width = max((end_ns - start_ns) / n_buckets, 1.0)
-    con = rd.facts(run, ranks, ("memory_samples",))
-    return _df(con, MEMORY_CURVE_SQL, {
-        "run": run, "ranks": _ranks_param(ranks), "component": component, "start": int(start_ns),
-        "end": int(end_ns), "width": width, "nb": n_buckets,
-    })
+    ranks = ranks_of(rd, run) if ranks is None else list(ranks)
+    parts = []
+    for rank, devices in memory_series(rd, run, ranks, component).items():
+        for device, ser in (devices or {}).items():
+            ts = ser["ts_ns"]
+            lo, hi = np.searchsorted(ts, start_ns, side="left"), np.searchsorted(ts, end_ns, side="right")
+            if hi <= lo:
+                continue
+            t = ts[lo:hi]
+            bucket = np.minimum(((t - start_ns) / width).astype(np.int64), n_buckets - 1)
+            cut = np.r_[0, np.flatnonzero(np.diff(bucket)) + 1]  # samples are in time order: buckets are runs
+            part = {"rank": rank, "device": device, "bucket": bucket[cut], "ts_ns": t[cut],
+                    "samples": np.diff(np.r_[cut, len(t)])}
+            for c in ("allocated_bytes", "reserved_bytes", "active_bytes"):
+                part[c] = np.fmax.reduceat(ser[c][lo:hi], cut)
+            part["allocated_min_bytes"] = np.fmin.reduceat(ser["allocated_bytes"][lo:hi], cut)
+            parts.append(pd.DataFrame(part))
+    cols = ["rank", "device", "bucket", "ts_ns", "allocated_bytes", "reserved_bytes", "active_bytes", "allocated_min_bytes", "samples"]
+    if not parts:
+        return pd.DataFrame(columns=cols)
+    return pd.concat(parts, ignore_index=True)[cols]
 
 
-OPERATOR_MEMORY_SQL = f"""
+OPERATOR_MEMORY_SQL = """
 SELECT rank, name, size_bytes, alloc_ns, release_ns, coalesce(duration_ns, release_ns - alloc_ns) AS duration_ns,
        active_duration_ns, alloc_allocated_bytes, alloc_reserved_bytes, device,
-       count(*) OVER () AS n_rows
-FROM operator_memory WHERE run = $run AND {RANK_FILTER}
-ORDER BY size_bytes DESC NULLS LAST, rank, alloc_ns LIMIT $limit
+       count(*) OVER (PARTITION BY rank) AS n_rows
+FROM operator_memory WHERE run = $run AND list_contains($ranks, rank)
+QUALIFY row_number() OVER (PARTITION BY rank ORDER BY size_bytes DESC NULLS LAST, alloc_ns) <= $limit
 """
 
 
-@run_cached
 def operator_memory(rd: Reader, run: str, ranks: Sequence[int] | None, limit: int = MAX_MEMORY_BLOCKS) -> tuple[pd.DataFrame, int]:
-    """Largest memory blocks attributed to operators (size, allocation time, lifetime)."""
-    con = rd.facts(run, ranks, ("operator_memory",))
-    df = _df(con, OPERATOR_MEMORY_SQL, {"run": run, "ranks": _ranks_param(ranks), "limit": int(limit)})
-    n = int(df["n_rows"].iloc[0]) if len(df) else 0
-    return df.drop(columns=["n_rows"]), n
+    """Largest memory blocks attributed to operators (size, allocation time, lifetime): the ``limit``
+    largest over the ranks (from each rank's own largest, kept in memory); and how many there are."""
+    ranks = ranks_of(rd, run) if ranks is None else list(ranks)
+
+    def load(missing: list[int]) -> dict[int, tuple[pd.DataFrame, int]]:
+        con = rd.facts(run, missing, ("operator_memory",))
+        df = _df(con, OPERATOR_MEMORY_SQL, {"run": run, "ranks": missing, "limit": MAX_MEMORY_BLOCKS})
+        return {int(r): (g.drop(columns=["n_rows"]).reset_index(drop=True), int(g["n_rows"].iloc[0])) for r, g in df.groupby("rank")}
+
+    got = [v for v in _per_rank(rd, run, "operator_memory", ranks, (), load).values() if v is not None]
+    if not got:
+        return pd.DataFrame(columns=["rank", "name", "size_bytes", "alloc_ns", "release_ns", "duration_ns", "active_duration_ns",
+                                     "alloc_allocated_bytes", "alloc_reserved_bytes", "device"]), 0
+    df = pd.concat([g for g, _ in got], ignore_index=True)
+    df = df.sort_values(["size_bytes", "rank", "alloc_ns"], ascending=[False, True, True], na_position="last").head(int(limit))
+    return df.reset_index(drop=True), sum(n for _, n in got)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -774,7 +869,7 @@ def operator_memory(rd: Reader, run: str, ranks: Sequence[int] | None, limit: in
 # cluster analyses (analyzer.analyses), cached per content of the run
 # ---------------------------------------------------------------------------------------------
 
-_CACHE_SIZE = 128
+_CACHE_SIZE = 256
 _cache: dict[tuple[Any, ...], Any] = {}
 _cache_lock = threading.Lock()
 
@@ -790,19 +885,42 @@ def run_fingerprint(rd: Reader, run: str) -> tuple[str, ...]:
     return tuple(sorted(str(r[0]) for r in ff))
 
 
+_inflight: dict[tuple[Any, ...], threading.Lock] = {}
+
+
 def _cached(rd: Reader, run: str, name: str, args: tuple[Any, ...], compute: Any) -> Any:
+    """``compute()`` once per key and content of the run; a request arriving while the same value
+    is being computed (by another request or the warm-up) waits for it instead of redoing it."""
     key = (str(rd.store.path), run, name, args, rd.fingerprint(run))
-    with _cache_lock:
-        if key in _cache:
-            value = _cache.pop(key)
-            _cache[key] = value  # most recently used last
+    while True:
+        with _cache_lock:
+            if key in _cache:
+                value = _cache.pop(key)
+                _cache[key] = value  # most recently used last
+                return value
+            lock = _inflight.get(key)
+            mine = lock is None
+            if mine:
+                lock = _inflight[key] = threading.Lock()
+                lock.acquire()
+        if not mine:
+            with lock:  # wait for the other computation, then read the cache
+                pass
+            with _cache_lock:
+                if key in _cache or key in _inflight:
+                    continue
+            return compute()  # the other computation failed: compute here (and raise its error)
+        try:
+            value = compute()
+            with _cache_lock:
+                _cache[key] = value
+                while len(_cache) > _CACHE_SIZE:
+                    _cache.pop(next(iter(_cache)))
             return value
-    value = compute()
-    with _cache_lock:
-        _cache[key] = value
-        while len(_cache) > _CACHE_SIZE:
-            _cache.pop(next(iter(_cache)))
-    return value
+        finally:
+            with _cache_lock:
+                _inflight.pop(key, None)
+            lock.release()
 
 
 def step_breakdown(rd: Reader, run: str, ranks: Sequence[int] | None = None) -> pd.DataFrame:
@@ -827,6 +945,7 @@ def communication_summary(rd: Reader, run: str) -> pd.DataFrame:
     return _analysis(rd, run, "communication_summary")
 
 
+@run_cached
 def comm_per_rank(rd: Reader, run: str, ranks: Sequence[int] | None) -> pd.DataFrame:
     """Per rank: operations, elapsed, wait and transit (the producer's, or estimated from the
     matched instances: see ``analyses.communication``), bytes."""
@@ -847,6 +966,7 @@ def comm_per_rank(rd: Reader, run: str, ranks: Sequence[int] | None) -> pd.DataF
     return out
 
 
+@run_cached
 def comm_bandwidth(rd: Reader, run: str, ranks: Sequence[int] | None) -> pd.DataFrame:
     """Per (rank, transport): bytes, transit, bandwidth = bytes / transit, min / max over ops
     (``analyses.comm_bandwidth``: the producer's per-transport rows, else estimated per op)."""
@@ -870,6 +990,7 @@ def comm_bandwidth(rd: Reader, run: str, ranks: Sequence[int] | None) -> pd.Data
     return out[out["bytes"].fillna(0) > 0].reset_index(drop=True)
 
 
+@run_cached
 def comm_matrix(rd: Reader, run: str, ranks: Sequence[int] | None) -> pd.DataFrame:
     """Rank x rank links summed over op types and steps (``analyses.comm_matrix``). ``src`` / ``dst``
     are global ranks as text, or ``L<k>`` (local rank k of the group) when the group's layout is unknown."""
@@ -894,6 +1015,7 @@ def comm_matrix(rd: Reader, run: str, ranks: Sequence[int] | None) -> pd.DataFra
     return out
 
 
+@run_cached
 def collectives(rd: Reader, run: str, ranks: Sequence[int] | None, limit: int = MAX_GRID_ROWS) -> tuple[pd.DataFrame, int]:
     """One row per collective instance (matched across ranks by ``analyses.collectives``): ranks
     seen, min / max / mean elapsed, slowest and fastest rank, largest wait, bytes. The ``limit``
@@ -925,3 +1047,45 @@ def slow_ranks(rd: Reader, run: str) -> pd.DataFrame:
 
 def slow_rank_evidence(rd: Reader, run: str) -> pd.DataFrame:
     return _analysis(rd, run, "slow_rank_evidence")
+
+
+# ---------------------------------------------------------------------------------------------
+# warm-up: compute the expensive results of a run in the background when a page of it is opened
+# ---------------------------------------------------------------------------------------------
+
+WARM_UP = os.environ.get("RANKSCOPE_WEB_WARMUP", "1") not in ("0", "false", "no")
+_warmed: set[tuple[Any, ...]] = set()
+log = logging.getLogger("webapp")
+
+
+def warm_up(rd: Reader, run: str, timeline_ranks: Sequence[int]) -> bool:
+    """Start (once per content of the run) a background thread computing what the pages of the run
+    will ask for first: the step breakdown, the communication analyses and the timeline's lane
+    indexes of ``timeline_ranks``. Returns whether a thread was started."""
+    if not WARM_UP:
+        return False
+    key = (str(rd.store.path), run, rd.fingerprint(run))
+    with _cache_lock:
+        if key in _warmed:
+            return False
+        _warmed.add(key)
+    ranks = list(timeline_ranks)
+    threading.Thread(target=_warm, args=(rd.store, run, ranks), daemon=True, name=f"rankscope-warm-{run}").start()
+    return True
+
+
+def _warm(store: Store, run: str, ranks: list[int]) -> None:
+    jobs = [
+        ("step breakdown", lambda r: step_breakdown(r, run)),
+        ("timeline lanes", lambda r: lane_indexes(r, run, ranks, lanes(r, run, ranks))),
+        ("communication", lambda r: communication_summary(r, run)),
+        ("slow ranks", lambda r: slow_ranks(r, run)),
+        ("bandwidth", lambda r: _analysis(r, run, "comm_bandwidth")),
+        ("matrix", lambda r: _analysis(r, run, "comm_matrix")),
+    ]
+    for name, job in jobs:
+        try:
+            with Reader(store, run, ranks) as r:
+                job(r)
+        except Exception:  # noqa: BLE001 - the request that needs it will report the problem
+            log.debug("warm-up of %s for run %s failed", name, run, exc_info=True)

@@ -191,6 +191,21 @@ def resolve_run_or_raise(store: Store, run: str | None) -> tuple[list[str], str]
     return names, data.resolve_run(store, run)
 
 
+# Only a real zoom / pan reaches the server: Plotly also
+# reports autosize and hover-layer changes, and a server call answering "nothing to do" would
+# supersede a figure update still in flight.
+ZOOM_JS = """
+function(rl) {
+    var nu = window.dash_clientside.no_update;
+    if (!rl) { return nu; }
+    if (rl['xaxis.autorange']) { return {auto: true, at: Date.now()}; }
+    var a = rl['xaxis.range[0]'], b = rl['xaxis.range[1]'];
+    if ((a === undefined || b === undefined) && Array.isArray(rl['xaxis.range'])) { a = rl['xaxis.range'][0]; b = rl['xaxis.range'][1]; }
+    if (a === undefined || b === undefined) { return nu; }
+    return {a: Number(a), b: Number(b), at: Date.now()};
+}
+"""
+
 # ---------------------------------------------------------------------------------------------
 # figures
 # ---------------------------------------------------------------------------------------------

@@ -44,6 +44,7 @@ def _layout(rd: data.Reader, run_q: Any, ranks_q: Any, matrix_q: Any) -> html.Di
         return html.Div([ui.header("Communication"), ui.message(str(exc))], className="page")
     notes: list[Any] = []
     all_ranks = data.ranks_of(rd, run)
+    data.warm_up(rd, run, all_ranks[:8])  # background: what the pages of this run will ask for first
     selected = all_ranks
     try:
         asked = parse_ranks("ranks", ranks_q)

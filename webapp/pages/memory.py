@@ -46,6 +46,7 @@ def _layout(rd: data.Reader, run_q: Any, ranks_q: Any, component_q: Any, series_
         return html.Div([ui.header("Memory"), ui.message(str(exc))], className="page")
     notes: list[Any] = []
     all_ranks = data.ranks_of(rd, run)
+    data.warm_up(rd, run, all_ranks[:8])  # background: what the pages of this run will ask for first
     selected = ui.default_ranks(all_ranks, DEFAULT_RANKS)
     try:
         asked = parse_ranks("ranks", ranks_q)
@@ -93,6 +94,7 @@ def _layout(rd: data.Reader, run_q: Any, ranks_q: Any, component_q: Any, series_
             html.Div(notes, id=f"{P}-notes"),
             html.Div(id=f"{P}-status", className="status"),
             dcc.Store(id=f"{P}-window"),
+            dcc.Store(id=f"{P}-zoom"),
             html.Div(
                 [html.H2("Memory over time"),
                  ui.graph(f"{P}-curves", ui.figure(height=380), config={"scrollZoom": True})],
@@ -221,6 +223,8 @@ def blocks(rd: data.Reader, run: str, ranks: Sequence[int], origin: int) -> tupl
 
 
 def register_callbacks(app: Dash) -> None:
+    app.clientside_callback(ui.ZOOM_JS, Output(f"{P}-zoom", "data"), Input(f"{P}-curves", "relayoutData"), prevent_initial_call=True)
+
     @app.callback(
         Output(f"{P}-curves", "figure"),
         Output(f"{P}-status", "children"),
@@ -231,12 +235,12 @@ def register_callbacks(app: Dash) -> None:
         Input(f"{P}-component", "value"),
         Input(f"{P}-series", "value"),
         Input(f"{P}-reset", "n_clicks"),
-        Input(f"{P}-curves", "relayoutData"),
+        Input(f"{P}-zoom", "data"),
         State(f"{P}-window", "data"),
         prevent_initial_call="initial_duplicate",
     )
     @ui.guard(4, message_index=1)
-    def update_curves(run: str, ranks: Any, component: Any, series: Any, _reset: Any, relayout: Any, window: Any) -> Any:
+    def update_curves(run: str, ranks: Any, component: Any, series: Any, _reset: Any, zoom: Any, window: Any) -> Any:
         with data.reader(ui.current_store(), run, ui.hint_ranks(ranks), ("memory_samples",)) as rd:
             all_ranks = data.ranks_of(rd, run)
             if not all_ranks:
@@ -258,14 +262,11 @@ def register_callbacks(app: Dash) -> None:
             a, b = bounds
             if window and window.get("run") == run and ctx.triggered_id not in (f"{P}-reset", f"{P}-run"):
                 a, b = origin + int(window["start"]), origin + int(window["end"])
-            if ctx.triggered_id == f"{P}-curves":
-                rl = relayout or {}
-                if rl.get("xaxis.autorange"):
+            if ctx.triggered_id == f"{P}-zoom" and zoom:
+                if zoom.get("auto"):
                     a, b = bounds
-                elif "xaxis.range[0]" in rl:
-                    a, b = origin + int(float(rl["xaxis.range[0]"]) * 1e6), origin + int(float(rl["xaxis.range[1]"]) * 1e6)
                 else:
-                    return dash.no_update, dash.no_update, dash.no_update, dash.no_update
+                    a, b = origin + int(float(zoom["a"]) * 1e6), origin + int(float(zoom["b"]) * 1e6)
             curves = data.memory_curves(rd, run, selected, component, a, max(b, a + 1), n_buckets=1000)
         fig = curves_figure(curves, peaks, series, origin, (a, b))
         n = int(curves["samples"].sum()) if not curves.empty else 0

@@ -51,6 +51,7 @@ def _layout(rd: data.Reader, run_q: Any, ranks_q: Any, step_q: Any) -> html.Div:
     except NotFound as exc:
         return html.Div([ui.header("Overview"), ui.message(str(exc)), _runs_table(runs, None)], className="page")
     all_ranks = data.ranks_of(store, run)
+    data.warm_up(store, run, all_ranks[:8])  # background: what the pages of this run will ask for first
     selected = all_ranks
     try:
         selected = data.check_ranks(store, run, parse_ranks("ranks", ranks_q))

@@ -56,6 +56,7 @@ def _layout(store: data.Reader, run_q: Any, ranks_q: Any, step_q: Any, start_q: 
     except NotFound as exc:
         return html.Div([ui.header("Timeline"), ui.message(str(exc))], className="page")
     all_ranks = data.ranks_of(store, run)
+    data.warm_up(store, run, all_ranks[:8])  # background: what the pages of this run will ask for first
     selected = ui.default_ranks(all_ranks, DEFAULT_RANKS)
     try:
         asked = parse_ranks("ranks", ranks_q)
@@ -121,6 +122,8 @@ def _layout(store: data.Reader, run_q: Any, ranks_q: Any, step_q: Any, start_q: 
             ),
             html.Div(notes, id=f"{P}-notes"),
             dcc.Store(id=f"{P}-want", data=want),
+            dcc.Store(id=f"{P}-zoom"),  # the x range the user zoomed / panned to (from the graph, in the browser)
+            dcc.Store(id=f"{P}-bucket"),  # the occupancy bucket the user clicked
             dcc.Store(id=f"{P}-window"),
             html.Div(id=f"{P}-status", className="status"),
             html.Div(
@@ -291,17 +294,19 @@ def _occupancy_trace(fig: go.Figure, win: data.Window, rows: pd.DataFrame, y0: d
     order = [int(r) for r in rows["row"]]
     pos = {r: i for i, r in enumerate(win.rows)}
     take = [pos[r] for r in order if r in pos]
-    z = win.busy[take].astype(np.float32)
+    # compact cells (1 + 2 bytes): busy in whole percent, 0 only where the bucket is empty
+    busy = win.busy[take]
     n = win.events[take]
-    z[(n == 0) & (z == 0)] = np.nan  # nothing there: leave the cell blank
+    pct = np.ceil(busy * 100).astype(np.uint8)
+    pct[(pct == 0) & (n > 0)] = 1
     x = ((win.start_ns - origin) + (np.arange(win.n_buckets) + 0.5) * win.bucket_ns) / 1e6
     y = [y0[r] + 0.4 for r in order if r in pos]
     fig.add_trace(
         go.Heatmap(
-            z=np.round(z, 3), x=x, y=y, customdata=n.astype(np.int32), zmin=0, zmax=1,
-            colorscale=[[0, "#eaf1fb"], [0.3, "#9ecae1"], [1, "#08519c"]],
-            showscale=True, colorbar=dict(title="busy", tickformat=".0%", len=0.5, thickness=10),
-            hovertemplate="%{x:.3f} ms<br>busy %{z:.0%}<br>%{customdata} slices start here<extra></extra>",
+            z=pct, x=x, y=y, customdata=np.minimum(n, 65535).astype(np.uint16), zmin=0, zmax=100,
+            colorscale=[[0, "#ffffff"], [0.01, "#eaf1fb"], [0.3, "#9ecae1"], [1, "#08519c"]],
+            showscale=True, colorbar=dict(title="busy %", len=0.5, thickness=10),
+            hovertemplate="%{x:.3f} ms<br>busy %{z} %<br>%{customdata} slices start here<extra></extra>",
             xgap=0, ygap=2, name="occupancy",
         )
     )
@@ -357,20 +362,22 @@ def _pretty_args(args: str) -> str:
 # ---------------------------------------------------------------------------------------------
 
 
-def _relayout_range(rl: dict[str, Any] | None) -> tuple[float, float] | None | str:
-    if not rl:
-        return None
-    if rl.get("xaxis.autorange"):
-        return "auto"
-    if "xaxis.range[0]" in rl and "xaxis.range[1]" in rl:
-        return float(rl["xaxis.range[0]"]), float(rl["xaxis.range[1]"])
-    rng = rl.get("xaxis.range")
-    if isinstance(rng, list) and len(rng) == 2:
-        return float(rng[0]), float(rng[1])
-    return None
+# a click on an occupancy bucket (a slice click only opens its details)
+BUCKET_JS = """
+function(cd) {
+    var nu = window.dash_clientside.no_update;
+    if (!cd || !cd.points || !cd.points.length) { return nu; }
+    var p = cd.points[0];
+    if (typeof p.customdata !== 'number') { return nu; }
+    return {x: p.x, at: Date.now()};
+}
+"""
 
 
 def register_callbacks(app: Dash) -> None:
+    app.clientside_callback(ui.ZOOM_JS, Output(f"{P}-zoom", "data"), Input(f"{P}-graph", "relayoutData"), prevent_initial_call=True)
+    app.clientside_callback(BUCKET_JS, Output(f"{P}-bucket", "data"), Input(f"{P}-graph", "clickData"), prevent_initial_call=True)
+
     @app.callback(
         Output(f"{P}-ranks", "options"),
         Output(f"{P}-step", "options"),
@@ -397,20 +404,20 @@ def register_callbacks(app: Dash) -> None:
         Input(f"{P}-step", "value"),
         Input(f"{P}-reset", "n_clicks"),
         Input(f"{P}-out", "n_clicks"),
-        Input(f"{P}-graph", "relayoutData"),
-        Input(f"{P}-graph", "clickData"),
+        Input(f"{P}-zoom", "data"),
+        Input(f"{P}-bucket", "data"),
         State(f"{P}-window", "data"),
         State(f"{P}-want", "data"),
         State(f"{P}-graph", "figure"),
         prevent_initial_call="initial_duplicate",
     )
     @ui.guard(4, message_index=1)
-    def update(run: str, ranks: Any, groups: Any, step: Any, _reset: Any, _out: Any, relayout: Any, click: Any,
+    def update(run: str, ranks: Any, groups: Any, step: Any, _reset: Any, _out: Any, zoom: Any, bucket: Any,
                window: Any, want: Any, fig_state: Any) -> Any:
         with data.reader(ui.current_store(), run, ui.hint_ranks(ranks), ("steps", "lanes", "slices")) as rd:
-            return _update(rd, run, ranks, groups, step, relayout, click, window, want, fig_state)
+            return _update(rd, run, ranks, groups, step, zoom, bucket, window, want, fig_state)
 
-    def _update(store: data.Reader, run: str, ranks: Any, groups: Any, step: Any, relayout: Any, click: Any,
+    def _update(store: data.Reader, run: str, ranks: Any, groups: Any, step: Any, zoom: Any, bucket: Any,
                 window: Any, want: Any, fig_state: Any) -> Any:
         all_ranks = data.ranks_of(store, run)
         if not all_ranks:
@@ -419,7 +426,6 @@ def register_callbacks(app: Dash) -> None:
         groups = [g for g in (groups or []) if g in GROUPS]
         origin, full_a, full_b = full_window(store, run, selected)
         trig = ctx.triggered_id
-        prop = ctx.triggered[0]["prop_id"] if ctx.triggered else ""
         a, b = full_a, full_b
         if window and window.get("run") == run and window.get("origin") == str(origin):
             a, b = int(window["start"]), int(window["end"])
@@ -439,19 +445,13 @@ def register_callbacks(app: Dash) -> None:
         elif trig == f"{P}-out":
             mid, half = (a + b) / 2, (b - a) * 2
             a, b = int(max(mid - half, full_a)), int(min(mid + half, full_b))
-        elif trig == f"{P}-graph" and prop.endswith("relayoutData"):
-            rng = _relayout_range(relayout)
-            if rng == "auto":
+        elif trig == f"{P}-zoom" and zoom:
+            if zoom.get("auto"):
                 a, b = full_a, full_b
-            elif rng is None:
-                return dash.no_update, dash.no_update, dash.no_update, dash.no_update
             else:
-                a, b = int(rng[0] * 1e6), int(rng[1] * 1e6)
-        elif trig == f"{P}-graph" and prop.endswith("clickData"):
-            pt = (click or {}).get("points", [{}])[0]
-            if "customdata" in pt and not isinstance(pt.get("customdata"), (int, float)):
-                return dash.no_update, dash.no_update, dash.no_update, dash.no_update  # a slice: details only
-            xm = float(pt.get("x", (a + b) / 2e6)) * 1e6
+                a, b = int(float(zoom["a"]) * 1e6), int(float(zoom["b"]) * 1e6)
+        elif trig == f"{P}-bucket" and bucket:
+            xm = float(bucket["x"]) * 1e6
             half = (b - a) / 20
             a, b = int(xm - half), int(xm + half)
         if b <= a:
