@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import gc
 import hashlib
 import json
 import multiprocessing as mp
@@ -91,6 +92,10 @@ def read_collection(plan: CollectionPlan, store_path: str, run_root: str) -> Col
     writer = FactWriter(store_path, plan.run, rank, plan.collection_id)
     ctx = ReadContext(plan, writer)
     reader = READERS.get(plan.producer)
+    # Readers create millions of short-lived, acyclic objects (decoded events): reference counting
+    # frees them, and the cyclic collector would only re-scan the heap again and again meanwhile.
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
     try:
         if reader is None:
             for f in plan.files:
@@ -110,6 +115,8 @@ def read_collection(plan: CollectionPlan, store_path: str, run_root: str) -> Col
         raise
     finally:
         ctx.cleanup()
+        if gc_was_enabled:
+            gc.enable()
     for f in plan.files:  # files of the collection no reader looked at
         if f not in ctx.outcomes:
             ctx.ignore(f, "not used by the reader")
