@@ -22,6 +22,7 @@ from typing import Any
 import duckdb
 import numpy as np
 import pandas as pd
+import pyarrow.compute as pc
 
 from analyzer.errors import QueryError, StoreError
 from analyzer.store import Store
@@ -307,7 +308,8 @@ def time_bounds(rd: Reader, run: str, ranks: Sequence[int] | None) -> tuple[int,
     row = con.execute(
         f"SELECT min(start_ns), max(end_ns) FROM collections WHERE run = $run AND {RANK_FILTER}",
         {"run": run, "ranks": _ranks_param(ranks)},
-    ).fetchone()
+    ).fetchall()  # fetch everything: DuckDB refuses new work on a connection with a pending result
+    row = row[0] if row else None
     if row is None or row[0] is None or row[1] is None:
         return None
     return int(row[0]), int(row[1])
@@ -771,13 +773,23 @@ def memory_series(rd: Reader, run: str, ranks: Sequence[int], component: str) ->
 
     def load(missing: list[int]) -> dict[int, dict[str, dict[str, np.ndarray]]]:
         con = rd.facts(run, missing, ("memory_samples",))
-        df = _df(con, MEMORY_SERIES_SQL, {"run": run, "ranks": missing, "component": component})
+        try:  # Arrow straight to numpy: a pandas frame of every sample costs more than the query
+            tbl = con.sql(MEMORY_SERIES_SQL, params={"run": run, "ranks": missing, "component": component}).to_arrow_table()
+        except duckdb.Error as exc:
+            raise QueryError(str(exc).strip().splitlines()[0]) from exc
+        rank = tbl.column("rank").to_numpy()
+        dev = pc.dictionary_encode(tbl.column("device")).combine_chunks()
+        dev_idx, dev_names = dev.indices.to_numpy(zero_copy_only=False), dev.dictionary.to_pylist()
+        cols = {c: tbl.column(c).to_numpy(zero_copy_only=False) for c in ("ts_ns", "allocated_bytes", "reserved_bytes", "active_bytes")}
+        key = rank.astype(np.int64) * 4096 + dev_idx
+        cuts = np.r_[0, np.flatnonzero(np.diff(key)) + 1, len(key)]  # rows come ordered by rank, device, time
         out: dict[int, dict[str, dict[str, np.ndarray]]] = {}
-        for (r, dev), g in df.groupby(["rank", "device"], sort=True):
-            out.setdefault(int(r), {})[str(dev)] = {
-                "ts_ns": g["ts_ns"].to_numpy(dtype=np.int64),
-                **{c: pd.to_numeric(g[c], errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
-                   for c in ("allocated_bytes", "reserved_bytes", "active_bytes")},
+        for lo, hi in zip(cuts[:-1], cuts[1:]):
+            if hi <= lo:
+                continue
+            out.setdefault(int(rank[lo]), {})[str(dev_names[dev_idx[lo]])] = {
+                "ts_ns": cols["ts_ns"][lo:hi].astype(np.int64),
+                **{c: cols[c][lo:hi].astype(np.float64) for c in ("allocated_bytes", "reserved_bytes", "active_bytes")},
             }
         return out
 
