@@ -21,6 +21,7 @@ from webapp.params import format_ranks, parse_int, parse_ranks, single
 dash.register_page(__name__, path="/", name="Overview", title="rankscope · overview", order=0)
 
 P = "ov"
+MAX_HEAT_STEPS = 400  # columns of the rank x step heat map
 CAPABILITIES = ("steps", "operators", "kernels", "communication", "comm_matrix", "memory", "shapes", "stacks", "scalars")
 SEGMENTS = (  # stacked bar segments: they add up to the busy span of the step plus preparing
     ("computing_excl_ns", "Computing (not overlapped)", "computing"),
@@ -211,13 +212,17 @@ def _availability(cols: pd.DataFrame) -> html.Div:
         producers.setdefault(rank, set()).add(str(r["producer"]))
         for sentence in r["missing"] if r["missing"] is not None else []:
             missing.setdefault(str(sentence), set()).add(rank)
-    rows = []
+    # ranks that recorded the same things share a row (a 1000-rank run stays a short table)
+    groups: dict[tuple[Any, ...], list[int]] = {}
     for rank in sorted(per_rank):
-        caps = per_rank[rank]
+        key = (tuple(sorted(producers[rank])), tuple(sorted(status[rank])), tuple(c in per_rank[rank] for c in CAPABILITIES))
+        groups.setdefault(key, []).append(rank)
+    rows = []
+    for (prods, stats, caps), ranks in sorted(groups.items(), key=lambda kv: kv[1][0]):
         rows.append(
             html.Tr(
-                [html.Td(str(rank)), html.Td(", ".join(sorted(producers[rank]))), html.Td(", ".join(sorted(status[rank])))]
-                + [html.Td("✓" if c in caps else "—", className="yes" if c in caps else "no") for c in CAPABILITIES]
+                [html.Td(format_ranks(ranks)), html.Td(", ".join(prods)), html.Td(", ".join(stats))]
+                + [html.Td("✓" if c else "—", className="yes" if c else "no") for c in caps]
             )
         )
     kids: list[Any] = [
@@ -319,6 +324,11 @@ def _heatmap(bd: pd.DataFrame, run: str) -> html.Div:
         return html.Div()
     df = bd[bd["step"].notna()].copy()
     df["step_ms"] = pd.to_numeric(df["step_ns"], errors="coerce").astype("float64") / 1e6
+    steps = np.sort(df["step"].astype("int64").unique())
+    if len(steps) > MAX_HEAT_STEPS:  # bounded: consecutive steps share a column (their mean)
+        per = int(np.ceil(len(steps) / MAX_HEAT_STEPS))
+        first = {int(st): int(steps[(i // per) * per]) for i, st in enumerate(steps)}
+        df["step"] = df["step"].astype("int64").map(first)
     pv = df.pivot_table(index="rank", columns="step", values="step_ms", aggfunc="mean")
     if pv.shape[0] * pv.shape[1] <= 1:
         return html.Div()
