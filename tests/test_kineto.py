@@ -316,3 +316,33 @@ def test_overlapping_ops_take_the_stack_walk(tmp_path: Path) -> None:
     assert want != depth  # the stretch changed the nesting
     got = rows(Store(tmp_path / "store"), "SELECT event_id, depth, self_ns FROM operators")
     assert {r["event_id"]: (r["depth"], r["self_ns"]) for r in got} == want
+
+
+def test_streaming_survives_false_boundaries_and_a_broken_event(tmp_path: Path) -> None:
+    """Names holding '},{' (no event boundary) are read whole at every block size; one broken event
+    in the middle of the array is skipped with a warning and every other event kept."""
+    from analyzer.readers.chrome_trace import TraceStream
+
+    data = load(traces("kineto_gloo_2rank", 0)[0])
+    evs = data["traceEvents"]
+    evs[5]["name"] = 'evil "},{" name'
+    evs[300]["name"] = 'evil2 "}, {" "},{"},{'
+    evs[9]["args"] = {"x": [{"a": 1}, {"b": 2}]}
+    text = json.dumps(data, indent=2)
+    path = tmp_path / "t.pt.trace.json"
+    path.write_text(text)
+    for block in (97, 1000, 65536, 8 << 20):
+        stream = TraceStream(path, block_bytes=block)
+        got = [e for b in stream.blocks() for e in b]
+        assert [(e.name, e.ts) for e in got] == [(e["name"], e.get("ts")) for e in evs], block
+        assert not stream.warnings
+    victim = [i for i, e in enumerate(evs) if e.get("cat") == "cpu_op"][100]
+    kept = [e["name"] for i, e in enumerate(evs) if i != victim]
+    evs[victim]["name"] = "@victim@"
+    (tmp_path / "bad.json").write_text(json.dumps(data, indent=2).replace('"@victim@"', "BROKEN"))
+    for block in (1000, 8 << 20):
+        stream = TraceStream(tmp_path / "bad.json", block_bytes=block)
+        got = [e for b in stream.blocks() for e in b]
+        assert [e.name for e in got] == kept
+        assert stream.warnings == ["1 malformed event(s) skipped"]
+        assert stream.metadata["baseTimeNanoseconds"] == data["baseTimeNanoseconds"]

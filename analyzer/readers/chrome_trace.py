@@ -62,24 +62,24 @@ def open_binary(path: Path) -> BinaryIO:
     return fh
 
 
-def _skip_ws_back(buf: bytes, k: int) -> int:
+def _skip_ws_back(buf: bytes | bytearray, k: int) -> int:
     while k >= 0 and buf[k] in _WS:
         k -= 1
     return k
 
 
-def last_boundary(buf: bytes, end: int | None = None) -> tuple[int, int] | None:
+def last_boundary(buf: bytes | bytearray, end: int | None = None, start: int = 0) -> tuple[int, int] | None:
     """(index of the '}' ending an event, index of the '{' starting the next) for the last
-    '},{' boundary before ``end``, or None."""
+    '},{' boundary in ``buf[start:end]``, or None."""
     pos = len(buf) if end is None else end
     while True:
-        j = buf.rfind(b"{", 0, pos)
-        if j <= 0:
+        j = buf.rfind(b"{", start, pos)
+        if j <= start:
             return None
         k = _skip_ws_back(buf, j - 1)
-        if k >= 0 and buf[k] == 0x2C:  # ','
+        if k >= start and buf[k] == 0x2C:  # ','
             k = _skip_ws_back(buf, k - 1)
-            if k >= 0 and buf[k] == 0x7D:  # '}'
+            if k >= start and buf[k] == 0x7D:  # '}'
                 return k, j
         pos = j
 
@@ -99,40 +99,58 @@ class TraceStream:
     skipped_events: int = 0
 
     def blocks(self) -> Iterator[list[Event]]:
+        """Decoded events, block by block. Each block is read into a fresh buffer that starts with
+        '[' (the rest of the previous block's last event after it); the ',' after the block's last
+        complete event is overwritten with ']' and the buffer decoded in place: one copy of the
+        data, however big the file."""
         with open_binary(self.path) as f:
             try:
-                buf = f.read(self.block_bytes)
+                head = f.read(self.block_bytes)
             except (OSError, EOFError) as exc:
                 raise InputError(str(self.path), f"cannot read: {exc}") from exc
-            buf = self._start(f, buf)
-            carried = False
-            eof = False
-            while not eof:
+            carry = self._start(f, head)
+            retry_limit = max(4 * self.block_bytes, 1 << 20)
+            while True:
+                data = bytearray(1 + len(carry) + self.block_bytes)
+                data[0] = 0x5B  # '['
+                data[1 : 1 + len(carry)] = carry
+                view = memoryview(data)
                 try:
-                    more = f.read(self.block_bytes)
+                    n = f.readinto(view[1 + len(carry) :])
                 except (OSError, EOFError) as exc:  # e.g. a gzip stream cut short
                     self.warnings.append(f"compressed stream ends early ({exc}); kept the events before it")
                     self.truncated = True
-                    more = b""
-                eof = not more
-                if more:
-                    buf += more
-                    b = last_boundary(buf)
-                    if b is None:
-                        continue
-                    piece, buf = buf[: b[0] + 1], buf[b[1] :]
+                    n = 0
+                if not n:
+                    break
+                end = 1 + len(carry) + n
+                b = last_boundary(data, end, start=1)
+                if b is None:
+                    carry = bytes(view[1:end])
+                    continue
+                events = None
+                for _ in range(16):  # a '},{' inside a string or nested args is no boundary: try earlier
+                    k, j = b
+                    after = data[k + 1]
+                    data[k + 1] = 0x5D  # ']' over the ',' (or blank) after the last complete event
                     try:
-                        events = _EVENTS.decode(b"[" + piece + b"]")
+                        events = _EVENTS.decode(view[: k + 2])
+                        break
                     except msgspec.DecodeError:
-                        if not carried:  # the cut fell inside a string or nested object: retry bigger
-                            buf = piece + b"," + buf
-                            carried = True
-                            continue
-                        events = self._slow_decode(piece)
-                    carried = False
-                    self.n_events += len(events)
-                    yield events
-            events = self._finish(buf)
+                        data[k + 1] = after
+                        b = last_boundary(data, j, start=1)
+                        if b is None:
+                            break
+                if events is None:
+                    if end < retry_limit:  # no boundary decodes yet: read more and retry bigger
+                        carry = bytes(view[1:end])
+                        continue
+                    k, j = last_boundary(data, end, start=1)  # type: ignore[misc]
+                    events = self._slow_decode(bytes(view[1 : k + 1]))  # broken events: skip them
+                carry = bytes(view[j:end])
+                self.n_events += len(events)
+                yield events
+            events = self._finish(carry)
             self.n_events += len(events)
             if events:
                 yield events
@@ -186,6 +204,12 @@ class TraceStream:
                 continue
             self._parse_tail(buf[m.end() :])
             return events
+        # the array is closed but an event in it is broken: skip that event, keep the others
+        for m in reversed(list(_END_RE.finditer(buf))):
+            if self._tail_ok(buf[m.end() :]):
+                events = self._slow_decode(buf[: m.start() + 1])
+                self._parse_tail(buf[m.end() :])
+                return events
         # no closing bracket that makes sense: the file was cut inside the event list
         self.truncated = True
         end = len(buf)
@@ -215,6 +239,18 @@ class TraceStream:
         )
         return []
 
+    def _tail_ok(self, rest: bytes) -> bool:
+        """Whether ``rest`` can follow the closing bracket of the event list."""
+        rest = rest.strip(_WS)
+        if self.bare_array or not rest or rest == b"}":
+            return not rest or not self.bare_array and rest == b"}"
+        if rest.startswith(b","):
+            rest = rest[1:].strip(_WS)
+        try:
+            return isinstance(_ANY.decode(b"{" + rest), dict)
+        except msgspec.DecodeError:
+            return False
+
     def _parse_tail(self, rest: bytes) -> None:
         rest = rest.strip(_WS)
         if self.bare_array:
@@ -235,24 +271,34 @@ class TraceStream:
             self.warnings.append("unreadable keys after traceEvents ignored")
 
     def _slow_decode(self, piece: bytes) -> list[Event]:
-        """Decode event by event when a block will not decode as a whole; skip broken events."""
-        out: list[Event] = []
-        parts: list[bytes] = []
+        """Decode event by event when a block will not decode as a whole; skip broken events. A
+        piece that does not decode is retried joined with the next ones (a '},{' inside a string
+        is no boundary) before it is given up."""
+        cuts: list[tuple[int, int]] = []
         end = len(piece)
-        while True:
-            b = last_boundary(piece, end)
-            if b is None:
-                parts.append(piece[:end])
-                break
-            parts.append(piece[b[1] : end])
+        while (b := last_boundary(piece, end)) is not None:
+            cuts.append(b)
             end = b[0] + 1
-        for raw in reversed(parts):
-            try:
-                out.append(_ONE_EVENT.decode(raw.strip(_WS)))
-            except msgspec.DecodeError:
-                self.skipped_events += 1
-        if self.skipped_events:
-            self.warnings.append(f"{self.skipped_events} malformed events skipped")
+        cuts.reverse()
+        starts = [0] + [j for _, j in cuts]
+        ends = [k + 1 for k, _ in cuts] + [len(piece)]
+        out: list[Event] = []
+        skipped = 0
+        i = 0
+        while i < len(starts):
+            for m in range(i, min(i + 8, len(starts))):
+                try:
+                    out.append(_ONE_EVENT.decode(piece[starts[i] : ends[m]].strip(_WS)))
+                except msgspec.DecodeError:
+                    continue
+                i = m + 1
+                break
+            else:
+                skipped += 1
+                i += 1
+        if skipped:
+            self.skipped_events += skipped
+            self.warnings.append(f"{skipped} malformed event(s) skipped")
         return out
 
     @property
