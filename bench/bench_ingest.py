@@ -188,13 +188,23 @@ def _events(folder: Path, files: list[Path]) -> int:
     return sum(count_events(f) for f in files)
 
 
-def run_ours(folder: Path, scratch: Path, workers: int | None) -> Measured:
+def run_ours(folder: Path, scratch: Path, workers: int | None, events: int | None = None) -> Measured:
     store = Path(tempfile.mkdtemp(prefix="store-", dir=scratch))
     cmd = _analyze_cmd() + ["ingest", str(folder), "--store", str(store)]
     if workers:
         cmd += ["--workers", str(workers)]
     try:
-        return measure("ours", cmd)
+        m = measure("ours", cmd)
+        if events is not None:  # after the clock stopped: the store holds every event, every rank complete
+            from analyzer.store import Store
+
+            got = Store(store).query(
+                "SELECT (SELECT sum(rows) FROM source_files WHERE status = 'ok') AS n, "
+                "(SELECT bool_and(status = 'complete') FROM collections) AS ok"
+            ).iloc[0]
+            if int(got["n"]) != events or not bool(got["ok"]):
+                raise RuntimeError(f"ingest of {folder} read {got['n']} events (expected {events}), all complete: {got['ok']}")
+        return m
     finally:
         shutil.rmtree(store, ignore_errors=True)
 
@@ -241,11 +251,11 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, list[Measured]] = {t: [] for t in tools}
     try:
         if "ours" in tools:  # warm-up, not counted: compiled modules cached, files in the page cache
-            run_ours(args.set, scratch, args.workers)
+            run_ours(args.set, scratch, args.workers, events)
         for r in range(args.repeat):
             for tool in tools:
                 if tool == "ours":
-                    m = run_ours(args.set, scratch, args.workers)
+                    m = run_ours(args.set, scratch, args.workers, events)
                 elif tool == "hta":
                     m = measure("hta", [sys.executable, __file__, "--child", "hta", str(flat)])
                 else:
@@ -261,7 +271,7 @@ def main(argv: list[str] | None = None) -> int:
             sevents = _events(args.single, single_files)
             print(f"\nsingle trace: {args.single} — {ssize / 1e6:.0f} MB, {sevents:,} events")
             for r in range(args.repeat):
-                m = run_ours(args.single, scratch, args.workers)
+                m = run_ours(args.single, scratch, args.workers, sevents)
                 single.append(m)
                 print(f"  round {r + 1} ours  {m.seconds:7.2f} s (CPU {m.cpu_seconds:6.2f} s)  peak PSS "
                       f"{m.peak_pss_mb:7.0f} MB  RSS {m.peak_rss_mb:7.0f} MB", flush=True)
