@@ -4,7 +4,6 @@ bad URLs, the empty store, and `analyze serve` serving while `analyze ingest` wr
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import threading
 import time

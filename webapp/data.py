@@ -15,7 +15,7 @@ import logging
 import math
 import os
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 import pyarrow.compute as pc
 
-from analyzer.errors import QueryError, StoreError
+from analyzer.errors import QueryError
 from analyzer.store import Store
 
 from . import lod

@@ -15,7 +15,7 @@ from dash import Dash, Input, Output, State, ctx, dcc, html
 
 from webapp import data, ui
 from webapp.errors import NotFound, WebappError
-from webapp.format import fmt_bytes, fmt_ns
+from webapp.format import fmt_bytes
 from webapp.params import format_ranks, parse_ranks, single
 
 dash.register_page(__name__, path="/memory", name="Memory", title="rankscope · memory", order=3)

@@ -10,12 +10,11 @@ from typing import Any
 import dash
 import numpy as np
 import pandas as pd
-import plotly.graph_objects as go
 from dash import Dash, Input, Output, State, dcc, html
 
 from webapp import data, ui
 from webapp.errors import BadParameter, NotFound, WebappError
-from webapp.format import fmt_bytes, fmt_int, fmt_ns, plot_text
+from webapp.format import fmt_int, fmt_ns, plot_text
 from webapp.params import format_ranks, parse_int, parse_ranks, single
 
 dash.register_page(__name__, path="/", name="Overview", title="rankscope · overview", order=0)

@@ -31,6 +31,7 @@ P = "tl"
 DEFAULT_RANKS = 8
 MAX_DEPTH = 16  # nesting levels drawn per lane in the exact view (deeper slices share the last level)
 ROW_PX = 20
+BUCKETS = 900  # occupancy buckets per lane over the window: about one per pixel of the plot
 GROUPS = ("host", "device", "communication", "overlap", "other")
 DEFAULT_GROUPS = ("host", "device", "communication", "overlap")
 PALETTE = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#ff9da7", "#9c755f",
@@ -408,17 +409,16 @@ def register_callbacks(app: Dash) -> None:
         Input(f"{P}-bucket", "data"),
         State(f"{P}-window", "data"),
         State(f"{P}-want", "data"),
-        State(f"{P}-graph", "figure"),
         prevent_initial_call="initial_duplicate",
     )
     @ui.guard(4, message_index=1)
     def update(run: str, ranks: Any, groups: Any, step: Any, _reset: Any, _out: Any, zoom: Any, bucket: Any,
-               window: Any, want: Any, fig_state: Any) -> Any:
+               window: Any, want: Any) -> Any:
         with data.reader(ui.current_store(), run, ui.hint_ranks(ranks), ("steps", "lanes", "slices")) as rd:
-            return _update(rd, run, ranks, groups, step, zoom, bucket, window, want, fig_state)
+            return _update(rd, run, ranks, groups, step, zoom, bucket, window, want)
 
     def _update(store: data.Reader, run: str, ranks: Any, groups: Any, step: Any, zoom: Any, bucket: Any,
-                window: Any, want: Any, fig_state: Any) -> Any:
+                window: Any, want: Any) -> Any:
         all_ranks = data.ranks_of(store, run)
         if not all_ranks:
             raise NotFound(f"no run named {run!r}")
@@ -456,8 +456,7 @@ def register_callbacks(app: Dash) -> None:
             a, b = int(xm - half), int(xm + half)
         if b <= a:
             b = a + 1
-        width = _graph_width(fig_state)
-        win = data.timeline_window(store, run, selected, origin + a, origin + b, n_buckets=_buckets(width))
+        win = data.timeline_window(store, run, selected, origin + a, origin + b, n_buckets=BUCKETS)
         fig, desc = build_figure(win, origin, groups)
         params = {"run": run, "ranks": ui.ranks_param(selected, all_ranks),
                   "groups": None if sorted(groups) == sorted(DEFAULT_GROUPS) else ",".join(groups)}
@@ -485,15 +484,3 @@ def register_callbacks(app: Dash) -> None:
         origin = int(window["origin"]) if window else 0
         with data.reader(ui.current_store(), run, [int(cd[0])], ("slices", "lanes", "operators", "steps")) as rd:
             return detail_panel(data.slice_detail(rd, run, int(cd[0]), str(cd[1]), int(cd[2])), origin)
-
-
-def _graph_width(fig_state: Any) -> int:
-    try:
-        return int(fig_state["layout"].get("width") or 1200)
-    except (TypeError, KeyError, AttributeError):
-        return 1200
-
-
-def _buckets(width_px: int) -> int:
-    """Buckets per lane: about one per pixel of the plot area."""
-    return int(max(200, min(width_px - 300, 1200)))
