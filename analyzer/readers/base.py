@@ -50,6 +50,7 @@ class FileOutcome:
     status: str = "ok"  # ok | warning | error | ignored
     error: str | None = None
     rows: int = 0
+    sha256: str | None = None  # set by a reader that hashed the whole file while reading it
 
     def warn(self, message: str) -> None:
         if self.status == "ok":
