@@ -131,7 +131,7 @@ def read_collection(plan: CollectionPlan, store_path: str, run_root: str) -> Col
                 "collection_id": plan.collection_id,
                 "size_bytes": st[0] if st else None,
                 "mtime_ns": st[1] if st else None,
-                "sha256": file_sha256(path) if st and oc.status != "ignored" else None,
+                "sha256": (oc.sha256 or file_sha256(path)) if st and oc.status != "ignored" else None,
                 "reader": oc.reader,
                 "status": oc.status,
                 "error": oc.error,

@@ -13,6 +13,8 @@ unterminated array (a crash mid-write) — complete events are kept and a warnin
 from __future__ import annotations
 
 import gzip
+import hashlib
+import io
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -62,6 +64,29 @@ def open_binary(path: Path) -> BinaryIO:
     return fh
 
 
+class _HashingReader(io.RawIOBase):
+    """A file read through here feeds every byte to a SHA-256 (the ingest records the hash of each
+    source file: computed on the way, the file is not read twice)."""
+
+    def __init__(self, raw: BinaryIO):
+        super().__init__()
+        self.raw = raw
+        self.digest = hashlib.sha256()
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b: Any) -> int:
+        n = self.raw.readinto(b)  # type: ignore[attr-defined]
+        if n:
+            self.digest.update(memoryview(b)[:n])
+        return n or 0
+
+    def close(self) -> None:
+        self.raw.close()
+        super().close()
+
+
 def _skip_ws_back(buf: bytes | bytearray, k: int) -> int:
     while k >= 0 and buf[k] in _WS:
         k -= 1
@@ -97,13 +122,18 @@ class TraceStream:
     truncated: bool = False
     n_events: int = 0
     skipped_events: int = 0
+    sha256: str | None = None  # of the file's bytes, once every byte has been read
 
     def blocks(self) -> Iterator[list[Event]]:
         """Decoded events, block by block. Each block is read into a fresh buffer that starts with
         '[' (the rest of the previous block's last event after it); the ',' after the block's last
         complete event is overwritten with ']' and the buffer decoded in place: one copy of the
         data, however big the file."""
-        with open_binary(self.path) as f:
+        raw = open(self.path, "rb")
+        magic = raw.read(2)
+        raw.seek(0)
+        hashing = _HashingReader(raw)
+        with hashing, (gzip.GzipFile(fileobj=hashing, mode="rb") if magic == b"\x1f\x8b" else hashing) as f:
             try:
                 head = f.read(self.block_bytes)
             except (OSError, EOFError) as exc:
@@ -152,6 +182,10 @@ class TraceStream:
                 yield events
             events = self._finish(carry)
             self.n_events += len(events)
+            if not self.truncated:
+                while hashing.read(1 << 20):  # bytes after the compressed stream, if any
+                    pass
+                self.sha256 = hashing.digest.hexdigest()
             if events:
                 yield events
 
@@ -415,7 +449,6 @@ def raw_json_column(events: list[Event]) -> pa.Array:
 class EventColumns:
     """The fields of a block of events as Arrow arrays (one entry per event, in file order)."""
 
-    ph: pa.Array
     name: pa.Array
     cat: pa.Array
     pid: pa.Array
@@ -433,7 +466,6 @@ class EventColumns:
         n = len(events)
         ids = np.arange(first_event_id, first_event_id + n, dtype=np.int64) if event_ids is None else event_ids
         return cls(
-            ph=pa.array(field_values(events, "ph"), type=pa.string()),
             name=pa.array(field_values(events, "name"), type=pa.string()),
             cat=pa.array(field_values(events, "cat"), type=pa.string()),
             pid=id_column(field_values(events, "pid")),

@@ -701,6 +701,7 @@ def read_kineto(ctx: ReadContext) -> None:
                 late_base[file_idx] = int(meta.get("baseTimeNanoseconds") or 0)
             metas.append(meta)
             outcome.rows = ts.n_events
+            outcome.sha256 = ts.sha256
             for w in ts.warnings:
                 outcome.warn(w)
             if ts.n_events == 0:
