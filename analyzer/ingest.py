@@ -342,12 +342,24 @@ def _pool_context() -> Any:
     return ctx
 
 
+def _keep_freed_memory() -> None:
+    """glibc malloc, in a reader worker: serve blocks up to 64 MB from the heap and keep up to
+    128 MB of freed heap instead of returning it to the system after every trace block — each
+    block's buffers would otherwise be mapped, page-faulted in and unmapped again (a fifth of the
+    ingest's CPU time went to page faults)."""
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL("libc.so.6")
+        libc.mallopt(-3, 64 << 20)  # M_MMAP_THRESHOLD
+        libc.mallopt(-1, 128 << 20)  # M_TRIM_THRESHOLD
+
+
 def _init_worker(threads: int, parent: int | None) -> None:
     """Pool worker start: share the cores between the workers (DuckDB / Arrow threads per reader);
     a forked worker dies with the ingest that forked it (it must not outlive a killed ingest and
     keep writing, or keep the store's ingest lock it inherited)."""
     os.environ["RANKSCOPE_READER_THREADS"] = str(threads)
     pa.set_cpu_count(threads)
+    _keep_freed_memory()
     if parent is not None:
         with contextlib.suppress(OSError, AttributeError):
             ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
