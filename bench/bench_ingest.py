@@ -1,27 +1,30 @@
 """Ingest speed and memory of rankscope against HTA's loader and a plain ``json.load``, same run.
 
     python bench/make_traces.py                 # once: real traces under bench/out/
-    python bench/bench_ingest.py                # 3 rounds on the 4-rank set + the 1 GB trace
-    python bench/bench_ingest.py --repeat 5 --no-single
+    python bench/bench_ingest.py                # 3 timed + 2 memory rounds, then the 1 GB trace
+    python bench/bench_ingest.py --repeat 5 --memory-repeat 3 --no-single
 
-Every tool runs in its own subprocess, one after the other (never two at once), rounds
-interleaved (ours, HTA, json.load, ours, ...) so that a busy machine slows all of them alike.
-For each run the wall time is taken and the memory of the process *and all its descendants*
-(our ingest and HTA both use a process pool) is sampled from ``/proc`` every 40 ms:
+Every tool runs in its own subprocess, one at a time, the tools interleaved within a round (ours,
+HTA, json.load, ours, ...) so that a busy machine slows all of them alike; one uncounted warm-up
+ingest first. Two kinds of rounds:
 
-- peak PSS: the sum over the process tree of the proportional set size (shared pages, e.g. the
-  libraries a forked worker shares with its parent, counted once) — the figure the ratios use;
-- peak RSS: the sum of the resident sets (counts shared pages once per process).
+- timed rounds: nothing else runs; wall time, and CPU time of the process *and all its
+  descendants* (our ingest and HTA both parse ranks in a process pool) from ``wait4``;
+- memory rounds: the process tree is sampled from ``/proc`` every 40 ms (which costs CPU, hence
+  apart): peak PSS — the sum over the tree of proportional set sizes, pages shared by a parent
+  and its forked workers counted once: the figure the ratio uses — and peak RSS (shared pages
+  counted in every process).
 
 What is timed:
 
 - ours: the real CLI, ``analyze ingest <set> --store <fresh folder>``, from process start to exit
-  (interpreter start, imports, discovery, parsing, Parquet, catalog commit — everything);
+  (interpreter start, imports, discovery, parsing, Parquet, catalog commit — everything); after
+  each run (clock stopped) the store is checked: every event read, every collection complete;
 - HTA: ``TraceAnalysis(trace_dir=...)`` only (its import time is reported apart and not counted);
   HTA wants every rank's file in one folder, so it gets a folder of symlinks to the same files;
 - json.load: ``json.load`` of each file in turn in one process (the decoding floor of the stdlib).
 
-Ratios are medians over the rounds of this run. Needs ``pip install -e '.[bench]'``.
+Ratios are of the medians over the rounds of this run. Needs ``pip install -e '.[bench]'``.
 """
 
 from __future__ import annotations
@@ -105,8 +108,9 @@ def _env() -> dict[str, str]:
     return env
 
 
-def measure(tool: str, cmd: list[str]) -> Measured:
-    """Run ``cmd``, sample its process tree's memory until it exits; it prints one JSON line last."""
+def measure(tool: str, cmd: list[str], sample: bool) -> Measured:
+    """Run ``cmd`` (it prints one JSON line last) and wait for it. With ``sample``, the memory of its
+    process tree is sampled every 40 ms meanwhile (that costs CPU: timed rounds do not sample)."""
     t0 = time.perf_counter()
     errf = tempfile.TemporaryFile(mode="w+")
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=errf, text=True, env=_env())
@@ -116,7 +120,7 @@ def measure(tool: str, cmd: list[str]) -> Measured:
     reader = threading.Thread(target=lambda: out_chunks.append(proc.stdout.read()), daemon=True)  # type: ignore[union-attr]
     reader.start()
     while True:
-        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+        pid, status, usage = os.wait4(proc.pid, os.WNOHANG if sample else 0)
         if pid:
             break
         pids = _tree(proc.pid)
@@ -135,7 +139,9 @@ def measure(tool: str, cmd: list[str]) -> Measured:
     lines = [ln for ln in "".join(out_chunks).strip().splitlines() if ln.startswith("{")]
     info = json.loads(lines[-1]) if lines else {}
     cpu = usage.ru_utime + usage.ru_stime  # the process and every descendant it waited for
-    return Measured(tool, float(info.get("seconds", wall)), wall, peak_pss / 1024, peak_rss / 1024, peak_n, cpu, info)
+    nan = float("nan")
+    return Measured(tool, float(info.get("seconds", wall)), wall, peak_pss / 1024 if sample else nan,
+                    peak_rss / 1024 if sample else nan, peak_n, cpu, info)
 
 
 # -- the tools (child side) ---------------------------------------------------------------------
@@ -188,25 +194,34 @@ def _events(folder: Path, files: list[Path]) -> int:
     return sum(count_events(f) for f in files)
 
 
-def run_ours(folder: Path, scratch: Path, workers: int | None, events: int | None = None) -> Measured:
+def run_ours(folder: Path, scratch: Path, workers: int | None, events: int, sample: bool) -> Measured:
     store = Path(tempfile.mkdtemp(prefix="store-", dir=scratch))
     cmd = _analyze_cmd() + ["ingest", str(folder), "--store", str(store)]
     if workers:
         cmd += ["--workers", str(workers)]
     try:
-        m = measure("ours", cmd)
-        if events is not None:  # after the clock stopped: the store holds every event, every rank complete
-            from analyzer.store import Store
+        m = measure("ours", cmd, sample)
+        # after the clock stopped: the store holds every event, every collection complete
+        from analyzer.store import Store
 
-            got = Store(store).query(
-                "SELECT (SELECT sum(rows) FROM source_files WHERE status = 'ok') AS n, "
-                "(SELECT bool_and(status = 'complete') FROM collections) AS ok"
-            ).iloc[0]
-            if int(got["n"]) != events or not bool(got["ok"]):
-                raise RuntimeError(f"ingest of {folder} read {got['n']} events (expected {events}), all complete: {got['ok']}")
+        got = Store(store).query(
+            "SELECT (SELECT sum(rows) FROM source_files WHERE status = 'ok') AS n, "
+            "(SELECT bool_and(status = 'complete') FROM collections) AS ok"
+        ).iloc[0]
+        if int(got["n"]) != events or not bool(got["ok"]):
+            raise RuntimeError(f"ingest of {folder} read {got['n']} events (expected {events}), all complete: {got['ok']}")
         return m
     finally:
         shutil.rmtree(store, ignore_errors=True)
+
+
+def run_tool(tool: str, folder: Path, files: list[Path], flat: Path, scratch: Path, args: argparse.Namespace,
+             events: int, sample: bool) -> Measured:
+    if tool == "ours":
+        return run_ours(folder, scratch, args.workers, events, sample)
+    if tool == "hta":
+        return measure("hta", [sys.executable, __file__, "--child", "hta", str(flat)], sample)
+    return measure("json", [sys.executable, __file__, "--child", "json", *map(str, files)], sample)
 
 
 def _median(xs: list[float]) -> float:
@@ -222,7 +237,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--set", type=Path, default=OUT / "set_4rank", help="multi-rank trace folder")
     ap.add_argument("--single", type=Path, default=OUT / "single_1gb", help="folder with the ~1 GB trace")
-    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--repeat", type=int, default=3, help="timed rounds (default 3)")
+    ap.add_argument("--memory-repeat", type=int, default=2, help="memory-sampled rounds (default 2)")
     ap.add_argument("--tools", default="ours,hta,json", help="comma-separated subset of ours,hta,json")
     ap.add_argument("--no-single", action="store_true", help="skip the 1 GB single-trace ingest")
     ap.add_argument("--workers", type=int, help="passed to analyze ingest (default: its own)")
@@ -240,79 +256,89 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     size = sum(f.stat().st_size for f in files)
     events = _events(args.set, files)
+    single_files = _trace_files(args.single) if not args.no_single and args.single.exists() else []
     scratch = Path(tempfile.mkdtemp(prefix="bench-", dir=OUT))
     flat = scratch / "hta_flat"
     flat.mkdir()
     for f in files:
         (flat / f.name).symlink_to(f.resolve())
 
-    print(f"machine: {platform.machine()} {os.cpu_count()} cores, {platform.python_version()}, load {os.getloadavg()}")
-    print(f"set: {args.set} — {len(files)} files, {size / 1e6:.0f} MB, {events:,} events; {args.repeat} rounds\n")
-    results: dict[str, list[Measured]] = {t: [] for t in tools}
+    print(f"machine: {platform.machine()} {os.cpu_count()} cores, Python {platform.python_version()}, "
+          f"load {tuple(round(x, 2) for x in os.getloadavg())}")
+    print(f"set: {args.set} — {len(files)} files, {size / 1e6:.0f} MB, {events:,} events; "
+          f"{args.repeat} timed rounds, {args.memory_repeat} memory rounds\n")
+    timed: dict[str, list[Measured]] = {t: [] for t in tools}
+    sampled: dict[str, list[Measured]] = {t: [] for t in tools}
+    single_t: list[Measured] = []
+    single_m: list[Measured] = []
+    sevents = 0
     try:
         if "ours" in tools:  # warm-up, not counted: compiled modules cached, files in the page cache
-            run_ours(args.set, scratch, args.workers, events)
-        for r in range(args.repeat):
-            for tool in tools:
-                if tool == "ours":
-                    m = run_ours(args.set, scratch, args.workers, events)
-                elif tool == "hta":
-                    m = measure("hta", [sys.executable, __file__, "--child", "hta", str(flat)])
-                else:
-                    m = measure("json", [sys.executable, __file__, "--child", "json", *map(str, files)])
-                results[tool].append(m)
-                print(f"  round {r + 1} {tool:5s} {m.seconds:7.2f} s (process {m.wall_seconds:6.2f} s, CPU {m.cpu_seconds:6.2f} s)  "
-                      f"peak PSS {m.peak_pss_mb:7.0f} MB  RSS {m.peak_rss_mb:7.0f} MB  procs {m.peak_processes}", flush=True)
-        single: list[Measured] = []
-        sevents = 0
-        single_files = _trace_files(args.single) if not args.no_single and args.single.exists() else []
+            run_ours(args.set, scratch, args.workers, events, False)
+        for kind, rounds, bucket in (("timed", args.repeat, timed), ("memory", args.memory_repeat, sampled)):
+            for r in range(rounds):
+                for tool in tools:
+                    m = run_tool(tool, args.set, files, flat, scratch, args, events, kind == "memory")
+                    bucket[tool].append(m)
+                    what = (f"peak PSS {m.peak_pss_mb:6.0f} MB  RSS {m.peak_rss_mb:6.0f} MB  procs {m.peak_processes}"
+                            if kind == "memory" else f"CPU {m.cpu_seconds:6.2f} s")
+                    print(f"  {kind} round {r + 1} {tool:5s} {m.seconds:7.2f} s (process {m.wall_seconds:6.2f} s)  {what}",
+                          flush=True)
         if single_files:
             ssize = sum(f.stat().st_size for f in single_files)
             sevents = _events(args.single, single_files)
             print(f"\nsingle trace: {args.single} — {ssize / 1e6:.0f} MB, {sevents:,} events")
-            for r in range(args.repeat):
-                m = run_ours(args.single, scratch, args.workers, sevents)
-                single.append(m)
-                print(f"  round {r + 1} ours  {m.seconds:7.2f} s (CPU {m.cpu_seconds:6.2f} s)  peak PSS "
-                      f"{m.peak_pss_mb:7.0f} MB  RSS {m.peak_rss_mb:7.0f} MB", flush=True)
+            for kind, rounds, bucket1 in (("timed", args.repeat, single_t), ("memory", args.memory_repeat, single_m)):
+                for r in range(rounds):
+                    m = run_ours(args.single, scratch, args.workers, sevents, kind == "memory")
+                    bucket1.append(m)
+                    what = f"peak PSS {m.peak_pss_mb:6.0f} MB  RSS {m.peak_rss_mb:6.0f} MB" if kind == "memory" else f"CPU {m.cpu_seconds:6.2f} s"
+                    print(f"  {kind} round {r + 1} ours  {m.seconds:7.2f} s  {what}", flush=True)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
-    print(f"\nmedians over {args.repeat} rounds (individual rounds in brackets); load now {os.getloadavg()}")
-    stats = ("seconds", "wall_seconds", "cpu_seconds", "peak_pss_mb", "peak_rss_mb")
-    med = {t: {k: _median([getattr(m, k) for m in ms]) for k in stats} for t, ms in results.items()}
-    for tool, ms in results.items():
-        print(f"  {tool:5s} time {_fmt(ms, 'seconds', ' s')}  CPU {_fmt(ms, 'cpu_seconds', ' s')}\n"
-              f"        peak PSS {_fmt(ms, 'peak_pss_mb', ' MB')}  peak RSS {_fmt(ms, 'peak_rss_mb', ' MB')}")
+    def med(ms: list[Measured], attr: str) -> float:
+        return _median([getattr(m, attr) for m in ms])
+
+    print(f"\nmedians (individual rounds in brackets); load now {tuple(round(x, 2) for x in os.getloadavg())}")
     summary: dict[str, object] = {
         "date": time.strftime("%Y-%m-%d %H:%M"), "cores": os.cpu_count(), "set": str(args.set), "set_bytes": size,
-        "set_events": events, "rounds": args.repeat, "median": med,
-        "rounds_detail": {t: [m.__dict__ for m in ms] for t, ms in results.items()},
+        "set_events": events, "timed_rounds": args.repeat, "memory_rounds": args.memory_repeat, "median": {},
+        "rounds_detail": {t: [m.__dict__ for m in timed[t] + sampled[t]] for t in tools},
     }
-    if "ours" in med and "hta" in med:
-        o, h = med["ours"], med["hta"]
+    for tool in tools:
+        summary["median"][tool] = {  # type: ignore[index]
+            "seconds": med(timed[tool], "seconds"), "wall_seconds": med(timed[tool], "wall_seconds"),
+            "cpu_seconds": med(timed[tool], "cpu_seconds"), "peak_pss_mb": med(sampled[tool], "peak_pss_mb"),
+            "peak_rss_mb": med(sampled[tool], "peak_rss_mb"),
+        }
+        print(f"  {tool:5s} time {_fmt(timed[tool], 'seconds', ' s')}  CPU {_fmt(timed[tool], 'cpu_seconds', ' s')}\n"
+              f"        peak PSS {_fmt(sampled[tool], 'peak_pss_mb', ' MB')}  peak RSS {_fmt(sampled[tool], 'peak_rss_mb', ' MB')}")
+    mm = summary["median"]  # type: ignore[assignment]
+    if "ours" in tools and "hta" in tools:
+        o, h = mm["ours"], mm["hta"]  # type: ignore[index]
         speed = h["seconds"] / o["seconds"]
-        per_round = [hm.seconds / om.seconds for om, hm in zip(results["ours"], results["hta"])]
+        per_round = [hm.seconds / om.seconds for om, hm in zip(timed["ours"], timed["hta"])]
         mem = o["peak_pss_mb"] / h["peak_pss_mb"]
-        print(f"\n  HTA load time / our ingest time   {speed:6.2f}x  (rounds: {', '.join(f'{x:.2f}' for x in per_round)})"
+        print(f"\n  HTA load time / our ingest time   {speed:6.2f}x  (each round: {', '.join(f'{x:.2f}' for x in per_round)})"
               f"   target >= 8: {'OK' if speed >= 8 else 'MISSED'}")
-        print(f"  HTA CPU / our CPU (whole process trees) {h['cpu_seconds'] / o['cpu_seconds']:6.2f}x")
+        print(f"  HTA CPU / our CPU (process trees) {h['cpu_seconds'] / o['cpu_seconds']:6.2f}x")
         print(f"  our peak / HTA peak, PSS          {mem:6.2f}   target <= 0.5: {'OK' if mem <= 0.5 else 'MISSED'}")
         print(f"  our peak / HTA peak, RSS          {o['peak_rss_mb'] / h['peak_rss_mb']:6.2f}")
         summary.update(hta_over_ours_time=speed, hta_over_ours_time_rounds=per_round, ours_over_hta_peak_pss=mem,
                        hta_over_ours_cpu=h["cpu_seconds"] / o["cpu_seconds"])
-    if "ours" in med and "json" in med:
-        print(f"  json.load time / our ingest time  {med['json']['seconds'] / med['ours']['seconds']:6.2f}x")
-    for tool in med:
-        print(f"  {tool:5s} {events / med[tool]['seconds']:>10,.0f} events/s")
-    if single:
-        pk = _median([m.peak_pss_mb for m in single])
-        print(f"\n  1 GB trace ({sevents:,} events): ours {_median([m.seconds for m in single]):.2f} s "
-              f"({sevents / _median([m.seconds for m in single]):,.0f} events/s), peak PSS {pk:.0f} MB, "
-              f"peak RSS {_median([m.peak_rss_mb for m in single]):.0f} MB   target < 1024 MB: {'OK' if pk < 1024 else 'MISSED'}")
-        summary["single"] = {"events": sevents, "seconds": _median([m.seconds for m in single]), "peak_pss_mb": pk,
-                             "peak_rss_mb": _median([m.peak_rss_mb for m in single]),
-                             "rounds_detail": [m.__dict__ for m in single]}
+    if "ours" in tools and "json" in tools:
+        print(f"  json.load time / our ingest time  {mm['json']['seconds'] / mm['ours']['seconds']:6.2f}x")  # type: ignore[index]
+    for tool in tools:
+        print(f"  {tool:5s} {events / mm[tool]['seconds']:>10,.0f} events/s")  # type: ignore[index]
+    if single_t:
+        secs, pk = med(single_t, "seconds"), med(single_m, "peak_pss_mb")
+        print(f"\n  1 GB trace ({sevents:,} events): ours {secs:.2f} s ({sevents / secs:,.0f} events/s), "
+              f"peak PSS {pk:.0f} MB, peak RSS {med(single_m, 'peak_rss_mb'):.0f} MB   target < 1024 MB: "
+              f"{'OK' if pk < 1024 else 'MISSED'}")
+        summary["single"] = {"events": sevents, "seconds": secs, "cpu_seconds": med(single_t, "cpu_seconds"),
+                             "peak_pss_mb": pk, "peak_rss_mb": med(single_m, "peak_rss_mb"),
+                             "rounds_detail": [m.__dict__ for m in single_t + single_m]}
     res = OUT / f"bench-{time.strftime('%Y%m%d-%H%M%S')}.json"
     res.write_text(json.dumps(summary, indent=1))
     print(f"\nwritten {res.relative_to(HERE.parent)}")
