@@ -234,16 +234,27 @@ def ingest(
     if not root_p.exists():
         raise NothingIngestedError(f"{root_p}: no such file or folder")
     run_name = run or (root_p.name if root_p.is_dir() else root_p.stem.split(".")[0])
-    store.initialize()
+    # a store that does not exist yet holds nothing to compare with or to collect: reading starts
+    # at once and the empty catalog is created while the workers read
+    fresh = not store.exists()
+    if not fresh:
+        store.initialize()
     report = IngestReport(run_name, str(root_p), str(store.path))
     notify = on_progress or (lambda kind, obj: None)
     with store.ingest_lock():
-        store.garbage_collect()
+        if fresh and store.exists():  # another ingest created it while this one waited for the lock
+            fresh = False
+            store.initialize()
+        if not fresh:
+            store.garbage_collect()
         disc = discover(root_p, run_name)
         run_root = disc.root
-        cat = store.load_catalog(["collections", "source_files"])
-        prev_cols = {r["collection_id"]: r for r in cat["collections"].to_pylist() if r["run"] == run_name}
-        prev_files = {r["path"]: r for r in cat["source_files"].to_pylist() if r["run"] == run_name}
+        prev_cols: dict[str, dict[str, Any]] = {}
+        prev_files: dict[str, dict[str, Any]] = {}
+        if not fresh:
+            cat = store.load_catalog(["collections", "source_files"])
+            prev_cols = {r["collection_id"]: r for r in cat["collections"].to_pylist() if r["run"] == run_name}
+            prev_files = {r["path"]: r for r in cat["source_files"].to_pylist() if r["run"] == run_name}
         to_read: list[CollectionPlan] = []
         touched: list[dict[str, Any]] = []
         for plan in disc.plans:
@@ -273,7 +284,7 @@ def ingest(
                     to_read.append(plan)
         for plan in report.unchanged:
             notify("unchanged", plan)
-        results = _read_all(to_read, str(store.path), str(run_root), workers, notify)
+        results = _read_all(to_read, str(store.path), str(run_root), workers, notify, store.initialize if fresh else None)
         replace: list[str] = []
         collections: list[dict[str, Any]] = []
         fact_files: list[dict[str, Any]] = []
@@ -368,13 +379,20 @@ def _init_worker(threads: int, parent: int | None) -> None:
 
 
 def _read_all(
-    plans: list[CollectionPlan], store_path: str, run_root: str, workers: int | None, notify: Callable[[str, Any], None]
+    plans: list[CollectionPlan],
+    store_path: str,
+    run_root: str,
+    workers: int | None,
+    notify: Callable[[str, Any], None],
+    meanwhile: Callable[[], None] | None = None,
 ) -> list[CollectionResult]:
-    if not plans:
-        return []
+    """Read the collections (in a pool of forked workers when there are several); ``meanwhile``
+    runs in this process once the workers have their work."""
     n = workers if workers is not None else min(len(plans), os.cpu_count() or 1)
     out: list[CollectionResult] = []
-    if n <= 1 or len(plans) == 1:
+    if n <= 1 or len(plans) <= 1:
+        if meanwhile is not None:
+            meanwhile()
         for p in plans:
             notify("start", p)
             res = read_collection(p, store_path, run_root)
@@ -391,6 +409,8 @@ def _read_all(
         for p in order:
             notify("start", p)
             futs.append(pool.submit(read_collection, p, store_path, run_root))
+        if meanwhile is not None:
+            meanwhile()
         for fut in futs:
             res = fut.result()
             notify("done", res)
