@@ -109,3 +109,8 @@ def test_summary_values_match_the_traces(kineto_store: Path) -> None:
         assert r["comm_bytes"] == sum(4 * math.prod(dims) for dims in sizes)
         mem = [e["args"]["Total Allocated"] for e in events if e.get("name") == "[memory]"]
         assert r["peak_allocated_bytes"] == max(mem)
+
+
+def test_schema_doc_is_current() -> None:
+    doc = (REPO / "docs" / "schema.md").read_text()
+    assert schema.describe() in doc, "docs/schema.md is stale: run `analyze schema --markdown` and update it"
