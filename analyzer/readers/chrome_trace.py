@@ -29,7 +29,7 @@ import pyarrow as pa
 from ..errors import InputError
 from ..units import us_array_to_ns, us_text_to_ns
 
-BLOCK_BYTES = 8 << 20
+BLOCK_BYTES = 4 << 20  # smaller blocks: fewer fresh pages to fault in, same speed
 _WS = b" \t\r\n"
 _END_RE = re.compile(rb"\}\s*\]")
 
