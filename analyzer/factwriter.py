@@ -54,7 +54,7 @@ def conform(table: str, data: pa.Table | pa.RecordBatch | Mapping[str, Any], key
     return pa.Table.from_arrays(arrays, schema=sch)
 
 
-ROW_GROUP_ROWS = 128 * 1024
+ROW_GROUP_ROWS = 64 * 1024
 
 
 _STATS = {"run", "rank", "collection_id", "step", "ts_ns", "start_ns", "end_ns", "alloc_ns", "event_id", "kernel_id"}
