@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import shutil
 import sys
 from collections.abc import Callable
@@ -354,5 +355,23 @@ def report(run_name: str | None, as_json: bool, store: Store) -> None:
     print_report(rep, console)
 
 
+def run() -> None:
+    """The ``analyze`` program: run the command, flush its output, then leave at once. Skipping the
+    interpreter's teardown (freeing every object of pandas, pyarrow, DuckDB) saves ~0.15 s on
+    every command; everything the command wrote is closed by then. Tests call ``main`` (a click
+    group) with click's CliRunner instead."""
+    code: int | str | None = 0
+    try:
+        main()
+    except SystemExit as exc:
+        code = exc.code
+    if isinstance(code, str):
+        print(code, file=sys.stderr)
+        code = 1
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code or 0)
+
+
 if __name__ == "__main__":
-    main()
+    run()
