@@ -103,6 +103,7 @@ _MEM_DEC = msgspec.json.Decoder(MemArgs)
 _ANY = msgspec.json.Decoder()
 
 _OPS_DEC = msgspec.json.Decoder(list[OpArgs | None])
+_OP_LINES = msgspec.json.Decoder(OpArgs)
 _MEMS_DEC = msgspec.json.Decoder(list[MemArgs | None])
 _NO_OP_ARGS = OpArgs()
 _NO_MEM_ARGS = MemArgs()
@@ -127,6 +128,21 @@ def _device_name(device_type: int | None, device_id: int | None) -> str:
 def _where(mask: pa.Array) -> np.ndarray:
     """Positions where a boolean Arrow array is true (nulls count as false)."""
     return np.flatnonzero(mask.to_numpy(zero_copy_only=False) == True)  # noqa: E712 - None -> False
+
+
+def _op_args(args: pa.Array) -> list[OpArgs] | None:
+    """The ops' args decoded straight from the timeline's args column: its values lie back to back
+    in one buffer, which msgspec reads as a sequence of JSON documents. None if an op has no args
+    or one does not decode (the caller then goes event by event)."""
+    if not len(args) or args.null_count:
+        return None
+    offsets = np.frombuffer(args.buffers()[1], dtype=np.int32)
+    start, end = int(offsets[args.offset]), int(offsets[args.offset + len(args)])
+    try:
+        out = _OP_LINES.decode_lines(memoryview(args.buffers()[2])[start:end])
+    except msgspec.DecodeError:
+        return None
+    return out if len(out) == len(args) else None
 
 
 def _decode_many(many: msgspec.json.Decoder, one: msgspec.json.Decoder, raws: list[msgspec.Raw]) -> list[Any]:
@@ -345,8 +361,9 @@ class _TraceRouter:
     # -- per kind --------------------------------------------------------------------------------
 
     def _ops(self, events: list[Event], idx: np.ndarray, cols: EventColumns, mask: pa.Array, file_idx: int) -> None:
-        evs = list(map(events.__getitem__, idx.tolist()))
-        args = _decode_many(_OPS_DEC, _OP_DEC, field_values(evs, "args"))
+        args = _op_args(cols.args.filter(mask))
+        if args is None:
+            args = _decode_many(_OPS_DEC, _OP_DEC, field_values(list(map(events.__getitem__, idx.tolist())), "args"))
         present = [a if a is not None else _NO_OP_ARGS for a in args] if None in args else args
         shapes = raw_text_array(list(map(_GET_DIMS, present)))
         types = raw_text_array(list(map(_GET_TYPES, present)))
