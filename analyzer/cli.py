@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.table import Table
 
 from . import schema
+from .format import fmt_bytes, fmt_ns
 from .errors import AnalyzerError, NothingIngestedError
 from .store import STORE_ENV_VAR, Store, resolve_store_path
 
@@ -53,29 +54,6 @@ def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
             sys.exit(1)
 
     return wrapper
-
-
-def fmt_ns(v: Any) -> str:
-    if v is None or (isinstance(v, float) and v != v):
-        return "-"
-    v = float(v)
-    if abs(v) >= 1e9:
-        return f"{v / 1e9:.3f} s"
-    if abs(v) >= 1e6:
-        return f"{v / 1e6:.3f} ms"
-    if abs(v) >= 1e3:
-        return f"{v / 1e3:.1f} µs"
-    return f"{v:.0f} ns"
-
-
-def fmt_bytes(v: Any) -> str:
-    if v is None or (isinstance(v, float) and v != v):
-        return "-"
-    v = float(v)
-    for unit, div in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if abs(v) >= div:
-            return f"{v / div:.2f} {unit}"
-    return f"{v:.0f} B"
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})

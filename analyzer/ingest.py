@@ -24,7 +24,7 @@ from . import readers  # noqa: F401 - registers the readers
 from .discover import discover
 from .errors import InputError, NothingIngestedError
 from .factwriter import FactWriter
-from .readers.base import READERS, CollectionPlan, FileOutcome, ReadContext
+from .readers.base import READERS, CollectionPlan, ReadContext
 from .store import Store, utcnow
 
 _HASH_BLOCK = 4 << 20

@@ -20,6 +20,7 @@ SELECT r.run,
             WHEN bool_or(c.status IN ('complete', 'partial')) THEN 'partial'
             ELSE min(c.status) END AS status,
        (SELECT count(*) FROM source_files f WHERE f.run = r.run AND f.status IN ('warning', 'error')) AS problems,
+       sum(c.n_rows) AS rows,
        r.updated_at, r.root_path
 FROM runs r LEFT JOIN collections c ON c.run = r.run
 GROUP BY r.run, r.updated_at, r.root_path

@@ -15,7 +15,7 @@ import collector.profiler as profiler_mod
 from collector import Profiler
 from collector.backends.base import Backend, BackendInfo, Session
 from collector.config import ProfileOptions
-from collector.dynamic import CONFIG_NAME, DEFAULT_FILE, LOG_NAME, DynamicWatcher, parse_request
+from collector.dynamic import CONFIG_NAME, DEFAULT_FILE, LOG_NAME, DynamicWatcher
 
 DATA = Path(__file__).resolve().parent / "data" / "collector"
 

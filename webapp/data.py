@@ -26,6 +26,7 @@ import pyarrow.compute as pc
 
 from analyzer.errors import QueryError
 from analyzer.store import Store
+from analyzer.summary import RUNS_SQL  # the one definition, shared with `analyze runs`
 
 from . import lod
 from .errors import EmptyStore, NotFound
@@ -207,25 +208,6 @@ RANK_FILTER = "($ranks IS NULL OR list_contains($ranks, rank))"
 # ---------------------------------------------------------------------------------------------
 # runs, ranks, collections (catalog only: cheap)
 # ---------------------------------------------------------------------------------------------
-
-RUNS_SQL = """
-SELECT r.run,
-       count(DISTINCT c.rank) AS ranks,
-       count(c.collection_id) AS collections,
-       (SELECT count(DISTINCT s) FROM (SELECT unnest(c2.steps) AS s FROM collections c2 WHERE c2.run = r.run)) AS steps,
-       list(DISTINCT c.producer ORDER BY c.producer) AS formats,
-       CASE WHEN count(c.collection_id) = 0 THEN 'error'
-            WHEN bool_and(c.status = 'complete') THEN 'complete'
-            WHEN bool_or(c.status IN ('complete', 'partial')) THEN 'partial'
-            ELSE min(c.status) END AS status,
-       (SELECT count(*) FROM source_files f WHERE f.run = r.run AND f.status IN ('warning', 'error')) AS problems,
-       sum(c.n_rows) AS rows,
-       r.updated_at, r.root_path
-FROM runs r LEFT JOIN collections c ON c.run = r.run
-GROUP BY r.run, r.updated_at, r.root_path
-ORDER BY r.updated_at DESC, r.run
-"""
-
 
 def runs(rd: Reader) -> pd.DataFrame:
     """Runs in the store, most recently ingested first."""
