@@ -2,8 +2,10 @@
 
 Never one ``json.load`` of a whole trace: the file is read in blocks, event boundaries are found
 by a byte search (``}`` ``,`` ``{`` with only whitespace between), and each block of complete events
-is decoded at once by msgspec into small typed structs whose ``args`` stay raw JSON bytes. Memory
-is bounded by the block size, whatever the file size.
+is decoded at once, in place, by msgspec into small typed structs (``gc=False``) whose ``args``
+stay raw JSON bytes. Memory is bounded by the block size, whatever the file size; the file's
+SHA-256 is computed on the way. The column helpers below turn a block into Arrow arrays with one
+C-level pass per field (no Python loop per event).
 
 Handles: an object with ``traceEvents`` (header keys before it, tail keys after it: older Kineto
 writes ``baseTimeNanoseconds`` at the end) or a bare array (torch_npu, MindSpore); ``.gz``; an
