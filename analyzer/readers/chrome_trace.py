@@ -430,17 +430,19 @@ def raw_text_array(raws: list[Any]) -> pa.Array:
     if n == 0:
         return pa.array([], type=pa.string())
     lens = np.fromiter(map(len, raws), dtype=np.int64, count=n)
-    offsets = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(lens, out=offsets[1:])
     data = b"".join(raws)
+    wide = len(data) >= 1 << 31  # 32-bit offsets unless the values hold 2 GB or more
+    offsets = np.zeros(n + 1, dtype=np.int64 if wide else np.int32)
+    np.cumsum(lens, out=offsets[1:])
     present = lens > 0
     validity = None if present.all() else pa.array(present).buffers()[1]
-    arr = pa.Array.from_buffers(pa.large_string(), n, [validity, pa.py_buffer(offsets), pa.py_buffer(data)])
+    kind = pa.large_string() if wide else pa.string()
+    arr = pa.Array.from_buffers(kind, n, [validity, pa.py_buffer(offsets), pa.py_buffer(data)])
     try:
         arr.validate(full=True)  # valid UTF-8
     except pa.ArrowInvalid:
         return pa.array([bytes(r).decode("utf-8", "replace") if len(r) else None for r in raws], type=pa.string())
-    return arr.cast(pa.string())
+    return arr.cast(pa.string()) if wide else arr
 
 
 def raw_json_column(events: list[Event]) -> pa.Array:

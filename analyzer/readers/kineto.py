@@ -211,45 +211,82 @@ def _message_bytes(args: CommArgs | None) -> tuple[int | None, str | None, int |
     return None, args.dtype, None
 
 
+class _Staged:
+    """Rows of one kind held for the end: in memory, or in a scratch Arrow IPC file."""
+
+    def __init__(self, tables: list[pa.Table] | None = None, path: str | None = None):
+        self.tables = tables or []
+        self.path = path
+
+    def batches(self) -> Iterator[pa.RecordBatch]:
+        """The rows, batch by batch (a file is read one batch at a time, not memory-mapped)."""
+        if self.path is None:
+            for t in self.tables:
+                yield from t.to_batches()
+            return
+        with pa.OSFile(self.path) as f:
+            r = pa.ipc.open_file(f)
+            for i in range(r.num_record_batches):
+                yield r.get_batch(i)
+
+    def columns(self, names: list[str]) -> pa.Table:
+        """Some columns of all rows (from a file: memory-mapped, so only those columns are read)."""
+        if self.path is None:
+            t = pa.concat_tables(self.tables) if len(self.tables) != 1 else self.tables[0]
+        else:
+            t = pa.ipc.open_file(pa.memory_map(self.path)).read_all()
+        return t.select(names).combine_chunks()
+
+
 class _Stage:
-    """Scratch Arrow IPC files for rows finished at the end (no encoding or compression: written
-    and read back at memory speed; read back batch by batch, so memory stays bounded)."""
+    """Rows finished at the end, by kind. Held in memory up to ``HOLD_BYTES`` in all; beyond that
+    everything goes to scratch Arrow IPC files (no encoding or compression: written and read back
+    at memory speed), so a big trace stays within bounded memory."""
+
+    HOLD_BYTES = 64 << 20
 
     def __init__(self, folder: Path):
         self.folder = folder
+        self.held: dict[str, list[pa.Table]] = {}
+        self.held_bytes = 0
         self.writers: dict[str, pa.ipc.RecordBatchFileWriter] = {}
         self.schemas: dict[str, pa.Schema] = {}
 
     def write(self, name: str, table: pa.Table) -> None:
         if table.num_rows == 0:
             return
+        sch = self.schemas.setdefault(name, table.schema)
+        if table.schema != sch:
+            table = table.cast(sch)
         w = self.writers.get(name)
-        if w is None:
-            w = pa.ipc.new_file(str(self.folder / f"{name}.arrow"), table.schema)
-            self.writers[name] = w
-            self.schemas[name] = table.schema
-        elif table.schema != self.schemas[name]:
-            table = table.cast(self.schemas[name])
-        w.write_table(table)
+        if w is not None:
+            w.write_table(table)
+            return
+        self.held.setdefault(name, []).append(table)
+        self.held_bytes += table.nbytes
+        if self.held_bytes > self.HOLD_BYTES:
+            self._spill()
 
-    def close(self) -> dict[str, str]:
-        for w in self.writers.values():
+    def _spill(self) -> None:
+        for name, tables in self.held.items():
+            w = self.writers.get(name)
+            if w is None:
+                w = self.writers[name] = pa.ipc.new_file(str(self.folder / f"{name}.arrow"), self.schemas[name])
+            for t in tables:
+                w.write_table(t)
+        self.held.clear()
+        self.held_bytes = 0
+
+    def close(self) -> dict[str, _Staged]:
+        out: dict[str, _Staged] = {}
+        for name, w in self.writers.items():
+            for t in self.held.pop(name, []):
+                w.write_table(t)
             w.close()
-        return {name: str(self.folder / f"{name}.arrow") for name in self.writers}
-
-
-def _staged_batches(path: str) -> Iterator[pa.RecordBatch]:
-    """The staged batches of a scratch file, read one at a time (not memory-mapped)."""
-    with pa.OSFile(path) as f:
-        r = pa.ipc.open_file(f)
-        for i in range(r.num_record_batches):
-            yield r.get_batch(i)
-
-
-def _staged_columns(path: str, columns: list[str]) -> pa.Table:
-    """Some columns of a whole scratch file: memory-mapped, so only those columns are read."""
-    t = pa.ipc.open_file(pa.memory_map(path)).read_all().select(columns)
-    return t.combine_chunks()
+            out[name] = _Staged(path=str(self.folder / f"{name}.arrow"))
+        for name, tables in self.held.items():
+            out[name] = _Staged(tables=tables)
+        return out
 
 
 _STAGE_KEY = {"run": "", "rank": 0, "collection_id": ""}
@@ -789,25 +826,25 @@ def _with(batch: pa.RecordBatch, table: str, replace: dict[str, pa.Array]) -> pa
 
 
 def _finish(
-    ctx: ReadContext, router: _TraceRouter, staged: dict[str, str], late_base: dict[int, int], metas: list[dict[str, Any]]
+    ctx: ReadContext, router: _TraceRouter, staged: dict[str, _Staged], late_base: dict[int, int], metas: list[dict[str, Any]]
 ) -> None:
     """Finish the staged rows: time base, steps, self time, memory pairing; written batch by batch."""
     if "slices" in staged:
-        for b in _staged_batches(staged["slices"]):
+        for b in staged["slices"].batches():
             ctx.write("slices", _with(b, "slices", {"ts_ns": _add_base(b.column("ts_ns"), _file_base(b, late_base))}))
     steps = _finish_steps(ctx, staged, late_base)
     ops_index = None
     if "operators" in staged:
         ops_index = _finish_operators(ctx, staged["operators"], late_base, steps)
     if "kernels" in staged:
-        for b in _staged_batches(staged["kernels"]):
+        for b in staged["kernels"].batches():
             ts = _add_base(b.column("ts_ns"), _file_base(b, late_base))
             ctx.write("kernels", _with(b, "kernels", {"ts_ns": ts, "step": steps.of(ts)}))
     if "comm_ops" in staged:
         # GPU traces: the NCCL kernels are the real communication time; CPU (gloo) traces: the
         # gloo:* / nccl:* ranges on the communication threads.
         default_group = _default_group(metas)
-        for b in _staged_batches(staged["comm_ops"]):
+        for b in staged["comm_ops"].batches():
             if router.comm_kernel_rows:
                 b = b.filter(pc.equal(b.column("source"), "kineto:kernel"))
             ts = _add_base(b.column("ts_ns"), _file_base(b, late_base))
@@ -821,18 +858,18 @@ def _finish(
     if "memory" in staged:
         _finish_memory(ctx, staged["memory"], late_base, ops_index)
     if "counters" in staged:
-        for b in _staged_batches(staged["counters"]):
+        for b in staged["counters"].batches():
             ctx.write("counters", _with(b, "counters", {"ts_ns": _add_base(b.column("ts_ns"), _file_base(b, late_base))}))
     _write_lanes(ctx, router)
     _write_groups(ctx, router, metas)
     _fill_meta(ctx, router, metas, staged)
 
 
-def _finish_steps(ctx: ReadContext, staged: dict[str, str], late_base: dict[int, int]) -> _Steps:
+def _finish_steps(ctx: ReadContext, staged: dict[str, _Staged], late_base: dict[int, int]) -> _Steps:
     if "steps" not in staged:
         return _Steps(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64))
     parts = []
-    for b in _staged_batches(staged["steps"]):
+    for b in staged["steps"].batches():
         base = _file_base(b, late_base)
         parts.append(pa.table({
             "step": b.column("step"),
@@ -854,14 +891,14 @@ def _finish_steps(ctx: ReadContext, staged: dict[str, str], late_base: dict[int,
 class _OpsIndex:
     """Host ops (file order): thread id, start and end, for naming memory blocks."""
 
-    def __init__(self, path: str, tid: pa.Array, ts: np.ndarray, dur: np.ndarray):
-        self.path, self.tid, self.ts, self.dur = path, tid, ts, dur
+    def __init__(self, rows: _Staged, tid: pa.Array, ts: np.ndarray, dur: np.ndarray):
+        self.rows, self.tid, self.ts, self.dur = rows, tid, ts, dur
 
 
-def _finish_operators(ctx: ReadContext, path: str, late_base: dict[int, int], steps: _Steps) -> _OpsIndex:
+def _finish_operators(ctx: ReadContext, rows: _Staged, late_base: dict[int, int], steps: _Steps) -> _OpsIndex:
     """Self time and depth need every op of a thread in time order: sort positions with numpy
     (thread, start, longest first, file order), walk them, then stream the staged rows once."""
-    keys = _staged_columns(path, ["_pid", "tid", "ts_ns", "dur_ns", "_file"])
+    keys = rows.columns(["_pid", "tid", "ts_ns", "dur_ns", "_file"])
     ts_arr = _add_base(keys.column("ts_ns").combine_chunks(), _file_base(keys, late_base))
     ts = pc.fill_null(ts_arr, 0).to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
     dur = pc.fill_null(keys.column("dur_ns"), 0).to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
@@ -877,14 +914,14 @@ def _finish_operators(ctx: ReadContext, path: str, late_base: dict[int, int], st
     self_ns[order] = self_s
     step = steps.of(ts_arr)
     r0 = 0
-    for b in _staged_batches(path):
+    for b in rows.batches():
         r1 = r0 + b.num_rows
         ctx.write("operators", _with(b, "operators", {
             "ts_ns": ts_arr.slice(r0, b.num_rows), "step": step.slice(r0, b.num_rows),
             "self_ns": pa.array(self_ns[r0:r1]), "depth": pa.array(depth[r0:r1]),
         }))
         r0 = r1
-    return _OpsIndex(path, keys.column("tid").combine_chunks(), ts, dur)
+    return _OpsIndex(rows, keys.column("tid").combine_chunks(), ts, dur)
 
 
 def _codes(arr: pa.ChunkedArray | pa.Array) -> np.ndarray:
@@ -893,8 +930,8 @@ def _codes(arr: pa.ChunkedArray | pa.Array) -> np.ndarray:
     return pc.fill_null(enc.indices, -1).to_numpy(zero_copy_only=False).astype(np.int64) + 1
 
 
-def _finish_memory(ctx: ReadContext, path: str, late_base: dict[int, int], ops: _OpsIndex | None) -> None:
-    m = pa.Table.from_batches(list(_staged_batches(path)))
+def _finish_memory(ctx: ReadContext, rows: _Staged, late_base: dict[int, int], ops: _OpsIndex | None) -> None:
+    m = pa.Table.from_batches(list(rows.batches()))
     b = m.combine_chunks().to_batches()[0] if m.num_rows else None
     if b is None:
         return
@@ -978,7 +1015,7 @@ def _op_names_at(ops: _OpsIndex, tid: pa.Array, t: np.ndarray) -> pa.Array:
         match[rows[running]] = by[pos[running]]
     if not (match >= 0).any():
         return pa.nulls(len(t), pa.string())
-    names = _staged_columns(ops.path, ["name"]).column("name")
+    names = ops.rows.columns(["name"]).column("name")
     return names.take(pa.array(match, mask=match < 0)).combine_chunks()
 
 
@@ -1057,7 +1094,7 @@ def _write_groups(ctx: ReadContext, router: _TraceRouter, metas: list[dict[str, 
     ctx.write("comm_groups", pa.Table.from_pylist(rows))
 
 
-def _fill_meta(ctx: ReadContext, router: _TraceRouter, metas: list[dict[str, Any]], staged: dict[str, str]) -> None:
+def _fill_meta(ctx: ReadContext, router: _TraceRouter, metas: list[dict[str, Any]], staged: dict[str, _Staged]) -> None:
     m = ctx.meta
     dist = next((x.get("distributedInfo") for x in metas if isinstance(x.get("distributedInfo"), dict)), None)
     if dist:
