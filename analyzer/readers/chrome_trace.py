@@ -375,7 +375,7 @@ def id_column(values: list[int | str | None]) -> pa.Array:
     """pid / tid values (numbers and strings mixed, as Kineto writes them) as text. There are few
     distinct ids: each is turned into text once, the column is a dictionary decoded by Arrow."""
     codes = Codes()
-    idx = pa.array(list(map(codes.__getitem__, values)), type=pa.int32())
+    idx = pa.array(np.fromiter(map(codes.__getitem__, values), dtype=np.int32, count=len(values)))
     text = pa.array([id_text(v) for v in codes], type=pa.string())
     return pa.DictionaryArray.from_arrays(idx, text).cast(pa.string())
 
