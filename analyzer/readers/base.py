@@ -15,7 +15,6 @@ are, anything else with its type) and the reader goes on with the next file.
 from __future__ import annotations
 
 import contextlib
-import os
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator
@@ -116,15 +115,6 @@ class ReadContext:
         if self._scratch is not None:
             shutil.rmtree(self._scratch, ignore_errors=True)
             self._scratch = None
-
-
-def reader_threads() -> int:
-    """Threads a reader may use for its own work (DuckDB, Arrow): the machine's cores, or the share
-    the ingest gave this worker process when collections are read in parallel."""
-    try:
-        return max(1, int(os.environ["RANKSCOPE_READER_THREADS"]))
-    except (KeyError, ValueError):
-        return os.cpu_count() or 1
 
 
 Reader = Callable[[ReadContext], None]
