@@ -365,10 +365,9 @@ def _keep_freed_memory() -> None:
 
 
 def _init_worker(threads: int, parent: int | None) -> None:
-    """Pool worker start: share the cores between the workers (DuckDB / Arrow threads per reader);
+    """Pool worker start: share the cores between the workers (Arrow's thread pool per reader);
     a forked worker dies with the ingest that forked it (it must not outlive a killed ingest and
     keep writing, or keep the store's ingest lock it inherited)."""
-    os.environ["RANKSCOPE_READER_THREADS"] = str(threads)
     pa.set_cpu_count(threads)
     _keep_freed_memory()
     if parent is not None:
