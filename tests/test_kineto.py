@@ -189,6 +189,18 @@ def test_gloo_shapes_and_lanes(store: Store) -> None:
             assert r["lane"] == max(given, key=len)
 
 
+def test_capabilities_follow_what_the_trace_holds(store: Store) -> None:
+    # torch 2.13 with_stack writes python_function frames (no 'Call stack' arg): stacks are there
+    evs, _ = events_of(traces("kineto_gloo_2rank", 0))
+    assert any(e.get("cat") == "python_function" for e in evs)
+    got = rows(store, "SELECT capabilities, missing FROM collections WHERE run = 'kineto_gloo_2rank' AND producer = 'kineto'")
+    assert got and all("stacks" in r["capabilities"] and "shapes" in r["capabilities"] for r in got)
+    assert not any("call stacks" in m for r in got for m in r["missing"])
+    old = rows(store, "SELECT capabilities, missing FROM collections WHERE producer = 'kineto' AND run <> 'kineto_gloo_2rank'")
+    no_frames = [r for r in old if "stacks" not in r["capabilities"]]
+    assert all(any("no call stacks" in m for m in r["missing"]) for r in no_frames)
+
+
 # -- GPU trace, time base at the end of the file ------------------------------------------------
 
 

@@ -505,6 +505,39 @@ def slice_columns(events: list[Event], first_event_id: int, event_ids: list[int]
     }
 
 
+def counter_columns(events: list[Event], base_ns: int = 0) -> dict[str, pa.Array] | None:
+    """Long-form columns of C (counter) events: one row per numeric series of each event's args
+    (``{"MHz": 1800}`` -> series MHz). None when no event has a numeric value."""
+    pids: list[str | None] = []
+    names: list[str] = []
+    series: list[str] = []
+    ts_raw: list[float | str | None] = []
+    values: list[float] = []
+    for e in events:
+        try:
+            a = _ANY.decode(e.args) if len(e.args) else None
+        except msgspec.DecodeError:
+            continue
+        if not isinstance(a, dict):
+            continue
+        for k, v in a.items():
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                pids.append(id_text(e.pid))
+                names.append(e.name)
+                series.append(k)
+                ts_raw.append(e.ts)
+                values.append(float(v))
+    if not values:
+        return None
+    return {
+        "pid": pa.array(pids, pa.string()),
+        "name": pa.array(names, pa.string()),
+        "series": pa.array(series, pa.string()),
+        "ts_ns": times_ns(ts_raw, base_ns),
+        "value": pa.array(values, pa.float64()),
+    }
+
+
 @dataclass
 class LaneInfo:
     """Process and thread names collected from M events."""

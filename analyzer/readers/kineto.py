@@ -41,11 +41,12 @@ from ..factwriter import conform
 from .base import ReadContext, register
 from .chrome_trace import (
     NO_RAW,
+    Codes,
     Event,
     EventColumns,
     LaneInfo,
     TraceStream,
-    Codes,
+    counter_columns,
     field_values,
     id_column,
     id_text,
@@ -53,6 +54,7 @@ from .chrome_trace import (
     times_ns,
 )
 from .comm_names import P2P_TYPES, dtype_size, is_comm_annotation, normalize_op_type
+from .nesting import depth_and_self
 
 OP_CATS = {"cpu_op", "user_annotation", "Operator"}
 KERNEL_CATS = {"kernel", "Kernel", "gpu_memcpy", "Memcpy", "gpu_memset", "Memset", "mtia_ccp_events"}
@@ -352,6 +354,8 @@ class _TraceRouter:
                 self.stage.write("slices", _staged("slices", sl, file_idx))
             x_sl = pa.array(is_x[sl_idx])
             cat = cols.cat
+            if not self.has_stacks:  # with_stack in newer torch: python_function frames, no Call stack arg
+                self.has_stacks = bool(pc.any(pc.fill_null(pc.equal(cat, "python_function"), False)).as_py())
             op_mask = pc.and_(x_sl, pc.is_in(cat, value_set=_OP_CATS))
             op_idx = sl_idx[_where(op_mask)]
             if len(op_idx):
@@ -560,21 +564,9 @@ class _TraceRouter:
         self.stage.write("memory", t)
 
     def _counters(self, events: list[Event], idx: list[int], file_idx: int, base_ns: int) -> None:
-        procs, names, series, ts_raw, values = [], [], [], [], []
-        for i in idx:
-            e = events[i]
-            a = _decode(_ANY, e.args)
-            if not isinstance(a, dict):
-                continue
-            for k, v in a.items():
-                if isinstance(v, (int, float)) and not isinstance(v, bool):
-                    procs.append(id_text(e.pid))
-                    names.append(e.name)
-                    series.append(k)
-                    ts_raw.append(e.ts)
-                    values.append(float(v))
-        if values:
-            cols = {"process": procs, "name": names, "series": series, "ts_ns": times_ns(ts_raw, base_ns), "value": values}
+        cols = counter_columns([events[i] for i in idx], base_ns)
+        if cols is not None:
+            cols["process"] = cols.pop("pid")
             self.stage.write("counters", _staged("counters", cols, file_idx))
 
 
@@ -586,84 +578,6 @@ def _lane_group(cats: Counter[str], pid: str, process: str, labels: str) -> str:
     if labels.startswith("GPU") or labels.startswith("NPU"):
         return "device"
     return "host"
-
-
-def _nesting(thread: np.ndarray, ts: np.ndarray, dur: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Depth and self time of host ops sorted by (thread, start, longest first).
-
-    The rule is a stack walk per thread: an op is the child of the latest op still running when it
-    starts (running = its end is after the child's start); self time is the duration minus the
-    children's, a child that outlives its parent being clipped to the parent's end. When a
-    thread's ops are properly nested (the usual case) the same answer is computed with numpy and
-    checked; a thread with overlapping ops takes the walk itself.
-    """
-    n = len(ts)
-    depth = np.zeros(n, dtype=np.int32)
-    child = np.zeros(n, dtype=np.int64)
-    if n:
-        bounds = np.concatenate(([0], np.flatnonzero(thread[1:] != thread[:-1]) + 1, [n]))
-        for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
-            if not _nested_thread(ts[a:b], dur[a:b], depth[a:b], child[a:b]):
-                _walk_thread(ts[a:b], dur[a:b], depth[a:b], child[a:b])
-    return depth, np.maximum(dur - child, 0)
-
-
-def _nested_thread(ts: np.ndarray, dur: np.ndarray, depth: np.ndarray, child: np.ndarray) -> bool:
-    """Vectorised stack walk for one thread whose ops are properly nested; False (nothing written)
-    when they are not, or when a duration is negative."""
-    m = len(ts)
-    if m == 0:
-        return True
-    if dur.min() < 0:
-        return False
-    end = ts + dur
-    zero = dur == 0
-    # ops started before op i that are still running at ts[i]: i - (zero-length ones, which end at
-    # once) - (positive ones ended by ts[i]; a later-starting positive op cannot have ended yet)
-    zeros_before = np.cumsum(zero) - zero
-    pos_ends = np.sort(end[~zero])
-    d = np.arange(m) - zeros_before - np.searchsorted(pos_ends, ts, side="right")
-    if d.min() < 0:
-        return False
-    parent = np.full(m, -1, dtype=np.int64)
-    order = np.argsort(d, kind="stable")  # positions grouped by depth, ascending within a depth
-    dsorted = d[order]
-    starts = np.searchsorted(dsorted, np.arange(dsorted[-1] + 2))
-    for lvl in range(1, int(dsorted[-1]) + 1):
-        kids = order[starts[lvl] : starts[lvl + 1]]
-        ups = order[starts[lvl - 1] : starts[lvl]]
-        if len(ups) == 0:
-            return False
-        k = np.searchsorted(ups, kids) - 1
-        if k.min() < 0:
-            return False
-        parent[kids] = ups[k]
-    has = parent >= 0
-    kids = np.flatnonzero(has)
-    par = parent[has]
-    # properly nested: every parent is still running when its child starts and outlasts it
-    if not (np.all(end[par] > ts[kids]) and np.all(end[kids] <= end[par])):
-        return False
-    depth[:] = d
-    np.add.at(child, par, dur[kids])
-    return True
-
-
-def _walk_thread(ts: np.ndarray, dur: np.ndarray, depth: np.ndarray, child: np.ndarray) -> None:
-    """The stack walk itself (for threads with overlapping ops)."""
-    ends = (ts + dur).tolist()
-    tsl = ts.tolist()
-    stack: list[int] = []
-    for i in range(len(tsl)):
-        t = tsl[i]
-        while stack and ends[stack[-1]] <= t:
-            stack.pop()
-        if stack:
-            p = stack[-1]
-            depth[i] = len(stack)
-            # clip a child that outlives its parent (async / imprecise ends) to the parent's end
-            child[p] += min(ends[i], ends[p]) - t
-        stack.append(i)
 
 
 def peek_rank(path: Path) -> tuple[int | None, int | None]:
@@ -906,7 +820,7 @@ def _finish_operators(ctx: ReadContext, rows: _Staged, late_base: dict[int, int]
     tid_code = _codes(keys.column("tid"))
     thread = pid_code * (int(tid_code.max(initial=0)) + 2) + tid_code
     order = np.lexsort((-dur, ts, thread))  # stable: file order breaks the remaining ties
-    depth_s, self_s = _nesting(thread[order], ts[order], dur[order])
+    depth_s, self_s = depth_and_self(thread[order], ts[order], dur[order])
     n = len(ts)
     depth = np.empty(n, dtype=np.int32)
     self_ns = np.empty(n, dtype=np.int64)

@@ -1,14 +1,16 @@
 """Nesting of host operators on a thread: depth and self (exclusive) time.
 
-Shared by the readers that build the ``operators`` table from ranges (Kineto ``cpu_op``, torch_npu
-``trace_view.json`` and ``PYTORCH_API``): an op's self time is its duration minus the time of its
-direct children on the same thread, a child that outlives its parent being clipped to the parent's end.
+Shared by every reader that builds the ``operators`` table from ranges (Kineto ``cpu_op``, torch_npu
+``trace_view.json`` and ``PYTORCH_API``, MindSpore host ops): an op is the child of the latest op
+still running on its thread when it starts; its self time is its duration minus its direct
+children's, a child that outlives its parent being clipped to the parent's end.
 """
 
 from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 
 def self_time(ops: pa.Table) -> pa.Table:
@@ -17,23 +19,93 @@ def self_time(ops: pa.Table) -> pa.Table:
     ``ops`` has columns ``_pid``, ``tid``, ``ts_ns``, ``dur_ns``, ``event_id`` and is sorted by
     (pid, tid, ts, -dur). Returns ``event_id``, ``depth``, ``self_ns``.
     """
-    pid = ops.column("_pid").to_pylist()
-    tid = ops.column("tid").to_pylist()
-    ts = ops.column("ts_ns").to_numpy(zero_copy_only=False)
-    dur = ops.column("dur_ns").to_numpy(zero_copy_only=False)
-    eid = ops.column("event_id").to_numpy(zero_copy_only=False)
+    ts = pc.fill_null(ops.column("ts_ns"), 0).to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+    dur = pc.fill_null(ops.column("dur_ns"), 0).to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+    depth, self_ns = depth_and_self(thread_runs(ops.column("_pid"), ops.column("tid")), ts, dur)
+    return pa.table({"event_id": ops.column("event_id"), "depth": depth, "self_ns": self_ns})
+
+
+def thread_runs(pid: pa.ChunkedArray | pa.Array, tid: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    """A number per row that changes exactly where (pid, tid) changes (rows grouped by thread)."""
+    n = len(pid)
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    key = pc.binary_join_element_wise(pc.fill_null(pc.cast(pid, pa.string()), ""), pc.fill_null(pc.cast(tid, pa.string()), ""), "\x00")
+    key = key.combine_chunks() if isinstance(key, pa.ChunkedArray) else key
+    change = np.ones(n, dtype=np.int64)
+    if n > 1:
+        same = pc.equal(key.slice(1), key.slice(0, n - 1)).to_numpy(zero_copy_only=False)
+        change[1:] = ~same
+    return np.cumsum(change)
+
+
+def depth_and_self(thread: np.ndarray, ts: np.ndarray, dur: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Depth and self time of host ops sorted by (thread, start, longest first).
+
+    The rule is a stack walk per thread: an op is the child of the latest op still running when it
+    starts (running = its end is after the child's start); self time is the duration minus the
+    children's, a child that outlives its parent being clipped to the parent's end. When a
+    thread's ops are properly nested (the usual case) the same answer is computed with numpy and
+    checked; a thread with overlapping ops takes the walk itself.
+    """
     n = len(ts)
     depth = np.zeros(n, dtype=np.int32)
     child = np.zeros(n, dtype=np.int64)
-    stack: list[int] = []
-    prev_key = None
+    if n:
+        bounds = np.concatenate(([0], np.flatnonzero(thread[1:] != thread[:-1]) + 1, [n]))
+        for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+            if not _nested_thread(ts[a:b], dur[a:b], depth[a:b], child[a:b]):
+                _walk_thread(ts[a:b], dur[a:b], depth[a:b], child[a:b])
+    return depth, np.maximum(dur - child, 0)
+
+
+def _nested_thread(ts: np.ndarray, dur: np.ndarray, depth: np.ndarray, child: np.ndarray) -> bool:
+    """Vectorised stack walk for one thread whose ops are properly nested; False (nothing written)
+    when they are not, or when a duration is negative."""
+    m = len(ts)
+    if m == 0:
+        return True
+    if dur.min() < 0:
+        return False
+    end = ts + dur
+    zero = dur == 0
+    # ops started before op i that are still running at ts[i]: i - (zero-length ones, which end at
+    # once) - (positive ones ended by ts[i]; a later-starting positive op cannot have ended yet)
+    zeros_before = np.cumsum(zero) - zero
+    pos_ends = np.sort(end[~zero])
+    d = np.arange(m) - zeros_before - np.searchsorted(pos_ends, ts, side="right")
+    if d.min() < 0:
+        return False
+    parent = np.full(m, -1, dtype=np.int64)
+    order = np.argsort(d, kind="stable")  # positions grouped by depth, ascending within a depth
+    dsorted = d[order]
+    starts = np.searchsorted(dsorted, np.arange(dsorted[-1] + 2))
+    for lvl in range(1, int(dsorted[-1]) + 1):
+        kids = order[starts[lvl] : starts[lvl + 1]]
+        ups = order[starts[lvl - 1] : starts[lvl]]
+        if len(ups) == 0:
+            return False
+        k = np.searchsorted(ups, kids) - 1
+        if k.min() < 0:
+            return False
+        parent[kids] = ups[k]
+    has = parent >= 0
+    kids = np.flatnonzero(has)
+    par = parent[has]
+    # properly nested: every parent is still running when its child starts and outlasts it
+    if not (np.all(end[par] > ts[kids]) and np.all(end[kids] <= end[par])):
+        return False
+    depth[:] = d
+    np.add.at(child, par, dur[kids])
+    return True
+
+
+def _walk_thread(ts: np.ndarray, dur: np.ndarray, depth: np.ndarray, child: np.ndarray) -> None:
+    """The stack walk itself (for threads with overlapping ops)."""
     ends = (ts + dur).tolist()
     tsl = ts.tolist()
-    for i in range(n):
-        key = (pid[i], tid[i])
-        if key != prev_key:
-            stack.clear()
-            prev_key = key
+    stack: list[int] = []
+    for i in range(len(tsl)):
         t = tsl[i]
         while stack and ends[stack[-1]] <= t:
             stack.pop()
@@ -43,8 +115,6 @@ def self_time(ops: pa.Table) -> pa.Table:
             # clip a child that outlives its parent (async / imprecise ends) to the parent's end
             child[p] += min(ends[i], ends[p]) - t
         stack.append(i)
-    self_ns = np.maximum(dur - child, 0)
-    return pa.table({"event_id": eid, "depth": depth, "self_ns": self_ns})
 
 
 def subtree_sum(pid: list[str | None], tid: list[str | None], ts: np.ndarray, dur: np.ndarray, values: np.ndarray) -> np.ndarray:

@@ -47,7 +47,7 @@ from .. import schema
 from ..errors import InputError
 from ..units import us_text_to_ns
 from .base import ReadContext, register
-from .chrome_trace import Event, LaneInfo, TraceStream, id_text, slice_columns, times_ns
+from .chrome_trace import Event, LaneInfo, TraceStream, counter_columns, id_text, slice_columns, times_ns
 from .comm_names import P2P_TYPES, normalize_op_type
 from .csvfile import CsvTable, _ns_from_us_array, iter_csv, read_csv, text_cell
 from .nesting import self_time
@@ -424,32 +424,10 @@ class TraceRouter:
         self.stage.write("operators", t)
 
     def _counters(self, events: list[Event], idx: list[int]) -> None:
-        pids, names, series, ts_raw, values = [], [], [], [], []
-        for i in idx:
-            e = events[i]
-            a = _dec(_ANY, e.args)
-            if not isinstance(a, dict):
-                continue
-            for k, v in a.items():
-                if isinstance(v, (int, float)) and not isinstance(v, bool):
-                    pids.append(id_text(e.pid))
-                    names.append(e.name)
-                    series.append(k)
-                    ts_raw.append(e.ts)
-                    values.append(float(v))
-        if values:
-            self.stage.write(
-                "counters",
-                pa.table(
-                    {
-                        "_pid": pa.array(pids, pa.string()),
-                        "name": pa.array(names, pa.string()),
-                        "series": pa.array(series, pa.string()),
-                        "ts_ns": times_ns(ts_raw),
-                        "value": pa.array(values, pa.float64()),
-                    }
-                ),
-            )
+        cols = counter_columns([events[i] for i in idx])
+        if cols is not None:
+            cols["_pid"] = cols.pop("pid")
+            self.stage.write("counters", pa.table(cols))
 
     # -- lanes -----------------------------------------------------------------------------------
 
