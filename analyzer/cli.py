@@ -8,10 +8,9 @@ import os
 import shutil
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
@@ -19,6 +18,9 @@ from . import schema
 from .format import fmt_bytes, fmt_ns
 from .errors import AnalyzerError, NothingIngestedError
 from .store import STORE_ENV_VAR, Store, resolve_store_path
+
+if TYPE_CHECKING:  # pandas is imported by the commands that print frames, not by `analyze ingest`
+    import pandas as pd
 
 _WIDTH = shutil.get_terminal_size((160, 40)).columns
 console = Console(highlight=False, soft_wrap=True, width=_WIDTH)

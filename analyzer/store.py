@@ -25,14 +25,17 @@ import time
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
-import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from . import schema
 from .errors import QueryError, StoreError
+
+if TYPE_CHECKING:  # pandas costs 0.4 s to import: only the query paths load it
+    import pandas as pd
 
 DEFAULT_STORE_DIRNAME = "rankscope_store"
 STORE_ENV_VAR = "RANKSCOPE_STORE"
@@ -78,6 +81,19 @@ def fact_select_sql(table: str, paths: Sequence[str]) -> str:
     t = schema.FACTS[table]
     cols = ", ".join(f'CAST("{c.name}" AS {c.type}) AS "{c.name}"' for c in t.columns)
     return f"SELECT {cols} FROM read_parquet({_sql_list(paths)}, union_by_name=true)"
+
+
+def _filter_fact_files(
+    ff: pa.Table, run: str | None = None, ranks: Sequence[int] | None = None, table: str | None = None,
+) -> pa.Table:
+    """The rows of the catalog's fact_files of one run / some ranks / one table."""
+    if table is not None:
+        ff = ff.filter(pc.equal(ff["table_name"], table))
+    if run is not None:
+        ff = ff.filter(pc.equal(ff["run"], run))
+    if ranks is not None:
+        ff = ff.filter(pc.is_in(ff["rank"], value_set=pa.array(list(ranks), ff.schema.field("rank").type)))
+    return ff
 
 
 class Store:
@@ -183,19 +199,15 @@ class Store:
                 con.register(f"__cat_{name}", tbl)
                 con.execute(f'CREATE TEMP TABLE "{name}" AS SELECT * FROM "__cat_{name}"')
                 con.unregister(f"__cat_{name}")
-            ff = cat["fact_files"].to_pandas()
-            if run is not None:
-                ff = ff[ff["run"] == run]
-            if ranks is not None:
-                ff = ff[ff["rank"].isin(list(ranks))]
+            ff = _filter_fact_files(cat["fact_files"], run=run, ranks=ranks)
             self._create_fact_views(con, self._paths_by_table(ff), temp=True, only=tables)
             yield con
         finally:
             con.close()
 
-    def _paths_by_table(self, fact_files: pd.DataFrame) -> dict[str, list[str]]:
+    def _paths_by_table(self, fact_files: pa.Table) -> dict[str, list[str]]:
         out: dict[str, list[str]] = {}
-        for table, path in zip(fact_files["table_name"], fact_files["path"]):
+        for table, path in zip(fact_files["table_name"].to_pylist(), fact_files["path"].to_pylist()):
             out.setdefault(table, []).append(str(self.path / path))
         return out
 
@@ -213,13 +225,8 @@ class Store:
 
     def fact_files(self, table: str, run: str | None = None, ranks: Sequence[int] | None = None) -> list[str]:
         """Absolute paths of the Parquet files of a table, optionally for one run / some ranks."""
-        ff = self.load_catalog(["fact_files"])["fact_files"].to_pandas()
-        ff = ff[ff["table_name"] == table]
-        if run is not None:
-            ff = ff[ff["run"] == run]
-        if ranks is not None:
-            ff = ff[ff["rank"].isin(list(ranks))]
-        return [str(self.path / p) for p in ff["path"]]
+        ff = _filter_fact_files(self.load_catalog(["fact_files"])["fact_files"], run=run, ranks=ranks, table=table)
+        return [str(self.path / p) for p in ff["path"].to_pylist()]
 
     # -- queries --------------------------------------------------------------------------------
 
@@ -291,7 +298,7 @@ class Store:
                 self._insert(con, "collections", collections)
                 self._insert(con, "fact_files", fact_files)
                 self._insert(con, "source_files", source_files)
-                ff = con.execute("SELECT table_name, path FROM fact_files").df()
+                ff = con.sql("SELECT table_name, path FROM fact_files").to_arrow_table()
                 self._create_fact_views(con, self._paths_by_table(ff))
                 con.execute("COMMIT")
             except BaseException:
@@ -307,7 +314,7 @@ class Store:
             con.execute("BEGIN")
             for t in ("runs", "collections", "source_files", "fact_files"):
                 con.execute(f'DELETE FROM "{t}" WHERE run = ?', [run])
-            ff = con.execute("SELECT table_name, path FROM fact_files").df()
+            ff = con.sql("SELECT table_name, path FROM fact_files").to_arrow_table()
             self._create_fact_views(con, self._paths_by_table(ff))
             con.execute("COMMIT")
         return True
