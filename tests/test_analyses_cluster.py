@@ -174,3 +174,52 @@ def test_clock_offsets_warn_when_a_rank_cannot_be_aligned(tmp_path):
     assert df.loc[1, "status"] == "not aligned"
     assert pd.isna(df.loc[1, "offset_ns"])
     assert "cannot be aligned" in df.loc[1, "warning"]
+
+
+def _shift_events(dst: Path, rank: int, shift_ns: int) -> None:
+    """Move every event of one rank's trace by shift_ns (Kineto ``ts`` is in µs)."""
+    import json
+
+    path = next((dst / f"rank_{rank}").glob("*.json.gz"))
+    doc = json.load(gzip.open(path, "rt"))
+    n = 0
+    for e in doc["traceEvents"]:
+        if isinstance(e.get("ts"), (int, float)):
+            e["ts"] = e["ts"] + shift_ns / 1000
+            n += 1
+    assert n > 1000
+    with gzip.open(path, "wt") as f:
+        json.dump(doc, f)
+
+
+def test_clock_skew_keeps_gloo_groups_votes_and_layout(gloo4, tmp_path):
+    """gloo groups are attributed by time overlap: with rank 1's clock 3 min ahead (baseTimeNanoseconds)
+    and rank 3's events 77.5 s early, the offsets must be applied first, and every analysis built
+    on the groups must come out as on the unshifted trace."""
+    from analyzer.analyses import parallel_dims, parallel_layout
+
+    _shift_rank(GLOO_4RANK, tmp_path / "skewed", 1, 180_000_000_000)
+    _shift_events(tmp_path / "skewed", 3, -77_500_000_000)
+    skewed = ingest(tmp_path / "skewed", tmp_path / "store", "skewed")
+
+    base_off = clock_offsets(gloo4, "gloo4").set_index("rank")["offset_ns"]
+    off = clock_offsets(skewed, "skewed").set_index("rank")["offset_ns"]
+    assert abs(int(off[1]) - int(base_off[1]) - 180_000_000_000) < 1_000
+    assert abs(int(off[3]) - int(base_off[3]) + 77_500_000_000) < 1_000
+
+    def groups(store, run):
+        g = comm_group_totals(store, run)
+        return sorted((tuple(r), int(n)) for r, n in zip(g["ranks"], g["instances"]))
+
+    assert groups(gloo4, "gloo4") == [((0, 1), 24), ((0, 1, 2, 3), 12), ((2, 3), 24)]
+    assert groups(skewed, "skewed") == groups(gloo4, "gloo4")
+    base_votes = slow_ranks(gloo4, "gloo4").set_index("rank")[["votes", "instances"]]
+    votes = slow_ranks(skewed, "skewed").set_index("rank")[["votes", "instances"]]
+    assert votes.equals(base_votes)
+    assert votes.loc[1, "votes"] == 4 and (votes["instances"] == 36).all()
+    assert sorted(slow_rank_evidence(skewed, "skewed")["instance"]) == sorted(slow_rank_evidence(gloo4, "gloo4")["instance"])
+    dims = parallel_dims(skewed, "skewed").set_index("dim")["members"].to_dict()
+    assert dims == parallel_dims(gloo4, "gloo4").set_index("dim")["members"].to_dict()
+    assert dims["pp"] == [[0, 2], [1, 3]] and dims["dp"] == [[0, 1], [2, 3]]
+    cols = ["rank", "dp", "pp"]
+    assert parallel_layout(skewed, "skewed")[cols].equals(parallel_layout(gloo4, "gloo4")[cols])

@@ -22,6 +22,9 @@ rank, or residuals above ``max_residual_ns``).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+import duckdb
 import numpy as np
 import pandas as pd
 
@@ -72,28 +75,72 @@ def fit_offsets(ends: pd.DataFrame, ref: int, init: dict[int, int], iterations: 
     return off
 
 
+@dataclass(frozen=True)
+class Alignment:
+    """Clock offsets of a run and its collectives matched with them (gloo groups attributed after
+    correcting every rank's clock)."""
+
+    ranks: list[int]
+    ref: int | None
+    coarse: dict[int, int]
+    offsets: dict[int, int]
+    ops: pd.DataFrame  # ``collectives.instances`` columns
+    members: dict[str, tuple[int, ...]]
+
+
+def align(con: duckdb.DuckDBPyConnection, run: str) -> Alignment:
+    """Coarse offsets from step starts, collectives matched with them, the fine fit, and the
+    collectives re-matched with the fine offsets (twice). The comm ops are read once."""
+    steps = activity.host_steps(con, run)
+    raw = collectives.load_ops(con, run)
+    groups = collectives.load_groups(con, run)
+    ranks = sorted(
+        set(int(r) for r in steps["rank"]) | set(int(r) for r in con.execute(
+            "SELECT DISTINCT rank FROM comm_ops WHERE run = ?", [run]).df()["rank"])
+    )
+
+    def match(offsets: dict[int, int] | None, tol: int) -> tuple[pd.DataFrame, dict[str, tuple[int, ...]]]:
+        ops = collectives.attribute_groups(raw, groups, offsets, tol)
+        members = collectives.group_members(groups, ops)
+        return collectives.match_instances(ops, members), members
+
+    if not ranks:
+        ops, members = match(None, collectives.DEFAULT_TOLERANCE_NS)
+        return Alignment([], None, {}, {}, ops, members)
+    ref = ranks[0]
+    coarse, spread = coarse_offsets(steps, ref) if not steps.empty else ({}, {})
+    tol = collectives.DEFAULT_TOLERANCE_NS + 3 * max(spread.values(), default=0)
+    ops, members = match(coarse, tol)
+    off = dict(coarse)
+    needs_attribution = bool(raw["group_name"].isna().any())
+    for _ in range(2):  # refit, then re-attribute gloo groups with the fine offsets and refit
+        ends = _blocking_ends(ops)
+        if not ends.empty:
+            off = fit_offsets(ends, ref, off)
+        if needs_attribution:
+            ops, members = match(off, collectives.DEFAULT_TOLERANCE_NS)
+    return Alignment(ranks, ref, coarse, off, ops, members)
+
+
+def run_alignment(store: Store, run: str) -> Alignment:
+    """``align`` for a run, cached per run content (treat the result as read-only)."""
+    from ._cache import cached
+
+    def compute() -> Alignment:
+        with store.read_connection(run=run) as con:
+            return align(con, run)
+
+    return cached(store, run, "alignment", (), compute)
+
+
 def clock_offsets(store: Store, run: str | None = None, max_residual_ns: int = MAX_RESIDUAL_NS) -> pd.DataFrame:
     """One row per rank: clock offset to the reference (lowest) rank, residual, and a warning when
     the rank cannot be aligned."""
     run = resolve(store, run)
-    with store.read_connection(run=run) as con:
-        steps = activity.host_steps(con, run)
-        ranks = sorted(
-            set(steps["rank"]) | set(int(r) for r in con.execute(
-                "SELECT DISTINCT rank FROM comm_ops WHERE run = ?", [run]).df()["rank"])
-        )
-        if not ranks:
-            return pd.DataFrame(columns=COLUMNS)
-        ref = ranks[0]
-        coarse, spread = coarse_offsets(steps, ref) if not steps.empty else ({}, {})
-        tol = collectives.DEFAULT_TOLERANCE_NS + 3 * max(spread.values(), default=0)
-        ops, _ = collectives.instances(con, run, offsets=coarse, tolerance_ns=tol)
-        off = dict(coarse)
-        for _ in range(2):  # refit, then re-attribute gloo groups with the fine offsets and refit
-            ends = _blocking_ends(ops)
-            if not ends.empty:
-                off = fit_offsets(ends, ref, off)
-            ops, _ = collectives.instances(con, run, offsets=off)
+    al = run_alignment(store, run)
+    if not al.ranks:
+        return pd.DataFrame(columns=COLUMNS)
+    ranks, ref, coarse, off, ops = al.ranks, al.ref, al.coarse, al.offsets, al.ops
     ends = _blocking_ends(ops)
     rows = []
     for rank in ranks:

@@ -260,15 +260,14 @@ def instances(
 
 
 def run_instances(store, run: str) -> tuple[pd.DataFrame, dict[str, tuple[int, ...]]]:
-    """``instances`` of a run without clock offsets, cached per run content (a copy is returned)."""
-    from ._cache import cached
+    """``instances`` of a run, gloo groups attributed after correcting every rank's clock with the
+    offsets of ``clock_alignment`` (coarse from step starts, then fitted on the collectives, which
+    are matched by group, op, size and order, never by time); cached per run content (a copy is
+    returned). Without the correction a rank whose clock is off by seconds overlaps no one."""
+    from .clock_alignment import run_alignment
 
-    def compute():
-        with store.read_connection(run=run) as con:
-            return instances(con, run)
-
-    ops, members = cached(store, run, "instances", (), compute)
-    return ops.copy(), dict(members)
+    al = run_alignment(store, run)
+    return al.ops.copy(), dict(al.members)
 
 
 def run_groups(store, run: str) -> pd.DataFrame:
