@@ -175,6 +175,12 @@ def test_temporal_breakdown_matches_hta(tmp_path, monkeypatch, folder, ns_roundi
         for our_col, ref_col in [("kernel_ns", "kernel_time(us)"), ("idle_ns", "idle_time(us)"),
                                  ("compute_ns", "compute_time(us)"), ("non_compute_ns", "non_compute_time(us)")]:
             assert ours[our_col] / 1000 == pytest.approx(float(ref[ref_col]), rel=1e-4), (rank, our_col)
+    # the default iterations are HTA's: all profiled steps of the rank but the last
+    default = temporal_breakdown(store, "hta").set_index("rank")
+    for rank, steps in kept.items():
+        assert default.loc[rank, "steps"] == steps
+        assert default.loc[rank, "compute_ns"] / 1000 == pytest.approx(float(hta_df.loc[rank, "compute_time(us)"]), rel=1e-4)
+        assert default.loc[rank, "idle_ns"] / 1000 == pytest.approx(float(hta_df.loc[rank, "idle_time(us)"]), rel=1e-4)
     # and the step breakdown agrees with both for a single step: Computing = compute, Free = idle
     sb = step_breakdown(store, "hta")
     for rank, steps in kept.items():

@@ -10,6 +10,10 @@ memory copies and sets) over the profiled iterations it keeps and reports:
 
 The tasks and their steps come from ``activity`` (the same sets the step breakdown uses), so for a
 single step ``compute_ns`` = Computing and ``idle_ns`` = Free of ``step_breakdown``. Device ranks only.
+
+Iterations: by default, as HTA (its trace parser leaves out the last ``ProfilerStep``, often cut
+short when the profiler stops), every profiled step of the rank but the last one when the rank has
+two or more; a rank with one step (or none) keeps it. ``steps`` overrides that.
 """
 
 from __future__ import annotations
@@ -27,14 +31,18 @@ COLUMNS = ["rank", "steps", "kernel_ns", "idle_ns", "compute_ns", "non_compute_n
 def temporal_breakdown(
     store: Store, run: str | None = None, steps: list[int] | None = None, ranks: list[int] | None = None
 ) -> pd.DataFrame:
-    """One row per device rank over ``steps`` (default: every step; HTA drops the last one)."""
+    """One row per device rank over ``steps`` (default, as HTA: every profiled step of the rank but
+    the last one when it has two or more, else all it has)."""
     run = resolve(store, run)
     acts = activity.run_activity(store, run, ranks)
     rows = []
     for rank, ra in acts.items():
         if ra.mode != "device":
             continue
-        keys = [k for k in ra.by_step if steps is None or k in steps]
+        if steps is None:
+            keys = default_steps(ra)
+        else:
+            keys = [k for k in ra.by_step if k in steps]
         if not keys:
             continue
         comp = iv.merge(*(ra.by_step[k].compute for k in keys))
@@ -60,3 +68,11 @@ def temporal_breakdown(
             }
         )
     return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def default_steps(ra: activity.RankActivity) -> list[int | None]:
+    """HTA's iterations of a rank: all profiled steps but the last when there are two or more."""
+    numbered = sorted(k for k in ra.by_step if k is not None)
+    if len(numbered) >= 2:
+        return numbered[:-1]
+    return list(ra.by_step)
