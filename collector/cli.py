@@ -99,13 +99,13 @@ def _cmd_show(args: argparse.Namespace) -> int:
 
 
 def _cmd_init_dynamic(args: argparse.Namespace) -> int:
-    from .dynamic import CONFIG_NAME, DynamicWatcher  # noqa: PLC0415
+    from .dynamic import DynamicWatcher, config_location  # noqa: PLC0415
     from .config import ProfileOptions  # noqa: PLC0415
 
-    folder = Path(args.folder)
-    existed = (folder / CONFIG_NAME).exists()
-    DynamicWatcher(folder, 1.0, ProfileOptions(), frozenset(), "./rankscope_profile", [-1]).init(0)
-    print(f"{folder / CONFIG_NAME} {'already existed (kept)' if existed else 'written (profiling off)'}")
+    _, path = config_location(args.folder)
+    existed = path.exists()
+    DynamicWatcher(args.folder, 1.0, ProfileOptions(), frozenset(), "./rankscope_profile", [-1]).init(0)
+    print(f"{path} {'already existed (kept)' if existed else 'written (profiling off)'}")
     return 0
 
 

@@ -39,32 +39,32 @@ from .window import WindowPlan
 CONFIG_NAME = "profiler_config.json"
 LOG_NAME = "rankscope_dynamic.log"
 
-DEFAULT_FILE: dict[str, Any] = {
-    "start_step": 0,
-    "active": 1,
-    "warmup": 0,
-    "ranks": [-1],
-    "save_path": None,
-    "level": "level0",
-    "with_stack": False,
-    "with_memory": False,
-    "record_shapes": False,
-    "with_cpu": True,
-    "with_device": True,
-    "with_modules": False,
-    "with_flops": False,
-    "data_simplification": True,
-    "aic_metrics": None,
-    "l2_cache": False,
-    "mstx": False,
-    "export_type": ["text"],
-    "analyse": True,
-    "async_mode": False,
-    "_help": (
-        "start_step: 0 = off, -1 = the next step, N = at step N (steps count from 0); active: steps to record "
-        "(or stop_step: first step not recorded); edits take effect at the next step boundary; see rankscope_dynamic.log"
-    ),
-}
+_HELP = (
+    "start_step: 0 = off, -1 = the next step, N = at step N (steps count from 0); active: steps to record "
+    "(or stop_step: first step not recorded); the other values are the collector's config (change one to "
+    "override it for the next window); edits take effect at the next step boundary; see rankscope_dynamic.log"
+)
+
+
+def generated_file(options: ProfileOptions, ranks: list[int], save_path: str | None) -> dict[str, Any]:
+    """The ``profiler_config.json`` written into an empty folder: profiling off, the effective config's values.
+
+    Values equal to the collector's config do not count as given when the file is read (see
+    :meth:`DynamicWatcher._read`), so the spelled-out values neither override the config nor
+    trigger "cannot honour" reports.
+    """
+    # save_path stays null (= the collector's save_path of whichever run reads the file): a file kept
+    # for a later run must not send that run's output into this run's folder
+    out: dict[str, Any] = {"start_step": 0, "active": 1, "warmup": options.warmup, "ranks": list(ranks), "save_path": None}
+    for name in option_names():
+        if name != "warmup":
+            v = getattr(options, name)
+            out[name] = list(v) if isinstance(v, list) else v
+    out["_help"] = _HELP + (f" (save_path null = {save_path})" if save_path else "")
+    return out
+
+
+DEFAULT_FILE: dict[str, Any] = generated_file(ProfileOptions(), [-1], None)  # with the built-in defaults
 
 _OWN_KEYS = {"start_step", "active", "stop_step", "warmup", "ranks", "save_path"}
 _ALIASES = {
@@ -192,14 +192,26 @@ def parse_request(data: Any) -> tuple[DynamicRequest | None, list[str]]:
     return DynamicRequest(start, active, stop, warmup, ranks, save_path, opts, ignored), []
 
 
+def config_location(config_path: str | os.PathLike[str]) -> tuple[Path, Path]:
+    """(watched folder, config file) for ``dynamic_param.config_path``.
+
+    A folder (existing or not) holds ``profiler_config.json``; an existing file, or a path ending in
+    ``.json`` that is not a folder (MindSpeed-MM allows pointing at the file itself), is the config
+    file and its folder is the watched folder.
+    """
+    p = Path(config_path)
+    if p.is_file() or (p.suffix.lower() == ".json" and not p.is_dir()):
+        return p.parent, p
+    return p, p / CONFIG_NAME
+
+
 class DynamicWatcher:
     """Polls the config file at step boundaries and turns valid edits into window plans."""
 
     def __init__(self, config_path: str | os.PathLike[str], poll_interval_s: float, base_options: ProfileOptions,
                  base_explicit: frozenset[str], save_path: str, ranks: list[int], rank: Any = None,
                  clock: Any = time.monotonic):
-        self.folder = Path(config_path)
-        self.path = self.folder / CONFIG_NAME
+        self.folder, self.path = config_location(config_path)
         self.log_path = self.folder / LOG_NAME
         self.interval = float(poll_interval_s)
         self.base_options = base_options
@@ -235,8 +247,9 @@ class DynamicWatcher:
         """Create the folder and a default file if needed, then read the file once."""
         self.folder.mkdir(parents=True, exist_ok=True)
         if not self.path.exists():
-            tmp = self.folder / f".{CONFIG_NAME}.{os.getpid()}.tmp"
-            tmp.write_text(json.dumps(DEFAULT_FILE, indent=2) + "\n", encoding="utf-8")
+            tmp = self.folder / f".{self.path.name}.{os.getpid()}.tmp"
+            content = generated_file(self.base_options, self.ranks, self.save_path)
+            tmp.write_text(json.dumps(content, indent=2) + "\n", encoding="utf-8")
             try:
                 os.link(tmp, self.path)  # atomic, and fails if another rank was first
                 self.log(f"generated {self.path.name} (profiling off: set start_step to start a window)")
@@ -308,6 +321,9 @@ class DynamicWatcher:
                 return None
         end = req.stop_step if req.stop_step is not None else start + (req.active or 1)
         options = dataclasses.replace(self.base_options, **req.options, warmup=req.warmup)
+        # only values that differ from the collector's config count as given (the generated file
+        # spells out every value of the config: those must not look like the user's choices)
+        changed = {k for k, v in req.options.items() if v != getattr(self.base_options, k)}
         plan = WindowPlan(
             start=start,
             end=end,
@@ -316,7 +332,7 @@ class DynamicWatcher:
             trigger="dynamic",
             ranks=req.ranks if req.ranks is not None else list(self.ranks),
             origin=f"{self.path} (mtime_ns {self._seen[0] if self._seen else 0})",
-            explicit=frozenset(self.base_explicit | set(req.options)),
+            explicit=frozenset(self.base_explicit | changed),
         )
         self.last_request = req
         self.log(f"accepted: window {plan.describe()}, output below {plan.save_path}")

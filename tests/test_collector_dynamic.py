@@ -15,7 +15,7 @@ import collector.profiler as profiler_mod
 from collector import Profiler
 from collector.backends.base import Backend, BackendInfo, Session
 from collector.config import ProfileOptions
-from collector.dynamic import CONFIG_NAME, DEFAULT_FILE, LOG_NAME, DynamicWatcher
+from collector.dynamic import CONFIG_NAME, DEFAULT_FILE, LOG_NAME, DynamicWatcher, generated_file
 
 DATA = Path(__file__).resolve().parent / "data" / "collector"
 
@@ -44,7 +44,8 @@ def test_empty_folder_gets_a_config_with_profiling_off(tmp_path: Path) -> None:
     w = _watcher(folder, Clock())
     assert w.init(next_step=0) is None
     data = json.loads((folder / CONFIG_NAME).read_text())
-    assert data == DEFAULT_FILE and data["start_step"] == 0
+    assert data == generated_file(ProfileOptions(), [-1], "./base_out") and data["start_step"] == 0
+    assert {k: v for k, v in data.items() if k != "_help"} == {k: v for k, v in DEFAULT_FILE.items() if k != "_help"}
     log = (folder / LOG_NAME).read_text()
     assert "generated profiler_config.json" in log and "rank=0" in log
     assert "start_step 0, profiling off" in log
@@ -257,3 +258,87 @@ def test_an_option_a_backend_cannot_honour_is_reported_once(tmp_path: Path, monk
     msg = "recording cannot honour option 'level': no levels here"
     assert [r.getMessage() for r in caplog.records].count(f"rankscope collector: {msg}") == 1  # ... it is said once
     assert (folder / LOG_NAME).read_text().count(msg) == 1
+
+
+# ---------------------------------------------------------------------------- the generated file vs the config
+
+
+def _edit_start(path: Path, start: int) -> None:
+    data = json.loads(path.read_text())
+    data["start_step"] = start  # the only change: every other value stays as generated
+    _write(path, data)
+
+
+def test_generated_file_shows_the_configs_values_and_does_not_override_them(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """Auditor's case: ranks [1] and with_stack true in the Profiler config, only start_step set in the
+    generated file -> rank 0 is not profiled, rank 1 is, with with_stack true; and no "cannot honour"
+    report for values nobody changed (level, aic_metrics, l2_cache, ... are spelled out in the file)."""
+    from collector.backends.base import Unsupported
+
+    class Picky(RecordingBackend):  # reports every option it is told was set, as torch.profiler does for level etc.
+        def unsupported(self, options, explicit):  # noqa: ANN001, ANN201
+            return [Unsupported(o, "not here") for o in sorted(explicit)]
+
+    b = Picky()
+    monkeypatch.setattr(profiler_mod, "select_backend", lambda name: b)
+    for rank in (0, 1):
+        monkeypatch.setenv("RANK", str(rank))
+        folder = tmp_path / f"dyn{rank}"
+        out = tmp_path / f"out{rank}"
+        prof = Profiler({"profile_type": "dynamic", "ranks": [1], "static_param": {"with_stack": True, "save_path": str(out)},
+                         "dynamic_param": {"config_path": str(folder), "poll_interval_s": 0}}, handle_signals=False)
+        with caplog.at_level("WARNING", logger="rankscope.collector"):
+            prof.start()
+            data = json.loads((folder / CONFIG_NAME).read_text())
+            assert (data["ranks"], data["with_stack"], data["start_step"]) == ([1], True, 0)
+            _edit_start(folder / CONFIG_NAME, 2)
+            for _ in range(4):
+                prof.step()
+            prof.stop()
+        sidecars = list(out.glob(f"rank_{rank}/window_*/rankscope_window.json"))
+        if rank == 0:
+            assert sidecars == []
+            assert "rank 0 not selected for window step 2, ranks 1; not profiling" in (folder / LOG_NAME).read_text()
+        else:
+            (sc,) = sidecars
+            d = json.loads(sc.read_text())
+            assert d["config"]["with_stack"] is True and d["config"]["ranks"] == [1] and d["status"] == "complete"
+            assert d["not_honoured"] == [{"option": "with_stack", "reason": "not here"}]  # the config's own option only
+    assert not [r for r in caplog.records if "cannot honour option 'level'" in r.getMessage()]
+
+
+def test_a_value_changed_in_the_file_overrides_the_config_and_counts_as_given(tmp_path: Path, backend: RecordingBackend) -> None:
+    folder = tmp_path / "dyn"
+    out = tmp_path / "out"
+    prof = Profiler({"profile_type": "dynamic", "static_param": {"with_stack": True, "save_path": str(out)},
+                     "dynamic_param": {"config_path": str(folder), "poll_interval_s": 0}}, handle_signals=False)
+    prof.start()
+    data = json.loads((folder / CONFIG_NAME).read_text())
+    data.update(start_step=1, with_stack=False, level="level2")
+    _write(folder / CONFIG_NAME, data)
+    plan = prof._watcher._read(1)  # noqa: SLF001
+    assert plan is not None and plan.options.with_stack is False and plan.options.level == "level2"
+    assert plan.explicit == {"with_stack", "level"}
+    prof.stop()
+
+
+@pytest.mark.parametrize("name", ["profiler_config.json", "my_prof.json"])
+@pytest.mark.parametrize("exists", [True, False])
+def test_config_path_may_be_the_file_itself(tmp_path: Path, backend: RecordingBackend, name: str, exists: bool) -> None:
+    """MindSpeed-MM allows dynamic_param.config_path to name the file; its folder is the watched folder."""
+    folder = tmp_path / "dyn"
+    path = folder / name
+    if exists:
+        folder.mkdir()
+        _write(path, {"start_step": 0})
+    prof = Profiler({"profile_type": "dynamic", "dynamic_param": {"config_path": str(path), "poll_interval_s": 0},
+                     "static_param": {"save_path": str(tmp_path / "out")}}, handle_signals=False)
+    prof.start()
+    assert path.is_file() and (folder / LOG_NAME).is_file()
+    _edit_start(path, 1)
+    prof.step()
+    prof.step()
+    prof.stop()
+    assert backend.calls == [("start", 1), ("finish", 1)]
+    assert sorted(p.name for p in folder.iterdir()) == sorted({name, LOG_NAME})
