@@ -33,6 +33,7 @@ def install_from_env() -> object | None:
     from .profiler import Profiler  # noqa: PLC0415
 
     prof = Profiler(cfg)
+    prof.automatic = True
 
     def on_torch(_mod: ModuleType) -> None:
         from .optimizer_hook import OptimizerStepCounter  # noqa: PLC0415
@@ -46,3 +47,20 @@ def install_from_env() -> object | None:
     when_imported("torch", on_torch)
     _installed = prof
     return prof
+
+
+def explicit_profiler_started(explicit: object) -> None:
+    """The script started a Profiler of its own: the automatic one steps aside (one profiler at a time).
+
+    Called by ``Profiler.start()`` of any non-automatic Profiler. The automatic collector stops
+    counting steps, closes a window it may have opened (removing it when it captured nothing) and
+    says so once on stderr; the script's Profiler then runs alone, with the config it was given.
+    """
+    auto = _installed
+    if auto is None or auto is explicit or getattr(auto, "stepped_aside", True):
+        return
+    sys.stderr.write(
+        "rankscope collector: the script starts its own collector.Profiler; the automatic collector of "
+        "`python -m collector run` steps aside (it records no window and counts no steps in this process)\n"
+    )
+    auto.step_aside("the script started its own collector.Profiler; the automatic collector stepped aside")  # type: ignore[attr-defined]

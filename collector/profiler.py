@@ -89,6 +89,8 @@ class Profiler:
         self._reported: set[str] = set()
         self.windows: list[Path] = []  # window folders written by this process
         self._pid = os.getpid()
+        self.automatic = False  # armed by `python -m collector run` (collector.autorun), not by the script
+        self.stepped_aside = False
 
     # ------------------------------------------------------------------ public API
     @property
@@ -101,8 +103,12 @@ class Profiler:
 
     def start(self, first_step: int = 0) -> Profiler:
         """Begin counting steps (the next step to run is ``first_step``) and arm profiling."""
-        if self.started or not self.config.enable:
+        if self.started or not self.config.enable or self.stepped_aside:
             return self
+        if not self.automatic:  # the script has its own Profiler: an automatic one must not run beside it
+            autorun = sys.modules.get(f"{__package__}.autorun")
+            if autorun is not None:
+                autorun.explicit_profiler_started(self)
         self.started = True
         self.stopped = False
         self._pid = os.getpid()
@@ -211,6 +217,24 @@ class Profiler:
             return
         if self._window is not None:
             self._abort_window(reason)
+        self._finish()
+
+    def step_aside(self, reason: str) -> None:
+        """Stand down for good: another Profiler runs in this process (only one profiler session can).
+
+        A window already open is stopped; if it captured no step its folder is removed, else its
+        sidecar ends ``aborted`` with ``reason``. Later ``start()``/``step()`` calls do nothing.
+        """
+        self.stepped_aside = True
+        if not self.started or self.stopped:
+            return
+        w = self._window
+        if w is not None:
+            self._abort_window(reason)
+            if not w.captured:
+                _remove_empty_window(w.folder)
+                if w.folder in self.windows:
+                    self.windows.remove(w.folder)
         self._finish()
 
     def __enter__(self) -> Profiler:
@@ -475,6 +499,20 @@ class Profiler:
         log.warning("rankscope collector: %s", message)
         if self._watcher is not None:
             self._watcher.log(message)
+
+
+def _remove_empty_window(folder: Path) -> None:
+    """Remove a window folder holding nothing but its sidecar (and its rank folder if left empty)."""
+    from .sidecar import SIDECAR_NAME  # noqa: PLC0415
+
+    try:
+        if {p.name for p in folder.iterdir()} <= {SIDECAR_NAME}:
+            (folder / SIDECAR_NAME).unlink(missing_ok=True)
+            folder.rmdir()
+            if not any(folder.parent.iterdir()):
+                folder.parent.rmdir()
+    except OSError:
+        pass
 
 
 def _options_of(sp: Any) -> Any:

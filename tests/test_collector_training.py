@@ -140,6 +140,44 @@ def test_environment_variable_json_with_a_plain_python_script(tmp_path: Path) ->
     assert (sc["captured_steps"], sc["config"]["with_memory"], sc["status"]) == ([3], True, "complete")
 
 
+def test_script_with_its_own_profiler_under_collector_run(tmp_path: Path) -> None:
+    """`collector run` around a script that already uses Profiler: the automatic collector (whose static
+    window [0, 3) was already open when the script's Profiler started) steps aside with one line, leaves
+    no window behind, and the script's own window works normally (no Kineto double-session warning)."""
+    auto_out, own_out = tmp_path / "auto", tmp_path / "own"
+    cmd = [PY, "-m", "collector", "run", "--static", "0:3", "--save-path", str(auto_out), "--backend", "torch", "--",
+           PY, str(SCRIPTS / "train.py"), "--steps", "4", "--config", json.dumps(static(own_out, 1, 3))]
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, env=ENV, timeout=180)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stderr.count("the automatic collector of `python -m collector run` steps aside") == 1, proc.stderr[-3000:]
+    assert "disableProfiler" not in proc.stderr and "no active profiling session" not in proc.stderr
+    assert not list(auto_out.rglob("rankscope_window.json"))  # the automatic window was removed (it captured nothing)
+    win = own_out / "rank_0" / "window_step1"
+    sc = sidecar(win)
+    assert (sc["status"], sc["captured_steps"]) == ("complete", [1, 2])
+    assert [trace_steps(p) for p in sorted(win.glob("*.pt.trace.json"))] == [[1], [2]]
+    assert [x["step"] for x in scalars(own_out / "rank_0" / "rankscope_scalars.jsonl")] == [0, 1, 2, 3]
+
+
+def test_automatic_collector_not_started_yet_steps_aside(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The script's Profiler starts before the first optimizer is built (the automatic one is armed, not started)."""
+    import collector.autorun as autorun
+    from collector import Profiler
+
+    monkeypatch.setattr(autorun, "_installed", None)
+    monkeypatch.setenv("RANKSCOPE_PROFILER_OPTIONS", json.dumps(static(tmp_path / "auto", 0, 2)))
+    monkeypatch.setattr("collector.optimizer_hook.when_imported", lambda name, cb: None)  # no optimizer patching here
+    auto = autorun.install_from_env()
+    assert auto is not None and auto.automatic
+    own = Profiler(static(tmp_path / "own", 5, 6), handle_signals=False)
+    own.start()
+    auto.start()  # what the first optimizer's construction would do
+    auto.step()
+    assert auto.stepped_aside and not auto.started and own.started
+    own.stop()
+    assert not (tmp_path / "auto").exists()
+
+
 def _wait_for(path: Path, proc: subprocess.Popen[str], timeout: float = 120) -> None:
     deadline = time.time() + timeout
     while not path.exists():
