@@ -113,6 +113,9 @@ def _cmd_analyse(args: argparse.Namespace) -> int:
     from .backends.torch_npu import offline_analyse, unparsed_folders  # noqa: PLC0415
 
     path = Path(args.path)
+    if not path.exists():
+        print(f"collector analyse: {path} does not exist", file=sys.stderr)
+        return 2
     todo = unparsed_folders(path)
     if not todo:
         print(f"no unparsed *_ascend_pt folder (raw PROF_* data without ASCEND_PROFILER_OUTPUT) below {path}")
@@ -141,7 +144,8 @@ def parser() -> argparse.ArgumentParser:
         p.add_argument("--dynamic", metavar="DIR", help="dynamic profiling: watch DIR/profiler_config.json")
         p.add_argument("--save-path", help="output folder (rank_{id}/ folders are created inside)")
         p.add_argument("--ranks", help="ranks to profile, e.g. 0,3 (-1 = all)")
-        p.add_argument("--backend", choices=["auto", "torch", "torch_npu"])
+        p.add_argument("--backend", choices=["auto", "torch", "torch_npu"],
+                       help="profiler backend (auto: torch_npu.profiler when an NPU is visible, else torch.profiler)")
 
     run = sub.add_parser("run", help="run a command with the collector armed in every Python process")
     config_opts(run)
@@ -151,12 +155,14 @@ def parser() -> argparse.ArgumentParser:
     config_opts(show)
     show.set_defaults(func=_cmd_show)
     init = sub.add_parser("init-dynamic", help="create DIR/profiler_config.json with profiling off")
-    init.add_argument("folder")
+    init.add_argument("folder", help="the folder to watch (created if missing), or the .json file itself")
     init.set_defaults(func=_cmd_init_dynamic)
     an = sub.add_parser("analyse", help="torch_npu: parse raw *_ascend_pt folders left by an aborted or analyse:false window")
-    an.add_argument("path")
-    an.add_argument("--max-process-number", type=int)
-    an.add_argument("--export-type", nargs="+", choices=["text", "db"])
+    an.add_argument("path", help="a folder: every *_ascend_pt folder below it with raw PROF_* data and no ASCEND_PROFILER_OUTPUT is parsed")
+    an.add_argument("--max-process-number", type=int, metavar="N",
+                    help="parsing processes run at once (torch_npu's max_process_number; default: torch_npu's)")
+    an.add_argument("--export-type", nargs="+", choices=["text", "db"],
+                    help="result format(s) to write (torch_npu's export_type; default: torch_npu's, text)")
     an.set_defaults(func=_cmd_analyse)
     return ap
 

@@ -266,3 +266,16 @@ def test_analyse_without_torch_npu_says_what_is_needed(tmp_path: Path) -> None:
     raw.mkdir(parents=True)
     proc = subprocess.run([sys.executable, "-m", "collector", "analyse", str(tmp_path)], capture_output=True, text=True, cwd=REPO, timeout=60)
     assert proc.returncode == 1 and "torch_npu is needed" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_analyse_of_a_missing_path_fails_and_every_argument_has_help(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from collector.cli import main, parser
+
+    missing = tmp_path / "nonexistent"
+    assert main(["analyse", str(missing)]) != 0
+    assert f"{missing} does not exist" in capsys.readouterr().err
+    sub = next(a for a in parser()._actions if a.dest == "cmd")  # noqa: SLF001
+    for name, p in sub.choices.items():
+        for action in p._actions:  # noqa: SLF001
+            if action.dest != "help":
+                assert action.help, f"{name} {action.dest} has no help text"
