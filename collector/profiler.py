@@ -166,7 +166,7 @@ class Profiler:
             self._write_scalars(done, t_end - self._t_begin, scalars)
             if w is not None and saved:
                 w.captured.extend(saved)
-                w.sidecar.update(captured_steps=list(w.captured))
+                w.sidecar.update(captured_steps=list(w.captured), files=_files_of(w))
             self.step_num = done + 1
             if self._watcher is not None:
                 plan = self._watcher.poll(self.step_num, busy=self._window is not None)
@@ -324,8 +324,7 @@ class Profiler:
             status = "aborted"
             reason = reason or f"only steps {w.captured} of {w.plan.steps} were captured"
         notes = list(w.sidecar.data.get("notes") or []) + list(getattr(w.session, "notes", []))
-        files = [str(p.relative_to(w.folder)) if p.is_relative_to(w.folder) else str(p) for p in getattr(w.session, "files", [])]
-        w.sidecar.finish(status, reason, captured_steps=sorted(w.captured), notes=notes, files=files)
+        w.sidecar.finish(status, reason, captured_steps=sorted(w.captured), notes=notes, files=_files_of(w))
         if self._watcher is not None:
             self._watcher.log(
                 f"stopped window {w.plan.describe()}: {status}"
@@ -499,6 +498,11 @@ class Profiler:
         log.warning("rankscope collector: %s", message)
         if self._watcher is not None:
             self._watcher.log(message)
+
+
+def _files_of(w: _Window) -> list[str]:
+    """The window's output files so far, relative to the window folder."""
+    return [str(p.relative_to(w.folder)) if p.is_relative_to(w.folder) else str(p) for p in getattr(w.session, "files", [])]
 
 
 def _remove_empty_window(folder: Path) -> None:

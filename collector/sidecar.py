@@ -40,6 +40,7 @@ class WindowSidecar:
         self.data: dict[str, Any] = {"schema": SCHEMA, **fields}
         self.data.setdefault("status", "running")
         self.data.setdefault("captured_steps", [])
+        self.data.setdefault("files", [])  # output files on disk so far, relative to the folder
         self.data.setdefault("reason", None)
         self.data.setdefault("started_at", utc_now())
         self.data.setdefault("stopped_at", None)

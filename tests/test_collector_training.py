@@ -271,6 +271,8 @@ def test_crash_at_step_k_keeps_the_steps_before_k(crashed: dict[str, Any], mode:
     sc = sidecar(win)
     assert (sc["status"], sc["captured_steps"], sc["planned_steps"]) == (status, [1, 2], [1, 2, 3, 4, 5])
     assert sc["reason"] == reason
+    # kept up to date as each step is exported, so even os._exit leaves the list of files
+    assert sc["files"] == ["rank0_step000001.pt.trace.json", "rank0_step000002.pt.trace.json"]
     assert [r["step"] for r in scalars(d / "rank_0" / "rankscope_scalars.jsonl")] == [0, 1, 2]
 
 
@@ -291,7 +293,7 @@ def test_window_killed_in_its_first_step_ingests_as_partial(crashed: dict[str, A
     assert proc.returncode == 3
     win = d / "rank_0" / "window_step1"
     assert [p.name for p in win.iterdir()] == ["rankscope_window.json"]
-    assert (sidecar(win)["status"], sidecar(win)["captured_steps"]) == ("running", [])
+    assert (sidecar(win)["status"], sidecar(win)["captured_steps"], sidecar(win)["files"]) == ("running", [], [])
     store = tmp_path / "store"
     analyze("ingest", str(d), "--store", str(store))
     got = query(store, "SELECT producer, status, missing FROM collections WHERE root_path = 'rank_0/window_step1'")
