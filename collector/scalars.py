@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import sys
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -20,11 +21,14 @@ SCALARS_NAME = "rankscope_scalars.jsonl"
 
 
 def _clean(v: Any) -> Any:
-    """A JSON-able number for a scalar: floats/ints as they are, tensors/numpy via float()."""
+    """A JSON-able number for a scalar: floats/ints as they are, tensors (detached) / numpy via float()."""
     if isinstance(v, bool):
         return int(v)
     if isinstance(v, int):
         return v
+    torch = sys.modules.get("torch")  # a tensor can only come from a loaded torch: never import it here
+    if torch is not None and isinstance(v, torch.Tensor):
+        v = v.detach()  # float() of a tensor requiring grad warns ("Converting a tensor with requires_grad=True")
     try:
         f = float(v)
     except (TypeError, ValueError):

@@ -175,3 +175,20 @@ def test_bootstrap_runs_the_sitecustomize_it_shadows(tmp_path: Path) -> None:
                          env={**env, ENV_VAR: '{"static_param": {"start_step": 5, "end_step": 1}}'})
     assert bad.returncode == 0 and bad.stdout.strip() == "still runs"
     assert "RANKSCOPE_PROFILER_OPTIONS rejected, profiling disabled" in bad.stderr
+
+
+def test_a_loss_tensor_requiring_grad_is_stored_without_a_warning(tmp_path: Path) -> None:
+    import warnings
+
+    import torch
+
+    prof = Profiler({"static_param": {"save_path": str(tmp_path), "start_step": 50, "end_step": 51}}, handle_signals=False)
+    prof.start()
+    w = torch.ones(2, requires_grad=True)
+    loss = (w * 3).sum()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # torch's "Converting a tensor with requires_grad=True to a scalar" would fail here
+        prof.step(loss=loss, lr=torch.tensor(0.5))
+    prof.stop()
+    (row,) = [json.loads(x) for x in (tmp_path / "rank_0" / "rankscope_scalars.jsonl").read_text().splitlines()]
+    assert row["scalars"] == {"loss": 6.0, "lr": 0.5}
