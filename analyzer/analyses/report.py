@@ -1,4 +1,9 @@
-"""``analyze report``: every cluster analysis of one run, as tables or one JSON document."""
+"""``analyze report``: every cluster analysis of one run, as tables or one JSON document.
+
+The JSON holds every row of every section; the text report prints summaries and the first rows of
+the long tables (evidence, per-op communication, matrix, layout grid) with a pointer to ``--json``,
+and says in a sentence when a section has nothing to show and why.
+"""
 
 from __future__ import annotations
 
@@ -13,28 +18,60 @@ from ..store import Store
 from ._run import resolve
 from .advisor import advise
 from .clock_alignment import clock_offsets
-from .communication import comm_group_totals, communication_summary
-from .parallel_layout import parallel_dims, parallel_layout
+from .communication import comm_bandwidth, comm_group_totals, comm_matrix, communication_summary
+from .parallel_layout import layout_metric, parallel_dims, parallel_layout
 from .slow_link import slow_link_analysis
-from .slow_rank import slow_rank_analysis
+from .slow_rank import MIN_TESTABLE, slow_rank_analysis
 from .step_breakdown import step_breakdown
+from .temporal_breakdown import temporal_breakdown
 
 SECTIONS = (
-    "step_breakdown", "communication_groups", "communication", "slow_ranks", "slow_rank_evidence", "slow_links",
-    "slow_link_evidence", "parallel_dims", "parallel_layout", "clock_offsets", "advice",
+    "step_breakdown", "temporal_breakdown", "communication_groups", "communication", "comm_bandwidth",
+    "comm_matrix", "group_coverage", "slow_ranks", "slow_rank_evidence", "slow_links", "slow_link_evidence", "parallel_dims",
+    "parallel_layout", "layout_metric", "clock_offsets", "advice",
 )
+LAYOUT_METRIC = "step_ns"  # the per-rank metric shown on the layout grid (mean over steps)
+MAX_ROWS = 10  # rows of a long table printed in the text report
+
+
+COVERAGE_COLUMNS = ["group_name", "pg_name", "ranks", "ranks_profiled", "profiled"]
+
+
+def group_coverage(store: Store, run: str | None = None) -> pd.DataFrame:
+    """One row per communication group of two or more ranks: its members, those profiled in the run."""
+    from . import collectives
+    from .clock_alignment import run_alignment
+
+    run = resolve(store, run)
+    groups = collectives.run_groups(store, run)
+    al = run_alignment(store, run)
+    present = set(al.ranks)
+    rows = []
+    for g, members in sorted(al.members.items()):
+        if len(members) < 2:
+            continue
+        labels = groups[groups["group_name"] == g]["pg_name"].dropna().unique()
+        prof = sorted(r for r in members if r in present)
+        rows.append({"group_name": g, "pg_name": labels[0] if len(labels) else None, "ranks": list(members),
+                     "ranks_profiled": prof, "profiled": len(prof)})
+    return pd.DataFrame(rows, columns=COVERAGE_COLUMNS)
 
 
 def build_report(store: Store, run: str | None = None) -> dict[str, Any]:
-    """{"run": name, <section>: DataFrame, ...} for every section of ``SECTIONS``."""
+    """{"run": name, <section>: DataFrame, ...} for every section of ``SECTIONS`` (plus
+    ``slow_rank_skipped_groups``)."""
     run = resolve(store, run)
     votes, evidence, skipped = slow_rank_analysis(store, run)
     links, link_evidence = slow_link_analysis(store, run)
     return {
         "run": run,
         "step_breakdown": step_breakdown(store, run),
+        "temporal_breakdown": temporal_breakdown(store, run),
         "communication_groups": comm_group_totals(store, run),
         "communication": communication_summary(store, run),
+        "comm_bandwidth": comm_bandwidth(store, run),
+        "comm_matrix": comm_matrix(store, run),
+        "group_coverage": group_coverage(store, run),
         "slow_ranks": votes,
         "slow_rank_evidence": evidence,
         "slow_rank_skipped_groups": skipped,
@@ -42,6 +79,7 @@ def build_report(store: Store, run: str | None = None) -> dict[str, Any]:
         "slow_link_evidence": link_evidence,
         "parallel_dims": parallel_dims(store, run),
         "parallel_layout": parallel_layout(store, run),
+        "layout_metric": layout_metric(store, run, LAYOUT_METRIC, "mean"),
         "clock_offsets": clock_offsets(store, run),
         "advice": advise(store, run),
     }
@@ -83,61 +121,278 @@ def _ms(v: Any) -> str:
     return f"{float(v) / 1e6:.3f}"
 
 
-def print_report(report: dict[str, Any], console: Any) -> None:
-    """Render the report as rich tables (times in ms)."""
+def _num(v: Any) -> str:
+    if v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v)):
+        return "-"
+    return str(int(v)) if float(v) == int(float(v)) else f"{float(v):.3f}"
+
+
+def _gbps(v: Any) -> str:
+    if v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v)):
+        return "-"
+    return f"{float(v) / 1e9:.4g}"
+
+
+def _size(v: Any) -> str:
+    if v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v)):
+        return "-"
+    b = float(v)
+    for unit, k in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if b >= k:
+            return f"{b / k:.3f} {unit}"
+    return f"{int(b)} B"
+
+
+def _table(console: Any, title: str, columns: list[str], rows: list[list[str]], total: int | None = None) -> None:
+    """A rich table of at most MAX_ROWS rows, then "… N more, see --json" when rows were left out."""
     from rich.table import Table
 
+    t = Table(title=title)
+    for c in columns:
+        t.add_column(c)
+    for r in rows[:MAX_ROWS]:
+        t.add_row(*r)
+    console.print(t)
+    total = len(rows) if total is None else total
+    if total > MAX_ROWS:
+        console.print(f"… {total - MAX_ROWS} more, see --json", markup=False)
+
+
+def _say(console: Any, text: str) -> None:
+    console.print(text, markup=False)
+
+
+def print_report(report: dict[str, Any], console: Any) -> None:
+    """Render the report as rich tables (times in ms, sizes in B/KiB/MiB/GiB, bandwidth in GB/s = 10⁹ B/s)."""
     console.print(f"run [bold]{report['run']}[/]")
+    _print_steps(report, console)
+    _print_communication(report, console)
+    _print_slow_rank(report, console)
+    _print_slow_links(report, console)
+    _print_layout(report, console)
+    _print_clocks(report, console)
+    _print_advice(report, console)
+
+
+def _print_steps(report: dict[str, Any], console: Any) -> None:
     sb = report["step_breakdown"]
-    if not sb.empty:
-        t = Table(title="Step breakdown (ms, mean over steps; msprof-analyze definitions)")
+    if sb.empty:
+        _say(console, "step breakdown: no steps and no activity recorded in this run")
+    else:
         cols = ["step_ns", "computing_ns", "comm_not_overlapped_ns", "overlapped_ns", "communication_ns", "free_ns",
                 "preparing_ns", "stage_ns", "bubble_ns"]
-        for c in ["rank", "steps", "mode"] + [c.removesuffix("_ns") for c in cols]:
-            t.add_column(c)
+        rows = []
         for rank, g in sb.groupby("rank"):
             means = g[cols].astype("float64").mean()
-            t.add_row(str(rank), str(len(g)), str(g["mode"].iloc[0]), *[_ms(means[c]) for c in cols])
-        console.print(t)
-    cg = report["communication_groups"]
+            rows.append([str(rank), str(len(g)), str(g["mode"].iloc[0]), *[_ms(means[c]) for c in cols]])
+        _table(console, "Step breakdown (ms, mean over steps; msprof-analyze definitions)",
+               ["rank", "steps", "mode"] + [c.removesuffix("_ns") for c in cols], rows)
+    tb = report.get("temporal_breakdown")
+    if tb is None:
+        return
+    if tb.empty:
+        _say(console, "temporal breakdown (HTA): no device ranks in this run (HTA's breakdown covers device tasks only)")
+        return
+    rows = [
+        [str(r.rank), _steps_text(r.steps), _ms(r.kernel_ns), _ms(r.idle_ns), _ms(r.compute_ns), _ms(r.non_compute_ns),
+         f"{_num(r.idle_pct)} / {_num(r.compute_pct)} / {_num(r.non_compute_pct)}"]
+        for r in tb.itertuples()
+    ]
+    _table(console, "Temporal breakdown (ms, HTA's definition: all profiled steps but the last)",
+           ["rank", "steps", "kernel", "idle", "compute", "non-compute", "idle / compute / non-compute %"], rows)
+
+
+def _steps_text(steps: Any) -> str:
+    lst = list(steps) if steps is not None else []
+    if not lst:
+        return "-"
+    if len(lst) > 2 and lst == list(range(lst[0], lst[-1] + 1)):
+        return f"{lst[0]}–{lst[-1]}"
+    return ",".join(str(s) for s in lst)
+
+
+def _coverage_notes(cov: pd.DataFrame) -> list[str]:
+    """Sentences for groups of which only some members were profiled."""
+    out = []
+    for r in cov.itertuples():
+        ranks, present = list(r.ranks), list(r.ranks_profiled)
+        if len(present) < len(ranks):
+            what = (
+                "its collectives cannot be compared across ranks (no wait/transit split, no slow-rank vote)"
+                if len(present) < 2 else
+                f"wait/transit and slow-rank votes use the {len(present)} profiled members only"
+            )
+            out.append(f"group {r.group_name}{f' ({r.pg_name})' if isinstance(r.pg_name, str) else ''}: only "
+                       f"{len(present)} of {len(ranks)} members profiled (rank{'s' if len(present) != 1 else ''} "
+                       f"{', '.join(map(str, present)) or 'none'}); {what}")
+    return out
+
+
+def _print_communication(report: dict[str, Any], console: Any) -> None:
+    cg, comm = report["communication_groups"], report["communication"]
+    if comm.empty and cg.empty:
+        _say(console, "communication: none recorded in this run")
+        return
     if not cg.empty:
-        t = Table(title="Communication groups (ms, summed over ranks)")
-        for c in ("group", "role", "ranks", "ops", "instances", "elapsed", "wait", "transit", "wait ratio"):
-            t.add_column(c)
-        for r in cg.itertuples():
-            t.add_row(str(r.group_name), r.pg_name if isinstance(r.pg_name, str) else "-", str(list(r.ranks)), ",".join(r.op_types), str(r.instances),
-                      _ms(r.elapsed_ns), _ms(r.wait_ns), _ms(r.transit_ns),
-                      "-" if r.wait_ratio is None or pd.isna(r.wait_ratio) else f"{r.wait_ratio:.1%}")
-        console.print(t)
+        rows = [
+            [str(r.group_name), r.pg_name if isinstance(r.pg_name, str) else "-", str(list(r.ranks)), ",".join(r.op_types),
+             str(r.instances), _ms(r.elapsed_ns), _ms(r.wait_ns), _ms(r.transit_ns),
+             "-" if r.wait_ratio is None or pd.isna(r.wait_ratio) else f"{r.wait_ratio:.1%}"]
+            for r in cg.itertuples()
+        ]
+        _table(console, "Communication groups (ms, summed over ranks)",
+               ["group", "role", "ranks", "ops", "instances", "elapsed", "wait", "transit", "wait ratio"], rows)
+    cov = report.get("group_coverage")
+    for note in _coverage_notes(cov) if cov is not None else []:
+        _say(console, note)
+    unattributed = int(comm["group_name"].isna().sum()) if not comm.empty else 0
+    if unattributed:
+        _say(console, f"{unattributed} communication op(s) have no group (the trace names none and none could be "
+                      "attributed, e.g. gloo send/recv in ranks with several groups): they are not matched across ranks")
+    if not comm.empty:
+        c = comm.assign(group=comm["group_name"].fillna("-"), kind=np.where(comm["is_p2p"], "p2p:", "") + comm["op_type"])
+        agg = c.groupby(["rank", "group", "kind"], dropna=False).agg(
+            ops=("dur_ns", "size"), elapsed=("dur_ns", "sum"), wait=("wait_ns", lambda x: x.sum(min_count=1)),
+            transit=("transit_ns", lambda x: x.sum(min_count=1)), nbytes=("bytes", lambda x: x.sum(min_count=1)),
+        ).reset_index().sort_values(["elapsed", "rank"], ascending=[False, True])
+        rows = []
+        for r in agg.itertuples():
+            t = float(r.transit) if r.transit is not None and not pd.isna(r.transit) else float("nan")
+            bw = float(r.nbytes) / t * 1e9 if t and not math.isnan(t) and not pd.isna(r.nbytes) else None
+            rows.append([str(r.rank), str(r.group), r.kind, str(r.ops), _ms(r.elapsed), _ms(r.wait), _ms(r.transit),
+                         _size(r.nbytes), _gbps(bw)])
+        _table(console, f"Communication per rank, group and op (ms; {len(comm)} ops, one row each in --json)",
+               ["rank", "group", "op", "ops", "elapsed", "wait", "transit", "bytes", "GB/s"], rows)
+    bw = report.get("comm_bandwidth")
+    if bw is not None and not bw.empty:
+        b = bw[bw["transit_ns"].notna() & bw["bytes"].notna()]
+        agg = b.groupby(["rank", "transport", "source"], dropna=False).agg(
+            ops=("bytes", "size"), nbytes=("bytes", "sum"), transit=("transit_ns", "sum")).reset_index()
+        rows = [
+            [str(r.rank), str(r.transport), str(r.ops), _size(r.nbytes), _ms(r.transit),
+             _gbps(float(r.nbytes) / float(r.transit) * 1e9 if r.transit else None), str(r.source)]
+            for r in agg.itertuples()
+        ]
+        _table(console, "Bandwidth per rank and transport (bytes / transit summed over ops)",
+               ["rank", "transport", "ops", "bytes", "transit ms", "GB/s", "source"], rows)
+    mx = report.get("comm_matrix")
+    if mx is not None:
+        if mx.empty:
+            _say(console, "communication matrix: no links recorded (Kineto collectives have no per-link data; "
+                          "point-to-point pairs appear when they can be matched)")
+        else:
+            m = mx.sort_values("bytes", ascending=False, na_position="last")
+            rows = [
+                [str(r.group_name), str(r.op_type), _end(r.src_rank, r.src_local), _end(r.dst_rank, r.dst_local),
+                 str(r.transport) if isinstance(r.transport, str) else "-", _size(r.bytes), _ms(r.transit_ns),
+                 _gbps(r.bandwidth_bytes_per_s)]
+                for r in m.itertuples()
+            ]
+            _table(console, "Communication matrix (global ranks, summed over steps; largest links first)",
+                   ["group", "op", "src", "dst", "transport", "bytes", "transit ms", "GB/s"], rows)
+
+
+def _end(global_rank: Any, local: Any) -> str:
+    if global_rank is not None and not pd.isna(global_rank):
+        return str(int(global_rank))
+    if local is not None and not pd.isna(local):
+        return f"local {int(local)}"
+    return "-"
+
+
+def _print_slow_rank(report: dict[str, Any], console: Any) -> None:
     sr = report["slow_ranks"]
-    if not sr.empty:
-        t = Table(title="Slow rank votes (msprof-analyze: shortest elapsed per collective, Dixon 99.5 % / 3σ)")
-        for c in ("rank", "votes", "collectives judged"):
-            t.add_column(c)
-        for r in sr.itertuples():
-            t.add_row(str(r.rank), str(r.votes), str(r.instances))
-        console.print(t)
+    judged = int(sr["instances"].sum()) if not sr.empty else 0
+    testable = int(sr["testable"].sum()) if "testable" in sr and not sr.empty else 0
+    if sr.empty or judged == 0:
+        _say(console, "slow rank: no collective seen by ≥ 2 profiled members of its group; judged 0")
+    elif testable == 0:
+        _say(console, f"slow rank: every collective has fewer than {MIN_TESTABLE} profiled members, too few for "
+                      f"Dixon's test (as in msprof-analyze); no rank can be voted slow")
+    if not sr.empty and judged:
+        rows = [[str(r.rank), str(r.votes), str(r.instances), str(getattr(r, "testable", "-"))] for r in sr.itertuples()]
+        _table(console, "Slow rank votes (msprof-analyze: shortest elapsed per collective, Dixon 99.5 % / 3σ)",
+               ["rank", "votes", "collectives seen", f"testable (≥ {MIN_TESTABLE} members)"], rows)
+    skipped = report.get("slow_rank_skipped_groups") or []
+    if skipped:
+        _say(console, f"slow rank: group(s) {', '.join(map(str, skipped))} skipped (their ranks saw different numbers "
+                      f"of collectives)")
+    ev = report["slow_rank_evidence"]
+    if not ev.empty:
+        rows = [
+            [", ".join(map(str, r.slow_ranks)), _num(r.step), str(r.group_name), str(r.op_type), _num(r.bytes),
+             f"{r.test} {r.statistic:.3f} > {r.critical:.3f}" if r.statistic is not None else str(r.test),
+             " ".join(f"{k}:{_ms(v)}" for k, v in sorted(r.elapsed_by_rank.items()))]
+            for r in ev.itertuples()
+        ]
+        _table(console, "Slow rank evidence: convicting collectives (elapsed ms by rank)",
+               ["slow", "step", "group", "op", "bytes", "test", "elapsed by rank"], rows)
+
+
+def _print_slow_links(report: dict[str, Any], console: Any) -> None:
     sl = report["slow_links"]
-    if not sl.empty:
-        slow = sl[sl["slow"]]
-        console.print(f"slow links: {len(slow)} of {len(sl)} judged bandwidth sets are slow (> 5 % gap)")
+    if sl.empty:
+        _say(console, "slow links: nothing judged (needs ≥ 2 ranks moving ≥ 1 MiB on one transport in a step, "
+                      "or ≥ 3 matrix links of one group, op and transport)")
+        return
+    slow = sl[sl["slow"]]
+    _say(console, f"slow links: {len(slow)} of {len(sl)} judged bandwidth sets are slow (> 5 % gap)")
+    if not slow.empty:
+        rows = [
+            [str(r.level), _num(r.step), str(r.group_name), str(r.transport),
+             _num(r.slow_rank) if r.level == "rank" else f"{_num(r.slow_src)}→{_num(r.slow_dst)}",
+             _gbps(r.min_bytes_per_s), _gbps(r.mean_bytes_per_s), _gbps(r.max_bytes_per_s), f"{r.gap_ratio:.1%}"]
+            for r in slow.itertuples()
+        ]
+        _table(console, "Slow links (GB/s)", ["level", "step", "group", "transport", "slow", "min", "mean", "max", "gap"], rows)
+    ev = report["slow_link_evidence"]
+    if not ev.empty:
+        rows = []
+        for r in ev.itertuples():
+            who = _num(r.rank) if r.level == "rank" else f"{_end(r.src_rank, r.src_local)}→{_end(r.dst_rank, r.dst_local)}"
+            rows.append([str(r.level), who, str(r.op_name if r.level == "rank" else r.op_type), str(r.transport),
+                         _size(r.bytes), _ms(r.transit_ns), _gbps(r.bandwidth_bytes_per_s), str(r.reason)])
+        _table(console, "Slow link evidence", ["level", "rank / link", "op", "transport", "bytes", "transit ms", "GB/s", "why"], rows)
+
+
+def _print_layout(report: dict[str, Any], console: Any) -> None:
     pdims = report["parallel_dims"]
-    if not pdims.empty:
-        console.print("parallel layout: " + ", ".join(f"{r.dim.upper()}={r.size} ({r.source})" for r in pdims.itertuples()),
-                      markup=False)
+    if pdims.empty:
+        _say(console, "parallel layout: no parallel dimension found (no communication group families covering all ranks)")
+        return
+    _say(console, "parallel layout: " + ", ".join(f"{r.dim.upper()}={r.size} ({r.source})" for r in pdims.itertuples()))
+    grid = report.get("layout_metric")
+    if grid is None or grid.empty:
+        return
+    dims = [d for d in pdims["dim"] if d in grid.columns]
+    metric = str(grid["metric"].iloc[0])
+    rows = [
+        [str(r["rank"])] + [_num(r[d]) for d in dims] + [_ms(r["value"]) if metric.endswith("_ns") else _num(r["value"])]
+        for _, r in grid.sort_values(dims[::-1] if dims else ["rank"]).iterrows()
+    ]
+    unit = " ms" if metric.endswith("_ns") else ""
+    _table(console, f"Layout grid: coordinates and mean {metric.removesuffix('_ns')}{unit} per rank",
+           ["rank"] + dims + [f"mean {metric.removesuffix('_ns')}"], rows)
+
+
+def _print_clocks(report: dict[str, Any], console: Any) -> None:
     co = report["clock_offsets"]
-    if not co.empty:
-        t = Table(title="Clock offsets to the reference rank (ms)")
-        for c in ("rank", "status", "offset", "residual", "collectives"):
-            t.add_column(c)
-        for r in co.itertuples():
-            t.add_row(str(r.rank), r.status, _ms(r.offset_ns), _ms(r.residual_ns), str(r.n_collectives))
-        console.print(t)
-        for w in co["warning"].dropna():
-            console.print(f"[yellow]warning:[/] {w}")
+    if co.empty:
+        _say(console, "clock offsets: no rank to align")
+        return
+    if len(co) == 1:
+        _say(console, "clock offsets: a single rank, nothing to align")
+        return
+    rows = [[str(r.rank), r.status, _ms(r.offset_ns), _ms(r.residual_ns), str(r.n_collectives)] for r in co.itertuples()]
+    _table(console, "Clock offsets to the reference rank (ms)", ["rank", "status", "offset", "residual", "collectives"], rows)
+    for w in co["warning"].dropna():
+        console.print(f"[yellow]warning:[/] {w}")
+
+
+def _print_advice(report: dict[str, Any], console: Any) -> None:
     adv = report["advice"]
     console.print(f"[bold]advice[/]: {len(adv)} finding(s)")
     for r in adv.itertuples():
         colour = {"high": "red", "medium": "yellow"}.get(r.severity, "cyan")
-        console.print(f"  [{colour}]{r.severity:<6}[/] {r.title}")
+        console.print(f"  [{colour}]{r.severity:<6}[/] {r.title}", highlight=False)
         console.print(f"         {r.detail}", markup=False, style="dim")

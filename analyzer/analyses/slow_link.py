@@ -22,7 +22,7 @@ import pandas as pd
 
 from ..store import Store
 from ._run import resolve
-from .communication import comm_bandwidth, comm_matrix
+from .communication import BANDWIDTH_COLUMNS, MATRIX_COLUMNS, comm_bandwidth, comm_matrix
 
 RATIO_THRESHOLD = 0.05
 MIN_BYTES = 1 << 20  # below 1 MiB per rank a transfer is latency-bound: its "bandwidth" says nothing
@@ -30,6 +30,8 @@ COLUMNS = [
     "level", "step", "group_name", "op_type", "transport", "n", "mean_bytes_per_s", "min_bytes_per_s",
     "max_bytes_per_s", "gap_ratio", "slow", "slow_rank", "slow_src", "slow_dst", "fast_rank",
 ]
+EVIDENCE_COLUMNS = list(dict.fromkeys(
+    BANDWIDTH_COLUMNS + MATRIX_COLUMNS + ["median_bytes_per_s", "below_median", "level", "reason"]))
 _SKIP_TRANSPORTS = {"LOCAL"}
 
 
@@ -109,7 +111,7 @@ def slow_link_analysis(store: Store, run: str | None = None) -> tuple[pd.DataFra
         evidence.append(ops.assign(level="rank", reason=f"lowest {r.transport} bandwidth of step {r.step}"))
     if not bad_links.empty:
         evidence.append(bad_links.assign(level="link", reason="more than 5 % below the median of its peers"))
-    ev = pd.concat(evidence, ignore_index=True) if evidence else pd.DataFrame()
+    ev = pd.concat(evidence, ignore_index=True) if evidence else pd.DataFrame(columns=EVIDENCE_COLUMNS)
     return judged, ev
 
 

@@ -39,7 +39,8 @@ DIXON_TABLE_995 = {
     94: 0.346, 95: 0.345, 96: 0.344, 97: 0.344, 98: 0.343, 99: 0.341, 100: 0.341,
 }
 
-VOTE_COLUMNS = ["rank", "votes", "instances", "vote_ratio"]
+VOTE_COLUMNS = ["rank", "votes", "instances", "vote_ratio", "testable"]
+MIN_TESTABLE = 4  # Dixon's Q needs at least 4 members (msprof-analyze: 4 distinct times)
 EVIDENCE_COLUMNS = [
     "slow_ranks", "instance", "group_name", "step", "op_type", "name", "bytes", "ts_ns", "test", "statistic",
     "critical", "count", "mean_ns", "std_ns", "min_ns", "q1_ns", "median_ns", "q3_ns", "max_ns", "sum_ns",
@@ -99,6 +100,7 @@ def _vote(ops: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
     coll = coll[coll["group_name"].isin(keep_groups)]
     votes: dict[int, int] = {}
     seen: dict[int, int] = {}
+    testable: dict[int, int] = {}
     evidence = []
     for inst, sub in coll.groupby("instance", sort=False):
         sub = sub.sort_values("rank")
@@ -106,6 +108,8 @@ def _vote(ops: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
         ranks = [int(r) for r in sub["rank"]]
         for r in ranks:
             seen[r] = seen.get(r, 0) + 1
+            if len(ranks) >= MIN_TESTABLE:
+                testable[r] = testable.get(r, 0) + 1
         idx, test, stat, crit = judge_slow_rank(times)
         if not idx:
             continue
@@ -143,7 +147,7 @@ def _vote(ops: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
     vdf = pd.DataFrame(
         [
             {"rank": r, "votes": votes.get(r, 0), "instances": seen.get(r, 0),
-             "vote_ratio": (votes.get(r, 0) / seen[r]) if seen.get(r) else 0.0}
+             "vote_ratio": (votes.get(r, 0) / seen[r]) if seen.get(r) else 0.0, "testable": testable.get(r, 0)}
             for r in all_ranks
         ],
         columns=VOTE_COLUMNS,
@@ -164,7 +168,8 @@ def slow_rank_analysis(store: Store, run: str | None = None) -> tuple[pd.DataFra
 
 def slow_ranks(store: Store, run: str | None = None) -> pd.DataFrame:
     """Votes per rank (msprof-analyze ``SlowRank``: rankId, slowAffectCount): rank, votes,
-    instances (collectives the rank took part in and that were judged), vote_ratio; most votes first."""
+    instances (collectives the rank took part in and that were judged), vote_ratio, testable (those
+    of them with at least 4 profiled members, the fewest Dixon's test can convict in); most votes first."""
     return slow_rank_analysis(store, run)[0]
 
 
