@@ -183,7 +183,9 @@ class Profiler:
             self._in_boundary = False
         sig, self._pending_signal = self._pending_signal, None
         if sig is not None:
-            self._on_signal(sig, None)
+            interrupt = self._on_signal(sig, None)
+            if interrupt is not None:
+                raise interrupt
         self._t_begin = time.perf_counter_ns()
 
     def sync_step(self, step: int) -> None:
@@ -468,17 +470,31 @@ class Profiler:
         if self._in_boundary:
             self._pending_signal = signum  # handled at the end of step()
             return
-        self._on_signal(signum, frame)
+        interrupt = self._on_signal(signum, frame)
+        if interrupt is not None:
+            raise interrupt  # (raised here, one frame below the interrupted line)
 
-    def _on_signal(self, signum: int, frame: Any) -> None:
+    def _on_signal(self, signum: int, frame: Any) -> KeyboardInterrupt | None:
+        """Save the window, then act as the previous handler would; Python's default SIGINT handler
+        is replaced by a KeyboardInterrupt returned to the caller (raised with a note saying the
+        collector only passed it on, so a traceback does not point at the collector as the cause)."""
         name = signal.Signals(signum).name
         prev = self._prev_handlers.get(signum, signal.SIG_DFL)
         self.abort(f"{name} received at step {self.step_num}")  # also restores the previous handlers
+        if prev is signal.default_int_handler:
+            exc = KeyboardInterrupt()
+            if hasattr(exc, "add_note"):  # Python >= 3.11
+                exc.add_note(
+                    "(SIGINT: the rankscope collector saved its profiling window and re-raised the interrupt; "
+                    "the line interrupted is the one above the collector's frame)"
+                )
+            return exc
         if callable(prev):
-            prev(signum, frame)  # e.g. SIGINT's default handler raises KeyboardInterrupt
+            prev(signum, frame)  # a handler of the program's own
         elif prev == signal.SIG_DFL:
             signal.signal(signum, signal.SIG_DFL)
             os.kill(os.getpid(), signum)
+        return None
 
     # ------------------------------------------------------------------ misc
     def _explicit_options(self) -> frozenset[str]:

@@ -274,6 +274,9 @@ def test_crash_at_step_k_keeps_the_steps_before_k(crashed: dict[str, Any], mode:
     # kept up to date as each step is exported, so even os._exit leaves the list of files
     assert sc["files"] == ["rank0_step000001.pt.trace.json", "rank0_step000002.pt.trace.json"]
     assert [r["step"] for r in scalars(d / "rank_0" / "rankscope_scalars.jsonl")] == [0, 1, 2]
+    if mode == "sigint":  # a KeyboardInterrupt as without the collector, with a note saying the collector passed it on
+        assert "\nKeyboardInterrupt\n(SIGINT: the rankscope collector saved its profiling window" in proc.stderr
+        assert "prev(signum, frame)" not in proc.stderr
 
 
 def test_crashed_ranks_ingest_as_partial(crashed: dict[str, Any], tmp_path: Path) -> None:
