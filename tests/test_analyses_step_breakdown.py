@@ -249,3 +249,44 @@ def test_step_breakdown_matches_torch_npu_db_step_trace(tmp_path, folder):
         for col in STEP_TRACE_COLS.values():
             if not pd.isna(r[col]):
                 assert _within_1pct(int(ours.loc[key, col]), float(r[col])), (key, col)
+
+
+MINDSPORE_CPU = DATA.parent.parent / "sample_data" / "mindspore_cpu_2rank"  # MindSpore CPU training, 2 ranks, AllReduce
+
+
+def _mindspore_cpu_expected(prof_dir: Path) -> dict[str, int]:
+    """Breakdown of a MindSpore CPU rank recomputed from its trace_view.json: the X events of the
+    "CPU OP" process; AllReduce kernels are communication, the rest compute (µs strings -> exact ns)."""
+    from decimal import Decimal
+
+    events = json.loads((prof_dir / "ASCEND_PROFILER_OUTPUT" / "trace_view.json").read_text())
+    events = events["traceEvents"] if isinstance(events, dict) else events
+    pid = next(e["pid"] for e in events if e.get("ph") == "M" and e.get("name") == "process_name"
+               and e["args"].get("name") == "CPU OP")
+    comp, comm = [], []
+    for e in events:
+        if e.get("ph") == "X" and e.get("pid") == pid:
+            ts = int(Decimal(str(e["ts"])) * 1000)
+            iv = [ts, ts + int(Decimal(str(e["dur"])) * 1000)]
+            (comm if "AllReduce" in e["name"] else comp).append(iv)
+    c, m = _merge(comp), _merge(comm)
+    busy = _merge(c + m)
+    return {
+        "computing_ns": _len(c), "communication_ns": _len(m), "overlapped_ns": _len(_inter(c, m)),
+        "stage_ns": busy[-1][1] - busy[0][0], "free_ns": busy[-1][1] - busy[0][0] - _len(busy),
+    }
+
+
+def test_step_breakdown_mindspore_cpu_computing_from_its_operators(tmp_path):
+    """MindSpore CPU ranks have no Kineto cpu_op: their CPU OP kernels are the compute (was 0)."""
+    store = ingest(MINDSPORE_CPU, tmp_path / "store", "ms")
+    sb = step_breakdown(store, "ms").set_index("rank")
+    assert len(sb) == 2
+    for prof in sorted(MINDSPORE_CPU.glob("*_ascend_ms")):
+        rank = int(next((prof / "FRAMEWORK").glob("cpu_op_detail_info_*.csv")).stem.rsplit("_", 1)[1])
+        exp = _mindspore_cpu_expected(prof)
+        got = sb.loc[rank]
+        assert got["mode"] == "host"
+        for col, v in exp.items():
+            assert int(got[col]) == v, (rank, col, int(got[col]), v)
+        assert exp["computing_ns"] > 15_000_000  # Adam alone is ~16 ms on rank 0

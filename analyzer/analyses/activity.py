@@ -16,12 +16,13 @@ kernels). The accelerator is the resource:
 ``host`` ranks (no device task: a CPU-only Kineto trace, e.g. gloo training). The CPU threads of
 the process are the resource:
 
-- *compute*: ``cpu_op`` operators (aten ops and other dispatcher ops) on any thread, except the
-  communication calls below;
+- *compute*: the host operators on any thread — Kineto ``cpu_op`` (aten and other dispatcher ops),
+  every operator of other producers (MindSpore ``CPU OP`` kernels) — except the communication
+  calls below (union of intervals, so nested operators count once);
 - *communication*: the ``comm_ops`` ranges (``gloo:*`` / ``nccl:*`` record_function ranges, which
   on gloo run on the ``pt_gloo_runloop`` threads while the data moves and the rank waits for its
-  peers) and the dispatcher's communication calls (``c10d::*``, ``record_param_comms``) on the
-  calling thread;
+  peers), the dispatcher's communication calls (``c10d::*``, ``record_param_comms``) on the
+  calling thread, and operators that are ``comm_ops`` rows themselves (MindSpore ``AllReduce``);
 - *receive*: the ``comm_ops`` ranges of type ``recv`` (``gloo:recv``: a pipeline stage waiting
   for its input); no memory intervals.
 
@@ -128,12 +129,24 @@ def _comm_op_ranges(con: duckdb.DuckDBPyConnection, run: str) -> pd.DataFrame:
 
 
 def _host_ops(con: duckdb.DuckDBPyConnection, run: str, ranks: list[int]) -> pd.DataFrame:
+    """Host operators of CPU-only ranks: Kineto ``cpu_op`` / ``Operator`` rows (its other categories,
+    ``user_annotation`` and ``python_function``, are annotations and call stacks, not work), every
+    operator row of other producers (MindSpore ``CPU OP``, ...). ``is_comm``: a communication call
+    (dispatcher names, or the same op as a ``comm_ops`` row of the rank: MindSpore ``AllReduce``)."""
     if not ranks:
         return pd.DataFrame(columns=["rank", "step", "name", "ts_ns", "end_ns", "is_comm"])
     return con.execute(
-        f"SELECT rank, step, name, ts_ns, ts_ns + dur_ns AS end_ns, {_COMM_CALL} AS is_comm FROM operators "
-        f"WHERE run = ? AND category IN ('cpu_op', 'Operator') AND dur_ns > 0 AND list_contains(?, rank)",
-        [run, ranks],
+        f"""
+        WITH o AS (
+          SELECT o.* FROM operators o JOIN collections c ON c.run = o.run AND c.collection_id = o.collection_id
+          WHERE o.run = $run AND o.dur_ns > 0 AND o.ts_ns IS NOT NULL AND list_contains($ranks, o.rank)
+            AND (c.producer <> 'kineto' OR o.category IN ('cpu_op', 'Operator'))),
+        cm AS (SELECT DISTINCT rank, name, ts_ns FROM comm_ops WHERE run = $run AND list_contains($ranks, rank))
+        SELECT o.rank, o.step, o.name, o.ts_ns, o.ts_ns + o.dur_ns AS end_ns,
+               ({_COMM_CALL.replace("name", "o.name")} OR cm.rank IS NOT NULL) AS is_comm
+        FROM o LEFT JOIN cm ON cm.rank = o.rank AND cm.name = o.name AND cm.ts_ns = o.ts_ns
+        """,
+        {"run": run, "ranks": ranks},
     ).df()
 
 
