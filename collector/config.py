@@ -203,7 +203,7 @@ class ProfilerConfig:
                 f"static_param.end_step: {sp.end_step} must be greater than start_step {sp.start_step} "
                 "(the window is [start_step, end_step))"
             )
-        if sp.start_step - sp.warmup < 0:
+        if sp.start_step >= 0 and sp.start_step - sp.warmup < 0:  # (a negative start_step is reported above)
             p.append(f"static_param.warmup: {sp.warmup} warm-up steps do not fit before start_step {sp.start_step}")
         if not self.dynamic_param.config_path:
             p.append("dynamic_param.config_path: must not be empty")

@@ -19,6 +19,7 @@ at the beginning of ``profile_start_step`` and stops at the end of ``profile_sto
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 from pathlib import Path
@@ -140,6 +141,7 @@ def from_mindformers(d: dict[str, Any], source: str | None = None) -> ProfilerCo
     ranks = d.get("profile_rank_ids")
     if ranks is not None:
         out["ranks"] = ranks
+    notices.extend(_near_misses(d))
     if d.get("profile_pipeline"):
         notices.append("profile_pipeline (mindformers) has no equivalent in torch.profiler or torch_npu.profiler; ignored")
     if problems:
@@ -148,6 +150,25 @@ def from_mindformers(d: dict[str, Any], source: str | None = None) -> ProfilerCo
     if notices:
         out["_notices"] = notices
     return ProfilerConfig.from_dict(out, source)
+
+
+def _near_misses(d: dict[str, Any]) -> list[str]:
+    """Notices for unknown keys that look like a misspelt mindformers profile key (``profile_memroy``).
+
+    A model YAML holds many keys that are none of the collector's business, so only keys starting
+    with ``profil`` or very close to a known key are reported, and as notices, not errors.
+    """
+    known = sorted(_MINDFORMERS_KEYS | {"output_dir", "output_path"})
+    out = []
+    for key in d:
+        if not isinstance(key, str) or key in known:
+            continue
+        hint = difflib.get_close_matches(key, known, n=1, cutoff=0.6 if key.lower().startswith("profil") else 0.85)
+        if hint:
+            out.append(f"{key}: not a mindformers profiling key, ignored (did you mean {hint[0]}?)")
+        elif key.lower().startswith("profil"):
+            out.append(f"{key}: not a mindformers profiling key, ignored")
+    return out
 
 
 def from_env(var: str = ENV_VAR, environ: dict[str, str] | None = None) -> ProfilerConfig | None:

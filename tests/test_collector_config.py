@@ -192,3 +192,20 @@ def test_a_loss_tensor_requiring_grad_is_stored_without_a_warning(tmp_path: Path
     prof.stop()
     (row,) = [json.loads(x) for x in (tmp_path / "rank_0" / "rankscope_scalars.jsonl").read_text().splitlines()]
     assert row["scalars"] == {"loss": 6.0, "lr": 0.5}
+
+
+def test_mindformers_near_miss_keys_get_a_did_you_mean_notice() -> None:
+    from collector.sources import from_mapping
+
+    flat = from_mapping({"profile": True, "profile_start_step": 2, "profile_stop_step": 4, "profile_memroy": True,
+                         "seed": 0, "run_mode": "train", "model": {}, "runner_config": {"epochs": 1}})
+    assert flat.notices == ["profile_memroy: not a mindformers profiling key, ignored (did you mean profile_memory?)"]
+    assert flat.static_param.with_memory is False  # ignored, as mindformers itself would
+    nested = from_mapping({"output_dir": "o", "profile": {"profile_on": True, "profiler_levl": 1}})
+    assert nested.notices == ["profiler_levl: not a mindformers profiling key, ignored (did you mean profiler_level?)"]
+
+
+def test_a_negative_start_step_is_reported_alone() -> None:
+    with pytest.raises(ConfigError) as err:
+        ProfilerConfig.from_dict({"static_param": {"start_step": -2}})
+    assert err.value.problems == ["static_param.start_step: -2 is negative (steps count from 0)"]
