@@ -1,7 +1,8 @@
 """The unmodified-script route: profile a training script from ``$RANKSCOPE_PROFILER_OPTIONS``.
 
 ``python -m collector run -- python train.py`` puts ``collector/_bootstrap`` on ``PYTHONPATH``;
-its ``sitecustomize`` calls :func:`install_from_env` in every Python process of the job. Nothing
+its ``sitecustomize`` calls :func:`install_from_env` in every Python process of the job (but
+torchrun's launcher, see :func:`is_launcher`). Nothing
 happens until torch is imported; then the collector counts steps from the optimizer (see
 ``collector.optimizer_hook``): counting starts when the first optimizer is built (step 0), each
 ``step()`` of the last-built optimizer is a step boundary, and the collector stops at exit.
@@ -9,6 +10,7 @@ happens until torch is imported; then the collector counts steps from the optimi
 
 from __future__ import annotations
 
+import os
 import sys
 from types import ModuleType
 
@@ -28,7 +30,7 @@ def install_from_env() -> object | None:
     except CollectorError as exc:
         sys.stderr.write(f"rankscope collector: ${ENV_VAR} rejected, profiling disabled: {exc}\n")
         return None
-    if cfg is None or not cfg.enable:
+    if cfg is None or not cfg.enable or is_launcher():
         return None
     from .profiler import Profiler  # noqa: PLC0415
 
@@ -47,6 +49,22 @@ def install_from_env() -> object | None:
     when_imported("torch", on_torch)
     _installed = prof
     return prof
+
+
+_LAUNCHER_MODULES = ("torch.distributed.run", "torch.distributed.launch")
+
+
+def is_launcher(argv: list[str] | None = None, orig_argv: list[str] | None = None) -> bool:
+    """True in torchrun's own process (``torchrun ...``, ``python -m torch.distributed.run ...``).
+
+    The launcher is not a rank: it trains nothing, so the collector stays out of it (no dynamic
+    config generated or log lines written with an unknown rank). Its workers run the script.
+    """
+    argv = sys.argv if argv is None else argv
+    orig = list(getattr(sys, "orig_argv", []) if orig_argv is None else orig_argv)
+    if argv and os.path.basename(str(argv[0])).removesuffix(".exe") == "torchrun":
+        return True
+    return any(a == "-m" and b in _LAUNCHER_MODULES for a, b in zip(orig, orig[1:]))
 
 
 def explicit_profiler_started(explicit: object) -> None:

@@ -10,7 +10,7 @@
 ``run`` validates the config first (a bad one fails here, before training starts), passes it in
 ``$RANKSCOPE_PROFILER_OPTIONS`` and puts ``collector/_bootstrap`` first on ``PYTHONPATH``, then
 replaces itself with the command (signals reach the training processes directly). Every Python
-process started by the command (torchrun workers, mp.spawn children) arms the collector; steps
+process started by the command (torchrun workers, mp.spawn children; not the torchrun launcher) arms the collector; steps
 are counted from the optimizer. Without ``--config``, an existing ``$RANKSCOPE_PROFILER_OPTIONS``
 is the base config.
 """
@@ -104,7 +104,7 @@ def _cmd_init_dynamic(args: argparse.Namespace) -> int:
 
     _, path = config_location(args.folder)
     existed = path.exists()
-    DynamicWatcher(args.folder, 1.0, ProfileOptions(), frozenset(), "./rankscope_profile", [-1]).init(0)
+    DynamicWatcher(args.folder, 1.0, ProfileOptions(), frozenset(), "./rankscope_profile", [-1], rank=lambda: "init-dynamic").init(0)
     print(f"{path} {'already existed (kept)' if existed else 'written (profiling off)'}")
     return 0
 

@@ -178,6 +178,21 @@ def test_automatic_collector_not_started_yet_steps_aside(tmp_path: Path, monkeyp
     assert not (tmp_path / "auto").exists()
 
 
+def test_the_torchrun_launcher_is_not_armed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import collector.autorun as autorun
+
+    py = "/venv/bin/python3"
+    assert autorun.is_launcher(["/venv/bin/torchrun", "--nproc-per-node", "2", "train.py"], [py, "/venv/bin/torchrun", "train.py"])
+    assert autorun.is_launcher(["-m", "--nproc-per-node", "2"], [py, "-m", "torch.distributed.run", "--nproc-per-node", "2"])
+    assert autorun.is_launcher(["-m"], [py, "-u", "-m", "torch.distributed.launch", "train.py"])
+    assert not autorun.is_launcher(["train.py"], [py, "-u", "train.py"])  # a worker torchrun started
+    assert not autorun.is_launcher(["/x/torchrun_helper.py"], [py, "/x/torchrun_helper.py"])
+    monkeypatch.setattr(autorun, "_installed", None)
+    monkeypatch.setenv("RANKSCOPE_PROFILER_OPTIONS", json.dumps(static(tmp_path / "o", 0, 1)))
+    monkeypatch.setattr(autorun, "is_launcher", lambda: True)
+    assert autorun.install_from_env() is None
+
+
 def _wait_for(path: Path, proc: subprocess.Popen[str], timeout: float = 120) -> None:
     deadline = time.time() + timeout
     while not path.exists():
