@@ -174,3 +174,16 @@ def test_analyze_report_cli(gloo4):
     assert "Rank 1 is the slow rank" in text.output and "Step breakdown" in text.output
     bad = CliRunner().invoke(main, ["report", "--run", "nope", "--store", store])
     assert bad.exit_code == 1 and "no run named 'nope'" in bad.output
+
+
+def test_layout_pure_data_parallel_gloo(tmp_path):
+    """sample_data/kineto_gloo_2rank: DDP on 2 ranks, only default_pg all-reduces: DP = 2. The
+    torch_npu sample's group (2 of 8 cards, members known only from the reporting ranks) stays
+    without a dimension."""
+    store = ingest(REPO / "sample_data" / "kineto_gloo_2rank", tmp_path / "g2", "g2")
+    d = parallel_dims(store, "g2")
+    assert list(d["dim"]) == ["dp"] and d.iloc[0]["size"] == 2 and d.iloc[0]["members"] == [[0, 1]]
+    lay = parallel_layout(store, "g2").set_index("rank")
+    assert lay.loc[0, "dp"] == 0 and lay.loc[1, "dp"] == 1
+    npu = ingest(NPU_TEXT, tmp_path / "npu", "npu")
+    assert parallel_dims(npu, "npu").empty

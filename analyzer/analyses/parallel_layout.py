@@ -13,6 +13,8 @@ Sources, best first:
    ``tp-cp-ep-dp-pp``; a family with no traffic whose stride is larger than every collective
    family's is PP (pipeline send/recv that the trace could not attribute to a group). With three or
    more collective families the outermost is PP and the ones between TP and DP are CP, EP.
+   When the trace lists no group but the world and the world carries the collectives, the job is
+   pure data parallel: DP = world size.
 
 ``parallel_layout`` gives every rank its coordinate (index inside its group) along each dimension;
 ``layout_metric`` puts any per-rank metric on that grid.
@@ -90,7 +92,8 @@ def infer_layout(groups: pd.DataFrame, world: list[int]) -> tuple[pd.DataFrame, 
         ranks = tuple(sorted(set(int(x) for x in r.ranks)))
         if not ranks:
             continue
-        rec = recs.setdefault(ranks, {"labels": set(), "traffic": set(), "sources": set(), "raw": set()})
+        rec = recs.setdefault(ranks, {"labels": set(), "traffic": set(), "sources": set(), "raw": set(), "origin": set()})
+        rec["origin"].add(r.source)
         if isinstance(r.label, str) and r.label:
             rec["raw"].add(r.label)
         dim = _dim_of(r.label)
@@ -153,6 +156,13 @@ def infer_layout(groups: pd.DataFrame, world: list[int]) -> tuple[pd.DataFrame, 
         f = max(idle, key=lambda f: f["stride"])
         if f["stride"] > max_coll:
             dims["pp"] = {"groups": f["groups"], "sources": {"inferred (no collectives; outermost stride, send/recv not attributed)"}}
+    # pure data parallel: the job created no group but the world (the trace lists every process
+    # group with its global ranks, Kineto pg_config) and all its collectives run there
+    world_rec = recs.get(tuple(world))
+    if (not dims and n >= 2 and world_rec is not None and "collective" in world_rec["traffic"]
+            and "comm_groups" in world_rec["origin"] and not any(1 < len(g) < n for g in recs)):
+        dims["dp"] = {"groups": {tuple(world)},
+                      "sources": {"inferred (the world is the only group and carries the collectives)"}}
     dim_rows, coords = [], {r: {"rank": r} for r in world}
     for dim in DIMS:
         if dim not in dims:
@@ -190,11 +200,15 @@ def _group_records(store: Store, run: str) -> tuple[pd.DataFrame, list[int]]:
             traffic[g].add("p2p" if p else "collective")
     rows = []
     for g, m in members.items():
-        labels = groups[groups["group_name"] == g]["pg_name"].dropna().unique()
+        mine = groups[groups["group_name"] == g]
+        labels = mine["pg_name"].dropna().unique()
+        declared = any(collectives.rank_list(v) for v in mine["global_ranks"])
         t = traffic.get(g, set())
         rows.append({
             "group_name": g, "ranks": m, "label": labels[0] if len(labels) else None,
-            "traffic": "both" if len(t) == 2 else (next(iter(t)) if t else None), "source": "comm_groups",
+            "traffic": "both" if len(t) == 2 else (next(iter(t)) if t else None),
+            # members named by the trace, or only the ranks that report the group (maybe a part of it)
+            "source": "comm_groups" if declared else "comm_groups (reporting ranks)",
         })
     df = pd.DataFrame(rows, columns=["group_name", "ranks", "label", "traffic", "source"])
     if root and root[0]:
