@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import csv
 import functools
+import io
 import json
 import os
 import shutil
@@ -12,10 +14,11 @@ from typing import TYPE_CHECKING, Any
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from . import schema
-from .format import fmt_bytes, fmt_ns
+from .format import cell_text, fmt_bytes, fmt_ns, json_ready
 from .errors import AnalyzerError, NothingIngestedError
 from .store import STORE_ENV_VAR, Store, resolve_store_path
 
@@ -135,13 +138,15 @@ def _print_problems(report: Any) -> None:
         console.print(f"[bold yellow]{len(probs)} file problem(s):[/]")
         for f in probs:
             colour = "red" if f["status"] == "error" else "yellow"
-            console.print(f"  [{colour}]{f['status']}[/] {f['path']}: {f['error']}", markup=True)
+            console.print(f"  [{colour}]{f['status']}[/] {escape(str(f['path']))}: {escape(str(f['error']))}", markup=True)
+    for c in report.gone:
+        console.print(f"  [yellow]removed[/] rank {c['rank']} {escape(str(c['root_path']))}: no longer below the folder")
     for cid in report.kept_previous:
         console.print(f"  kept the previously ingested data of collection {cid}")
     if report.ignored:
         console.print(f"[dim]{len(report.ignored)} file(s) ignored:[/]")
         for path, reason in report.ignored[:10]:
-            console.print(f"  [dim]ignored[/] {path}: {reason}")
+            console.print(f"  [dim]ignored[/] {escape(str(path))}: {escape(str(reason))}")
         if len(report.ignored) > 10:
             console.print(f"  [dim]... and {len(report.ignored) - 10} more (see `analyze query \"SELECT * FROM source_files WHERE status = 'ignored'\"`)[/]")
 
@@ -166,6 +171,7 @@ def _report_json(report: Any) -> dict[str, Any]:
         ],
         "unchanged": [p.rel_root for p in report.unchanged],
         "kept_previous": report.kept_previous,
+        "removed": [{"collection_id": c["collection_id"], "rank": c["rank"], "root_path": c["root_path"]} for c in report.gone],
         "problems": [{k: f[k] for k in ("path", "status", "reader", "error")} for f in report.problems],
         "ignored": [{"path": p, "reason": r} for p, r in report.ignored],
     }
@@ -184,9 +190,9 @@ def runs(as_json: bool, problems: bool, store: Store) -> None:
     df = get_runs(store)
     probs = get_problems(store)
     if as_json:
-        out = df.to_dict("records")
+        out = [{k: json_ready(v) for k, v in r.items()} for r in df.to_dict("records")]
         for r in out:
-            r["problems"] = probs[probs["run"] == r["run"]][["path", "status", "reader", "error"]].to_dict("records")
+            r["problems"] = json_ready(probs[probs["run"] == r["run"]][["path", "status", "reader", "error"]].to_dict("records"))
         click.echo(json.dumps(out, indent=2, default=str))
         return
     if df.empty:
@@ -202,7 +208,8 @@ def runs(as_json: bool, problems: bool, store: Store) -> None:
     if problems and not probs.empty:
         console.print("[bold yellow]file problems:[/]")
         for r in probs.to_dict("records"):
-            console.print(f"  {r['run']}: [{'red' if r['status'] == 'error' else 'yellow'}]{r['status']}[/] {r['path']}: {r['error']}")
+            console.print(f"  {escape(str(r['run']))}: [{'red' if r['status'] == 'error' else 'yellow'}]{r['status']}[/] "
+                          f"{escape(str(r['path']))}: {escape(str(r['error']))}")
 
 
 @main.command()
@@ -248,11 +255,20 @@ def summary(run_name: str | None, top: int, as_json: bool, store: Store) -> None
 def query(sql: str, run_name: str | None, fmt: str, limit: int, store: Store) -> None:
     """Run a read-only SQL query over every rank and run (tables: see `analyze schema`)."""
     store.require()
+    if run_name is not None:
+        from .summary import resolve_run
+
+        resolve_run(store, run_name)  # an unknown run is an error, not an empty result
     df = store.query(sql, run=run_name)
     if fmt == "csv":
-        click.echo(df.to_csv(index=False), nl=False)
+        out = io.StringIO()
+        w = csv.writer(out, lineterminator="\n")
+        w.writerow([str(c) for c in df.columns])
+        w.writerows([cell_text(v) for v in row] for row in df.itertuples(index=False))
+        click.echo(out.getvalue(), nl=False)
     elif fmt == "json":
-        click.echo(df.to_json(orient="records", date_format="iso"))
+        rows = [{str(c): json_ready(v) for c, v in zip(df.columns, row)} for row in df.itertuples(index=False)]
+        click.echo(json.dumps(rows, default=str))
     else:
         _print_df(df, limit)
 
@@ -261,7 +277,7 @@ def _print_df(df: pd.DataFrame, limit: int) -> None:
     t = Table(*[str(c) for c in df.columns])
     shown = df if not limit else df.head(limit)
     for row in shown.itertuples(index=False):
-        t.add_row(*["NULL" if v is None or (isinstance(v, float) and v != v) else str(v) for v in row])
+        t.add_row(*[cell_text(v, "NULL") for v in row])
     console.print(t)
     if limit and len(df) > limit:
         console.print(f"({len(df)} rows, first {limit} shown; --limit 0 for all)")

@@ -59,7 +59,7 @@ def _load_sidecar(path: Path) -> dict[str, Any] | None:
 
 def _all_files(d: Path) -> list[Path]:
     out = []
-    for dirpath, _dirs, files in os.walk(d):
+    for dirpath, _dirs, files in os.walk(d):  # a producer folder: an unlistable part shows as missing files
         for name in files:
             out.append(Path(dirpath) / name)
     return sorted(out)
@@ -113,7 +113,11 @@ def discover(root: Path, run: str) -> Discovery:
         disc.root = root
     else:
         # lazily: pruning dirnames below keeps os.walk out of producer folders (*_ascend_pt, PROF_*, ...)
-        walk = ((Path(a), b, c) for a, b, c in os.walk(root))
+        def unreadable(exc: OSError) -> None:
+            if exc.filename is not None:
+                disc.problems.append((Path(exc.filename), f"cannot list this folder: {exc.strerror or exc}"))
+
+        walk = ((Path(a), b, c) for a, b, c in os.walk(root, onerror=unreadable))
     for dirpath, dirnames, filenames in walk:
         keep = []
         for dn in sorted(dirnames):

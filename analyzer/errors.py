@@ -24,5 +24,9 @@ class InputError(AnalyzerError):
         self.problem = problem
 
 
+class RunConflictError(AnalyzerError):
+    """`analyze ingest` was asked to put a folder into a run that holds another folder."""
+
+
 class NothingIngestedError(AnalyzerError):
     """`analyze ingest` found nothing it could ingest under the given folder."""

@@ -2,12 +2,49 @@
 
 from __future__ import annotations
 
+import json
 import math
+from datetime import date, datetime
+from decimal import Decimal
 from typing import Any
 
 
 def is_missing(v: Any) -> bool:
-    return v is None or (isinstance(v, float) and math.isnan(v))
+    """None, NaN, or pandas' NA / NaT."""
+    return v is None or (isinstance(v, float) and math.isnan(v)) or type(v).__name__ in ("NAType", "NaTType")
+
+
+def a_or_an(word: str) -> str:
+    """'an op_statistic.csv', 'a kernel_details.csv'."""
+    return f"{'an' if word[:1].lower() in 'aeiou' else 'a'} {word}"
+
+
+def json_ready(v: Any) -> Any:
+    """A value from a DataFrame or an Arrow row as plain JSON data: numpy scalars and arrays become
+    Python numbers and lists, NaN / NA None, timestamps ISO text, whole decimals exact ints."""
+    if is_missing(v):
+        return None
+    if isinstance(v, dict):
+        return {str(k): json_ready(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [json_ready(x) for x in v]
+    if hasattr(v, "tolist") and not isinstance(v, (str, bytes)):  # numpy scalar or array
+        return json_ready(v.tolist())
+    if isinstance(v, Decimal):
+        return int(v) if v == v.to_integral_value() else float(v)
+    if isinstance(v, (datetime, date)):
+        return v.isoformat()
+    return v
+
+
+def cell_text(v: Any, missing: str = "") -> str:
+    """One cell of a printed table or CSV: lists as JSON, missing values as ``missing``."""
+    v = json_ready(v)
+    if v is None:
+        return missing
+    if isinstance(v, (list, dict)):
+        return json.dumps(v, default=str)
+    return str(v)
 
 
 def fmt_ns(v: Any) -> str:

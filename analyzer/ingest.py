@@ -22,7 +22,7 @@ import pyarrow as pa
 
 from . import readers  # noqa: F401 - registers the readers
 from .discover import discover
-from .errors import InputError, NothingIngestedError
+from .errors import InputError, NothingIngestedError, RunConflictError
 from .factwriter import FactWriter
 from .readers.base import READERS, CollectionPlan, ReadContext
 from .store import Store, utcnow
@@ -30,14 +30,18 @@ from .store import Store, utcnow
 _HASH_BLOCK = 4 << 20
 
 
-def file_sha256(path: Path) -> str:
+def file_sha256(path: Path) -> str | None:
+    """The file's SHA-256, or None when it cannot be read (permissions, vanished)."""
     h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while True:
-            b = f.read(_HASH_BLOCK)
-            if not b:
-                break
-            h.update(b)
+    try:
+        with open(path, "rb") as f:
+            while True:
+                b = f.read(_HASH_BLOCK)
+                if not b:
+                    break
+                h.update(b)
+    except OSError:
+        return None
     return h.hexdigest()
 
 
@@ -59,13 +63,15 @@ class IngestReport:
     read: list[CollectionResult] = field(default_factory=list)
     unchanged: list[CollectionPlan] = field(default_factory=list)
     kept_previous: list[str] = field(default_factory=list)  # collection ids whose old data was kept
+    gone: list[dict[str, Any]] = field(default_factory=list)  # collections no longer below the folder: removed
     ignored: list[tuple[str, str]] = field(default_factory=list)
     unreadable: list[dict[str, Any]] = field(default_factory=list)  # files found but not readable at all
+    earlier: list[dict[str, Any]] = field(default_factory=list)  # problems of unchanged files, found before
     seconds: float = 0.0
 
     @property
     def problems(self) -> list[dict[str, Any]]:
-        out = list(self.unreadable)
+        out = list(self.unreadable) + list(self.earlier)
         for r in self.read:
             for f in r.file_rows:
                 if f["status"] in ("warning", "error"):
@@ -251,8 +257,16 @@ def ingest(
         run_root = disc.root
         prev_cols: dict[str, dict[str, Any]] = {}
         prev_files: dict[str, dict[str, Any]] = {}
+        run_existed = False
         if not fresh:
-            cat = store.load_catalog(["collections", "source_files"])
+            cat = store.load_catalog(["runs", "collections", "source_files"])
+            prev_root = next((r["root_path"] for r in cat["runs"].to_pylist() if r["run"] == run_name), None)
+            run_existed = prev_root is not None
+            if run_existed and prev_root != str(run_root):
+                raise RunConflictError(
+                    f"run {run_name!r} in the store holds {prev_root}, not {run_root}: give this folder "
+                    f"its own name (--run NAME), or `analyze drop {run_name}` first to replace it"
+                )
             prev_cols = {r["collection_id"]: r for r in cat["collections"].to_pylist() if r["run"] == run_name}
             prev_files = {r["path"]: r for r in cat["source_files"].to_pylist() if r["run"] == run_name}
         to_read: list[CollectionPlan] = []
@@ -270,7 +284,8 @@ def ingest(
             else:  # same size, new mtime: re-read only if the content changed
                 same = True
                 for rel in verdict:
-                    if file_sha256(run_root / rel) != prev_files[rel]["sha256"]:
+                    digest = file_sha256(run_root / rel)
+                    if digest is None or digest != prev_files[rel]["sha256"]:
                         same = False
                         break
                 if same:
@@ -282,6 +297,11 @@ def ingest(
                         touched.append(row)
                 else:
                     to_read.append(plan)
+        found = {p.collection_id for p in disc.plans}
+        report.gone = [c for cid, c in sorted(prev_cols.items()) if cid not in found]
+        unchanged_ids = {p.collection_id for p in report.unchanged}
+        report.earlier = [f for f in prev_files.values()
+                          if f["collection_id"] in unchanged_ids and f["status"] in ("warning", "error")]
         for plan in report.unchanged:
             notify("unchanged", plan)
         results = _read_all(to_read, str(store.path), str(run_root), workers, notify, store.initialize if fresh else None)
@@ -325,7 +345,14 @@ def ingest(
             }
             file_rows.append(row)
             report.unreadable.append(row)
-        store.commit(run_name, str(run_root), replace, collections, fact_files, file_rows)
+        if report.usable:  # the run mirrors the folder: what is no longer there leaves the run
+            replace.extend(c["collection_id"] for c in report.gone)
+        else:  # nothing readable (a folder being rewritten, a missing mount): keep everything
+            report.gone = []
+        if report.usable or run_existed:  # a run that never held data is not created
+            store.commit(run_name, str(run_root), replace, collections, fact_files, file_rows)
+        else:
+            store.garbage_collect()  # the (empty) files the workers wrote
     report.seconds = time.perf_counter() - t0
     if report.usable == 0:
         if not disc.plans and not disc.problems:

@@ -83,6 +83,29 @@ def fact_select_sql(table: str, paths: Sequence[str]) -> str:
     return f"SELECT {cols} FROM read_parquet({_sql_list(paths)}, union_by_name=true)"
 
 
+def _exact_frame(rel: duckdb.DuckDBPyRelation | None) -> pd.DataFrame:
+    """A query result as a DataFrame without rounding: DuckDB's HUGEINT (what sum() of BIGINT
+    ns returns) would become float64; such columns come as int64 when every value fits, else as
+    exact Python ints."""
+    import pandas as pd
+
+    if rel is None:  # a statement without a result
+        return pd.DataFrame()
+    huge = {c for c, t in zip(rel.columns, rel.types) if str(t) in ("HUGEINT", "UHUGEINT")}
+    if not huge:
+        return rel.df()
+    def q(c: str) -> str:
+        return '"' + c.replace('"', '""') + '"'
+
+    exprs = ", ".join(f"CAST({q(c)} AS VARCHAR) AS {q(c)}" if c in huge else q(c) for c in rel.columns)
+    df = rel.project(exprs).df()
+    for c in huge:
+        values = [None if v is None else int(v) for v in df[c]]
+        fits = all(v is not None and -(2**63) <= v < 2**63 for v in values)
+        df[c] = pd.Series(values, dtype="int64" if fits else object, index=df.index)
+    return df
+
+
 def _filter_fact_files(
     ff: pa.Table, run: str | None = None, ranks: Sequence[int] | None = None, table: str | None = None,
 ) -> pa.Table:
@@ -235,7 +258,7 @@ class Store:
         check_read_only(sql)
         with self.read_connection(run=run) as con:
             try:
-                return con.execute(sql, list(params) if params else None).df()
+                return _exact_frame(con.sql(sql, params=list(params) if params else None))
             except duckdb.Error as exc:
                 raise QueryError(str(exc).strip()) from exc
 
@@ -276,7 +299,7 @@ class Store:
     ) -> None:
         """Apply one ingest to the catalog in a single transaction.
 
-        ``replace_collections``: ids whose old collection / fact_files rows are dropped first.
+        ``replace_collections``: ids whose old collection / fact_files / source_files rows are dropped first.
         ``source_files``: rows replacing any existing rows with the same (run, path).
         """
         now = utcnow()
@@ -292,6 +315,7 @@ class Store:
                     ids = list(replace_collections)
                     con.execute("DELETE FROM collections WHERE run = ? AND list_contains(?, collection_id)", [run, ids])
                     con.execute("DELETE FROM fact_files WHERE run = ? AND list_contains(?, collection_id)", [run, ids])
+                    con.execute("DELETE FROM source_files WHERE run = ? AND list_contains(?, collection_id)", [run, ids])
                 if source_files:
                     paths = [r["path"] for r in source_files]
                     con.execute("DELETE FROM source_files WHERE run = ? AND list_contains(?, path)", [run, paths])

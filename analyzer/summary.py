@@ -14,13 +14,14 @@ SELECT r.run,
        count(DISTINCT c.rank) AS ranks,
        count(c.collection_id) AS collections,
        (SELECT count(DISTINCT s) FROM (SELECT unnest(c2.steps) AS s FROM collections c2 WHERE c2.run = r.run)) AS steps,
-       list(DISTINCT c.producer ORDER BY c.producer) AS formats,
+       coalesce(list(DISTINCT c.producer ORDER BY c.producer) FILTER (WHERE c.producer IS NOT NULL), []) AS formats,
        CASE WHEN count(c.collection_id) = 0 THEN 'error'
-            WHEN bool_and(c.status = 'complete') THEN 'complete'
+            WHEN bool_and(c.status = 'complete')
+                 AND NOT EXISTS (SELECT 1 FROM source_files f WHERE f.run = r.run AND f.status = 'error') THEN 'complete'
             WHEN bool_or(c.status IN ('complete', 'partial')) THEN 'partial'
             ELSE min(c.status) END AS status,
        (SELECT count(*) FROM source_files f WHERE f.run = r.run AND f.status IN ('warning', 'error')) AS problems,
-       sum(c.n_rows) AS rows,
+       sum(c.n_rows)::BIGINT AS rows,
        r.updated_at, r.root_path
 FROM runs r LEFT JOIN collections c ON c.run = r.run
 GROUP BY r.run, r.updated_at, r.root_path
@@ -70,10 +71,12 @@ WITH c AS (
 st AS (
   SELECT rank, count(DISTINCT step) AS steps, avg(dur_ns) AS step_avg_ns, max(dur_ns) AS step_max_ns
   FROM steps WHERE run = $run GROUP BY rank),
-k AS (
-  SELECT rank, sum(dur_ns) FILTER (WHERE NOT coalesce(is_communication, false)) AS compute_kernel_ns,
-         count(*) FILTER (WHERE NOT coalesce(is_communication, false)) AS compute_kernels
-  FROM kernels WHERE run = $run GROUP BY rank),
+k AS (  -- compute as the analyses count it (activity.py): not communication, not memcpy / memset
+  SELECT rank, sum(dur_ns) FILTER (WHERE compute) AS compute_kernel_ns, count(*) FILTER (WHERE compute) AS compute_kernels
+  FROM (SELECT rank, dur_ns, NOT coalesce(is_communication, false)
+               AND NOT regexp_matches(lower(coalesce(core_type, '')), 'memcpy|memset') AS compute
+        FROM kernels WHERE run = $run)
+  GROUP BY rank),
 cm AS (
   SELECT rank, count(*) AS comm_ops, sum(dur_ns) AS comm_ns, sum(wait_ns) AS comm_wait_ns,
          sum(transit_ns) AS comm_transit_ns, sum(bytes) AS comm_bytes

@@ -97,6 +97,9 @@ class ReadContext:
         except InputError as exc:
             outcome.status = "error"
             outcome.error = exc.problem
+        except OSError as exc:  # permissions, a file that vanished or is a folder
+            outcome.status = "error"
+            outcome.error = f"cannot read: {exc.strerror or exc}"
         except Exception as exc:  # noqa: BLE001 - any failure is recorded against the file
             outcome.status = "error"
             outcome.error = f"{type(exc).__name__}: {exc}"

@@ -30,6 +30,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import InputError
+from ..format import a_or_an
 from ..units import to_float, to_int, us_text_to_ns
 
 csv.field_size_limit(min(sys.maxsize, (1 << 31) - 1))
@@ -262,8 +263,11 @@ def iter_csv(
             if header and header[0].startswith("\ufeff"):
                 header[0] = header[0][1:]
             keys = [norm_header(h) for h in header]
-            if "\x00" in "".join(header) or sum(1 for k in keys if k) == 0:
-                raise InputError(str(path), f"not a {kind}: the first line is not a CSV header")
+            first = "".join(header)
+            if any((ch < " " and ch != "\t") or ch == "\ufffd" for ch in first):
+                raise InputError(str(path), f"not {a_or_an(kind)}: binary content, not CSV text")
+            if sum(1 for k in keys if k) == 0:
+                raise InputError(str(path), f"not {a_or_an(kind)}: the first line is not a CSV header")
             index: dict[str, int] = {}
             extra_idx: dict[str, int] = {}
             for i, k in enumerate(keys):
@@ -278,7 +282,7 @@ def iter_csv(
                 found = ", ".join(h.strip() for h in header[:8]) + (", ..." if len(header) > 8 else "")
                 raise InputError(
                     str(path),
-                    f"not a {kind}: the header lacks {', '.join(_first_alias(columns, k) for k in missing)} "
+                    f"not {a_or_an(kind)}: the header lacks {', '.join(_first_alias(columns, k) for k in missing)} "
                     f"(expected columns {expected}; found {found})",
                 )
             clean_header = [h.strip() for h in header]

@@ -34,6 +34,7 @@ import msgspec
 import pyarrow as pa
 
 from ..errors import InputError
+from ..format import a_or_an
 from ..units import KIB, us_text_to_ns
 from .base import ReadContext, register
 from .chrome_trace import Event, TraceStream, id_text, times_ns
@@ -438,7 +439,7 @@ def _load_small_json(path: Path, kind: str) -> dict[str, Any]:
     except ValueError as exc:
         raise InputError(str(path), f"not valid JSON ({kind}): {exc}") from exc
     if not isinstance(out, dict):
-        raise InputError(str(path), f"not a {kind} file: the JSON is not an object")
+        raise InputError(str(path), f"not {a_or_an(kind)} file: the JSON is not an object")
     return out
 
 

@@ -45,6 +45,7 @@ import pyarrow.compute as pc
 
 from .. import schema
 from ..errors import InputError
+from ..format import a_or_an
 from ..units import us_text_to_ns
 from .base import ReadContext, register
 from .chrome_trace import Event, LaneInfo, TraceStream, counter_columns, id_text, slice_columns, times_ns
@@ -819,7 +820,7 @@ def _read_api_statistic(ctx: ReadContext, path: Path, kind: str = "api_statistic
 def _sections(data: Any, path: Path, kind: str) -> list[tuple[int | None, bool, dict[str, Any]]]:
     """(step, is_p2p, {op key: value}) sections of communication*.json."""
     if not isinstance(data, dict):
-        raise InputError(str(path), f"not a {kind}: the JSON is not an object keyed by step")
+        raise InputError(str(path), f"not {a_or_an(kind)}: the JSON is not an object keyed by step")
     out = []
     for step_key, body in data.items():
         if not isinstance(body, dict):
@@ -830,7 +831,7 @@ def _sections(data: Any, path: Path, kind: str) -> list[tuple[int | None, bool, 
             if isinstance(sec, dict):
                 out.append((step, part == "p2p", sec))
     if data and not out:
-        raise InputError(str(path), f"not a {kind}: no step with 'collective' / 'p2p' sections")
+        raise InputError(str(path), f"not {a_or_an(kind)}: no step with 'collective' / 'p2p' sections")
     return out
 
 
