@@ -80,7 +80,8 @@ def fact_select_sql(table: str, paths: Sequence[str]) -> str:
         return schema.empty_select_sql(table)
     t = schema.FACTS[table]
     cols = ", ".join(f'CAST("{c.name}" AS {c.type}) AS "{c.name}"' for c in t.columns)
-    return f"SELECT {cols} FROM read_parquet({_sql_list(paths)}, union_by_name=true)"
+    # run / rank come from the files, not from the folder names (a run name is slugged there)
+    return f"SELECT {cols} FROM read_parquet({_sql_list(paths)}, union_by_name=true, hive_partitioning=false)"
 
 
 def _exact_frame(rel: duckdb.DuckDBPyRelation | None) -> pd.DataFrame:

@@ -157,3 +157,15 @@ def test_summary_compute_kernels_leave_out_copies_and_communication(tmp_path: Pa
     (rank,) = analyze_json("summary", "--json", "--store", str(store))["ranks"]
     assert rank["compute_kernels"] == len(kernels)
     assert abs(rank["compute_kernel_ns"] - sum(e["dur"] for e in kernels) * 1000) < len(kernels)
+
+
+def test_run_names_any_characters(tmp_path: Path) -> None:
+    """Partition folders hold a slug of the run name; the run column comes from the files."""
+    store = tmp_path / "store"
+    for name in ('quo"te/sl<a>', "quo_te_sl_a"):  # same slug, two runs
+        analyze("ingest", str(SAMPLES / "kineto_gloo_2rank"), "--store", str(store), "--run", name)
+    for name in ('quo"te/sl<a>', "quo_te_sl_a"):
+        ranks = analyze_json("summary", "--json", "--run", name, "--store", str(store))["ranks"]
+        assert [(r["rank"], r["steps"]) for r in ranks] == [(0, 2), (1, 2)]
+    counts = query(store, "SELECT run, count(*) AS n FROM slices GROUP BY run ORDER BY run")
+    assert [r["run"] for r in counts] == ['quo"te/sl<a>', "quo_te_sl_a"] and counts[0]["n"] == counts[1]["n"]
