@@ -134,6 +134,9 @@ def test_advisor_on_the_slow_gloo_job(gloo4):
     sb = step_breakdown(gloo4, "gloo4")
     r1 = sb[sb["rank"] == 1]
     assert free["value"] == pytest.approx(r1["free_ns"].sum() / r1["step_ns"].sum())
+    # the text gives the means per step, as the report's step table does
+    assert f"is {r1['free_ns'].mean() / 1e6:.3f} ms of {r1['step_ns'].mean() / 1e6:.3f} ms step time" in free["detail"]
+    assert f"{free['value']:.1%}, threshold 10%" in free["detail"]
     gaps = free["evidence"]
     assert gaps == sorted(gaps, key=lambda g: -g["dur_ns"])
     # the biggest idle gap of rank 1 is its sleep (make_slow_rank.SLEEP_S = 30 ms)
@@ -187,3 +190,34 @@ def test_layout_pure_data_parallel_gloo(tmp_path):
     assert lay.loc[0, "dp"] == 0 and lay.loc[1, "dp"] == 1
     npu = ingest(NPU_TEXT, tmp_path / "npu", "npu")
     assert parallel_dims(npu, "npu").empty
+
+
+def test_slow_link_findings_merge_transports_and_keep_a_decimal():
+    """torch_npu reports one transfer as HCCS and as SDMA with the same numbers: one finding, not two;
+    a 5.44 % gap against the 5 % threshold reads 5.4 %, not "5%"."""
+    from analyzer.analyses.advisor import slow_link_findings
+    from analyzer.analyses.slow_link import COLUMNS, EVIDENCE_COLUMNS
+
+    base = pd.DataFrame({
+        "step": [1] * 4, "group_name": ["g"] * 4, "rank": [0, 1, 2, 3],
+        "bytes": [64 << 20] * 4, "bandwidth_bytes_per_s": [20e9, 20.4e9, 19.8e9, 12e9],
+    })
+    rows = pd.concat([base.assign(transport="HCCS"), base.assign(transport="SDMA")], ignore_index=True)
+    judged = pd.DataFrame(judge_rank_bandwidth(rows), columns=COLUMNS)
+    assert len(judged) == 2 and judged["slow"].all()
+    ev = pd.DataFrame([
+        {"rank": 3, "step": 1, "op_name": "hcom_allReduce__1", "group_name": "g", "transport": t, "bytes": 64 << 20,
+         "transit_ns": 5_592_405, "bandwidth_bytes_per_s": 12e9, "level": "rank", "reason": "lowest"}
+        for t in ("HCCS", "SDMA")
+    ], columns=EVIDENCE_COLUMNS)
+    (f,) = slow_link_findings(judged, ev)
+    assert f["title"] == "Rank 3 is slow on HCCS/SDMA" and f["ranks"] == [3]
+    assert sorted(e["transport"] for e in f["evidence"]) == ["HCCS", "SDMA"]
+    gap = (20.4e9 - 12e9) / base["bandwidth_bytes_per_s"].mean()
+    assert f"gap {gap:.1%} of the mean" in f["detail"]
+    # a gap just above the threshold keeps its decimal
+    j2 = pd.DataFrame(judge_rank_bandwidth(base.assign(transport="RDMA", bandwidth_bytes_per_s=[20e9, 20e9, 20e9, 18.94e9])),
+                      columns=COLUMNS)
+    (f2,) = slow_link_findings(j2, pd.DataFrame(columns=EVIDENCE_COLUMNS))
+    assert "gap 5.4% of the mean, threshold 5%" in f2["detail"]
+    assert slow_link_findings(j2.iloc[0:0], pd.DataFrame(columns=EVIDENCE_COLUMNS)) == []

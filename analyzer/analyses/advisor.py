@@ -45,6 +45,11 @@ def _ms(ns: float) -> str:
     return f"{ns / 1e6:.3f} ms"
 
 
+def _pct(x: float) -> str:
+    """A ratio as a percentage with one decimal (5.44 % against a 5 % threshold reads "5.4%")."""
+    return f"{x:.1%}"
+
+
 def _finding(rule: str, severity: str, title: str, detail: str, ranks: list[int], value: float,
              threshold: float, evidence: list[dict]) -> dict:
     return {"rule": rule, "severity": severity, "title": title, "detail": detail, "ranks": sorted(set(ranks)),
@@ -88,9 +93,9 @@ def _slow_rank_rules(store: Store, run: str, sb: pd.DataFrame) -> list[dict]:
                 hi, lo = int(v.idxmax()), int(v.idxmin())
                 culprit = hi if col in ("computing_ns", "free_ns") else lo
                 out.append(_finding(
-                    "slow_rank", "medium", f"{name} differs across ranks by {gap:.0%}",
+                    "slow_rank", "medium", f"{name} differs across ranks by {_pct(gap)}",
                     f"{name} per step (mean over steps) ranges from {_ms(v.min())} (rank {lo}) to {_ms(v.max())} "
-                    f"(rank {hi}), {gap:.0%} of the mean {_ms(mean)} (threshold {SPREAD_THRESHOLD:.0%}); "
+                    f"(rank {hi}), {_pct(gap)} of the mean {_ms(mean)} (threshold {SPREAD_THRESHOLD:.0%}); "
                     f"look first at rank {culprit}.",
                     [culprit], gap, SPREAD_THRESHOLD,
                     [{"rank": int(r), col: int(x)} for r, x in v.items()],
@@ -100,26 +105,43 @@ def _slow_rank_rules(store: Store, run: str, sb: pd.DataFrame) -> list[dict]:
 
 def _slow_link_rules(store: Store, run: str) -> list[dict]:
     judged, evidence = slow_link_analysis(store, run)
+    return slow_link_findings(judged, evidence)
+
+
+def slow_link_findings(judged: pd.DataFrame, evidence: pd.DataFrame) -> list[dict]:
+    """Findings from ``slow_link_analysis``. Rank-level judgements of one step, group and slow rank
+    with the same bandwidths on several transports (torch_npu reports an HCCS transfer also as
+    SDMA, with the same size and time) are one finding naming every transport."""
     out = []
-    for r in judged[judged["slow"]].itertuples():
-        if r.level == "rank":
-            ev = evidence[(evidence["level"] == "rank") & (evidence["rank"] == r.slow_rank) & (evidence["transport"] == r.transport)]
+    slow = judged[judged["slow"]]
+    ranks = slow[slow["level"] == "rank"].copy()
+    if not ranks.empty:
+        ranks["_min"] = ranks["min_bytes_per_s"].round(-3)
+        ranks["_max"] = ranks["max_bytes_per_s"].round(-3)
+        keys = ["step", "group_name", "slow_rank", "fast_rank", "_min", "_max"]
+        for _, g in ranks.groupby(keys, dropna=False, sort=False):
+            r = g.iloc[0]
+            transports = list(dict.fromkeys(str(t) for t in g["transport"]))
+            tr = "/".join(transports)
+            ev = evidence[(evidence["level"] == "rank") & (evidence["rank"] == r["slow_rank"])
+                          & evidence["transport"].isin(transports)] if not evidence.empty else evidence
             out.append(_finding(
-                "slow_link", "high", f"Rank {r.slow_rank} is slow on {r.transport}",
-                f"step {r.step}, group {r.group_name}: {r.transport} bandwidth {r.min_bytes_per_s / 1e9:.2f} GB/s on rank "
-                f"{r.slow_rank} vs {r.max_bytes_per_s / 1e9:.2f} GB/s on rank {r.fast_rank} (gap {r.gap_ratio:.0%} of "
-                f"the mean, threshold {RATIO(SPREAD_THRESHOLD)}).",
-                [r.slow_rank], float(r.gap_ratio), SPREAD_THRESHOLD, _records(ev.drop(columns=["level"], errors="ignore")),
-            ))
-        else:
-            ev = evidence[(evidence["level"] == "link") & (evidence["transport"] == r.transport)]
-            out.append(_finding(
-                "slow_link", "medium", f"Slow {r.transport} link {r.slow_src} → {r.slow_dst}",
-                f"{r.op_type} in group {r.group_name}: link {r.slow_src} → {r.slow_dst} reaches "
-                f"{r.min_bytes_per_s / 1e9:.2f} GB/s, {r.gap_ratio:.0%} below the median of its {r.n} peer links.",
-                [x for x in (r.slow_src, r.slow_dst) if x is not None], float(r.gap_ratio), SPREAD_THRESHOLD,
+                "slow_link", "high", f"Rank {r['slow_rank']} is slow on {tr}",
+                f"step {r['step']}, group {r['group_name']}: {tr} bandwidth {r['min_bytes_per_s'] / 1e9:.2f} GB/s on rank "
+                f"{r['slow_rank']} vs {r['max_bytes_per_s'] / 1e9:.2f} GB/s on rank {r['fast_rank']} (gap "
+                f"{_pct(r['gap_ratio'])} of the mean, threshold {RATIO(SPREAD_THRESHOLD)}).",
+                [int(r["slow_rank"])], float(r["gap_ratio"]), SPREAD_THRESHOLD,
                 _records(ev.drop(columns=["level"], errors="ignore")),
             ))
+    for r in slow[slow["level"] == "link"].itertuples():
+        ev = evidence[(evidence["level"] == "link") & (evidence["transport"] == r.transport)]
+        out.append(_finding(
+            "slow_link", "medium", f"Slow {r.transport} link {r.slow_src} → {r.slow_dst}",
+            f"{r.op_type} in group {r.group_name}: link {r.slow_src} → {r.slow_dst} reaches "
+            f"{r.min_bytes_per_s / 1e9:.2f} GB/s, {_pct(r.gap_ratio)} below the median of its {r.n} peer links.",
+            [x for x in (r.slow_src, r.slow_dst) if x is not None and not pd.isna(x)], float(r.gap_ratio), SPREAD_THRESHOLD,
+            _records(ev.drop(columns=["level"], errors="ignore")),
+        ))
     return out
 
 
@@ -165,6 +187,7 @@ def _gap_rules(store: Store, run: str, sb: pd.DataFrame) -> list[dict]:
         launches = _launches(con, run) if device_ranks else pd.DataFrame()
     step_ns = sb.groupby("rank")["step_ns"].sum()
     free_ns = sb.groupby("rank")["free_ns"].sum()
+    n_steps = sb.groupby("rank")["step_ns"].size()
     gaps_by_rank: dict[int, list[dict]] = {}
     for rank, ra in acts.items():
         nm = names[names["rank"] == rank]
@@ -198,9 +221,10 @@ def _gap_rules(store: Store, run: str, sb: pd.DataFrame) -> list[dict]:
         top = sorted(gaps_by_rank[rank], key=lambda r: -r["dur_ns"])[:TOP_GAPS]
         where = "the device" if acts[rank].mode == "device" else "the CPU threads (no operator, no collective running)"
         out.append(_finding(
-            "high_free", "high" if share > 0.3 else "medium", f"Rank {rank} is idle {share:.0%} of the step",
-            f"Free (no task on {where}) is {_ms(free_ns[rank])} of {_ms(step_ns[rank])} step time on rank {rank} "
-            f"({share:.0%}, threshold {FREE_THRESHOLD:.0%}); the biggest idle gap is "
+            "high_free", "high" if share > 0.3 else "medium", f"Rank {rank} is idle {_pct(share)} of the step",
+            f"Free (no task on {where}) is {_ms(free_ns[rank] / n_steps[rank])} of {_ms(step_ns[rank] / n_steps[rank])} "
+            f"step time on rank {rank} (mean over {n_steps[rank]} step{'s' if n_steps[rank] != 1 else ''}; "
+            f"{_pct(share)}, threshold {FREE_THRESHOLD:.0%}); the biggest idle gap is "
             f"{_ms(top[0]['dur_ns']) if top else '-'}.",
             [rank], share, FREE_THRESHOLD, top,
         ))
@@ -226,7 +250,7 @@ def _gap_rules(store: Store, run: str, sb: pd.DataFrame) -> list[dict]:
                 top = sorted(bound, key=lambda r: -r["dur_ns"])[:TOP_GAPS]
                 out.append(_finding(
                     "host_bound", "high" if share > 0.3 else "medium", f"Rank {rank} is host-bound",
-                    f"on rank {rank} the device waited {_ms(total)} ({share:.0%} of the step time, threshold "
+                    f"on rank {rank} the device waited {_ms(total)} over {n_steps[rank]} step(s) ({_pct(share)} of the step time, threshold "
                     f"{HOST_BOUND_THRESHOLD:.0%}) in {len(bound)} idle gaps for tasks the host launched only after the "
                     f"device had gone idle: speed up dispatch (fewer, fused ops; graph mode; CPU binding).",
                     [rank], share, HOST_BOUND_THRESHOLD, top,
@@ -246,8 +270,8 @@ def _small_packet_rules(store: Store, run: str) -> list[dict]:
         ratio = len(small) / len(g)
         if ratio > SMALL_PACKET_RATIO:
             out.append(_finding(
-                "small_packets", "medium", f"Small {transport} communication ({ratio:.0%} of the ops)",
-                f"{len(small)} of {len(g)} {transport} ops move less than {limit / (1 << 20):.0f} MiB (ratio {ratio:.0%}, "
+                "small_packets", "medium", f"Small {transport} communication ({_pct(ratio)} of the ops)",
+                f"{len(small)} of {len(g)} {transport} ops move less than {limit / (1 << 20):.0f} MiB (ratio {_pct(ratio)}, "
                 f"threshold {SMALL_PACKET_RATIO:.0%}), {_ms(small['transit_ns'].sum())} of transit time: bucket gradients "
                 f"(larger DDP buckets, fused collectives) or raise the batch size.",
                 [int(r) for r in small["rank"].unique()], ratio, SMALL_PACKET_RATIO,
