@@ -169,3 +169,20 @@ def test_run_names_any_characters(tmp_path: Path) -> None:
         assert [(r["rank"], r["steps"]) for r in ranks] == [(0, 2), (1, 2)]
     counts = query(store, "SELECT run, count(*) AS n FROM slices GROUP BY run ORDER BY run")
     assert [r["run"] for r in counts] == ['quo"te/sl<a>', "quo_te_sl_a"] and counts[0]["n"] == counts[1]["n"]
+
+
+def test_gzip_trace_cut_short_keeps_its_complete_events(tmp_path: Path) -> None:
+    import gzip
+
+    src = SAMPLES / "kineto_gloo_2rank" / "rank_0" / "window_step2" / "rank0_step000002.pt.trace.json"
+    data = gzip.compress(src.read_bytes())
+    root = tmp_path / "job"
+    (root / "rank_0").mkdir(parents=True)
+    (root / "rank_0" / "r.pt.trace.json.gz").write_bytes(data[: len(data) * 2 // 3])
+    (root / "rank_1").mkdir()
+    shutil.copy(src, root / "rank_1" / "r.pt.trace.json")
+    store = tmp_path / "store"
+    out = analyze("ingest", str(root), "--store", str(store))
+    assert "rank_0/r.pt.trace.json.gz: compressed stream ends early" in out.stdout
+    n = {r["rank"]: r["n"] for r in query(store, "SELECT rank, n_rows AS n FROM collections WHERE producer = 'kineto'")}
+    assert 0 < n[0] < n[1]

@@ -136,13 +136,22 @@ class TraceStream:
         raw.seek(0)
         hashing = _HashingReader(raw)
         with hashing, (gzip.GzipFile(fileobj=hashing, mode="rb") if magic == b"\x1f\x8b" else hashing) as f:
+            head = bytearray()
+            read_some = getattr(f, "read1", f.read)  # a gzip stream cut short: keep what came before
             try:
-                head = f.read(self.block_bytes)
+                while len(head) < self.block_bytes:
+                    chunk = read_some(self.block_bytes - len(head))
+                    if not chunk:
+                        break
+                    head += chunk
             except (OSError, EOFError) as exc:
-                raise InputError(str(self.path), f"cannot read: {exc}") from exc
-            carry = self._start(f, head)
+                if not head:
+                    raise InputError(str(self.path), f"cannot read: {exc}") from exc
+                self.warnings.append(f"compressed stream ends early ({exc}); kept the events before it")
+                self.truncated = True
+            carry = self._start(f, bytes(head))
             retry_limit = max(4 * self.block_bytes, 1 << 20)
-            while True:
+            while not self.truncated:
                 data = bytearray(1 + len(carry) + self.block_bytes)
                 data[0] = 0x5B  # '['
                 data[1 : 1 + len(carry)] = carry
