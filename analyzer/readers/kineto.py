@@ -851,12 +851,32 @@ def _finish_memory(ctx: ReadContext, rows: _Staged, late_base: dict[int, int], o
         return
     t_arr = _add_base(b.column("ts_ns"), _file_base(b, late_base))
     order = pa.array(np.argsort(pc.fill_null(t_arr, 0).to_numpy(zero_copy_only=False), kind="stable"))
+    allocated = b.column("allocated").take(order)
+    if allocated.null_count == len(allocated) and b.column("bytes").null_count < b.num_rows:
+        allocated = _allocated_from_deltas(b.column("bytes").take(order), b.column("device").take(order))
+        ctx.meta.missing.append(
+            "memory totals rebuilt from the allocation sizes (old trace without Total Allocated): a lower "
+            "bound, blocks allocated before the trace began are not counted"
+        )
     ctx.write("memory_samples", {
         "ts_ns": t_arr.take(order), "component": pa.repeat(pa.scalar("allocator"), b.num_rows),
-        "device": b.column("device").take(order), "allocated_bytes": b.column("allocated").take(order),
+        "device": b.column("device").take(order), "allocated_bytes": allocated,
         "reserved_bytes": b.column("reserved").take(order), "source": pa.repeat(pa.scalar("kineto"), b.num_rows),
     })
     _finish_operator_memory(ctx, b, t_arr, ops)
+
+
+def _allocated_from_deltas(nbytes: pa.Array, device: pa.Array) -> pa.Array:
+    """Allocated bytes per device as the running sum of the samples' signed sizes (time order),
+    shifted so that it never goes below 0: the least the allocator can have held."""
+    delta = pc.fill_null(nbytes, 0).to_numpy(zero_copy_only=False).astype(np.int64)
+    dev = _codes(device)
+    out = np.zeros(len(delta), dtype=np.int64)
+    for d in np.unique(dev):
+        m = dev == d
+        run = np.cumsum(delta[m])
+        out[m] = run - min(0, int(run.min()))
+    return pa.array(out, pa.int64())
 
 
 def _finish_operator_memory(ctx: ReadContext, b: pa.RecordBatch, t_arr: pa.Array, ops: _OpsIndex | None) -> None:
