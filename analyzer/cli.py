@@ -238,11 +238,10 @@ def summary(run_name: str | None, top: int, as_json: bool, store: Store) -> None
         )
     console.print(t)
     for r in s["ranks"]:
-        items = r["top_kernels"] or r["top_operators"]
-        label = "kernels" if r["top_kernels"] else "operators (self time)"
-        if items:
-            tops = "; ".join(f"{x['name']} {fmt_ns(x.get('total_ns') if r['top_kernels'] else x.get('self_ns'))} ×{x['calls']}" for x in items)
-            console.print(f"  rank {r['rank']} top {label}: {tops}", markup=False)
+        for key, label, field in (("top_operators", "operators (self time)", "self_ns"), ("top_kernels", "kernels", "total_ns")):
+            if r[key]:
+                tops = "; ".join(f"{x['name']} {fmt_ns(x.get(field))} ×{x['calls']}" for x in r[key])
+                console.print(f"  rank {r['rank']} top {label}: {tops}", markup=False)
 
 
 @main.command()
