@@ -221,3 +221,4 @@ def test_slow_link_findings_merge_transports_and_keep_a_decimal():
     (f2,) = slow_link_findings(j2, pd.DataFrame(columns=EVIDENCE_COLUMNS))
     assert "gap 5.4% of the mean, threshold 5%" in f2["detail"]
     assert slow_link_findings(j2.iloc[0:0], pd.DataFrame(columns=EVIDENCE_COLUMNS)) == []
+    assert slow_link_findings(pd.DataFrame(columns=COLUMNS), pd.DataFrame(columns=EVIDENCE_COLUMNS)) == []

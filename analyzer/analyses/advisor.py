@@ -113,7 +113,7 @@ def slow_link_findings(judged: pd.DataFrame, evidence: pd.DataFrame) -> list[dic
     with the same bandwidths on several transports (torch_npu reports an HCCS transfer also as
     SDMA, with the same size and time) are one finding naming every transport."""
     out = []
-    slow = judged[judged["slow"]]
+    slow = judged[judged["slow"].astype(bool)]  # (an empty object column would select columns)
     ranks = slow[slow["level"] == "rank"].copy()
     if not ranks.empty:
         ranks["_min"] = ranks["min_bytes_per_s"].round(-3)
