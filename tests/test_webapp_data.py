@@ -4,6 +4,7 @@ what the sample traces say."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -234,12 +235,15 @@ def test_scalars_are_the_collector_values(store: Store, rd: data.Reader) -> None
 
 def test_results_cache_follows_the_store(tmp_path: Path) -> None:
     path = tmp_path / "store"
-    ingest(KINETO / "rank_0", path, "one")
+    folder = tmp_path / "profile"  # one folder per run: it first holds rank 0, then rank 1 arrives too
+    shutil.copytree(KINETO / "rank_0", folder / "rank_0")
+    ingest(folder, path, "one")
     st = Store(path)
     with data.reader(st) as r:
         assert data.ranks_of(r, "one") == [0]
         before = data.operator_stats(r, "one", "operators", "name", None, across=True)[0]
-    ingest(KINETO, path, "one")  # the same run now has both ranks
+    shutil.copytree(KINETO / "rank_1", folder / "rank_1")
+    ingest(folder, path, "one")  # the same run now has both ranks
     with data.reader(st) as r:
         assert data.ranks_of(r, "one") == [0, 1]
         after = data.operator_stats(r, "one", "operators", "name", None, across=True)[0]
