@@ -108,6 +108,20 @@ def grid_rows(pg: Any, grid: str) -> list[dict[str, str]]:
     )
 
 
+def step_span_ms(store: Store, run: str, step: int, ranks: list[int]) -> float:
+    """Length of ``step`` over ``ranks`` (earliest start to latest end), in ms."""
+    st = store.query(f"SELECT min(start_ns) AS a, max(end_ns) AS b FROM steps WHERE run = ? AND step = ? "
+                     f"AND rank IN ({','.join(str(int(r)) for r in ranks)}) AND source <> 'collector'", [run, step], run=run).iloc[0]
+    return (int(st["b"]) - int(st["a"])) / 1e6
+
+
+def shown_window_ms(pg: Any) -> float:
+    """The timeline's window length as its status line says it."""
+    m = re.search(r"window ([\d.]+) ms", pg.inner_text("#tl-status-text"))
+    assert m, pg.inner_text("#tl-status-text")
+    return float(m.group(1))
+
+
 def settle(pg: Any) -> None:
     """Wait until Dash has no callback in flight."""
     pg.wait_for_load_state("networkidle")
@@ -146,6 +160,12 @@ def test_overview_shows_runs_steps_and_breakdown_and_follows_the_rank_choice(ser
     page.mouse.click(cell["x"] + cell["width"] * 0.75, cell["y"] + cell["height"] / 2)
     page.wait_for_function("() => location.pathname === '/timeline' && /run=gloo&ranks=1&step=\\d+/.test(location.search)")
     page.wait_for_selector("#tl-status-text")
+    settle(page)
+    # ... and the timeline shows that step (not the whole run), and the address keeps it
+    n = int(re.search(r"step=(\d+)", page.url).group(1))
+    assert re.search(rf"[?&]step={n}(&|$)", page.url), page.url
+    assert page.inner_text("#tl-step").strip() == f"step {n}"
+    assert shown_window_ms(page) == pytest.approx(step_span_ms(server["store"], "gloo", n, [1]) * 1.04, rel=1e-3, abs=0.01)
 
 
 def test_timeline_jump_to_step_zoom_details_and_whole_run(server: dict, page: Any) -> None:
@@ -205,6 +225,34 @@ def test_timeline_jump_to_step_zoom_details_and_whole_run(server: dict, page: An
     # back to the whole run
     page.click("#tl-reset")
     page.wait_for_function("() => !location.search.includes('start_ns=') && !location.search.includes('step=')")
+
+
+def test_timeline_link_with_a_step_or_a_window_restores_that_view(server: dict, page: Any) -> None:
+    steps = server["store"].query("SELECT DISTINCT step FROM steps WHERE run = 'gloo' AND source <> 'collector' ORDER BY step",
+                                  run="gloo")["step"].astype(int).tolist()
+    n = steps[0]
+    page.goto(server["url"] + f"timeline?run=gloo&step={n}")
+    page.wait_for_selector("#tl-status-text")
+    settle(page)
+    assert shown_window_ms(page) == pytest.approx(step_span_ms(server["store"], "gloo", n, [0, 1]) * 1.04, rel=1e-3, abs=0.01)
+    assert re.search(rf"[?&]step={n}(&|$)", page.url), page.url
+    assert page.inner_text("#tl-step").strip() == f"step {n}"
+    # a window link: exactly that window, kept in the address
+    a = int(server["store"].query("SELECT min(start_ns) AS a FROM steps WHERE run = 'gloo' AND step = ?", [n], run="gloo").iloc[0]["a"])
+    a += 1_000_000
+    b = a + 3_000_000
+    page.goto(server["url"] + f"timeline?run=gloo&start_ns={a}&end_ns={b}")
+    page.wait_for_selector("#tl-status-text")
+    settle(page)
+    assert shown_window_ms(page) == pytest.approx(3.0, abs=0.001)
+    assert f"start_ns={a}" in page.url and f"end_ns={b}" in page.url
+    # out of range: said inline, then the whole run
+    for q, said in (("step=99", "no step 99"), ("start_ns=1&end_ns=5", "outside")):
+        page.goto(server["url"] + f"timeline?run=gloo&{q}")
+        page.wait_for_selector("#tl-status-text")
+        settle(page)
+        assert said in page.inner_text("#tl-notes")
+        assert "step=" not in page.url and "start_ns=" not in page.url
 
 
 def test_operators_grid_sort_filter_search_and_drill(server: dict, page: Any) -> None:

@@ -74,6 +74,8 @@ def _layout(store: data.Reader, run_q: Any, ranks_q: Any, step_q: Any, start_q: 
             notes.append(ui.message(f"URL parameter groups: unknown lane group {', '.join(bad)} (known: {', '.join(GROUPS)})"))
         groups = [x for x in asked_groups if x in GROUPS] or groups
     want: dict[str, Any] = {}
+    st = data.steps(store, run, selected)
+    known_steps = [int(x) for x in st["step"]]
     try:
         step = parse_int("step", step_q)
         a = parse_int("start_ns", start_q, minimum=0)
@@ -83,11 +85,19 @@ def _layout(store: data.Reader, run_q: Any, ranks_q: Any, step_q: Any, start_q: 
         if a is not None and b is not None:
             if b <= a:
                 raise BadParameter("end_ns", b, "must be after start_ns")
+            bounds = data.time_bounds(store, run, selected)
+            if bounds is not None and (b <= bounds[0] or a >= bounds[1]):
+                raise BadParameter("start_ns", a, f"the window {a}–{b} ns lies outside the selected ranks' events "
+                                                  f"({bounds[0]}–{bounds[1]} ns)")
             want = {"start_ns": str(a), "end_ns": str(b)}
         elif step is not None:
+            if step not in known_steps:
+                have = (f"they have steps {known_steps[0]}–{known_steps[-1]}" if len(known_steps) > 1 else
+                        f"they have step {known_steps[0]}" if known_steps else "the run has no steps")
+                raise BadParameter("step", step, f"the selected ranks have no step {step} ({have})")
             want = {"step": step}
     except BadParameter as exc:
-        notes.append(ui.message(f"{exc}; showing the whole run."))
+        notes.append(ui.message(f"{exc}; showing the whole run.", id=f"{P}-url-note"))
     return html.Div(
         [
             ui.header("Timeline", "Host threads, device streams and communication of every selected rank, on one time axis."),
@@ -98,7 +108,7 @@ def _layout(store: data.Reader, run_q: Any, ranks_q: Any, step_q: Any, start_q: 
                     html.Div(
                         [
                             html.Label("Jump to step", htmlFor=f"{P}-step"),
-                            dcc.Dropdown(id=f"{P}-step", options=[], value=want.get("step"), placeholder="step…",
+                            dcc.Dropdown(id=f"{P}-step", options=_step_options(known_steps), value=want.get("step"), placeholder="step…",
                                          className="dd dd-step"),
                         ],
                         className="control",
@@ -138,6 +148,10 @@ def _layout(store: data.Reader, run_q: Any, ranks_q: Any, step_q: Any, start_q: 
         ],
         className="page",
     )
+
+
+def _step_options(steps: Sequence[int]) -> list[dict[str, Any]]:
+    return [{"label": f"step {int(s)}", "value": int(s)} for s in steps]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -391,8 +405,7 @@ def register_callbacks(app: Dash) -> None:
             all_ranks = data.ranks_of(store, run)
             selected = [r for r in ui.rank_list(ranks, all_ranks) if r in set(all_ranks)] or all_ranks
             st = data.steps(store, run, selected)
-        return ([{"label": f"rank {r}", "value": r} for r in all_ranks],
-                [{"label": f"step {int(s)}", "value": int(s)} for s in st["step"]])
+        return [{"label": f"rank {r}", "value": r} for r in all_ranks], _step_options(st["step"])
 
     @app.callback(
         Output(f"{P}-graph", "figure"),
@@ -427,10 +440,13 @@ def register_callbacks(app: Dash) -> None:
         origin, full_a, full_b = full_window(store, run, selected)
         trig = ctx.triggered_id
         a, b = full_a, full_b
-        if window and window.get("run") == run and window.get("origin") == str(origin):
+        same_run = bool(window) and window.get("run") == run and window.get("origin") == str(origin)
+        if same_run:
             a, b = int(window["start"]), int(window["end"])
         url_step = None
-        if trig is None:  # first render: the URL's window or step
+        if not window:
+            # first render (every input counts as changed then, so triggered_id says nothing):
+            # the URL's window or step, checked by the layout
             want = want or {}
             if want.get("start_ns"):
                 a, b = int(want["start_ns"]) - origin, int(want["end_ns"]) - origin
@@ -440,7 +456,7 @@ def register_callbacks(app: Dash) -> None:
         elif trig == f"{P}-step" and step is not None:
             a, b = step_window(store, run, selected, int(step), origin)
             url_step = int(step)
-        elif trig == f"{P}-reset" or trig == f"{P}-run":
+        elif trig == f"{P}-reset" or (trig == f"{P}-run" and not same_run):
             a, b = full_a, full_b
         elif trig == f"{P}-out":
             mid, half = (a + b) / 2, (b - a) * 2
@@ -454,6 +470,14 @@ def register_callbacks(app: Dash) -> None:
             xm = float(bucket["x"]) * 1e6
             half = (b - a) / 20
             a, b = int(xm - half), int(xm + half)
+        elif trig in (f"{P}-ranks", f"{P}-groups", f"{P}-run") and same_run and window.get("step") is not None \
+                and step == window["step"]:
+            # the window is still that step (over the ranks now selected, when they have it)
+            try:
+                a, b = step_window(store, run, selected, int(step), origin)
+                url_step = int(step)
+            except NotFound:
+                pass
         if b <= a:
             b = a + 1
         win = data.timeline_window(store, run, selected, origin + a, origin + b, n_buckets=BUCKETS)
@@ -466,7 +490,8 @@ def register_callbacks(app: Dash) -> None:
             params.update(start_ns=str(origin + a), end_ns=str(origin + b))
         status = html.Span([desc, " ", html.Span(f"window {fmt_ns(b - a)}", className="muted")], id=f"{P}-status-text",
                            **{"data-mode": win.mode})
-        return fig, status, {"run": run, "origin": str(origin), "start": a, "end": b}, ui.page_url("/timeline", params)
+        return (fig, status, {"run": run, "origin": str(origin), "start": a, "end": b, "step": url_step},
+                ui.page_url("/timeline", params))
 
     @app.callback(
         Output(f"{P}-detail", "children"),
