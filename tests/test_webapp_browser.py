@@ -327,6 +327,24 @@ def test_memory_curves_peaks_and_blocks(server: dict, page: Any) -> None:
         assert fmt_bytes(peak) in table
     assert page.locator("#mem-curves .scatterlayer .trace").count() >= 2
     assert page.locator("#mem-blocks .ag-row").count() > 0
+    # drag-zoom: the window goes to the address (start_ns / end_ns, as on the timeline) and a reload keeps it
+    xrange = "() => document.querySelector('#mem-curves .js-plotly-plot').layout.xaxis.range"
+    whole = page.evaluate(xrange)
+    box = page.locator("#mem-curves .nsewdrag").first.bounding_box()
+    y = box["y"] + box["height"] / 2
+    page.mouse.move(box["x"] + box["width"] * 0.3, y)
+    page.mouse.down()
+    page.mouse.move(box["x"] + box["width"] * 0.4, y, steps=4)
+    page.mouse.move(box["x"] + box["width"] * 0.5, y, steps=4)
+    page.mouse.up()
+    page.wait_for_function("() => location.search.includes('start_ns=') && location.search.includes('end_ns=')")
+    settle(page)
+    zoomed = page.evaluate(xrange)
+    assert zoomed[1] - zoomed[0] == pytest.approx((whole[1] - whole[0]) * 0.2, rel=0.05)
+    page.reload()
+    page.wait_for_selector("#mem-curves .nsewdrag")
+    settle(page)
+    assert page.evaluate(xrange) == pytest.approx(zoomed, abs=1e-3)
     # the NPU run: the allocator counters of torch_npu
     page.goto(server["url"] + "memory?run=npu")
     page.wait_for_selector("#mem-peaks-table")

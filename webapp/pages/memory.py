@@ -14,9 +14,9 @@ import pandas as pd
 from dash import Dash, Input, Output, State, ctx, dcc, html
 
 from webapp import data, ui
-from webapp.errors import NotFound, WebappError
+from webapp.errors import BadParameter, NotFound, WebappError
 from webapp.format import fmt_bytes
-from webapp.params import format_ranks, parse_ranks, single
+from webapp.params import format_ranks, parse_int, parse_ranks, single
 
 dash.register_page(__name__, path="/memory", name="Memory", title="rankscope · memory", order=3)
 
@@ -28,15 +28,33 @@ _MS = {"function": "params.value == null ? '' : d3.format(',.3f')(params.value)"
 _MIB = {"function": "params.value == null ? '' : d3.format(',.3f')(params.value)"}
 
 
-def layout(run: Any = None, ranks: Any = None, component: Any = None, series: Any = None, **_: Any) -> Any:
+def layout(run: Any = None, ranks: Any = None, component: Any = None, series: Any = None, start_ns: Any = None,
+           end_ns: Any = None, **_: Any) -> Any:
     def build() -> Any:
         with data.reader(ui.current_store(), single("run", run), None, ("memory_samples",)) as rd:
-            return _layout(rd, run, ranks, component, series)
+            return _layout(rd, run, ranks, component, series, start_ns, end_ns)
 
     return ui.safe_layout(build)
 
 
-def _layout(rd: data.Reader, run_q: Any, ranks_q: Any, component_q: Any, series_q: Any) -> html.Div:
+def _url_window(rd: data.Reader, run: str, start_q: Any, end_q: Any) -> dict[str, str]:
+    """The time window the URL asks for (same parameters as the timeline), checked against the run."""
+    a = parse_int("start_ns", start_q, minimum=0)
+    b = parse_int("end_ns", end_q, minimum=0)
+    if a is None and b is None:
+        return {}
+    if a is None or b is None:
+        raise BadParameter("start_ns" if a is None else "end_ns", None, "start_ns and end_ns go together")
+    if b <= a:
+        raise BadParameter("end_ns", b, "must be after start_ns")
+    bounds = data.time_bounds(rd, run, None)
+    if bounds is not None and (b <= bounds[0] or a >= bounds[1]):
+        raise BadParameter("start_ns", a, f"the window {a}–{b} ns lies outside the run ({bounds[0]}–{bounds[1]} ns)")
+    return {"start_ns": str(a), "end_ns": str(b)}
+
+
+def _layout(rd: data.Reader, run_q: Any, ranks_q: Any, component_q: Any, series_q: Any, start_q: Any = None,
+            end_q: Any = None) -> html.Div:
     names = data.run_names(rd)
     if not names:
         return html.Div([ui.header("Memory"), ui.empty_store(rd.store)], className="page")
@@ -64,6 +82,11 @@ def _layout(rd: data.Reader, run_q: Any, ranks_q: Any, component_q: Any, series_
     if component is None and comp_names:
         component = _default_component(comp_names)
     series = [s for s in (single("series", series_q) or ",".join(SERIES)).split(",") if s in SERIES] or list(SERIES)
+    want: dict[str, str] = {}
+    try:
+        want = _url_window(rd, run, start_q, end_q)
+    except BadParameter as exc:
+        notes.append(ui.message(f"{exc}; showing the whole run.", id=f"{P}-url-note"))
     return html.Div(
         [
             ui.header("Memory", "Allocator curves per rank (peaks kept when downsampling), peak per rank, and the largest operator allocations."),
@@ -94,6 +117,7 @@ def _layout(rd: data.Reader, run_q: Any, ranks_q: Any, component_q: Any, series_
             html.Div(notes, id=f"{P}-notes"),
             html.Div(id=f"{P}-status", className="status"),
             dcc.Store(id=f"{P}-window"),
+            dcc.Store(id=f"{P}-want", data=want),  # the URL's window, for the first render
             dcc.Store(id=f"{P}-zoom"),
             html.Div(
                 [html.H2("Memory over time"),
@@ -237,10 +261,12 @@ def register_callbacks(app: Dash) -> None:
         Input(f"{P}-reset", "n_clicks"),
         Input(f"{P}-zoom", "data"),
         State(f"{P}-window", "data"),
+        State(f"{P}-want", "data"),
         prevent_initial_call="initial_duplicate",
     )
     @ui.guard(4, message_index=1)
-    def update_curves(run: str, ranks: Any, component: Any, series: Any, _reset: Any, zoom: Any, window: Any) -> Any:
+    def update_curves(run: str, ranks: Any, component: Any, series: Any, _reset: Any, zoom: Any, window: Any,
+                      want: Any = None) -> Any:
         with data.reader(ui.current_store(), run, ui.hint_ranks(ranks), ("memory_samples",)) as rd:
             all_ranks = data.ranks_of(rd, run)
             if not all_ranks:
@@ -248,9 +274,9 @@ def register_callbacks(app: Dash) -> None:
             selected = [r for r in ui.rank_list(ranks, all_ranks) if r in set(all_ranks)] or all_ranks
             series = [s for s in (series or []) if s in SERIES]
             bounds = data.time_bounds(rd, run, None)
-            url = ui.page_url("/memory", {"run": run, "ranks": ui.ranks_param(selected, ui.default_ranks(all_ranks, DEFAULT_RANKS)),
-                                          "component": component,
-                                          "series": None if sorted(series) == sorted(SERIES) else ",".join(series)})
+            params = {"run": run, "ranks": ui.ranks_param(selected, ui.default_ranks(all_ranks, DEFAULT_RANKS)),
+                      "component": component, "series": None if sorted(series) == sorted(SERIES) else ",".join(series)}
+            url = ui.page_url("/memory", params)
             if bounds is None or not component:
                 return ui.figure(height=200), ui.message("This run has no memory samples (profile_memory was off?).", "info"), None, url
             origin = bounds[0]
@@ -260,13 +286,20 @@ def register_callbacks(app: Dash) -> None:
                 pad = max((hi - lo) // 50, 1000)
                 bounds = (lo - pad, hi + pad)
             a, b = bounds
-            if window and window.get("run") == run and ctx.triggered_id not in (f"{P}-reset", f"{P}-run"):
+            trig = ctx.triggered_id
+            if not window:  # first render (every input counts as changed): the URL's window
+                if (want or {}).get("start_ns"):
+                    a, b = int(want["start_ns"]), int(want["end_ns"])
+            elif window.get("run") == run and trig not in (f"{P}-reset", f"{P}-run"):
                 a, b = origin + int(window["start"]), origin + int(window["end"])
-            if ctx.triggered_id == f"{P}-zoom" and zoom:
+            if window and trig == f"{P}-zoom" and zoom:
                 if zoom.get("auto"):
                     a, b = bounds
                 else:
                     a, b = origin + int(float(zoom["a"]) * 1e6), origin + int(float(zoom["b"]) * 1e6)
+            if (a, b) != tuple(bounds):
+                params.update(start_ns=str(a), end_ns=str(b))
+                url = ui.page_url("/memory", params)
             curves = data.memory_curves(rd, run, selected, component, a, max(b, a + 1), n_buckets=1000)
         fig = curves_figure(curves, peaks, series, origin, (a, b))
         n = int(curves["samples"].sum()) if not curves.empty else 0
