@@ -140,6 +140,20 @@ def test_slice_detail_has_shapes_args_and_stack(store: Store, rd: data.Reader) -
     assert frames[0] == max(enclosing, key=lambda e: (e["ts"], -e["dur"]))["name"]
 
 
+def test_slice_detail_of_a_device_kernel_has_its_shapes(store: Store, rd: data.Reader) -> None:
+    import csv
+
+    rows = list(csv.DictReader((NPU / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv").open()))
+    k = next(r for r in rows if r["Type"] == "MatMulV2")
+    win = data.timeline_window(rd, "npu", [0], *data.time_bounds(rd, "npu", [0]), max_exact=100_000)
+    row = win.slices[win.slices["name"] == k["Name"]].sort_values("ts_ns").iloc[0]
+    d = data.slice_detail(rd, "npu", 0, row["collection_id"], int(row["event_id"]))
+    assert d["lane_group"] == "device" and d["name"] == k["Name"]
+    assert d["input_shapes"].strip('"') == k["Input Shapes"].strip('"')
+    assert d["input_types"] == k["Input Data Types"] and d["output_shapes"].strip('"') == k["Output Shapes"].strip('"')
+    assert d["op_type"] == "MatMulV2"
+
+
 def test_operator_stats_per_rank_and_across_ranks(store: Store, rd: data.Reader) -> None:
     per_rank = {}
     for r in (0, 1):

@@ -539,6 +539,16 @@ SELECT step, self_ns, depth, input_shapes, input_types, call_stack, sequence_num
 FROM operators WHERE run = $run AND rank = $rank AND collection_id = $cid AND event_id = $eid LIMIT 1
 """
 
+# a device slice is a kernel row: same collection, name and start (text exports round the start to
+# the microsecond differently in the two files, hence the tolerance)
+SLICE_KERNEL_SQL = """
+SELECT step, op_type, core_type, block_dim, input_shapes, input_dtypes AS input_types, input_formats,
+       output_shapes, output_dtypes AS output_types
+FROM kernels WHERE run = $run AND rank = $rank AND collection_id = $cid AND name = $name
+  AND ts_ns BETWEEN $ts - 1000 AND $ts + 1000
+ORDER BY abs(ts_ns - $ts), abs(dur_ns - $dur) LIMIT 1
+"""
+
 SLICE_STEP_SQL = """
 SELECT step FROM steps WHERE run = $run AND rank = $rank AND start_ns <= $ts AND end_ns > $ts
 ORDER BY start_ns DESC LIMIT 1
@@ -554,9 +564,10 @@ ORDER BY ts_ns DESC, dur_ns ASC LIMIT 128
 
 
 def slice_detail(rd: Reader, run: str, rank: int, collection_id: str, event_id: int) -> dict[str, Any] | None:
-    """Everything known about one slice: lane, times, args, and the operator row (shapes, stack)."""
+    """Everything known about one slice: lane, times, args, and the operator row (shapes, stack) or,
+    for a device slice, the kernel row (shapes, types, formats)."""
     p = {"run": run, "rank": int(rank), "cid": str(collection_id), "eid": int(event_id)}
-    con = rd.facts(run, [int(rank)], ("slices", "lanes", "operators", "steps"))
+    con = rd.facts(run, [int(rank)], ("slices", "lanes", "operators", "kernels", "steps"))
     row = _df(con, SLICE_SQL, p)
     if row.empty:
         return None
@@ -564,6 +575,11 @@ def slice_detail(rd: Reader, run: str, rank: int, collection_id: str, event_id: 
     op = _df(con, SLICE_OP_SQL, p)
     if not op.empty:
         out.update({k: _plain(v) for k, v in op.iloc[0].to_dict().items()})
+    elif out.get("ts_ns") is not None and out.get("name") is not None:
+        kern = _df(con, SLICE_KERNEL_SQL, {"run": run, "rank": int(rank), "cid": str(collection_id), "name": out["name"],
+                                           "ts": int(out["ts_ns"]), "dur": int(out.get("dur_ns") or 0)})
+        if not kern.empty:
+            out.update({k: _plain(v) for k, v in kern.iloc[0].to_dict().items() if _plain(v) not in (None, "")})
     if not out.get("call_stack") and out.get("ts_ns") is not None:
         # Kineto with_stack: the stack is the python_function slices enclosing the event
         frames = _df(con, SLICE_PY_STACK_SQL, {**p, "pid": out["pid"], "tid": out["tid"], "ts": int(out["ts_ns"]),

@@ -344,10 +344,13 @@ def detail_panel(d: dict[str, Any] | None, origin: int) -> Any:
     ]
     if d.get("self_ns") is not None:
         rows.append(("self time", fmt_ns(d.get("self_ns"))))
-    if d.get("input_shapes"):
-        rows.append(("input shapes", d.get("input_shapes")))
-    if d.get("input_types"):
-        rows.append(("input types", d.get("input_types")))
+    for key, label in (("op_type", "kernel type"), ("core_type", "core type"), ("block_dim", "block dim"),
+                       ("input_shapes", "input shapes"), ("input_types", "input types"), ("input_formats", "input formats"),
+                       ("output_shapes", "output shapes"), ("output_types", "output types")):
+        v = d.get(key)
+        if v not in (None, ""):
+            # kernel tables quote shapes ("32,3,224,224"): the quotes are the file's, not the shape's
+            rows.append((label, v.strip('"') if isinstance(v, str) and key.endswith("shapes") else v))
     body = [html.Tr([html.Th(k), html.Td("" if v is None else str(v))]) for k, v in rows]
     kids: list[Any] = [html.H2("Event", className="detail-title"), html.Table(html.Tbody(body), className="tbl kv", id=f"{P}-detail-table")]
     args = d.get("args")
