@@ -317,6 +317,35 @@ def test_operators_grid_sort_filter_search_and_drill(server: dict, page: Any) ->
     shot(page, "operators")
 
 
+def test_operators_drill_link_by_shape_and_grouping_switch(server: dict, page: Any) -> None:
+    op = "aclnnMm_MatMulCommon_MatMulV2"
+    per_rank = server["store"].query("SELECT rank, count(*) AS n FROM kernels WHERE run = 'npu' AND name = ? GROUP BY rank ORDER BY rank",
+                                     [op], run="npu")
+    assert len(per_rank) == 2
+    # a link naming the operator but no shape, grouped by shape: every shape of it, not "not found"
+    page.goto(server["url"] + f"operators?run=npu&source=kernels&group=shape&op={op}")
+    page.wait_for_selector("#op-drill-table")
+    settle(page)
+    assert page.inner_text("#op-drill-name") == f"{op} (all input shapes)"
+    drill = page.inner_text("#op-drill-table tbody").splitlines()
+    for r, n in per_rank.itertuples(index=False):
+        assert any(line.split("\t")[:2] == [str(r), str(n)] for line in drill), drill
+    # drill a row grouped by name, then group by name + shape: the same operator stays drilled
+    page.goto(server["url"] + "operators?run=npu&source=kernels&group=name")
+    page.wait_for_selector("#op-grid .ag-row")
+    settle(page)
+    page.locator("#op-grid .ag-row [col-id=key]", has_text=re.compile(rf"^{op}$")).first.click()
+    page.wait_for_function(f"() => document.querySelector('#op-drill-name')?.innerText === '{op}'")
+    page.locator("#op-group label", has_text="by name + input shape").click()
+    page.wait_for_function(f"() => document.querySelector('#op-drill-name')?.innerText === '{op} (all input shapes)'")
+    assert "not found" not in page.inner_text("#op-drill")
+    page.wait_for_function("() => location.search.includes('group=shape') && location.search.includes('op=aclnnMm')")
+    # a type is not a name: switching to "by type" clears the drill instead of looking the name up as a type
+    page.locator("#op-group label", has_text="by type").click()
+    page.wait_for_function("() => !location.search.includes('op=')")
+    assert "not found" not in page.inner_text("#op-drill")
+
+
 def test_memory_curves_peaks_and_blocks(server: dict, page: Any) -> None:
     page.goto(server["url"] + "memory?run=gloo")
     page.wait_for_selector("#mem-peaks-table")

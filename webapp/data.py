@@ -693,11 +693,13 @@ def operator_stats(
 def operator_drill(
     rd: Reader, run: str, source: str, grouping: str, key: str, shape: str | None, ranks: Sequence[int] | None
 ) -> pd.DataFrame:
-    """One operator type / name (/ shape) across ranks: per rank count, total, avg, quantiles, min, max."""
+    """One operator type / name (/ shape) across ranks: per rank count, total, avg, quantiles, min, max.
+    With grouping "shape" and ``shape`` None, every input shape of the name together."""
     if source not in SOURCES or grouping not in GROUPINGS:
         raise QueryError(f"unknown operator view {source}/{grouping}")
     base = _op_base(source, grouping)
-    shape_filter = "AND shape = $shape" if grouping == "shape" else ""
+    # by name + shape without a shape (a link naming only the operator): every shape of that name
+    shape_filter = "AND shape = $shape" if grouping == "shape" and shape is not None else ""
     sql = f"""
       SELECT rank, count(*) AS count, sum(dur_ns) AS total_ns, avg(dur_ns) AS avg_ns, min(dur_ns) AS min_ns,
              quantile_cont(dur_ns, 0.25) AS p25_ns, median(dur_ns) AS p50_ns,
@@ -706,8 +708,8 @@ def operator_drill(
       FROM ({base}) WHERE key = $key {shape_filter}
       GROUP BY rank ORDER BY rank LIMIT {MAX_DRILL_RANKS}"""
     p: dict[str, Any] = {"run": run, "ranks": _ranks_param(ranks), "key": key}
-    if grouping == "shape":
-        p["shape"] = shape or ""
+    if shape_filter:
+        p["shape"] = shape
     con = rd.facts(run, ranks, (source,))
     return _df(con, sql, p)
 

@@ -78,7 +78,8 @@ def _layout(rd: data.Reader, run_q: Any, ranks_q: Any, source_q: Any, group_q: A
     except WebappError as exc:
         notes.append(ui.message(str(exc)))
         top = 15
-    drill = {"op": single("op", op_q), "shape": single("shape", shape_q)} if single("op", op_q) else None
+    drill = ({"op": single("op", op_q), "shape": single("shape", shape_q) if values["group"] == "shape" else None,
+              "group": values["group"]} if single("op", op_q) else None)
     return html.Div(
         [
             ui.header("Operators", "Where the time goes, by operator, on every rank: sort, filter, search; select a row to compare it across ranks."),
@@ -262,7 +263,7 @@ def top_chart(rows: list[dict], metric: str, n: int, source: str) -> Any:
 def drill(rd: data.Reader, run: str, source: str, group: str, key: str, shape: str | None, ranks: Sequence[int]) -> list[Any]:
     """One operator across ranks: distribution per rank (box from quantiles) and per-rank totals."""
     df = data.operator_drill(rd, run, source, group, key, shape, ranks)
-    title = key + (f" {shape}" if group == "shape" and shape else "")
+    title = key + ((f" {shape}" if shape is not None else " (all input shapes)") if group == "shape" else "")
     if df.empty:
         return [ui.message(f"{title}: not found on the selected ranks", "info")]
     for c in ("total_ns", "avg_ns", "min_ns", "p25_ns", "p50_ns", "p75_ns", "p99_ns", "max_ns", "self_ns"):
@@ -381,16 +382,37 @@ def register_callbacks(app: Dash) -> None:
         Input(f"{P}-grid", "selectedRows"),
         Input(f"{P}-grid", "rowData"),
         State(f"{P}-want-drill", "data"),
+        State(f"{P}-drill-key", "data"),
         State(f"{P}-run", "value"),
         State(f"{P}-ranks", "value"),
         State(f"{P}-source", "value"),
         State(f"{P}-group", "value"),
     )
     @ui.guard(2, message_index=0)
-    def update_drill(sel: Any, _rows: Any, want: Any, run: str, ranks: Any, source: str, group: str) -> Any:
-        key = {"op": sel[0].get("key"), "shape": sel[0].get("shape")} if sel else want
-        if not key or not key.get("op"):
+    def update_drill(sel: Any, rows: Any, want: Any, current: Any, run: str, ranks: Any, source: str, group: str) -> Any:
+        key = drill_key(sel, rows, current or want, group)
+        if not key:
             return html.P("Select a row of the grid to see that operator on every rank.", className="note"), None
         with data.reader(ui.current_store(), run, ui.hint_ranks(ranks), (source,)) as rd:
             _, selected = _selected(rd, run, ranks)
             return drill(rd, run, source, group, str(key["op"]), key.get("shape"), selected), key
+
+
+def _token(row: Any) -> str:
+    return str((row or {}).get("id", "")).split("-")[0]
+
+
+def drill_key(sel: Any, rows: Any, before: Any, group: str) -> dict[str, Any] | None:
+    """The operator to drill into: the selected row when it belongs to the grid's current data, else
+    the one drilled before (or the URL's), carried over to the grouping now chosen: a name stays
+    (every input shape of it when grouping by shape), a type cannot become a name (cleared)."""
+    if sel and rows and _token(sel[0]) == _token(rows[0]):
+        return {"op": sel[0].get("key"), "shape": sel[0].get("shape") if group == "shape" else None, "group": group}
+    if not before or not before.get("op"):
+        return None
+    was = before.get("group") or group
+    if was == group:
+        return dict(before, group=group)
+    if "type" in (was, group):
+        return None
+    return {"op": before["op"], "shape": None, "group": group}
