@@ -108,6 +108,17 @@ def grid_rows(pg: Any, grid: str) -> list[dict[str, str]]:
     )
 
 
+def columns_in_view(pg: Any, grid: str) -> list[str]:
+    """The column ids of an AG Grid whose header lies wholly inside the grid without scrolling."""
+    return pg.evaluate(
+        """(sel) => { const g = document.querySelector(sel + ' .ag-root-wrapper').getBoundingClientRect();
+            return [...document.querySelectorAll(sel + ' .ag-header-row-column .ag-header-cell')]
+              .filter(h => { const b = h.getBoundingClientRect(); return b.width > 20 && b.left >= g.left - 1 && b.right <= g.right + 1; })
+              .map(h => h.getAttribute('col-id')); }""",
+        grid,
+    )
+
+
 def step_span_ms(store: Store, run: str, step: int, ranks: list[int]) -> float:
     """Length of ``step`` over ``ranks`` (earliest start to latest end), in ms."""
     st = store.query(f"SELECT min(start_ns) AS a, max(end_ns) AS b FROM steps WHERE run = ? AND step = ? "
@@ -263,6 +274,7 @@ def test_operators_grid_sort_filter_search_and_drill(server: dict, page: Any) ->
     rows = grid_rows(page, "#op-grid")
     mm = next(r for r in rows if r["key"] == "aten::mm")
     assert mm["count"].replace(",", "") == str(n_mm) and mm["ranks"] == "2"
+    assert {"key", "count", "total_ms", "spread_pct", "max_rank"} <= set(columns_in_view(page, "#op-grid"))
     totals = [float(r["total_ms"].replace(",", "")) for r in rows]
     assert totals == sorted(totals, reverse=True)  # sorted by total time
     # search box: every row left mentions the text
@@ -356,6 +368,7 @@ def test_memory_curves_peaks_and_blocks(server: dict, page: Any) -> None:
         assert fmt_bytes(peak) in table
     assert page.locator("#mem-curves .scatterlayer .trace").count() >= 2
     assert page.locator("#mem-blocks .ag-row").count() > 0
+    assert {"rank", "name", "size_mib", "alloc_ms", "lifetime_ms", "released"} <= set(columns_in_view(page, "#mem-blocks"))
     # drag-zoom: the window goes to the address (start_ns / end_ns, as on the timeline) and a reload keeps it
     xrange = "() => document.querySelector('#mem-curves .js-plotly-plot').layout.xaxis.range"
     whole = page.evaluate(xrange)
@@ -399,6 +412,11 @@ def test_communication_per_rank_matrix_and_collectives(server: dict, page: Any) 
     assert page.locator("#cm-matrix .heatmaplayer, #cm-matrix .hm").count() >= 1
     assert "HCCS" in " ".join(page.locator("#cm-bw-graph .legendtext").all_text_contents())
     assert len(grid_rows(page, "#cm-ops")) == 4
+    assert {"name", "max_ms", "min_ms", "slowest_rank", "fastest_rank"} <= set(columns_in_view(page, "#cm-ops"))
+    # the operation names differ only at their end: shown whole
+    cut = page.evaluate("() => [...document.querySelectorAll('#cm-ops .ag-row [col-id=name]')]"
+                        ".filter(c => c.scrollWidth > c.clientWidth + 1).map(c => c.innerText)")
+    assert cut == []
     shot(page, "communication")
 
 

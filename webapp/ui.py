@@ -275,3 +275,57 @@ def table(columns: Sequence[str], rows: Sequence[Sequence[Any]], id_: str | None
         className=class_name,
         **kw,
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# grids
+# ---------------------------------------------------------------------------------------------
+
+GRID_CHAR_PX = 7.4  # ag-theme-alpine's 13 px font, average glyph
+GRID_CELL_PAD_PX = 36  # a cell's padding
+GRID_HEADER_PAD_PX = 54  # a header's padding and its sort / menu icons
+
+
+def _cell_text(v: Any, pct: bool) -> str:
+    if v is None:
+        return ""
+    if isinstance(v, bool):
+        return str(v)
+    if isinstance(v, int):
+        return f"{v:,}"
+    if isinstance(v, float):
+        return f"{v:.1f} %" if pct else f"{v:,.3f}"
+    return str(v)
+
+
+def fit_columns(cols: Sequence[dict[str, Any]], rows: Sequence[dict[str, Any]] = (), max_px: int = 440,
+                sample: int = 400, budget_px: int | None = None) -> list[dict[str, Any]]:
+    """Column widths from their content (header words and the first ``sample`` rows' values), so
+    that a grid shows its key columns without a horizontal scroll; headers wrap onto two lines.
+    A column wider than ``max_px`` is cut (its tooltip shows the whole value); a column with
+    ``flex`` keeps it and grows into the space left, never below its content width. ``budget_px``:
+    the first (name) column gives up width, down to 200 px, until the whole row fits in it."""
+    out = []
+    for c in cols:
+        c = dict(c)
+        field, header = c.get("field"), str(c.get("headerName") or c.get("field") or "")
+        pct = "%" in str((c.get("valueFormatter") or {}).get("function", ""))
+        # the header may wrap onto three lines, never inside a word
+        head = max(max((len(w) for w in header.split()), default=0), -(-len(header) // 3))
+        chars = 0
+        for r in rows[:sample]:
+            chars = max(chars, len(_cell_text(r.get(field), pct)))
+        need = max(head * GRID_CHAR_PX + GRID_HEADER_PAD_PX, chars * GRID_CHAR_PX + GRID_CELL_PAD_PX, 64)
+        width = int(min(need, c.get("maxWidth", max_px), max_px))
+        c["minWidth"] = width if c.get("flex") else min(width, 64)
+        c["width"] = width
+        c.setdefault("wrapHeaderText", True)
+        c.setdefault("autoHeaderHeight", True)
+        out.append(c)
+    if budget_px and out:
+        over = sum(c["width"] for c in out) - budget_px
+        if over > 0:
+            first = out[0]
+            first["width"] = max(200, first["width"] - over)
+            first["minWidth"] = min(first["minWidth"], first["width"])
+    return out

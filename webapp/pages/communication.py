@@ -98,19 +98,19 @@ def _layout(rd: data.Reader, run_q: Any, ranks_q: Any, matrix_q: Any) -> html.Di
 def _op_columns() -> list[dict[str, Any]]:
     num = {"filter": "agNumberColumnFilter"}
     return [
-        {"field": "name", "headerName": "operation", "minWidth": 220, "flex": 2, "tooltipField": "name", "pinned": "left"},
-        {"field": "op_type", "headerName": "type", "maxWidth": 130},
-        {"field": "group_name", "headerName": "group", "maxWidth": 160, "tooltipField": "group_name"},
-        {"field": "step", "headerName": "step", "maxWidth": 90, **num},
-        {"field": "ranks", "headerName": "ranks", "maxWidth": 90, **num},
-        {"field": "calls", "headerName": "calls", "maxWidth": 100, **num, "valueFormatter": _INT},
+        {"field": "name", "headerName": "operation", "maxWidth": 320, "tooltipField": "name", "pinned": "left"},
+        {"field": "op_type", "headerName": "type", "maxWidth": 120, "tooltipField": "op_type"},
+        {"field": "group_name", "headerName": "group", "maxWidth": 110, "tooltipField": "group_name"},
+        {"field": "step", "headerName": "step", **num},
+        {"field": "ranks", "headerName": "ranks", **num},
+        {"field": "calls", "headerName": "calls", **num, "valueFormatter": _INT},
         {"field": "max_ms", "headerName": "max (ms)", **num, "valueFormatter": _MS, "sort": "desc"},
         {"field": "min_ms", "headerName": "min (ms)", **num, "valueFormatter": _MS},
         {"field": "avg_ms", "headerName": "avg (ms)", **num, "valueFormatter": _MS},
-        {"field": "slowest_rank", "headerName": "slowest rank", "maxWidth": 130, **num},
-        {"field": "fastest_rank", "headerName": "fastest rank", "maxWidth": 130, **num},
+        {"field": "slowest_rank", "headerName": "slowest rank", **num},
+        {"field": "fastest_rank", "headerName": "fastest rank", **num},
         {"field": "max_wait_ms", "headerName": "max wait (ms)", **num, "valueFormatter": _MS},
-        {"field": "wait_source", "headerName": "wait from", "maxWidth": 120,
+        {"field": "wait_source", "headerName": "wait from", "maxWidth": 130,
          "headerTooltip": "producer: measured by the profiler; estimated: elapsed minus the shortest elapsed of the collective"},
         {"field": "mib", "headerName": "size (MiB)", **num, "valueFormatter": _MS},
     ]
@@ -237,6 +237,7 @@ def register_callbacks(app: Dash) -> None:
     @app.callback(
         Output(f"{P}-content", "children"),
         Output(f"{P}-ops", "rowData"),
+        Output(f"{P}-ops", "columnDefs"),
         Output(f"{P}-ops-status", "children"),
         Output(f"{P}-ranks", "options"),
         Output("view-url", "data", allow_duplicate=True),
@@ -245,7 +246,7 @@ def register_callbacks(app: Dash) -> None:
         Input(f"{P}-metric", "value"),
         prevent_initial_call="initial_duplicate",
     )
-    @ui.guard(5, message_index=0)
+    @ui.guard(6, message_index=0)
     def update(run: str, ranks: Any, metric: str) -> Any:
         with data.reader(ui.current_store(), run, ui.hint_ranks(ranks)) as rd:
             all_ranks = data.ranks_of(rd, run)
@@ -259,7 +260,9 @@ def register_callbacks(app: Dash) -> None:
                   f"{format_ranks(selected)}{cut}." if len(ops) else "No communication operations.")
         url = ui.page_url("/communication", {"run": run, "ranks": format_ranks(ranks) if ranks else None,
                                              "matrix": None if metric == "bytes" else metric})
-        return content, op_rows(ops), status, [{"label": f"rank {r}", "value": r} for r in all_ranks], url
+        rows = op_rows(ops)
+        # columns as wide as their content: the slowest / fastest rank stay in view
+        return content, rows, ui.fit_columns(_op_columns(), rows), status, [{"label": f"rank {r}", "value": r} for r in all_ranks], url
 
 
 def render(rd: data.Reader, run: str, ranks: Sequence[int], metric: str) -> list[Any]:

@@ -134,7 +134,7 @@ def _layout(rd: data.Reader, run_q: Any, ranks_q: Any, component_q: Any, series_
                             html.Div(id=f"{P}-blocks-status", className="status"),
                             dag.AgGrid(
                                 id=f"{P}-blocks", rowData=[], columnDefs=_block_columns(),
-                                defaultColDef={"sortable": True, "filter": True, "resizable": True, "minWidth": 90},
+                                defaultColDef={"sortable": True, "filter": True, "resizable": True, "floatingFilter": True, "minWidth": 64},
                                 dashGridOptions={"pagination": True, "paginationPageSize": 15, "paginationPageSizeSelector": [15, 50, 100], "animateRows": False, "domLayout": "autoHeight"},
                                 className="ag-theme-alpine",
                             ),
@@ -142,7 +142,7 @@ def _layout(rd: data.Reader, run_q: Any, ranks_q: Any, component_q: Any, series_
                         className="card",
                     ),
                 ],
-                className="row2",
+                className="row2 wide-right",  # the allocations table needs the room more than the peak bars
             ),
         ],
         className="page",
@@ -158,12 +158,13 @@ def _default_component(names: Sequence[str]) -> str:
 
 def _block_columns() -> list[dict[str, Any]]:
     return [
-        {"field": "rank", "headerName": "rank", "maxWidth": 90, "filter": "agNumberColumnFilter"},
-        {"field": "name", "headerName": "operator", "minWidth": 200, "flex": 2, "tooltipField": "name"},
+        {"field": "rank", "headerName": "rank", "filter": "agNumberColumnFilter"},
+        {"field": "name", "headerName": "operator", "maxWidth": 200, "flex": 1, "tooltipField": "name"},
         {"field": "size_mib", "headerName": "size (MiB)", "filter": "agNumberColumnFilter", "valueFormatter": _MIB, "sort": "desc"},
         {"field": "alloc_ms", "headerName": "allocated at (ms)", "filter": "agNumberColumnFilter", "valueFormatter": _MS},
         {"field": "lifetime_ms", "headerName": "lifetime (ms)", "filter": "agNumberColumnFilter", "valueFormatter": _MS},
-        {"field": "released", "headerName": "released", "maxWidth": 140},
+        {"field": "released", "headerName": "released", "maxWidth": 150,
+         "headerTooltip": "no: the trace records no release of the block (still allocated when it ended)"},
         {"field": "device", "headerName": "device", "maxWidth": 110},
     ]
 
@@ -234,7 +235,7 @@ def blocks(rd: data.Reader, run: str, ranks: Sequence[int], origin: int) -> tupl
         "size_mib": (pd.to_numeric(df["size_bytes"], errors="coerce") / 2**20).round(6),
         "alloc_ms": ((pd.to_numeric(df["alloc_ns"], errors="coerce") - origin) / 1e6).round(6),
         "lifetime_ms": (pd.to_numeric(df["duration_ns"], errors="coerce") / 1e6).round(6),
-        "released": np.where(df["release_ns"].isna(), "after the window", "yes"),
+        "released": np.where(df["release_ns"].isna(), "no", "yes"),
         "device": df["device"].astype(object),
     })
     cut = f" (largest {len(df):,} of {n:,})" if n > len(df) else ""
@@ -309,12 +310,13 @@ def register_callbacks(app: Dash) -> None:
     @app.callback(
         Output(f"{P}-peaks", "children"),
         Output(f"{P}-blocks", "rowData"),
+        Output(f"{P}-blocks", "columnDefs"),
         Output(f"{P}-blocks-status", "children"),
         Input(f"{P}-run", "value"),
         Input(f"{P}-ranks", "value"),
         Input(f"{P}-component", "value"),
     )
-    @ui.guard(3, message_index=0)
+    @ui.guard(4, message_index=0)
     def update_tables(run: str, ranks: Any, component: Any) -> Any:
         with data.reader(ui.current_store(), run, None, ("memory_samples", "operator_memory")) as rd:
             all_ranks = data.ranks_of(rd, run)
@@ -324,4 +326,4 @@ def register_callbacks(app: Dash) -> None:
             bounds = data.time_bounds(rd, run, None)
             peaks = data.memory_peaks(rd, run, all_ranks, component) if component else pd.DataFrame()
             rows, status = blocks(rd, run, selected, bounds[0] if bounds else 0)
-        return peaks_figure(peaks, selected), rows, status
+        return peaks_figure(peaks, selected), rows, ui.fit_columns(_block_columns(), rows), status

@@ -187,15 +187,13 @@ def grid(rd: data.Reader, run: str, source: str, group: str, ranks: Sequence[int
         return [], [], f"No {what} for the selected ranks{hint}."
     key_title = {"type": "type" if source == "kernels" else "category", "name": "name", "shape": "name"}[group]
     cols: list[dict[str, Any]] = [
-        {"field": "key", "headerName": key_title, "filter": "agTextColumnFilter", "minWidth": 220, "flex": 3, "tooltipField": "key",
-         "pinned": "left"},
+        {"field": "key", "headerName": key_title, "filter": "agTextColumnFilter", "tooltipField": "key", "pinned": "left"},
     ]
     if group == "shape":
-        cols.append({"field": "shape", "headerName": "input shapes", "filter": "agTextColumnFilter", "minWidth": 160, "flex": 2,
+        cols.append({"field": "shape", "headerName": "input shapes", "filter": "agTextColumnFilter", "maxWidth": 260,
                      "tooltipField": "shape"})
     if not across:
-        cols.append({"field": "rank", "headerName": "rank", "filter": "agNumberColumnFilter", "maxWidth": 100,
-                     "valueFormatter": _INT})
+        cols.append({"field": "rank", "headerName": "rank", "filter": "agNumberColumnFilter", "valueFormatter": _INT})
     cols += [
         {"field": "count", "headerName": "calls", "filter": "agNumberColumnFilter", "valueFormatter": _INT},
         {"field": "total_ms", "headerName": "total (ms)", "filter": "agNumberColumnFilter", "valueFormatter": _MS, "sort": "desc"},
@@ -209,12 +207,12 @@ def grid(rd: data.Reader, run: str, source: str, group: str, ranks: Sequence[int
     ]
     if across:
         cols += [
-            {"field": "ranks", "headerName": "ranks", "filter": "agNumberColumnFilter", "maxWidth": 100, "valueFormatter": _INT},
+            {"field": "ranks", "headerName": "ranks", "filter": "agNumberColumnFilter", "valueFormatter": _INT},
             {"field": "rank_min_ms", "headerName": "rank min total (ms)", "filter": "agNumberColumnFilter", "valueFormatter": _MS},
             {"field": "rank_max_ms", "headerName": "rank max total (ms)", "filter": "agNumberColumnFilter", "valueFormatter": _MS},
             {"field": "spread_pct", "headerName": "spread", "filter": "agNumberColumnFilter", "valueFormatter": _PCT,
              "headerTooltip": "(max - min) / mean of the per-rank totals"},
-            {"field": "max_rank", "headerName": "slowest rank", "filter": "agNumberColumnFilter", "maxWidth": 120},
+            {"field": "max_rank", "headerName": "slowest rank", "filter": "agNumberColumnFilter"},
         ]
     out = pd.DataFrame({"key": df["key"].astype(str)})
     out["shape"] = df["shape"].astype(object).where(df["shape"].notna(), None)
@@ -230,6 +228,9 @@ def grid(rd: data.Reader, run: str, source: str, group: str, ranks: Sequence[int
     token = format(zlib.crc32(repr((run, source, group, tuple(ranks), across, n)).encode()), "x")
     out["id"] = [f"{token}-{i}" for i in range(len(out))]
     rows = out.replace({np.nan: None}).to_dict("records")
+    # the name column pinned and as wide as the names, as far as the other columns leave room in a
+    # 1400 px window (the tooltip has the rest)
+    cols = ui.fit_columns(cols, rows, max_px=420, budget_px=1340)
     cut = f" (the {len(df):,} with the largest total of {n:,})" if n > len(df) else ""
     scope = "across ranks " + (format_ranks(ranks) or "") if across else "per rank"
     return rows, cols, f"{len(df):,} {what} {GROUP_LABELS[group]}, {scope}{cut}."
