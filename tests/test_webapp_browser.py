@@ -411,6 +411,10 @@ def test_communication_per_rank_matrix_and_collectives(server: dict, page: Any) 
     settle(page)
     assert page.locator("#cm-matrix .heatmaplayer, #cm-matrix .hm").count() >= 1
     assert "HCCS" in " ".join(page.locator("#cm-bw-graph .legendtext").all_text_contents())
+    # the matrix colours start at 0 (links 1 % apart do not look like opposite ends); the two byte
+    # counts (payload per rank, traffic per transport) are told apart
+    assert page.evaluate("() => document.querySelector('#cm-matrix .js-plotly-plot').data[0].zmin") == 0
+    assert "data size" in page.inner_text("#cm-rank-table thead") and "SDMA" in page.inner_text("#cm-bw-note")
     assert len(grid_rows(page, "#cm-ops")) == 4
     assert {"name", "max_ms", "min_ms", "slowest_rank", "fastest_rank"} <= set(columns_in_view(page, "#cm-ops"))
     # the operation names differ only at their end: shown whole

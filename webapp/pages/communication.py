@@ -163,8 +163,11 @@ def per_rank(df: pd.DataFrame, votes: pd.DataFrame) -> list[Any]:
     elif not votes.empty:
         kids.append(html.P(f"Slow rank vote (msprof-analyze: Dixon / 3σ per collective): no rank judged slow over "
                            f"{int(votes['instances'].max())} collective(s).", className="note", id=f"{P}-slow"))
-    kids.append(html.Details([html.Summary("numbers"), ui.table(["rank", "operations", "elapsed", "wait", "transit", "bytes"], rows,
-                                                               id_=f"{P}-rank-table")], open=len(df) <= 8))
+    kids.append(html.Details([html.Summary("numbers"),
+                              ui.table(["rank", "operations", "elapsed", "wait", "transit", "data size"], rows, id_=f"{P}-rank-table"),
+                              html.P("Data size: the operations' buffers, each counted once per rank (the payload, "
+                                     "not the traffic it causes on the links).", className="note")],
+                             open=len(df) <= 8))
     return kids
 
 
@@ -179,9 +182,18 @@ def bandwidth(df: pd.DataFrame) -> list[Any]:
     rows = [[int(r["rank"]), str(r["transport"]), fmt_bytes(r["bytes"]), fmt_ns(r["transit_ns"]), fmt_rate(r["bandwidth_bytes_per_s"]),
              fmt_rate(r["min_bandwidth_bytes_per_s"]), fmt_rate(r["max_bandwidth_bytes_per_s"])] for r in df.to_dict("records")]
     return [head, ui.graph(f"{P}-bw-graph", fig),
-            html.P("Bandwidth = bytes / transit time summed over the operations; min / max over single operations.", className="note"),
-            html.Details([html.Summary("numbers"), ui.table(["rank", "transport", "bytes", "transit", "bandwidth", "min", "max"], rows,
-                                                           id_=f"{P}-bw-table")])]
+            html.P("Bandwidth = bytes moved / transit time summed over the operations; min / max over single operations.",
+                   className="note"),
+            html.P(_BW_BYTES_NOTE, className="note", id=f"{P}-bw-note"),
+            html.Details([html.Summary("numbers"),
+                          ui.table(["rank", "transport", "bytes moved", "transit", "bandwidth", "min", "max"], rows, id_=f"{P}-bw-table")])]
+
+
+_BW_BYTES_NOTE = (
+    "Bytes moved: the traffic the profiler counted on that transport, larger than the data size of the per-rank "
+    "table: a collective moves its buffer in several pieces to several peers (a ring all-reduce sends about "
+    "2(n-1)/n of it), and SDMA, the copy engine behind HCCS and PCIe transfers, counts the same traffic again, so "
+    "do not add transports up.")
 
 
 def _label_key(v: str) -> tuple[int, int]:
@@ -202,11 +214,18 @@ def matrix(df: pd.DataFrame, metric: str) -> list[Any]:
     z[df["src"].map(yi).to_numpy(), df["dst"].map(xi).to_numpy()] = v / scale
     labels = ys + xs
     fig = ui.figure(height=max(260, min(900, 110 + 26 * len(ys))), xaxis_title="destination rank", yaxis_title="source rank")
-    fig.add_heatmap(z=z, x=xs, y=ys, colorscale="Viridis", colorbar=dict(title=unit),
+    # the scale starts at 0: links that differ by 1 % look alike instead of opposite ends of the scale
+    finite = z[np.isfinite(z)]
+    top = float(finite.max()) if finite.size else 1.0
+    fig.add_heatmap(z=z, x=xs, y=ys, colorscale="Viridis", zmin=0, zmax=top if top > 0 else 1.0, colorbar=dict(title=unit),
                     hovertemplate="%{y} → %{x}: %{z:.3f} " + unit + "<extra></extra>")
     fig.update_yaxes(autorange="reversed", type="category")
     fig.update_xaxes(type="category")
-    note = f"{MATRIX_METRICS[metric].capitalize()} per (source, destination) link, summed over operation types and steps."
+    note = f"{MATRIX_METRICS[metric].capitalize()} per (source, destination) link, summed over operation types and steps"
+    if finite.size:
+        note += f" (from {finite.min():,.3f} to {finite.max():,.3f} {unit}; the colour scale starts at 0)."
+    else:
+        note += "."
     if any(str(x).startswith("L") for x in labels):
         note += " L<k>: local rank k of the group, whose global rank the profiler did not record (its rank was not profiled)."
     return [head, ui.graph(f"{P}-matrix", fig), html.P(note, className="note")]
