@@ -187,6 +187,9 @@ def test_timeline_jump_to_step_zoom_details_and_whole_run(server: dict, page: An
     ticks = " ".join(page.locator("#tl-graph .ytick text").all_text_contents())
     assert f"r0 host · thread {tid} (python)" in ticks and "r1 host" in ticks
     assert page.get_attribute("#tl-status-text", "data-mode") in ("exact", "occupancy")
+    # the time axis above the lanes and again below them (a tall figure keeps one in sight)
+    top = page.locator("#tl-graph .xtick text").all_text_contents()
+    assert top and page.locator("#tl-graph .x2tick text").all_text_contents() == top
     # jump to a step: the window becomes that step over both ranks, plus 2 % each side
     steps = [e for e in trace_events(0) if str(e.get("name", "")).startswith("ProfilerStep#")]
     last = max(steps, key=lambda e: e["ts"])

@@ -255,10 +255,13 @@ def build_figure(win: data.Window, origin: int, groups: Sequence[str]) -> tuple[
     height = int(min(70 + px * total, 4000))
     fig = ui.figure(height=max(height, 220), showlegend=False, bargap=0, hovermode="closest",
                     uniformtext=dict(minsize=8, mode="hide"), dragmode="zoom")
-    fig.update_layout(margin=dict(l=260, r=20, t=60, b=20))
+    fig.update_layout(margin=dict(l=260, r=20, t=60, b=44))
     fig.update_yaxes(range=[total + 0.2, -0.4], tickvals=tickvals, ticktext=ticktext, showgrid=False, zeroline=False,
                      fixedrange=True, tickfont=dict(size=10))
     fig.update_xaxes(range=[x0, x1], title="ms since the run's first event", showgrid=True, zeroline=False, side="top")
+    # the same axis again below the lanes (it follows zoom and pan): a tall figure keeps a time axis in sight
+    fig.update_layout(xaxis2=dict(matches="x", overlaying="x", side="bottom", showgrid=False, zeroline=False,
+                                  showline=True, linecolor="#c5ced8", ticks="outside", ticklen=4))
     fig.update_layout(shapes=[dict(type="line", xref="paper", x0=0, x1=1, y0=y, y1=y, line=dict(color="#889", width=1))
                               for y in rank_lines])
     if win.mode == "exact":
@@ -267,6 +270,9 @@ def build_figure(win: data.Window, origin: int, groups: Sequence[str]) -> tuple[
         desc = _occupancy_trace(fig, win, rows, y0, origin)
     else:
         desc = "No event in this window."
+    # an invisible trace on the bottom axis, after the data traces: plotly draws an axis only with a trace on it
+    fig.add_scatter(x=[x0, x1], y=[0, 0], xaxis="x2", mode="markers", marker=dict(opacity=0), hoverinfo="skip",
+                    showlegend=False, name="axis")
     return fig, desc
 
 
