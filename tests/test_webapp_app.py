@@ -103,6 +103,11 @@ def test_bad_urls_give_inline_messages_never_tracebacks(client: DashClient) -> N
         ("/operators", "?run=gloo&group=bogus", "must be one of"),
         ("/operators", "?run=gloo&top=0", "must be at least 1"),
         ("/memory", "?run=gloo&component=HBM", "no such memory counter"),
+        ("/", "?run=gloo&step=99", "the run has no step 99"),
+        ("/timeline", "?run=gloo&step=99", "the selected ranks have no step 99"),
+        ("/timeline", "?run=gloo&start_ns=1&end_ns=5", "lies outside"),
+        ("/memory", "?run=gloo&start_ns=1&end_ns=5", "lies outside the run"),
+        ("/memory", "?run=gloo&start_ns=5", "start_ns and end_ns go together"),
         ("/communication", "?run=gloo&matrix=speed", "must be one of"),
         ("/overview-typo", "", "Page not found"),
     ]
@@ -179,3 +184,31 @@ def test_serve_reports_a_busy_port(tmp_path: Path) -> None:
         assert "Traceback" not in res.stdout + res.stderr
     finally:
         stop_server(proc)
+
+
+def test_small_display_rules(monkeypatch: pytest.MonkeyPatch) -> None:
+    import pandas as pd
+
+    from webapp import ui
+    from webapp.pages import memory, operators, overview
+
+    assert overview.scalar_label("step_time_ns") == "step time" and overview.scalar_label("loss") == "loss"
+    assert memory._peak(0) == "-" and memory._peak(None) == "-" and memory._peak(2**20) == "1.00 MiB"
+
+    # drill bars: the slower rank is red only when it is more than 5 % slower than the fastest
+    def colors(totals: list[float]) -> list[str]:
+        n = len(totals)
+        df = pd.DataFrame({"rank": range(n), "count": [1] * n, "total_ns": totals, "avg_ns": totals, "min_ns": totals,
+                           "p25_ns": totals, "p50_ns": totals, "p75_ns": totals, "p99_ns": totals, "max_ns": totals,
+                           "self_ns": totals})
+        monkeypatch.setattr(operators.data, "operator_drill", lambda *a, **k: df)
+        out = operators.drill(None, "r", "kernels", "name", "op", None, list(range(n)))  # type: ignore[arg-type]
+        return list(out[2].figure["data"][0]["marker"]["color"])
+
+    red = ui.COLORS["comm_not_overlapped"]
+    assert red not in colors([1000.0, 1004.0])
+    assert colors([1000.0, 1100.0]) == [ui.COLORS["computing"], red]
+    # grid columns: as wide as the content, the first one gives way to a budget
+    cols = ui.fit_columns([{"field": "key", "headerName": "name"}, {"field": "n", "headerName": "calls"}],
+                          [{"key": "x" * 80, "n": 1234567}], max_px=400, budget_px=350)
+    assert cols[0]["width"] == 350 - cols[1]["width"] and cols[1]["width"] >= len("1,234,567") * 7

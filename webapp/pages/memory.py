@@ -202,6 +202,12 @@ def curves_figure(curves: pd.DataFrame, peaks: pd.DataFrame, series: Sequence[st
     return fig
 
 
+def _peak(v: Any) -> str:
+    """A peak in bytes; "-" for a counter that never rose above 0 (not recorded, e.g. reserved on CPU)."""
+    n = pd.to_numeric(v, errors="coerce")
+    return "-" if pd.isna(n) or n <= 0 else fmt_bytes(n)
+
+
 def peaks_figure(peaks: pd.DataFrame, selected: Sequence[int]) -> Any:
     if peaks.empty:
         return ui.message("No memory samples for this counter.", "info")
@@ -211,11 +217,11 @@ def peaks_figure(peaks: pd.DataFrame, selected: Sequence[int]) -> Any:
     fig = ui.figure(height=320, barmode="group", yaxis_title="peak (MiB)")
     x = [f"rank {r}" for r in per["rank"]]
     for s in SERIES:
-        if per[s].notna().any():
+        if (pd.to_numeric(per[s], errors="coerce").fillna(0) > 0).any():  # a counter never above 0 was not recorded
             fig.add_bar(name=f"peak {s}", x=x, y=pd.to_numeric(per[s], errors="coerce") / 2**20, marker_color=ui.COLORS[s],
                         hovertemplate="%{x}: %{y:.2f} MiB<extra>peak " + s + "</extra>")
     top = per.loc[pd.to_numeric(per["allocated"], errors="coerce").idxmax()] if per["allocated"].notna().any() else None
-    rows = [[int(r["rank"]), fmt_bytes(r["allocated"]), fmt_bytes(r["reserved"]), fmt_bytes(r["active"])] for r in per.to_dict("records")]
+    rows = [[int(r["rank"]), _peak(r["allocated"]), _peak(r["reserved"]), _peak(r["active"])] for r in per.to_dict("records")]
     kids: list[Any] = [ui.graph(f"{P}-peaks-graph", fig)]
     if top is not None and len(per) > 1:
         kids.append(html.P(f"Highest peak allocated: rank {int(top['rank'])} ({fmt_bytes(top['allocated'])}); "

@@ -28,6 +28,7 @@ GROUP_LABELS = {"type": "by type", "name": "by name", "shape": "by name + input 
 SCOPE_LABELS = {"across": "across ranks", "rank": "per rank"}
 METRICS = {"total_ns": "total time", "self_ns": "self time", "avg_ns": "average", "max_ns": "max", "count": "calls",
            "spread_pct": "spread between ranks"}
+SLOW_SPREAD_PCT = 5.0  # drill bars: the slowest rank is marked when its total is this much above the fastest
 _MS = {"function": "params.value == null ? '' : d3.format(',.3f')(params.value)"}
 _INT = {"function": "params.value == null ? '' : d3.format(',')(params.value)"}
 _PCT = {"function": "params.value == null ? '' : d3.format('.1f')(params.value) + ' %'"}
@@ -278,7 +279,10 @@ def drill(rd: data.Reader, run: str, source: str, group: str, key: str, shape: s
     tot = ui.figure(height=220, showlegend=False, yaxis_title="total (ms)")
     tot.update_layout(margin=dict(l=60, r=20, t=10, b=40))
     fastest = float(df["total_ns"].min())
-    colors = [ui.COLORS["comm_not_overlapped"] if v == df["total_ns"].max() and len(df) > 1 else ui.COLORS["computing"] for v in df["total_ns"]]
+    # the slowest rank in red only when it stands out (more than SLOW_SPREAD_PCT above the fastest)
+    slowest = float(df["total_ns"].max())
+    stands_out = len(df) > 1 and fastest > 0 and (slowest - fastest) / fastest * 100 > SLOW_SPREAD_PCT
+    colors = [ui.COLORS["comm_not_overlapped"] if stands_out and v == slowest else ui.COLORS["computing"] for v in df["total_ns"]]
     tot.add_bar(x=x, y=df["total_ns"] / 1e6, marker_color=colors, hovertemplate="%{x}: %{y:.3f} ms<extra></extra>")
     rows = [
         [int(r["rank"]), fmt_int(r["count"]), fmt_ns(r["total_ns"]), fmt_ns(r["avg_ns"]), fmt_ns(r["min_ns"]), fmt_ns(r["p50_ns"]),

@@ -60,8 +60,15 @@ def _layout(rd: data.Reader, run_q: Any, ranks_q: Any, step_q: Any) -> html.Div:
     step = None
     try:
         step = parse_int("step", step_q, minimum=0)
+        if step is not None:
+            known = [int(x) for x in data.steps(store, run, None)["step"]]
+            if step not in known:
+                have = (f"it has steps {known[0]}–{known[-1]}" if len(known) > 1 else
+                        f"it has step {known[0]}" if known else "it has no steps")
+                raise BadParameter("step", step, f"the run has no step {step} ({have})")
     except BadParameter as exc:
-        notes.append(ui.message(f"{exc}; showing the mean over steps."))
+        notes.append(ui.message(f"{exc}; showing the mean over steps.", id=f"{P}-url-note"))
+        step = None
     return html.Div(
         [
             ui.header("Overview", "Runs in the store, what each rank recorded, and where each rank's step time goes."),
@@ -255,8 +262,10 @@ def _step_bars(bd: pd.DataFrame, step: int | None, run: str, votes: pd.DataFrame
         df = df[df["step"] == step]
         if df.empty:
             return html.Div([html.H2(title), ui.message(f"no rank has step {step}")], className="card")
+    elif df["step"].notna().any():
+        df = df[df["step"].notna()]
     else:
-        df = df[df["step"].notna()] if df["step"].notna().any() else df
+        title = "Step time per rank — whole run (no steps recorded)"
     num = ["step_ns", "computing_ns", "overlapped_ns", "comm_not_overlapped_ns", "free_ns", "preparing_ns", "communication_ns"]
     for c in num:
         df[c] = pd.to_numeric(df[c], errors="coerce").astype("float64")
@@ -346,6 +355,12 @@ def _heatmap(bd: pd.DataFrame, run: str) -> html.Div:
     )
 
 
+def scalar_label(name: str) -> str:
+    """A scalar's name for people: ``step_time_ns`` → ``step time`` (the unit goes beside it)."""
+    base = name[:-3] if name.endswith("_ns") else name
+    return base.replace("_", " ") if base.replace("_", "").isalnum() else base
+
+
 def _scalars(sc: pd.DataFrame) -> html.Div:
     if sc.empty:
         return html.Div(
@@ -359,7 +374,8 @@ def _scalars(sc: pd.DataFrame) -> html.Div:
     for name in names[:8]:
         d = sc[sc["name"] == name]
         scale, unit = (1e6, " (ms)") if str(name).endswith("_ns") else (1.0, "")
-        fig = ui.figure(height=260, xaxis_title="step", yaxis_title=plot_text(name) + unit, title=plot_text(name))
+        label = scalar_label(str(name))
+        fig = ui.figure(height=260, xaxis_title="step", yaxis_title=plot_text(label) + unit, title=plot_text(label + unit))
         for rank, g in d.groupby("rank"):
             fig.add_scatter(x=g["step"], y=g["value"] / scale, mode="lines+markers" if len(g) <= 50 else "lines",
                             name=f"rank {rank}")
