@@ -186,10 +186,12 @@ def test_serve_reports_a_busy_port(tmp_path: Path) -> None:
         stop_server(proc)
 
 
-def test_small_display_rules(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_small_display_rules(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     import pandas as pd
 
     from webapp import ui
+
+    create_app(tmp_path / "store")  # the pages register themselves with an app
     from webapp.pages import memory, operators, overview
 
     assert overview.scalar_label("step_time_ns") == "step time" and overview.scalar_label("loss") == "loss"
