@@ -279,7 +279,7 @@ FACT_TABLES: tuple[Table, ...] = (
             _c("op_name", "VARCHAR", "Operation name (per-step totals such as 'Total Op Info' are not stored: sum the rows)."),
             _c("group_name", "VARCHAR", "Communication group key."),
             _c("transport", "VARCHAR", "RDMA, HCCS, PCIE, SDMA, SIO, ..."),
-            _c("bytes", "BIGINT", "Bytes moved (source MB x 1024^2)."),
+            _c("bytes", "BIGINT", "Bytes moved (source MB x 10^6: Ascend communication files use decimal MB)."),
             _c("transit_ns", "BIGINT", "Transit time (ns)."),
             _c("bandwidth_bytes_per_s", "DOUBLE", "Bandwidth (bytes/s) as reported."),
             _c("large_packet_ratio", "DOUBLE", "Share of large packets (0..1)."),

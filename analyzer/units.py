@@ -11,9 +11,12 @@ import pyarrow.compute as pc
 
 MIB = 1024 * 1024
 KIB = 1024
-# Ascend tools write bandwidth as "GB/s" but compute it as MB / ms with MB = 1024^2 bytes
-# (communication.json: 28.647232 MB / 1.8168363 ms = 15.7676 "GB/s"), so one unit is 1024^2 * 1000 B/s.
-ASCEND_GB_PER_S = MIB * 1000
+# Ascend communication files (communication.json, communication_matrix.json, analysis.db) write
+# sizes in decimal MB: a packet of "2.064384" MB in a Size Distribution is the 2 064 384-byte
+# size(Byte) of the HCCL tasks that carried it. Their "GB/s" is that MB per ms, i.e. 10^9 B/s.
+# (Memory files are different: their MB is 1024^2 bytes, KB 1024.)
+COMM_MB = 1_000_000
+ASCEND_GB_PER_S = 1_000_000_000
 _NULL_TOKENS = {"", "N/A", "NA", "n/a", "None", "null", "nan", "NaN"}
 
 
@@ -61,8 +64,8 @@ def ms_to_ns(value: Any) -> int | None:
 
 
 def mb_to_bytes(value: Any) -> int | None:
-    """MB as written by Ascend tools (1024^2 bytes) to bytes."""
-    return _scaled(value, MIB)
+    """MB as written in Ascend communication files (10^6 bytes, see COMM_MB) to bytes."""
+    return _scaled(value, COMM_MB)
 
 
 def kb_to_bytes(value: Any) -> int | None:
@@ -70,7 +73,7 @@ def kb_to_bytes(value: Any) -> int | None:
 
 
 def ascend_gbps_to_bytes_per_s(value: float | str | None) -> float | None:
-    """An Ascend 'Bandwidth(GB/s)' value (MB/ms, MB = 1024^2) to bytes per second."""
+    """An Ascend 'Bandwidth(GB/s)' value (decimal MB per ms = 10^9 B/s) to bytes per second."""
     if value is None or isinstance(value, bool):
         return None
     try:

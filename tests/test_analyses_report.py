@@ -117,7 +117,7 @@ def test_slow_links_on_npu_sample(tmp_path):
     for r in (0, 1):
         doc = json.loads((NPU_TEXT / f"rank{r}_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "communication.json").read_text())
         ops = [v for k, v in doc["step50"]["collective"].items() if k != "Total Op Info"]
-        size = sum(o["Communication Bandwidth Info"]["HCCS"]["Transit Size(MB)"] for o in ops) * 1024 * 1024
+        size = sum(o["Communication Bandwidth Info"]["HCCS"]["Transit Size(MB)"] for o in ops) * 1e6
         time = sum(o["Communication Bandwidth Info"]["HCCS"]["Transit Time(ms)"] for o in ops) / 1000
         bw.append(size / time)
     assert rank_level["min_bytes_per_s"] == pytest.approx(min(bw), rel=1e-4)

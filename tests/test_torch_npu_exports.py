@@ -140,9 +140,13 @@ def test_text_communication(store: Store, rank: int) -> None:
     first = comm[f"{got[0]['name']}@{got[0]['group_name']}"]["Communication Bandwidth Info"]["HCCS"]
     rows = [b for b in bw if b["op_name"] == got[0]["name"] and b["transport"] == "HCCS"]
     summary = next(b for b in rows if b["packet_size_bytes"] is None)
-    assert summary["bytes"] == round(first["Transit Size(MB)"] * 1024 * 1024)
+    assert summary["bytes"] == round(first["Transit Size(MB)"] * 1e6)  # decimal MB in communication files
     buckets = {b["packet_size_bytes"]: b["packet_count"] for b in rows if b["packet_size_bytes"] is not None}
-    assert buckets == {round(float(k) * 1024 * 1024): v[0] for k, v in first["Size Distribution"].items()}
+    assert buckets == {round(float(k) * 1e6): v[0] for k, v in first["Size Distribution"].items()}
+    # the unit, checked against another file: each packet size is the size(Byte) of HCCL tasks in the trace
+    task_sizes = {e["args"]["size(Byte)"] for e in json.loads(text_file(rank, "trace_view.json").read_text(encoding="utf-8"))
+                  if isinstance(e.get("args"), dict) and "size(Byte)" in e["args"]}
+    assert set(buckets) <= task_sizes
     assert not any(b["op_name"] == "Total Op Info" for b in bw)
 
 
@@ -156,7 +160,7 @@ def test_text_comm_links_have_global_ranks(store: Store) -> None:
     assert by[(0, 0, 5)]["dst_rank"] is None  # local rank 5 of the 8-card group was not profiled
     matrix = json.loads(text_file(0, "communication_matrix.json").read_text(encoding="utf-8"))
     link = matrix["step50"]["collective"][f"allreduce-top1@{by[(0, 0, 1)]['group_name']}"]["0-1"]
-    assert by[(0, 0, 1)]["bytes"] == round(link["Transit Size(MB)"] * 1024 * 1024)
+    assert by[(0, 0, 1)]["bytes"] == round(link["Transit Size(MB)"] * 1e6)
     assert by[(0, 0, 1)]["op_name"] == link["Op Name"]
     groups = q(store, "SELECT rank, local_rank, global_ranks FROM comm_groups WHERE run = 'torch_npu_text_level1' ORDER BY rank")
     assert [(g["rank"], g["local_rank"]) for g in groups] == [(0, 0), (1, 1)]
@@ -297,7 +301,7 @@ def test_text_and_db_agree_on_counts_and_kinds(store: Store) -> None:
 
 
 def test_bandwidth_units_agree_with_bytes_and_time(store: Store) -> None:
-    # Ascend "GB/s" is MB/ms with MB = 1024^2: stored bytes/s must equal stored bytes / transit time
+    # Ascend "GB/s" is decimal MB per ms: stored bytes/s must equal stored bytes / transit time
     rows = q(
         store,
         "SELECT run, bytes, transit_ns, bandwidth_bytes_per_s FROM comm_bandwidth "

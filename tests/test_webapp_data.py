@@ -227,13 +227,13 @@ def test_npu_matrix_and_bandwidth_match_the_profiler_files(store: Store, rd: dat
                     total[link] = total.get(link, 0) + v["Transit Size(MB)"]
     m = data.comm_matrix(rd, "npu", None)
     got = m[m["src"] == "0"]
-    assert abs(float(got[got["dst"] == "1"]["bytes"].iloc[0]) - total["0-1"] * 2**20) < 16
-    assert abs(float(got[got["dst"] == "0"]["bytes"].iloc[0]) - total["0-0"] * 2**20) < 16
+    assert abs(float(got[got["dst"] == "1"]["bytes"].iloc[0]) - total["0-1"] * 1e6) < 16
+    assert abs(float(got[got["dst"] == "0"]["bytes"].iloc[0]) - total["0-0"] * 1e6) < 16
     comm = json.loads((out / "communication.json").read_text())
     ops = [op for st in comm.values() for name, op in st["collective"].items() if not name.startswith("Total Op Info")]
     hccs = sum(op["Communication Bandwidth Info"]["HCCS"]["Transit Size(MB)"] for op in ops)
     bw = data.comm_bandwidth(rd, "npu", [0])
-    assert abs(float(bw[bw["transport"] == "HCCS"]["bytes"].iloc[0]) - hccs * 2**20) < 64
+    assert abs(float(bw[bw["transport"] == "HCCS"]["bytes"].iloc[0]) - hccs * 1e6) < 64
     per = data.comm_per_rank(rd, "npu", [0])
     waits = sum(op["Communication Time Info"]["Wait Time(ms)"] for op in ops)
     assert abs(float(per["wait_ns"].iloc[0]) - waits * 1e6) < 10
