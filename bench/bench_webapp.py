@@ -314,9 +314,14 @@ def main() -> None:
         rows = out["response"]["op-grid"]["rowData"]
         if rows:
             pick = rows[rng.randrange(min(10, len(rows)))]
-            timed("operators drill one type across 64 ranks", lambda: cl.call(
-                "op-drill.children", {"op-grid.selectedRows": [pick], "op-grid.rowData": None},
-                {"op-run.value": RUN, "op-ranks.value": [], "op-source.value": "kernels", "op-group.value": "type"}))
+            def drill_call() -> tuple[float, int, Any]:
+                out = cl.call("op-drill.children", {"op-grid.selectedRows": [pick], "op-grid.rowData": rows},
+                              {"op-run.value": RUN, "op-ranks.value": [], "op-source.value": "kernels", "op-group.value": "type"})
+                if str(pick["key"]) not in json.dumps(out[2]):  # a real drill names its operator
+                    raise RuntimeError(f"the drill did not show {pick['key']!r}")
+                return out
+
+            timed("operators drill one type across 64 ranks", drill_call)
         # memory
         if component:
             timed("memory curves 8 ranks", lambda: cl.call("mem-curves.figure", {
