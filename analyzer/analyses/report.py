@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..format import is_missing, json_ready
 from ..store import Store
 from ._run import resolve
 from .advisor import advise
@@ -85,56 +86,36 @@ def build_report(store: Store, run: str | None = None) -> dict[str, Any]:
     }
 
 
-def _plain(v: Any) -> Any:
-    if v is None or v is pd.NA:
-        return None
-    if isinstance(v, (np.integer,)):
-        return int(v)
-    if isinstance(v, (np.floating, float)):
-        return None if math.isnan(float(v)) else float(v)
-    if isinstance(v, (np.bool_,)):
-        return bool(v)
-    if isinstance(v, np.ndarray):
-        return [_plain(x) for x in v.tolist()]
-    if isinstance(v, (list, tuple)):
-        return [_plain(x) for x in v]
-    if isinstance(v, dict):
-        return {str(k): _plain(x) for k, x in v.items()}
-    if isinstance(v, pd.Timestamp):
-        return v.isoformat()
-    return v
-
-
 def report_json(report: dict[str, Any]) -> str:
     out: dict[str, Any] = {}
     for k, v in report.items():
         if isinstance(v, pd.DataFrame):
-            out[k] = [{c: _plain(x) for c, x in row.items()} for row in v.to_dict("records")]
+            out[k] = [{c: json_ready(x) for c, x in row.items()} for row in v.to_dict("records")]
         else:
-            out[k] = _plain(v)
+            out[k] = json_ready(v)
     return json.dumps(out, indent=2, default=str)
 
 
 def _ms(v: Any) -> str:
-    if v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v)):
+    if is_missing(v):
         return "-"
     return f"{float(v) / 1e6:.3f}"
 
 
 def _num(v: Any) -> str:
-    if v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v)):
+    if is_missing(v):
         return "-"
     return str(int(v)) if float(v) == int(float(v)) else f"{float(v):.3f}"
 
 
 def _gbps(v: Any) -> str:
-    if v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v)):
+    if is_missing(v):
         return "-"
     return f"{float(v) / 1e9:.4g}"
 
 
 def _size(v: Any) -> str:
-    if v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v)):
+    if is_missing(v):
         return "-"
     b = float(v)
     for unit, k in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
