@@ -252,13 +252,19 @@ def summary(run_name: str | None, top: int, as_json: bool, store: Store) -> None
 @store_option
 @handle_errors
 def query(sql: str, run_name: str | None, fmt: str, limit: int, store: Store) -> None:
-    """Run a read-only SQL query over every rank and run (tables: see `analyze schema`)."""
+    """Run a read-only SQL query over every rank and run (tables: see `analyze schema`).
+
+    The analyses are tables too: `SELECT * FROM analysis.step_breakdown` (computed for --run, or for
+    every run, when a query names them; `analyze schema` lists them).
+    """
     store.require()
     if run_name is not None:
         from .summary import resolve_run
 
         resolve_run(store, run_name)  # an unknown run is an error, not an empty result
-    df = store.query(sql, run=run_name)
+    from .analyses.views import analysis_tables
+
+    df = store.query(sql, run=run_name, tables=analysis_tables(store, sql, run_name))
     if fmt == "csv":
         out = io.StringIO()
         w = csv.writer(out, lineterminator="\n")
@@ -296,6 +302,11 @@ def schema_cmd(markdown: bool) -> None:
         click.echo(f"{t.name} ({kind}): {t.doc}")
         for c in t.columns:
             click.echo(f"    {c.name:<36} {c.type:<10} {c.doc}")
+    from .analyses.views import SCHEMA, VIEWS
+
+    click.echo(f"\nanalysis tables (computed when a query names them; a `run` column first; docs/analyses.md):")
+    for name, (_, doc) in VIEWS.items():
+        click.echo(f"  {SCHEMA}.{name:<28} {doc}")
 
 
 schema_cmd.name = "schema"

@@ -22,7 +22,7 @@ import fcntl
 import os
 import re
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -254,10 +254,24 @@ class Store:
 
     # -- queries --------------------------------------------------------------------------------
 
-    def query(self, sql: str, params: Sequence[Any] | None = None, run: str | None = None) -> pd.DataFrame:
-        """Run one read-only SELECT over every table and return a DataFrame."""
+    def query(
+        self, sql: str, params: Sequence[Any] | None = None, run: str | None = None,
+        tables: Mapping[str, pa.Table] | None = None,
+    ) -> pd.DataFrame:
+        """Run one read-only SELECT over every table and return a DataFrame.
+
+        ``tables``: more tables for this query, ``{"schema.name" or "name": Arrow table}`` (the analyses).
+        """
         check_read_only(sql)
         with self.read_connection(run=run) as con:
+            for qualified, table in (tables or {}).items():
+                schema_name, _, name = qualified.rpartition(".")
+                if schema_name:
+                    con.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema_name}"')
+                con.register("__extra", table)
+                target = f'"{schema_name}"."{name}"' if schema_name else f'"{name}"'
+                con.execute(f"CREATE TABLE {target} AS SELECT * FROM __extra")
+                con.unregister("__extra")
             try:
                 return _exact_frame(con.sql(sql, params=list(params) if params else None))
             except duckdb.Error as exc:

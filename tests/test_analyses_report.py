@@ -179,6 +179,42 @@ def test_analyze_report_cli(gloo4):
     assert bad.exit_code == 1 and "no run named 'nope'" in bad.output
 
 
+def test_analyses_are_sql_tables_in_analyze_query(gloo4, tmp_path):
+    """`analyze query` sees every analysis as analysis.<name>: the same rows as the Python function,
+    joinable with the fact tables, over one run or every run (a run column first)."""
+    store = str(gloo4.path)
+
+    def query(sql: str, *extra: str) -> list[dict]:
+        res = CliRunner().invoke(main, ["query", sql, "--store", store, "--format", "json", *extra])
+        assert res.exit_code == 0, res.output
+        return json.loads(res.output)
+
+    rows = query("SELECT * FROM analysis.step_breakdown ORDER BY rank, step", "--run", "gloo4")
+    expected = step_breakdown(gloo4, "gloo4")
+    assert len(rows) == len(expected) == 24
+    assert [r["run"] for r in rows] == ["gloo4"] * 24
+    assert [r["computing_ns"] for r in rows] == [int(v) for v in expected["computing_ns"]]
+    assert [r["free_ns"] for r in rows] == [int(v) for v in expected["free_ns"]]
+    # joined with a fact table: the convicted rank with its kernel count from the same store
+    (top,) = query("SELECT v.rank, v.votes, k.n FROM analysis.slow_ranks v JOIN "
+                   "(SELECT rank, count(*) AS n FROM slices GROUP BY rank) k USING (rank) ORDER BY v.votes DESC LIMIT 1")
+    assert top["rank"] == 1 and top["votes"] > 0 and top["n"] > 0
+    # list and nested columns survive (the advisor's evidence, the layout's members)
+    adv = query("SELECT rule, ranks, evidence FROM analysis.advice")
+    assert adv[0]["rule"] == "slow_rank" and adv[0]["ranks"] == [1] and adv[0]["evidence"]
+    assert {r["dim"] for r in query("SELECT dim FROM analysis.parallel_dims")} == {"dp", "pp"}
+    # every run when --run is not given (a copy of the store, the module's store stays one run)
+    store = str(shutil.copytree(gloo4.path, tmp_path / "two_runs"))
+    ingest(REPO / "sample_data" / "kineto_gloo_2rank", Path(store), "g2")
+    per_run = query('SELECT run, count(*) AS n FROM analysis."step_breakdown" GROUP BY run ORDER BY run')
+    assert per_run == [{"run": "g2", "n": 4}, {"run": "gloo4", "n": 24}]
+    # a table the analyses do not have is named in the error
+    bad = CliRunner().invoke(main, ["query", "SELECT * FROM analysis.nope", "--store", store])
+    assert bad.exit_code == 1 and "no analysis table analysis.nope" in bad.output
+    schema_out = CliRunner().invoke(main, ["schema"]).output
+    assert "analysis.slow_rank_evidence" in schema_out
+
+
 def test_layout_pure_data_parallel_gloo(tmp_path):
     """sample_data/kineto_gloo_2rank: DDP on 2 ranks, only default_pg all-reduces: DP = 2. The
     torch_npu sample's group (2 of 8 cards, members known only from the reporting ranks) stays

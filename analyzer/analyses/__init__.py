@@ -1,6 +1,7 @@
 """Cluster analyses over the store: every function takes a Store and a run name (default: the most
-recently ingested run) and returns a pandas DataFrame. Definitions follow msprof-analyze; wall-time
-categories are interval unions (docs/analyses.md).
+recently ingested run) and returns a pandas DataFrame; each is also a table ``analysis.<name>`` of
+`analyze query` (views.py). Definitions follow msprof-analyze; wall-time categories are interval
+unions (docs/analyses.md).
 
 | function | one row per |
 |---|---|
