@@ -304,7 +304,7 @@ def schema_cmd(markdown: bool) -> None:
             click.echo(f"    {c.name:<36} {c.type:<10} {c.doc}")
     from .analyses.views import SCHEMA, VIEWS
 
-    click.echo(f"\nanalysis tables (computed when a query names them; a `run` column first; docs/analyses.md):")
+    click.echo("\nanalysis tables (computed when a query names them; a `run` column first; docs/analyses.md):")
     for name, (_, doc) in VIEWS.items():
         click.echo(f"  {SCHEMA}.{name:<28} {doc}")
 

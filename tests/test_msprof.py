@@ -273,3 +273,78 @@ def test_export_folder_without_its_prof_parent_and_zero_byte_files(tmp_path: Pat
     # nothing at all to read: the exit code says so
     proc = analyze("ingest", str(root / "node2"), "--store", str(tmp_path / "store2"), check=False)
     assert proc.returncode != 0
+
+
+# ---------------------------------------------------------------------------------------------
+# db export (msprof --type=db) and the same reader for MindSpore's export_type=db
+# ---------------------------------------------------------------------------------------------
+
+MSPROF_DB = DATA / "msprof_db"  # a real msprof db (ascend-msinsight full_db/msprof_0.db) in a PROF folder
+
+
+def sqlite_rows(db: Path, sql: str) -> list[tuple]:
+    import sqlite3
+
+    con = sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro&immutable=1", uri=True)
+    try:
+        return con.execute(sql).fetchall()
+    finally:
+        con.close()
+
+
+def test_msprof_db_export_values_from_the_db(tmp_path: Path) -> None:
+    """A PROF folder holding only msprof_{ts}.db: kernels, timeline, CANN API and the NPU_OP_MEM memory
+    land in the same tables as a text export, each value as the db gives it."""
+    store = ingest(MSPROF_DB, tmp_path)
+    db = next(MSPROF_DB.glob("PROF_*/msprof_*.db"))
+    (col,) = q(store, "SELECT producer, status, capabilities, missing FROM collections")
+    assert (col["producer"], col["status"]) == ("msprof", "complete")
+    assert {"kernels", "timeline", "memory", "operator_memory", "cann_api"} <= set(col["capabilities"])
+    assert any("communication_analyzer.db" in s for s in col["missing"])
+    assert not any("not exported" in s for s in col["missing"])
+    # compute kernels: COMPUTE_TASK_INFO joined to TASK, names through STRING_IDS, exact ns
+    want = sorted(sqlite_rows(db, "SELECT s.value, t.startNs, t.endNs - t.startNs FROM COMPUTE_TASK_INFO c "
+                                  "JOIN TASK t USING (globalTaskId) JOIN STRING_IDS s ON s.id = c.name"))
+    got = q(store, "SELECT name, ts_ns, dur_ns FROM kernels WHERE NOT is_communication ORDER BY name, ts_ns")
+    assert [(k["name"], k["ts_ns"], k["dur_ns"]) for k in got] == want and len(want) == 11
+    assert sum(k["dur_ns"] for k in got) == 663872
+    (n_api,) = sqlite_rows(db, "SELECT count(*) FROM CANN_API")[0]
+    assert q(store, "SELECT count(*) AS n FROM slices WHERE name LIKE 'AscendCL@%' OR name LIKE 'Runtime@%' "
+                    "OR name LIKE 'Node@%' OR name LIKE 'Model@%' OR name LIKE 'Hccl@%'")[0]["n"] == n_api
+    # NPU_OP_MEM: allocator totals per event, and allocate/release pairs as operator memory blocks
+    mem = sqlite_rows(db, "SELECT count(*), max(totalAllocate), max(totalReserve) FROM NPU_OP_MEM")[0]
+    assert tuple(q(store, "SELECT count(*) AS n, max(allocated_bytes) AS a, max(reserved_bytes) AS r "
+                          "FROM memory_samples")[0].values()) == mem
+    allocs = sqlite_rows(db, "SELECT count(*), sum(size) FROM NPU_OP_MEM WHERE type = "
+                             "(SELECT id FROM ENUM_MEMORY WHERE name = 'allocate')")[0]
+    blocks = q(store, "SELECT name, size_bytes, alloc_ns, release_ns, duration_ns FROM operator_memory")
+    assert (len(blocks), sum(b["size_bytes"] for b in blocks)) == allocs
+    assert all(b["duration_ns"] == b["release_ns"] - b["alloc_ns"] > 0 for b in blocks if b["release_ns"] is not None)
+    first = min(blocks, key=lambda b: b["alloc_ns"])
+    assert (first["name"], first["size_bytes"], first["duration_ns"]) == ("hcom_reduceScatter__305_26_1", 65536,
+                                                                          1710490360222953520 - 1710490360222620070)
+
+
+def test_mindspore_db_export_with_its_communication_analyzer_db(tmp_path: Path) -> None:
+    """MindSpore export_type=db writes ascend_mindspore_profiler_{rank}.db (msprof's tables) and
+    communication_analyzer.db (torch_npu's analysis.db tables). No public MindSpore db exists: this
+    folder is constructed from the real msprof db above and the real torch_npu analysis.db, renamed."""
+    db = next(MSPROF_DB.glob("PROF_*/msprof_*.db"))
+    analysis = Path(__file__).resolve().parents[1] / "sample_data" / "torch_npu_db_level1" / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "analysis.db"
+    root = tmp_path / "ms" / "node1_4242_20240315081920123_ascend_ms"
+    (root / "ASCEND_PROFILER_OUTPUT").mkdir(parents=True)
+    shutil.copyfile(db, root / "ASCEND_PROFILER_OUTPUT" / "ascend_mindspore_profiler_3.db")
+    shutil.copyfile(analysis, root / "ASCEND_PROFILER_OUTPUT" / "communication_analyzer.db")
+    store = tmp_path / "store"
+    analyze("ingest", str(tmp_path / "ms"), "--store", str(store))
+    (col,) = q(store, "SELECT rank, producer, status, missing FROM collections")
+    assert (col["rank"], col["producer"], col["status"]) == (3, "mindspore", "complete")
+    assert not any("not read by this version" in s for s in col["missing"])
+    assert q(store, "SELECT count(*) AS n FROM kernels WHERE NOT is_communication")[0]["n"] == 11
+    # the communication analysis: CommAnalyzerTime ops and CommAnalyzerMatrix links, units converted
+    (n_ops,) = sqlite_rows(analysis, "SELECT count(*) FROM CommAnalyzerTime")[0]
+    assert q(store, "SELECT count(*) AS n FROM comm_ops")[0]["n"] == n_ops
+    (n_links,) = sqlite_rows(analysis, "SELECT count(*) FROM CommAnalyzerMatrix")[0]
+    assert q(store, "SELECT count(*) AS n FROM comm_links")[0]["n"] == n_links > 0
+    files = {r["path"].rsplit("/", 1)[-1]: r["status"] for r in q(store, "SELECT path, status FROM source_files")}
+    assert files == {"ascend_mindspore_profiler_3.db": "ok", "communication_analyzer.db": "ok"}

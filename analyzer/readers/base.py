@@ -71,6 +71,15 @@ class CollectionMeta:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+# what a collection holds, named by the fact table that holds it (the overview's "what each rank recorded")
+TABLE_CAPABILITIES = (
+    ("operators", "operators"), ("kernels", "kernels"), ("kernel_metrics", "kernel_metrics"),
+    ("comm_ops", "communication"), ("comm_links", "comm_matrix"), ("memory_samples", "memory"),
+    ("operator_memory", "operator_memory"), ("steps", "steps"), ("step_trace", "step_trace"),
+    ("statistics", "statistics"), ("counters", "counters"), ("slices", "timeline"),
+)
+
+
 class ReadContext:
     def __init__(self, plan: CollectionPlan, writer: FactWriter):
         self.plan = plan
@@ -103,6 +112,12 @@ class ReadContext:
         except Exception as exc:  # noqa: BLE001 - any failure is recorded against the file
             outcome.status = "error"
             outcome.error = f"{type(exc).__name__}: {exc}"
+
+    def add_table_capabilities(self) -> None:
+        """A capability for every fact table this collection wrote (TABLE_CAPABILITIES)."""
+        for table, cap in TABLE_CAPABILITIES:
+            if self.writer.has(table):
+                self.meta.capabilities.add(cap)
 
     def ignore(self, path: Path, reason: str) -> None:
         if path not in self.outcomes:

@@ -1047,16 +1047,7 @@ def _fill_meta(ctx: ReadContext, router: _TraceRouter, metas: list[dict[str, Any
     }
     w = ctx.writer
     caps = m.capabilities
-    if w.has("operators"):
-        caps.add("operators")
-    if w.has("kernels"):
-        caps.add("kernels")
-    if w.has("comm_ops"):
-        caps.add("communication")
-    if w.has("memory_samples"):
-        caps.add("memory")
-    if w.has("steps"):
-        caps.add("steps")
+    ctx.add_table_capabilities()
     if router.has_stacks:
         caps.add("stacks")
     if router.has_shapes:

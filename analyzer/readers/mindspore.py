@@ -11,6 +11,8 @@ Also read, by this module:
 
 - ``FRAMEWORK/cpu_*`` host-CPU text files (see mindspore_cpu): CPU memory curve and op statistics;
   the op timestamps when the job died before ``analyse()`` wrote a trace;
+- the db export (``export_type=db``: ``ascend_mindspore_profiler_{rank}.db`` + ``communication_analyzer.db``)
+  through the torch_npu db reader (``read_ascend_db``; msprof's CANN tables, framework ops when present);
 - a ``PROF_*/mindstudio_profiler_output/`` left by an unfinished parse (read as msprof output);
 - the dynamic-profiling window folder ``rank{r}_start{a}_stop{b}/`` around the collection.
 
@@ -70,7 +72,7 @@ def _int(v: Any) -> int | None:
 
 def resolve_rank(d: Path) -> tuple[int | None, str | None]:
     """Rank of a ``*_ascend_ms`` folder (formats.md §7.5, MindSpore): ``profiler_info_{r}.json``
-    name -> ``rank-{r}_`` folder name (2.3/2.4) -> dynamic window ``rank{r}_start{a}_stop{b}`` ->
+    name -> ``rank-{r}_`` folder name (2.3/2.4) -> ``ascend_mindspore_profiler_{r}.db`` name -> dynamic window ``rank{r}_start{a}_stop{b}`` ->
     the ``_{r}`` suffix of the FRAMEWORK host-CPU files -> ``ms_profiler_info.rank_id`` ->
     ``PROF_*/device_*/info.json.*`` ``rank_id`` (not -1)."""
     try:
@@ -87,6 +89,10 @@ def resolve_rank(d: Path) -> tuple[int | None, str | None]:
     m = RANK_DIR_RE.match(d.name)
     if m:
         return int(m.group(1)), "rank_dir_name"
+    out = d / OUTPUT_DIR
+    db_ranks = {int(m.group(1)) for m in (MS_DB_RE.match(p.name) for p in (out.iterdir() if out.is_dir() else ())) if m and m.group(1)}
+    if len(db_ranks) == 1:
+        return db_ranks.pop(), "db_name"
     m = WINDOW_DIR_RE.match(d.parent.name)
     if m:
         return int(m.group(1)), "window_dir"
@@ -233,11 +239,11 @@ def read_mindspore(ctx: ReadContext) -> None:
         read_torch_npu_text(ctx, op_processes=MS_OP_PROCESSES)
         if "kernel_details.csv" not in names and "trace_view.json" in names:
             cpu_comm_ops_from_trace(ctx, out / "trace_view.json")
+    elif ms_dbs := sorted(f for f in plan.files if f.parent == out and MS_DB_RE.match(f.name)):
+        _read_db(ctx, ms_dbs)
     else:
         prof_exports = [p for p in sorted(root.glob(f"PROF_*/{EXPORT_DIR}")) if p.is_dir()]
         stage = _log_stage(root)
-        if any(MS_DB_RE.match(n) for n in names):
-            m.missing.append("db export only (export_type=db): the MindSpore db is not read by this version; re-run with export_type=text")
         if "cpu_op_execute_timestamp" in cpu:
             write_cpu_ops_from_timestamps(ctx, cpu["cpu_op_execute_timestamp"], cpu.get("cpu_framework"))
             m.status = "partial"
@@ -276,6 +282,26 @@ def read_mindspore(ctx: ReadContext) -> None:
             ctx.ignore(f, f"raw CANN data; its parsed form is in {OUTPUT_DIR}/")
 
 
+def _read_db(ctx: ReadContext, dbs: list[Path]) -> None:
+    """export_type=db: ``ascend_mindspore_profiler_{rank}.db`` (msprof-style tables, formats.md §2.1)
+    and ``communication_analyzer.db`` (the CommAnalyzer* tables of torch_npu's analysis.db), read by
+    the torch_npu db reader."""
+    from .torch_npu_common import Groups
+    from .torch_npu_db import read_ascend_db
+
+    out = ctx.plan.root / OUTPUT_DIR
+    main = next((f for f in dbs if f.name == f"ascend_mindspore_profiler_{ctx.rank}.db"), dbs[0])
+    for other in dbs:
+        if other != main:
+            ctx.ignore(other, f"profiler db of another rank (rank {ctx.rank} read from {main.name})")
+    analysis = out / "communication_analyzer.db"
+    analysis = analysis if analysis in ctx.plan.files else None
+    groups = Groups(ctx.rank, ctx.plan.hints, ctx.meta.extra.get("user_metadata"))  # read by _read_profiler_info
+    read_ascend_db(ctx, main, analysis, groups, "ascend_mindspore_profiler.db", "a MindSpore profiler db")
+    if analysis is None:
+        ctx.meta.missing.append("no communication_analyzer.db: no wait/transit split, bandwidth or communication matrix")
+
+
 _NOT_FOR_MINDSPORE = (
     "torch_npu.profiler",  # torch_npu's offline parser
     "no rank found in profiler_info",  # torch_npu's rank sources
@@ -301,16 +327,7 @@ def _fill_after(ctx: ReadContext, info: dict[str, Any] | None, window: tuple[int
     m = ctx.meta
     w = ctx.writer
     params = _fill_info_meta(ctx, info)
-    if w.has("memory_samples"):
-        m.capabilities.add("memory")
-    if w.has("statistics"):
-        m.capabilities.add("statistics")
-    if w.has("operators"):
-        m.capabilities.add("operators")
-    if w.has("slices"):
-        m.capabilities.add("timeline")
-    if w.has("comm_ops"):
-        m.capabilities.add("communication")
+    ctx.add_table_capabilities()
     if m.status == "unparsed":
         return
     acts = [str(a) for a in (params.get("activities") or [])]

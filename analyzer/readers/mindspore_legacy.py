@@ -531,12 +531,7 @@ def _meta(ctx: ReadContext, files: dict[str, Path], hz: int) -> None:
     m = ctx.meta
     w = ctx.writer
     m.producer_version = m.producer_version or "MindSpore <= 2.2 (legacy profiler files)"
-    for table, cap in (
-        ("kernels", "kernels"), ("steps", "steps"), ("statistics", "statistics"), ("slices", "timeline"),
-        ("memory_samples", "memory"), ("operator_memory", "operator_memory"), ("operators", "operators"),
-    ):
-        if w.has(table):
-            m.capabilities.add(cap)
+    ctx.add_table_capabilities()
     if any(k in files for k in ("input_shapes",)) or "framework_raw" in files:
         m.capabilities.add("shapes")
     m.missing.append("times are on the device clock (the legacy files carry no wall-clock reference)")

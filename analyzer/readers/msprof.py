@@ -11,6 +11,7 @@ What is read, by folder:
 | | ``npu_mem_*``, ``npu_module_mem_*``, ``memory_record_*`` (**KB**) | ``memory_samples`` |
 | | ``operator_memory_*`` (**KB**) | ``operator_memory`` |
 | | ``msprof_*.json`` (timeline) | ``slices``, ``lanes``, ``counters``; ``comm_ops`` from the HCCL big ops; ``kernels`` from the Ascend Hardware lanes when no CSV gives them |
+| top of the PROF folder (``msprof --type=db``, no text export) | ``msprof_{ts}.db`` (+ ``analyze/communication_analyzer.db``) | the torch_npu db reader's tables (``read_ascend_db``): kernels, timeline, CANN API, communication, ``NPU_OP_MEM`` memory |
 | ``device_{d}/timeline/`` (CANN <= 7.0, MindSpore <= 2.2) | ``msprof_{d}_{model}_{iter}.json`` (else ``task_time_*`` + ``hccl_*``) | as the msprof json, times converted from the device's monotonic clock with ``start_info.{d}``; ``steps`` from the ``Iteration N`` events |
 | ``device_*/``, ``host/`` | ``info.json*``, ``start_info*``, ``end_info*`` | collection metadata (host, device, rank_id, clock) |
 
@@ -55,6 +56,8 @@ _EXPORT_NAME = re.compile(r"^(?P<kind>.+?)(?:_slice_(?P<n>\d+))?_(?P<ts>\d{14,17
 # legacy per-device, per-iteration timelines: {kind}_{device}_{model}_{iteration}.json
 _LEGACY_TIMELINE = re.compile(r"^(?P<kind>msprof|task_time|hccl|step_trace|ai_core_utilization)_(?P<d>\d+)_(?P<m>\d+)_(?P<i>\d+)\.json$")
 _DEVICE_DIR = re.compile(r"^device_(-?\d+)$")
+DB_RE = re.compile(r"^msprof_\d{1,20}\.db$")  # msprof --type=db (CANN >= 8), at the PROF folder's top
+ANALYSIS_DB = ("analyze", "communication_analyzer.db")  # msprof --analyze=on with a db export
 _ITER_RE = re.compile(r"^Iteration (\d+)$")
 _COMM_LANE_RE = re.compile(r"^Group (?P<g>.+?) Communication$")
 
@@ -245,6 +248,7 @@ class MsprofState:
         self.has_timeline_kernels = False
         self.read_kinds: set[str] = set()
         self.empty_export = False
+        self.db_export = False  # read from msprof_{ts}.db (msprof --type=db)
 
 
 @register("msprof")
@@ -261,13 +265,33 @@ def read_msprof(ctx: ReadContext) -> None:
             ctx.meta.missing.append(f"nothing to read: every file of {EXPORT_DIR}/ is empty (0 bytes), msprof exported no data")
     elif legacy:
         _read_legacy(ctx, st, legacy, clocks)
+    elif dbs := sorted(p for p in ctx.plan.files if p.parent == root and DB_RE.match(p.name)):
+        st.db_export = True
+        _read_db(ctx, dbs)
     else:
         ctx.meta.status = "unparsed"
-        has_db = any(p.parent == root and p.name.startswith("msprof_") and p.name.endswith(".db") for p in ctx.plan.files)
-        what = "an msprof .db export (not read by this version) and raw data" if has_db else "raw data only"
-        ctx.meta.missing.append(f"not exported: this PROF folder holds {what}, no {EXPORT_DIR}/; {EXPORT_HINT}")
+        ctx.meta.missing.append(f"not exported: this PROF folder holds raw data only, no {EXPORT_DIR}/; {EXPORT_HINT}")
     _ignore_rest(ctx, root)
     _finish_meta(ctx, st)
+
+
+def _read_db(ctx: ReadContext, dbs: list[Path]) -> None:
+    """A db export (``msprof --type=db``): the newest ``msprof_{ts}.db`` through the torch_npu db reader
+    (the same CANN tables; formats.md §3.4), with ``analyze/communication_analyzer.db`` when
+    ``msprof --analyze`` wrote it (the wait/transit split, bandwidth and matrix)."""
+    from .torch_npu_common import Groups
+    from .torch_npu_db import read_ascend_db
+
+    root = ctx.plan.root
+    main = dbs[-1]  # one db per export; a re-export leaves a newer timestamp
+    for old in dbs[:-1]:
+        ctx.ignore(old, f"older msprof db export ({main.name} is read)")
+    analysis = root.joinpath(*ANALYSIS_DB)
+    groups = Groups(ctx.rank, ctx.plan.hints, None)
+    read_ascend_db(ctx, main, analysis if analysis in ctx.plan.files else None, groups, "msprof.db", "an msprof db")
+    if analysis not in ctx.plan.files:
+        ctx.meta.missing.append("no analyze/communication_analyzer.db (msprof --analyze=on): no wait/transit split, "
+                                "bandwidth or communication matrix")
 
 
 def read_export(ctx: ReadContext, st: MsprofState, export: dict[str, list[ExportFile]]) -> None:
@@ -971,24 +995,21 @@ def _finish_meta(ctx: ReadContext, st: MsprofState) -> None:
     w = ctx.writer
     if len(st.device_ids) == 1:
         m.device_id = next(iter(st.device_ids))
-    for table, cap in (
-        ("kernels", "kernels"), ("kernel_metrics", "kernel_metrics"), ("comm_ops", "communication"),
-        ("memory_samples", "memory"), ("operator_memory", "operator_memory"), ("steps", "steps"),
-        ("statistics", "statistics"), ("counters", "counters"), ("slices", "timeline"),
-    ):
-        if w.has(table):
-            m.capabilities.add(cap)
+    ctx.add_table_capabilities()
     if m.status == "unparsed" or st.empty_export:
         return
     m.missing.append("no framework operators: msprof records CANN and device activity only")
+    db = st.db_export
     if not w.has("slices"):
-        m.missing.append("no timeline: the export has no msprof_*.json (or task_time) file")
+        m.missing.append("no timeline: " + ("the db has no TASK / CANN_API rows" if db else "the export has no msprof_*.json (or task_time) file"))
     if not w.has("kernels"):
-        m.missing.append("no device kernels: the export has no op_summary / task_time file")
+        m.missing.append("no device kernels: " + ("the db has no COMPUTE_TASK_INFO rows" if db else "the export has no op_summary / task_time file"))
     if not w.has("steps"):
-        m.missing.append("no step ranges: the export has no step_trace file")
+        m.missing.append("no step ranges: " + ("msprof's db export has no step table" if db else "the export has no step_trace file"))
     if not w.has("memory_samples"):
-        m.missing.append("no memory records: the export has no npu_mem / memory_record / operator_memory file (memory collection was off)")
+        m.missing.append("no memory records: " + ("the db has no NPU_MEM / MEMORY_RECORD / OP_MEMORY rows" if db else
+                         "the export has no npu_mem / memory_record / operator_memory file") + " (memory collection was off)")
     if not w.has("comm_ops"):
         m.missing.append("no communication operations: single card, or no HCCL op in the window")
-    m.missing.append("no communication matrix: msprof --analyze output is not read by this version")
+    if not db and not w.has("comm_links"):
+        m.missing.append("no communication matrix: msprof --analyze output is read only with a db export")

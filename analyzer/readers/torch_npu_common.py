@@ -456,17 +456,9 @@ def fill_meta(ctx: ReadContext, pf: ProducerFiles, extra: dict[str, Any] | None 
 def switch_sentences(ctx: ReadContext, pf: ProducerFiles) -> None:
     """Capabilities and plain sentences about what the profiler configuration left out."""
     m = ctx.meta
-    w = ctx.writer
     level = m.level
     caps = m.capabilities
-    for table, cap in (
-        ("operators", "operators"), ("kernels", "kernels"), ("kernel_metrics", "kernel_metrics"),
-        ("comm_ops", "communication"), ("comm_links", "comm_matrix"), ("memory_samples", "memory"),
-        ("operator_memory", "operator_memory"), ("steps", "steps"), ("step_trace", "step_trace"),
-        ("statistics", "statistics"), ("counters", "counters"), ("slices", "timeline"),
-    ):
-        if w.has(table):
-            caps.add(cap)
+    ctx.add_table_capabilities()
     miss = m.missing
 
     def say(s: str) -> None:

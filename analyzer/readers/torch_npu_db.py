@@ -17,6 +17,7 @@ The rows land in the same tables, with the same meaning, as the text export (tor
 | analysis.db ``StepTraceTime`` | ``step_trace`` | step_trace_time.csv (µs in the samples; checked against STEP_TIME) |
 | ``MEMORY_RECORD``, ``NPU_MEM`` (app), ``NPU_MODULE_MEM`` | ``memory_samples`` | memory_record.csv (its APP rows come from NPU_MEM), npu_module_mem.csv |
 | ``OP_MEMORY`` | ``operator_memory`` | operator_memory.csv |
+| ``NPU_OP_MEM`` (only when there is no MEMORY_RECORD / OP_MEMORY: msprof's own db) | ``memory_samples``, ``operator_memory`` | msprof's memory_record / operator_memory (allocate paired with release) |
 | ``AICORE_FREQ``, ``NPU_MEM`` | ``counters`` | the AI Core Freq and NPU MEM counter tracks (other system counters are not read) |
 | ``TASK`` + ``COMPUTE_TASK_INFO``, ``CANN_API`` | ``statistics`` | op_statistic / api_statistic, computed here with msprof's definitions (the db export has no such files) |
 
@@ -212,19 +213,35 @@ def read_torch_npu_db(ctx: ReadContext) -> None:
             ctx.ignore(p, f"profiler db of another rank (rank {ctx.rank} read from {main.name if main else '?'})")
         else:
             ctx.ignore(p, "not a file the db reader ingests")
-    st: DbExport | None = None
-    extra: dict[str, Any] = {}
     if main is None:
         ctx.meta.missing.append("no ascend_pytorch_profiler_{rank}.db in ASCEND_PROFILER_OUTPUT/")
-    else:
-        with ctx.reading(main, "ascend_pytorch_profiler.db") as outcome:
-            db = Db(main, "torch_npu profiler db")
+    extra = read_ascend_db(ctx, main, analysis, groups, "ascend_pytorch_profiler.db", "a torch_npu profiler db")
+    fill_meta(ctx, pf, extra)
+    m = ctx.meta
+    if analysis is None:
+        m.missing.append("no analysis.db: no wait/transit split, bandwidth or communication matrix")
+    switch_sentences(ctx, pf)
+
+
+def read_ascend_db(
+    ctx: ReadContext, main: Path | None, analysis: Path | None, groups: Groups, reader: str, expected: str,
+) -> dict[str, Any]:
+    """Read an msprof-style profiler db (torch_npu's ``ascend_pytorch_profiler_{r}.db``, MindSpore's
+    ``ascend_mindspore_profiler_{r}.db`` or msprof's own ``msprof_{ts}.db``: the same CANN tables, the
+    framework ones when present) and its communication analysis db (``analysis.db`` /
+    ``communication_analyzer.db``: the same ``CommAnalyzer*`` tables). Writes every table it finds,
+    the communication ops and groups; returns facts for the collection meta."""
+    st: DbExport | None = None
+    extra: dict[str, Any] = {}
+    if main is not None:
+        with ctx.reading(main, reader) as outcome:
+            db = Db(main, expected)
             try:
                 if not db.has("STRING_IDS"):
                     raise InputError(
                         str(main),
-                        "not a torch_npu profiler db: no STRING_IDS table (expected tables STRING_IDS, PYTORCH_API, "
-                        "TASK, COMPUTE_TASK_INFO, ...)",
+                        f"not {expected}: no STRING_IDS table (expected tables STRING_IDS, TASK, "
+                        "COMPUTE_TASK_INFO, CANN_API, ...)",
                     )
                 st = DbExport(ctx, db)
                 extra = _read_main(ctx, st, groups)
@@ -237,8 +254,8 @@ def read_torch_npu_db(ctx: ReadContext) -> None:
                 db.close()
     times: dict[str, list[dict[str, Any]]] = {}
     if analysis is not None:
-        with ctx.reading(analysis, "analysis.db") as outcome:
-            adb = Db(analysis, "analysis.db")
+        with ctx.reading(analysis, analysis.name) as outcome:
+            adb = Db(analysis, analysis.name)
             try:
                 before = ctx.writer.total_rows
                 problems: list[str] = []
@@ -253,7 +270,6 @@ def read_torch_npu_db(ctx: ReadContext) -> None:
     rows = groups.rows()
     if rows:
         ctx.write("comm_groups", pa.Table.from_pylist(rows))
-    fill_meta(ctx, pf, extra)
     m = ctx.meta
     if st is not None:
         if len(st.devices) == 1:
@@ -267,9 +283,7 @@ def read_torch_npu_db(ctx: ReadContext) -> None:
             m.extra["cann_api_events"] = dict(st.cann_levels)
         if st.cann_levels.get("Runtime"):
             m.capabilities.add("runtime_api")
-    if analysis is None:
-        m.missing.append("no analysis.db: no wait/transit split, bandwidth or communication matrix")
-    switch_sentences(ctx, pf)
+    return extra
 
 
 # ---------------------------------------------------------------------------------------------
@@ -335,6 +349,8 @@ def _read_main(ctx: ReadContext, st: DbExport, groups: Groups) -> dict[str, Any]
         st.guard("NPU_MODULE_MEM", lambda: _module_mem(ctx, st))
     if db.has("OP_MEMORY"):
         st.guard("OP_MEMORY", lambda: _op_memory(ctx, st))
+    if db.has("NPU_OP_MEM") and not db.has("MEMORY_RECORD") and not db.has("OP_MEMORY"):
+        st.guard("NPU_OP_MEM", lambda: _npu_op_mem(ctx, st))
     if db.has("AICORE_FREQ"):
         st.guard("AICORE_FREQ", lambda: _freq(ctx, st))
     if db.has("CANN_API"):
@@ -567,7 +583,8 @@ def _comm_op(st: DbExport, groups: Groups) -> None:
     opt = lambda c: f"o.{c}" if c in cols else "NULL"  # noqa: E731
     sql = (
         f"SELECT o.startNs, o.endNs, {_str('o.opName', 'name')}, o.groupName, {_str('o.groupName', 'gname')}, "
-        f"{opt('dataType')}, {_str('o.algType', 'alg')}, {opt('count')}, {_str('o.opType', 'optype')}, "
+        f"{opt('dataType')}, {_str('o.algType', 'alg') if 'algType' in cols else 'NULL'}, {opt('count')}, "
+        f"{_str('o.opType', 'optype') if 'opType' in cols else 'NULL'}, "
         f"{opt('waitNs')}, {opt('connectionId')}, {opt('relay')}, {opt('retry')}, {opt('deviceId')} "
         f"FROM COMMUNICATION_OP o ORDER BY o.startNs"
     )
@@ -842,6 +859,52 @@ def _op_memory(ctx: ReadContext, st: DbExport) -> None:
             "alloc_active_bytes": c[9], "release_allocated_bytes": c[10], "release_reserved_bytes": c[11],
             "release_active_bytes": c[12], "stream_ptr": c[13], "device": [f"NPU:{d}" if d is not None else None for d in c[14]],
         })
+
+
+def _npu_op_mem(ctx: ReadContext, st: DbExport) -> None:
+    """CANN operator memory events, read when the db has no MEMORY_RECORD / OP_MEMORY (msprof's own db:
+    its text export derives memory_record and operator_memory from this table, and so do we; in
+    torch_npu's db these rows are already the GE rows of MEMORY_RECORD). Allocator totals over time go
+    to ``memory_samples``; each allocate event paired with the next release of the same (operator,
+    address, component) to ``operator_memory`` (a block still held at the end has no release; a
+    release with no allocation before it is not a block)."""
+    kinds = {k: v.lower() for k, v in _enum(st.db, "ENUM_MEMORY").items()}
+    rows = st.db.all(
+        f"SELECT {_str('operatorName', 'name')}, addr, type, size, timestampNs, totalAllocate, totalReserve, "
+        f"{_str('component', 'comp')}, deviceId FROM NPU_OP_MEM ORDER BY timestampNs, rowid"
+    )
+    if not rows:
+        return
+    dev = lambda d: f"NPU:{d}" if d is not None else None  # noqa: E731
+    ctx.write("memory_samples", {
+        "ts_ns": [int(r[4]) for r in rows], "component": [r[7] for r in rows], "device": [dev(r[8]) for r in rows],
+        "allocated_bytes": [r[5] for r in rows], "reserved_bytes": [r[6] for r in rows],
+        "source": ["NPU_OP_MEM"] * len(rows),
+    })
+    held: dict[tuple[Any, Any], tuple[Any, ...]] = {}
+    blocks: list[dict[str, Any]] = []
+
+    def block(a: tuple[Any, ...], r: tuple[Any, ...] | None) -> dict[str, Any]:
+        return {
+            "name": a[0], "size_bytes": a[3], "alloc_ns": int(a[4]), "release_ns": int(r[4]) if r else None,
+            "duration_ns": int(r[4]) - int(a[4]) if r else None, "alloc_allocated_bytes": a[5], "alloc_reserved_bytes": a[6],
+            "release_allocated_bytes": r[5] if r else None, "release_reserved_bytes": r[6] if r else None, "device": dev(a[8]),
+        }
+
+    for r in rows:
+        key = (r[0], r[1], r[7])  # operator, address, component (APP and PTA+GE records are apart)
+        kind = kinds.get(int(r[2])) if r[2] is not None else None
+        release = kind in ("release", "free") if kind in ("allocate", "release", "free") else key in held
+        if release and key in held:
+            blocks.append(block(held.pop(key), r))
+        elif not release:
+            if key in held:  # allocated again without a release in between: the first block's end is unknown
+                blocks.append(block(held.pop(key), None))
+            held[key] = r
+    blocks.extend(block(a, None) for a in held.values())
+    if blocks:
+        blocks.sort(key=lambda b: b["alloc_ns"])
+        ctx.write("operator_memory", {k: [b[k] for b in blocks] for k in blocks[0]})
 
 
 def _freq(ctx: ReadContext, st: DbExport) -> None:
