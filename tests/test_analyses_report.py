@@ -211,6 +211,8 @@ def test_analyses_are_sql_tables_in_analyze_query(gloo4, tmp_path):
     # a table the analyses do not have is named in the error
     bad = CliRunner().invoke(main, ["query", "SELECT * FROM analysis.nope", "--store", store])
     assert bad.exit_code == 1 and "no analysis table analysis.nope" in bad.output
+    # the same words inside a string literal are text, not a table
+    assert query("SELECT 'analysis.nope' AS x") == [{"x": "analysis.nope"}]
     schema_out = CliRunner().invoke(main, ["schema"]).output
     assert "analysis.slow_rank_evidence" in schema_out
 

@@ -53,13 +53,14 @@ VIEWS: dict[str, tuple[Analysis, str]] = {
     "advice": (advise, "One row per advisor finding: rule, severity, title, detail, ranks, value, threshold, evidence."),
 }
 
+_STRING = re.compile(r"'(?:[^']|'')*'")
 _REF = re.compile(rf'\b{SCHEMA}\s*\.\s*"?([A-Za-z_][A-Za-z0-9_]*)"?', re.IGNORECASE)
 
 
 def referenced(sql: str) -> list[str]:
     """The analysis tables a query names (``analysis.<name>``), in order; an unknown name is an error."""
     names: list[str] = []
-    for m in _REF.finditer(sql):
+    for m in _REF.finditer(_STRING.sub("''", sql)):  # not inside string literals
         name = m.group(1).lower()
         if name not in VIEWS:
             raise QueryError(f"no analysis table {SCHEMA}.{name}; there are: "
