@@ -162,6 +162,13 @@ def test_sliced_op_summary_is_one_file_in_slice_order(constructed: Path) -> None
         {"kernel_id": 0}, {"kernel_id": 1}, {"kernel_id": 3}]
     # the unsliced folder reads the same rows
     assert q(constructed, "SELECT count(*) AS n, sum(dur_ns) AS s FROM kernels WHERE rank = 1") == [{"n": 4, "s": 140874}]
+    # op_summary has no step column: each kernel takes the step_trace iteration whose range holds its start
+    trace = rows(next(out.glob("step_trace_*.csv")))
+    ranges = [(int(r["Iteration ID"]), us_ns(r["Iteration End(us)"]) - us_ns(r["Iteration Time(us)"]), us_ns(r["Iteration End(us)"]))
+              for r in trace]
+    want = [next((s for s, a, b in ranges if a <= x["ts_ns"] < b), None) for x in k]
+    assert want == [1, 1, 1, 2]
+    assert [x["step"] for x in q(constructed, "SELECT step FROM kernels WHERE rank = 0 ORDER BY kernel_id")] == want
 
 
 def test_memory_files_are_kilobytes(constructed: Path) -> None:

@@ -23,6 +23,7 @@ timelines) was never exported: it is recorded as ``unparsed`` with the command t
 
 from __future__ import annotations
 
+import bisect
 import json
 import re
 from collections import defaultdict
@@ -313,7 +314,8 @@ def read_export(ctx: ReadContext, st: MsprofState, export: dict[str, list[Export
         ext = files[0].path.suffix
         if kind == "op_summary" and ext == ".csv":
             for f in files:
-                st.next_kernel_id += read_kernel_csv(ctx, st.text, f.path, None, kind="op_summary", first_kernel_id=st.next_kernel_id)
+                st.next_kernel_id += read_kernel_csv(ctx, st.text, f.path, None, kind="op_summary", first_kernel_id=st.next_kernel_id,
+                                                     step_of=lambda ts: steps_of(st.steps, ts))
         elif kind == "op_statistic" and ext == ".csv":
             for f in files:
                 read_op_statistic(ctx, f.path, kind="op_statistic")
@@ -537,6 +539,24 @@ def _read_step_trace(ctx: ReadContext, st: MsprofState, path: Path) -> None:
         skipped = t.n_rows - len(rows["step"])
         if skipped:
             outcome.warn(f"{skipped} row(s) without iteration id, end or time skipped")
+
+
+def steps_of(steps: list[tuple[int, int, int]], ts: list[int | None]) -> list[int | None]:
+    """The step (``steps``: (step, start ns, end ns)) whose [start, end) holds each time; None
+    outside every step (the first such step when ranges overlap)."""
+    ordered = sorted(steps, key=lambda s: s[1])
+    starts = [s[1] for s in ordered]
+    out: list[int | None] = []
+    for t in ts:
+        hit = None
+        if t is not None:
+            i = bisect.bisect_right(starts, t)
+            for s, a, b in ordered[max(0, i - 8):i]:  # ranges are disjoint in practice; a few back for overlaps
+                if a <= t < b:
+                    hit = s
+                    break
+        out.append(hit)
+    return out
 
 
 def _read_task_time(ctx: ReadContext, st: MsprofState, path: Path, kernels: bool, slices: bool) -> None:
@@ -880,17 +900,7 @@ class TimelinePass:
             ctx.write("comm_ops", pa.Table.from_pylist(rows))
 
     def _steps_of(self, ts: list[int | None]) -> list[int | None]:
-        steps = sorted(self.st.steps + [(k, v[0], v[1]) for k, v in self.iterations.items()], key=lambda s: s[1])
-        out: list[int | None] = []
-        for t in ts:
-            hit = None
-            if t is not None:
-                for s, a, b in steps:
-                    if a <= t < b:
-                        hit = s
-                        break
-            out.append(hit)
-        return out
+        return steps_of(self.st.steps + [(k, v[0], v[1]) for k, v in self.iterations.items()], ts)
 
 
 def _read_timeline(ctx: ReadContext, st: MsprofState, paths: list[Path], kernels: bool) -> None:

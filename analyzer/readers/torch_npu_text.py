@@ -34,6 +34,7 @@ from __future__ import annotations
 import functools
 import re
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -597,10 +598,12 @@ def _read_trace(ctx: ReadContext, st: TextExport, path: Path) -> None:
 
 
 def _read_kernels(
-    ctx: ReadContext, st: TextExport, path: Path, l2_path: Path | None, kind: str = "kernel_details.csv", first_kernel_id: int = 0
+    ctx: ReadContext, st: TextExport, path: Path, l2_path: Path | None, kind: str = "kernel_details.csv", first_kernel_id: int = 0,
+    step_of: Callable[[list[int | None]], list[int | None]] | None = None,
 ) -> int:
     """kernels (+ kernel_metrics) from kernel_details.csv or msprof's op_summary (``kind``), ids from
     ``first_kernel_id`` (sliced files continue the numbering); returns the number of kernels.
+    ``step_of``: steps of the start times, for files without a step column (msprof's op_summary).
     Read in chunks of rows; only what the L2 join needs (ids, stream, task, name, start) is kept."""
     index: dict[str, list[Any]] = {"kernel_id": [], "name": [], "stream_id": [], "task_id": [], "ts_ns": []}
     complete = False
@@ -620,6 +623,8 @@ def _read_kernels(
             ts = t.ns_from_us("start")
             dur = t.ns_from_us("dur")
             steps = t.ints("step")
+            if step_of is not None and all(s is None for s in steps):
+                steps = step_of(ts)
             dev = t.ints("device")
             st.device_ids.update(d for d in dev if d is not None)
             stream = t.ints("stream")
