@@ -355,3 +355,18 @@ def test_mindspore_db_export_with_its_communication_analyzer_db(tmp_path: Path) 
     assert q(store, "SELECT count(*) AS n FROM comm_links")[0]["n"] == n_links > 0
     files = {r["path"].rsplit("/", 1)[-1]: r["status"] for r in q(store, "SELECT path, status FROM source_files")}
     assert files == {"ascend_mindspore_profiler_3.db": "ok", "communication_analyzer.db": "ok"}
+
+
+def test_text_export_wins_over_a_db_export_of_the_same_folder(tmp_path: Path) -> None:
+    """msprof --type=text on CANN >= 8 writes the db too: the text export is read, the db listed as
+    the same data (not read twice)."""
+    root = tmp_path / "cann8"
+    shutil.copytree(CANN8, root)
+    prof = next(root.glob("PROF_*"))
+    shutil.copyfile(next(MSPROF_DB.glob("PROF_*/msprof_*.db")), prof / "msprof_20260605161737.db")
+    store = tmp_path / "store"
+    analyze("ingest", str(root), "--store", str(store))
+    src = rows(next(prof.glob("mindstudio_profiler_output/op_summary_*.csv")))
+    assert q(store, "SELECT count(*) AS n FROM kernels")[0]["n"] == len(src)
+    (db,) = q(store, "SELECT status, error FROM source_files WHERE path LIKE '%.db'")
+    assert db["status"] == "ignored" and "same data as the text export" in db["error"]

@@ -992,8 +992,8 @@ def _ignore_rest(ctx: ReadContext, root: Path) -> None:
             ctx.ignore(p, "msprof export log")
         elif top == "analyze":
             ctx.ignore(p, "msprof --analyze output is not ingested by this version (read the per-op communication from the timeline)")
-        elif p.suffix == ".db":
-            ctx.ignore(p, "msprof db export is not ingested by this version")
+        elif len(rel) == 1 and DB_RE.match(p.name):
+            ctx.ignore(p, f"the same data as the text export in {EXPORT_DIR}/, which was read")
         elif len(rel) > 2 and rel[1] in ("data", "sqlite"):
             ctx.ignore(p, f"raw msprof data; its exported form is in {EXPORT_DIR}/")
         else:
