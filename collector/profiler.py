@@ -163,7 +163,7 @@ class Profiler:
                 except Exception as exc:  # noqa: BLE001 - a backend failure must not stop training
                     self._backend_failure(exc)
                     w = None
-            self._write_scalars(done, t_end - self._t_begin, scalars)
+            self._write_scalars(done, t_end - self._t_begin, scalars, urgent=w is not None or bool(saved))
             if w is not None and saved:
                 w.captured.extend(saved)
                 w.sidecar.update(captured_steps=list(w.captured), files=_files_of(w))
@@ -390,13 +390,14 @@ class Profiler:
             self._scalars = ScalarsWriter(path, self.config.scalars.collect_freq)
         return self._scalars
 
-    def _write_scalars(self, step: int, step_time_ns: int, scalars: dict[str, Any]) -> None:
+    def _write_scalars(self, step: int, step_time_ns: int, scalars: dict[str, Any], urgent: bool = False) -> None:
+        """``urgent``: the step was inside a profiling window (its line goes to the OS at once, like its trace)."""
         if not self.config.scalars.enable:
             return
         w = self._scalars or self._scalars_writer()
         if w.due(step):
             try:
-                w.write(step, time.time_ns(), step_time_ns, scalars)
+                w.write(step, time.time_ns(), step_time_ns, scalars, urgent=urgent)
             except OSError as exc:
                 self._report_once("scalars", f"cannot write step scalars to {w.path}: {exc}")
                 self.config.scalars.enable = False

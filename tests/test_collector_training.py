@@ -333,3 +333,33 @@ def test_callbacks_step_and_epoch_granularity(tmp_path: Path) -> None:
     assert [trace_steps(p) for p in sorted(epochs.glob("*.pt.trace.json"))] == [[2], [3]]
     ops = [e for e in json.loads(sorted(epochs.glob("*.pt.trace.json"))[0].read_text())["traceEvents"] if e.get("name") == "aten::addmm"]
     assert len(ops) == 3  # one epoch = 3 batches, all inside the epoch's trace
+
+
+def test_step_scalars_reach_the_os_in_batches(tmp_path: Path) -> None:
+    """The first line and the steps of a profiling window at once, other lines at most once per
+    interval, everything at close (stop, exception, SIGTERM, SIGINT, exit all close the writer)."""
+    from collector.scalars import ScalarsWriter
+
+    path = tmp_path / "rank_0" / "rankscope_scalars.jsonl"
+    w = ScalarsWriter(path, flush_interval_s=3600)
+
+    def on_disk() -> list[int]:
+        return [json.loads(line)["step"] for line in path.read_text().splitlines()] if path.exists() else []
+
+    w.write(0, 1, 10, {"loss": 2.5})
+    assert on_disk() == [0]  # the first line at once: the file exists from the first step
+    w.write(1, 2, 10, {"loss": 2.4})
+    w.write(2, 3, 10, {"loss": float("nan"), "lr": 0.1})
+    assert on_disk() == [0]  # idle steps wait for the interval
+    w.write(3, 4, 10, urgent=True)  # a step inside a profiling window
+    assert on_disk() == [0, 1, 2, 3]
+    w.write(4, 5, 10)
+    w.close()
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    assert [x["step"] for x in lines] == [0, 1, 2, 3, 4]
+    assert lines[2]["scalars"] == {"lr": 0.1} and w.dropped == {"loss"}  # NaN is not a value
+    every = ScalarsWriter(tmp_path / "every.jsonl", flush_interval_s=0)
+    every.write(0, 1, 1)
+    every.write(1, 2, 1)
+    assert len((tmp_path / "every.jsonl").read_text().splitlines()) == 2
+    every.close()
