@@ -98,6 +98,7 @@ def discover(root: Path, run: str) -> Discovery:
     npu_dirs: list[Path] = []
     ms_dirs: list[Path] = []
     prof_dirs: list[Path] = []
+    loose_dbs: dict[Path, list[Path]] = {}  # msprof_{ts}.db copied without its PROF_* folder
     legacy_sets: list[tuple[Path, int, list[Path]]] = []  # (folder, rank suffix, files)
     kineto_files: list[Path] = []
     scalar_files: list[Path] = []
@@ -156,6 +157,8 @@ def discover(root: Path, run: str) -> Discovery:
                     sidecars[dirpath] = sc
             elif fn == SCALARS_NAME:
                 scalar_files.append(f)
+            elif msprof.DB_RE.match(fn):
+                loose_dbs.setdefault(dirpath, []).append(f)
             elif fn.endswith(_TRACE_SUFFIXES):
                 verdict = classify_json(f)
                 if verdict == "kineto":
@@ -184,7 +187,8 @@ def discover(root: Path, run: str) -> Discovery:
             sidecar=sc[1] if sc else None,
         )
         disc.plans.append(plan)
-    _mindspore_and_msprof(disc, root, run, sidecars, ms_dirs, prof_dirs, legacy_sets)
+    prof_dirs.extend(d for d in loose_dbs if d not in prof_dirs)
+    _mindspore_and_msprof(disc, root, run, sidecars, ms_dirs, prof_dirs, legacy_sets, loose_dbs)
     # Kineto traces: the files under one collector window form one collection; elsewhere each
     # file is its own collection (repeat cycles and ranks are kept apart)
     grouped: dict[Path, list[Path]] = {}
@@ -286,9 +290,10 @@ def _mindspore_and_msprof(
     ms_dirs: list[Path],
     prof_dirs: list[Path],
     legacy_sets: list[tuple[Path, int, list[Path]]],
+    loose_dbs: dict[Path, list[Path]],
 ) -> None:
     """Plans for MindSpore ``*_ascend_ms`` folders, legacy flat MindSpore files and msprof ``PROF_*``
-    folders. A 2.3/2.4 ``profiler/`` folder holds the same rank three ways (``rank-{r}_*_ascend_ms``,
+    folders (or their ``mindstudio_profiler_output/`` / ``msprof_{ts}.db`` copied without them). A 2.3/2.4 ``profiler/`` folder holds the same rank three ways (``rank-{r}_*_ascend_ms``,
     legacy ``*_{r}`` files, the raw ``PROF_*``): the ``*_ascend_ms`` folder is read, the others are
     listed as ignored with the reason."""
 
@@ -318,7 +323,7 @@ def _mindspore_and_msprof(
             for f in _all_files(d):
                 disc.ignored.append((f, "raw CANN data of the MindSpore run; the *_ascend_ms folder next to it was read"))
             continue
-        files = _all_files(d) if _PROF_DIR.match(d.name) else _all_files(d / msprof.EXPORT_DIR)
+        files = _all_files(d) if _PROF_DIR.match(d.name) else _all_files(d / msprof.EXPORT_DIR) + loose_dbs.get(d, [])
         p = plan("msprof", d, files, ident.rank, "PROF_info" if ident.rank is not None else None)
         p.hints["msprof"] = {"hostname": ident.hostname, "device_ids": ident.device_ids}
         if p.rank is None:

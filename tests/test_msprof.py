@@ -370,3 +370,19 @@ def test_text_export_wins_over_a_db_export_of_the_same_folder(tmp_path: Path) ->
     assert q(store, "SELECT count(*) AS n FROM kernels")[0]["n"] == len(src)
     (db,) = q(store, "SELECT status, error FROM source_files WHERE path LIKE '%.db'")
     assert db["status"] == "ignored" and "same data as the text export" in db["error"]
+
+
+def test_db_copied_without_its_prof_folder(tmp_path: Path) -> None:
+    """msprof_{ts}.db on its own (copied out of PROF_*, as in MindStudio Insight's test data) is
+    still an msprof collection, read the same way."""
+    loose = tmp_path / "job" / "node3"
+    loose.mkdir(parents=True)
+    shutil.copyfile(next(MSPROF_DB.glob("PROF_*/msprof_*.db")), loose / "msprof_20240315081920.db")
+    (loose / "notes.txt").write_text("not profiler data")
+    store = tmp_path / "store"
+    analyze("ingest", str(tmp_path / "job"), "--store", str(store))
+    (col,) = q(store, "SELECT producer, status, root_path FROM collections")
+    assert (col["producer"], col["status"], col["root_path"]) == ("msprof", "complete", "node3")
+    assert q(store, "SELECT count(*) AS n, sum(dur_ns) AS s FROM kernels WHERE NOT is_communication") == [{"n": 11, "s": 663872}]
+    files = {r["path"].rsplit("/", 1)[-1]: r["status"] for r in q(store, "SELECT path, status FROM source_files")}
+    assert files == {"msprof_20240315081920.db": "ok", "notes.txt": "ignored"}
