@@ -99,6 +99,7 @@ def discover(root: Path, run: str) -> Discovery:
     ms_dirs: list[Path] = []
     prof_dirs: list[Path] = []
     loose_dbs: dict[Path, list[Path]] = {}  # msprof_{ts}.db copied without its PROF_* folder
+    loose_trace_views: list[Path] = []
     legacy_sets: list[tuple[Path, int, list[Path]]] = []  # (folder, rank suffix, files)
     kineto_files: list[Path] = []
     scalar_files: list[Path] = []
@@ -163,6 +164,10 @@ def discover(root: Path, run: str) -> Discovery:
                 verdict = classify_json(f)
                 if verdict == "kineto":
                     kineto_files.append(f)
+                elif verdict == "chrome_array" and fn == "trace_view.json":
+                    loose_trace_views.append(f)  # a torch_npu trace_view.json without its *_ascend_pt folder
+                elif verdict == "chrome_array":
+                    kineto_files.append(f)  # any other Chrome trace in array form
                 elif verdict.startswith("ignore:"):
                     disc.ignored.append((f, verdict[7:]))
                 else:
@@ -187,6 +192,14 @@ def discover(root: Path, run: str) -> Discovery:
             sidecar=sc[1] if sc else None,
         )
         disc.plans.append(plan)
+    for f in loose_trace_views:  # read by the torch_npu text reader as a folder holding only its trace
+        sc = _nearest_sidecar(root, f.parent, sidecars)
+        rank, source = _prefer_collector_rank(root, f.parent, sc, None, None)
+        rel = _rel(root, f)
+        disc.plans.append(CollectionPlan(
+            collection_id=collection_id(run, rel), run=run, producer="torch_npu_text", root=f.parent, rel_root=rel,
+            files=[f], rank=rank, rank_source=source, sidecar=sc[1] if sc else None, hints={"loose_trace_view": True},
+        ))
     prof_dirs.extend(d for d in loose_dbs if d not in prof_dirs)
     _mindspore_and_msprof(disc, root, run, sidecars, ms_dirs, prof_dirs, legacy_sets, loose_dbs)
     # Kineto traces: the files under one collector window form one collection; elsewhere each

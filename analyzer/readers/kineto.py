@@ -612,8 +612,9 @@ _TRACE_NAME = re.compile(r"(\.pt\.trace\.json(\.gz)?$|trace.*\.json(\.gz)?$)", r
 
 
 def classify_json(path: Path) -> str:
-    """'kineto' for a Kineto/Chrome trace; 'ignore:<reason>' for an unrelated JSON file; otherwise
-    the problem that stops the file from being read (it looks like a trace but is not usable)."""
+    """'kineto' for a Kineto/Chrome trace object; 'chrome_array' for a bare array of Chrome trace
+    events (a torch_npu trace_view.json on its own); 'ignore:<reason>' for an unrelated JSON file;
+    otherwise the problem that stops the file from being read (it looks like a trace but is not usable)."""
     import zlib
 
     from .chrome_trace import open_binary
@@ -636,6 +637,8 @@ def classify_json(path: Path) -> str:
         return f"not JSON: the file holds {kind} (starts with {s[:20]!r})"
     if any(k in head for k in _TRACE_KEYS):
         return "kineto"
+    if s[:1] == b"[" and b'"ph"' in head:  # Chrome's JSON array format (torch_npu / msprof write it)
+        return "chrome_array"
     if named_trace:
         return "JSON but not a Kineto/Chrome trace (no traceEvents array)"
     return "ignore:JSON file that is not a profiler trace"

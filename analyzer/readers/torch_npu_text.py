@@ -491,7 +491,8 @@ class TextExport:
         self.ctx = ctx
         self.op_processes = op_processes  # see TraceRouter (MindSpore's framework-op processes)
         self.root = ctx.plan.root
-        self.out = self.root / OUTPUT_DIR
+        # a trace_view.json found on its own (discovery's loose_trace_view): its folder stands for the output folder
+        self.out = self.root if ctx.plan.hints.get("loose_trace_view") else self.root / OUTPUT_DIR
         self.files: dict[str, Path] = {}
         self.stage = ScratchStage(ctx.scratch_dir())
         self.router: TraceRouter | None = None
@@ -525,6 +526,9 @@ def read_torch_npu_text(ctx: ReadContext, op_processes: frozenset[str] = frozens
         if not any(n.endswith((".csv", ".json")) for n in st.files):
             ctx.meta.status = "unparsed"
     f = st.files
+    if plan.hints.get("loose_trace_view"):
+        ctx.meta.missing.append(f"trace_view.json found on its own (no *_ascend_pt/{OUTPUT_DIR}/ around it): "
+                                "the timeline and operators only")
     if "trace_view.json" in f:
         _read_trace(ctx, st, f["trace_view.json"])
     if "kernel_details.csv" in f:
