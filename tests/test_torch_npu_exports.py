@@ -343,3 +343,21 @@ def test_trace_view_json_on_its_own(tmp_path: Path) -> None:
     assert q(st, f"SELECT step FROM steps WHERE rank = {tv}") == [{"step": 1}]
     groups = {r["process"]: r["lane_group"] for r in q(st, f"SELECT DISTINCT process, lane_group FROM lanes WHERE rank = {tv}")}
     assert groups == {"Python": "host", "CANN": "host", "Ascend Hardware": "device", "Overlap Analysis": "overlap"}
+    # no kernel_details.csv: the kernels are the Ascend Hardware tasks, exact ns, in step 1
+    hw = [e for e in complete if names[e["pid"]] == "Ascend Hardware"]
+    k = q(st, f"SELECT count(*) AS n, sum(dur_ns) AS s, count(step) AS with_step FROM kernels WHERE rank = {tv}")[0]
+    assert (k["n"], k["with_step"]) == (len(hw), len(hw)) == (276, 276)
+    # durations are float µs; 34 of them carry half a ns (x.xxx5 µs), each rounded to a whole ns
+    exact = sum(Decimal(repr(e["dur"])) * 1000 for e in hw)
+    half_ns = [e for e in hw if len(repr(e["dur"]).split(".")[-1]) > 3]
+    assert len(half_ns) == 34 and abs(k["s"] - exact) <= Decimal("0.5") * len(half_ns)
+    assert any("taken from trace_view.json's Ascend Hardware lanes" in s for s in cols["trace_view.json"]["missing"])
+    # so the step breakdown runs on the device, and agrees with the trace's own Overlap Analysis lanes
+    from analyzer.analyses import step_breakdown
+
+    (b,) = step_breakdown(st, "job").to_dict("records")
+    overlap = {n: sum(Decimal(str(e["dur"])) * 1000 for e in complete if names[e["pid"]] == "Overlap Analysis" and e["name"] == n)
+               for n in ("Computing", "Free")}
+    assert b["mode"] == "device" and b["step"] == 1
+    assert abs(b["computing_ns"] - float(overlap["Computing"])) / float(overlap["Computing"]) < 0.01  # 0.12 %
+    assert abs(b["free_ns"] - float(overlap["Free"])) / float(overlap["Free"]) < 0.01  # 0.02 %

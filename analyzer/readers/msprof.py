@@ -44,7 +44,15 @@ from .comm_names import P2P_TYPES, normalize_op_type
 from .csvfile import CsvTable, read_csv
 from .scratch import ScratchStage
 from .torch_npu_common import hccl_bytes
-from .torch_npu_text import TextExport, TraceRouter, lane_group, read_api_statistic, read_kernel_csv, read_op_statistic
+from .torch_npu_text import (
+    DeviceTasks,
+    TextExport,
+    TraceRouter,
+    lane_group,
+    read_api_statistic,
+    read_kernel_csv,
+    read_op_statistic,
+)
 
 PROF_DIR_RE = re.compile(r"^PROF_\d+_\d+_[0-9a-zA-Z]+$")
 EXPORT_DIR = "mindstudio_profiler_output"
@@ -700,21 +708,12 @@ def _read_operator_memory_kb(ctx: ReadContext, path: Path) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
-class _TaskArgs(msgspec.Struct, gc=False):
-    task_type: str | None = msgspec.field(default=None, name="Task Type")
-    stream: int | str | None = msgspec.field(default=None, name="Stream Id")
-    physic_stream: int | str | None = msgspec.field(default=None, name="Physic Stream Id")
-    task: int | str | None = msgspec.field(default=None, name="Task Id")
-    model: int | str | None = msgspec.field(default=None, name="Model Id")
-
-
 class _HcclArgs(msgspec.Struct, gc=False):
     data_type: str | None = None
     count: int | float | None = None
     alg_type: str | None = None
 
 
-_TASK_DEC = msgspec.json.Decoder(_TaskArgs)
 _HCCL_DEC = msgspec.json.Decoder(_HcclArgs)
 
 
@@ -755,7 +754,7 @@ class TimelinePass:
         self.router = TraceRouter(ctx, self.stage)
         self.want_kernels = kernels
         self.clock = clock
-        self.kernels: dict[str, list[Any]] = defaultdict(list)
+        self.kernels = DeviceTasks()
         self.comms: list[dict[str, Any]] = []
         self.iterations: dict[int, list[int]] = {}
 
@@ -801,7 +800,7 @@ class TimelinePass:
             if e.cat:
                 continue
             if group == "device" and self.want_kernels and not lane.startswith("Step Trace"):
-                self._kernel(e, pid)
+                self.kernels.pick(e)
             elif group == "communication" and not lane.startswith("Plane"):
                 self._comm(e, lane)
 
@@ -812,18 +811,6 @@ class TimelinePass:
         s, end = t[0], t[0] + (t[1] or 0)
         cur = self.iterations.get(step)
         self.iterations[step] = [min(cur[0], s), max(cur[1], end)] if cur else [s, end]
-
-    def _kernel(self, e: Event, pid: str | None) -> None:
-        a = _dec(_TASK_DEC, e.args)
-        k = self.kernels
-        k["name"].append(e.name)
-        k["core_type"].append(a.task_type if a else None)
-        k["is_communication"].append((a is not None and (a.task_type or "").upper() in ("HCCL", "COMMUNICATION")) or e.name.startswith("hcom_"))
-        stream = _int(a.stream if a and a.stream is not None else (a.physic_stream if a else None))
-        k["stream_id"].append(stream if stream is not None else _int(e.tid))
-        k["task_id"].append(_int(a.task) if a else None)
-        k["ts"].append(e.ts)
-        k["dur"].append(e.dur if e.dur is not None else 0.0)
 
     def _comm(self, e: Event, lane: str) -> None:
         a = _dec(_HCCL_DEC, e.args)
@@ -864,16 +851,9 @@ class TimelinePass:
                 },
             )
         if self.kernels:
-            k = self.kernels
-            n = len(k["name"])
             first = self.st.next_kernel_id
-            self.st.next_kernel_id += n
-            ts = times_ns(k.pop("ts"))
-            dur = times_ns(k.pop("dur"))
-            ctx.write(
-                "kernels",
-                {**k, "kernel_id": list(range(first, first + n)), "ts_ns": ts, "dur_ns": dur, "step": self._steps_of(ts.to_pylist())},
-            )
+            self.st.next_kernel_id += len(self.kernels)
+            ctx.write("kernels", self.kernels.columns(first, self._steps_of))
             self.st.has_timeline_kernels = True
         if self.comms:
             ts = times_ns([c["ts"] for c in self.comms]).to_pylist()

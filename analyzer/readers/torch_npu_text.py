@@ -31,6 +31,7 @@ the group hash from ``communication.json`` (Level1+). ``Total Op Info`` aggregat
 
 from __future__ import annotations
 
+import bisect
 import functools
 import re
 from collections import Counter, defaultdict
@@ -333,6 +334,57 @@ def has_shape(s: str | None) -> bool:
     return bool(s) and bool(re.search(r"\d", s or ""))
 
 
+class TaskArgs(msgspec.Struct, gc=False):
+    task_type: str | None = msgspec.field(default=None, name="Task Type")
+    stream: int | str | None = msgspec.field(default=None, name="Stream Id")
+    physic_stream: int | str | None = msgspec.field(default=None, name="Physic Stream Id")
+    task: int | str | None = msgspec.field(default=None, name="Task Id")
+    model: int | str | None = msgspec.field(default=None, name="Model Id")
+
+
+_TASK_DEC = msgspec.json.Decoder(TaskArgs)
+
+
+def _int(v: Any) -> int | None:
+    if v is None or isinstance(v, bool):
+        return None
+    try:
+        return int(v)
+    except (TypeError, ValueError):
+        return None
+
+
+class DeviceTasks:
+    """Device tasks picked from the Ascend Hardware lanes of a chrome-trace array (the ``kernels``
+    table when no CSV gives them: msprof's json timeline, a trace_view.json without kernel_details.csv)."""
+
+    def __init__(self) -> None:
+        self.cols: dict[str, list[Any]] = defaultdict(list)
+
+    def __len__(self) -> int:
+        return len(self.cols["name"])
+
+    def pick(self, e: Event) -> None:
+        a = _dec(_TASK_DEC, e.args)
+        k = self.cols
+        k["name"].append(e.name)
+        k["core_type"].append(a.task_type if a else None)
+        k["is_communication"].append((a is not None and (a.task_type or "").upper() in ("HCCL", "COMMUNICATION")) or e.name.startswith("hcom_"))
+        stream = _int(a.stream if a and a.stream is not None else (a.physic_stream if a else None))
+        k["stream_id"].append(stream if stream is not None else _int(e.tid))
+        k["task_id"].append(_int(a.task) if a else None)
+        k["ts"].append(e.ts)
+        k["dur"].append(e.dur if e.dur is not None else 0.0)
+
+    def columns(self, first_kernel_id: int, step_of: Callable[[list[int | None]], list[int | None]]) -> dict[str, Any]:
+        k = {name: list(v) for name, v in self.cols.items()}
+        ts = times_ns(k.pop("ts"))
+        dur = times_ns(k.pop("dur"))
+        n = len(k["name"])
+        return {**k, "kernel_id": list(range(first_kernel_id, first_kernel_id + n)), "ts_ns": ts, "dur_ns": dur,
+                "step": step_of(ts.to_pylist())}
+
+
 class TraceRouter:
     """One pass over trace_view.json: slices written directly, the rest staged."""
 
@@ -350,6 +402,7 @@ class TraceRouter:
         self.steps: list[tuple[int, int, int]] = []  # (step, start, end)
         self.hccl: list[dict[str, Any]] = []  # candidate big communication ops
         self.cann_levels: Counter[str] = Counter()
+        self.device_tasks: DeviceTasks | None = None  # set when kernel_details.csv is missing
 
     def route(self, events: list[Event]) -> None:
         first = self.event_base
@@ -376,6 +429,8 @@ class TraceRouter:
                     )
                 elif e.cat is None and e.name.startswith(("AscendCL@", "Runtime@", "Node@", "Hccl@", "Model@")):
                     self.cann_levels[e.name.split("@", 1)[0]] += 1
+                if self.device_tasks is not None and ph == "X" and e.cat is None and self.is_device_task(e):
+                    self.device_tasks.pick(e)
             elif ph == "M":
                 self.lanes.add(e)
             elif ph == "C":
@@ -435,6 +490,11 @@ class TraceRouter:
 
     def process(self, pid: str | None) -> str:
         return self.lanes.process_names.get(pid or "", "")
+
+    def is_device_task(self, e: Event) -> bool:
+        """A task on a device stream lane (not msprof's Step Trace lane)."""
+        pid = id_text(e.pid)
+        return lane_group(self.process(pid)) == "device" and not self.lane(pid, id_text(e.tid)).startswith("Step Trace")
 
     def lane(self, pid: str | None, tid: str | None) -> str:
         return self.lanes.thread_names.get((pid or "", tid or ""), "")
@@ -590,6 +650,8 @@ def _read_trace(ctx: ReadContext, st: TextExport, path: Path) -> None:
     with ctx.reading(path, "trace_view.json") as outcome:
         ts = TraceStream(path)
         router = TraceRouter(ctx, st.stage, st.op_processes)
+        if "kernel_details.csv" not in st.files:
+            router.device_tasks = DeviceTasks()
         st.router = router
         for events in ts.blocks():
             router.route(events)
@@ -1023,6 +1085,8 @@ def _finish(ctx: ReadContext, st: TextExport) -> None:
         con.close()
     if router is not None:
         ctx.write("lanes", router.lane_rows())
+        if router.device_tasks:  # no kernel_details.csv: the kernels of the Ascend Hardware lanes
+            ctx.write("kernels", router.device_tasks.columns(0, lambda ts: _last_step_started(steps, ts)))
     _write_comm_ops(ctx, st, steps)
     groups = st.groups
     if groups is not None:
@@ -1031,6 +1095,17 @@ def _finish(ctx: ReadContext, st: TextExport) -> None:
         if rows:
             ctx.write("comm_groups", pa.Table.from_pylist(rows))
     _fill_text_meta(ctx, st)
+
+
+def _last_step_started(steps: list[tuple[int, int, int]], ts: list[int | None]) -> list[int | None]:
+    """The step of a device task: the last step started at or before it (device work lags the host;
+    the db reader's rule)."""
+    starts = [s[1] for s in steps]
+    out: list[int | None] = []
+    for t in ts:
+        i = bisect.bisect_right(starts, t) if t is not None else 0
+        out.append(steps[i - 1][0] if i else None)
+    return out
 
 
 def _write_steps(ctx: ReadContext, router: TraceRouter | None) -> list[tuple[int, int, int]]:
@@ -1265,7 +1340,11 @@ def _fill_text_meta(ctx: ReadContext, st: TextExport) -> None:
     if "trace_view.json" not in st.files:
         m.missing.append("no trace_view.json: no timeline, no operator timestamps or self time from nesting")
     if "kernel_details.csv" not in st.files:
-        m.missing.append("no kernel_details.csv: no device kernels")
+        if router is not None and router.device_tasks:
+            m.missing.append("no kernel_details.csv: kernels taken from trace_view.json's Ascend Hardware lanes "
+                             "(no op types, shapes or PMU metrics)")
+        else:
+            m.missing.append("no kernel_details.csv: no device kernels")
     switch_sentences(ctx, st.pf)
 
 
