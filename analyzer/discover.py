@@ -178,28 +178,11 @@ def discover(root: Path, run: str) -> Discovery:
     # torch_npu folders
     for d in npu_dirs:
         rank, source, producer = _npu_rank(d)
-        sc = _nearest_sidecar(root, d, sidecars)
-        rank, source = _prefer_collector_rank(root, d, sc, rank, source)
-        plan = CollectionPlan(
-            collection_id=collection_id(run, _rel(root, d)),
-            run=run,
-            producer=producer,
-            root=d,
-            rel_root=_rel(root, d),
-            files=_all_files(d),
-            rank=rank,
-            rank_source=source,
-            sidecar=sc[1] if sc else None,
-        )
-        disc.plans.append(plan)
+        disc.plans.append(_plan(root, run, sidecars, producer, d, _all_files(d), rank, source))
     for f in loose_trace_views:  # read by the torch_npu text reader as a folder holding only its trace
-        sc = _nearest_sidecar(root, f.parent, sidecars)
-        rank, source = _prefer_collector_rank(root, f.parent, sc, None, None)
-        rel = _rel(root, f)
-        disc.plans.append(CollectionPlan(
-            collection_id=collection_id(run, rel), run=run, producer="torch_npu_text", root=f.parent, rel_root=rel,
-            files=[f], rank=rank, rank_source=source, sidecar=sc[1] if sc else None, hints={"loose_trace_view": True},
-        ))
+        p = _plan(root, run, sidecars, "torch_npu_text", f.parent, [f], None, None, rel=_rel(root, f))
+        p.hints["loose_trace_view"] = True
+        disc.plans.append(p)
     prof_dirs.extend(d for d in loose_dbs if d not in prof_dirs)
     _mindspore_and_msprof(disc, root, run, sidecars, ms_dirs, prof_dirs, legacy_sets, loose_dbs)
     # Kineto traces: the files under one collector window form one collection; elsewhere each
@@ -246,6 +229,17 @@ def discover(root: Path, run: str) -> Discovery:
     torch_npu_common.share_group_layouts(disc.plans)  # group-local -> global ranks seen on every rank
     disc.plans.sort(key=lambda p: (p.rank if p.rank is not None else 1 << 30, p.rel_root))
     return disc
+
+
+def _plan(
+    root: Path, run: str, sidecars: dict[Path, dict[str, Any]], producer: str, d: Path, files: list[Path],
+    rank: int | None, source: str | None, rel: str | None = None,
+) -> CollectionPlan:
+    """The plan of a producer folder ``d`` (its collector sidecar, if any, decides the rank)."""
+    sc = _nearest_sidecar(root, d, sidecars)
+    rank, source = _prefer_collector_rank(root, d, sc, rank, source)
+    rel = rel or _rel(root, d)
+    return CollectionPlan(collection_id(run, rel), run, producer, d, rel, files, rank, source, sc[1] if sc else None)
 
 
 def _prefer_collector_rank(
@@ -311,10 +305,7 @@ def _mindspore_and_msprof(
     listed as ignored with the reason."""
 
     def plan(producer: str, d: Path, files: list[Path], rank: int | None, source: str | None, rel: str | None = None) -> CollectionPlan:
-        sc = _nearest_sidecar(root, d, sidecars)
-        rank, source = _prefer_collector_rank(root, d, sc, rank, source)
-        rel = rel or _rel(root, d)
-        return CollectionPlan(collection_id(run, rel), run, producer, d, rel, files, rank, source, sc[1] if sc else None)
+        return _plan(root, run, sidecars, producer, d, files, rank, source, rel)
 
     ms_ranks: dict[Path, set[int | None]] = {}
     for d in ms_dirs:

@@ -48,6 +48,7 @@ from .torch_npu_text import (
     DeviceTasks,
     TextExport,
     TraceRouter,
+    is_device_lane,
     lane_group,
     read_api_statistic,
     read_kernel_csv,
@@ -726,16 +727,6 @@ def _dec(dec: msgspec.json.Decoder, raw: msgspec.Raw) -> Any:
         return None
 
 
-def _int(v: Any) -> int | None:
-    if v is None or isinstance(v, bool):
-        return None
-    try:
-        x = int(v)
-    except (TypeError, ValueError):
-        return None
-    return None if x in (4294967295, 65535) else x
-
-
 def _ns_text(ns: int) -> str:
     """Exact ns as a µs decimal string (what the trace reader parses without float rounding)."""
     sign = "-" if ns < 0 else ""
@@ -799,7 +790,7 @@ class TimelinePass:
                 continue
             if e.cat:
                 continue
-            if group == "device" and self.want_kernels and not lane.startswith("Step Trace"):
+            if self.want_kernels and is_device_lane(proc, lane):
                 self.kernels.pick(e)
             elif group == "communication" and not lane.startswith("Plane"):
                 self._comm(e, lane)

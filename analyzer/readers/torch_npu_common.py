@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import bisect
 import json
 import re
 import sqlite3
@@ -579,3 +580,14 @@ def parse_link_key(lk: str) -> tuple[int | None, int | None]:
     if not m:
         return None, None
     return int(m.group(1)), int(m.group(2))
+
+
+def last_step_started(steps: list[tuple[int, int, int]], ts: list[int | None]) -> list[int | None]:
+    """The step of each device task: the last step (``steps``: (step, start ns, end ns), by start)
+    started at or before it (device work lags the host)."""
+    starts = [s[1] for s in steps]
+    out: list[int | None] = []
+    for t in ts:
+        i = bisect.bisect_right(starts, t) if t is not None else 0
+        out.append(steps[i - 1][0] if i else None)
+    return out

@@ -59,6 +59,7 @@ from .torch_npu_common import (
     fill_meta,
     gbps,
     hccl_bytes,
+    last_step_started,
     link_rows,
     mb_bytes,
     ms_ns,
@@ -157,15 +158,7 @@ class DbExport:
 
     def step_of(self, ts: int | None) -> int | None:
         """Step of a device task: the last step started at or before it (device work lags the host)."""
-        if ts is None:
-            return None
-        out = None
-        for step, s, _e in self.steps:
-            if s <= ts:
-                out = step
-            else:
-                break
-        return out
+        return last_step_started(self.steps, [ts])[0]
 
     def guard(self, what: str, fn: Callable[[], None]) -> None:
         try:

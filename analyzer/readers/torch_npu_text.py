@@ -31,7 +31,6 @@ the group hash from ``communication.json`` (Level1+). ``Total Op Info`` aggregat
 
 from __future__ import annotations
 
-import bisect
 import functools
 import re
 from collections import Counter, defaultdict
@@ -64,6 +63,7 @@ from .torch_npu_common import (
     ProducerFiles,
     fill_meta,
     hccl_bytes,
+    last_step_started,
     link_rows,
     load_json,
     mb_bytes,
@@ -345,13 +345,15 @@ class TaskArgs(msgspec.Struct, gc=False):
 _TASK_DEC = msgspec.json.Decoder(TaskArgs)
 
 
-def _int(v: Any) -> int | None:
+def _task_int(v: Any) -> int | None:
+    """A task's stream / task id; CANN's "none" values (4294967295, 65535) become None."""
     if v is None or isinstance(v, bool):
         return None
     try:
-        return int(v)
+        x = int(v)
     except (TypeError, ValueError):
         return None
+    return None if x in (4294967295, 65535) else x
 
 
 class DeviceTasks:
@@ -370,9 +372,9 @@ class DeviceTasks:
         k["name"].append(e.name)
         k["core_type"].append(a.task_type if a else None)
         k["is_communication"].append((a is not None and (a.task_type or "").upper() in ("HCCL", "COMMUNICATION")) or e.name.startswith("hcom_"))
-        stream = _int(a.stream if a and a.stream is not None else (a.physic_stream if a else None))
-        k["stream_id"].append(stream if stream is not None else _int(e.tid))
-        k["task_id"].append(_int(a.task) if a else None)
+        stream = _task_int(a.stream if a and a.stream is not None else (a.physic_stream if a else None))
+        k["stream_id"].append(stream if stream is not None else _task_int(e.tid))
+        k["task_id"].append(_task_int(a.task) if a else None)
         k["ts"].append(e.ts)
         k["dur"].append(e.dur if e.dur is not None else 0.0)
 
@@ -492,9 +494,8 @@ class TraceRouter:
         return self.lanes.process_names.get(pid or "", "")
 
     def is_device_task(self, e: Event) -> bool:
-        """A task on a device stream lane (not msprof's Step Trace lane)."""
         pid = id_text(e.pid)
-        return lane_group(self.process(pid)) == "device" and not self.lane(pid, id_text(e.tid)).startswith("Step Trace")
+        return is_device_lane(self.process(pid), self.lane(pid, id_text(e.tid)))
 
     def lane(self, pid: str | None, tid: str | None) -> str:
         return self.lanes.thread_names.get((pid or "", tid or ""), "")
@@ -524,6 +525,11 @@ class TraceRouter:
             elif not proc and not lane:
                 out.append(h)
         return out
+
+
+def is_device_lane(process: str, lane: str) -> bool:
+    """A device stream lane, where the tasks are (not msprof's Step Trace lane)."""
+    return lane_group(process) == "device" and not lane.startswith("Step Trace")
 
 
 def lane_group(process: str) -> str:
@@ -1086,7 +1092,7 @@ def _finish(ctx: ReadContext, st: TextExport) -> None:
     if router is not None:
         ctx.write("lanes", router.lane_rows())
         if router.device_tasks:  # no kernel_details.csv: the kernels of the Ascend Hardware lanes
-            ctx.write("kernels", router.device_tasks.columns(0, lambda ts: _last_step_started(steps, ts)))
+            ctx.write("kernels", router.device_tasks.columns(0, lambda ts: last_step_started(steps, ts)))
     _write_comm_ops(ctx, st, steps)
     groups = st.groups
     if groups is not None:
@@ -1095,17 +1101,6 @@ def _finish(ctx: ReadContext, st: TextExport) -> None:
         if rows:
             ctx.write("comm_groups", pa.Table.from_pylist(rows))
     _fill_text_meta(ctx, st)
-
-
-def _last_step_started(steps: list[tuple[int, int, int]], ts: list[int | None]) -> list[int | None]:
-    """The step of a device task: the last step started at or before it (device work lags the host;
-    the db reader's rule)."""
-    starts = [s[1] for s in steps]
-    out: list[int | None] = []
-    for t in ts:
-        i = bisect.bisect_right(starts, t) if t is not None else 0
-        out.append(steps[i - 1][0] if i else None)
-    return out
 
 
 def _write_steps(ctx: ReadContext, router: TraceRouter | None) -> list[tuple[int, int, int]]:
