@@ -18,8 +18,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from . import schema
-from .format import cell_text, fmt_bytes, fmt_ns, json_ready
 from .errors import AnalyzerError, NothingIngestedError
+from .format import cell_text, fmt_bytes, fmt_ns, json_ready
 from .store import STORE_ENV_VAR, Store, resolve_store_path
 
 if TYPE_CHECKING:  # pandas is imported by the commands that print frames, not by `analyze ingest`
@@ -138,9 +138,13 @@ def _print_problems(report: Any) -> None:
         console.print(f"[bold yellow]{len(probs)} file problem(s):[/]")
         for f in probs:
             colour = "red" if f["status"] == "error" else "yellow"
-            console.print(f"  [{colour}]{f['status']}[/] {escape(str(f['path']))}: {escape(str(f['error']))}", markup=True)
+            console.print(
+                f"  [{colour}]{f['status']}[/] {escape(str(f['path']))}: {escape(str(f['error']))}", markup=True
+            )
     for c in report.gone:
-        console.print(f"  [yellow]removed[/] rank {c['rank']} {escape(str(c['root_path']))}: no longer below the folder")
+        console.print(
+            f"  [yellow]removed[/] rank {c['rank']} {escape(str(c['root_path']))}: no longer below the folder"
+        )
     for cid in report.kept_previous:
         console.print(f"  kept the previously ingested data of collection {cid}")
     if report.ignored:
@@ -148,7 +152,9 @@ def _print_problems(report: Any) -> None:
         for path, reason in report.ignored[:10]:
             console.print(f"  [dim]ignored[/] {escape(str(path))}: {escape(str(reason))}")
         if len(report.ignored) > 10:
-            console.print(f"  [dim]... and {len(report.ignored) - 10} more (see `analyze query \"SELECT * FROM source_files WHERE status = 'ignored'\"`)[/]")
+            console.print(
+                f"  [dim]... and {len(report.ignored) - 10} more (see `analyze query \"SELECT * FROM source_files WHERE status = 'ignored'\"`)[/]"
+            )
 
 
 def _report_json(report: Any) -> dict[str, Any]:
@@ -171,7 +177,9 @@ def _report_json(report: Any) -> dict[str, Any]:
         ],
         "unchanged": [p.rel_root for p in report.unchanged],
         "kept_previous": report.kept_previous,
-        "removed": [{"collection_id": c["collection_id"], "rank": c["rank"], "root_path": c["root_path"]} for c in report.gone],
+        "removed": [
+            {"collection_id": c["collection_id"], "rank": c["rank"], "root_path": c["root_path"]} for c in report.gone
+        ],
         "problems": [{k: f[k] for k in ("path", "status", "reader", "error")} for f in report.problems],
         "ignored": [{"path": p, "reason": r} for p, r in report.ignored],
     }
@@ -192,7 +200,9 @@ def runs(as_json: bool, problems: bool, store: Store) -> None:
     if as_json:
         out = [{k: json_ready(v) for k, v in r.items()} for r in df.to_dict("records")]
         for r in out:
-            r["problems"] = json_ready(probs[probs["run"] == r["run"]][["path", "status", "reader", "error"]].to_dict("records"))
+            r["problems"] = json_ready(
+                probs[probs["run"] == r["run"]][["path", "status", "reader", "error"]].to_dict("records")
+            )
         click.echo(json.dumps(out, indent=2, default=str))
         return
     if df.empty:
@@ -201,15 +211,24 @@ def runs(as_json: bool, problems: bool, store: Store) -> None:
     t = Table("run", "ranks", "collections", "steps", "formats", "status", "problems", "updated (UTC)", "root")
     for r in df.to_dict("records"):
         t.add_row(
-            str(r["run"]), str(r["ranks"]), str(r["collections"]), str(r["steps"]), ", ".join(list(r["formats"]) if r["formats"] is not None else []),
-            str(r["status"]), str(r["problems"]), str(r["updated_at"])[:19], str(r["root_path"]),
+            str(r["run"]),
+            str(r["ranks"]),
+            str(r["collections"]),
+            str(r["steps"]),
+            ", ".join(list(r["formats"]) if r["formats"] is not None else []),
+            str(r["status"]),
+            str(r["problems"]),
+            str(r["updated_at"])[:19],
+            str(r["root_path"]),
         )
     console.print(t)
     if problems and not probs.empty:
         console.print("[bold yellow]file problems:[/]")
         for r in probs.to_dict("records"):
-            console.print(f"  {escape(str(r['run']))}: [{'red' if r['status'] == 'error' else 'yellow'}]{r['status']}[/] "
-                          f"{escape(str(r['path']))}: {escape(str(r['error']))}")
+            console.print(
+                f"  {escape(str(r['run']))}: [{'red' if r['status'] == 'error' else 'yellow'}]{r['status']}[/] "
+                f"{escape(str(r['path']))}: {escape(str(r['error']))}"
+            )
 
 
 @main.command()
@@ -227,18 +246,43 @@ def summary(run_name: str | None, top: int, as_json: bool, store: Store) -> None
         click.echo(json.dumps(s, indent=2, default=str))
         return
     console.print(f"run [bold]{s['run']}[/]")
-    t = Table("rank", "format", "status", "steps", "step avg", "step max", "compute kernels", "comm ops", "comm time",
-              "comm wait", "comm bytes", "peak alloc", "peak reserved")
+    t = Table(
+        "rank",
+        "format",
+        "status",
+        "steps",
+        "step avg",
+        "step max",
+        "compute kernels",
+        "comm ops",
+        "comm time",
+        "comm wait",
+        "comm bytes",
+        "peak alloc",
+        "peak reserved",
+    )
     for r in s["ranks"]:
         t.add_row(
-            str(r["rank"]), r["formats"] or "-", r["status"] or "-", str(r["steps"] or 0), fmt_ns(r["step_avg_ns"]),
-            fmt_ns(r["step_max_ns"]), fmt_ns(r["compute_kernel_ns"]), str(r["comm_ops"] or 0), fmt_ns(r["comm_ns"]),
-            fmt_ns(r["comm_wait_ns"]), fmt_bytes(r["comm_bytes"]), fmt_bytes(r["peak_allocated_bytes"]),
+            str(r["rank"]),
+            r["formats"] or "-",
+            r["status"] or "-",
+            str(r["steps"] or 0),
+            fmt_ns(r["step_avg_ns"]),
+            fmt_ns(r["step_max_ns"]),
+            fmt_ns(r["compute_kernel_ns"]),
+            str(r["comm_ops"] or 0),
+            fmt_ns(r["comm_ns"]),
+            fmt_ns(r["comm_wait_ns"]),
+            fmt_bytes(r["comm_bytes"]),
+            fmt_bytes(r["peak_allocated_bytes"]),
             fmt_bytes(r["peak_reserved_bytes"]),
         )
     console.print(t)
     for r in s["ranks"]:
-        for key, label, field in (("top_operators", "operators (self time)", "self_ns"), ("top_kernels", "kernels", "total_ns")):
+        for key, label, field in (
+            ("top_operators", "operators (self time)", "self_ns"),
+            ("top_kernels", "kernels", "total_ns"),
+        ):
             if r[key]:
                 tops = "; ".join(f"{x['name']} {fmt_ns(x.get(field))} ×{x['calls']}" for x in r[key])
                 console.print(f"  rank {r['rank']} top {label}: {tops}", markup=False)
@@ -325,8 +369,12 @@ def drop(run_name: str, store: Store) -> None:
 
 
 @main.command()
-@click.option("--host", default="127.0.0.1", show_default=True, help="Interface to listen on (0.0.0.0: every interface).")
-@click.option("--port", default=8050, show_default=True, type=click.IntRange(0, 65535), help="Port (0: any free port, printed).")
+@click.option(
+    "--host", default="127.0.0.1", show_default=True, help="Interface to listen on (0.0.0.0: every interface)."
+)
+@click.option(
+    "--port", default=8050, show_default=True, type=click.IntRange(0, 65535), help="Port (0: any free port, printed)."
+)
 @store_option
 @handle_errors
 def serve(host: str, port: int, store: Store) -> None:

@@ -202,7 +202,17 @@ def discover(root: Path, run: str) -> Discovery:
             rank, _ws = peek_rank(files[0])
             source = "distributedInfo" if rank is not None else None
         disc.plans.append(
-            CollectionPlan(collection_id(run, _rel(root, d)), run, "kineto", d, _rel(root, d), sorted(files + [d / SIDECAR_NAME]), rank, source, sc)
+            CollectionPlan(
+                collection_id(run, _rel(root, d)),
+                run,
+                "kineto",
+                d,
+                _rel(root, d),
+                sorted(files + [d / SIDECAR_NAME]),
+                rank,
+                source,
+                sc,
+            )
         )
     for f in singles:
         rank, _ws = peek_rank(f)
@@ -210,12 +220,23 @@ def discover(root: Path, run: str) -> Discovery:
         dir_rank = _rank_from_dirs(root, f)
         if dir_rank is not None:
             rank, source = dir_rank, "rank_dir"
-        disc.plans.append(CollectionPlan(collection_id(run, _rel(root, f)), run, "kineto", f, _rel(root, f), [f], rank, source))
+        disc.plans.append(
+            CollectionPlan(collection_id(run, _rel(root, f)), run, "kineto", f, _rel(root, f), [f], rank, source)
+        )
     # collector step scalars (always on, one file per rank)
     for f in scalar_files:
         rank = _rank_from_dirs(root, f)
         disc.plans.append(
-            CollectionPlan(collection_id(run, _rel(root, f)), run, "collector_scalars", f, _rel(root, f), [f], rank, "rank_dir" if rank is not None else None)
+            CollectionPlan(
+                collection_id(run, _rel(root, f)),
+                run,
+                "collector_scalars",
+                f,
+                _rel(root, f),
+                [f],
+                rank,
+                "rank_dir" if rank is not None else None,
+            )
         )
     # sidecars of windows that produced no profiler data (job killed before the first export)
     used = {p.root for p in disc.plans} | {p.root.parent for p in disc.plans}
@@ -223,7 +244,17 @@ def discover(root: Path, run: str) -> Discovery:
         if d not in used and not any(str(p.root).startswith(str(d) + os.sep) for p in disc.plans):
             rank, source = _prefer_collector_rank(root, d, (d, sc), None, None)
             disc.plans.append(
-                CollectionPlan(collection_id(run, _rel(root, d)), run, "collector_empty", d, _rel(root, d), [d / SIDECAR_NAME], rank, source, sc)
+                CollectionPlan(
+                    collection_id(run, _rel(root, d)),
+                    run,
+                    "collector_empty",
+                    d,
+                    _rel(root, d),
+                    [d / SIDECAR_NAME],
+                    rank,
+                    source,
+                    sc,
+                )
             )
     _resolve_unknown_ranks(disc)
     torch_npu_common.share_group_layouts(disc.plans)  # group-local -> global ranks seen on every rank
@@ -232,8 +263,15 @@ def discover(root: Path, run: str) -> Discovery:
 
 
 def _plan(
-    root: Path, run: str, sidecars: dict[Path, dict[str, Any]], producer: str, d: Path, files: list[Path],
-    rank: int | None, source: str | None, rel: str | None = None,
+    root: Path,
+    run: str,
+    sidecars: dict[Path, dict[str, Any]],
+    producer: str,
+    d: Path,
+    files: list[Path],
+    rank: int | None,
+    source: str | None,
+    rel: str | None = None,
 ) -> CollectionPlan:
     """The plan of a producer folder ``d`` (its collector sidecar, if any, decides the rank)."""
     sc = _nearest_sidecar(root, d, sidecars)
@@ -304,7 +342,9 @@ def _mindspore_and_msprof(
     legacy ``*_{r}`` files, the raw ``PROF_*``): the ``*_ascend_ms`` folder is read, the others are
     listed as ignored with the reason."""
 
-    def plan(producer: str, d: Path, files: list[Path], rank: int | None, source: str | None, rel: str | None = None) -> CollectionPlan:
+    def plan(
+        producer: str, d: Path, files: list[Path], rank: int | None, source: str | None, rel: str | None = None
+    ) -> CollectionPlan:
         return _plan(root, run, sidecars, producer, d, files, rank, source, rel)
 
     ms_ranks: dict[Path, set[int | None]] = {}
@@ -325,7 +365,9 @@ def _mindspore_and_msprof(
         ident = msprof.prof_identity(d)
         if d.parent in ms_ranks and (ident.rank is None or ident.rank in ms_ranks[d.parent]):
             for f in _all_files(d):
-                disc.ignored.append((f, "raw CANN data of the MindSpore run; the *_ascend_ms folder next to it was read"))
+                disc.ignored.append(
+                    (f, "raw CANN data of the MindSpore run; the *_ascend_ms folder next to it was read")
+                )
             continue
         files = _all_files(d) if _PROF_DIR.match(d.name) else _all_files(d / msprof.EXPORT_DIR) + loose_dbs.get(d, [])
         p = plan("msprof", d, files, ident.rank, "PROF_info" if ident.rank is not None else None)

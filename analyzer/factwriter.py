@@ -97,7 +97,11 @@ class FactWriter:
 
     def _new_path(self, table: str) -> Path:
         return (
-            self.store_path / FACTS_DIR / table / f"run={slug(self.run)}" / f"rank={self.rank}"
+            self.store_path
+            / FACTS_DIR
+            / table
+            / f"run={slug(self.run)}"
+            / f"rank={self.rank}"
             / f"{self.collection_id}-{uuid.uuid4().hex[:10]}.parquet"
         )
 
@@ -129,8 +133,12 @@ class FactWriter:
             path = self._new_path(table)
             path.parent.mkdir(parents=True, exist_ok=True)
             w = pq.ParquetWriter(
-                str(path), tbl.schema, compression="zstd", compression_level=1,
-                use_dictionary=_dictionary_columns(table), write_statistics=_statistics_columns(table),
+                str(path),
+                tbl.schema,
+                compression="zstd",
+                compression_level=1,
+                use_dictionary=_dictionary_columns(table),
+                write_statistics=_statistics_columns(table),
                 column_encoding=_delta_columns(table),
             )
             self._writers[table] = w
@@ -194,4 +202,3 @@ class FactWriter:
     @property
     def total_rows(self) -> int:
         return sum(self.rows.values())
-

@@ -112,7 +112,7 @@ def read_collection(plan: CollectionPlan, store_path: str, run_root: str) -> Col
             except InputError as exc:
                 with ctx.reading(Path(exc.path), plan.producer):
                     raise
-            except Exception as exc:  # noqa: BLE001 - a reader bug must not sink the whole ingest
+            except Exception as exc:
                 with ctx.reading(plan.files[0] if plan.files else plan.root, plan.producer):
                     raise RuntimeError(f"reader {plan.producer} failed: {type(exc).__name__}: {exc}") from exc
         fact_files = writer.close()
@@ -154,10 +154,15 @@ def read_collection(plan: CollectionPlan, store_path: str, run_root: str) -> Col
         last = f", last complete step {max(captured)}" if captured else ", no step completed"
         reason = f" ({sc['reason']})" if sc.get("reason") else ""
         if sc.get("status") == "running":  # no clean-up ran: SIGKILL / os._exit, or the job is still profiling
-            missing.insert(0, f"the profiling window was still open (sidecar status running: the job is still "
-                              f"profiling, or was killed without clean-up){last}: later steps were not captured")
+            missing.insert(
+                0,
+                f"the profiling window was still open (sidecar status running: the job is still "
+                f"profiling, or was killed without clean-up){last}: later steps were not captured",
+            )
         else:
-            missing.insert(0, f"the job stopped during the profiling window{reason}{last}: later steps were not captured")
+            missing.insert(
+                0, f"the job stopped during the profiling window{reason}{last}: later steps were not captured"
+            )
     if plan.hints.get("rank_warning"):
         missing.insert(0, plan.hints["rank_warning"])
     extra = dict(meta.extra)
@@ -300,11 +305,16 @@ def ingest(
         found = {p.collection_id for p in disc.plans}
         report.gone = [c for cid, c in sorted(prev_cols.items()) if cid not in found]
         unchanged_ids = {p.collection_id for p in report.unchanged}
-        report.earlier = [f for f in prev_files.values()
-                          if f["collection_id"] in unchanged_ids and f["status"] in ("warning", "error")]
+        report.earlier = [
+            f
+            for f in prev_files.values()
+            if f["collection_id"] in unchanged_ids and f["status"] in ("warning", "error")
+        ]
         for plan in report.unchanged:
             notify("unchanged", plan)
-        results = _read_all(to_read, str(store.path), str(run_root), workers, notify, store.initialize if fresh else None)
+        results = _read_all(
+            to_read, str(store.path), str(run_root), workers, notify, store.initialize if fresh else None
+        )
         replace: list[str] = []
         collections: list[dict[str, Any]] = []
         fact_files: list[dict[str, Any]] = []
@@ -330,18 +340,34 @@ def ingest(
             rel = _relpath(path, run_root)
             file_rows.append(
                 {
-                    "run": run_name, "path": rel, "collection_id": None, "size_bytes": st[0] if st else None,
-                    "mtime_ns": st[1] if st else None, "sha256": None, "reader": "ignored", "status": "ignored",
-                    "error": reason, "rows": 0, "ingested_at": now,
+                    "run": run_name,
+                    "path": rel,
+                    "collection_id": None,
+                    "size_bytes": st[0] if st else None,
+                    "mtime_ns": st[1] if st else None,
+                    "sha256": None,
+                    "reader": "ignored",
+                    "status": "ignored",
+                    "error": reason,
+                    "rows": 0,
+                    "ingested_at": now,
                 }
             )
             report.ignored.append((rel, reason))
         for path, reason in disc.problems:
             st = _stat(path)
             row = {
-                "run": run_name, "path": _relpath(path, run_root), "collection_id": None,
-                "size_bytes": st[0] if st else None, "mtime_ns": st[1] if st else None, "sha256": None,
-                "reader": "discover", "status": "error", "error": reason, "rows": 0, "ingested_at": now,
+                "run": run_name,
+                "path": _relpath(path, run_root),
+                "collection_id": None,
+                "size_bytes": st[0] if st else None,
+                "mtime_ns": st[1] if st else None,
+                "sha256": None,
+                "reader": "discover",
+                "status": "error",
+                "error": reason,
+                "rows": 0,
+                "ingested_at": now,
             }
             file_rows.append(row)
             report.unreadable.append(row)
@@ -430,7 +456,9 @@ def _read_all(
     # largest collections first so the pool is not left waiting on one big rank at the end
     order = sorted(plans, key=lambda p: -sum((_stat(f) or (0, 0))[0] for f in p.files))
     threads = max(1, (os.cpu_count() or 1) // n)
-    with ProcessPoolExecutor(max_workers=n, mp_context=ctx, initializer=_init_worker, initargs=(threads, parent)) as pool:
+    with ProcessPoolExecutor(
+        max_workers=n, mp_context=ctx, initializer=_init_worker, initargs=(threads, parent)
+    ) as pool:
         futs = []
         for p in order:
             notify("start", p)

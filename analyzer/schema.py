@@ -85,8 +85,16 @@ CATALOG_TABLES: tuple[Table, ...] = (
         (
             _c("collection_id", "VARCHAR", "Stable id: hash of run and the collection's relative root path."),
             _c("run", "VARCHAR", "Run the collection belongs to."),
-            _c("rank", "INTEGER", "Global rank (from sidecar, rank_{id} folder, producer metadata; see formats.md 7.5)."),
-            _c("rank_source", "VARCHAR", "Where the rank was found (sidecar, rank_dir, profiler_info, db_name, distributedInfo, ...)."),
+            _c(
+                "rank",
+                "INTEGER",
+                "Global rank (from sidecar, rank_{id} folder, producer metadata; see formats.md 7.5).",
+            ),
+            _c(
+                "rank_source",
+                "VARCHAR",
+                "Where the rank was found (sidecar, rank_dir, profiler_info, db_name, distributedInfo, ...).",
+            ),
             _c("producer", "VARCHAR", "Format reader: kineto, torch_npu_text, torch_npu_db, ..."),
             _c("producer_version", "VARCHAR", "Producer version string when known (torch_npu, CANN, Kineto schema)."),
             _c("root_path", "VARCHAR", "Collection root relative to the run root (a file for Kineto traces)."),
@@ -97,9 +105,21 @@ CATALOG_TABLES: tuple[Table, ...] = (
             _c("start_ns", "BIGINT", "Earliest event timestamp in the collection (ns, host clock)."),
             _c("end_ns", "BIGINT", "Latest event end in the collection (ns, host clock)."),
             _c("steps", "INTEGER[]", "Step ids found in the collection."),
-            _c("status", "VARCHAR", "complete | partial (some files bad, or the job died mid-window) | unparsed (raw only) | error."),
-            _c("capabilities", "VARCHAR[]", "What the data supports: operators, kernels, communication, comm_matrix, memory, stacks, shapes, steps, scalars."),
-            _c("missing", "VARCHAR[]", "Plain sentences explaining what is missing and why (e.g. 'Level0: no communication matrix')."),
+            _c(
+                "status",
+                "VARCHAR",
+                "complete | partial (some files bad, or the job died mid-window) | unparsed (raw only) | error.",
+            ),
+            _c(
+                "capabilities",
+                "VARCHAR[]",
+                "What the data supports: operators, kernels, communication, comm_matrix, memory, stacks, shapes, steps, scalars.",
+            ),
+            _c(
+                "missing",
+                "VARCHAR[]",
+                "Plain sentences explaining what is missing and why (e.g. 'Level0: no communication matrix').",
+            ),
             _c("config", "JSON", "Profiler configuration as recorded by the producer."),
             _c("meta", "JSON", "Other producer metadata (distributedInfo, sidecar, env variables...)."),
             _c("n_rows", "BIGINT", "Total fact rows written for the collection."),
@@ -163,9 +183,15 @@ FACT_TABLES: tuple[Table, ...] = (
         + (
             _c("pid", "VARCHAR", "Producer process id as written (may be a string such as 'Spans')."),
             _c("tid", "VARCHAR", "Producer thread / stream id as written."),
-            _c("process", "VARCHAR", "Process name (M process_name): Python, CANN, Ascend Hardware, HCCL, python3, ..."),
+            _c(
+                "process", "VARCHAR", "Process name (M process_name): Python, CANN, Ascend Hardware, HCCL, python3, ..."
+            ),
             _c("lane", "VARCHAR", "Lane name (M thread_name, or 'Thread N' / 'Stream N')."),
-            _c("lane_group", "VARCHAR", "host | device | communication | overlap | other: which group the lane is drawn in."),
+            _c(
+                "lane_group",
+                "VARCHAR",
+                "host | device | communication | overlap | other: which group the lane is drawn in.",
+            ),
             _c("sort_index", "BIGINT", "Producer's sort index for the lane, when given."),
             _c("n_slices", "BIGINT", "Number of slices on the lane."),
         ),
@@ -204,8 +230,16 @@ FACT_TABLES: tuple[Table, ...] = (
             _c("call_stack", "VARCHAR", "Python call stack, frames separated by newlines (with_stack)."),
             _c("sequence_number", "BIGINT", "Autograd sequence number (links forward and backward)."),
             _c("event_id", "BIGINT", "Position of the event in its source (matches slices.event_id)."),
-            _c("device_self_ns", "BIGINT", "Device time of the tasks the op launched itself (torch_npu operator_details.csv; db: tasks linked to the op), NULL when unknown."),
-            _c("device_total_ns", "BIGINT", "Device time of the tasks launched by the op and the ops nested in it, NULL when unknown."),
+            _c(
+                "device_self_ns",
+                "BIGINT",
+                "Device time of the tasks the op launched itself (torch_npu operator_details.csv; db: tasks linked to the op), NULL when unknown.",
+            ),
+            _c(
+                "device_total_ns",
+                "BIGINT",
+                "Device time of the tasks launched by the op and the ops nested in it, NULL when unknown.",
+            ),
         ),
     ),
     Table(
@@ -217,7 +251,11 @@ FACT_TABLES: tuple[Table, ...] = (
             _c("step", "INTEGER", "Step id when known."),
             _c("name", "VARCHAR", "Kernel / task name."),
             _c("op_type", "VARCHAR", "Operator type (Type / OP Type), NULL when not reported (Level0: N/A)."),
-            _c("core_type", "VARCHAR", "Accelerator core / task type (AI_CORE, AI_VECTOR_CORE, MIX_AIC, HCCL, kernel, gpu_memcpy...)."),
+            _c(
+                "core_type",
+                "VARCHAR",
+                "Accelerator core / task type (AI_CORE, AI_VECTOR_CORE, MIX_AIC, HCCL, kernel, gpu_memcpy...).",
+            ),
             _c("is_communication", "BOOLEAN", "True for communication tasks (HCCL / NCCL kernels)."),
             _c("device_id", "INTEGER", "Device id when known."),
             _c("stream_id", "BIGINT", "Stream id when known."),
@@ -252,8 +290,16 @@ FACT_TABLES: tuple[Table, ...] = (
         FACT_KEY
         + (
             _c("step", "INTEGER", "Step id when known."),
-            _c("name", "VARCHAR", "Operation name as written (hcom_allReduce__586_0_1, gloo:all_reduce, ncclDevKernel_...)."),
-            _c("op_type", "VARCHAR", "Normalised type: allreduce, allgather, reduce_scatter, broadcast, alltoall, send, recv, barrier, reduce, gather, scatter, other."),
+            _c(
+                "name",
+                "VARCHAR",
+                "Operation name as written (hcom_allReduce__586_0_1, gloo:all_reduce, ncclDevKernel_...).",
+            ),
+            _c(
+                "op_type",
+                "VARCHAR",
+                "Normalised type: allreduce, allgather, reduce_scatter, broadcast, alltoall, send, recv, barrier, reduce, gather, scatter, other.",
+            ),
             _c("group_name", "VARCHAR", "Communication group key (HCCL group hash or process group name)."),
             _c("group_ranks", "INTEGER[]", "Global ranks of the group when known."),
             _c("is_p2p", "BOOLEAN", "True for point-to-point operations."),
@@ -276,14 +322,22 @@ FACT_TABLES: tuple[Table, ...] = (
         FACT_KEY
         + (
             _c("step", "INTEGER", "Step id when known."),
-            _c("op_name", "VARCHAR", "Operation name (per-step totals such as 'Total Op Info' are not stored: sum the rows)."),
+            _c(
+                "op_name",
+                "VARCHAR",
+                "Operation name (per-step totals such as 'Total Op Info' are not stored: sum the rows).",
+            ),
             _c("group_name", "VARCHAR", "Communication group key."),
             _c("transport", "VARCHAR", "RDMA, HCCS, PCIE, SDMA, SIO, ..."),
             _c("bytes", "BIGINT", "Bytes moved (source MB x 10^6: Ascend communication files use decimal MB)."),
             _c("transit_ns", "BIGINT", "Transit time (ns)."),
             _c("bandwidth_bytes_per_s", "DOUBLE", "Bandwidth (bytes/s) as reported."),
             _c("large_packet_ratio", "DOUBLE", "Share of large packets (0..1)."),
-            _c("packet_size_bytes", "BIGINT", "Packet size of this size-distribution bucket (NULL for the transport summary row)."),
+            _c(
+                "packet_size_bytes",
+                "BIGINT",
+                "Packet size of this size-distribution bucket (NULL for the transport summary row).",
+            ),
             _c("packet_count", "BIGINT", "Packets of this size (NULL for the transport summary row)."),
             _c("packet_transit_ns", "BIGINT", "Transit time of the packets of this size (NULL for the summary row)."),
         ),
@@ -319,7 +373,11 @@ FACT_TABLES: tuple[Table, ...] = (
             _c("global_ranks", "INTEGER[]", "Global ranks in group order (index = local rank)."),
             _c("local_rank", "INTEGER", "This rank's index in the group when known."),
             _c("backend", "VARCHAR", "Backend (hccl, nccl, gloo) when known."),
-            _c("source", "VARCHAR", "Where the group came from (parallel_group_info, pg_config, record_param_comms...)."),
+            _c(
+                "source",
+                "VARCHAR",
+                "Where the group came from (parallel_group_info, pg_config, record_param_comms...).",
+            ),
         ),
     ),
     Table(
@@ -328,7 +386,11 @@ FACT_TABLES: tuple[Table, ...] = (
         FACT_KEY
         + (
             _c("ts_ns", "BIGINT", "Sample time (ns)."),
-            _c("component", "VARCHAR", "APP, PTA, GE, PTA+GE, WORKSPACE, a driver module (npu_module_mem), or 'allocator' (Kineto)."),
+            _c(
+                "component",
+                "VARCHAR",
+                "APP, PTA, GE, PTA+GE, WORKSPACE, a driver module (npu_module_mem), or 'allocator' (Kineto).",
+            ),
             _c("device", "VARCHAR", "Device as written (NPU:0, CPU, cuda:0)."),
             _c("allocated_bytes", "BIGINT", "Total allocated (bytes), when reported."),
             _c("reserved_bytes", "BIGINT", "Total reserved (bytes), when reported."),
@@ -342,7 +404,11 @@ FACT_TABLES: tuple[Table, ...] = (
         "Memory blocks attributed to operators: size, allocation and release times, allocator totals at both ends.",
         FACT_KEY
         + (
-            _c("name", "VARCHAR", "Operator that allocated the block (aten::empty_strided, cann::Graph_70, ...) or NULL if unknown."),
+            _c(
+                "name",
+                "VARCHAR",
+                "Operator that allocated the block (aten::empty_strided, cann::Graph_70, ...) or NULL if unknown.",
+            ),
             _c("size_bytes", "BIGINT", "Block size (bytes); negative when only the free was captured."),
             _c("alloc_ns", "BIGINT", "Allocation time (ns)."),
             _c("release_ns", "BIGINT", "Release time (ns), NULL if released after the window."),
@@ -381,7 +447,11 @@ FACT_TABLES: tuple[Table, ...] = (
         "Aggregates written by the producer (op_statistic.csv, api_statistic.csv); for the torch_npu db export, which has no such files, computed at ingest from its kernels and CANN API rows with the same definitions.",
         FACT_KEY
         + (
-            _c("kind", "VARCHAR", "op_statistic | api_statistic | communication_statistic (msprof) | cpu_op_type / cpu_op_detail (MindSpore host CPU ops) | op_detail (legacy MindSpore per-op average)."),
+            _c(
+                "kind",
+                "VARCHAR",
+                "op_statistic | api_statistic | communication_statistic (msprof) | cpu_op_type / cpu_op_detail (MindSpore host CPU ops) | op_detail (legacy MindSpore per-op average).",
+            ),
             _c("level", "VARCHAR", "API level (acl, runtime, node, hccl) for api_statistic."),
             _c("name", "VARCHAR", "OP Type or API Name."),
             _c("core_type", "VARCHAR", "Core type for op_statistic."),

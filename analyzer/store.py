@@ -95,6 +95,7 @@ def _exact_frame(rel: duckdb.DuckDBPyRelation | None) -> pd.DataFrame:
     huge = {c for c, t in zip(rel.columns, rel.types) if str(t) in ("HUGEINT", "UHUGEINT")}
     if not huge:
         return rel.df()
+
     def q(c: str) -> str:
         return '"' + c.replace('"', '""') + '"'
 
@@ -108,7 +109,10 @@ def _exact_frame(rel: duckdb.DuckDBPyRelation | None) -> pd.DataFrame:
 
 
 def _filter_fact_files(
-    ff: pa.Table, run: str | None = None, ranks: Sequence[int] | None = None, table: str | None = None,
+    ff: pa.Table,
+    run: str | None = None,
+    ranks: Sequence[int] | None = None,
+    table: str | None = None,
 ) -> pa.Table:
     """The rows of the catalog's fact_files of one run / some ranks / one table."""
     if table is not None:
@@ -236,7 +240,10 @@ class Store:
         return out
 
     def _create_fact_views(
-        self, con: duckdb.DuckDBPyConnection, paths: dict[str, list[str]], temp: bool = False,
+        self,
+        con: duckdb.DuckDBPyConnection,
+        paths: dict[str, list[str]],
+        temp: bool = False,
         only: Sequence[str] | None = None,
     ) -> None:
         kw = "TEMP " if temp else ""
@@ -255,7 +262,10 @@ class Store:
     # -- queries --------------------------------------------------------------------------------
 
     def query(
-        self, sql: str, params: Sequence[Any] | None = None, run: str | None = None,
+        self,
+        sql: str,
+        params: Sequence[Any] | None = None,
+        run: str | None = None,
         tables: Mapping[str, pa.Table] | None = None,
     ) -> pd.DataFrame:
         """Run one read-only SELECT over every table and return a DataFrame.
@@ -330,7 +340,9 @@ class Store:
                     ids = list(replace_collections)
                     con.execute("DELETE FROM collections WHERE run = ? AND list_contains(?, collection_id)", [run, ids])
                     con.execute("DELETE FROM fact_files WHERE run = ? AND list_contains(?, collection_id)", [run, ids])
-                    con.execute("DELETE FROM source_files WHERE run = ? AND list_contains(?, collection_id)", [run, ids])
+                    con.execute(
+                        "DELETE FROM source_files WHERE run = ? AND list_contains(?, collection_id)", [run, ids]
+                    )
                 if source_files:
                     paths = [r["path"] for r in source_files]
                     con.execute("DELETE FROM source_files WHERE run = ? AND list_contains(?, path)", [run, paths])

@@ -124,7 +124,8 @@ def rank_summary(store: Store, run: str | None = None, top: int = 3) -> dict[str
             {k: _plain(v) for k, v in x.items() if k != "rank"} for x in ops[ops["rank"] == r].to_dict("records")
         ]
         rec["top_kernels"] = [
-            {k: _plain(v) for k, v in x.items() if k != "rank"} for x in kernels[kernels["rank"] == r].to_dict("records")
+            {k: _plain(v) for k, v in x.items() if k != "rank"}
+            for x in kernels[kernels["rank"] == r].to_dict("records")
         ]
         out_ranks.append(rec)
     return {"run": run, "ranks": out_ranks}

@@ -35,12 +35,13 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from collector import Profiler  # noqa: E402
+from collector import Profiler
 
 STEP_NS = 10_000_000  # the reference step: 10 ms
 
@@ -55,8 +56,11 @@ def _work(state: list[float]) -> float:
 
 def _variant_configs(root: Path) -> dict[str, dict[str, Any]]:
     def dyn(name: str, **extra: Any) -> dict[str, Any]:
-        d = {"profile_type": "dynamic", "static_param": {"save_path": str(root / name / "out")},
-             "dynamic_param": {"config_path": str(root / name / "dyn"), "poll_interval_s": 1.0}}
+        d = {
+            "profile_type": "dynamic",
+            "static_param": {"save_path": str(root / name / "out")},
+            "dynamic_param": {"config_path": str(root / name / "dyn"), "poll_interval_s": 1.0},
+        }
         for k, v in extra.items():
             d[k] = {**d.get(k, {}), **v}
         return d
@@ -64,8 +68,9 @@ def _variant_configs(root: Path) -> dict[str, dict[str, Any]]:
     return {
         "dynamic (defaults: check <= 1/s, scalars every step)": dyn("dyn"),
         "dynamic, check every step (poll_interval_s 0)": dyn("dyn0", dynamic_param={"poll_interval_s": 0}),
-        "static, before its window": {"static_param": {"save_path": str(root / "static" / "out"),
-                                                       "start_step": 10**9, "end_step": 10**9 + 1}},
+        "static, before its window": {
+            "static_param": {"save_path": str(root / "static" / "out"), "start_step": 10**9, "end_step": 10**9 + 1}
+        },
         "dynamic, scalars off": dyn("noscal", scalars={"enable": False}),
     }
 
@@ -145,7 +150,7 @@ def training_check(triples: int) -> dict[str, float] | None:
     times: dict[str, list[int]] = {k: [] for k, _ in kinds}
     calls: list[int] = []  # the collector's step() alone, right after a real step (caches full of the model's data)
     for i in range(triples):  # rotating order: drift of a shared machine and position effects cancel out
-        for name, boundary in kinds[i % 3:] + kinds[:i % 3]:
+        for name, boundary in kinds[i % 3 :] + kinds[: i % 3]:
             t0 = time.perf_counter_ns()
             loss = big_step()
             if boundary is not None:
@@ -159,10 +164,15 @@ def training_check(triples: int) -> dict[str, float] | None:
     d_col = [a - b for a, b in zip(times["collector"], bare)]
     d_ctl = [a - b for a, b in zip(times["control"], bare)]
     d_net = [a - b for a, b in zip(times["collector"], times["control"])]
-    return {"step": statistics.median(bare), "collector": statistics.median(d_col),
-            "control": statistics.median(d_ctl), "net": statistics.median(d_net),
-            "call_median": statistics.median(calls), "call_mean": statistics.fmean(calls),
-            "call_p99": sorted(calls)[int(0.99 * len(calls))]}
+    return {
+        "step": statistics.median(bare),
+        "collector": statistics.median(d_col),
+        "control": statistics.median(d_ctl),
+        "net": statistics.median(d_net),
+        "call_median": statistics.median(calls),
+        "call_mean": statistics.fmean(calls),
+        "call_p99": sorted(calls)[int(0.99 * len(calls))],
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -199,14 +209,18 @@ def main(argv: list[str] | None = None) -> int:
             def show(ns: float) -> str:
                 return f"{ns / 1000:+7.1f} µs = {100 * ns / step_ns:+.3f} %"
 
-            print(f"training check: real CPU steps of ~{step_ns / 1e6:.1f} ms, 300 triples (rotating order), "
-                  "median difference to the bare step:")
+            print(
+                f"training check: real CPU steps of ~{step_ns / 1e6:.1f} ms, 300 triples (rotating order), "
+                "median difference to the bare step:"
+            )
             print(f"  with the armed dynamic collector   {show(res['collector'])}")
             print(f"  with a no-op step() (control)      {show(res['control'])}   <- the harness's own noise")
             print(f"  collector minus control            {show(res['net'])}")
-            print(f"  the collector's step() alone, timed right after each real step: median {res['call_median'] / 1000:.1f} µs, "
-                  f"mean {res['call_mean'] / 1000:.1f} µs, p99 {res['call_p99'] / 1000:.1f} µs "
-                  f"= {100 * res['call_mean'] / STEP_NS:.3f} % of a 10 ms step (mean)")
+            print(
+                f"  the collector's step() alone, timed right after each real step: median {res['call_median'] / 1000:.1f} µs, "
+                f"mean {res['call_mean'] / 1000:.1f} µs, p99 {res['call_p99'] / 1000:.1f} µs "
+                f"= {100 * res['call_mean'] / STEP_NS:.3f} % of a 10 ms step (mean)"
+            )
     return 0
 
 

@@ -149,8 +149,9 @@ def measure(tool: str, cmd: list[str], sample: bool) -> Measured:
     work = float(info.get("seconds", wall))
     nan = float("nan")
     primary = wall if tool == "ours" else work
-    return Measured(tool, primary, wall, work, peak_pss / 1024 if sample else nan,
-                    peak_rss / 1024 if sample else nan, peak_n, cpu)
+    return Measured(
+        tool, primary, wall, work, peak_pss / 1024 if sample else nan, peak_rss / 1024 if sample else nan, peak_n, cpu
+    )
 
 
 # -- the tools (child side) ---------------------------------------------------------------------
@@ -167,7 +168,9 @@ def child_hta(folder: str) -> None:
     analysis = TraceAnalysis(trace_dir=folder)
     t2 = time.perf_counter()
     rows = sum(len(analysis.t.get_trace(r)) for r in analysis.t.get_ranks())
-    print(json.dumps({"seconds": t2 - t1, "import_seconds": t1 - t0, "ranks": len(analysis.t.get_ranks()), "rows": rows}))
+    print(
+        json.dumps({"seconds": t2 - t1, "import_seconds": t1 - t0, "ranks": len(analysis.t.get_ranks()), "rows": rows})
+    )
 
 
 def child_json(files: list[str]) -> None:
@@ -213,19 +216,33 @@ def run_ours(folder: Path, scratch: Path, workers: int | None, events: int, samp
         # after the clock stopped: the store holds every event, every collection complete
         from analyzer.store import Store
 
-        got = Store(store).query(
-            "SELECT (SELECT sum(rows) FROM source_files WHERE status = 'ok') AS n, "
-            "(SELECT bool_and(status = 'complete') FROM collections) AS ok"
-        ).iloc[0]
+        got = (
+            Store(store)
+            .query(
+                "SELECT (SELECT sum(rows) FROM source_files WHERE status = 'ok') AS n, "
+                "(SELECT bool_and(status = 'complete') FROM collections) AS ok"
+            )
+            .iloc[0]
+        )
         if int(got["n"]) != events or not bool(got["ok"]):
-            raise RuntimeError(f"ingest of {folder} read {got['n']} events (expected {events}), all complete: {got['ok']}")
+            raise RuntimeError(
+                f"ingest of {folder} read {got['n']} events (expected {events}), all complete: {got['ok']}"
+            )
         return m
     finally:
         shutil.rmtree(store, ignore_errors=True)
 
 
-def run_tool(tool: str, folder: Path, files: list[Path], flat: Path, scratch: Path, args: argparse.Namespace,
-             events: int, sample: bool) -> Measured:
+def run_tool(
+    tool: str,
+    folder: Path,
+    files: list[Path],
+    flat: Path,
+    scratch: Path,
+    args: argparse.Namespace,
+    events: int,
+    sample: bool,
+) -> Measured:
     if tool == "ours":
         return run_ours(folder, scratch, args.workers, events, sample)
     if tool == "hta":
@@ -272,10 +289,14 @@ def main(argv: list[str] | None = None) -> int:
     for f in files:
         (flat / f.name).symlink_to(f.resolve())
 
-    print(f"machine: {platform.machine()} {os.cpu_count()} cores, Python {platform.python_version()}, "
-          f"load {tuple(round(x, 2) for x in os.getloadavg())}")
-    print(f"set: {args.set} — {len(files)} files, {size / 1e6:.0f} MB, {events:,} events; "
-          f"{args.repeat} timed rounds, {args.memory_repeat} memory rounds\n")
+    print(
+        f"machine: {platform.machine()} {os.cpu_count()} cores, Python {platform.python_version()}, "
+        f"load {tuple(round(x, 2) for x in os.getloadavg())}"
+    )
+    print(
+        f"set: {args.set} — {len(files)} files, {size / 1e6:.0f} MB, {events:,} events; "
+        f"{args.repeat} timed rounds, {args.memory_repeat} memory rounds\n"
+    )
     timed: dict[str, list[Measured]] = {t: [] for t in tools}
     sampled: dict[str, list[Measured]] = {t: [] for t in tools}
     single_t: list[Measured] = []
@@ -289,10 +310,15 @@ def main(argv: list[str] | None = None) -> int:
                 for tool in tools:
                     m = run_tool(tool, args.set, files, flat, scratch, args, events, kind == "memory")
                     bucket[tool].append(m)
-                    what = (f"peak PSS {m.peak_pss_mb:6.0f} MB  RSS {m.peak_rss_mb:6.0f} MB  procs {m.peak_processes}"
-                            if kind == "memory" else f"CPU {m.cpu_seconds:6.2f} s")
-                    print(f"  {kind} round {r + 1} {tool:5s} {m.seconds:7.2f} s (process {m.wall_seconds:6.2f} s)  {what}",
-                          flush=True)
+                    what = (
+                        f"peak PSS {m.peak_pss_mb:6.0f} MB  RSS {m.peak_rss_mb:6.0f} MB  procs {m.peak_processes}"
+                        if kind == "memory"
+                        else f"CPU {m.cpu_seconds:6.2f} s"
+                    )
+                    print(
+                        f"  {kind} round {r + 1} {tool:5s} {m.seconds:7.2f} s (process {m.wall_seconds:6.2f} s)  {what}",
+                        flush=True,
+                    )
         if single_files:
             ssize = sum(f.stat().st_size for f in single_files)
             sevents = _events(args.single, single_files)
@@ -301,7 +327,11 @@ def main(argv: list[str] | None = None) -> int:
                 for r in range(rounds):
                     m = run_ours(args.single, scratch, args.workers, sevents, kind == "memory")
                     bucket1.append(m)
-                    what = f"peak PSS {m.peak_pss_mb:6.0f} MB  RSS {m.peak_rss_mb:6.0f} MB" if kind == "memory" else f"CPU {m.cpu_seconds:6.2f} s"
+                    what = (
+                        f"peak PSS {m.peak_pss_mb:6.0f} MB  RSS {m.peak_rss_mb:6.0f} MB"
+                        if kind == "memory"
+                        else f"CPU {m.cpu_seconds:6.2f} s"
+                    )
                     print(f"  {kind} round {r + 1} ours  {m.seconds:7.2f} s  {what}", flush=True)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
@@ -311,50 +341,77 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"\nmedians (individual rounds in brackets); load now {tuple(round(x, 2) for x in os.getloadavg())}")
     summary: dict[str, object] = {
-        "date": time.strftime("%Y-%m-%d %H:%M"), "cores": os.cpu_count(), "set": str(args.set), "set_bytes": size,
-        "set_events": events, "timed_rounds": args.repeat, "memory_rounds": args.memory_repeat, "median": {},
+        "date": time.strftime("%Y-%m-%d %H:%M"),
+        "cores": os.cpu_count(),
+        "set": str(args.set),
+        "set_bytes": size,
+        "set_events": events,
+        "timed_rounds": args.repeat,
+        "memory_rounds": args.memory_repeat,
+        "median": {},
         "rounds_detail": {t: [m.__dict__ for m in timed[t] + sampled[t]] for t in tools},
     }
     for tool in tools:
         summary["median"][tool] = {  # type: ignore[index]
-            "seconds": med(timed[tool], "seconds"), "wall_seconds": med(timed[tool], "wall_seconds"),
+            "seconds": med(timed[tool], "seconds"),
+            "wall_seconds": med(timed[tool], "wall_seconds"),
             "work_seconds": med(timed[tool], "work_seconds"),
-            "cpu_seconds": med(timed[tool], "cpu_seconds"), "peak_pss_mb": med(sampled[tool], "peak_pss_mb"),
+            "cpu_seconds": med(timed[tool], "cpu_seconds"),
+            "peak_pss_mb": med(sampled[tool], "peak_pss_mb"),
             "peak_rss_mb": med(sampled[tool], "peak_rss_mb"),
         }
-        print(f"  {tool:5s} time {_fmt(timed[tool], 'seconds', ' s')}  CPU {_fmt(timed[tool], 'cpu_seconds', ' s')}\n"
-              f"        peak PSS {_fmt(sampled[tool], 'peak_pss_mb', ' MB')}  peak RSS {_fmt(sampled[tool], 'peak_rss_mb', ' MB')}")
+        print(
+            f"  {tool:5s} time {_fmt(timed[tool], 'seconds', ' s')}  CPU {_fmt(timed[tool], 'cpu_seconds', ' s')}\n"
+            f"        peak PSS {_fmt(sampled[tool], 'peak_pss_mb', ' MB')}  peak RSS {_fmt(sampled[tool], 'peak_rss_mb', ' MB')}"
+        )
     mm = summary["median"]  # type: ignore[assignment]
     if "ours" in tools and "hta" in tools:
         o, h = mm["ours"], mm["hta"]  # type: ignore[index]
         speed = h["seconds"] / o["seconds"]
         per_round = [hm.seconds / om.seconds for om, hm in zip(timed["ours"], timed["hta"])]
         mem = o["peak_pss_mb"] / h["peak_pss_mb"]
-        print(f"\n  HTA load time / our ingest time   {speed:6.2f}x  (each round: {', '.join(f'{x:.2f}' for x in per_round)})"
-              f"   target >= 8: {'OK' if speed >= 8 else 'MISSED'}")
-        print(f"  same, whole processes both        {h['wall_seconds'] / o['wall_seconds']:6.2f}x  "
-              f"(HTA {h['wall_seconds']:.2f} s with its imports, ours {o['wall_seconds']:.2f} s)")
-        print(f"  same, the work alone both         {h['work_seconds'] / o['work_seconds']:6.2f}x  "
-              f"(HTA's call {h['work_seconds']:.2f} s, our ingest() {o['work_seconds']:.2f} s, no start-up)")
+        print(
+            f"\n  HTA load time / our ingest time   {speed:6.2f}x  (each round: {', '.join(f'{x:.2f}' for x in per_round)})"
+            f"   target >= 8: {'OK' if speed >= 8 else 'MISSED'}"
+        )
+        print(
+            f"  same, whole processes both        {h['wall_seconds'] / o['wall_seconds']:6.2f}x  "
+            f"(HTA {h['wall_seconds']:.2f} s with its imports, ours {o['wall_seconds']:.2f} s)"
+        )
+        print(
+            f"  same, the work alone both         {h['work_seconds'] / o['work_seconds']:6.2f}x  "
+            f"(HTA's call {h['work_seconds']:.2f} s, our ingest() {o['work_seconds']:.2f} s, no start-up)"
+        )
         print(f"  HTA CPU / our CPU (process trees) {h['cpu_seconds'] / o['cpu_seconds']:6.2f}x")
         print(f"  our peak / HTA peak, PSS          {mem:6.2f}   target <= 0.5: {'OK' if mem <= 0.5 else 'MISSED'}")
         print(f"  our peak / HTA peak, RSS          {o['peak_rss_mb'] / h['peak_rss_mb']:6.2f}")
-        summary.update(hta_over_ours_time=speed, hta_over_ours_time_rounds=per_round, ours_over_hta_peak_pss=mem,
-                       hta_over_ours_whole_process=h["wall_seconds"] / o["wall_seconds"],
-                       hta_over_ours_work=h["work_seconds"] / o["work_seconds"],
-                       hta_over_ours_cpu=h["cpu_seconds"] / o["cpu_seconds"])
+        summary.update(
+            hta_over_ours_time=speed,
+            hta_over_ours_time_rounds=per_round,
+            ours_over_hta_peak_pss=mem,
+            hta_over_ours_whole_process=h["wall_seconds"] / o["wall_seconds"],
+            hta_over_ours_work=h["work_seconds"] / o["work_seconds"],
+            hta_over_ours_cpu=h["cpu_seconds"] / o["cpu_seconds"],
+        )
     if "ours" in tools and "json" in tools:
         print(f"  json.load time / our ingest time  {mm['json']['seconds'] / mm['ours']['seconds']:6.2f}x")  # type: ignore[index]
     for tool in tools:
         print(f"  {tool:5s} {events / mm[tool]['seconds']:>10,.0f} events/s")  # type: ignore[index]
     if single_t:
         secs, pk = med(single_t, "seconds"), med(single_m, "peak_pss_mb")
-        print(f"\n  1 GB trace ({sevents:,} events): ours {secs:.2f} s ({sevents / secs:,.0f} events/s), "
-              f"peak PSS {pk:.0f} MB, peak RSS {med(single_m, 'peak_rss_mb'):.0f} MB   target < 1024 MB: "
-              f"{'OK' if pk < 1024 else 'MISSED'}")
-        summary["single"] = {"events": sevents, "seconds": secs, "cpu_seconds": med(single_t, "cpu_seconds"),
-                             "peak_pss_mb": pk, "peak_rss_mb": med(single_m, "peak_rss_mb"),
-                             "rounds_detail": [m.__dict__ for m in single_t + single_m]}
+        print(
+            f"\n  1 GB trace ({sevents:,} events): ours {secs:.2f} s ({sevents / secs:,.0f} events/s), "
+            f"peak PSS {pk:.0f} MB, peak RSS {med(single_m, 'peak_rss_mb'):.0f} MB   target < 1024 MB: "
+            f"{'OK' if pk < 1024 else 'MISSED'}"
+        )
+        summary["single"] = {
+            "events": sevents,
+            "seconds": secs,
+            "cpu_seconds": med(single_t, "cpu_seconds"),
+            "peak_pss_mb": pk,
+            "peak_rss_mb": med(single_m, "peak_rss_mb"),
+            "rounds_detail": [m.__dict__ for m in single_t + single_m],
+        }
     res = OUT / f"bench-{time.strftime('%Y%m%d-%H%M%S')}.json"
     res.write_text(json.dumps(summary, indent=1))
     print(f"\nwritten {res.relative_to(HERE.parent)}")

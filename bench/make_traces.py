@@ -133,13 +133,17 @@ def generate(name: str, steps: int | None = None) -> Path:
         "world_size": world,
         "profiled_steps": steps,
         "seconds": round(time.perf_counter() - t0, 1),
-        "files": [{"path": str(f.relative_to(out)), "bytes": f.stat().st_size, "events": count_events(f)} for f in files],
+        "files": [
+            {"path": str(f.relative_to(out)), "bytes": f.stat().st_size, "events": count_events(f)} for f in files
+        ],
     }
     info["total_bytes"] = sum(f["bytes"] for f in info["files"])
     info["total_events"] = sum(f["events"] for f in info["files"])
     (OUT / f"{name}.json").write_text(json.dumps(info, indent=1))
-    print(f"{name}: {len(files)} file(s), {info['total_bytes'] / 1e6:.0f} MB, {info['total_events']:,} events, "
-          f"{info['seconds']} s")
+    print(
+        f"{name}: {len(files)} file(s), {info['total_bytes'] / 1e6:.0f} MB, {info['total_events']:,} events, "
+        f"{info['seconds']} s"
+    )
     return out
 
 

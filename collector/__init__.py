@@ -17,11 +17,11 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from .callbacks import StepCallback, StopAtEpoch, StopAtStep  # noqa: E402
-from .config import DynamicParam, ProfileOptions, ProfilerConfig, ScalarsParam, StaticParam  # noqa: E402
-from .errors import BackendError, CollectorError, ConfigError  # noqa: E402
-from .profiler import Profiler  # noqa: E402
-from .sources import ENV_VAR, from_env, load_config, load_file  # noqa: E402
+from .callbacks import StepCallback, StopAtEpoch, StopAtStep
+from .config import DynamicParam, ProfileOptions, ProfilerConfig, ScalarsParam, StaticParam
+from .errors import BackendError, CollectorError, ConfigError
+from .profiler import Profiler
+from .sources import ENV_VAR, from_env, load_config, load_file
 
 __all__ = [
     "Profiler",
@@ -46,6 +46,6 @@ __all__ = [
 
 def hf_callback(config: object = None, **kwargs: object) -> object:
     """A Hugging Face ``TrainerCallback`` running the collector (imports transformers only when called)."""
-    from .hf import RankscopeTrainerCallback  # noqa: PLC0415
+    from .hf import RankscopeTrainerCallback
 
     return RankscopeTrainerCallback(config, **kwargs)

@@ -32,19 +32,19 @@ def install_from_env() -> object | None:
         return None
     if cfg is None or not cfg.enable or is_launcher():
         return None
-    from .profiler import Profiler  # noqa: PLC0415
+    from .profiler import Profiler
 
     prof = Profiler(cfg)
     prof.automatic = True
 
     def on_torch(_mod: ModuleType) -> None:
-        from .optimizer_hook import OptimizerStepCounter  # noqa: PLC0415
+        from .optimizer_hook import OptimizerStepCounter
 
         counter = OptimizerStepCounter(on_first_optimizer=prof.start, on_step=prof.step)
         counter.install()
         prof.step_counter = counter  # type: ignore[attr-defined]
 
-    from .optimizer_hook import when_imported  # noqa: PLC0415 - does not import torch
+    from .optimizer_hook import when_imported
 
     when_imported("torch", on_torch)
     _installed = prof

@@ -97,7 +97,7 @@ class StepCallback:
 
 def _static(config: Any, start: int, stop: int) -> ProfilerConfig:
     if stop < start:
-        from .errors import ConfigError  # noqa: PLC0415
+        from .errors import ConfigError
 
         raise ConfigError([f"stop ({stop}) is before start ({start})"], "callback")
     given = load_config(config).to_transport() if config is not None else {}

@@ -78,7 +78,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if cmd and cmd[0] == "--":
         cmd = cmd[1:]
     if not cmd:
-        print("collector run: give the command after --, e.g. python -m collector run -- python train.py", file=sys.stderr)
+        print(
+            "collector run: give the command after --, e.g. python -m collector run -- python train.py", file=sys.stderr
+        )
         return 2
     cfg = build_config(args)
     env = child_env(cfg)
@@ -99,18 +101,20 @@ def _cmd_show(args: argparse.Namespace) -> int:
 
 
 def _cmd_init_dynamic(args: argparse.Namespace) -> int:
-    from .dynamic import DynamicWatcher, config_location  # noqa: PLC0415
-    from .config import ProfileOptions  # noqa: PLC0415
+    from .config import ProfileOptions
+    from .dynamic import DynamicWatcher, config_location
 
     _, path = config_location(args.folder)
     existed = path.exists()
-    DynamicWatcher(args.folder, 1.0, ProfileOptions(), frozenset(), "./rankscope_profile", [-1], rank=lambda: "init-dynamic").init(0)
+    DynamicWatcher(
+        args.folder, 1.0, ProfileOptions(), frozenset(), "./rankscope_profile", [-1], rank=lambda: "init-dynamic"
+    ).init(0)
     print(f"{path} {'already existed (kept)' if existed else 'written (profiling off)'}")
     return 0
 
 
 def _cmd_analyse(args: argparse.Namespace) -> int:
-    from .backends.torch_npu import offline_analyse, unparsed_folders  # noqa: PLC0415
+    from .backends.torch_npu import offline_analyse, unparsed_folders
 
     path = Path(args.path)
     if not path.exists():
@@ -135,17 +139,26 @@ def _cmd_analyse(args: argparse.Namespace) -> int:
 
 
 def parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="python -m collector", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m collector", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = ap.add_subparsers(dest="cmd", required=True)
 
     def config_opts(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--config", help="tools.json, mindformers YAML or collector JSON/YAML file (default: $%s)" % ENV_VAR)
-        p.add_argument("--static", metavar="START:END", help="profile steps [START, END) (0-based, counted from the optimizer)")
+        p.add_argument(
+            "--config", help="tools.json, mindformers YAML or collector JSON/YAML file (default: $%s)" % ENV_VAR
+        )
+        p.add_argument(
+            "--static", metavar="START:END", help="profile steps [START, END) (0-based, counted from the optimizer)"
+        )
         p.add_argument("--dynamic", metavar="DIR", help="dynamic profiling: watch DIR/profiler_config.json")
         p.add_argument("--save-path", help="output folder (rank_{id}/ folders are created inside)")
         p.add_argument("--ranks", help="ranks to profile, e.g. 0,3 (-1 = all)")
-        p.add_argument("--backend", choices=["auto", "torch", "torch_npu"],
-                       help="profiler backend (auto: torch_npu.profiler when an NPU is visible, else torch.profiler)")
+        p.add_argument(
+            "--backend",
+            choices=["auto", "torch", "torch_npu"],
+            help="profiler backend (auto: torch_npu.profiler when an NPU is visible, else torch.profiler)",
+        )
 
     run = sub.add_parser("run", help="run a command with the collector armed in every Python process")
     config_opts(run)
@@ -157,12 +170,25 @@ def parser() -> argparse.ArgumentParser:
     init = sub.add_parser("init-dynamic", help="create DIR/profiler_config.json with profiling off")
     init.add_argument("folder", help="the folder to watch (created if missing), or the .json file itself")
     init.set_defaults(func=_cmd_init_dynamic)
-    an = sub.add_parser("analyse", help="torch_npu: parse raw *_ascend_pt folders left by an aborted or analyse:false window")
-    an.add_argument("path", help="a folder: every *_ascend_pt folder below it with raw PROF_* data and no ASCEND_PROFILER_OUTPUT is parsed")
-    an.add_argument("--max-process-number", type=int, metavar="N",
-                    help="parsing processes run at once (torch_npu's max_process_number; default: torch_npu's)")
-    an.add_argument("--export-type", nargs="+", choices=["text", "db"],
-                    help="result format(s) to write (torch_npu's export_type; default: torch_npu's, text)")
+    an = sub.add_parser(
+        "analyse", help="torch_npu: parse raw *_ascend_pt folders left by an aborted or analyse:false window"
+    )
+    an.add_argument(
+        "path",
+        help="a folder: every *_ascend_pt folder below it with raw PROF_* data and no ASCEND_PROFILER_OUTPUT is parsed",
+    )
+    an.add_argument(
+        "--max-process-number",
+        type=int,
+        metavar="N",
+        help="parsing processes run at once (torch_npu's max_process_number; default: torch_npu's)",
+    )
+    an.add_argument(
+        "--export-type",
+        nargs="+",
+        choices=["text", "db"],
+        help="result format(s) to write (torch_npu's export_type; default: torch_npu's, text)",
+    )
     an.set_defaults(func=_cmd_analyse)
     return ap
 

@@ -236,7 +236,9 @@ def _to_plain(obj: Any) -> Any:
     return obj
 
 
-def _fill(target: Any, data: dict[str, Any], prefix: str, problems: list[str], explicit: set[str], nested: set[str]) -> None:
+def _fill(
+    target: Any, data: dict[str, Any], prefix: str, problems: list[str], explicit: set[str], nested: set[str]
+) -> None:
     fields = {f.name: f for f in dataclasses.fields(target) if f.name not in ("explicit", "notices", "source")}
     for raw_key, value in data.items():
         key = _ALIASES.get(raw_key, raw_key)

@@ -55,7 +55,13 @@ def generated_file(options: ProfileOptions, ranks: list[int], save_path: str | N
     """
     # save_path stays null (= the collector's save_path of whichever run reads the file): a file kept
     # for a later run must not send that run's output into this run's folder
-    out: dict[str, Any] = {"start_step": 0, "active": 1, "warmup": options.warmup, "ranks": list(ranks), "save_path": None}
+    out: dict[str, Any] = {
+        "start_step": 0,
+        "active": 1,
+        "warmup": options.warmup,
+        "ranks": list(ranks),
+        "save_path": None,
+    }
     for name in option_names():
         if name != "warmup":
             v = getattr(options, name)
@@ -77,17 +83,39 @@ _ALIASES = {
 }
 # torch_npu / MindSpore keys the collector has no use for: reported in the log, not rejected
 _FOREIGN = {
-    "is_valid", "metadata", "op_attr", "gc_detect_threshold", "record_op_args", "mstx_domain_include",
-    "mstx_domain_exclude", "host_sys", "sys_io", "sys_interconnection", "analyse_mode", "parallel_strategy",
-    "hbm_ddr", "pcie", "data_process", "sync_enable",
+    "is_valid",
+    "metadata",
+    "op_attr",
+    "gc_detect_threshold",
+    "record_op_args",
+    "mstx_domain_include",
+    "mstx_domain_exclude",
+    "host_sys",
+    "sys_io",
+    "sys_interconnection",
+    "analyse_mode",
+    "parallel_strategy",
+    "hbm_ddr",
+    "pcie",
+    "data_process",
+    "sync_enable",
 }
 
 
 class DynamicRequest:
     """A parsed, validated config file: either 'off' or the parameters of one window."""
 
-    def __init__(self, start_step: int, active: int | None, stop_step: int | None, warmup: int, ranks: list[int] | None,
-                 save_path: str | None, options: dict[str, Any], ignored: list[str]):
+    def __init__(
+        self,
+        start_step: int,
+        active: int | None,
+        stop_step: int | None,
+        warmup: int,
+        ranks: list[int] | None,
+        save_path: str | None,
+        options: dict[str, Any],
+        ignored: list[str],
+    ):
         self.start_step = start_step
         self.active = active
         self.stop_step = stop_step
@@ -119,7 +147,7 @@ def parse_request(data: Any) -> tuple[DynamicRequest | None, list[str]]:
             continue
         if k == "activities":
             if not isinstance(v, list) or not all(isinstance(a, str) for a in v):
-                problems.append(f"activities: expected a list like [\"CPU\", \"NPU\"], got {v!r}")
+                problems.append(f'activities: expected a list like ["CPU", "NPU"], got {v!r}')
                 continue
             names = {a.upper() for a in v}
             flat["with_cpu"] = "CPU" in names
@@ -183,7 +211,9 @@ def parse_request(data: Any) -> tuple[DynamicRequest | None, list[str]]:
     if stop is not None and active is not None and start is not None and start > 0 and stop - start != active:
         problems.append(f"active ({active}) and stop_step ({stop}) disagree for start_step {start}; give one of them")
     if stop is not None and start == -1 and active is None:
-        problems.append("stop_step cannot be used with start_step -1 (the next step is not known in advance); use active")
+        problems.append(
+            "stop_step cannot be used with start_step -1 (the next step is not known in advance); use active"
+        )
     merged = dataclasses.replace(ProfileOptions(), **opts)
     problems.extend(p.replace("dynamic.", "") for p in check_options(merged, "dynamic"))
     if problems:
@@ -208,9 +238,17 @@ def config_location(config_path: str | os.PathLike[str]) -> tuple[Path, Path]:
 class DynamicWatcher:
     """Polls the config file at step boundaries and turns valid edits into window plans."""
 
-    def __init__(self, config_path: str | os.PathLike[str], poll_interval_s: float, base_options: ProfileOptions,
-                 base_explicit: frozenset[str], save_path: str, ranks: list[int], rank: Any = None,
-                 clock: Any = time.monotonic):
+    def __init__(
+        self,
+        config_path: str | os.PathLike[str],
+        poll_interval_s: float,
+        base_options: ProfileOptions,
+        base_explicit: frozenset[str],
+        save_path: str,
+        ranks: list[int],
+        rank: Any = None,
+        clock: Any = time.monotonic,
+    ):
         self.folder, self.path = config_location(config_path)
         self.log_path = self.folder / LOG_NAME
         self.interval = float(poll_interval_s)

@@ -34,7 +34,9 @@ class RankscopeTrainerCallback(TrainerCallback):  # type: ignore[misc]
     def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any) -> None:
         if not self.log_scalars or not logs or state.global_step < 1 or "train_runtime" in logs:  # not the end summary
             return
-        values = {k: v for k, v in logs.items() if isinstance(v, (int, float)) and not isinstance(v, bool) and k != "epoch"}
+        values = {
+            k: v for k, v in logs.items() if isinstance(v, (int, float)) and not isinstance(v, bool) and k != "epoch"
+        }
         if values:
             self.profiler.record_scalars(int(state.global_step) - 1, **values)
 

@@ -34,7 +34,7 @@ class OptimizerStepCounter:
         self.steps = 0
 
     def install(self) -> None:
-        from torch.optim.optimizer import Optimizer  # noqa: PLC0415
+        from torch.optim.optimizer import Optimizer
 
         original = Optimizer._patch_step_function
         counter = self

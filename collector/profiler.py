@@ -121,19 +121,32 @@ class Profiler:
             sp = cfg.static_param
             opts = _options_of(sp)
             plan = WindowPlan(
-                start=sp.start_step, end=sp.end_step, options=opts, save_path=sp.save_path, trigger="static",
-                ranks=list(cfg.ranks), origin=f"static_param ({cfg.source or 'config'})",
+                start=sp.start_step,
+                end=sp.end_step,
+                options=opts,
+                save_path=sp.save_path,
+                trigger="static",
+                ranks=list(cfg.ranks),
+                origin=f"static_param ({cfg.source or 'config'})",
                 explicit=self._explicit_options(),
             )
             if plan.end <= self.step_num:
-                self._report_once("window-static", f"static window {plan.describe()} is before the first step {self.step_num}; nothing profiled")
+                self._report_once(
+                    "window-static",
+                    f"static window {plan.describe()} is before the first step {self.step_num}; nothing profiled",
+                )
             else:
                 self._pending.append(plan)
         else:
             dp = cfg.dynamic_param
             self._watcher = DynamicWatcher(
-                dp.config_path, dp.poll_interval_s, _options_of(cfg.static_param), self._explicit_options(),
-                cfg.static_param.save_path, list(cfg.ranks), rank=lambda: self._rank_info().rank,
+                dp.config_path,
+                dp.poll_interval_s,
+                _options_of(cfg.static_param),
+                self._explicit_options(),
+                cfg.static_param.save_path,
+                list(cfg.ranks),
+                rank=lambda: self._rank_info().rank,
             )
             plan = self._watcher.init(self.step_num)
             if plan is not None:
@@ -208,7 +221,8 @@ class Profiler:
         if w is not None:
             reason = (
                 f"stop() called at step {self.step_num}, before the window's end step {w.plan.end}"
-                if self.step_num < w.plan.end else None
+                if self.step_num < w.plan.end
+                else None
             )
             self._abort_window(reason or "stop() called before the window ended")
         self._finish()
@@ -257,7 +271,9 @@ class Profiler:
             return
         self._pending.pop(0)
         if plan.warm_start < self.step_num:
-            self._report_once(f"window-skip:{plan.start}", f"window {plan.describe()} starts before step {self.step_num}; skipped")
+            self._report_once(
+                f"window-skip:{plan.start}", f"window {plan.describe()} starts before step {self.step_num}; skipped"
+            )
             return
         info = self._rank_info()
         if not plan.selects(info.rank):
@@ -310,7 +326,9 @@ class Profiler:
             session.start(self.step_num)  # last: the collector's own work stays out of the trace
         except Exception as exc:  # noqa: BLE001
             sidecar.finish("aborted", f"backend failed to start: {type(exc).__name__}: {exc}")
-            self._report_once("backend-start", f"profiling window {plan.describe()} not started: {type(exc).__name__}: {exc}")
+            self._report_once(
+                "backend-start", f"profiling window {plan.describe()} not started: {type(exc).__name__}: {exc}"
+            )
             return
         self._window = _Window(plan, session, sidecar, folder)
 
@@ -347,7 +365,9 @@ class Profiler:
 
     def _backend_failure(self, exc: BaseException) -> None:
         w = self._window
-        self._report_once("backend-fail", f"profiling backend failed, window closed, training goes on: {type(exc).__name__}: {exc}")
+        self._report_once(
+            "backend-fail", f"profiling backend failed, window closed, training goes on: {type(exc).__name__}: {exc}"
+        )
         if w is not None:
             try:
                 w.session.abort()
@@ -519,12 +539,14 @@ class Profiler:
 
 def _files_of(w: _Window) -> list[str]:
     """The window's output files so far, relative to the window folder."""
-    return [str(p.relative_to(w.folder)) if p.is_relative_to(w.folder) else str(p) for p in getattr(w.session, "files", [])]
+    return [
+        str(p.relative_to(w.folder)) if p.is_relative_to(w.folder) else str(p) for p in getattr(w.session, "files", [])
+    ]
 
 
 def _remove_empty_window(folder: Path) -> None:
     """Remove a window folder holding nothing but its sidecar (and its rank folder if left empty)."""
-    from .sidecar import SIDECAR_NAME  # noqa: PLC0415
+    from .sidecar import SIDECAR_NAME
 
     try:
         if {p.name for p in folder.iterdir()} <= {SIDECAR_NAME}:
@@ -537,6 +559,6 @@ def _remove_empty_window(folder: Path) -> None:
 
 
 def _options_of(sp: Any) -> Any:
-    from .config import ProfileOptions  # noqa: PLC0415
+    from .config import ProfileOptions
 
     return ProfileOptions(**{f.name: getattr(sp, f.name) for f in dataclasses.fields(ProfileOptions)})

@@ -60,7 +60,12 @@ class ScalarsWriter:
         return self._first or step % self.collect_freq == 0
 
     def write(
-        self, step: int, ts_ns: int, step_time_ns: int | None, scalars: dict[str, Any] | None = None, urgent: bool = False,
+        self,
+        step: int,
+        ts_ns: int,
+        step_time_ns: int | None,
+        scalars: dict[str, Any] | None = None,
+        urgent: bool = False,
     ) -> None:
         values: dict[str, Any] = {}
         for k, v in (scalars or {}).items():

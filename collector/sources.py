@@ -100,7 +100,9 @@ def from_mapping(data: Any, source: str | None = None) -> ProfilerConfig:
     if set(data) & _MINDSPEED_KEYS:
         return ProfilerConfig.from_dict(data, source)
     raise ConfigError(
-        ["no profiling options found (expected a tools.json 'profile' section, the collector's keys, or mindformers profile_* keys)"],
+        [
+            "no profiling options found (expected a tools.json 'profile' section, the collector's keys, or mindformers profile_* keys)"
+        ],
         source,
     )
 
@@ -143,7 +145,9 @@ def from_mindformers(d: dict[str, Any], source: str | None = None) -> ProfilerCo
         out["ranks"] = ranks
     notices.extend(_near_misses(d))
     if d.get("profile_pipeline"):
-        notices.append("profile_pipeline (mindformers) has no equivalent in torch.profiler or torch_npu.profiler; ignored")
+        notices.append(
+            "profile_pipeline (mindformers) has no equivalent in torch.profiler or torch_npu.profiler; ignored"
+        )
     if problems:
         raise ConfigError(problems, source)
     out["static_param"] = sp

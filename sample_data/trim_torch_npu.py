@@ -37,13 +37,31 @@ OUT = "ASCEND_PROFILER_OUTPUT"
 # the M events, ProfilerStep, the HCCL lanes and (Level2) the CANN Runtime API events
 LEVEL_EXCERPT = {
     "level0": ["kernel_details.csv", "l2_cache.csv", "step_trace_time.csv"],
-    "level2": ["kernel_details.csv", "step_trace_time.csv", "communication.json", "communication_matrix.json", "api_statistic.csv"],
+    "level2": [
+        "kernel_details.csv",
+        "step_trace_time.csv",
+        "communication.json",
+        "communication_matrix.json",
+        "api_statistic.csv",
+    ],
 }
 # profiler db tables emptied in the tests/data excerpts (kept: steps, tasks, kernels, communication,
 # CANN API); PYTORCH_API keeps only the ProfilerStep rows and STRING_IDS only the framework strings they use
 DB_EXCERPT_EMPTY = [
-    "PYTORCH_CALLCHAINS", "CONNECTION_IDS", "MEMORY_RECORD", "OP_MEMORY", "NPU_OP_MEM", "NPU_MODULE_MEM", "NPU_MEM",
-    "ACC_PMU", "HBM", "LLC", "SOC_BANDWIDTH_LEVEL", "QOS", "connectionCats", "TASK_PMU_INFO",
+    "PYTORCH_CALLCHAINS",
+    "CONNECTION_IDS",
+    "MEMORY_RECORD",
+    "OP_MEMORY",
+    "NPU_OP_MEM",
+    "NPU_MODULE_MEM",
+    "NPU_MEM",
+    "ACC_PMU",
+    "HBM",
+    "LLC",
+    "SOC_BANDWIDTH_LEVEL",
+    "QOS",
+    "connectionCats",
+    "TASK_PMU_INFO",
 ]
 
 
@@ -61,7 +79,8 @@ def trim_text(src: Path, dst: Path) -> None:
     events = json.loads(tv.read_text(encoding="utf-8"))
     proc = _processes(events)
     keep = [
-        e for e in events
+        e
+        for e in events
         if e.get("cat") != "python_function"
         and e.get("ph") not in ("s", "f")
         and not (e.get("ph") == "C" and proc.get(e.get("pid")) in ("Acc PMU", "QoS"))
@@ -99,7 +118,8 @@ def excerpt_text(src: Path, dst: Path, level: str) -> None:
     events = json.loads((src / OUT / "trace_view.json").read_text(encoding="utf-8"))
     proc = _processes(events)
     keep = [
-        e for e in events
+        e
+        for e in events
         if e.get("ph") == "M"
         or (e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#"))
         or (e.get("ph") == "X" and proc.get(e.get("pid")) == "HCCL")
@@ -120,11 +140,16 @@ def main(root: Path) -> None:
         shutil.copytree(root / SRC_2023.format(rank=rank), targets[-1] / f"rank{rank}_ascend_pt")
     for level in ("level0", "level2"):
         excerpt_text(
-            root / SRC_TEXT.format(level=level, rank=0), REPO / "tests" / "data" / f"torch_npu_text_{level}" / "rank0_ascend_pt", level
+            root / SRC_TEXT.format(level=level, rank=0),
+            REPO / "tests" / "data" / f"torch_npu_text_{level}" / "rank0_ascend_pt",
+            level,
         )
         trim_db(
-            root / SRC_DB.format(level=level, rank=0), REPO / "tests" / "data" / f"torch_npu_db_{level}" / "rank0_ascend_pt",
-            0, empty=DB_EXCERPT_EMPTY, keep_python_api="steps",
+            root / SRC_DB.format(level=level, rank=0),
+            REPO / "tests" / "data" / f"torch_npu_db_{level}" / "rank0_ascend_pt",
+            0,
+            empty=DB_EXCERPT_EMPTY,
+            keep_python_api="steps",
         )
 
 

@@ -116,7 +116,9 @@ if __name__ == "__main__":
         fp = build(Path(tmp) / "store")
     if "--update" in sys.argv:
         body = ",\n".join(
-            f" {json.dumps(run)}: {{\n" + ",\n".join(f"  {json.dumps(t)}: {json.dumps(v)}" for t, v in sorted(fp[run].items())) + "\n }"
+            f" {json.dumps(run)}: {{\n"
+            + ",\n".join(f"  {json.dumps(t)}: {json.dumps(v)}" for t, v in sorted(fp[run].items()))
+            + "\n }"
             for run in sorted(fp)
         )
         GOLDEN_FILE.write_text("{\n" + body + "\n}\n")

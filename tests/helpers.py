@@ -14,7 +14,9 @@ _SCRIPT = Path(sys.executable).parent / "analyze"
 ANALYZE = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "analyzer"]
 
 
-def analyze(*args: str, check: bool = True, env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+def analyze(
+    *args: str, check: bool = True, env: dict[str, str] | None = None, timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
     """Run `analyze ...` as a user would (a real process), returning the completed process."""
     full_env = {**os.environ, "COLUMNS": "200", **(env or {})}
     proc = subprocess.run([*ANALYZE, *args], capture_output=True, text=True, env=full_env, timeout=timeout, cwd=REPO)

@@ -12,9 +12,15 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from analyzer.analyses import clock_offsets, comm_group_totals, comm_matrix, communication_summary
-from analyzer.analyses import slow_rank_evidence, slow_ranks
-from analyzer.analyses import collectives
+from analyzer.analyses import (
+    clock_offsets,
+    collectives,
+    comm_group_totals,
+    comm_matrix,
+    communication_summary,
+    slow_rank_evidence,
+    slow_ranks,
+)
 from analyzer.cli import main
 from analyzer.store import Store
 
@@ -127,11 +133,15 @@ def test_slow_rank_votes_match_msprof_analyze(gloo4):
     with gloo4.read_connection(run="gloo4") as con:
         ops, _ = collectives.instances(con, "gloo4")
     c = ops[ops["instance"].notna() & ~ops["is_p2p"]]
-    inp = pd.DataFrame({
-        "rankId": c["rank"].to_numpy(), "groupName": c["group_name"].to_numpy(),
-        "opName": c["instance"].to_numpy(), "startNs": c["ts_ns"].to_numpy(),
-        "communication_time": c["dur_ns"].to_numpy() / 1000.0,
-    })
+    inp = pd.DataFrame(
+        {
+            "rankId": c["rank"].to_numpy(),
+            "groupName": c["group_name"].to_numpy(),
+            "opName": c["instance"].to_numpy(),
+            "startNs": c["ts_ns"].to_numpy(),
+            "communication_time": c["dur_ns"].to_numpy() / 1000.0,
+        }
+    )
     theirs, stats = mod.SlowRankVoteAnalysis(inp).run()
     ours = slow_ranks(gloo4, "gloo4")
     ours = ours[ours["votes"] > 0].set_index("rank")["votes"].to_dict()
@@ -144,7 +154,9 @@ def _shift_rank(src: Path, dst: Path, rank: int, shift_ns: int) -> None:
     shutil.copytree(src, dst)
     path = next((dst / f"rank_{rank}").glob("*.json.gz"))
     text = gzip.open(path, "rt").read()
-    text, n = re.subn(r'"baseTimeNanoseconds": (\d+)', lambda m: f'"baseTimeNanoseconds": {int(m.group(1)) + shift_ns}', text)
+    text, n = re.subn(
+        r'"baseTimeNanoseconds": (\d+)', lambda m: f'"baseTimeNanoseconds": {int(m.group(1)) + shift_ns}', text
+    )
     assert n == 1
     with gzip.open(path, "wt") as f:
         f.write(text)
@@ -217,7 +229,9 @@ def test_clock_skew_keeps_gloo_groups_votes_and_layout(gloo4, tmp_path):
     votes = slow_ranks(skewed, "skewed").set_index("rank")[["votes", "instances"]]
     assert votes.equals(base_votes)
     assert votes.loc[1, "votes"] == 4 and (votes["instances"] == 36).all()
-    assert sorted(slow_rank_evidence(skewed, "skewed")["instance"]) == sorted(slow_rank_evidence(gloo4, "gloo4")["instance"])
+    assert sorted(slow_rank_evidence(skewed, "skewed")["instance"]) == sorted(
+        slow_rank_evidence(gloo4, "gloo4")["instance"]
+    )
     dims = parallel_dims(skewed, "skewed").set_index("dim")["members"].to_dict()
     assert dims == parallel_dims(gloo4, "gloo4").set_index("dim")["members"].to_dict()
     assert dims["pp"] == [[0, 2], [1, 3]] and dims["dp"] == [[0, 1], [2, 3]]

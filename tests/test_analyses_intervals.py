@@ -11,7 +11,7 @@ from analyzer.analyses import intervals as iv
 def _cells(starts, ends, n):
     m = np.zeros(n, dtype=bool)
     for s, e in zip(starts, ends):
-        m[max(s, 0):max(e, 0)] = True
+        m[max(s, 0) : max(e, 0)] = True
     return m
 
 

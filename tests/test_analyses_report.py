@@ -87,21 +87,34 @@ def test_layout_with_communication_group_json_in_the_run_folder(tmp_path):
 
 
 def test_slow_link_judges():
-    rows = pd.DataFrame({
-        "step": [1] * 4, "group_name": ["g"] * 4, "transport": ["RDMA"] * 4, "rank": [0, 1, 2, 3],
-        "bytes": [64 << 20] * 4, "bandwidth_bytes_per_s": [20e9, 20.4e9, 19.8e9, 12e9],
-    })
+    rows = pd.DataFrame(
+        {
+            "step": [1] * 4,
+            "group_name": ["g"] * 4,
+            "transport": ["RDMA"] * 4,
+            "rank": [0, 1, 2, 3],
+            "bytes": [64 << 20] * 4,
+            "bandwidth_bytes_per_s": [20e9, 20.4e9, 19.8e9, 12e9],
+        }
+    )
     (j,) = judge_rank_bandwidth(rows)
     assert j["slow"] and j["slow_rank"] == 3 and j["fast_rank"] == 1
     assert j["gap_ratio"] == pytest.approx((20.4e9 - 12e9) / rows["bandwidth_bytes_per_s"].mean())
     (j,) = judge_rank_bandwidth(rows.assign(bandwidth_bytes_per_s=[20e9, 20.4e9, 19.8e9, 19.9e9]))
     assert not j["slow"] and j["slow_rank"] is None
     assert judge_rank_bandwidth(rows.assign(bytes=4)) == []  # latency-bound: not judged
-    links = pd.DataFrame({
-        "group_name": ["g"] * 4, "op_type": ["allreduce"] * 4, "transport": ["HCCS"] * 4,
-        "src_rank": [0, 0, 0, 0], "dst_rank": [1, 2, 3, 4], "src_local": [0] * 4, "dst_local": [1, 2, 3, 4],
-        "bandwidth_bytes_per_s": [16e9, 16.2e9, 15.9e9, 14e9],
-    })
+    links = pd.DataFrame(
+        {
+            "group_name": ["g"] * 4,
+            "op_type": ["allreduce"] * 4,
+            "transport": ["HCCS"] * 4,
+            "src_rank": [0, 0, 0, 0],
+            "dst_rank": [1, 2, 3, 4],
+            "src_local": [0] * 4,
+            "dst_local": [1, 2, 3, 4],
+            "bandwidth_bytes_per_s": [16e9, 16.2e9, 15.9e9, 14e9],
+        }
+    )
     (j,), bad = judge_links(links)
     assert j["slow"] and (j["slow_src"], j["slow_dst"]) == (0, 4)
     assert list(bad["dst_rank"]) == [4]
@@ -115,7 +128,9 @@ def test_slow_links_on_npu_sample(tmp_path):
     rank_level = sl[(sl["level"] == "rank") & (sl["transport"] == "HCCS")].iloc[0]
     bw = []
     for r in (0, 1):
-        doc = json.loads((NPU_TEXT / f"rank{r}_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "communication.json").read_text())
+        doc = json.loads(
+            (NPU_TEXT / f"rank{r}_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "communication.json").read_text()
+        )
         ops = [v for k, v in doc["step50"]["collective"].items() if k != "Total Op Info"]
         size = sum(o["Communication Bandwidth Info"]["HCCS"]["Transit Size(MB)"] for o in ops) * 1e6
         time = sum(o["Communication Bandwidth Info"]["HCCS"]["Transit Time(ms)"] for o in ops) / 1000
@@ -129,7 +144,9 @@ def test_advisor_on_the_slow_gloo_job(gloo4):
     adv = advise(gloo4, "gloo4")
     top = adv.iloc[0]
     assert top["rule"] == "slow_rank" and top["ranks"] == [1] and top["severity"] == "high"
-    assert top["evidence"] and all(min(e["elapsed_by_rank"], key=e["elapsed_by_rank"].get) == 1 for e in top["evidence"])
+    assert top["evidence"] and all(
+        min(e["elapsed_by_rank"], key=e["elapsed_by_rank"].get) == 1 for e in top["evidence"]
+    )
     free = adv[(adv["rule"] == "high_free") & adv["ranks"].map(lambda r: r == [1])].iloc[0]
     sb = step_breakdown(gloo4, "gloo4")
     r1 = sb[sb["rank"] == 1]
@@ -196,8 +213,10 @@ def test_analyses_are_sql_tables_in_analyze_query(gloo4, tmp_path):
     assert [r["computing_ns"] for r in rows] == [int(v) for v in expected["computing_ns"]]
     assert [r["free_ns"] for r in rows] == [int(v) for v in expected["free_ns"]]
     # joined with a fact table: the convicted rank with its kernel count from the same store
-    (top,) = query("SELECT v.rank, v.votes, k.n FROM analysis.slow_ranks v JOIN "
-                   "(SELECT rank, count(*) AS n FROM slices GROUP BY rank) k USING (rank) ORDER BY v.votes DESC LIMIT 1")
+    (top,) = query(
+        "SELECT v.rank, v.votes, k.n FROM analysis.slow_ranks v JOIN "
+        "(SELECT rank, count(*) AS n FROM slices GROUP BY rank) k USING (rank) ORDER BY v.votes DESC LIMIT 1"
+    )
     assert top["rank"] == 1 and top["votes"] > 0 and top["n"] > 0
     # list and nested columns survive (the advisor's evidence, the layout's members)
     adv = query("SELECT rule, ranks, evidence FROM analysis.advice")
@@ -236,26 +255,46 @@ def test_slow_link_findings_merge_transports_and_keep_a_decimal():
     from analyzer.analyses.advisor import slow_link_findings
     from analyzer.analyses.slow_link import COLUMNS, EVIDENCE_COLUMNS
 
-    base = pd.DataFrame({
-        "step": [1] * 4, "group_name": ["g"] * 4, "rank": [0, 1, 2, 3],
-        "bytes": [64 << 20] * 4, "bandwidth_bytes_per_s": [20e9, 20.4e9, 19.8e9, 12e9],
-    })
+    base = pd.DataFrame(
+        {
+            "step": [1] * 4,
+            "group_name": ["g"] * 4,
+            "rank": [0, 1, 2, 3],
+            "bytes": [64 << 20] * 4,
+            "bandwidth_bytes_per_s": [20e9, 20.4e9, 19.8e9, 12e9],
+        }
+    )
     rows = pd.concat([base.assign(transport="HCCS"), base.assign(transport="SDMA")], ignore_index=True)
     judged = pd.DataFrame(judge_rank_bandwidth(rows), columns=COLUMNS)
     assert len(judged) == 2 and judged["slow"].all()
-    ev = pd.DataFrame([
-        {"rank": 3, "step": 1, "op_name": "hcom_allReduce__1", "group_name": "g", "transport": t, "bytes": 64 << 20,
-         "transit_ns": 5_592_405, "bandwidth_bytes_per_s": 12e9, "level": "rank", "reason": "lowest"}
-        for t in ("HCCS", "SDMA")
-    ], columns=EVIDENCE_COLUMNS)
+    ev = pd.DataFrame(
+        [
+            {
+                "rank": 3,
+                "step": 1,
+                "op_name": "hcom_allReduce__1",
+                "group_name": "g",
+                "transport": t,
+                "bytes": 64 << 20,
+                "transit_ns": 5_592_405,
+                "bandwidth_bytes_per_s": 12e9,
+                "level": "rank",
+                "reason": "lowest",
+            }
+            for t in ("HCCS", "SDMA")
+        ],
+        columns=EVIDENCE_COLUMNS,
+    )
     (f,) = slow_link_findings(judged, ev)
     assert f["title"] == "Rank 3 is slow on HCCS/SDMA" and f["ranks"] == [3]
     assert sorted(e["transport"] for e in f["evidence"]) == ["HCCS", "SDMA"]
     gap = (20.4e9 - 12e9) / base["bandwidth_bytes_per_s"].mean()
     assert f"gap {gap:.1%} of the mean" in f["detail"]
     # a gap just above the threshold keeps its decimal
-    j2 = pd.DataFrame(judge_rank_bandwidth(base.assign(transport="RDMA", bandwidth_bytes_per_s=[20e9, 20e9, 20e9, 18.94e9])),
-                      columns=COLUMNS)
+    j2 = pd.DataFrame(
+        judge_rank_bandwidth(base.assign(transport="RDMA", bandwidth_bytes_per_s=[20e9, 20e9, 20e9, 18.94e9])),
+        columns=COLUMNS,
+    )
     (f2,) = slow_link_findings(j2, pd.DataFrame(columns=EVIDENCE_COLUMNS))
     assert "gap 5.4% of the mean, threshold 5%" in f2["detail"]
     assert slow_link_findings(j2.iloc[0:0], pd.DataFrame(columns=EVIDENCE_COLUMNS)) == []

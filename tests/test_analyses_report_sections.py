@@ -30,7 +30,9 @@ def ingest(folder: Path, store_dir: Path, run: str) -> Store:
 
 
 def report(store: Store, run: str, as_json: bool) -> str:
-    res = CliRunner().invoke(main, ["report", "--run", run, "--store", str(store.path)] + (["--json"] if as_json else []))
+    res = CliRunner().invoke(
+        main, ["report", "--run", run, "--store", str(store.path)] + (["--json"] if as_json else [])
+    )
     assert res.exit_code == 0, res.output
     return res.output
 
@@ -77,8 +79,13 @@ def test_json_has_every_section_with_real_values(stores):
 def test_text_report_shows_evidence_matrix_and_layout_grid(stores):
     g = stores["gloo4"]
     text = report(g, "gloo4", False)
-    for title in ("temporal breakdown (HTA): no device ranks", "Communication per rank, group and op",
-                  "Bandwidth per rank and transport", "Slow rank evidence", "Layout grid"):
+    for title in (
+        "temporal breakdown (HTA): no device ranks",
+        "Communication per rank, group and op",
+        "Bandwidth per rank and transport",
+        "Slow rank evidence",
+        "Layout grid",
+    ):
         assert title in text, title
     # every convicting collective is printed with its Dixon statistic
     for row in slow_rank_evidence(g, "gloo4").itertuples():

@@ -118,8 +118,17 @@ def test_step_breakdown_cpu_gloo_matches_raw_trace(tmp_path):
     store = ingest(GLOO_4RANK, tmp_path / "store", "gloo4")
     df = step_breakdown(store, "gloo4")
     assert list(df.columns[:11]) == [
-        "rank", "step", "step_ns", "computing_ns", "comm_not_overlapped_ns", "overlapped_ns",
-        "communication_ns", "free_ns", "preparing_ns", "stage_ns", "bubble_ns",
+        "rank",
+        "step",
+        "step_ns",
+        "computing_ns",
+        "comm_not_overlapped_ns",
+        "overlapped_ns",
+        "communication_ns",
+        "free_ns",
+        "preparing_ns",
+        "stage_ns",
+        "bubble_ns",
     ]
     assert set(df["mode"]) == {"host"}
     assert sorted(df["rank"].unique()) == [0, 1, 2, 3]
@@ -130,7 +139,13 @@ def test_step_breakdown_cpu_gloo_matches_raw_trace(tmp_path):
         for step, cols in exp.items():
             for col, v in cols.items():
                 # float µs -> ns conversion may differ by a few ns per event
-                assert abs(int(got.loc[step, col]) - v) <= max(2_000, v * 1e-4), (rank, step, col, got.loc[step, col], v)
+                assert abs(int(got.loc[step, col]) - v) <= max(2_000, v * 1e-4), (
+                    rank,
+                    step,
+                    col,
+                    got.loc[step, col],
+                    v,
+                )
     # wall-time identity of the msprof-analyze columns
     lhs = df["computing_ns"] + df["comm_not_overlapped_ns"] + df["memory_not_overlapped_ns"] + df["free_ns"]
     assert (lhs == df["stage_ns"] + df["bubble_ns"]).all()
@@ -172,14 +187,20 @@ def test_temporal_breakdown_matches_hta(tmp_path, monkeypatch, folder, ns_roundi
     for rank, steps in kept.items():
         ours = temporal_breakdown(store, "hta", steps=steps).set_index("rank").loc[rank]
         ref = hta_df.loc[rank]
-        for our_col, ref_col in [("kernel_ns", "kernel_time(us)"), ("idle_ns", "idle_time(us)"),
-                                 ("compute_ns", "compute_time(us)"), ("non_compute_ns", "non_compute_time(us)")]:
+        for our_col, ref_col in [
+            ("kernel_ns", "kernel_time(us)"),
+            ("idle_ns", "idle_time(us)"),
+            ("compute_ns", "compute_time(us)"),
+            ("non_compute_ns", "non_compute_time(us)"),
+        ]:
             assert ours[our_col] / 1000 == pytest.approx(float(ref[ref_col]), rel=1e-4), (rank, our_col)
     # the default iterations are HTA's: all profiled steps of the rank but the last
     default = temporal_breakdown(store, "hta").set_index("rank")
     for rank, steps in kept.items():
         assert default.loc[rank, "steps"] == steps
-        assert default.loc[rank, "compute_ns"] / 1000 == pytest.approx(float(hta_df.loc[rank, "compute_time(us)"]), rel=1e-4)
+        assert default.loc[rank, "compute_ns"] / 1000 == pytest.approx(
+            float(hta_df.loc[rank, "compute_time(us)"]), rel=1e-4
+        )
         assert default.loc[rank, "idle_ns"] / 1000 == pytest.approx(float(hta_df.loc[rank, "idle_time(us)"]), rel=1e-4)
     # and the step breakdown agrees with both for a single step: Computing = compute, Free = idle
     sb = step_breakdown(store, "hta")
@@ -261,8 +282,11 @@ def _mindspore_cpu_expected(prof_dir: Path) -> dict[str, int]:
 
     events = json.loads((prof_dir / "ASCEND_PROFILER_OUTPUT" / "trace_view.json").read_text())
     events = events["traceEvents"] if isinstance(events, dict) else events
-    pid = next(e["pid"] for e in events if e.get("ph") == "M" and e.get("name") == "process_name"
-               and e["args"].get("name") == "CPU OP")
+    pid = next(
+        e["pid"]
+        for e in events
+        if e.get("ph") == "M" and e.get("name") == "process_name" and e["args"].get("name") == "CPU OP"
+    )
     comp, comm = [], []
     for e in events:
         if e.get("ph") == "X" and e.get("pid") == pid:
@@ -272,8 +296,11 @@ def _mindspore_cpu_expected(prof_dir: Path) -> dict[str, int]:
     c, m = _merge(comp), _merge(comm)
     busy = _merge(c + m)
     return {
-        "computing_ns": _len(c), "communication_ns": _len(m), "overlapped_ns": _len(_inter(c, m)),
-        "stage_ns": busy[-1][1] - busy[0][0], "free_ns": busy[-1][1] - busy[0][0] - _len(busy),
+        "computing_ns": _len(c),
+        "communication_ns": _len(m),
+        "overlapped_ns": _len(_inter(c, m)),
+        "stage_ns": busy[-1][1] - busy[0][0],
+        "free_ns": busy[-1][1] - busy[0][0] - _len(busy),
     }
 
 

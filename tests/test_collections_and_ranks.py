@@ -58,7 +58,10 @@ def test_rank_sources(tmp_path: Path) -> None:
     shutil.copy(src, root / "rank_7" / "w.pt.trace.json")
     store = tmp_path / "store"
     analyze("ingest", str(root), "--store", str(store))
-    got = {c["root_path"]: (c["rank"], c["rank_source"], c["status"]) for c in query(store, "SELECT root_path, rank, rank_source, status FROM collections")}
+    got = {
+        c["root_path"]: (c["rank"], c["rank_source"], c["status"])
+        for c in query(store, "SELECT root_path, rank, rank_source, status FROM collections")
+    }
     assert got["flat/worker.pt.trace.json"] == (1, "distributedInfo", "complete")
     assert got["rank_7/w.pt.trace.json"] == (7, "rank_dir", "partial")
     warn = query(store, "SELECT error FROM source_files WHERE path = 'rank_7/w.pt.trace.json'")[0]["error"]
@@ -71,4 +74,6 @@ def test_rank_sources(tmp_path: Path) -> None:
     data.pop("distributedInfo", None)
     (solo / "t.pt.trace.json").write_text(json.dumps(data))
     analyze("ingest", str(solo), "--store", str(store))
-    assert query(store, "SELECT rank, rank_source FROM collections WHERE run = 'solo'") == [{"rank": 0, "rank_source": "single"}]
+    assert query(store, "SELECT rank, rank_source FROM collections WHERE run = 'solo'") == [
+        {"rank": 0, "rank_source": "single"}
+    ]

@@ -39,7 +39,13 @@ def test_every_problem_is_reported_with_its_key() -> None:
             {
                 "profile_type": "sometimes",
                 "ranks": [-2],
-                "static_param": {"with_stak": True, "level": "level7", "start_step": 5, "end_step": 5, "with_memory": "yes"},
+                "static_param": {
+                    "with_stak": True,
+                    "level": "level7",
+                    "start_step": 5,
+                    "end_step": 5,
+                    "with_memory": "yes",
+                },
                 "scalars": {"collect_freq": 0},
             }
         )
@@ -69,7 +75,9 @@ def test_dataclass_and_namespace_sources() -> None:
         static_param: Static = dataclasses.field(default_factory=Static)
 
     a = load_config(Cfg())
-    b = load_config(SimpleNamespace(enable=True, ranks=[0], static_param=SimpleNamespace(level=2, start_step=3, end_step=6)))
+    b = load_config(
+        SimpleNamespace(enable=True, ranks=[0], static_param=SimpleNamespace(level=2, start_step=3, end_step=6))
+    )
     assert a == b
     assert a.static_param.level == "level2" and a.ranks == [0]
 
@@ -112,7 +120,9 @@ def test_env_variable_json_and_path(tmp_path: Path) -> None:
 
 
 def test_rank_from_environment() -> None:
-    assert detect_rank({"RANK": "3", "WORLD_SIZE": "8", "LOCAL_RANK": "1"}) == detect_rank({"RANK": "3", "WORLD_SIZE": "8", "LOCAL_RANK": "1"})
+    assert detect_rank({"RANK": "3", "WORLD_SIZE": "8", "LOCAL_RANK": "1"}) == detect_rank(
+        {"RANK": "3", "WORLD_SIZE": "8", "LOCAL_RANK": "1"}
+    )
     info = detect_rank({"RANK": "3", "WORLD_SIZE": "8", "LOCAL_RANK": "1"})
     assert (info.rank, info.world_size, info.local_rank, info.source) == (3, 8, 1, "env:RANK")
     info = detect_rank({"RANK_ID": "5", "RANK_SIZE": "16"})  # Ascend / MindSpore launchers
@@ -124,7 +134,9 @@ def test_rank_from_environment() -> None:
 
 
 def test_disabled_profiler_does_nothing(tmp_path: Path) -> None:
-    prof = Profiler({"enable": False, "static_param": {"save_path": str(tmp_path / "out"), "start_step": 0, "end_step": 1}})
+    prof = Profiler(
+        {"enable": False, "static_param": {"save_path": str(tmp_path / "out"), "start_step": 0, "end_step": 1}}
+    )
     prof.start()
     prof.step(loss=1.0)
     prof.stop()
@@ -132,11 +144,15 @@ def test_disabled_profiler_does_nothing(tmp_path: Path) -> None:
 
 
 def test_cli_show_config_and_bad_config(tmp_path: Path) -> None:
-    run = lambda *a: subprocess.run([sys.executable, "-m", "collector", *a], capture_output=True, text=True, cwd=REPO, timeout=60)  # noqa: E731
+    run = lambda *a: subprocess.run(
+        [sys.executable, "-m", "collector", *a], capture_output=True, text=True, cwd=REPO, timeout=60
+    )
     ok = run("show-config", "--config", str(DATA / "mindformers_flat.yaml"), "--ranks", "0,1", "--static", "2:5")
     assert ok.returncode == 0, ok.stderr
     shown = json.loads(ok.stdout)
-    assert shown["ranks"] == [0, 1] and shown["static_param"]["start_step"] == 2 and shown["static_param"]["end_step"] == 5
+    assert (
+        shown["ranks"] == [0, 1] and shown["static_param"]["start_step"] == 2 and shown["static_param"]["end_step"] == 5
+    )
     assert shown["static_param"]["with_memory"] is True  # kept from the YAML
     bad = tmp_path / "bad.json"
     bad.write_text('{"static_param": {"start_step": 4, "end_step": 2}}')
@@ -148,8 +164,13 @@ def test_cli_show_config_and_bad_config(tmp_path: Path) -> None:
 
 
 def test_scalars_every_collect_freq_steps(tmp_path: Path) -> None:
-    prof = Profiler({"scalars": {"collect_freq": 3},
-                     "static_param": {"save_path": str(tmp_path), "start_step": 1000, "end_step": 1001}}, handle_signals=False)
+    prof = Profiler(
+        {
+            "scalars": {"collect_freq": 3},
+            "static_param": {"save_path": str(tmp_path), "start_step": 1000, "end_step": 1001},
+        },
+        handle_signals=False,
+    )
     prof.start()
     for i in range(10):
         prof.step(loss=float(i), not_a_number="x")
@@ -165,14 +186,25 @@ def test_bootstrap_runs_the_sitecustomize_it_shadows(tmp_path: Path) -> None:
     other = tmp_path / "other"
     other.mkdir()
     (other / "sitecustomize.py").write_text("import os\nos.environ['SHADOWED_SITECUSTOMIZE_RAN'] = '1'\n")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "collector" / "_bootstrap"), str(other)]),
-           ENV_VAR: '{"static_param": {"start_step": 0, "end_step": 1}}'}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(REPO / "collector" / "_bootstrap"), str(other)]),
+        ENV_VAR: '{"static_param": {"start_step": 0, "end_step": 1}}',
+    }
     code = "import os, sys; print(os.environ.get('SHADOWED_SITECUSTOMIZE_RAN'), 'collector.autorun' in sys.modules, 'torch' in sys.modules)"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60, cwd=tmp_path)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60, cwd=tmp_path
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["1", "True", "False"]  # armed, torch not imported, the other sitecustomize ran
-    bad = subprocess.run([sys.executable, "-c", "print('still runs')"], capture_output=True, text=True, timeout=60, cwd=tmp_path,
-                         env={**env, ENV_VAR: '{"static_param": {"start_step": 5, "end_step": 1}}'})
+    bad = subprocess.run(
+        [sys.executable, "-c", "print('still runs')"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+        env={**env, ENV_VAR: '{"static_param": {"start_step": 5, "end_step": 1}}'},
+    )
     assert bad.returncode == 0 and bad.stdout.strip() == "still runs"
     assert "RANKSCOPE_PROFILER_OPTIONS rejected, profiling disabled" in bad.stderr
 
@@ -182,12 +214,16 @@ def test_a_loss_tensor_requiring_grad_is_stored_without_a_warning(tmp_path: Path
 
     import torch
 
-    prof = Profiler({"static_param": {"save_path": str(tmp_path), "start_step": 50, "end_step": 51}}, handle_signals=False)
+    prof = Profiler(
+        {"static_param": {"save_path": str(tmp_path), "start_step": 50, "end_step": 51}}, handle_signals=False
+    )
     prof.start()
     w = torch.ones(2, requires_grad=True)
     loss = (w * 3).sum()
     with warnings.catch_warnings():
-        warnings.simplefilter("error")  # torch's "Converting a tensor with requires_grad=True to a scalar" would fail here
+        warnings.simplefilter(
+            "error"
+        )  # torch's "Converting a tensor with requires_grad=True to a scalar" would fail here
         prof.step(loss=loss, lr=torch.tensor(0.5))
     prof.stop()
     (row,) = [json.loads(x) for x in (tmp_path / "rank_0" / "rankscope_scalars.jsonl").read_text().splitlines()]
@@ -197,8 +233,18 @@ def test_a_loss_tensor_requiring_grad_is_stored_without_a_warning(tmp_path: Path
 def test_mindformers_near_miss_keys_get_a_did_you_mean_notice() -> None:
     from collector.sources import from_mapping
 
-    flat = from_mapping({"profile": True, "profile_start_step": 2, "profile_stop_step": 4, "profile_memroy": True,
-                         "seed": 0, "run_mode": "train", "model": {}, "runner_config": {"epochs": 1}})
+    flat = from_mapping(
+        {
+            "profile": True,
+            "profile_start_step": 2,
+            "profile_stop_step": 4,
+            "profile_memroy": True,
+            "seed": 0,
+            "run_mode": "train",
+            "model": {},
+            "runner_config": {"epochs": 1},
+        }
+    )
     assert flat.notices == ["profile_memroy: not a mindformers profiling key, ignored (did you mean profile_memory?)"]
     assert flat.static_param.with_memory is False  # ignored, as mindformers itself would
     nested = from_mapping({"output_dir": "o", "profile": {"profile_on": True, "profiler_levl": 1}})

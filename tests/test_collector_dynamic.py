@@ -29,7 +29,9 @@ class Clock:
 
 
 def _watcher(folder: Path, clock: Clock, interval: float = 1.0) -> DynamicWatcher:
-    return DynamicWatcher(folder, interval, ProfileOptions(), frozenset(), "./base_out", [-1], rank=lambda: 0, clock=clock)
+    return DynamicWatcher(
+        folder, interval, ProfileOptions(), frozenset(), "./base_out", [-1], rank=lambda: 0, clock=clock
+    )
 
 
 def _write(path: Path, data: object) -> None:
@@ -59,7 +61,13 @@ def test_torch_npu_dynamic_config_is_understood(tmp_path: Path) -> None:
     assert plan is not None
     assert (plan.start, plan.end, plan.ranks, plan.save_path) == (7, 9, [1], "./prof_out")  # start 7, active 2
     o = plan.options
-    assert (o.level, o.aic_metrics, o.record_shapes, o.with_memory, o.analyse) == ("level1", "PipeUtilization", True, True, False)
+    assert (o.level, o.aic_metrics, o.record_shapes, o.with_memory, o.analyse) == (
+        "level1",
+        "PipeUtilization",
+        True,
+        True,
+        False,
+    )
     assert o.with_cpu and o.with_device and o.export_type == ["text"]
     log = (folder / LOG_NAME).read_text()
     assert "ignored keys: op_attr, gc_detect_threshold, record_op_args" in log  # torch_npu keys we have no use for
@@ -94,7 +102,9 @@ def test_invalid_edits_are_rejected_and_logged(tmp_path: Path, content: object, 
     assert log[-1].endswith("keeping the previous settings")
 
 
-def test_file_is_stat_at_most_once_per_interval_and_read_only_when_changed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_file_is_stat_at_most_once_per_interval_and_read_only_when_changed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     folder = tmp_path / "dyn"
     clock = Clock()
     w = _watcher(folder, clock, interval=2.0)
@@ -161,13 +171,13 @@ class RecordingBackend(Backend):
     def info(self) -> BackendInfo:
         return BackendInfo("recording", "none", None, None)
 
-    def unsupported(self, options, explicit):  # noqa: ANN001, ANN201
+    def unsupported(self, options, explicit):
         return []
 
-    def arguments(self, plan, folder):  # noqa: ANN001, ANN201
+    def arguments(self, plan, folder):
         return {}
 
-    def open(self, plan, folder, rank):  # noqa: ANN001, ANN201
+    def open(self, plan, folder, rank):
         return RecordingSession(self.calls, folder)
 
 
@@ -178,12 +188,17 @@ def backend(monkeypatch: pytest.MonkeyPatch) -> RecordingBackend:
     return b
 
 
-def test_bad_edit_keeps_the_pending_window_and_edits_during_a_window_wait(tmp_path: Path, backend: RecordingBackend) -> None:
+def test_bad_edit_keeps_the_pending_window_and_edits_during_a_window_wait(
+    tmp_path: Path, backend: RecordingBackend
+) -> None:
     folder = tmp_path / "dyn"
     out = tmp_path / "out"
     prof = Profiler(
-        {"profile_type": "dynamic", "dynamic_param": {"config_path": str(folder), "poll_interval_s": 0},
-         "static_param": {"save_path": str(out)}},
+        {
+            "profile_type": "dynamic",
+            "dynamic_param": {"config_path": str(folder), "poll_interval_s": 0},
+            "static_param": {"save_path": str(out)},
+        },
         handle_signals=False,
     )
     prof.start()
@@ -200,8 +215,12 @@ def test_bad_edit_keeps_the_pending_window_and_edits_during_a_window_wait(tmp_pa
     prof.step()  # after step 6
     prof.stop()
     assert backend.calls == [
-        ("start", 4), ("advance", 4), ("resume", 5), ("finish", 5),
-        ("start", 6), ("finish", 6),
+        ("start", 4),
+        ("advance", 4),
+        ("resume", 5),
+        ("finish", 5),
+        ("start", 6),
+        ("finish", 6),
     ]
     sidecars = sorted(out.glob("rank_0/window_*/rankscope_window.json"))
     got = [(p.parent.name, json.loads(p.read_text())) for p in sidecars]
@@ -215,11 +234,19 @@ def test_bad_edit_keeps_the_pending_window_and_edits_during_a_window_wait(tmp_pa
     assert log.index("stopped window steps 4..5") < log.index("accepted: window step 6")
 
 
-def test_rank_not_selected_is_logged_and_not_profiled(tmp_path: Path, backend: RecordingBackend, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_rank_not_selected_is_logged_and_not_profiled(
+    tmp_path: Path, backend: RecordingBackend, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("RANK", "2")
     folder = tmp_path / "dyn"
-    prof = Profiler({"profile_type": "dynamic", "dynamic_param": {"config_path": str(folder), "poll_interval_s": 0},
-                     "static_param": {"save_path": str(tmp_path / "out")}}, handle_signals=False)
+    prof = Profiler(
+        {
+            "profile_type": "dynamic",
+            "dynamic_param": {"config_path": str(folder), "poll_interval_s": 0},
+            "static_param": {"save_path": str(tmp_path / "out")},
+        },
+        handle_signals=False,
+    )
     prof.start()
     _write(folder / CONFIG_NAME, {"start_step": -1, "active": 1, "ranks": [0, 1]})
     prof.step()
@@ -231,19 +258,26 @@ def test_rank_not_selected_is_logged_and_not_profiled(tmp_path: Path, backend: R
     assert not list((tmp_path / "out").glob("rank_2/window_*"))
 
 
-def test_an_option_a_backend_cannot_honour_is_reported_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                            caplog: pytest.LogCaptureFixture) -> None:
+def test_an_option_a_backend_cannot_honour_is_reported_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     from collector.backends.base import Unsupported
 
     class Picky(RecordingBackend):
-        def unsupported(self, options, explicit):  # noqa: ANN001, ANN201
+        def unsupported(self, options, explicit):
             return [Unsupported("level", "no levels here")] if "level" in explicit else []
 
     b = Picky()
     monkeypatch.setattr(profiler_mod, "select_backend", lambda name: b)
     folder = tmp_path / "dyn"
-    prof = Profiler({"profile_type": "dynamic", "dynamic_param": {"config_path": str(folder), "poll_interval_s": 0},
-                     "static_param": {"save_path": str(tmp_path / "out"), "level": "level2"}}, handle_signals=False)
+    prof = Profiler(
+        {
+            "profile_type": "dynamic",
+            "dynamic_param": {"config_path": str(folder), "poll_interval_s": 0},
+            "static_param": {"save_path": str(tmp_path / "out"), "level": "level2"},
+        },
+        handle_signals=False,
+    )
     with caplog.at_level("WARNING", logger="rankscope.collector"):
         prof.start()
         for start in (2, 5):
@@ -270,14 +304,15 @@ def _edit_start(path: Path, start: int) -> None:
 
 
 def test_generated_file_shows_the_configs_values_and_does_not_override_them(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     """Auditor's case: ranks [1] and with_stack true in the Profiler config, only start_step set in the
     generated file -> rank 0 is not profiled, rank 1 is, with with_stack true; and no "cannot honour"
     report for values nobody changed (level, aic_metrics, l2_cache, ... are spelled out in the file)."""
     from collector.backends.base import Unsupported
 
     class Picky(RecordingBackend):  # reports every option it is told was set, as torch.profiler does for level etc.
-        def unsupported(self, options, explicit):  # noqa: ANN001, ANN201
+        def unsupported(self, options, explicit):
             return [Unsupported(o, "not here") for o in sorted(explicit)]
 
     b = Picky()
@@ -286,8 +321,15 @@ def test_generated_file_shows_the_configs_values_and_does_not_override_them(
         monkeypatch.setenv("RANK", str(rank))
         folder = tmp_path / f"dyn{rank}"
         out = tmp_path / f"out{rank}"
-        prof = Profiler({"profile_type": "dynamic", "ranks": [1], "static_param": {"with_stack": True, "save_path": str(out)},
-                         "dynamic_param": {"config_path": str(folder), "poll_interval_s": 0}}, handle_signals=False)
+        prof = Profiler(
+            {
+                "profile_type": "dynamic",
+                "ranks": [1],
+                "static_param": {"with_stack": True, "save_path": str(out)},
+                "dynamic_param": {"config_path": str(folder), "poll_interval_s": 0},
+            },
+            handle_signals=False,
+        )
         with caplog.at_level("WARNING", logger="rankscope.collector"):
             prof.start()
             data = json.loads((folder / CONFIG_NAME).read_text())
@@ -308,16 +350,24 @@ def test_generated_file_shows_the_configs_values_and_does_not_override_them(
     assert not [r for r in caplog.records if "cannot honour option 'level'" in r.getMessage()]
 
 
-def test_a_value_changed_in_the_file_overrides_the_config_and_counts_as_given(tmp_path: Path, backend: RecordingBackend) -> None:
+def test_a_value_changed_in_the_file_overrides_the_config_and_counts_as_given(
+    tmp_path: Path, backend: RecordingBackend
+) -> None:
     folder = tmp_path / "dyn"
     out = tmp_path / "out"
-    prof = Profiler({"profile_type": "dynamic", "static_param": {"with_stack": True, "save_path": str(out)},
-                     "dynamic_param": {"config_path": str(folder), "poll_interval_s": 0}}, handle_signals=False)
+    prof = Profiler(
+        {
+            "profile_type": "dynamic",
+            "static_param": {"with_stack": True, "save_path": str(out)},
+            "dynamic_param": {"config_path": str(folder), "poll_interval_s": 0},
+        },
+        handle_signals=False,
+    )
     prof.start()
     data = json.loads((folder / CONFIG_NAME).read_text())
     data.update(start_step=1, with_stack=False, level="level2")
     _write(folder / CONFIG_NAME, data)
-    plan = prof._watcher._read(1)  # noqa: SLF001
+    plan = prof._watcher._read(1)
     assert plan is not None and plan.options.with_stack is False and plan.options.level == "level2"
     assert plan.explicit == {"with_stack", "level"}
     prof.stop()
@@ -332,8 +382,14 @@ def test_config_path_may_be_the_file_itself(tmp_path: Path, backend: RecordingBa
     if exists:
         folder.mkdir()
         _write(path, {"start_step": 0})
-    prof = Profiler({"profile_type": "dynamic", "dynamic_param": {"config_path": str(path), "poll_interval_s": 0},
-                     "static_param": {"save_path": str(tmp_path / "out")}}, handle_signals=False)
+    prof = Profiler(
+        {
+            "profile_type": "dynamic",
+            "dynamic_param": {"config_path": str(path), "poll_interval_s": 0},
+            "static_param": {"save_path": str(tmp_path / "out")},
+        },
+        handle_signals=False,
+    )
     prof.start()
     assert path.is_file() and (folder / LOG_NAME).is_file()
     _edit_start(path, 1)

@@ -53,8 +53,14 @@ print("LOG_HISTORY " + json.dumps(trainer.state.log_history))
 
 
 def test_trainer_callback_profiles_optimizer_steps_and_records_logged_scalars(tmp_path: Path) -> None:
-    proc = subprocess.run([sys.executable, "-c", SCRIPT, str(tmp_path)], capture_output=True, text=True, cwd=REPO,
-                          env={**os.environ, "PYTHONUNBUFFERED": "1"}, timeout=240)
+    proc = subprocess.run(
+        [sys.executable, "-c", SCRIPT, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        timeout=240,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     history = json.loads(next(line for line in proc.stdout.splitlines() if line.startswith("LOG_HISTORY "))[12:])
     win = tmp_path / "prof" / "rank_0" / "window_step2"
@@ -62,7 +68,9 @@ def test_trainer_callback_profiles_optimizer_steps_and_records_logged_scalars(tm
     assert (side["status"], side["captured_steps"]) == ("complete", [2, 3])
     steps = []
     for p in sorted(win.glob("*.pt.trace.json")):
-        steps += [e["name"] for e in json.loads(p.read_text())["traceEvents"] if e.get("name", "").startswith("ProfilerStep#")]
+        steps += [
+            e["name"] for e in json.loads(p.read_text())["traceEvents"] if e.get("name", "").startswith("ProfilerStep#")
+        ]
     assert steps == ["ProfilerStep#2", "ProfilerStep#3"]
     lines = [json.loads(x) for x in (tmp_path / "prof" / "rank_0" / "rankscope_scalars.jsonl").read_text().splitlines()]
     timed = [r["step"] for r in lines if r["step_time_ns"] is not None]

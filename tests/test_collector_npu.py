@@ -59,7 +59,11 @@ class StandIn:
         self.ProfilerLevel = types.SimpleNamespace(**SIG["ProfilerLevel"])
         self.AiCMetrics = types.SimpleNamespace(**SIG["AiCMetrics"])
         self.ExportType = types.SimpleNamespace(**SIG["ExportType"])
-        ns: dict[str, Any] = {"ProfilerAction": self.ProfilerAction, "prof_error": str, "ErrCode": types.SimpleNamespace(VALUE="")}
+        ns: dict[str, Any] = {
+            "ProfilerAction": self.ProfilerAction,
+            "prof_error": str,
+            "ErrCode": types.SimpleNamespace(VALUE=""),
+        }
         exec(textwrap.dedent("    " + SIG["Schedule.__call__.source"]), ns)  # the wheel's step -> action rule
         stand = self
 
@@ -100,7 +104,9 @@ class StandIn:
                 stand.calls.append(("offset", {"step": step}))
 
             def start(self) -> None:
-                stand.calls.append(("start", {"label": self.step_num + self.offset, "action": self.current_action.name}))
+                stand.calls.append(
+                    ("start", {"label": self.step_num + self.offset, "action": self.current_action.name})
+                )
 
             def step(self) -> None:
                 prev = self.current_action
@@ -129,9 +135,22 @@ class StandIn:
         analyse.__signature__ = recorded_signature("analyse")  # type: ignore[attr-defined]
 
         for name in SIG["torch_npu.profiler.__all__"]:
-            assert name in ("profile", "ProfilerActivity", "supported_activities", "tensorboard_trace_handler", "schedule",
-                            "ProfilerAction", "_ExperimentalConfig", "supported_profiler_level", "supported_ai_core_metrics",
-                            "supported_export_type", "ProfilerLevel", "AiCMetrics", "ExportType", "HostSystem")
+            assert name in (
+                "profile",
+                "ProfilerActivity",
+                "supported_activities",
+                "tensorboard_trace_handler",
+                "schedule",
+                "ProfilerAction",
+                "_ExperimentalConfig",
+                "supported_profiler_level",
+                "supported_ai_core_metrics",
+                "supported_export_type",
+                "ProfilerLevel",
+                "AiCMetrics",
+                "ExportType",
+                "HostSystem",
+            )
         self.schedule = Schedule
         self._ExperimentalConfig = ExperimentalConfig
         self.profile = Profile
@@ -172,19 +191,39 @@ def test_recorded_api_has_what_the_backend_uses() -> None:
     assert "_set_step_num_offset_for_dynamic_prof" in SIG["profile.methods"]
     assert {"step_num", "current_action", "schedule", "on_trace_ready"} <= set(SIG["profile.__init__.self_attributes"])
     assert set(SIG["ProfilerActivity"]) == {"CPU", "NPU"}
-    assert SIG["ProfilerLevel"] == {"Level0": "Level0", "Level1": "Level1", "Level2": "Level2", "Level_none": "Level_none"}
+    assert SIG["ProfilerLevel"] == {
+        "Level0": "Level0",
+        "Level1": "Level1",
+        "Level2": "Level2",
+        "Level_none": "Level_none",
+    }
     assert set(MAPPING) == set(option_names())  # every option has a documented torch_npu mapping
 
 
 def test_options_become_the_real_arguments(npu: StandIn, tmp_path: Path) -> None:
     b = TorchNpuBackend(modules=(npu.torch, npu.module))  # type: ignore[attr-defined]
-    opts = ProfileOptions(level="level1", with_stack=True, with_memory=True, record_shapes=True, l2_cache=True,
-                          mstx=True, export_type=["text", "db"], data_simplification=False, with_modules=True)
+    opts = ProfileOptions(
+        level="level1",
+        with_stack=True,
+        with_memory=True,
+        record_shapes=True,
+        l2_cache=True,
+        mstx=True,
+        export_type=["text", "db"],
+        data_simplification=False,
+        with_modules=True,
+    )
     plan = _plan(opts, {"level", "with_stack"})
     kw = b.profile_kwargs(plan, tmp_path, handler=lambda p: None)
     recorded_signature("profile.__init__").bind(**kw)  # every argument exists in torch_npu 2.13.0
     assert kw["activities"] == ["ProfilerActivity.CPU", "ProfilerActivity.NPU"]
-    assert (kw["record_shapes"], kw["profile_memory"], kw["with_stack"], kw["with_modules"], kw["with_flops"]) == (True, True, True, True, False)
+    assert (kw["record_shapes"], kw["profile_memory"], kw["with_stack"], kw["with_modules"], kw["with_flops"]) == (
+        True,
+        True,
+        True,
+        True,
+        False,
+    )
     exp = npu.named("_ExperimentalConfig")[-1]
     assert exp == {
         "profiler_level": "Level1",
@@ -203,21 +242,30 @@ def test_level0_aic_default_and_what_cannot_be_honoured(npu: StandIn, tmp_path: 
     b.profile_kwargs(_plan(ProfileOptions(), set()), tmp_path, handler=None)
     assert npu.named("_ExperimentalConfig")[-1]["aic_metrics"] == "ACL_AICORE_NONE"  # no reset warning from torch_npu
     opts = ProfileOptions(aic_metrics="Memory", export_per_step=True, communication=False)
-    got = {u.option: u.reason for u in b.unsupported(opts, frozenset({"aic_metrics", "export_per_step", "communication"}))}
+    got = {
+        u.option: u.reason for u in b.unsupported(opts, frozenset({"aic_metrics", "export_per_step", "communication"}))
+    }
     assert set(got) == {"aic_metrics", "export_per_step", "communication"}
     assert "level1/level2" in got["aic_metrics"]
 
 
 def test_a_window_drives_torch_npu_like_its_own_schedule(npu: StandIn, tmp_path: Path) -> None:
     out = tmp_path / "out"
-    prof = Profiler({"backend": "torch_npu", "static_param": {"save_path": str(out), "start_step": 2, "end_step": 5, "warmup": 1,
-                                                              "level": "level2"}}, handle_signals=False)
+    prof = Profiler(
+        {
+            "backend": "torch_npu",
+            "static_param": {"save_path": str(out), "start_step": 2, "end_step": 5, "warmup": 1, "level": "level2"},
+        },
+        handle_signals=False,
+    )
     prof.start()
     for _ in range(7):
         prof.step()
     prof.stop()
     folder = out / "rank_0" / "window_step2"
-    assert npu.named("tensorboard_trace_handler") == [{"dir_name": str(folder), "analyse_flag": True, "async_mode": False}]
+    assert npu.named("tensorboard_trace_handler") == [
+        {"dir_name": str(folder), "analyse_flag": True, "async_mode": False}
+    ]
     seq = [(n, k.get("label"), k.get("action")) for n, k in npu.calls if n in ("start", "step", "stop", "parse")]
     assert seq == [
         ("start", 1, "WARMUP"),  # warm-up step 1 (labels are the collector's step numbers)
@@ -230,13 +278,21 @@ def test_a_window_drives_torch_npu_like_its_own_schedule(npu: StandIn, tmp_path:
     ]
     assert npu.named("offset") == [{"step": 1}]
     side = json.loads((folder / "rankscope_window.json").read_text())
-    assert (side["status"], side["captured_steps"], side["backend"], side["warmup_steps"]) == ("complete", [2, 3, 4], "torch_npu.profiler", [1])
+    assert (side["status"], side["captured_steps"], side["backend"], side["warmup_steps"]) == (
+        "complete",
+        [2, 3, 4],
+        "torch_npu.profiler",
+        [1],
+    )
     assert side["backend_arguments"]["kwargs"]["experimental_config"]["profiler_level"] == "Level2"
 
 
 def test_aborted_window_is_not_parsed_and_says_how_to_parse_it(npu: StandIn, tmp_path: Path) -> None:
     out = tmp_path / "out"
-    prof = Profiler({"backend": "torch_npu", "static_param": {"save_path": str(out), "start_step": 1, "end_step": 5}}, handle_signals=False)
+    prof = Profiler(
+        {"backend": "torch_npu", "static_param": {"save_path": str(out), "start_step": 1, "end_step": 5}},
+        handle_signals=False,
+    )
     prof.start()
     for _ in range(3):
         prof.step()  # steps 0, 1, 2 done; step 3 running
@@ -264,18 +320,26 @@ def test_offline_analyse_command(npu: StandIn, tmp_path: Path) -> None:
 def test_analyse_without_torch_npu_says_what_is_needed(tmp_path: Path) -> None:
     raw = tmp_path / "x_ascend_pt" / "PROF_000001_1_A"
     raw.mkdir(parents=True)
-    proc = subprocess.run([sys.executable, "-m", "collector", "analyse", str(tmp_path)], capture_output=True, text=True, cwd=REPO, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "collector", "analyse", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=60,
+    )
     assert proc.returncode == 1 and "torch_npu is needed" in proc.stderr and "Traceback" not in proc.stderr
 
 
-def test_analyse_of_a_missing_path_fails_and_every_argument_has_help(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_analyse_of_a_missing_path_fails_and_every_argument_has_help(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     from collector.cli import main, parser
 
     missing = tmp_path / "nonexistent"
     assert main(["analyse", str(missing)]) != 0
     assert f"{missing} does not exist" in capsys.readouterr().err
-    sub = next(a for a in parser()._actions if a.dest == "cmd")  # noqa: SLF001
+    sub = next(a for a in parser()._actions if a.dest == "cmd")
     for name, p in sub.choices.items():
-        for action in p._actions:  # noqa: SLF001
+        for action in p._actions:
             if action.dest != "help":
                 assert action.help, f"{name} {action.dest} has no help text"

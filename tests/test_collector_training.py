@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from helpers import analyze, query
 
 REPO = Path(__file__).resolve().parent.parent
@@ -28,7 +27,9 @@ PY = sys.executable
 ENV = {**os.environ, "PYTHONUNBUFFERED": "1"}
 
 
-def train(out: Path, config: dict[str, Any], *extra: str, check: bool = True, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+def train(
+    out: Path, config: dict[str, Any], *extra: str, check: bool = True, timeout: float = 180
+) -> subprocess.CompletedProcess[str]:
     cmd = [PY, str(SCRIPTS / "train.py"), "--config", json.dumps(config), *extra]
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, env=ENV, timeout=timeout)
     if check and proc.returncode != 0:
@@ -62,8 +63,19 @@ def test_static_window_captures_exactly_the_asked_steps(tmp_path: Path) -> None:
     for s in (2, 3, 4):
         assert trace_steps(win / f"rank0_step00000{s}.pt.trace.json") == [s]  # one step per file, the right one
     sc = sidecar(win)
-    assert (sc["status"], sc["planned_steps"], sc["captured_steps"], sc["reason"]) == ("complete", [2, 3, 4], [2, 3, 4], None)
-    assert (sc["rank"], sc["world_size"], sc["rank_source"], sc["backend"], sc["framework"]) == (0, 1, "default", "torch.profiler", "torch")
+    assert (sc["status"], sc["planned_steps"], sc["captured_steps"], sc["reason"]) == (
+        "complete",
+        [2, 3, 4],
+        [2, 3, 4],
+        None,
+    )
+    assert (sc["rank"], sc["world_size"], sc["rank_source"], sc["backend"], sc["framework"]) == (
+        0,
+        1,
+        "default",
+        "torch.profiler",
+        "torch",
+    )
     assert re.match(r"2\.13\.0", sc["framework_version"]) and sc["config"]["record_shapes"] is True
     assert sc["started_at"] <= sc["stopped_at"] and isinstance(sc["pid"], int) and sc["host"]
     rows = scalars(out / "rank_0" / "rankscope_scalars.jsonl")
@@ -102,14 +114,36 @@ def _free_port() -> int:
 def test_unmodified_script_under_torchrun_with_a_tools_json_and_rank_filter(tmp_path: Path) -> None:
     out = tmp_path / "job"
     tools = tmp_path / "tools.json"
-    tools.write_text(json.dumps({
-        "profile": {"enable": True, "profile_type": "static", "ranks": [1], "backend": "torch",
-                    "static_param": {"save_path": str(out), "start_step": 1, "end_step": 3}},
-        "memory_profile": {"enable": False},
-    }))
+    tools.write_text(
+        json.dumps(
+            {
+                "profile": {
+                    "enable": True,
+                    "profile_type": "static",
+                    "ranks": [1],
+                    "backend": "torch",
+                    "static_param": {"save_path": str(out), "start_step": 1, "end_step": 3},
+                },
+                "memory_profile": {"enable": False},
+            }
+        )
+    )
     torchrun = Path(PY).parent / "torchrun"
-    cmd = [PY, "-m", "collector", "run", "--config", str(tools), "--",
-           str(torchrun), "--nproc-per-node", "2", "--master-port", str(_free_port()), str(SCRIPTS / "unmodified_train.py")]
+    cmd = [
+        PY,
+        "-m",
+        "collector",
+        "run",
+        "--config",
+        str(tools),
+        "--",
+        str(torchrun),
+        "--nproc-per-node",
+        "2",
+        "--master-port",
+        str(_free_port()),
+        str(SCRIPTS / "unmodified_train.py"),
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, env={**ENV, "TRAIN_STEPS": "5"}, timeout=240)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.count("trained") == 2
@@ -124,7 +158,11 @@ def test_unmodified_script_under_torchrun_with_a_tools_json_and_rank_filter(tmp_
     store = tmp_path / "store"
     analyze("ingest", str(out), "--store", str(store))
     got = query(store, "SELECT rank, producer, status, steps, world_size FROM collections ORDER BY rank, producer")
-    assert [(g["rank"], g["producer"]) for g in got] == [(0, "collector_scalars"), (1, "collector_scalars"), (1, "kineto")]
+    assert [(g["rank"], g["producer"]) for g in got] == [
+        (0, "collector_scalars"),
+        (1, "collector_scalars"),
+        (1, "kineto"),
+    ]
     assert (got[2]["status"], got[2]["steps"], got[2]["world_size"]) == ("complete", [1, 2], 2)
     comm = query(store, "SELECT step, count(*) AS n FROM comm_ops WHERE rank = 1 GROUP BY step ORDER BY step")
     assert [c["step"] for c in comm] == [1, 2] and all(c["n"] > 0 for c in comm)  # DDP's gloo allreduce in each step
@@ -132,9 +170,15 @@ def test_unmodified_script_under_torchrun_with_a_tools_json_and_rank_filter(tmp_
 
 def test_environment_variable_json_with_a_plain_python_script(tmp_path: Path) -> None:
     out = tmp_path / "job"
-    env = {**ENV, "RANKSCOPE_PROFILER_OPTIONS": json.dumps(static(out, 3, 4, with_memory=True)),
-           "PYTHONPATH": str(REPO / "collector" / "_bootstrap"), "TRAIN_STEPS": "5"}
-    proc = subprocess.run([PY, str(SCRIPTS / "unmodified_train.py")], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=180)
+    env = {
+        **ENV,
+        "RANKSCOPE_PROFILER_OPTIONS": json.dumps(static(out, 3, 4, with_memory=True)),
+        "PYTHONPATH": str(REPO / "collector" / "_bootstrap"),
+        "TRAIN_STEPS": "5",
+    }
+    proc = subprocess.run(
+        [PY, str(SCRIPTS / "unmodified_train.py")], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=180
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     sc = sidecar(out / "rank_0" / "window_step3")
     assert (sc["captured_steps"], sc["config"]["with_memory"], sc["status"]) == ([3], True, "complete")
@@ -145,11 +189,30 @@ def test_script_with_its_own_profiler_under_collector_run(tmp_path: Path) -> Non
     window [0, 3) was already open when the script's Profiler started) steps aside with one line, leaves
     no window behind, and the script's own window works normally (no Kineto double-session warning)."""
     auto_out, own_out = tmp_path / "auto", tmp_path / "own"
-    cmd = [PY, "-m", "collector", "run", "--static", "0:3", "--save-path", str(auto_out), "--backend", "torch", "--",
-           PY, str(SCRIPTS / "train.py"), "--steps", "4", "--config", json.dumps(static(own_out, 1, 3))]
+    cmd = [
+        PY,
+        "-m",
+        "collector",
+        "run",
+        "--static",
+        "0:3",
+        "--save-path",
+        str(auto_out),
+        "--backend",
+        "torch",
+        "--",
+        PY,
+        str(SCRIPTS / "train.py"),
+        "--steps",
+        "4",
+        "--config",
+        json.dumps(static(own_out, 1, 3)),
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, env=ENV, timeout=180)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert proc.stderr.count("the automatic collector of `python -m collector run` steps aside") == 1, proc.stderr[-3000:]
+    assert proc.stderr.count("the automatic collector of `python -m collector run` steps aside") == 1, proc.stderr[
+        -3000:
+    ]
     assert "disableProfiler" not in proc.stderr and "no active profiling session" not in proc.stderr
     assert not list(auto_out.rglob("rankscope_window.json"))  # the automatic window was removed (it captured nothing)
     win = own_out / "rank_0" / "window_step1"
@@ -182,8 +245,12 @@ def test_the_torchrun_launcher_is_not_armed(tmp_path: Path, monkeypatch: pytest.
     import collector.autorun as autorun
 
     py = "/venv/bin/python3"
-    assert autorun.is_launcher(["/venv/bin/torchrun", "--nproc-per-node", "2", "train.py"], [py, "/venv/bin/torchrun", "train.py"])
-    assert autorun.is_launcher(["-m", "--nproc-per-node", "2"], [py, "-m", "torch.distributed.run", "--nproc-per-node", "2"])
+    assert autorun.is_launcher(
+        ["/venv/bin/torchrun", "--nproc-per-node", "2", "train.py"], [py, "/venv/bin/torchrun", "train.py"]
+    )
+    assert autorun.is_launcher(
+        ["-m", "--nproc-per-node", "2"], [py, "-m", "torch.distributed.run", "--nproc-per-node", "2"]
+    )
     assert autorun.is_launcher(["-m"], [py, "-u", "-m", "torch.distributed.launch", "train.py"])
     assert not autorun.is_launcher(["train.py"], [py, "-u", "train.py"])  # a worker torchrun started
     assert not autorun.is_launcher(["/x/torchrun_helper.py"], [py, "/x/torchrun_helper.py"])
@@ -197,7 +264,9 @@ def _wait_for(path: Path, proc: subprocess.Popen[str], timeout: float = 120) -> 
     deadline = time.time() + timeout
     while not path.exists():
         if proc.poll() is not None:
-            raise AssertionError(f"training exited ({proc.returncode}) before {path.name}:\n{proc.stderr.read() if proc.stderr else ''}")
+            raise AssertionError(
+                f"training exited ({proc.returncode}) before {path.name}:\n{proc.stderr.read() if proc.stderr else ''}"
+            )
         if time.time() > deadline:
             raise AssertionError(f"timed out waiting for {path}")
         time.sleep(0.02)
@@ -206,11 +275,30 @@ def _wait_for(path: Path, proc: subprocess.Popen[str], timeout: float = 120) -> 
 def test_dynamic_config_edited_while_training_runs(tmp_path: Path) -> None:
     out, dyn, sync = tmp_path / "job", tmp_path / "dyn", tmp_path / "sync"
     sync.mkdir()
-    cfg = {"backend": "torch", "profile_type": "dynamic", "static_param": {"save_path": str(out)},
-           "dynamic_param": {"config_path": str(dyn), "poll_interval_s": 0}}
+    cfg = {
+        "backend": "torch",
+        "profile_type": "dynamic",
+        "static_param": {"save_path": str(out)},
+        "dynamic_param": {"config_path": str(dyn), "poll_interval_s": 0},
+    }
     proc = subprocess.Popen(
-        [PY, str(SCRIPTS / "train.py"), "--config", json.dumps(cfg), "--steps", "14", "--pause-at", "2,4,6", "--sync", str(sync)],
-        cwd=REPO, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            PY,
+            str(SCRIPTS / "train.py"),
+            "--config",
+            json.dumps(cfg),
+            "--steps",
+            "14",
+            "--pause-at",
+            "2,4,6",
+            "--sync",
+            str(sync),
+        ],
+        cwd=REPO,
+        env=ENV,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         config_file = dyn / "profiler_config.json"
@@ -232,7 +320,12 @@ def test_dynamic_config_edited_while_training_runs(tmp_path: Path) -> None:
     wins = sorted((out / "rank_0").glob("window_*"))
     assert [w.name for w in wins] == ["window_step9"]  # neither rejected edit started anything
     sc = sidecar(wins[0])
-    assert (sc["trigger"], sc["planned_steps"], sc["captured_steps"], sc["status"]) == ("dynamic", [9, 10, 11], [9, 10, 11], "complete")
+    assert (sc["trigger"], sc["planned_steps"], sc["captured_steps"], sc["status"]) == (
+        "dynamic",
+        [9, 10, 11],
+        [9, 10, 11],
+        "complete",
+    )
     assert sc["config"]["record_shapes"] is True
     assert [trace_steps(p) for p in sorted(wins[0].glob("*.pt.trace.json"))] == [[9], [10], [11]]
     log = (dyn / "rankscope_dynamic.log").read_text()
@@ -240,7 +333,9 @@ def test_dynamic_config_edited_while_training_runs(tmp_path: Path) -> None:
     assert "rejected: profiler_config.json is not valid JSON" in log
     assert "rejected: start_step (3) is in the past (the next step is 6)" in log
     assert "accepted: window steps 9..11" in log and "stopped window steps 9..11, all ranks: complete" in log
-    assert [r["step"] for r in scalars(out / "rank_0" / "rankscope_scalars.jsonl")] == list(range(14))  # training went on
+    assert [r["step"] for r in scalars(out / "rank_0" / "rankscope_scalars.jsonl")] == list(
+        range(14)
+    )  # training went on
     store = tmp_path / "store"
     analyze("ingest", str(out), "--store", str(store))
     assert query(store, "SELECT steps FROM collections WHERE producer = 'kineto'") == [{"steps": [9, 10, 11]}]
@@ -263,11 +358,41 @@ def crashed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, s
     procs = {}
     for mode in CRASHES:  # the four jobs run side by side
         d = root / mode
-        cmd = [PY, str(SCRIPTS / "train.py"), "--config", json.dumps(static(d, 1, 6)), "--steps", "8", "--crash", mode, "--crash-at", "3"]
-        procs[mode] = (d, cmd, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO, env=ENV))
+        cmd = [
+            PY,
+            str(SCRIPTS / "train.py"),
+            "--config",
+            json.dumps(static(d, 1, 6)),
+            "--steps",
+            "8",
+            "--crash",
+            mode,
+            "--crash-at",
+            "3",
+        ]
+        procs[mode] = (
+            d,
+            cmd,
+            subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO, env=ENV),
+        )
     d = root / "first_step"  # killed in the window's first step: a sidecar and no trace at all
-    cmd = [PY, str(SCRIPTS / "train.py"), "--config", json.dumps(static(d, 1, 6)), "--steps", "8", "--crash", "exit", "--crash-at", "1"]
-    procs["first_step"] = (d, cmd, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO, env=ENV))
+    cmd = [
+        PY,
+        str(SCRIPTS / "train.py"),
+        "--config",
+        json.dumps(static(d, 1, 6)),
+        "--steps",
+        "8",
+        "--crash",
+        "exit",
+        "--crash-at",
+        "1",
+    ]
+    procs["first_step"] = (
+        d,
+        cmd,
+        subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO, env=ENV),
+    )
     out = {}
     for mode, (d, cmd, p) in procs.items():
         stdout, stderr = p.communicate(timeout=240)
@@ -281,7 +406,10 @@ def test_crash_at_step_k_keeps_the_steps_before_k(crashed: dict[str, Any], mode:
     code, status, reason = CRASHES[mode]
     assert proc.returncode == code, proc.stderr[-2000:]
     win = d / "rank_0" / "window_step1"
-    assert sorted(p.name for p in win.glob("*.pt.trace.json")) == ["rank0_step000001.pt.trace.json", "rank0_step000002.pt.trace.json"]
+    assert sorted(p.name for p in win.glob("*.pt.trace.json")) == [
+        "rank0_step000001.pt.trace.json",
+        "rank0_step000002.pt.trace.json",
+    ]
     assert not list(win.glob("*.partial"))  # nothing half-written
     sc = sidecar(win)
     assert (sc["status"], sc["captured_steps"], sc["planned_steps"]) == (status, [1, 2], [1, 2, 3, 4, 5])
@@ -320,7 +448,14 @@ def test_window_killed_in_its_first_step_ingests_as_partial(crashed: dict[str, A
 
 
 def test_callbacks_step_and_epoch_granularity(tmp_path: Path) -> None:
-    proc = subprocess.run([PY, str(SCRIPTS / "callbacks.py"), str(tmp_path)], capture_output=True, text=True, cwd=REPO, env=ENV, timeout=180)
+    proc = subprocess.run(
+        [PY, str(SCRIPTS / "callbacks.py"), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=ENV,
+        timeout=180,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     steps = tmp_path / "steps" / "rank_0" / "window_step3"
     sc = sidecar(steps)
@@ -331,7 +466,11 @@ def test_callbacks_step_and_epoch_granularity(tmp_path: Path) -> None:
     sc = sidecar(epochs)
     assert (sc["granularity"], sc["captured_steps"], sc["status"]) == ("epoch", [2, 3], "complete")
     assert [trace_steps(p) for p in sorted(epochs.glob("*.pt.trace.json"))] == [[2], [3]]
-    ops = [e for e in json.loads(sorted(epochs.glob("*.pt.trace.json"))[0].read_text())["traceEvents"] if e.get("name") == "aten::addmm"]
+    ops = [
+        e
+        for e in json.loads(sorted(epochs.glob("*.pt.trace.json"))[0].read_text())["traceEvents"]
+        if e.get("name") == "aten::addmm"
+    ]
     assert len(ops) == 3  # one epoch = 3 batches, all inside the epoch's trace
 
 

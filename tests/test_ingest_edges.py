@@ -67,8 +67,14 @@ def test_query_sums_are_exact_and_cells_plain(tmp_path: Path) -> None:
     assert row["l"] == [1, 2] and row["n"] is None
     (per,) = query(store, "SELECT sum(dur_ns) AS d, count(*) AS c FROM operators")
     assert per["d"] == row["d"] and isinstance(per["d"], int)
-    csv_out = analyze("query", "SELECT sum(ts_ns) AS s, [1, 2] AS l, NULL AS n FROM operators", "--format", "csv",
-                      "--store", str(store)).stdout
+    csv_out = analyze(
+        "query",
+        "SELECT sum(ts_ns) AS s, [1, 2] AS l, NULL AS n FROM operators",
+        "--format",
+        "csv",
+        "--store",
+        str(store),
+    ).stdout
     assert csv_out.splitlines() == ["s,l,n", f'{row["s"]},"[1, 2]",']
     table = analyze("query", "SELECT NULL AS n, sum(dur_ns) AS d FROM operators", "--store", str(store)).stdout
     assert "NULL" in table and f"{row['d']}" in table and "<NA>" not in table and ".0" not in table
@@ -81,7 +87,9 @@ def test_a_file_the_process_may_not_read(tmp_path: Path, monkeypatch: pytest.Mon
     recorded with the reason, the rest of that rank and the other rank are ingested."""
     root = tmp_path / "job"
     shutil.copytree(SAMPLES / "torch_npu_text_level1", root)
-    denied = {root / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / n for n in ("kernel_details.csv", "trace_view.json")}
+    denied = {
+        root / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / n for n in ("kernel_details.csv", "trace_view.json")
+    }
     real_open = builtins.open
 
     def guarded_open(file, *args, **kwargs):  # type: ignore[no-untyped-def]
@@ -94,13 +102,22 @@ def test_a_file_the_process_may_not_read(tmp_path: Path, monkeypatch: pytest.Mon
     report = ingest(root, store, workers=1)
     monkeypatch.setattr(builtins, "open", real_open)
     probs = {p["path"]: p for p in report.problems}
-    for rel in ("rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/kernel_details.csv", "rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/trace_view.json"):
+    for rel in (
+        "rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/kernel_details.csv",
+        "rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/trace_view.json",
+    ):
         assert probs[rel]["status"] == "error" and probs[rel]["error"].startswith("cannot read")
         assert probs[rel]["error"].endswith("Permission denied")
         assert probs[rel]["sha256"] is None
-    counts = {r["rank"]: r["n"] for r in store.query("SELECT rank, count(*) AS n FROM comm_ops GROUP BY rank").to_dict("records")}
+    counts = {
+        r["rank"]: r["n"]
+        for r in store.query("SELECT rank, count(*) AS n FROM comm_ops GROUP BY rank").to_dict("records")
+    }
     assert counts == {0: 4, 1: 4}  # communication.json of rank 0 was readable
-    kernels = {r["rank"]: r["n"] for r in store.query("SELECT rank, count(*) AS n FROM kernels GROUP BY rank").to_dict("records")}
+    kernels = {
+        r["rank"]: r["n"]
+        for r in store.query("SELECT rank, count(*) AS n FROM kernels GROUP BY rank").to_dict("records")
+    }
     assert 0 not in kernels and kernels[1] > 0
 
 

@@ -34,7 +34,9 @@ def _big_job(tmp_path: Path, ranks: int = 8) -> Path:
         d = root / f"rank_{r}"
         d.mkdir(parents=True)
         data = sorted((src / f"rank_{r % 2}").rglob("*.pt.trace.json"))[-1].read_bytes()
-        data = data.replace(f'"rank": {r % 2}, "world_size": 2'.encode(), f'"rank": {r}, "world_size": {ranks}'.encode(), 1)
+        data = data.replace(
+            f'"rank": {r % 2}, "world_size": 2'.encode(), f'"rank": {r}, "world_size": {ranks}'.encode(), 1
+        )
         (d / f"rank{r}.pt.trace.json").write_bytes(data)
     return root
 
@@ -50,7 +52,10 @@ def test_kill_at_any_point_leaves_store_consistent(tmp_path: Path) -> None:
     while not finished and delay < 30:
         proc = subprocess.Popen(
             [*ANALYZE, "ingest", str(big), "--store", str(store), "--run", "big", "--workers", "1"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, cwd=REPO,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+            cwd=REPO,
         )
         time.sleep(delay)
         if proc.poll() is None:

@@ -172,16 +172,22 @@ def test_gloo_self_time_and_depth_follow_the_nesting(store: Store) -> None:
 def test_gloo_shapes_and_lanes(store: Store) -> None:
     evs, _ = events_of(traces("kineto_gloo_2rank", 1))
     shaped = [e for e in evs if e.get("ph") == "X" and e.get("cat") in OP_CATS and e.get("args", {}).get("Input Dims")]
-    got = rows(store, "SELECT count(*) AS n FROM operators WHERE run = 'kineto_gloo_2rank' AND rank = 1 "
-                      "AND input_shapes IS NOT NULL AND input_shapes <> '[]'")[0]["n"]
+    got = rows(
+        store,
+        "SELECT count(*) AS n FROM operators WHERE run = 'kineto_gloo_2rank' AND rank = 1 "
+        "AND input_shapes IS NOT NULL AND input_shapes <> '[]'",
+    )[0]["n"]
     assert got == len(shaped)
     names: dict[tuple[str, str], list[str]] = defaultdict(list)
     for e in evs:
         if e.get("ph") == "M" and e["name"] == "thread_name":
             names[(str(e["pid"]), str(e["tid"]))].append(e["args"]["name"])
     lanes = rows(store, "SELECT pid, tid, lane, n_slices FROM lanes WHERE run = 'kineto_gloo_2rank' AND rank = 1")
-    per_lane = Counter((str(e["pid"]), str(e["tid"])) for e in evs
-                       if e.get("ph") == "X" or (e.get("ph") == "i" and e.get("name") != "[memory]"))
+    per_lane = Counter(
+        (str(e["pid"]), str(e["tid"]))
+        for e in evs
+        if e.get("ph") == "X" or (e.get("ph") == "i" and e.get("name") != "[memory]")
+    )
     assert {(r["pid"], r["tid"]): r["n_slices"] for r in lanes} == dict(per_lane)
     for r in lanes:  # Kineto names some threads twice ('thread 7 (python)', 'thread 7 (pt_gloo_runloop)')
         given = names.get((r["pid"], r["tid"]))
@@ -193,10 +199,14 @@ def test_capabilities_follow_what_the_trace_holds(store: Store) -> None:
     # torch 2.13 with_stack writes python_function frames (no 'Call stack' arg): stacks are there
     evs, _ = events_of(traces("kineto_gloo_2rank", 0))
     assert any(e.get("cat") == "python_function" for e in evs)
-    got = rows(store, "SELECT capabilities, missing FROM collections WHERE run = 'kineto_gloo_2rank' AND producer = 'kineto'")
+    got = rows(
+        store, "SELECT capabilities, missing FROM collections WHERE run = 'kineto_gloo_2rank' AND producer = 'kineto'"
+    )
     assert got and all("stacks" in r["capabilities"] and "shapes" in r["capabilities"] for r in got)
     assert not any("call stacks" in m for r in got for m in r["missing"])
-    old = rows(store, "SELECT capabilities, missing FROM collections WHERE producer = 'kineto' AND run <> 'kineto_gloo_2rank'")
+    old = rows(
+        store, "SELECT capabilities, missing FROM collections WHERE producer = 'kineto' AND run <> 'kineto_gloo_2rank'"
+    )
     no_frames = [r for r in old if "stacks" not in r["capabilities"]]
     assert all(any("no call stacks" in m for m in r["missing"]) for r in no_frames)
 
@@ -217,7 +227,9 @@ def test_nccl_kernels_and_late_time_base(store: Store) -> None:
     assert got["t0"] == min(e["_ts"] for e in kernels) and got["t0"] > base  # relative times + late base
 
     nccl = sorted((e for e in kernels if "nccl" in e["name"].lower()), key=lambda e: e["_ts"])
-    comm = rows(store, "SELECT op_type, bytes, count, dtype, source, ts_ns FROM comm_ops WHERE run = 'hta_nccl' ORDER BY ts_ns")
+    comm = rows(
+        store, "SELECT op_type, bytes, count, dtype, source, ts_ns FROM comm_ops WHERE run = 'hta_nccl' ORDER BY ts_ns"
+    )
     assert len(comm) == len(nccl) > 0
     for c, e in zip(comm, nccl):
         a = e["args"]
@@ -234,7 +246,9 @@ def test_cpu_only_rank_and_process_groups(store: Store) -> None:
     dist = load(path)["distributedInfo"]
     col = rows(store, "SELECT rank, world_size FROM collections WHERE run = 'kineto_cpu_only'")
     assert col == [{"rank": 34, "world_size": 300}]
-    groups = rows(store, "SELECT group_name, global_ranks, local_rank, backend FROM comm_groups WHERE run = 'kineto_cpu_only'")
+    groups = rows(
+        store, "SELECT group_name, global_ranks, local_rank, backend FROM comm_groups WHERE run = 'kineto_cpu_only'"
+    )
     assert {g["group_name"] for g in groups} == {pg["pg_name"] for pg in dist["pg_config"]}
     assert all(g["local_rank"] == 34 and len(g["global_ranks"]) == 300 for g in groups)
 
@@ -246,7 +260,10 @@ def test_two_sampled_ranks_steps(store: Store) -> None:
         want = sorted(int(e["name"].split("#")[1]) for e in evs if e.get("name", "").startswith("ProfilerStep#"))
         got = rows(store, f"SELECT step FROM steps WHERE run = 'hta_trace_filter' AND rank = {rank} ORDER BY step")
         assert [r["step"] for r in got] == want == [551, 552]
-        k = rows(store, f"SELECT count(*) AS n, sum(dur_ns) AS d FROM kernels WHERE run = 'hta_trace_filter' AND rank = {rank}")[0]
+        k = rows(
+            store,
+            f"SELECT count(*) AS n, sum(dur_ns) AS d FROM kernels WHERE run = 'hta_trace_filter' AND rank = {rank}",
+        )[0]
         kernels = [e for e in evs if e.get("ph") == "X" and e.get("cat") in KERNEL_CATS]
         assert (k["n"], k["d"]) == (len(kernels), sum(e["_dur"] for e in kernels))
 
@@ -262,7 +279,9 @@ def test_old_category_names(store: Store) -> None:
     assert {r["category"]: r["n"] for r in ops} == {"Operator": by_cat["Operator"]}
     kernels = rows(store, f"SELECT core_type, count(*) AS n, sum(dur_ns) AS d FROM kernels WHERE {run} GROUP BY 1")
     assert {r["core_type"]: r["n"] for r in kernels} == {c: by_cat[c] for c in ("Kernel", "Memcpy", "Memset")}
-    assert sum(r["d"] for r in kernels) == sum(e["_dur"] for e in evs if e.get("ph") == "X" and e.get("cat") in KERNEL_CATS)
+    assert sum(r["d"] for r in kernels) == sum(
+        e["_dur"] for e in evs if e.get("ph") == "X" and e.get("cat") in KERNEL_CATS
+    )
     mem = [e for e in evs if e.get("name") == "[memory]"]
     assert "cat" not in mem[0]
     got = rows(store, f"SELECT count(*) AS n, max(allocated_bytes) AS peak FROM memory_samples WHERE {run}")[0]
@@ -271,8 +290,9 @@ def test_old_category_names(store: Store) -> None:
     peak = 0  # the totals are the running sum per device, lifted so that they never go below 0
     for device in {(e["args"]["Device Type"], e["args"]["Device Id"]) for e in mem}:
         run_sum, low, high = 0, 0, 0
-        for e in sorted((e for e in mem if (e["args"]["Device Type"], e["args"]["Device Id"]) == device),
-                        key=lambda e: e["_ts"]):
+        for e in sorted(
+            (e for e in mem if (e["args"]["Device Type"], e["args"]["Device Id"]) == device), key=lambda e: e["_ts"]
+        ):
             run_sum += e["args"]["Bytes"]
             low, high = min(low, run_sum), max(high, run_sum)
         peak = max(peak, high - low)
@@ -286,7 +306,11 @@ def test_old_category_names(store: Store) -> None:
 def test_cli_query_reads_every_scenario(store: Store) -> None:
     got = query(store.path, "SELECT run, count(DISTINCT rank) AS ranks FROM slices GROUP BY run ORDER BY run")
     assert {r["run"]: r["ranks"] for r in got} == {
-        "hta_nccl": 1, "hta_trace_filter": 2, "kineto_cpu_only": 1, "kineto_gloo_2rank": 2, "kineto_resnet50_old": 1,
+        "hta_nccl": 1,
+        "hta_trace_filter": 2,
+        "kineto_cpu_only": 1,
+        "kineto_gloo_2rank": 2,
+        "kineto_resnet50_old": 1,
     }
 
 
@@ -308,7 +332,9 @@ def test_streaming_blocks_match_json_load() -> None:
     got = [e for block in stream.blocks() for e in block]
     assert len(got) == len(want["traceEvents"]) == stream.n_events
     assert [(e.name, e.ph, e.ts) for e in got] == [(e["name"], e["ph"], e.get("ts")) for e in want["traceEvents"]]
-    assert [json.loads(bytes(e.args)) if len(e.args) else None for e in got] == [e.get("args") for e in want["traceEvents"]]
+    assert [json.loads(bytes(e.args)) if len(e.args) else None for e in got] == [
+        e.get("args") for e in want["traceEvents"]
+    ]
     assert stream.metadata["distributedInfo"] == want["distributedInfo"] and not stream.warnings
 
 
@@ -370,7 +396,9 @@ def test_streaming_survives_false_boundaries_and_a_broken_event(tmp_path: Path) 
         assert stream.metadata["baseTimeNanoseconds"] == data["baseTimeNanoseconds"]
 
 
-def test_staged_rows_spilled_to_disk_give_the_same_tables(store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_staged_rows_spilled_to_disk_give_the_same_tables(
+    store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A big trace holds its end-of-file rows in scratch files instead of memory: same tables."""
     import analyzer.readers.kineto as kineto
     from analyzer.ingest import ingest
@@ -390,6 +418,8 @@ def test_staged_rows_spilled_to_disk_give_the_same_tables(store: Store, tmp_path
     for run in ("hta_nccl", "kineto_gloo_2rank"):
         for name, q in sql.items():
             q = q + f" WHERE run = '{run}'"
-            same = [[None if isinstance(v, float) and math.isnan(v) else v for v in row] for row in
-                    (spilled.query(q).values.tolist()[0], store.query(q).values.tolist()[0])]
+            same = [
+                [None if isinstance(v, float) and math.isnan(v) else v for v in row]
+                for row in (spilled.query(q).values.tolist()[0], store.query(q).values.tolist()[0])
+            ]
             assert same[0] == same[1], (run, name)

@@ -50,14 +50,25 @@ def test_changed_file_is_reread(tmp_path: Path) -> None:
     analyze("ingest", str(root), "--store", str(store))
     before = {r["rank"]: r for r in query(store, "SELECT rank, count(*) AS n FROM operators GROUP BY rank")}
 
-    first = {c["rank"]: c["path"] for c in query(store, "SELECT rank, root_path AS path FROM collections WHERE producer = 'kineto'")}
+    first = {
+        c["rank"]: c["path"]
+        for c in query(store, "SELECT rank, root_path AS path FROM collections WHERE producer = 'kineto'")
+    }
     # rewrite rank 1 with one more operator event
     trace = sorted((root / "rank_1").rglob("*.pt.trace.json"))[-1]
     data = json.loads(trace.read_text())
     step = [e for e in data["traceEvents"] if e.get("name", "").startswith("ProfilerStep#")][-1]
     data["traceEvents"].append(
-        {"ph": "X", "cat": "cpu_op", "name": "aten::added_by_test", "pid": step["pid"], "tid": step["tid"],
-         "ts": step["ts"] + 1.0, "dur": 2.5, "args": {}}
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": "aten::added_by_test",
+            "pid": step["pid"],
+            "tid": step["tid"],
+            "ts": step["ts"] + 1.0,
+            "dur": 2.5,
+            "args": {},
+        }
     )
     trace.write_text(json.dumps(data))
     rep = analyze_json("ingest", str(root), "--store", str(store), "--json")

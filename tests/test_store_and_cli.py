@@ -9,11 +9,11 @@ from pathlib import Path
 import duckdb
 import pytest
 from click.testing import CliRunner
+from helpers import REPO, analyze
 
 from analyzer import schema
 from analyzer.cli import main
 from analyzer.store import Store
-from helpers import REPO, analyze
 
 SAMPLES = REPO / "sample_data"
 
@@ -36,7 +36,10 @@ def test_every_table_and_column_is_documented(kineto_store: Path) -> None:
     con = duckdb.connect(str(kineto_store / "catalog.duckdb"), read_only=True)
     try:
         tables = dict(con.execute("SELECT table_name, comment FROM duckdb_tables()").fetchall())
-        cols = {(t, c): cm for t, c, cm in con.execute("SELECT table_name, column_name, comment FROM duckdb_columns()").fetchall()}
+        cols = {
+            (t, c): cm
+            for t, c, cm in con.execute("SELECT table_name, column_name, comment FROM duckdb_columns()").fetchall()
+        }
         views = dict(con.execute("SELECT view_name, comment FROM duckdb_views() WHERE NOT internal").fetchall())
     finally:
         con.close()
@@ -99,7 +102,11 @@ def test_summary_values_match_the_traces(kineto_store: Path) -> None:
 
     s = analyze_json("summary", "--json", "--store", str(kineto_store))
     for r in s["ranks"]:
-        events = [e for f in sorted((SAMPLES / "kineto_gloo_2rank" / f"rank_{r['rank']}").rglob("*.pt.trace.json")) for e in trace_events(f)]
+        events = [
+            e
+            for f in sorted((SAMPLES / "kineto_gloo_2rank" / f"rank_{r['rank']}").rglob("*.pt.trace.json"))
+            for e in trace_events(f)
+        ]
         steps = {e["name"] for e in events if e.get("name", "").startswith("ProfilerStep#")}
         assert r["steps"] == len(steps)
         comm = [e for e in events if e.get("ph") == "X" and e.get("name", "").startswith("gloo:")]

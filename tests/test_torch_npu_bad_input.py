@@ -97,7 +97,10 @@ def test_everything_valid_is_ingested(ingested: tuple[Path, Store, str]) -> None
     assert status == {0: "complete", 1: "complete", 2: "partial", 3: "partial", 4: "partial", 5: "partial", 6: "error"}
     # problems are named with file and reason in the ingest output
     assert "host_2_20250109160000000_ascend_pt/ASCEND_PROFILER_OUTPUT/kernel_details.csv: file ends mid-row" in stdout
-    assert "host_6_20250109160000000_ascend_pt/ASCEND_PROFILER_OUTPUT/ascend_pytorch_profiler_6.db: not a SQLite database" in stdout
+    assert (
+        "host_6_20250109160000000_ascend_pt/ASCEND_PROFILER_OUTPUT/ascend_pytorch_profiler_6.db: not a SQLite database"
+        in stdout
+    )
 
 
 def test_crlf_lf_and_bom_read_alike(ingested: tuple[Path, Store, str]) -> None:

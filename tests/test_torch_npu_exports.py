@@ -87,7 +87,10 @@ def test_text_kernel_metrics(store: Store) -> None:
     idx = next(i for i, r in enumerate(rows) if r["Name"] == "Conv2D1")
     got = {
         r["metric"]: r["value"]
-        for r in q(store, f"SELECT metric, value FROM kernel_metrics WHERE run = 'torch_npu_text_level1' AND rank = 0 AND kernel_id = {idx}")
+        for r in q(
+            store,
+            f"SELECT metric, value FROM kernel_metrics WHERE run = 'torch_npu_text_level1' AND rank = 0 AND kernel_id = {idx}",
+        )
     }
     assert got["aic_mac_ratio"] == float(rows[idx]["aic_mac_ratio"])
     assert got["aic_total_time_ns"] == pytest.approx(float(rows[idx]["aicore_time(us)"]) * 1000)
@@ -144,8 +147,11 @@ def test_text_communication(store: Store, rank: int) -> None:
     buckets = {b["packet_size_bytes"]: b["packet_count"] for b in rows if b["packet_size_bytes"] is not None}
     assert buckets == {round(float(k) * 1e6): v[0] for k, v in first["Size Distribution"].items()}
     # the unit, checked against another file: each packet size is the size(Byte) of HCCL tasks in the trace
-    task_sizes = {e["args"]["size(Byte)"] for e in json.loads(text_file(rank, "trace_view.json").read_text(encoding="utf-8"))
-                  if isinstance(e.get("args"), dict) and "size(Byte)" in e["args"]}
+    task_sizes = {
+        e["args"]["size(Byte)"]
+        for e in json.loads(text_file(rank, "trace_view.json").read_text(encoding="utf-8"))
+        if isinstance(e.get("args"), dict) and "size(Byte)" in e["args"]
+    }
     assert set(buckets) <= task_sizes
     assert not any(b["op_name"] == "Total Op Info" for b in bw)
 
@@ -162,20 +168,29 @@ def test_text_comm_links_have_global_ranks(store: Store) -> None:
     link = matrix["step50"]["collective"][f"allreduce-top1@{by[(0, 0, 1)]['group_name']}"]["0-1"]
     assert by[(0, 0, 1)]["bytes"] == round(link["Transit Size(MB)"] * 1e6)
     assert by[(0, 0, 1)]["op_name"] == link["Op Name"]
-    groups = q(store, "SELECT rank, local_rank, global_ranks FROM comm_groups WHERE run = 'torch_npu_text_level1' ORDER BY rank")
+    groups = q(
+        store,
+        "SELECT rank, local_rank, global_ranks FROM comm_groups WHERE run = 'torch_npu_text_level1' ORDER BY rank",
+    )
     assert [(g["rank"], g["local_rank"]) for g in groups] == [(0, 0), (1, 1)]
 
 
 def test_text_memory_and_step_trace(store: Store) -> None:
     rows = csv_rows(text_file(0, "memory_record.csv"))
-    mem = q(store, "SELECT * FROM memory_samples WHERE run = 'torch_npu_text_level1' AND rank = 0 AND source = 'memory_record' ORDER BY ts_ns")
+    mem = q(
+        store,
+        "SELECT * FROM memory_samples WHERE run = 'torch_npu_text_level1' AND rank = 0 AND source = 'memory_record' ORDER BY ts_ns",
+    )
     assert len(mem) == len(rows)
     pta = next(r for r in rows if r["Component"] == "PTA")
     got = next(m for m in mem if m["component"] == "PTA" and m["ts_ns"] == us_ns(pta["Timestamp(us)"]))
     assert got["allocated_bytes"] == round(float(pta["Total Allocated(MB)"]) * 1024 * 1024)  # MB = 1024^2 bytes
     assert got["reserved_bytes"] == round(float(pta["Total Reserved(MB)"]) * 1024 * 1024)
     mod = csv_rows(text_file(0, "npu_module_mem.csv"))
-    n_mod = q(store, "SELECT count(*) AS n FROM memory_samples WHERE run = 'torch_npu_text_level1' AND rank = 0 AND source = 'npu_module_mem'")
+    n_mod = q(
+        store,
+        "SELECT count(*) AS n FROM memory_samples WHERE run = 'torch_npu_text_level1' AND rank = 0 AND source = 'npu_module_mem'",
+    )
     assert n_mod[0]["n"] == len(mod)
     om = csv_rows(text_file(0, "operator_memory.csv"))
     got_om = q(store, "SELECT * FROM operator_memory WHERE run = 'torch_npu_text_level1' AND rank = 0")
@@ -191,11 +206,24 @@ def test_text_memory_and_step_trace(store: Store) -> None:
 def test_text_collection_meta(store: Store) -> None:
     cols = q(store, "SELECT * FROM collections WHERE run = 'torch_npu_text_level1' ORDER BY rank")
     assert [(c["rank"], c["rank_source"], c["level"], c["status"]) for c in cols] == [
-        (0, "profiler_info", "Level1", "complete"), (1, "profiler_info", "Level1", "complete")
+        (0, "profiler_info", "Level1", "complete"),
+        (1, "profiler_info", "Level1", "complete"),
     ]
     caps = set(cols[0]["capabilities"])
-    assert {"operators", "kernels", "kernel_metrics", "communication", "comm_matrix", "memory", "stacks", "shapes",
-            "steps", "step_trace", "l2_cache", "cann_api"} <= caps
+    assert {
+        "operators",
+        "kernels",
+        "kernel_metrics",
+        "communication",
+        "comm_matrix",
+        "memory",
+        "stacks",
+        "shapes",
+        "steps",
+        "step_trace",
+        "l2_cache",
+        "cann_api",
+    } <= caps
     assert "runtime_api" not in caps
     assert "Level1: no Runtime API events (recorded at Level2 only)" in list(cols[0]["missing"])
     config = json.loads(cols[0]["config"])
@@ -204,7 +232,10 @@ def test_text_collection_meta(store: Store) -> None:
     assert "ASCEND_GLOBAL_LOG_LEVEL" in meta["env_variables"]
     lanes = q(store, "SELECT DISTINCT process, lane_group FROM lanes WHERE run = 'torch_npu_text_level1'")
     assert {(r["process"], r["lane_group"]) for r in lanes} >= {
-        ("Python", "host"), ("CANN", "host"), ("Ascend Hardware", "device"), ("HCCL", "communication"),
+        ("Python", "host"),
+        ("CANN", "host"),
+        ("Ascend Hardware", "device"),
+        ("HCCL", "communication"),
         ("Overlap Analysis", "overlap"),
     }
 
@@ -223,9 +254,14 @@ def test_db_kernels_operators_steps(store: Store, rank: int) -> None:
     assert sum(k["dur_ns"] for k in got if not k["is_communication"]) == sum(e - s for s, e in compute)
     assert sorted(k["ts_ns"] for k in got if k["is_communication"]) == sorted(s for s, _e in comm)
     steps = sqlite_rows(rank, "SELECT id, startNs, endNs FROM STEP_TIME")
-    assert [(s["step"], s["start_ns"], s["end_ns"]) for s in q(store, f"SELECT * FROM steps WHERE run = '{run}' AND rank = {rank}")] == steps
+    assert [
+        (s["step"], s["start_ns"], s["end_ns"])
+        for s in q(store, f"SELECT * FROM steps WHERE run = '{run}' AND rank = {rank}")
+    ] == steps
     # PYTORCH_API times are TEXT: exact integers
-    api = sqlite_rows(rank, "SELECT startNs FROM PYTORCH_API p JOIN ENUM_API_TYPE e ON e.id = p.type WHERE e.name = 'op'")
+    api = sqlite_rows(
+        rank, "SELECT startNs FROM PYTORCH_API p JOIN ENUM_API_TYPE e ON e.id = p.type WHERE e.name = 'op'"
+    )
     ops = q(store, f"SELECT ts_ns FROM operators WHERE run = '{run}' AND rank = {rank}")
     assert sorted(o["ts_ns"] for o in ops) == sorted(int(s) for (s,) in api)
     pmu = sqlite_rows(rank, "SELECT count(*) FROM TASK_PMU_INFO")[0][0]
@@ -237,11 +273,14 @@ def test_db_kernels_operators_steps(store: Store, rank: int) -> None:
 def test_db_communication_and_memory(store: Store, rank: int) -> None:
     run = "torch_npu_db_level1"
     times = {
-        n: (g, wt, tr) for n, g, wt, tr in sqlite_rows(
+        n: (g, wt, tr)
+        for n, g, wt, tr in sqlite_rows(
             rank, "SELECT hccl_op_name, group_name, wait_time, transit_time FROM CommAnalyzerTime", "analysis.db"
         )
     }
-    group_id = sqlite_rows(rank, "SELECT s.value FROM COMMUNICATION_OP o JOIN STRING_IDS s ON s.id = o.groupName LIMIT 1")[0][0]
+    group_id = sqlite_rows(
+        rank, "SELECT s.value FROM COMMUNICATION_OP o JOIN STRING_IDS s ON s.id = o.groupName LIMIT 1"
+    )[0][0]
     got = q(store, f"SELECT * FROM comm_ops WHERE run = '{run}' AND rank = {rank}")
     assert len(got) == 4
     for op in got:
@@ -249,11 +288,19 @@ def test_db_communication_and_memory(store: Store, rank: int) -> None:
         assert op["group_name"] == g == double_hash(group_id)  # the raw HCCL group id hashes to analysis.db's key
         assert op["wait_ns"] == round(float(wt) * 1e6) and op["transit_ns"] == round(float(tr) * 1e6)
     groups = q(store, f"SELECT * FROM comm_groups WHERE run = '{run}' AND rank = {rank}")
-    assert [(g["group_name"], g["group_id"], g["local_rank"]) for g in groups] == [(double_hash(group_id), group_id, rank)]
+    assert [(g["group_name"], g["group_id"], g["local_rank"]) for g in groups] == [
+        (double_hash(group_id), group_id, rank)
+    ]
     mem = sqlite_rows(rank, "SELECT timestamp, totalAllocated, totalReserved FROM MEMORY_RECORD")
-    got_mem = q(store, f"SELECT ts_ns, allocated_bytes, reserved_bytes FROM memory_samples WHERE run = '{run}' AND rank = {rank} AND source = 'MEMORY_RECORD'")
+    got_mem = q(
+        store,
+        f"SELECT ts_ns, allocated_bytes, reserved_bytes FROM memory_samples WHERE run = '{run}' AND rank = {rank} AND source = 'MEMORY_RECORD'",
+    )
     assert sorted((m["ts_ns"], m["allocated_bytes"], m["reserved_bytes"]) for m in got_mem) == sorted(mem)
-    links = q(store, f"SELECT * FROM comm_links WHERE run = '{run}' AND rank = {rank} AND src_local <> dst_local AND dst_local < 2")
+    links = q(
+        store,
+        f"SELECT * FROM comm_links WHERE run = '{run}' AND rank = {rank} AND src_local <> dst_local AND dst_local < 2",
+    )
     assert links and all(lk["dst_rank"] == lk["dst_local"] and lk["src_rank"] == rank for lk in links)
 
 
@@ -262,10 +309,28 @@ def test_db_communication_and_memory(store: Store, rank: int) -> None:
 
 def test_text_and_db_fill_the_same_tables(store: Store) -> None:
     rows = q(store, "SELECT run, table_name, sum(rows) AS n FROM fact_files GROUP BY run, table_name")
-    tables = {run: {r["table_name"] for r in rows if r["run"] == run and r["n"] > 0} for run in ("torch_npu_text_level1", "torch_npu_db_level1")}
+    tables = {
+        run: {r["table_name"] for r in rows if r["run"] == run and r["n"] > 0}
+        for run in ("torch_npu_text_level1", "torch_npu_db_level1")
+    }
     assert tables["torch_npu_text_level1"] == tables["torch_npu_db_level1"]
-    assert {"slices", "lanes", "operators", "steps", "kernels", "kernel_metrics", "comm_ops", "comm_bandwidth", "comm_links",
-            "comm_groups", "memory_samples", "operator_memory", "step_trace", "statistics", "counters"} <= tables["torch_npu_db_level1"]
+    assert {
+        "slices",
+        "lanes",
+        "operators",
+        "steps",
+        "kernels",
+        "kernel_metrics",
+        "comm_ops",
+        "comm_bandwidth",
+        "comm_links",
+        "comm_groups",
+        "memory_samples",
+        "operator_memory",
+        "step_trace",
+        "statistics",
+        "counters",
+    } <= tables["torch_npu_db_level1"]
 
 
 def _per_run(store: Store, sql: str) -> dict[str, list[tuple[Any, ...]]]:
@@ -310,7 +375,9 @@ def test_bandwidth_units_agree_with_bytes_and_time(store: Store) -> None:
     assert {r["run"] for r in rows} == {"torch_npu_text_level1", "torch_npu_db_level1"}
     for r in rows:
         assert r["bandwidth_bytes_per_s"] == pytest.approx(r["bytes"] / r["transit_ns"] * 1e9, rel=2e-3), r
-    links = q(store, "SELECT bytes, transit_ns, bandwidth_bytes_per_s FROM comm_links WHERE transit_ns > 0 AND bytes > 0")
+    links = q(
+        store, "SELECT bytes, transit_ns, bandwidth_bytes_per_s FROM comm_links WHERE transit_ns > 0 AND bytes > 0"
+    )
     assert links
     for r in links:
         assert r["bandwidth_bytes_per_s"] == pytest.approx(r["bytes"] / r["transit_ns"] * 1e9, rel=2e-3), r
@@ -327,13 +394,19 @@ def test_trace_view_json_on_its_own(tmp_path: Path) -> None:
     job = tmp_path / "job"
     job.mkdir()
     (job / "trace_view.json").write_bytes(src.read_bytes())
-    (job / "other_trace.json").write_text(json.dumps([
-        {"ph": "X", "name": "work", "pid": 1, "tid": 1, "ts": 10.0, "dur": 5.0, "cat": "cpu_op", "args": {}}]))
+    (job / "other_trace.json").write_text(
+        json.dumps(
+            [{"ph": "X", "name": "work", "pid": 1, "tid": 1, "ts": 10.0, "dur": 5.0, "cat": "cpu_op", "args": {}}]
+        )
+    )
     path = tmp_path / "store"
     analyze("ingest", str(job), "--store", str(path))
     st = Store(path)
     cols = {c["root_path"]: c for c in q(st, "SELECT root_path, producer, status, missing FROM collections")}
-    assert {k: v["producer"] for k, v in cols.items()} == {"trace_view.json": "torch_npu_text", "other_trace.json": "kineto"}
+    assert {k: v["producer"] for k, v in cols.items()} == {
+        "trace_view.json": "torch_npu_text",
+        "other_trace.json": "kineto",
+    }
     assert any("found on its own" in s for s in cols["trace_view.json"]["missing"])
     (tv,) = [c["rank"] for c in q(st, "SELECT rank FROM collections WHERE producer = 'torch_npu_text'")]
     n = lambda sql: q(st, sql)[0]["n"]  # noqa: E731
@@ -341,7 +414,10 @@ def test_trace_view_json_on_its_own(tmp_path: Path) -> None:
     cpu_ops = [e for e in complete if names[e["pid"]] == "Python" and e.get("cat") == "cpu_op"]
     assert n(f"SELECT count(*) AS n FROM operators WHERE rank = {tv}") == len(cpu_ops) == 711
     assert q(st, f"SELECT step FROM steps WHERE rank = {tv}") == [{"step": 1}]
-    groups = {r["process"]: r["lane_group"] for r in q(st, f"SELECT DISTINCT process, lane_group FROM lanes WHERE rank = {tv}")}
+    groups = {
+        r["process"]: r["lane_group"]
+        for r in q(st, f"SELECT DISTINCT process, lane_group FROM lanes WHERE rank = {tv}")
+    }
     assert groups == {"Python": "host", "CANN": "host", "Ascend Hardware": "device", "Overlap Analysis": "overlap"}
     # no kernel_details.csv: the kernels are the Ascend Hardware tasks, exact ns, in step 1
     hw = [e for e in complete if names[e["pid"]] == "Ascend Hardware"]
@@ -356,8 +432,12 @@ def test_trace_view_json_on_its_own(tmp_path: Path) -> None:
     from analyzer.analyses import step_breakdown
 
     (b,) = step_breakdown(st, "job").to_dict("records")
-    overlap = {n: sum(Decimal(str(e["dur"])) * 1000 for e in complete if names[e["pid"]] == "Overlap Analysis" and e["name"] == n)
-               for n in ("Computing", "Free")}
+    overlap = {
+        n: sum(
+            Decimal(str(e["dur"])) * 1000 for e in complete if names[e["pid"]] == "Overlap Analysis" and e["name"] == n
+        )
+        for n in ("Computing", "Free")
+    }
     assert b["mode"] == "device" and b["step"] == 1
     assert abs(b["computing_ns"] - float(overlap["Computing"])) / float(overlap["Computing"]) < 0.01  # 0.12 %
     assert abs(b["free_ns"] - float(overlap["Free"])) / float(overlap["Free"]) < 0.01  # 0.02 %

@@ -43,11 +43,17 @@ def test_level0(store: Store, export: str) -> None:
     run = f"torch_npu_{export}_level0"
     c = collection(store, run)
     assert c["level"] == "Level0" and c["status"] == "complete" and c["rank"] == 0
-    assert "Level0: no communication matrix and no wait/transit split (communication.json and communication_matrix.json are written from Level1)" in c["missing"]
+    assert (
+        "Level0: no communication matrix and no wait/transit split (communication.json and communication_matrix.json are written from Level1)"
+        in c["missing"]
+    )
     assert any(m.startswith("Level0: kernels have no op type") for m in c["missing"])
     assert {"kernels", "communication", "steps"} <= c["capabilities"]
     assert "comm_matrix" not in c["capabilities"] and "runtime_api" not in c["capabilities"]
-    k = q(store, f"SELECT is_communication, count(*) AS n, count(op_type) AS typed FROM kernels WHERE run = '{run}' GROUP BY ALL")
+    k = q(
+        store,
+        f"SELECT is_communication, count(*) AS n, count(op_type) AS typed FROM kernels WHERE run = '{run}' GROUP BY ALL",
+    )
     by = {r["is_communication"]: r for r in k}
     assert by[False]["n"] == 187 and by[True]["n"] == 4
     assert by[False]["typed"] == 0  # Type = N/A at Level0
@@ -58,8 +64,15 @@ def test_level0(store: Store, export: str) -> None:
 
 
 def test_level0_text_values(store: Store) -> None:
-    rows = list(csv.DictReader(open(DATA / "torch_npu_text_level0" / "rank0_ascend_pt" / OUT / "kernel_details.csv", newline="")))
-    got = q(store, "SELECT name, ts_ns, dur_ns, core_type, step FROM kernels WHERE run = 'torch_npu_text_level0' ORDER BY kernel_id")
+    rows = list(
+        csv.DictReader(
+            open(DATA / "torch_npu_text_level0" / "rank0_ascend_pt" / OUT / "kernel_details.csv", newline="")
+        )
+    )
+    got = q(
+        store,
+        "SELECT name, ts_ns, dur_ns, core_type, step FROM kernels WHERE run = 'torch_npu_text_level0' ORDER BY kernel_id",
+    )
     assert [g["name"] for g in got] == [r["Name"] for r in rows]
     assert got[0]["ts_ns"] == int(rows[0]["Start Time(us)"].strip().replace(".", ""))
     assert {g["step"] for g in got} == {50}
@@ -103,8 +116,17 @@ def test_2023_text_export(store: Store) -> None:
     assert hcom[i_start] == "1695115378715400.2" and g["ts_ns"] == 1695115378715400200
     assert hcom[i_dur] == "4975.2664" and g["dur_ns"] == 4975266  # 4 decimals: rounded to the ns
     assert all(x["op_state"] is None for x in got)
-    assert q(store, "SELECT count(*) AS n FROM kernel_metrics WHERE run = 'torch_npu_text_2023' AND metric LIKE '%_bw_bytes_per_s'")[0]["n"] > 0
-    mem = q(store, "SELECT * FROM memory_samples WHERE run = 'torch_npu_text_2023' AND rank = 0 AND source = 'memory_record'")
+    assert (
+        q(
+            store,
+            "SELECT count(*) AS n FROM kernel_metrics WHERE run = 'torch_npu_text_2023' AND metric LIKE '%_bw_bytes_per_s'",
+        )[0]["n"]
+        > 0
+    )
+    mem = q(
+        store,
+        "SELECT * FROM memory_samples WHERE run = 'torch_npu_text_2023' AND rank = 0 AND source = 'memory_record'",
+    )
     assert mem and all(m["active_bytes"] is None for m in mem)
     comm = json.loads((root / "communication.json").read_text())
     p2p = [k.split("@")[0] for step in comm.values() for k in step["p2p"] if k != "Total Op Info"]
@@ -123,15 +145,23 @@ def test_raw_folder_is_unparsed(tmp_path: Path) -> None:
     prof = raw / "PROF_000001_20250101120000000_ABCDEFGHIJKLMNOP" / "device_0" / "data"
     prof.mkdir(parents=True)
     (prof / "task_track.data.0.slice_0").write_bytes(b"\x00" * 64)
-    shutil.copytree(DATA / "torch_npu_text_level0" / "rank0_ascend_pt", root / "rank_0" / "node0_1_20250101120000000_ascend_pt")
+    shutil.copytree(
+        DATA / "torch_npu_text_level0" / "rank0_ascend_pt", root / "rank_0" / "node0_1_20250101120000000_ascend_pt"
+    )
     store = tmp_path / "store"
     out = analyze("ingest", str(root), "--store", str(store))
     assert out.returncode == 0
     st = Store(store)
     cols = {r["rank"]: r for r in st.query("SELECT * FROM collections").to_dict("records")}
-    assert cols[3]["status"] == "unparsed" and cols[3]["producer"] == "torch_npu_raw" and cols[3]["rank_source"] == "rank_dir"
+    assert (
+        cols[3]["status"] == "unparsed"
+        and cols[3]["producer"] == "torch_npu_raw"
+        and cols[3]["rank_source"] == "rank_dir"
+    )
     missing = " ".join(cols[3]["missing"])
-    assert "not parsed" in missing and "torch_npu.profiler.profiler.analyse" in missing and "no profiler_info" in missing
+    assert (
+        "not parsed" in missing and "torch_npu.profiler.profiler.analyse" in missing and "no profiler_info" in missing
+    )
     assert cols[0]["status"] == "complete"
     files = st.query("SELECT path, status, error FROM source_files WHERE path LIKE 'rank_3/%'").to_dict("records")
     assert len(files) == 2 and all(f["status"] == "ignored" and "not parsed" in f["error"] for f in files)
@@ -161,9 +191,13 @@ def test_parallel_group_info_gives_every_global_rank(tmp_path: Path) -> None:
     analyze("ingest", str(root), "--store", str(store))
     st = Store(store)
     groups = st.query("SELECT * FROM comm_groups ORDER BY rank").to_dict("records")
-    assert [(g["rank"], g["group_name"], g["group_id"], g["pg_name"], list(g["global_ranks"]), g["local_rank"], g["source"])
-            for g in groups] == [(r, new, group_id, "dp", global_ranks, r, "parallel_group_info") for r in (0, 1)]
-    links = st.query("SELECT src_local, dst_local, src_rank, dst_rank FROM comm_links WHERE rank = 0 AND op_key = 'allreduce-top1'")
+    assert [
+        (g["rank"], g["group_name"], g["group_id"], g["pg_name"], list(g["global_ranks"]), g["local_rank"], g["source"])
+        for g in groups
+    ] == [(r, new, group_id, "dp", global_ranks, r, "parallel_group_info") for r in (0, 1)]
+    links = st.query(
+        "SELECT src_local, dst_local, src_rank, dst_rank FROM comm_links WHERE rank = 0 AND op_key = 'allreduce-top1'"
+    )
     assert sorted(map(tuple, links.itertuples(index=False))) == [(0, i, 0, global_ranks[i]) for i in range(8)]
     ops = st.query("SELECT group_name, group_ranks FROM comm_ops WHERE rank = 1").to_dict("records")
     assert len(ops) == 4 and all(o["group_name"] == new and list(o["group_ranks"]) == global_ranks for o in ops)

@@ -11,9 +11,9 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from webapp_helpers import ANALYZE, KINETO, NPU, DashClient, ingest, start_server, stop_server, texts, trace_events
 
 from webapp import create_app
-from webapp_helpers import ANALYZE, KINETO, NPU, DashClient, ingest, start_server, stop_server, texts, trace_events
 
 
 @pytest.fixture(scope="module")
@@ -44,14 +44,24 @@ def test_overview_callback_has_the_step_breakdown(client: DashClient) -> None:
     assert "no communication matrix" in body  # the Kineto reader's sentence for what is missing
     words = texts(out["ov-content"]["children"])
     assert "0-1" in words  # the ranks
-    steps = sorted({int(e["name"].split("#")[1]) for r in (0, 1) for e in trace_events(r)
-                    if str(e.get("name", "")).startswith("ProfilerStep#")})
+    steps = sorted(
+        {
+            int(e["name"].split("#")[1])
+            for r in (0, 1)
+            for e in trace_events(r)
+            if str(e.get("name", "")).startswith("ProfilerStep#")
+        }
+    )
     assert f"{len(steps)} ({steps[0]}–{steps[-1]})" in words
     assert out["view-url"]["data"] == "/?run=gloo"
 
 
 def test_timeline_callbacks_zoom_and_details(client: DashClient) -> None:
-    base = {"tl-run.value": "gloo", "tl-ranks.value": [0, 1], "tl-groups.value": ["host", "device", "communication", "overlap"]}
+    base = {
+        "tl-run.value": "gloo",
+        "tl-ranks.value": [0, 1],
+        "tl-groups.value": ["host", "device", "communication", "overlap"],
+    }
     whole = client.call("tl-graph.figure", base, {"tl-want.data": {}})
     win = whole["tl-window"]["data"]
     traces = whole["tl-graph"]["figure"]["data"]
@@ -60,28 +70,40 @@ def test_timeline_callbacks_zoom_and_details(client: DashClient) -> None:
     # zoom into 2 % of the run: exact slices, the URL carries the window
     a, b = win["start"], win["end"]
     x0, x1 = (a + (b - a) * 0.49) / 1e6, (a + (b - a) * 0.51) / 1e6
-    zoom = client.call("tl-graph.figure", {**base, "tl-zoom.data": {"a": x0, "b": x1, "at": 1}},
-                       {"tl-window.data": win}, ["tl-zoom.data"])
+    zoom = client.call(
+        "tl-graph.figure",
+        {**base, "tl-zoom.data": {"a": x0, "b": x1, "at": 1}},
+        {"tl-window.data": win},
+        ["tl-zoom.data"],
+    )
     bars = [t for t in zoom["tl-graph"]["figure"]["data"] if t["type"] == "bar"]
     assert bars, "a 2 % window of the sample has few slices: exact view"
     assert "start_ns=" in zoom["view-url"]["data"] and "end_ns=" in zoom["view-url"]["data"]
     cd = bars[0]["customdata"][0]
-    detail = client.call("tl-detail.children", {"tl-graph.clickData": {"points": [{"customdata": cd, "x": x0}]}},
-                         {"tl-run.value": "gloo", "tl-window.data": zoom["tl-window"]["data"]})
+    detail = client.call(
+        "tl-detail.children",
+        {"tl-graph.clickData": {"points": [{"customdata": cd, "x": x0}]}},
+        {"tl-run.value": "gloo", "tl-window.data": zoom["tl-window"]["data"]},
+    )
     words = texts(detail["tl-detail"]["children"])
     assert "duration" in words and "Arguments" in words
 
 
 def test_timeline_occupancy_view_and_click_to_zoom(client: DashClient, store: Path) -> None:
-    base = {"tl-run.value": "npu", "tl-ranks.value": [0, 1], "tl-groups.value": ["host", "device", "communication", "overlap"]}
+    base = {
+        "tl-run.value": "npu",
+        "tl-ranks.value": [0, 1],
+        "tl-groups.value": ["host", "device", "communication", "overlap"],
+    }
     whole = client.call("tl-graph.figure", base, {"tl-want.data": {}})
     traces = [t for t in whole["tl-graph"]["figure"]["data"] if t.get("name") != "axis"]  # not the bottom axis' carrier
     assert [t["type"] for t in traces] == ["heatmap"], "the NPU sample has more slices than the exact view sends"
     assert "Occupancy view" in json.dumps(whole["tl-status"])
     win = whole["tl-window"]["data"]
     mid = (win["start"] + win["end"]) / 2e6
-    out = client.call("tl-graph.figure", {**base, "tl-bucket.data": {"x": mid, "at": 1}},
-                      {"tl-window.data": win}, ["tl-bucket.data"])
+    out = client.call(
+        "tl-graph.figure", {**base, "tl-bucket.data": {"x": mid, "at": 1}}, {"tl-window.data": win}, ["tl-bucket.data"]
+    )
     new = out["tl-window"]["data"]
     assert abs((new["end"] - new["start"]) - (win["end"] - win["start"]) / 10) <= 2
     assert abs((new["start"] + new["end"]) / 2e6 - mid) < 1e-3
@@ -116,8 +138,16 @@ def test_bad_urls_give_inline_messages_never_tracebacks(client: DashClient) -> N
         assert want in page, (path, search, page[:500])
         assert "Traceback" not in page and "Internal error" not in page, (path, search)
     # a callback given a run that vanished answers with a message too
-    out = client.call("op-grid.rowData", {"op-run.value": "gone", "op-ranks.value": [], "op-source.value": "operators",
-                                          "op-group.value": "name", "op-scope.value": "across"})
+    out = client.call(
+        "op-grid.rowData",
+        {
+            "op-run.value": "gone",
+            "op-ranks.value": [],
+            "op-source.value": "operators",
+            "op-group.value": "name",
+            "op-scope.value": "across",
+        },
+    )
     assert "no run named 'gone'" in json.dumps(out)
 
 
@@ -137,14 +167,25 @@ def test_serve_while_ingesting_and_reload_shows_the_new_run(tmp_path: Path) -> N
     stop = threading.Event()
 
     def poll() -> None:
-        body = json.dumps({"output": ".._pages_content.children..._pages_store.data..",
-                           "outputs": [{"id": "_pages_content", "property": "children"}, {"id": "_pages_store", "property": "data"}],
-                           "inputs": [{"id": "_pages_location", "property": "pathname", "value": "/"},
-                                      {"id": "_pages_location", "property": "search", "value": ""}],
-                           "changedPropIds": []}).encode()
+        body = json.dumps(
+            {
+                "output": ".._pages_content.children..._pages_store.data..",
+                "outputs": [
+                    {"id": "_pages_content", "property": "children"},
+                    {"id": "_pages_store", "property": "data"},
+                ],
+                "inputs": [
+                    {"id": "_pages_location", "property": "pathname", "value": "/"},
+                    {"id": "_pages_location", "property": "search", "value": ""},
+                ],
+                "changedPropIds": [],
+            }
+        ).encode()
         while not stop.is_set():
             try:
-                req = urllib.request.Request(url + "_dash-update-component", data=body, headers={"Content-Type": "application/json"})
+                req = urllib.request.Request(
+                    url + "_dash-update-component", data=body, headers={"Content-Type": "application/json"}
+                )
                 with urllib.request.urlopen(req, timeout=30) as r:
                     text = r.read().decode()
                 if "msg-error" in text or "Traceback" in text:
@@ -158,8 +199,12 @@ def test_serve_while_ingesting_and_reload_shows_the_new_run(tmp_path: Path) -> N
     t.start()
     try:
         time.sleep(0.5)
-        res = subprocess.run([*ANALYZE, "ingest", str(NPU), "--run", "second", "--store", str(store)], capture_output=True,
-                             text=True, timeout=300)
+        res = subprocess.run(
+            [*ANALYZE, "ingest", str(NPU), "--run", "second", "--store", str(store)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert res.returncode == 0, res.stdout + res.stderr
         deadline = time.monotonic() + 20
         while not (seen and seen[-1]) and time.monotonic() < deadline:
@@ -169,7 +214,9 @@ def test_serve_while_ingesting_and_reload_shows_the_new_run(tmp_path: Path) -> N
         t.join()
         stop_server(proc)
     assert not errors, errors[:3]
-    assert len(seen) >= 3 and not seen[0] and seen[-1], "the page served during the ingest did not show the new run after it"
+    assert len(seen) >= 3 and not seen[0] and seen[-1], (
+        "the page served during the ingest did not show the new run after it"
+    )
 
 
 def test_serve_reports_a_busy_port(tmp_path: Path) -> None:
@@ -177,8 +224,12 @@ def test_serve_reports_a_busy_port(tmp_path: Path) -> None:
     proc, url = start_server(tmp_path / "s")
     try:
         port = url.rsplit(":", 1)[1].strip("/")
-        res = subprocess.run([*ANALYZE, "serve", "--store", str(tmp_path / "s"), "--port", port], capture_output=True, text=True,
-                             timeout=60)
+        res = subprocess.run(
+            [*ANALYZE, "serve", "--store", str(tmp_path / "s"), "--port", port],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert res.returncode != 0
         assert "in use" in (res.stdout + res.stderr).lower()
         assert "Traceback" not in res.stdout + res.stderr
@@ -200,9 +251,21 @@ def test_small_display_rules(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) ->
     # drill bars: the slower rank is red only when it is more than 5 % slower than the fastest
     def colors(totals: list[float]) -> list[str]:
         n = len(totals)
-        df = pd.DataFrame({"rank": range(n), "count": [1] * n, "total_ns": totals, "avg_ns": totals, "min_ns": totals,
-                           "p25_ns": totals, "p50_ns": totals, "p75_ns": totals, "p99_ns": totals, "max_ns": totals,
-                           "self_ns": totals})
+        df = pd.DataFrame(
+            {
+                "rank": range(n),
+                "count": [1] * n,
+                "total_ns": totals,
+                "avg_ns": totals,
+                "min_ns": totals,
+                "p25_ns": totals,
+                "p50_ns": totals,
+                "p75_ns": totals,
+                "p99_ns": totals,
+                "max_ns": totals,
+                "self_ns": totals,
+            }
+        )
         monkeypatch.setattr(operators.data, "operator_drill", lambda *a, **k: df)
         out = operators.drill(None, "r", "kernels", "name", "op", None, list(range(n)))  # type: ignore[arg-type]
         return list(out[2].figure["data"][0]["marker"]["color"])
@@ -211,6 +274,10 @@ def test_small_display_rules(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) ->
     assert red not in colors([1000.0, 1004.0])
     assert colors([1000.0, 1100.0]) == [ui.COLORS["computing"], red]
     # grid columns: as wide as the content, the first one gives way to a budget
-    cols = ui.fit_columns([{"field": "key", "headerName": "name"}, {"field": "n", "headerName": "calls"}],
-                          [{"key": "x" * 80, "n": 1234567}], max_px=400, budget_px=350)
+    cols = ui.fit_columns(
+        [{"field": "key", "headerName": "name"}, {"field": "n", "headerName": "calls"}],
+        [{"key": "x" * 80, "n": 1234567}],
+        max_px=400,
+        budget_px=350,
+    )
     assert cols[0]["width"] == 350 - cols[1]["width"] and cols[1]["width"] >= len("1,234,567") * 7

@@ -16,20 +16,30 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from webapp_helpers import KINETO, NPU, REPO, ingest, start_server, stop_server, trace_events
 
 from analyzer.analyses import step_breakdown
 from analyzer.store import Store
 from webapp.format import fmt_bytes, fmt_ns
-from webapp_helpers import KINETO, NPU, REPO, ingest, start_server, stop_server, trace_events
 
 CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--disable-quic", "--no-first-run"]
+ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-quic",
+    "--no-first-run",
+]
 SHOTS = REPO / "docs" / "screenshots"
 XSS_SCRIPT = "<script>alert(1)</script>"
 XSS_IMG = "<img src=x onerror=alert(2)>"
 
-pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian chromium is not installed (apt-get install -y chromium)")
+pytestmark = pytest.mark.skipif(
+    not Path(CHROMIUM).exists(), reason="Debian chromium is not installed (apt-get install -y chromium)"
+)
 
 
 @pytest.fixture(scope="module")
@@ -121,8 +131,12 @@ def columns_in_view(pg: Any, grid: str) -> list[str]:
 
 def step_span_ms(store: Store, run: str, step: int, ranks: list[int]) -> float:
     """Length of ``step`` over ``ranks`` (earliest start to latest end), in ms."""
-    st = store.query(f"SELECT min(start_ns) AS a, max(end_ns) AS b FROM steps WHERE run = ? AND step = ? "
-                     f"AND rank IN ({','.join(str(int(r)) for r in ranks)}) AND source <> 'collector'", [run, step], run=run).iloc[0]
+    st = store.query(
+        f"SELECT min(start_ns) AS a, max(end_ns) AS b FROM steps WHERE run = ? AND step = ? "
+        f"AND rank IN ({','.join(str(int(r)) for r in ranks)}) AND source <> 'collector'",
+        [run, step],
+        run=run,
+    ).iloc[0]
     return (int(st["b"]) - int(st["a"])) / 1e6
 
 
@@ -147,7 +161,9 @@ def test_overview_shows_runs_steps_and_breakdown_and_follows_the_rank_choice(ser
     page.wait_for_selector("#ov-steps-table")
     settle(page)
     assert "npu" in page.inner_text("#ov-runs") and "xss" in page.inner_text("#ov-runs")
-    steps = sorted({int(e["name"].split("#")[1]) for e in trace_events(0) if str(e.get("name", "")).startswith("ProfilerStep#")})
+    steps = sorted(
+        {int(e["name"].split("#")[1]) for e in trace_events(0) if str(e.get("name", "")).startswith("ProfilerStep#")}
+    )
     assert page.inner_text("#ov-stat-steps") == f"{len(steps)} ({steps[0]}–{steps[-1]})"
     # the step time column is the mean ProfilerStep duration of the trace; the breakdown is the analysis'
     bd = step_breakdown(server["store"], "gloo")
@@ -162,21 +178,27 @@ def test_overview_shows_runs_steps_and_breakdown_and_follows_the_rank_choice(ser
     assert page.locator(".js-plotly-plot .gtitle", has_text="loss").count() == 1
     # choose rank 1 only: the table and the address follow
     choose(page, "#ov-ranks", "rank 1")
-    page.wait_for_function("() => { const t = document.querySelector('#ov-steps-table tbody');"
-                           " return t && t.innerText.trim().split('\\n').map(l => l.split('\\t')[0]).join(',') === '1'; }")
+    page.wait_for_function(
+        "() => { const t = document.querySelector('#ov-steps-table tbody');"
+        " return t && t.innerText.trim().split('\\n').map(l => l.split('\\t')[0]).join(',') === '1'; }"
+    )
     page.wait_for_function("() => location.search.includes('ranks=1')")
     # a cell of the rank x step heat map opens that rank and step in the timeline
     page.locator("#ov-heatmap").scroll_into_view_if_needed()
     cell = page.locator("#ov-heatmap .nsewdrag").first.bounding_box()
     page.mouse.click(cell["x"] + cell["width"] * 0.75, cell["y"] + cell["height"] / 2)
-    page.wait_for_function("() => location.pathname === '/timeline' && /run=gloo&ranks=1&step=\\d+/.test(location.search)")
+    page.wait_for_function(
+        "() => location.pathname === '/timeline' && /run=gloo&ranks=1&step=\\d+/.test(location.search)"
+    )
     page.wait_for_selector("#tl-status-text")
     settle(page)
     # ... and the timeline shows that step (not the whole run), and the address keeps it
     n = int(re.search(r"step=(\d+)", page.url).group(1))
     assert re.search(rf"[?&]step={n}(&|$)", page.url), page.url
     assert page.inner_text("#tl-step").strip() == f"step {n}"
-    assert shown_window_ms(page) == pytest.approx(step_span_ms(server["store"], "gloo", n, [1]) * 1.04, rel=1e-3, abs=0.01)
+    assert shown_window_ms(page) == pytest.approx(
+        step_span_ms(server["store"], "gloo", n, [1]) * 1.04, rel=1e-3, abs=0.01
+    )
 
 
 def test_timeline_jump_to_step_zoom_details_and_whole_run(server: dict, page: Any) -> None:
@@ -199,8 +221,13 @@ def test_timeline_jump_to_step_zoom_details_and_whole_run(server: dict, page: An
     settle(page)
     m = re.search(r"window ([\d.]+) ms", page.inner_text("#tl-status-text"))
     assert m, page.inner_text("#tl-status-text")
-    st = server["store"].query("SELECT min(start_ns) AS a, max(end_ns) AS b FROM steps WHERE run = 'gloo' AND step = ?",
-                               [n], run="gloo").iloc[0]
+    st = (
+        server["store"]
+        .query(
+            "SELECT min(start_ns) AS a, max(end_ns) AS b FROM steps WHERE run = 'gloo' AND step = ?", [n], run="gloo"
+        )
+        .iloc[0]
+    )
     span_ms = (int(st["b"]) - int(st["a"])) / 1e6
     assert abs(float(m.group(1)) - span_ms * 1.04) < 0.01 + span_ms * 0.001
     assert float(m.group(1)) >= last["dur"] / 1000
@@ -242,17 +269,29 @@ def test_timeline_jump_to_step_zoom_details_and_whole_run(server: dict, page: An
 
 
 def test_timeline_link_with_a_step_or_a_window_restores_that_view(server: dict, page: Any) -> None:
-    steps = server["store"].query("SELECT DISTINCT step FROM steps WHERE run = 'gloo' AND source <> 'collector' ORDER BY step",
-                                  run="gloo")["step"].astype(int).tolist()
+    steps = (
+        server["store"]
+        .query(
+            "SELECT DISTINCT step FROM steps WHERE run = 'gloo' AND source <> 'collector' ORDER BY step", run="gloo"
+        )["step"]
+        .astype(int)
+        .tolist()
+    )
     n = steps[0]
     page.goto(server["url"] + f"timeline?run=gloo&step={n}")
     page.wait_for_selector("#tl-status-text")
     settle(page)
-    assert shown_window_ms(page) == pytest.approx(step_span_ms(server["store"], "gloo", n, [0, 1]) * 1.04, rel=1e-3, abs=0.01)
+    assert shown_window_ms(page) == pytest.approx(
+        step_span_ms(server["store"], "gloo", n, [0, 1]) * 1.04, rel=1e-3, abs=0.01
+    )
     assert re.search(rf"[?&]step={n}(&|$)", page.url), page.url
     assert page.inner_text("#tl-step").strip() == f"step {n}"
     # a window link: exactly that window, kept in the address
-    a = int(server["store"].query("SELECT min(start_ns) AS a FROM steps WHERE run = 'gloo' AND step = ?", [n], run="gloo").iloc[0]["a"])
+    a = int(
+        server["store"]
+        .query("SELECT min(start_ns) AS a FROM steps WHERE run = 'gloo' AND step = ?", [n], run="gloo")
+        .iloc[0]["a"]
+    )
     a += 1_000_000
     b = a + 3_000_000
     page.goto(server["url"] + f"timeline?run=gloo&start_ns={a}&end_ns={b}")
@@ -282,16 +321,22 @@ def test_operators_grid_sort_filter_search_and_drill(server: dict, page: Any) ->
     assert totals == sorted(totals, reverse=True)  # sorted by total time
     # search box: every row left mentions the text
     page.fill("#op-search", "aten::add")
-    page.wait_for_function("() => { const k = [...document.querySelectorAll('#op-grid .ag-row [col-id=key]')];"
-                           " return k.length > 0 && k.every(c => c.innerText.includes('aten::add')); }")
+    page.wait_for_function(
+        "() => { const k = [...document.querySelectorAll('#op-grid .ag-row [col-id=key]')];"
+        " return k.length > 0 && k.every(c => c.innerText.includes('aten::add')); }"
+    )
     keys = [r["key"] for r in grid_rows(page, "#op-grid")]
     assert keys and all("aten::add" in k for k in keys), keys
     page.wait_for_function("() => location.search.includes('q=aten')")
     # the top-N chart follows the grid's filter
-    page.wait_for_function("() => { const t = [...document.querySelectorAll('#op-topn-graph .ytick text')].map(e => e.textContent);"
-                           " return t.length > 0 && t.every(x => x.includes('aten::add')); }")
+    page.wait_for_function(
+        "() => { const t = [...document.querySelectorAll('#op-topn-graph .ytick text')].map(e => e.textContent);"
+        " return t.length > 0 && t.every(x => x.includes('aten::add')); }"
+    )
     page.fill("#op-search", "")
-    page.wait_for_function("() => ![...document.querySelectorAll('#op-grid .ag-row [col-id=key]')].every(c => c.innerText.includes('aten::add'))")
+    page.wait_for_function(
+        "() => ![...document.querySelectorAll('#op-grid .ag-row [col-id=key]')].every(c => c.innerText.includes('aten::add'))"
+    )
     # sort by calls: click the header until it sorts descending
     header = page.locator("#op-grid .ag-header-cell[col-id=count] .ag-header-cell-label")
     header.click()
@@ -304,9 +349,13 @@ def test_operators_grid_sort_filter_search_and_drill(server: dict, page: Any) ->
     assert counts == sorted(counts, reverse=True) and len(counts) > 3
     # the name column's own filter, then select the aten::mm row: the drill-down shows it on both
     # ranks with the trace's counts
-    page.locator("#op-grid .ag-floating-filter[aria-colindex='1'] input, #op-grid .ag-floating-filter input").first.fill("aten::m")
-    page.wait_for_function("() => { const k = [...document.querySelectorAll('#op-grid .ag-row [col-id=key]')];"
-                           " return k.length > 0 && k.every(c => c.innerText.includes('aten::m')); }")
+    page.locator(
+        "#op-grid .ag-floating-filter[aria-colindex='1'] input, #op-grid .ag-floating-filter input"
+    ).first.fill("aten::m")
+    page.wait_for_function(
+        "() => { const k = [...document.querySelectorAll('#op-grid .ag-row [col-id=key]')];"
+        " return k.length > 0 && k.every(c => c.innerText.includes('aten::m')); }"
+    )
     page.locator("#op-grid .ag-row [col-id=key]", has_text=re.compile(r"^aten::mm$")).first.click()
     page.wait_for_selector("#op-drill-table")
     settle(page)
@@ -319,7 +368,9 @@ def test_operators_grid_sort_filter_search_and_drill(server: dict, page: Any) ->
     # the top-N chart names the operators the grid shows: the filtered ones, then all once cleared
     assert set(page.locator("#op-topn-graph .ytick text").all_text_contents()) == {"aten::mm", "aten::mul"}
     page.locator("#op-grid .ag-floating-filter input").first.fill("")
-    page.wait_for_function("() => [...document.querySelectorAll('#op-topn-graph .ytick text')].some(e => e.textContent === 'gloo:all_reduce')")
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('#op-topn-graph .ytick text')].some(e => e.textContent === 'gloo:all_reduce')"
+    )
     header = page.locator("#op-grid [role=columnheader][col-id=total_ms]")
     for _ in range(3):  # back to the largest total first
         if header.get_attribute("aria-sort") == "descending":
@@ -334,8 +385,11 @@ def test_operators_grid_sort_filter_search_and_drill(server: dict, page: Any) ->
 
 def test_operators_drill_link_by_shape_and_grouping_switch(server: dict, page: Any) -> None:
     op = "aclnnMm_MatMulCommon_MatMulV2"
-    per_rank = server["store"].query("SELECT rank, count(*) AS n FROM kernels WHERE run = 'npu' AND name = ? GROUP BY rank ORDER BY rank",
-                                     [op], run="npu")
+    per_rank = server["store"].query(
+        "SELECT rank, count(*) AS n FROM kernels WHERE run = 'npu' AND name = ? GROUP BY rank ORDER BY rank",
+        [op],
+        run="npu",
+    )
     assert len(per_rank) == 2
     # a link naming the operator but no shape, grouped by shape: every shape of it, not "not found"
     page.goto(server["url"] + f"operators?run=npu&source=kernels&group=shape&op={op}")
@@ -371,7 +425,9 @@ def test_memory_curves_peaks_and_blocks(server: dict, page: Any) -> None:
         assert fmt_bytes(peak) in table
     assert page.locator("#mem-curves .scatterlayer .trace").count() >= 2
     assert page.locator("#mem-blocks .ag-row").count() > 0
-    assert {"rank", "name", "size_mib", "alloc_ms", "lifetime_ms", "released"} <= set(columns_in_view(page, "#mem-blocks"))
+    assert {"rank", "name", "size_mib", "alloc_ms", "lifetime_ms", "released"} <= set(
+        columns_in_view(page, "#mem-blocks")
+    )
     # drag-zoom: the window goes to the address (start_ns / end_ns, as on the timeline) and a reload keeps it
     xrange = "() => document.querySelector('#mem-curves .js-plotly-plot').layout.xaxis.range"
     whole = page.evaluate(xrange)
@@ -421,8 +477,10 @@ def test_communication_per_rank_matrix_and_collectives(server: dict, page: Any) 
     assert len(grid_rows(page, "#cm-ops")) == 4
     assert {"name", "max_ms", "min_ms", "slowest_rank", "fastest_rank"} <= set(columns_in_view(page, "#cm-ops"))
     # the operation names differ only at their end: shown whole
-    cut = page.evaluate("() => [...document.querySelectorAll('#cm-ops .ag-row [col-id=name]')]"
-                        ".filter(c => c.scrollWidth > c.clientWidth + 1).map(c => c.innerText)")
+    cut = page.evaluate(
+        "() => [...document.querySelectorAll('#cm-ops .ag-row [col-id=name]')]"
+        ".filter(c => c.scrollWidth > c.clientWidth + 1).map(c => c.innerText)"
+    )
     assert cut == []
     shot(page, "communication")
 

@@ -11,14 +11,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from webapp_helpers import KINETO, NPU, ingest, trace_events, union_ns
 
 from analyzer.store import Store
 from webapp import data, lod
 from webapp.errors import BadParameter, EmptyStore, NotFound
 from webapp.format import plot_text
 from webapp.params import format_ranks, parse_choice, parse_int, parse_ranks, single
-
-from webapp_helpers import KINETO, NPU, ingest, trace_events, union_ns
 
 
 @pytest.fixture(scope="module")
@@ -91,7 +90,7 @@ def test_timeline_occupancy_is_the_interval_union(store: Store, rd: data.Reader)
     # float µs in the trace vs integer ns in the store: at most ~1 ns per slice apart
     assert abs(got_busy - want_busy) <= len(xs) + 300
     assert int(win.events[i].sum()) == len([e for e in evs if e.get("tid") == tid and e.get("ph") == "X"])
-    assert 0.0 <= win.busy.min() and win.busy.max() <= 1.0
+    assert win.busy.min() >= 0.0 and win.busy.max() <= 1.0
     # the response stays bounded whatever the window: buckets per lane x lanes
     assert win.busy.size <= 150_000 or win.n_buckets == 100
 
@@ -104,7 +103,9 @@ def test_timeline_level_of_detail_switches_on_the_number_of_slices(store: Store,
     mid = (a + b) // 2
     zoom = data.timeline_window(rd, "gloo", [0, 1], mid, mid + (b - a) // 200, max_exact=500)
     assert zoom.mode == "exact" and 0 < len(zoom.slices) <= 500
-    assert ((zoom.slices["ts_ns"] < zoom.end_ns) & (zoom.slices["ts_ns"] + zoom.slices["dur_ns"] >= zoom.start_ns)).all()
+    assert (
+        (zoom.slices["ts_ns"] < zoom.end_ns) & (zoom.slices["ts_ns"] + zoom.slices["dur_ns"] >= zoom.start_ns)
+    ).all()
     assert set(zoom.slices["rank"]) <= {0, 1}
 
 
@@ -116,7 +117,7 @@ def test_lod_index_matches_brute_force() -> None:
     edges = np.arange(0, 10_600, 53)
     covered = np.zeros(10_600, dtype=bool)
     for a, d in zip(ts, dur):
-        covered[a:a + d] = True
+        covered[a : a + d] = True
     want = np.add.reduceat(covered[: edges[-1]].astype(int), edges[:-1])
     assert np.array_equal(ix.busy(edges), want)
     assert np.array_equal(ix.starts_per_bucket(edges), np.histogram(ts, bins=edges)[0])
@@ -133,8 +134,11 @@ def test_slice_detail_has_shapes_args_and_stack(store: Store, rd: data.Reader) -
     assert json.loads(d["input_shapes"]) == mm["args"]["Input Dims"]
     assert json.loads(d["args"])["Input Dims"] == mm["args"]["Input Dims"]
     # the call stack: the python_function slices enclosing the op, innermost first
-    enclosing = [e for e in _x(evs, mm["tid"]) if e.get("cat") == "python_function"
-                 and e["ts"] <= mm["ts"] and e["ts"] + e["dur"] >= mm["ts"] + mm["dur"]]
+    enclosing = [
+        e
+        for e in _x(evs, mm["tid"])
+        if e.get("cat") == "python_function" and e["ts"] <= mm["ts"] and e["ts"] + e["dur"] >= mm["ts"] + mm["dur"]
+    ]
     frames = d["call_stack"].split("\n")
     assert len(frames) == len(enclosing) > 0
     assert frames[0] == max(enclosing, key=lambda e: (e["ts"], -e["dur"]))["name"]
@@ -158,7 +162,12 @@ def test_operator_stats_per_rank_and_across_ranks(store: Store, rd: data.Reader)
     per_rank = {}
     for r in (0, 1):
         mm = [e for e in _x(trace_events(r)) if e["name"] == "aten::mm"]
-        per_rank[r] = (len(mm), sum(e["dur"] for e in mm) * 1000, min(e["dur"] for e in mm) * 1000, max(e["dur"] for e in mm) * 1000)
+        per_rank[r] = (
+            len(mm),
+            sum(e["dur"] for e in mm) * 1000,
+            min(e["dur"] for e in mm) * 1000,
+            max(e["dur"] for e in mm) * 1000,
+        )
     df, n = data.operator_stats(rd, "gloo", "operators", "name", [0, 1], across=False)
     assert n >= len(df) > 0
     for r, (count, total, lo, hi) in per_rank.items():
@@ -174,7 +183,9 @@ def test_operator_stats_per_rank_and_across_ranks(store: Store, rd: data.Reader)
     assert row["max_rank"] == int(np.argmax(totals))
     # by input shape: one row per distinct Input Dims of aten::mm
     shapes, _ = data.operator_stats(rd, "gloo", "operators", "shape", [0], across=False)
-    want = {json.dumps(e["args"]["Input Dims"]).replace(" ", "") for e in _x(trace_events(0)) if e["name"] == "aten::mm"}
+    want = {
+        json.dumps(e["args"]["Input Dims"]).replace(" ", "") for e in _x(trace_events(0)) if e["name"] == "aten::mm"
+    }
     got = {s.replace(" ", "") for s in shapes[shapes["key"] == "aten::mm"]["shape"]}
     assert got == want
 
@@ -193,7 +204,9 @@ def test_memory_peaks_and_curves_match_the_trace(store: Store, rd: data.Reader) 
     peaks = data.memory_peaks(rd, "gloo", [0, 1], "allocator")
     for r in (0, 1):
         mem = [e for e in trace_events(r) if e.get("name") == "[memory]"]
-        assert int(peaks[peaks["rank"] == r]["peak_allocated_bytes"].iloc[0]) == max(e["args"]["Total Allocated"] for e in mem)
+        assert int(peaks[peaks["rank"] == r]["peak_allocated_bytes"].iloc[0]) == max(
+            e["args"]["Total Allocated"] for e in mem
+        )
     a, b = data.time_bounds(rd, "gloo", None)
     curves = data.memory_curves(rd, "gloo", [0], "allocator", a, b, n_buckets=50)
     assert 0 < len(curves) <= 50
@@ -241,7 +254,9 @@ def test_npu_matrix_and_bandwidth_match_the_profiler_files(store: Store, rd: dat
 
 def test_scalars_are_the_collector_values(store: Store, rd: data.Reader) -> None:
     sc = data.scalars(rd, "gloo", [0])
-    lines = [json.loads(x) for x in (KINETO / "rank_0" / "rankscope_scalars.jsonl").read_text().splitlines() if x.strip()]
+    lines = [
+        json.loads(x) for x in (KINETO / "rank_0" / "rankscope_scalars.jsonl").read_text().splitlines() if x.strip()
+    ]
     loss = sc[sc["name"] == "loss"].sort_values("step")
     assert list(loss["step"]) == [x["step"] for x in lines]
     assert np.allclose(loss["value"], [x["scalars"]["loss"] for x in lines])

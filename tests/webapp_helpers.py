@@ -19,7 +19,11 @@ REPO = Path(__file__).resolve().parent.parent
 SAMPLES = REPO / "sample_data"
 KINETO = SAMPLES / "kineto_gloo_2rank"
 NPU = SAMPLES / "torch_npu_text_level1"
-ANALYZE = [sys.executable, "-m", "analyzer"] if not (Path(sys.executable).parent / "analyze").exists() else [str(Path(sys.executable).parent / "analyze")]
+ANALYZE = (
+    [sys.executable, "-m", "analyzer"]
+    if not (Path(sys.executable).parent / "analyze").exists()
+    else [str(Path(sys.executable).parent / "analyze")]
+)
 
 
 def ingest(folder: Path, store: Path, run: str) -> None:
@@ -63,16 +67,32 @@ class DashClient:
         assert self.http.get("/").status_code == 200
         self.deps = self.http.get("/_dash-dependencies").get_json()
 
-    def call(self, first_output: str, inputs: dict[str, Any], state: dict[str, Any] | None = None,
-             changed: list[str] | None = None) -> dict[str, Any]:
+    def call(
+        self,
+        first_output: str,
+        inputs: dict[str, Any],
+        state: dict[str, Any] | None = None,
+        changed: list[str] | None = None,
+    ) -> dict[str, Any]:
         d = next(d for d in self.deps if d["output"].lstrip(".").startswith(first_output))
 
         def items(specs: list[dict[str, Any]], values: dict[str, Any]) -> list[dict[str, Any]]:
-            return [{"id": s["id"], "property": s["property"], "value": values.get(f"{s['id']}.{s['property']}")} for s in specs]
+            return [
+                {"id": s["id"], "property": s["property"], "value": values.get(f"{s['id']}.{s['property']}")}
+                for s in specs
+            ]
 
-        outs = [{"id": o.split(".")[0], "property": o.split(".")[1].split("@")[0]} for o in d["output"].strip(".").split("...")]
-        body = {"output": d["output"], "outputs": outs if len(outs) > 1 else outs[0],
-                "inputs": items(d["inputs"], inputs), "state": items(d["state"], state or {}), "changedPropIds": changed or []}
+        outs = [
+            {"id": o.split(".")[0], "property": o.split(".")[1].split("@")[0]}
+            for o in d["output"].strip(".").split("...")
+        ]
+        body = {
+            "output": d["output"],
+            "outputs": outs if len(outs) > 1 else outs[0],
+            "inputs": items(d["inputs"], inputs),
+            "state": items(d["state"], state or {}),
+            "changedPropIds": changed or [],
+        }
         r = self.http.post("/_dash-update-component", json=body)
         assert r.status_code in (200, 204), r.get_data(as_text=True)[:500]
         return r.get_json()["response"] if r.status_code == 200 else {}
@@ -103,8 +123,13 @@ def texts(component: Any) -> list[str]:
 def start_server(store: Path, extra_env: dict[str, str] | None = None) -> tuple[subprocess.Popen[str], str]:
     """`analyze serve --store STORE --port 0`: the real server on a free port; returns (process, URL)."""
     env = {**os.environ, **(extra_env or {})}
-    proc = subprocess.Popen([*ANALYZE, "serve", "--store", str(store), "--port", "0"], stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, env=env)
+    proc = subprocess.Popen(
+        [*ANALYZE, "serve", "--store", str(store), "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+    )
     deadline = time.monotonic() + 60
     assert proc.stdout is not None
     lines = []

@@ -55,8 +55,9 @@ class Reader:
     table). Close the reader (``with reader(...) as rd``) at the end of the request.
     """
 
-    def __init__(self, store: Store, run: str | None = None, ranks: Sequence[int] | None = None,
-                 tables: Sequence[str] = ()):
+    def __init__(
+        self, store: Store, run: str | None = None, ranks: Sequence[int] | None = None, tables: Sequence[str] = ()
+    ):
         self.store = store
         self._hint = (run, _key(ranks), frozenset(tables))
         self._stack = contextlib.ExitStack()
@@ -70,7 +71,7 @@ class Reader:
         self._conns.clear()
         self._catalog = None
 
-    def __enter__(self) -> "Reader":
+    def __enter__(self) -> Reader:
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -100,7 +101,9 @@ class Reader:
             self._fingerprints[run] = hash(run_fingerprint(self, run))
         return self._fingerprints[run]
 
-    def facts(self, run: str, ranks: Sequence[int] | None, tables: Sequence[str] | frozenset[str]) -> duckdb.DuckDBPyConnection:
+    def facts(
+        self, run: str, ranks: Sequence[int] | None, tables: Sequence[str] | frozenset[str]
+    ) -> duckdb.DuckDBPyConnection:
         """A connection with views of ``tables`` for ``run`` (at least ``ranks``; None = every rank)."""
         rk, need = _key(ranks), frozenset(tables)
         for (r, have_rk, have_tb), con in self._conns.items():
@@ -111,7 +114,8 @@ class Reader:
         if h_run == run and _covers(h_rk, rk):
             rk, need = h_rk, need | h_tb
         con = self._stack.enter_context(
-            self.store.read_connection(run=run, ranks=None if rk is None else list(rk), tables=sorted(need)))
+            self.store.read_connection(run=run, ranks=None if rk is None else list(rk), tables=sorted(need))
+        )
         self.opened += 1
         self._conns[(run, rk, need)] = con
         return con
@@ -209,11 +213,24 @@ RANK_FILTER = "($ranks IS NULL OR list_contains($ranks, rank))"
 # runs, ranks, collections (catalog only: cheap)
 # ---------------------------------------------------------------------------------------------
 
+
 def runs(rd: Reader) -> pd.DataFrame:
     """Runs in the store, most recently ingested first."""
     if not rd.store.exists():
-        return pd.DataFrame(columns=["run", "ranks", "collections", "steps", "formats", "status", "problems",
-                                     "rows", "updated_at", "root_path"])
+        return pd.DataFrame(
+            columns=[
+                "run",
+                "ranks",
+                "collections",
+                "steps",
+                "formats",
+                "status",
+                "problems",
+                "rows",
+                "updated_at",
+                "root_path",
+            ]
+        )
     con = rd.catalog()
     return _df(con, RUNS_SQL)
 
@@ -379,7 +396,9 @@ def order_lanes(df: pd.DataFrame) -> pd.DataFrame:
     df["lane_group"] = df["lane_group"].fillna("other")
     df["process"] = df["process"].fillna("")
     df["lane"] = df["lane"].fillna("")
-    df["group_order"] = df["lane_group"].map({g: i for i, g in enumerate(LANE_GROUP_ORDER)}).fillna(len(LANE_GROUP_ORDER))
+    df["group_order"] = (
+        df["lane_group"].map({g: i for i, g in enumerate(LANE_GROUP_ORDER)}).fillna(len(LANE_GROUP_ORDER))
+    )
     df["sort_key"] = pd.to_numeric(df["sort_index"], errors="coerce").fillna(np.iinfo(np.int64).max)
     keys = ["rank", "group_order", "process", "lane"]
     rows = (
@@ -417,7 +436,9 @@ WHERE s.run = $run AND s.ts_ns IS NOT NULL
 _LANES = lod.LaneCache()
 
 
-def lane_indexes(rd: Reader, run: str, ranks: Sequence[int] | None, lane_df: pd.DataFrame) -> dict[tuple[str, str, str], lod.LaneIndex]:
+def lane_indexes(
+    rd: Reader, run: str, ranks: Sequence[int] | None, lane_df: pd.DataFrame
+) -> dict[tuple[str, str, str], lod.LaneIndex]:
     """Per (collection_id, pid, tid): the lane's LOD index, from the cache when its slices file was
     indexed before, else read once (all missing collections in one query) and cached."""
     files = _df(rd.catalog(), LANE_FILES_SQL, {"run": run, "ranks": _ranks_param(ranks)})
@@ -433,7 +454,11 @@ def lane_indexes(rd: Reader, run: str, ranks: Sequence[int] | None, lane_df: pd.
     if missing:
         con = rd.facts(run, ranks, ("lanes", "slices"))
         want = {cid for cid, _ in missing}
-        keys = lane_df[lane_df["collection_id"].isin(want)][["collection_id", "pid", "tid"]].drop_duplicates().reset_index(drop=True)
+        keys = (
+            lane_df[lane_df["collection_id"].isin(want)][["collection_id", "pid", "tid"]]
+            .drop_duplicates()
+            .reset_index(drop=True)
+        )
         keys = keys.assign(lane_key=np.arange(len(keys), dtype=np.int64))
         con.register("__lane_keys", keys)
         try:
@@ -442,7 +467,9 @@ def lane_indexes(rd: Reader, run: str, ranks: Sequence[int] | None, lane_df: pd.
             raise QueryError(str(exc).strip().splitlines()[0]) from exc
         finally:
             con.unregister("__lane_keys")
-        built = lod.index_groups(tbl.column("lane_key").to_numpy(), tbl.column("ts_ns").to_numpy(), tbl.column("dur_ns").to_numpy())
+        built = lod.index_groups(
+            tbl.column("lane_key").to_numpy(), tbl.column("ts_ns").to_numpy(), tbl.column("dur_ns").to_numpy()
+        )
         per_cid: dict[str, dict[tuple[str, str], lod.LaneIndex]] = {cid: {} for cid in want}
         for k, cid, pid, tid in zip(keys["lane_key"], keys["collection_id"], keys["pid"], keys["tid"]):
             ix = built.get(int(k))
@@ -493,12 +520,33 @@ def timeline_window(
     if n_over <= max_exact:
         max_dur = max((ix.max_dur for ix in idx.values()), default=0)
         con = rd.facts(run, ranks, ("lanes", "slices"))
-        exact = _df(con, EXACT_SQL, {"run": run, "ranks": _ranks_param(ranks), "start": start_ns, "end": end_ns,
-                                     "lo": start_ns - max_dur, "limit": max_exact + 1})
+        exact = _df(
+            con,
+            EXACT_SQL,
+            {
+                "run": run,
+                "ranks": _ranks_param(ranks),
+                "start": start_ns,
+                "end": end_ns,
+                "lo": start_ns - max_dur,
+                "limit": max_exact + 1,
+            },
+        )
         if len(exact) <= max_exact:
             sl = _attach_rows(exact, lane_df)
-            return Window(start_ns, end_ns, lane_df, "exact" if len(sl) else "empty", sl, [], np.zeros((0, 0)),
-                          np.zeros((0, 0), dtype=np.int64), 0.0, 0, len(sl))
+            return Window(
+                start_ns,
+                end_ns,
+                lane_df,
+                "exact" if len(sl) else "empty",
+                sl,
+                [],
+                np.zeros((0, 0)),
+                np.zeros((0, 0), dtype=np.int64),
+                0.0,
+                0,
+                len(sl),
+            )
     rows = sorted(set(int(r) for r in lane_df["row"]))
     n_buckets = max(1, min(n_buckets, max(100, max_cells // max(1, len(rows)))))  # bounded response
     width = (end_ns - start_ns) / n_buckets
@@ -576,14 +624,33 @@ def slice_detail(rd: Reader, run: str, rank: int, collection_id: str, event_id: 
     if not op.empty:
         out.update({k: _plain(v) for k, v in op.iloc[0].to_dict().items()})
     elif out.get("ts_ns") is not None and out.get("name") is not None:
-        kern = _df(con, SLICE_KERNEL_SQL, {"run": run, "rank": int(rank), "cid": str(collection_id), "name": out["name"],
-                                           "ts": int(out["ts_ns"]), "dur": int(out.get("dur_ns") or 0)})
+        kern = _df(
+            con,
+            SLICE_KERNEL_SQL,
+            {
+                "run": run,
+                "rank": int(rank),
+                "cid": str(collection_id),
+                "name": out["name"],
+                "ts": int(out["ts_ns"]),
+                "dur": int(out.get("dur_ns") or 0),
+            },
+        )
         if not kern.empty:
             out.update({k: _plain(v) for k, v in kern.iloc[0].to_dict().items() if _plain(v) not in (None, "")})
     if not out.get("call_stack") and out.get("ts_ns") is not None:
         # Kineto with_stack: the stack is the python_function slices enclosing the event
-        frames = _df(con, SLICE_PY_STACK_SQL, {**p, "pid": out["pid"], "tid": out["tid"], "ts": int(out["ts_ns"]),
-                                               "end": int(out["ts_ns"]) + int(out.get("dur_ns") or 0)})
+        frames = _df(
+            con,
+            SLICE_PY_STACK_SQL,
+            {
+                **p,
+                "pid": out["pid"],
+                "tid": out["tid"],
+                "ts": int(out["ts_ns"]),
+                "end": int(out["ts_ns"]) + int(out.get("dur_ns") or 0),
+            },
+        )
         if not frames.empty:
             out["call_stack"] = "\n".join(str(n) for n in frames["name"])
             out["call_stack_source"] = "enclosing Python frames of the trace, innermost first"
@@ -741,8 +808,9 @@ ORDER BY rank, device, ts_ns
 """
 
 
-def _per_rank(rd: Reader, run: str, name: str, ranks: Sequence[int], extra: tuple[Any, ...],
-              load: Any) -> dict[int, Any]:
+def _per_rank(
+    rd: Reader, run: str, name: str, ranks: Sequence[int], extra: tuple[Any, ...], load: Any
+) -> dict[int, Any]:
     """Per-rank values cached one rank at a time: ``load(missing_ranks) -> {rank: value}`` is
     called once for all ranks not cached yet (one query instead of one per rank)."""
     out: dict[int, Any] = {}
@@ -767,20 +835,27 @@ def _per_rank(rd: Reader, run: str, name: str, ranks: Sequence[int], extra: tupl
     return out
 
 
-def memory_series(rd: Reader, run: str, ranks: Sequence[int], component: str) -> dict[int, dict[str, dict[str, np.ndarray]] | None]:
+def memory_series(
+    rd: Reader, run: str, ranks: Sequence[int], component: str
+) -> dict[int, dict[str, dict[str, np.ndarray]] | None]:
     """Every sample of one memory counter per rank (device, ts_ns, allocated / reserved / active),
     sorted by time; kept in memory per rank so that curves of any window are computed without SQL."""
 
     def load(missing: list[int]) -> dict[int, dict[str, dict[str, np.ndarray]]]:
         con = rd.facts(run, missing, ("memory_samples",))
         try:  # Arrow straight to numpy: a pandas frame of every sample costs more than the query
-            tbl = con.sql(MEMORY_SERIES_SQL, params={"run": run, "ranks": missing, "component": component}).to_arrow_table()
+            tbl = con.sql(
+                MEMORY_SERIES_SQL, params={"run": run, "ranks": missing, "component": component}
+            ).to_arrow_table()
         except duckdb.Error as exc:
             raise QueryError(str(exc).strip().splitlines()[0]) from exc
         rank = tbl.column("rank").to_numpy()
         dev = pc.dictionary_encode(tbl.column("device")).combine_chunks()
         dev_idx, dev_names = dev.indices.to_numpy(zero_copy_only=False), dev.dictionary.to_pylist()
-        cols = {c: tbl.column(c).to_numpy(zero_copy_only=False) for c in ("ts_ns", "allocated_bytes", "reserved_bytes", "active_bytes")}
+        cols = {
+            c: tbl.column(c).to_numpy(zero_copy_only=False)
+            for c in ("ts_ns", "allocated_bytes", "reserved_bytes", "active_bytes")
+        }
         key = rank.astype(np.int64) * 4096 + dev_idx
         cuts = np.r_[0, np.flatnonzero(np.diff(key)) + 1, len(key)]  # rows come ordered by rank, device, time
         out: dict[int, dict[str, dict[str, np.ndarray]]] = {}
@@ -815,7 +890,12 @@ def memory_peaks(rd: Reader, run: str, ranks: Sequence[int] | None, component: s
 
 
 def memory_curves(
-    rd: Reader, run: str, ranks: Sequence[int] | None, component: str, start_ns: int, end_ns: int,
+    rd: Reader,
+    run: str,
+    ranks: Sequence[int] | None,
+    component: str,
+    start_ns: int,
+    end_ns: int,
     n_buckets: int = 1000,
 ) -> pd.DataFrame:
     """Allocated / reserved / active per (rank, device), downsampled to ``n_buckets`` per curve by
@@ -833,13 +913,28 @@ def memory_curves(
             t = ts[lo:hi]
             bucket = np.minimum(((t - start_ns) / width).astype(np.int64), n_buckets - 1)
             cut = np.r_[0, np.flatnonzero(np.diff(bucket)) + 1]  # samples are in time order: buckets are runs
-            part = {"rank": rank, "device": device, "bucket": bucket[cut], "ts_ns": t[cut],
-                    "samples": np.diff(np.r_[cut, len(t)])}
+            part = {
+                "rank": rank,
+                "device": device,
+                "bucket": bucket[cut],
+                "ts_ns": t[cut],
+                "samples": np.diff(np.r_[cut, len(t)]),
+            }
             for c in ("allocated_bytes", "reserved_bytes", "active_bytes"):
                 part[c] = np.fmax.reduceat(ser[c][lo:hi], cut)
             part["allocated_min_bytes"] = np.fmin.reduceat(ser["allocated_bytes"][lo:hi], cut)
             parts.append(pd.DataFrame(part))
-    cols = ["rank", "device", "bucket", "ts_ns", "allocated_bytes", "reserved_bytes", "active_bytes", "allocated_min_bytes", "samples"]
+    cols = [
+        "rank",
+        "device",
+        "bucket",
+        "ts_ns",
+        "allocated_bytes",
+        "reserved_bytes",
+        "active_bytes",
+        "allocated_min_bytes",
+        "samples",
+    ]
     if not parts:
         return pd.DataFrame(columns=cols)
     return pd.concat(parts, ignore_index=True)[cols]
@@ -854,7 +949,9 @@ QUALIFY row_number() OVER (PARTITION BY rank ORDER BY size_bytes DESC NULLS LAST
 """
 
 
-def operator_memory(rd: Reader, run: str, ranks: Sequence[int] | None, limit: int = MAX_MEMORY_BLOCKS) -> tuple[pd.DataFrame, int]:
+def operator_memory(
+    rd: Reader, run: str, ranks: Sequence[int] | None, limit: int = MAX_MEMORY_BLOCKS
+) -> tuple[pd.DataFrame, int]:
     """Largest memory blocks attributed to operators (size, allocation time, lifetime): the ``limit``
     largest over the ranks (from each rank's own largest, kept in memory); and how many there are."""
     ranks = ranks_of(rd, run) if ranks is None else list(ranks)
@@ -862,14 +959,31 @@ def operator_memory(rd: Reader, run: str, ranks: Sequence[int] | None, limit: in
     def load(missing: list[int]) -> dict[int, tuple[pd.DataFrame, int]]:
         con = rd.facts(run, missing, ("operator_memory",))
         df = _df(con, OPERATOR_MEMORY_SQL, {"run": run, "ranks": missing, "limit": MAX_MEMORY_BLOCKS})
-        return {int(r): (g.drop(columns=["n_rows"]).reset_index(drop=True), int(g["n_rows"].iloc[0])) for r, g in df.groupby("rank")}
+        return {
+            int(r): (g.drop(columns=["n_rows"]).reset_index(drop=True), int(g["n_rows"].iloc[0]))
+            for r, g in df.groupby("rank")
+        }
 
     got = [v for v in _per_rank(rd, run, "operator_memory", ranks, (), load).values() if v is not None]
     if not got:
-        return pd.DataFrame(columns=["rank", "name", "size_bytes", "alloc_ns", "release_ns", "duration_ns", "active_duration_ns",
-                                     "alloc_allocated_bytes", "alloc_reserved_bytes", "device"]), 0
+        return pd.DataFrame(
+            columns=[
+                "rank",
+                "name",
+                "size_bytes",
+                "alloc_ns",
+                "release_ns",
+                "duration_ns",
+                "active_duration_ns",
+                "alloc_allocated_bytes",
+                "alloc_reserved_bytes",
+                "device",
+            ]
+        ), 0
     df = pd.concat([g for g, _ in got], ignore_index=True)
-    df = df.sort_values(["size_bytes", "rank", "alloc_ns"], ascending=[False, True, True], na_position="last").head(int(limit))
+    df = df.sort_values(["size_bytes", "rank", "alloc_ns"], ascending=[False, True, True], na_position="last").head(
+        int(limit)
+    )
     return df.reset_index(drop=True), sum(n for _, n in got)
 
 
@@ -967,14 +1081,16 @@ def comm_per_rank(rd: Reader, run: str, ranks: Sequence[int] | None) -> pd.DataF
     if s.empty:
         return pd.DataFrame(columns=["rank", "ops", "elapsed_ns", "wait_ns", "transit_ns", "bytes", "wait_sources"])
     g = s.groupby("rank")
-    out = pd.DataFrame({
-        "ops": g.size(),
-        "elapsed_ns": g["dur_ns"].sum(),
-        "wait_ns": g["wait_ns"].sum(min_count=1),
-        "transit_ns": g["transit_ns"].sum(min_count=1),
-        "bytes": g["bytes"].sum(min_count=1),
-        "wait_sources": g["wait_source"].agg(lambda x: sorted({str(v) for v in x.dropna()})),
-    }).reset_index()
+    out = pd.DataFrame(
+        {
+            "ops": g.size(),
+            "elapsed_ns": g["dur_ns"].sum(),
+            "wait_ns": g["wait_ns"].sum(min_count=1),
+            "transit_ns": g["transit_ns"].sum(min_count=1),
+            "bytes": g["bytes"].sum(min_count=1),
+            "wait_sources": g["wait_source"].agg(lambda x: sorted({str(v) for v in x.dropna()})),
+        }
+    ).reset_index()
     return out
 
 
@@ -987,17 +1103,35 @@ def comm_bandwidth(rd: Reader, run: str, ranks: Sequence[int] | None) -> pd.Data
         b = b[b["rank"].isin(list(ranks))]
     b = b[b["transport"].notna()]
     if b.empty:
-        return pd.DataFrame(columns=["rank", "transport", "bytes", "transit_ns", "bandwidth_bytes_per_s",
-                                     "min_bandwidth_bytes_per_s", "max_bandwidth_bytes_per_s", "ops", "source"])
-    b = b.assign(bytes=pd.to_numeric(b["bytes"], errors="coerce"), transit_ns=pd.to_numeric(b["transit_ns"], errors="coerce"),
-                 bw=pd.to_numeric(b["bandwidth_bytes_per_s"], errors="coerce"))
+        return pd.DataFrame(
+            columns=[
+                "rank",
+                "transport",
+                "bytes",
+                "transit_ns",
+                "bandwidth_bytes_per_s",
+                "min_bandwidth_bytes_per_s",
+                "max_bandwidth_bytes_per_s",
+                "ops",
+                "source",
+            ]
+        )
+    b = b.assign(
+        bytes=pd.to_numeric(b["bytes"], errors="coerce"),
+        transit_ns=pd.to_numeric(b["transit_ns"], errors="coerce"),
+        bw=pd.to_numeric(b["bandwidth_bytes_per_s"], errors="coerce"),
+    )
     g = b.groupby(["rank", "transport"])
-    out = pd.DataFrame({
-        "bytes": g["bytes"].sum(min_count=1), "transit_ns": g["transit_ns"].sum(min_count=1),
-        "min_bandwidth_bytes_per_s": g["bw"].agg(lambda x: x[x > 0].min() if (x > 0).any() else np.nan),
-        "max_bandwidth_bytes_per_s": g["bw"].max(), "ops": g.size(),
-        "source": g["source"].agg(lambda x: ", ".join(sorted({str(v) for v in x.dropna()}))),
-    }).reset_index()
+    out = pd.DataFrame(
+        {
+            "bytes": g["bytes"].sum(min_count=1),
+            "transit_ns": g["transit_ns"].sum(min_count=1),
+            "min_bandwidth_bytes_per_s": g["bw"].agg(lambda x: x[x > 0].min() if (x > 0).any() else np.nan),
+            "max_bandwidth_bytes_per_s": g["bw"].max(),
+            "ops": g.size(),
+            "source": g["source"].agg(lambda x: ", ".join(sorted({str(v) for v in x.dropna()}))),
+        }
+    ).reset_index()
     out["bandwidth_bytes_per_s"] = np.where(out["transit_ns"] > 0, out["bytes"] / out["transit_ns"] * 1e9, np.nan)
     return out[out["bytes"].fillna(0) > 0].reset_index(drop=True)
 
@@ -1008,27 +1142,41 @@ def comm_matrix(rd: Reader, run: str, ranks: Sequence[int] | None) -> pd.DataFra
     are global ranks as text, or ``L<k>`` (local rank k of the group) when the group's layout is unknown."""
     m = _analysis(rd, run, "comm_matrix")
     if m.empty:
-        return pd.DataFrame(columns=["src", "dst", "src_rank", "dst_rank", "transport", "bytes", "transit_ns", "bandwidth_bytes_per_s"])
+        return pd.DataFrame(
+            columns=["src", "dst", "src_rank", "dst_rank", "transport", "bytes", "transit_ns", "bandwidth_bytes_per_s"]
+        )
     m = m.copy()
-    m["src"] = [str(int(g)) if pd.notna(g) else (f"L{int(lo)}" if pd.notna(lo) else "?") for g, lo in zip(m["src_rank"], m["src_local"])]
-    m["dst"] = [str(int(g)) if pd.notna(g) else (f"L{int(lo)}" if pd.notna(lo) else "?") for g, lo in zip(m["dst_rank"], m["dst_local"])]
+    m["src"] = [
+        str(int(g)) if pd.notna(g) else (f"L{int(lo)}" if pd.notna(lo) else "?")
+        for g, lo in zip(m["src_rank"], m["src_local"])
+    ]
+    m["dst"] = [
+        str(int(g)) if pd.notna(g) else (f"L{int(lo)}" if pd.notna(lo) else "?")
+        for g, lo in zip(m["dst_rank"], m["dst_local"])
+    ]
     if ranks is not None:
         sel = {str(r) for r in ranks}
         m = m[m["src"].isin(sel) | m["dst"].isin(sel)]
     m["bytes"] = pd.to_numeric(m["bytes"], errors="coerce")
     m["transit_ns"] = pd.to_numeric(m["transit_ns"], errors="coerce")
     g = m.groupby(["src", "dst"])
-    out = pd.DataFrame({
-        "src_rank": g["src_rank"].first(), "dst_rank": g["dst_rank"].first(),
-        "transport": g["transport"].agg(lambda x: ", ".join(sorted({str(v) for v in x.dropna()}))),
-        "bytes": g["bytes"].sum(min_count=1), "transit_ns": g["transit_ns"].sum(min_count=1),
-    }).reset_index()
+    out = pd.DataFrame(
+        {
+            "src_rank": g["src_rank"].first(),
+            "dst_rank": g["dst_rank"].first(),
+            "transport": g["transport"].agg(lambda x: ", ".join(sorted({str(v) for v in x.dropna()}))),
+            "bytes": g["bytes"].sum(min_count=1),
+            "transit_ns": g["transit_ns"].sum(min_count=1),
+        }
+    ).reset_index()
     out["bandwidth_bytes_per_s"] = np.where(out["transit_ns"] > 0, out["bytes"] / out["transit_ns"] * 1e9, np.nan)
     return out
 
 
 @run_cached
-def collectives(rd: Reader, run: str, ranks: Sequence[int] | None, limit: int = MAX_GRID_ROWS) -> tuple[pd.DataFrame, int]:
+def collectives(
+    rd: Reader, run: str, ranks: Sequence[int] | None, limit: int = MAX_GRID_ROWS
+) -> tuple[pd.DataFrame, int]:
     """One row per collective instance (matched across ranks by ``analyses.collectives``): ranks
     seen, min / max / mean elapsed, slowest and fastest rank, largest wait, bytes. The ``limit``
     slowest instances; returns (rows, instances before the cut)."""
@@ -1037,17 +1185,33 @@ def collectives(rd: Reader, run: str, ranks: Sequence[int] | None, limit: int = 
         s = s[s["rank"].isin(list(ranks))]
     if s.empty:
         return pd.DataFrame(), 0
-    s = s.assign(key=s["instance"].astype(object).where(s["instance"].notna(), s["name"].astype(str) + "#" + s["rank"].astype(str)),
-                 dur=pd.to_numeric(s["dur_ns"], errors="coerce").astype("float64"))
+    s = s.assign(
+        key=s["instance"]
+        .astype(object)
+        .where(s["instance"].notna(), s["name"].astype(str) + "#" + s["rank"].astype(str)),
+        dur=pd.to_numeric(s["dur_ns"], errors="coerce").astype("float64"),
+    )
     g = s.groupby("key", sort=False)
-    out = pd.DataFrame({
-        "name": g["name"].first(), "op_type": g["op_type"].first(), "group_name": g["group_name"].first(),
-        "pg_name": g["pg_name"].first(), "step": g["step"].min(), "ranks": g["rank"].nunique(), "calls": g.size(),
-        "min_ns": g["dur"].min(), "max_ns": g["dur"].max(), "avg_ns": g["dur"].mean(),
-        "slowest_rank": s.loc[g["dur"].idxmax(), "rank"].to_numpy(), "fastest_rank": s.loc[g["dur"].idxmin(), "rank"].to_numpy(),
-        "max_wait_ns": g["wait_ns"].max(), "bytes": g["bytes"].max(), "n_members": g["n_members"].max(),
-        "wait_source": g["wait_source"].first(),
-    }).reset_index(drop=True)
+    out = pd.DataFrame(
+        {
+            "name": g["name"].first(),
+            "op_type": g["op_type"].first(),
+            "group_name": g["group_name"].first(),
+            "pg_name": g["pg_name"].first(),
+            "step": g["step"].min(),
+            "ranks": g["rank"].nunique(),
+            "calls": g.size(),
+            "min_ns": g["dur"].min(),
+            "max_ns": g["dur"].max(),
+            "avg_ns": g["dur"].mean(),
+            "slowest_rank": s.loc[g["dur"].idxmax(), "rank"].to_numpy(),
+            "fastest_rank": s.loc[g["dur"].idxmin(), "rank"].to_numpy(),
+            "max_wait_ns": g["wait_ns"].max(),
+            "bytes": g["bytes"].max(),
+            "n_members": g["n_members"].max(),
+            "wait_source": g["wait_source"].first(),
+        }
+    ).reset_index(drop=True)
     n = len(out)
     return out.sort_values(["max_ns", "name"], ascending=[False, True]).head(limit).reset_index(drop=True), n
 
@@ -1099,5 +1263,5 @@ def _warm(store: Store, run: str, ranks: list[int]) -> None:
         try:
             with Reader(store, run, ranks) as r:
                 job(r)
-        except Exception:  # noqa: BLE001 - the request that needs it will report the problem
+        except Exception:
             log.debug("warm-up of %s for run %s failed", name, run, exc_info=True)

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-
-from analyzer.format import fmt_bytes, fmt_ns, fmt_rate, is_missing as _missing  # noqa: F401 - re-exported
+from analyzer.format import fmt_bytes, fmt_ns, fmt_rate  # noqa: F401 - re-exported
+from analyzer.format import is_missing as _missing
 
 
 def fmt_pct(v: Any, digits: int = 1) -> str:

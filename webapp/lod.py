@@ -39,7 +39,11 @@ class LaneIndex:
         """Covered length of the lane in (-inf, t) for each t (int64 array)."""
         k = np.searchsorted(self.union_a, t, side="right") - 1
         kk = np.clip(k, 0, None)
-        inside = np.clip(t - self.union_a[kk], 0, self.union_b[kk] - self.union_a[kk]) if len(self.union_a) else np.zeros_like(t)
+        inside = (
+            np.clip(t - self.union_a[kk], 0, self.union_b[kk] - self.union_a[kk])
+            if len(self.union_a)
+            else np.zeros_like(t)
+        )
         out = np.where(k >= 0, self.cum[kk] + inside, 0)
         return out
 

@@ -236,8 +236,23 @@ LANE_COLORS = {
 
 _AXIS = dict(gridcolor="#e6ebf1", linecolor="#c5ced8", zerolinecolor="#d5dde6", ticks="", automargin=True)
 _BASE_LAYOUT = dict(
-    template="none", paper_bgcolor="white", plot_bgcolor="white", xaxis=_AXIS, yaxis=_AXIS,
-    colorway=["#2f6fb0", "#e67e22", "#27ae60", "#d9534f", "#9b59b6", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"],
+    template="none",
+    paper_bgcolor="white",
+    plot_bgcolor="white",
+    xaxis=_AXIS,
+    yaxis=_AXIS,
+    colorway=[
+        "#2f6fb0",
+        "#e67e22",
+        "#27ae60",
+        "#d9534f",
+        "#9b59b6",
+        "#8c564b",
+        "#e377c2",
+        "#7f7f7f",
+        "#bcbd22",
+        "#17becf",
+    ],
     hoverlabel=dict(font_size=12),
 )
 
@@ -261,10 +276,14 @@ def graph(id_: str | dict[str, Any], fig: go.Figure, config: dict[str, Any] | No
 
 def stat(label: str, value: str, id_: str | None = None) -> html.Div:
     kw = {"id": id_} if id_ else {}
-    return html.Div([html.Div(value, className="stat-value", **kw), html.Div(label, className="stat-label")], className="stat")
+    return html.Div(
+        [html.Div(value, className="stat-value", **kw), html.Div(label, className="stat-label")], className="stat"
+    )
 
 
-def table(columns: Sequence[str], rows: Sequence[Sequence[Any]], id_: str | None = None, class_name: str = "tbl") -> html.Table:
+def table(
+    columns: Sequence[str], rows: Sequence[Sequence[Any]], id_: str | None = None, class_name: str = "tbl"
+) -> html.Table:
     """A small static table; every cell is rendered as text."""
     kw = {"id": id_} if id_ else {}
     return html.Table(
@@ -298,8 +317,13 @@ def _cell_text(v: Any, pct: bool) -> str:
     return str(v)
 
 
-def fit_columns(cols: Sequence[dict[str, Any]], rows: Sequence[dict[str, Any]] = (), max_px: int = 440,
-                sample: int = 400, budget_px: int | None = None) -> list[dict[str, Any]]:
+def fit_columns(
+    cols: Sequence[dict[str, Any]],
+    rows: Sequence[dict[str, Any]] = (),
+    max_px: int = 440,
+    sample: int = 400,
+    budget_px: int | None = None,
+) -> list[dict[str, Any]]:
     """Column widths from their content (header words and the first ``sample`` rows' values), so
     that a grid shows its key columns without a horizontal scroll; headers wrap onto two lines.
     A column wider than ``max_px`` is cut (its tooltip shows the whole value); a column with

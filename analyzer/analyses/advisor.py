@@ -50,17 +50,41 @@ def _pct(x: float) -> str:
     return f"{x:.1%}"
 
 
-def _finding(rule: str, severity: str, title: str, detail: str, ranks: list[int], value: float,
-             threshold: float, evidence: list[dict]) -> dict:
-    return {"rule": rule, "severity": severity, "title": title, "detail": detail, "ranks": sorted(set(ranks)),
-            "value": value, "threshold": threshold, "evidence": evidence}
+def _finding(
+    rule: str,
+    severity: str,
+    title: str,
+    detail: str,
+    ranks: list[int],
+    value: float,
+    threshold: float,
+    evidence: list[dict],
+) -> dict:
+    return {
+        "rule": rule,
+        "severity": severity,
+        "title": title,
+        "detail": detail,
+        "ranks": sorted(set(ranks)),
+        "value": value,
+        "threshold": threshold,
+        "evidence": evidence,
+    }
 
 
 def _records(df: pd.DataFrame) -> list[dict]:
     out = []
     for r in df.to_dict("records"):
-        out.append({k: (None if (isinstance(v, float) and np.isnan(v)) or v is pd.NA else
-                        (v.item() if isinstance(v, np.generic) else v)) for k, v in r.items()})
+        out.append(
+            {
+                k: (
+                    None
+                    if (isinstance(v, float) and np.isnan(v)) or v is pd.NA
+                    else (v.item() if isinstance(v, np.generic) else v)
+                )
+                for k, v in r.items()
+            }
+        )
     return out
 
 
@@ -71,15 +95,34 @@ def _slow_rank_rules(store: Store, run: str, sb: pd.DataFrame) -> list[dict]:
     if not voted.empty:
         top = voted.iloc[0]
         ev = evidence[evidence["slow_ranks"].map(lambda s: int(top["rank"]) in s)]
-        out.append(_finding(
-            "slow_rank", "high", f"Rank {int(top['rank'])} is the slow rank",
-            f"rank {int(top['rank'])} arrived last (shortest elapsed time) in {int(top['votes'])} of the "
-            f"{int(top['instances'])} collectives it took part in (Dixon's Q at 99.5 % / 3σ vote); the others "
-            f"waited for it.",
-            [int(r) for r in voted["rank"]], float(top["votes"]), 1.0,
-            _records(ev[["instance", "group_name", "step", "op_type", "bytes", "test", "statistic", "critical",
-                         "elapsed_by_rank"]]),
-        ))
+        out.append(
+            _finding(
+                "slow_rank",
+                "high",
+                f"Rank {int(top['rank'])} is the slow rank",
+                f"rank {int(top['rank'])} arrived last (shortest elapsed time) in {int(top['votes'])} of the "
+                f"{int(top['instances'])} collectives it took part in (Dixon's Q at 99.5 % / 3σ vote); the others "
+                f"waited for it.",
+                [int(r) for r in voted["rank"]],
+                float(top["votes"]),
+                1.0,
+                _records(
+                    ev[
+                        [
+                            "instance",
+                            "group_name",
+                            "step",
+                            "op_type",
+                            "bytes",
+                            "test",
+                            "statistic",
+                            "critical",
+                            "elapsed_by_rank",
+                        ]
+                    ]
+                ),
+            )
+        )
     if sb["rank"].nunique() >= 2:
         per_rank = sb.groupby("rank")[["computing_ns", "communication_ns", "free_ns"]].mean()
         for col in per_rank.columns:
@@ -92,14 +135,20 @@ def _slow_rank_rules(store: Store, run: str, sb: pd.DataFrame) -> list[dict]:
                 name = col.removesuffix("_ns").replace("_", " ").capitalize()
                 hi, lo = int(v.idxmax()), int(v.idxmin())
                 culprit = hi if col in ("computing_ns", "free_ns") else lo
-                out.append(_finding(
-                    "slow_rank", "medium", f"{name} differs across ranks by {_pct(gap)}",
-                    f"{name} per step (mean over steps) ranges from {_ms(v.min())} (rank {lo}) to {_ms(v.max())} "
-                    f"(rank {hi}), {_pct(gap)} of the mean {_ms(mean)} (threshold {SPREAD_THRESHOLD:.0%}); "
-                    f"look first at rank {culprit}.",
-                    [culprit], gap, SPREAD_THRESHOLD,
-                    [{"rank": int(r), col: int(x)} for r, x in v.items()],
-                ))
+                out.append(
+                    _finding(
+                        "slow_rank",
+                        "medium",
+                        f"{name} differs across ranks by {_pct(gap)}",
+                        f"{name} per step (mean over steps) ranges from {_ms(v.min())} (rank {lo}) to {_ms(v.max())} "
+                        f"(rank {hi}), {_pct(gap)} of the mean {_ms(mean)} (threshold {SPREAD_THRESHOLD:.0%}); "
+                        f"look first at rank {culprit}.",
+                        [culprit],
+                        gap,
+                        SPREAD_THRESHOLD,
+                        [{"rank": int(r), col: int(x)} for r, x in v.items()],
+                    )
+                )
     return out
 
 
@@ -123,29 +172,48 @@ def slow_link_findings(judged: pd.DataFrame, evidence: pd.DataFrame) -> list[dic
             r = g.iloc[0]
             transports = list(dict.fromkeys(str(t) for t in g["transport"]))
             tr = "/".join(transports)
-            ev = evidence[(evidence["level"] == "rank") & (evidence["rank"] == r["slow_rank"])
-                          & evidence["transport"].isin(transports)] if not evidence.empty else evidence
-            out.append(_finding(
-                "slow_link", "high", f"Rank {r['slow_rank']} is slow on {tr}",
-                f"step {r['step']}, group {r['group_name']}: {tr} bandwidth {r['min_bytes_per_s'] / 1e9:.2f} GB/s on rank "
-                f"{r['slow_rank']} vs {r['max_bytes_per_s'] / 1e9:.2f} GB/s on rank {r['fast_rank']} (gap "
-                f"{_pct(r['gap_ratio'])} of the mean, threshold {RATIO(SPREAD_THRESHOLD)}).",
-                [int(r["slow_rank"])], float(r["gap_ratio"]), SPREAD_THRESHOLD,
-                _records(ev.drop(columns=["level"], errors="ignore")),
-            ))
+            ev = (
+                evidence[
+                    (evidence["level"] == "rank")
+                    & (evidence["rank"] == r["slow_rank"])
+                    & evidence["transport"].isin(transports)
+                ]
+                if not evidence.empty
+                else evidence
+            )
+            out.append(
+                _finding(
+                    "slow_link",
+                    "high",
+                    f"Rank {r['slow_rank']} is slow on {tr}",
+                    f"step {r['step']}, group {r['group_name']}: {tr} bandwidth {r['min_bytes_per_s'] / 1e9:.2f} GB/s on rank "
+                    f"{r['slow_rank']} vs {r['max_bytes_per_s'] / 1e9:.2f} GB/s on rank {r['fast_rank']} (gap "
+                    f"{_pct(r['gap_ratio'])} of the mean, threshold {RATIO(SPREAD_THRESHOLD)}).",
+                    [int(r["slow_rank"])],
+                    float(r["gap_ratio"]),
+                    SPREAD_THRESHOLD,
+                    _records(ev.drop(columns=["level"], errors="ignore")),
+                )
+            )
     for r in slow[slow["level"] == "link"].itertuples():
         ev = evidence[(evidence["level"] == "link") & (evidence["transport"] == r.transport)]
-        out.append(_finding(
-            "slow_link", "medium", f"Slow {r.transport} link {r.slow_src} → {r.slow_dst}",
-            f"{r.op_type} in group {r.group_name}: link {r.slow_src} → {r.slow_dst} reaches "
-            f"{r.min_bytes_per_s / 1e9:.2f} GB/s, {_pct(r.gap_ratio)} below the median of its {r.n} peer links.",
-            [x for x in (r.slow_src, r.slow_dst) if x is not None and not pd.isna(x)], float(r.gap_ratio), SPREAD_THRESHOLD,
-            _records(ev.drop(columns=["level"], errors="ignore")),
-        ))
+        out.append(
+            _finding(
+                "slow_link",
+                "medium",
+                f"Slow {r.transport} link {r.slow_src} → {r.slow_dst}",
+                f"{r.op_type} in group {r.group_name}: link {r.slow_src} → {r.slow_dst} reaches "
+                f"{r.min_bytes_per_s / 1e9:.2f} GB/s, {_pct(r.gap_ratio)} below the median of its {r.n} peer links.",
+                [x for x in (r.slow_src, r.slow_dst) if x is not None and not pd.isna(x)],
+                float(r.gap_ratio),
+                SPREAD_THRESHOLD,
+                _records(ev.drop(columns=["level"], errors="ignore")),
+            )
+        )
     return out
 
 
-def RATIO(x: float) -> str:  # noqa: N802 - tiny formatter
+def RATIO(x: float) -> str:
     return f"{x:.0%}"
 
 
@@ -220,14 +288,21 @@ def _gap_rules(store: Store, run: str, sb: pd.DataFrame) -> list[dict]:
             continue
         top = sorted(gaps_by_rank[rank], key=lambda r: -r["dur_ns"])[:TOP_GAPS]
         where = "the device" if acts[rank].mode == "device" else "the CPU threads (no operator, no collective running)"
-        out.append(_finding(
-            "high_free", "high" if share > 0.3 else "medium", f"Rank {rank} is idle {_pct(share)} of the step",
-            f"Free (no task on {where}) is {_ms(free_ns[rank] / n_steps[rank])} of {_ms(step_ns[rank] / n_steps[rank])} "
-            f"step time on rank {rank} (mean over {n_steps[rank]} step{'s' if n_steps[rank] != 1 else ''}; "
-            f"{_pct(share)}, threshold {FREE_THRESHOLD:.0%}); the biggest idle gap is "
-            f"{_ms(top[0]['dur_ns']) if top else '-'}.",
-            [rank], share, FREE_THRESHOLD, top,
-        ))
+        out.append(
+            _finding(
+                "high_free",
+                "high" if share > 0.3 else "medium",
+                f"Rank {rank} is idle {_pct(share)} of the step",
+                f"Free (no task on {where}) is {_ms(free_ns[rank] / n_steps[rank])} of {_ms(step_ns[rank] / n_steps[rank])} "
+                f"step time on rank {rank} (mean over {n_steps[rank]} step{'s' if n_steps[rank] != 1 else ''}; "
+                f"{_pct(share)}, threshold {FREE_THRESHOLD:.0%}); the biggest idle gap is "
+                f"{_ms(top[0]['dur_ns']) if top else '-'}.",
+                [rank],
+                share,
+                FREE_THRESHOLD,
+                top,
+            )
+        )
     # host-bound dispatch: the task after an idle gap was launched only after the gap began
     if device_ranks and not launches.empty:
         for rank in device_ranks:
@@ -242,19 +317,33 @@ def _gap_rules(store: Store, run: str, sb: pd.DataFrame) -> list[dict]:
                     continue
                 launch_ns = int(ln["launch_ns"].iloc[k])
                 if launch_ns > g["start_ns"]:
-                    bound.append({**g, "next_task": ln["task"].iloc[k], "launch_call": ln["launch_name"].iloc[k],
-                                  "launch_ns": launch_ns, "launch_after_idle_ns": launch_ns - g["start_ns"]})
+                    bound.append(
+                        {
+                            **g,
+                            "next_task": ln["task"].iloc[k],
+                            "launch_call": ln["launch_name"].iloc[k],
+                            "launch_ns": launch_ns,
+                            "launch_after_idle_ns": launch_ns - g["start_ns"],
+                        }
+                    )
             total = sum(b["dur_ns"] for b in bound)
             share = total / float(step_ns[rank]) if step_ns[rank] else 0.0
             if share > HOST_BOUND_THRESHOLD:
                 top = sorted(bound, key=lambda r: -r["dur_ns"])[:TOP_GAPS]
-                out.append(_finding(
-                    "host_bound", "high" if share > 0.3 else "medium", f"Rank {rank} is host-bound",
-                    f"on rank {rank} the device waited {_ms(total)} over {n_steps[rank]} step(s) ({_pct(share)} of the step time, threshold "
-                    f"{HOST_BOUND_THRESHOLD:.0%}) in {len(bound)} idle gaps for tasks the host launched only after the "
-                    f"device had gone idle: speed up dispatch (fewer, fused ops; graph mode; CPU binding).",
-                    [rank], share, HOST_BOUND_THRESHOLD, top,
-                ))
+                out.append(
+                    _finding(
+                        "host_bound",
+                        "high" if share > 0.3 else "medium",
+                        f"Rank {rank} is host-bound",
+                        f"on rank {rank} the device waited {_ms(total)} over {n_steps[rank]} step(s) ({_pct(share)} of the step time, threshold "
+                        f"{HOST_BOUND_THRESHOLD:.0%}) in {len(bound)} idle gaps for tasks the host launched only after the "
+                        f"device had gone idle: speed up dispatch (fewer, fused ops; graph mode; CPU binding).",
+                        [rank],
+                        share,
+                        HOST_BOUND_THRESHOLD,
+                        top,
+                    )
+                )
     return out
 
 
@@ -269,15 +358,24 @@ def _small_packet_rules(store: Store, run: str) -> list[dict]:
         small = g[g["bytes"] < limit]
         ratio = len(small) / len(g)
         if ratio > SMALL_PACKET_RATIO:
-            out.append(_finding(
-                "small_packets", "medium", f"Small {transport} communication ({_pct(ratio)} of the ops)",
-                f"{len(small)} of {len(g)} {transport} ops move less than {limit / (1 << 20):.0f} MiB (ratio {_pct(ratio)}, "
-                f"threshold {SMALL_PACKET_RATIO:.0%}), {_ms(small['transit_ns'].sum())} of transit time: bucket gradients "
-                f"(larger DDP buckets, fused collectives) or raise the batch size.",
-                [int(r) for r in small["rank"].unique()], ratio, SMALL_PACKET_RATIO,
-                _records(small.sort_values("transit_ns", ascending=False).head(20)[
-                    ["rank", "step", "op_name", "group_name", "transport", "bytes", "transit_ns"]]),
-            ))
+            out.append(
+                _finding(
+                    "small_packets",
+                    "medium",
+                    f"Small {transport} communication ({_pct(ratio)} of the ops)",
+                    f"{len(small)} of {len(g)} {transport} ops move less than {limit / (1 << 20):.0f} MiB (ratio {_pct(ratio)}, "
+                    f"threshold {SMALL_PACKET_RATIO:.0%}), {_ms(small['transit_ns'].sum())} of transit time: bucket gradients "
+                    f"(larger DDP buckets, fused collectives) or raise the batch size.",
+                    [int(r) for r in small["rank"].unique()],
+                    ratio,
+                    SMALL_PACKET_RATIO,
+                    _records(
+                        small.sort_values("transit_ns", ascending=False).head(20)[
+                            ["rank", "step", "op_name", "group_name", "transport", "bytes", "transit_ns"]
+                        ]
+                    ),
+                )
+            )
     return out
 
 
@@ -293,13 +391,20 @@ def _aicpu_rules(store: Store, run: str) -> list[dict]:
         ).df()
     if df.empty:
         return []
-    return [_finding(
-        "aicpu", "medium", f"{df['name'].nunique()} AI CPU operator(s) longer than 20 µs",
-        f"{int(df['count'].sum())} AI CPU tasks longer than {AICPU_MIN_NS / 1000:.0f} µs, {_ms(df['total_ns'].sum())} in total "
-        f"(longest {_ms(df['max_ns'].max())}, {df.iloc[0]['name']}): AI CPU runs operators the AI Core cannot "
-        f"(often int64/double inputs); change the dtype or use an AI Core operator.",
-        [int(r) for r in df["rank"].unique()], float(df["total_ns"].sum()), AICPU_MIN_NS, _records(df.head(20)),
-    )]
+    return [
+        _finding(
+            "aicpu",
+            "medium",
+            f"{df['name'].nunique()} AI CPU operator(s) longer than 20 µs",
+            f"{int(df['count'].sum())} AI CPU tasks longer than {AICPU_MIN_NS / 1000:.0f} µs, {_ms(df['total_ns'].sum())} in total "
+            f"(longest {_ms(df['max_ns'].max())}, {df.iloc[0]['name']}): AI CPU runs operators the AI Core cannot "
+            f"(often int64/double inputs); change the dtype or use an AI Core operator.",
+            [int(r) for r in df["rank"].unique()],
+            float(df["total_ns"].sum()),
+            AICPU_MIN_NS,
+            _records(df.head(20)),
+        )
+    ]
 
 
 def advise(store: Store, run: str | None = None) -> pd.DataFrame:

@@ -36,7 +36,14 @@ BLOCKING = {"allreduce", "allgather", "reduce_scatter", "alltoall", "barrier"}
 MIN_COLLECTIVES = 3
 MAX_RESIDUAL_NS = 1_000_000
 COLUMNS = [
-    "rank", "offset_ns", "residual_ns", "residual_p90_ns", "n_collectives", "coarse_offset_ns", "status", "warning",
+    "rank",
+    "offset_ns",
+    "residual_ns",
+    "residual_p90_ns",
+    "n_collectives",
+    "coarse_offset_ns",
+    "status",
+    "warning",
 ]
 
 
@@ -95,8 +102,8 @@ def align(con: duckdb.DuckDBPyConnection, run: str) -> Alignment:
     raw = collectives.load_ops(con, run)
     groups = collectives.load_groups(con, run)
     ranks = sorted(
-        set(int(r) for r in steps["rank"]) | set(int(r) for r in con.execute(
-            "SELECT DISTINCT rank FROM comm_ops WHERE run = ?", [run]).df()["rank"])
+        set(int(r) for r in steps["rank"])
+        | set(int(r) for r in con.execute("SELECT DISTINCT rank FROM comm_ops WHERE run = ?", [run]).df()["rank"])
     )
 
     def match(offsets: dict[int, int] | None, tol: int) -> tuple[pd.DataFrame, dict[str, tuple[int, ...]]]:
@@ -159,7 +166,11 @@ def clock_offsets(store: Store, run: str | None = None, max_residual_ns: int = M
                 warning = (
                     f"rank {rank} cannot be aligned: only {n} blocking collective(s) matched with other ranks "
                     f"(need {MIN_COLLECTIVES}); its timeline keeps its own clock"
-                    + (f" (coarse estimate from step starts: {coarse.get(rank, 0) / 1e6:.3f} ms)" if rank in coarse else "")
+                    + (
+                        f" (coarse estimate from step starts: {coarse.get(rank, 0) / 1e6:.3f} ms)"
+                        if rank in coarse
+                        else ""
+                    )
                 )
             elif res_med is not None and res_med > max_residual_ns:
                 status = "poorly aligned"
@@ -187,7 +198,10 @@ def clock_offsets(store: Store, run: str | None = None, max_residual_ns: int = M
 
 def _blocking_ends(ops: pd.DataFrame) -> pd.DataFrame:
     ok = (
-        ops["instance"].notna() & ~ops["is_p2p"] & ops["op_type"].isin(BLOCKING)
-        & (ops["n_seen"] >= 2) & (ops["n_seen"] == ops["n_members"])
+        ops["instance"].notna()
+        & ~ops["is_p2p"]
+        & ops["op_type"].isin(BLOCKING)
+        & (ops["n_seen"] >= 2)
+        & (ops["n_seen"] == ops["n_members"])
     )
     return ops.loc[ok, ["instance", "rank", "end_ns"]].reset_index(drop=True)

@@ -27,8 +27,23 @@ import numpy as np
 import pandas as pd
 
 OP_COLUMNS = [
-    "rank", "step", "name", "op_type", "group_name", "group_ranks", "is_p2p", "ts_ns", "dur_ns", "end_ns",
-    "wait_ns", "transit_ns", "sync_ns", "idle_ns", "bytes", "alg_type", "source",
+    "rank",
+    "step",
+    "name",
+    "op_type",
+    "group_name",
+    "group_ranks",
+    "is_p2p",
+    "ts_ns",
+    "dur_ns",
+    "end_ns",
+    "wait_ns",
+    "transit_ns",
+    "sync_ns",
+    "idle_ns",
+    "bytes",
+    "alg_type",
+    "source",
 ]
 
 DEFAULT_TOLERANCE_NS = 200_000  # slack on "all members' intervals overlap" (clock error allowance)
@@ -226,7 +241,12 @@ def match_instances(ops: pd.DataFrame, members: dict[str, tuple[int, ...]]) -> p
     ops["_sender"] = sender
     ops["ordinal"] = ops.sort_values("ts_ns").groupby(["rank", "_base", "op_type", "_sender"]).cumcount()
     ok = ops["group_name"].notna() & (~ops["is_p2p"] | (ops["_sender"] >= 0))
-    key = ops["_base"] + "|" + np.where(ops["is_p2p"], "from" + ops["_sender"].astype(str) + "|", "") + ops["ordinal"].astype(str)
+    key = (
+        ops["_base"]
+        + "|"
+        + np.where(ops["is_p2p"], "from" + ops["_sender"].astype(str) + "|", "")
+        + ops["ordinal"].astype(str)
+    )
     ops["instance"] = np.where(ok, key, None)
     ops["n_seen"] = ops.groupby("instance")["rank"].transform("nunique").where(ops["instance"].notna())
     present = set(int(r) for r in ops["rank"].unique())

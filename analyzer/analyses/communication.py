@@ -22,8 +22,23 @@ from . import collectives
 from ._run import resolve
 
 SUMMARY_COLUMNS = [
-    "rank", "step", "group_name", "pg_name", "op_type", "name", "is_p2p", "instance", "ts_ns", "dur_ns",
-    "wait_ns", "transit_ns", "wait_source", "bytes", "bandwidth_bytes_per_s", "n_seen", "n_members",
+    "rank",
+    "step",
+    "group_name",
+    "pg_name",
+    "op_type",
+    "name",
+    "is_p2p",
+    "instance",
+    "ts_ns",
+    "dur_ns",
+    "wait_ns",
+    "transit_ns",
+    "wait_source",
+    "bytes",
+    "bandwidth_bytes_per_s",
+    "n_seen",
+    "n_members",
 ]
 
 
@@ -76,8 +91,16 @@ def _communication_summary(store: Store, run: str) -> pd.DataFrame:
 
 
 BANDWIDTH_COLUMNS = [
-    "rank", "step", "op_name", "group_name", "transport", "bytes", "transit_ns", "bandwidth_bytes_per_s",
-    "large_packet_ratio", "source",
+    "rank",
+    "step",
+    "op_name",
+    "group_name",
+    "transport",
+    "bytes",
+    "transit_ns",
+    "bandwidth_bytes_per_s",
+    "large_packet_ratio",
+    "source",
 ]
 
 
@@ -135,8 +158,20 @@ def _backend_name(b: object) -> str:
 
 
 MATRIX_COLUMNS = [
-    "group_name", "pg_name", "op_type", "is_p2p", "src_rank", "dst_rank", "src_local", "dst_local", "transport",
-    "bytes", "transit_ns", "bandwidth_bytes_per_s", "steps", "source",
+    "group_name",
+    "pg_name",
+    "op_type",
+    "is_p2p",
+    "src_rank",
+    "dst_rank",
+    "src_local",
+    "dst_local",
+    "transport",
+    "bytes",
+    "transit_ns",
+    "bandwidth_bytes_per_s",
+    "steps",
+    "source",
 ]
 
 
@@ -177,10 +212,14 @@ def comm_matrix(store: Store, run: str | None = None) -> pd.DataFrame:
             links.loc[miss, col] = [
                 _to_global(layout.get(str(g)), lr) for g, lr in zip(links.loc[miss, "group_name"], links.loc[miss, loc])
             ]
-        agg = links.groupby(
-            ["group_name", "op_type", "is_p2p", "src_rank", "dst_rank", "src_local", "dst_local", "transport"],
-            dropna=False,
-        ).agg(bytes=("bytes", "sum"), transit_ns=("transit_ns", "sum"), steps=("step", "nunique")).reset_index()
+        agg = (
+            links.groupby(
+                ["group_name", "op_type", "is_p2p", "src_rank", "dst_rank", "src_local", "dst_local", "transport"],
+                dropna=False,
+            )
+            .agg(bytes=("bytes", "sum"), transit_ns=("transit_ns", "sum"), steps=("step", "nunique"))
+            .reset_index()
+        )
         agg["source"] = "comm_links"
         rows.append(agg)
     p2p = ops[ops["is_p2p"] & ops["instance"].notna() & (ops["op_type"] == "recv")]
@@ -190,9 +229,11 @@ def comm_matrix(store: Store, run: str | None = None) -> pd.DataFrame:
             next((m for m in members.get(g, ()) if m != r), None) for g, r in zip(recv["group_name"], recv["rank"])
         ]
         recv["dst_rank"] = recv["rank"]
-        agg = recv.groupby(["group_name", "src_rank", "dst_rank"], dropna=False).agg(
-            bytes=("bytes", "sum"), transit_ns=("dur_ns", "sum"), steps=("step", "nunique")
-        ).reset_index()
+        agg = (
+            recv.groupby(["group_name", "src_rank", "dst_rank"], dropna=False)
+            .agg(bytes=("bytes", "sum"), transit_ns=("dur_ns", "sum"), steps=("step", "nunique"))
+            .reset_index()
+        )
         agg["op_type"], agg["is_p2p"], agg["transport"], agg["source"] = "p2p", True, None, "matched send/recv"
         agg["src_local"] = agg["dst_local"] = None
         rows.append(agg)
@@ -215,8 +256,17 @@ def _to_global(layout: list[int] | None, local: object) -> int | None:
 
 
 GROUP_COLUMNS = [
-    "group_name", "pg_name", "ranks", "ranks_present", "op_types", "instances", "bytes", "elapsed_ns", "wait_ns",
-    "transit_ns", "wait_ratio",
+    "group_name",
+    "pg_name",
+    "ranks",
+    "ranks_present",
+    "op_types",
+    "instances",
+    "bytes",
+    "elapsed_ns",
+    "wait_ns",
+    "transit_ns",
+    "wait_ratio",
 ]
 
 
@@ -244,7 +294,9 @@ def comm_group_totals(store: Store, run: str | None = None) -> pd.DataFrame:
                 "elapsed_ns": int(sub["dur_ns"].sum()),
                 "wait_ns": None if pd.isna(wait) else int(wait),
                 "transit_ns": None if pd.isna(transit) else int(transit),
-                "wait_ratio": (float(wait) / float(wait + transit)) if not pd.isna(wait) and not pd.isna(transit) and (wait + transit) else None,
+                "wait_ratio": (float(wait) / float(wait + transit))
+                if not pd.isna(wait) and not pd.isna(transit) and (wait + transit)
+                else None,
             }
         )
     return pd.DataFrame(rows, columns=GROUP_COLUMNS)

@@ -35,11 +35,22 @@ from ._run import resolve
 
 DIMS = ("tp", "cp", "ep", "dp", "pp")
 _ALIASES = {
-    "tp": "tp", "tensor": "tp", "tensor_model_parallel": "tp",
-    "cp": "cp", "context": "cp", "context_parallel": "cp",
-    "ep": "ep", "exp": "ep", "expert": "ep", "expert_model_parallel": "ep",
-    "dp": "dp", "data": "dp", "data_parallel": "dp",
-    "pp": "pp", "pipeline": "pp", "pipeline_model_parallel": "pp",
+    "tp": "tp",
+    "tensor": "tp",
+    "tensor_model_parallel": "tp",
+    "cp": "cp",
+    "context": "cp",
+    "context_parallel": "cp",
+    "ep": "ep",
+    "exp": "ep",
+    "expert": "ep",
+    "expert_model_parallel": "ep",
+    "dp": "dp",
+    "data": "dp",
+    "data_parallel": "dp",
+    "pp": "pp",
+    "pipeline": "pp",
+    "pipeline_model_parallel": "pp",
 }
 DIM_COLUMNS = ["dim", "size", "groups", "stride", "source", "members"]
 
@@ -58,17 +69,27 @@ def communication_group_json(path: str | Path) -> pd.DataFrame:
     info = doc.get("comm_group_parallel_info")
     if isinstance(info, list):
         for g in info:
-            rows.append({
-                "group_name": str(g.get("group_name")), "ranks": tuple(sorted(int(r) for r in g.get("rank_set", []))),
-                "label": g.get("pg_name"), "traffic": g.get("type"), "source": "communication_group.json",
-            })
+            rows.append(
+                {
+                    "group_name": str(g.get("group_name")),
+                    "ranks": tuple(sorted(int(r) for r in g.get("rank_set", []))),
+                    "label": g.get("pg_name"),
+                    "traffic": g.get("type"),
+                    "source": "communication_group.json",
+                }
+            )
     else:
         for kind in ("collective", "p2p"):
             for i, ranks in enumerate(doc.get(kind) or []):
-                rows.append({
-                    "group_name": f"{kind}{i}", "ranks": tuple(sorted(int(r) for r in ranks)), "label": None,
-                    "traffic": kind, "source": "communication_group.json",
-                })
+                rows.append(
+                    {
+                        "group_name": f"{kind}{i}",
+                        "ranks": tuple(sorted(int(r) for r in ranks)),
+                        "label": None,
+                        "traffic": kind,
+                        "source": "communication_group.json",
+                    }
+                )
     return pd.DataFrame(rows, columns=["group_name", "ranks", "label", "traffic", "source"])
 
 
@@ -92,7 +113,9 @@ def infer_layout(groups: pd.DataFrame, world: list[int]) -> tuple[pd.DataFrame, 
         ranks = tuple(sorted(set(int(x) for x in r.ranks)))
         if not ranks:
             continue
-        rec = recs.setdefault(ranks, {"labels": set(), "traffic": set(), "sources": set(), "raw": set(), "origin": set()})
+        rec = recs.setdefault(
+            ranks, {"labels": set(), "traffic": set(), "sources": set(), "raw": set(), "origin": set()}
+        )
         rec["origin"].add(r.source)
         if isinstance(r.label, str) and r.label:
             rec["raw"].add(r.label)
@@ -155,14 +178,25 @@ def infer_layout(groups: pd.DataFrame, world: list[int]) -> tuple[pd.DataFrame, 
         max_coll = max((f["stride"] for f in coll), default=-1)
         f = max(idle, key=lambda f: f["stride"])
         if f["stride"] > max_coll:
-            dims["pp"] = {"groups": f["groups"], "sources": {"inferred (no collectives; outermost stride, send/recv not attributed)"}}
+            dims["pp"] = {
+                "groups": f["groups"],
+                "sources": {"inferred (no collectives; outermost stride, send/recv not attributed)"},
+            }
     # pure data parallel: the job created no group but the world (the trace lists every process
     # group with its global ranks, Kineto pg_config) and all its collectives run there
     world_rec = recs.get(tuple(world))
-    if (not dims and n >= 2 and world_rec is not None and "collective" in world_rec["traffic"]
-            and "comm_groups" in world_rec["origin"] and not any(1 < len(g) < n for g in recs)):
-        dims["dp"] = {"groups": {tuple(world)},
-                      "sources": {"inferred (the world is the only group and carries the collectives)"}}
+    if (
+        not dims
+        and n >= 2
+        and world_rec is not None
+        and "collective" in world_rec["traffic"]
+        and "comm_groups" in world_rec["origin"]
+        and not any(1 < len(g) < n for g in recs)
+    ):
+        dims["dp"] = {
+            "groups": {tuple(world)},
+            "sources": {"inferred (the world is the only group and carries the collectives)"},
+        }
     dim_rows, coords = [], {r: {"rank": r} for r in world}
     for dim in DIMS:
         if dim not in dims:
@@ -170,11 +204,16 @@ def infer_layout(groups: pd.DataFrame, world: list[int]) -> tuple[pd.DataFrame, 
         gs = sorted(dims[dim]["groups"])
         sizes = {len(g) for g in gs}
         strides = {_stride(g) for g in gs}
-        dim_rows.append({
-            "dim": dim, "size": max(sizes), "groups": len(gs),
-            "stride": strides.pop() if len(strides) == 1 else None,
-            "source": "; ".join(sorted(dims[dim]["sources"])), "members": [list(g) for g in gs],
-        })
+        dim_rows.append(
+            {
+                "dim": dim,
+                "size": max(sizes),
+                "groups": len(gs),
+                "stride": strides.pop() if len(strides) == 1 else None,
+                "source": "; ".join(sorted(dims[dim]["sources"])),
+                "members": [list(g) for g in gs],
+            }
+        )
         for gi, g in enumerate(gs):
             for pos, r in enumerate(g):
                 if r in coords:
@@ -204,12 +243,16 @@ def _group_records(store: Store, run: str) -> tuple[pd.DataFrame, list[int]]:
         labels = mine["pg_name"].dropna().unique()
         declared = any(collectives.rank_list(v) for v in mine["global_ranks"])
         t = traffic.get(g, set())
-        rows.append({
-            "group_name": g, "ranks": m, "label": labels[0] if len(labels) else None,
-            "traffic": "both" if len(t) == 2 else (next(iter(t)) if t else None),
-            # members named by the trace, or only the ranks that report the group (maybe a part of it)
-            "source": "comm_groups" if declared else "comm_groups (reporting ranks)",
-        })
+        rows.append(
+            {
+                "group_name": g,
+                "ranks": m,
+                "label": labels[0] if len(labels) else None,
+                "traffic": "both" if len(t) == 2 else (next(iter(t)) if t else None),
+                # members named by the trace, or only the ranks that report the group (maybe a part of it)
+                "source": "comm_groups" if declared else "comm_groups (reporting ranks)",
+            }
+        )
     df = pd.DataFrame(rows, columns=["group_name", "ranks", "label", "traffic", "source"])
     if root and root[0]:
         base = Path(root[0])

@@ -27,9 +27,22 @@ from .step_breakdown import step_breakdown
 from .temporal_breakdown import temporal_breakdown
 
 SECTIONS = (
-    "step_breakdown", "temporal_breakdown", "communication_groups", "communication", "comm_bandwidth",
-    "comm_matrix", "group_coverage", "slow_ranks", "slow_rank_evidence", "slow_links", "slow_link_evidence", "parallel_dims",
-    "parallel_layout", "layout_metric", "clock_offsets", "advice",
+    "step_breakdown",
+    "temporal_breakdown",
+    "communication_groups",
+    "communication",
+    "comm_bandwidth",
+    "comm_matrix",
+    "group_coverage",
+    "slow_ranks",
+    "slow_rank_evidence",
+    "slow_links",
+    "slow_link_evidence",
+    "parallel_dims",
+    "parallel_layout",
+    "layout_metric",
+    "clock_offsets",
+    "advice",
 )
 LAYOUT_METRIC = "step_ns"  # the per-rank metric shown on the layout grid (mean over steps)
 MAX_ROWS = 10  # rows of a long table printed in the text report
@@ -53,8 +66,15 @@ def group_coverage(store: Store, run: str | None = None) -> pd.DataFrame:
             continue
         labels = groups[groups["group_name"] == g]["pg_name"].dropna().unique()
         prof = sorted(r for r in members if r in present)
-        rows.append({"group_name": g, "pg_name": labels[0] if len(labels) else None, "ranks": list(members),
-                     "ranks_profiled": prof, "profiled": len(prof)})
+        rows.append(
+            {
+                "group_name": g,
+                "pg_name": labels[0] if len(labels) else None,
+                "ranks": list(members),
+                "ranks_profiled": prof,
+                "profiled": len(prof),
+            }
+        )
     return pd.DataFrame(rows, columns=COVERAGE_COLUMNS)
 
 
@@ -160,27 +180,53 @@ def _print_steps(report: dict[str, Any], console: Any) -> None:
     if sb.empty:
         _say(console, "step breakdown: no steps and no activity recorded in this run")
     else:
-        cols = ["step_ns", "computing_ns", "comm_not_overlapped_ns", "overlapped_ns", "communication_ns", "free_ns",
-                "preparing_ns", "stage_ns", "bubble_ns"]
+        cols = [
+            "step_ns",
+            "computing_ns",
+            "comm_not_overlapped_ns",
+            "overlapped_ns",
+            "communication_ns",
+            "free_ns",
+            "preparing_ns",
+            "stage_ns",
+            "bubble_ns",
+        ]
         rows = []
         for rank, g in sb.groupby("rank"):
             means = g[cols].astype("float64").mean()
             rows.append([str(rank), str(len(g)), str(g["mode"].iloc[0]), *[_ms(means[c]) for c in cols]])
-        _table(console, "Step breakdown (ms, mean over steps; msprof-analyze definitions)",
-               ["rank", "steps", "mode"] + [c.removesuffix("_ns") for c in cols], rows)
+        _table(
+            console,
+            "Step breakdown (ms, mean over steps; msprof-analyze definitions)",
+            ["rank", "steps", "mode"] + [c.removesuffix("_ns") for c in cols],
+            rows,
+        )
     tb = report.get("temporal_breakdown")
     if tb is None:
         return
     if tb.empty:
-        _say(console, "temporal breakdown (HTA): no device ranks in this run (HTA's breakdown covers device tasks only)")
+        _say(
+            console, "temporal breakdown (HTA): no device ranks in this run (HTA's breakdown covers device tasks only)"
+        )
         return
     rows = [
-        [str(r.rank), _steps_text(r.steps), _ms(r.kernel_ns), _ms(r.idle_ns), _ms(r.compute_ns), _ms(r.non_compute_ns),
-         f"{_num(r.idle_pct)} / {_num(r.compute_pct)} / {_num(r.non_compute_pct)}"]
+        [
+            str(r.rank),
+            _steps_text(r.steps),
+            _ms(r.kernel_ns),
+            _ms(r.idle_ns),
+            _ms(r.compute_ns),
+            _ms(r.non_compute_ns),
+            f"{_num(r.idle_pct)} / {_num(r.compute_pct)} / {_num(r.non_compute_pct)}",
+        ]
         for r in tb.itertuples()
     ]
-    _table(console, "Temporal breakdown (ms, HTA's definition: all profiled steps but the last)",
-           ["rank", "steps", "kernel", "idle", "compute", "non-compute", "idle / compute / non-compute %"], rows)
+    _table(
+        console,
+        "Temporal breakdown (ms, HTA's definition: all profiled steps but the last)",
+        ["rank", "steps", "kernel", "idle", "compute", "non-compute", "idle / compute / non-compute %"],
+        rows,
+    )
 
 
 def _steps_text(steps: Any) -> str:
@@ -200,12 +246,14 @@ def _coverage_notes(cov: pd.DataFrame) -> list[str]:
         if len(present) < len(ranks):
             what = (
                 "its collectives cannot be compared across ranks (no wait/transit split, no slow-rank vote)"
-                if len(present) < 2 else
-                f"wait/transit and slow-rank votes use the {len(present)} profiled members only"
+                if len(present) < 2
+                else f"wait/transit and slow-rank votes use the {len(present)} profiled members only"
             )
-            out.append(f"group {r.group_name}{f' ({r.pg_name})' if isinstance(r.pg_name, str) else ''}: only "
-                       f"{len(present)} of {len(ranks)} members profiled (rank{'s' if len(present) != 1 else ''} "
-                       f"{', '.join(map(str, present)) or 'none'}); {what}")
+            out.append(
+                f"group {r.group_name}{f' ({r.pg_name})' if isinstance(r.pg_name, str) else ''}: only "
+                f"{len(present)} of {len(ranks)} members profiled (rank{'s' if len(present) != 1 else ''} "
+                f"{', '.join(map(str, present)) or 'none'}); {what}"
+            )
     return out
 
 
@@ -216,61 +264,129 @@ def _print_communication(report: dict[str, Any], console: Any) -> None:
         return
     if not cg.empty:
         rows = [
-            [str(r.group_name), r.pg_name if isinstance(r.pg_name, str) else "-", str(list(r.ranks)), ",".join(r.op_types),
-             str(r.instances), _ms(r.elapsed_ns), _ms(r.wait_ns), _ms(r.transit_ns),
-             "-" if r.wait_ratio is None or pd.isna(r.wait_ratio) else f"{r.wait_ratio:.1%}"]
+            [
+                str(r.group_name),
+                r.pg_name if isinstance(r.pg_name, str) else "-",
+                str(list(r.ranks)),
+                ",".join(r.op_types),
+                str(r.instances),
+                _ms(r.elapsed_ns),
+                _ms(r.wait_ns),
+                _ms(r.transit_ns),
+                "-" if r.wait_ratio is None or pd.isna(r.wait_ratio) else f"{r.wait_ratio:.1%}",
+            ]
             for r in cg.itertuples()
         ]
-        _table(console, "Communication groups (ms, summed over ranks)",
-               ["group", "role", "ranks", "ops", "instances", "elapsed", "wait", "transit", "wait ratio"], rows)
+        _table(
+            console,
+            "Communication groups (ms, summed over ranks)",
+            ["group", "role", "ranks", "ops", "instances", "elapsed", "wait", "transit", "wait ratio"],
+            rows,
+        )
     cov = report.get("group_coverage")
     for note in _coverage_notes(cov) if cov is not None else []:
         _say(console, note)
     unattributed = int(comm["group_name"].isna().sum()) if not comm.empty else 0
     if unattributed:
-        _say(console, f"{unattributed} communication op(s) have no group (the trace names none and none could be "
-                      "attributed, e.g. gloo send/recv in ranks with several groups): they are not matched across ranks")
+        _say(
+            console,
+            f"{unattributed} communication op(s) have no group (the trace names none and none could be "
+            "attributed, e.g. gloo send/recv in ranks with several groups): they are not matched across ranks",
+        )
     if not comm.empty:
-        c = comm.assign(group=comm["group_name"].fillna("-"), kind=np.where(comm["is_p2p"], "p2p:", "") + comm["op_type"])
-        agg = c.groupby(["rank", "group", "kind"], dropna=False).agg(
-            ops=("dur_ns", "size"), elapsed=("dur_ns", "sum"), wait=("wait_ns", lambda x: x.sum(min_count=1)),
-            transit=("transit_ns", lambda x: x.sum(min_count=1)), nbytes=("bytes", lambda x: x.sum(min_count=1)),
-        ).reset_index().sort_values(["elapsed", "rank"], ascending=[False, True])
+        c = comm.assign(
+            group=comm["group_name"].fillna("-"), kind=np.where(comm["is_p2p"], "p2p:", "") + comm["op_type"]
+        )
+        agg = (
+            c.groupby(["rank", "group", "kind"], dropna=False)
+            .agg(
+                ops=("dur_ns", "size"),
+                elapsed=("dur_ns", "sum"),
+                wait=("wait_ns", lambda x: x.sum(min_count=1)),
+                transit=("transit_ns", lambda x: x.sum(min_count=1)),
+                nbytes=("bytes", lambda x: x.sum(min_count=1)),
+            )
+            .reset_index()
+            .sort_values(["elapsed", "rank"], ascending=[False, True])
+        )
         rows = []
         for r in agg.itertuples():
             t = float(r.transit) if r.transit is not None and not pd.isna(r.transit) else float("nan")
             bw = float(r.nbytes) / t * 1e9 if t and not math.isnan(t) and not pd.isna(r.nbytes) else None
-            rows.append([str(r.rank), str(r.group), r.kind, str(r.ops), _ms(r.elapsed), _ms(r.wait), _ms(r.transit),
-                         _size(r.nbytes), _gbps(bw)])
-        _table(console, f"Communication per rank, group and op (ms; {len(comm)} ops, one row each in --json)",
-               ["rank", "group", "op", "ops", "elapsed", "wait", "transit", "bytes", "GB/s"], rows)
+            rows.append(
+                [
+                    str(r.rank),
+                    str(r.group),
+                    r.kind,
+                    str(r.ops),
+                    _ms(r.elapsed),
+                    _ms(r.wait),
+                    _ms(r.transit),
+                    _size(r.nbytes),
+                    _gbps(bw),
+                ]
+            )
+        _table(
+            console,
+            f"Communication per rank, group and op (ms; {len(comm)} ops, one row each in --json)",
+            ["rank", "group", "op", "ops", "elapsed", "wait", "transit", "bytes", "GB/s"],
+            rows,
+        )
     bw = report.get("comm_bandwidth")
     if bw is not None and not bw.empty:
         b = bw[bw["transit_ns"].notna() & bw["bytes"].notna()]
-        agg = b.groupby(["rank", "transport", "source"], dropna=False).agg(
-            ops=("bytes", "size"), nbytes=("bytes", "sum"), transit=("transit_ns", "sum")).reset_index()
+        agg = (
+            b.groupby(["rank", "transport", "source"], dropna=False)
+            .agg(ops=("bytes", "size"), nbytes=("bytes", "sum"), transit=("transit_ns", "sum"))
+            .reset_index()
+        )
         rows = [
-            [str(r.rank), str(r.transport), str(r.ops), _size(r.nbytes), _ms(r.transit),
-             _gbps(float(r.nbytes) / float(r.transit) * 1e9 if r.transit else None), str(r.source)]
+            [
+                str(r.rank),
+                str(r.transport),
+                str(r.ops),
+                _size(r.nbytes),
+                _ms(r.transit),
+                _gbps(float(r.nbytes) / float(r.transit) * 1e9 if r.transit else None),
+                str(r.source),
+            ]
             for r in agg.itertuples()
         ]
-        _table(console, "Bandwidth per rank and transport (bytes / transit summed over ops)",
-               ["rank", "transport", "ops", "bytes", "transit ms", "GB/s", "source"], rows)
+        _table(
+            console,
+            "Bandwidth per rank and transport (bytes / transit summed over ops)",
+            ["rank", "transport", "ops", "bytes", "transit ms", "GB/s", "source"],
+            rows,
+        )
     mx = report.get("comm_matrix")
     if mx is not None:
         if mx.empty:
-            _say(console, "communication matrix: no links recorded (Kineto collectives have no per-link data; "
-                          "point-to-point pairs appear when they can be matched)")
+            _say(
+                console,
+                "communication matrix: no links recorded (Kineto collectives have no per-link data; "
+                "point-to-point pairs appear when they can be matched)",
+            )
         else:
             m = mx.sort_values("bytes", ascending=False, na_position="last")
             rows = [
-                [str(r.group_name), str(r.op_type), _end(r.src_rank, r.src_local), _end(r.dst_rank, r.dst_local),
-                 str(r.transport) if isinstance(r.transport, str) else "-", _size(r.bytes), _ms(r.transit_ns),
-                 _gbps(r.bandwidth_bytes_per_s)]
+                [
+                    str(r.group_name),
+                    str(r.op_type),
+                    _end(r.src_rank, r.src_local),
+                    _end(r.dst_rank, r.dst_local),
+                    str(r.transport) if isinstance(r.transport, str) else "-",
+                    _size(r.bytes),
+                    _ms(r.transit_ns),
+                    _gbps(r.bandwidth_bytes_per_s),
+                ]
                 for r in m.itertuples()
             ]
-            _table(console, "Communication matrix (global ranks, summed over steps; largest links first)",
-                   ["group", "op", "src", "dst", "transport", "bytes", "transit ms", "GB/s"], rows)
+            _table(
+                console,
+                "Communication matrix (global ranks, summed over steps; largest links first)",
+                ["group", "op", "src", "dst", "transport", "bytes", "transit ms", "GB/s"],
+                rows,
+            )
 
 
 def _end(global_rank: Any, local: Any) -> str:
@@ -288,58 +404,117 @@ def _print_slow_rank(report: dict[str, Any], console: Any) -> None:
     if sr.empty or judged == 0:
         _say(console, "slow rank: no collective seen by ≥ 2 profiled members of its group; judged 0")
     elif testable == 0:
-        _say(console, f"slow rank: every collective has fewer than {MIN_TESTABLE} profiled members, too few for "
-                      f"Dixon's test (as in msprof-analyze); no rank can be voted slow")
+        _say(
+            console,
+            f"slow rank: every collective has fewer than {MIN_TESTABLE} profiled members, too few for "
+            f"Dixon's test (as in msprof-analyze); no rank can be voted slow",
+        )
     if not sr.empty and judged:
-        rows = [[str(r.rank), str(r.votes), str(r.instances), str(getattr(r, "testable", "-"))] for r in sr.itertuples()]
-        _table(console, "Slow rank votes (msprof-analyze: shortest elapsed per collective, Dixon 99.5 % / 3σ)",
-               ["rank", "votes", "collectives seen", f"testable (≥ {MIN_TESTABLE} members)"], rows)
+        rows = [
+            [str(r.rank), str(r.votes), str(r.instances), str(getattr(r, "testable", "-"))] for r in sr.itertuples()
+        ]
+        _table(
+            console,
+            "Slow rank votes (msprof-analyze: shortest elapsed per collective, Dixon 99.5 % / 3σ)",
+            ["rank", "votes", "collectives seen", f"testable (≥ {MIN_TESTABLE} members)"],
+            rows,
+        )
     skipped = report.get("slow_rank_skipped_groups") or []
     if skipped:
-        _say(console, f"slow rank: group(s) {', '.join(map(str, skipped))} skipped (their ranks saw different numbers "
-                      f"of collectives)")
+        _say(
+            console,
+            f"slow rank: group(s) {', '.join(map(str, skipped))} skipped (their ranks saw different numbers "
+            f"of collectives)",
+        )
     ev = report["slow_rank_evidence"]
     if not ev.empty:
         rows = [
-            [", ".join(map(str, r.slow_ranks)), _num(r.step), str(r.group_name), str(r.op_type), _num(r.bytes),
-             f"{r.test} {r.statistic:.3f} > {r.critical:.3f}" if r.statistic is not None else str(r.test),
-             " ".join(f"{k}:{_ms(v)}" for k, v in sorted(r.elapsed_by_rank.items()))]
+            [
+                ", ".join(map(str, r.slow_ranks)),
+                _num(r.step),
+                str(r.group_name),
+                str(r.op_type),
+                _num(r.bytes),
+                f"{r.test} {r.statistic:.3f} > {r.critical:.3f}" if r.statistic is not None else str(r.test),
+                " ".join(f"{k}:{_ms(v)}" for k, v in sorted(r.elapsed_by_rank.items())),
+            ]
             for r in ev.itertuples()
         ]
-        _table(console, "Slow rank evidence: convicting collectives (elapsed ms by rank)",
-               ["slow", "step", "group", "op", "bytes", "test", "elapsed by rank"], rows)
+        _table(
+            console,
+            "Slow rank evidence: convicting collectives (elapsed ms by rank)",
+            ["slow", "step", "group", "op", "bytes", "test", "elapsed by rank"],
+            rows,
+        )
 
 
 def _print_slow_links(report: dict[str, Any], console: Any) -> None:
     sl = report["slow_links"]
     if sl.empty:
-        _say(console, "slow links: nothing judged (needs ≥ 2 ranks moving ≥ 1 MiB on one transport in a step, "
-                      "or ≥ 3 matrix links of one group, op and transport)")
+        _say(
+            console,
+            "slow links: nothing judged (needs ≥ 2 ranks moving ≥ 1 MiB on one transport in a step, "
+            "or ≥ 3 matrix links of one group, op and transport)",
+        )
         return
     slow = sl[sl["slow"]]
     _say(console, f"slow links: {len(slow)} of {len(sl)} judged bandwidth sets are slow (> 5 % gap)")
     if not slow.empty:
         rows = [
-            [str(r.level), _num(r.step), str(r.group_name), str(r.transport),
-             _num(r.slow_rank) if r.level == "rank" else f"{_num(r.slow_src)}→{_num(r.slow_dst)}",
-             _gbps(r.min_bytes_per_s), _gbps(r.mean_bytes_per_s), _gbps(r.max_bytes_per_s), f"{r.gap_ratio:.1%}"]
+            [
+                str(r.level),
+                _num(r.step),
+                str(r.group_name),
+                str(r.transport),
+                _num(r.slow_rank) if r.level == "rank" else f"{_num(r.slow_src)}→{_num(r.slow_dst)}",
+                _gbps(r.min_bytes_per_s),
+                _gbps(r.mean_bytes_per_s),
+                _gbps(r.max_bytes_per_s),
+                f"{r.gap_ratio:.1%}",
+            ]
             for r in slow.itertuples()
         ]
-        _table(console, "Slow links (GB/s)", ["level", "step", "group", "transport", "slow", "min", "mean", "max", "gap"], rows)
+        _table(
+            console,
+            "Slow links (GB/s)",
+            ["level", "step", "group", "transport", "slow", "min", "mean", "max", "gap"],
+            rows,
+        )
     ev = report["slow_link_evidence"]
     if not ev.empty:
         rows = []
         for r in ev.itertuples():
-            who = _num(r.rank) if r.level == "rank" else f"{_end(r.src_rank, r.src_local)}→{_end(r.dst_rank, r.dst_local)}"
-            rows.append([str(r.level), who, str(r.op_name if r.level == "rank" else r.op_type), str(r.transport),
-                         _size(r.bytes), _ms(r.transit_ns), _gbps(r.bandwidth_bytes_per_s), str(r.reason)])
-        _table(console, "Slow link evidence", ["level", "rank / link", "op", "transport", "bytes", "transit ms", "GB/s", "why"], rows)
+            who = (
+                _num(r.rank)
+                if r.level == "rank"
+                else f"{_end(r.src_rank, r.src_local)}→{_end(r.dst_rank, r.dst_local)}"
+            )
+            rows.append(
+                [
+                    str(r.level),
+                    who,
+                    str(r.op_name if r.level == "rank" else r.op_type),
+                    str(r.transport),
+                    _size(r.bytes),
+                    _ms(r.transit_ns),
+                    _gbps(r.bandwidth_bytes_per_s),
+                    str(r.reason),
+                ]
+            )
+        _table(
+            console,
+            "Slow link evidence",
+            ["level", "rank / link", "op", "transport", "bytes", "transit ms", "GB/s", "why"],
+            rows,
+        )
 
 
 def _print_layout(report: dict[str, Any], console: Any) -> None:
     pdims = report["parallel_dims"]
     if pdims.empty:
-        _say(console, "parallel layout: no parallel dimension found (no communication group families covering all ranks)")
+        _say(
+            console, "parallel layout: no parallel dimension found (no communication group families covering all ranks)"
+        )
         return
     _say(console, "parallel layout: " + ", ".join(f"{r.dim.upper()}={r.size} ({r.source})" for r in pdims.itertuples()))
     grid = report.get("layout_metric")
@@ -348,12 +523,18 @@ def _print_layout(report: dict[str, Any], console: Any) -> None:
     dims = [d for d in pdims["dim"] if d in grid.columns]
     metric = str(grid["metric"].iloc[0])
     rows = [
-        [str(r["rank"])] + [_num(r[d]) for d in dims] + [_ms(r["value"]) if metric.endswith("_ns") else _num(r["value"])]
+        [str(r["rank"])]
+        + [_num(r[d]) for d in dims]
+        + [_ms(r["value"]) if metric.endswith("_ns") else _num(r["value"])]
         for _, r in grid.sort_values(dims[::-1] if dims else ["rank"]).iterrows()
     ]
     unit = " ms" if metric.endswith("_ns") else ""
-    _table(console, f"Layout grid: coordinates and mean {metric.removesuffix('_ns')}{unit} per rank",
-           ["rank"] + dims + [f"mean {metric.removesuffix('_ns')}"], rows)
+    _table(
+        console,
+        f"Layout grid: coordinates and mean {metric.removesuffix('_ns')}{unit} per rank",
+        ["rank"] + dims + [f"mean {metric.removesuffix('_ns')}"],
+        rows,
+    )
 
 
 def _print_clocks(report: dict[str, Any], console: Any) -> None:
@@ -364,8 +545,15 @@ def _print_clocks(report: dict[str, Any], console: Any) -> None:
     if len(co) == 1:
         _say(console, "clock offsets: a single rank, nothing to align")
         return
-    rows = [[str(r.rank), r.status, _ms(r.offset_ns), _ms(r.residual_ns), str(r.n_collectives)] for r in co.itertuples()]
-    _table(console, "Clock offsets to the reference rank (ms)", ["rank", "status", "offset", "residual", "collectives"], rows)
+    rows = [
+        [str(r.rank), r.status, _ms(r.offset_ns), _ms(r.residual_ns), str(r.n_collectives)] for r in co.itertuples()
+    ]
+    _table(
+        console,
+        "Clock offsets to the reference rank (ms)",
+        ["rank", "status", "offset", "residual", "collectives"],
+        rows,
+    )
     for w in co["warning"].dropna():
         console.print(f"[yellow]warning:[/] {w}")
 

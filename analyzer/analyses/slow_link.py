@@ -27,11 +27,25 @@ from .communication import BANDWIDTH_COLUMNS, MATRIX_COLUMNS, comm_bandwidth, co
 RATIO_THRESHOLD = 0.05
 MIN_BYTES = 1 << 20  # below 1 MiB per rank a transfer is latency-bound: its "bandwidth" says nothing
 COLUMNS = [
-    "level", "step", "group_name", "op_type", "transport", "n", "mean_bytes_per_s", "min_bytes_per_s",
-    "max_bytes_per_s", "gap_ratio", "slow", "slow_rank", "slow_src", "slow_dst", "fast_rank",
+    "level",
+    "step",
+    "group_name",
+    "op_type",
+    "transport",
+    "n",
+    "mean_bytes_per_s",
+    "min_bytes_per_s",
+    "max_bytes_per_s",
+    "gap_ratio",
+    "slow",
+    "slow_rank",
+    "slow_src",
+    "slow_dst",
+    "fast_rank",
 ]
-EVIDENCE_COLUMNS = list(dict.fromkeys(
-    BANDWIDTH_COLUMNS + MATRIX_COLUMNS + ["median_bytes_per_s", "below_median", "level", "reason"]))
+EVIDENCE_COLUMNS = list(
+    dict.fromkeys(BANDWIDTH_COLUMNS + MATRIX_COLUMNS + ["median_bytes_per_s", "below_median", "level", "reason"])
+)
 _SKIP_TRANSPORTS = {"LOCAL"}
 
 
@@ -47,12 +61,25 @@ def judge_rank_bandwidth(per_rank: pd.DataFrame) -> list[dict]:
         mean = float(bw.mean())
         gap = (float(bw.max()) - float(bw.min())) / mean if mean else 0.0
         slow = gap > RATIO_THRESHOLD
-        out.append({
-            "level": "rank", "step": step, "group_name": group, "op_type": None, "transport": transport,
-            "n": len(g), "mean_bytes_per_s": mean, "min_bytes_per_s": float(bw.min()), "max_bytes_per_s": float(bw.max()),
-            "gap_ratio": gap, "slow": slow, "slow_rank": int(g.loc[bw.idxmin(), "rank"]) if slow else None,
-            "slow_src": None, "slow_dst": None, "fast_rank": int(g.loc[bw.idxmax(), "rank"]),
-        })
+        out.append(
+            {
+                "level": "rank",
+                "step": step,
+                "group_name": group,
+                "op_type": None,
+                "transport": transport,
+                "n": len(g),
+                "mean_bytes_per_s": mean,
+                "min_bytes_per_s": float(bw.min()),
+                "max_bytes_per_s": float(bw.max()),
+                "gap_ratio": gap,
+                "slow": slow,
+                "slow_rank": int(g.loc[bw.idxmin(), "rank"]) if slow else None,
+                "slow_src": None,
+                "slow_dst": None,
+                "fast_rank": int(g.loc[bw.idxmax(), "rank"]),
+            }
+        )
     return out
 
 
@@ -67,15 +94,29 @@ def judge_links(links: pd.DataFrame) -> tuple[list[dict], pd.DataFrame]:
         med = float(bw.median())
         low = g[bw < (1 - RATIO_THRESHOLD) * med]
         worst = g.loc[bw.idxmin()]
-        out.append({
-            "level": "link", "step": None, "group_name": group, "op_type": op, "transport": transport, "n": len(g),
-            "mean_bytes_per_s": float(bw.mean()), "min_bytes_per_s": float(bw.min()), "max_bytes_per_s": float(bw.max()),
-            "gap_ratio": (med - float(bw.min())) / med if med else 0.0, "slow": not low.empty,
-            "slow_rank": None,
-            "slow_src": _int(worst["src_rank"] if pd.notna(worst["src_rank"]) else worst["src_local"]) if not low.empty else None,
-            "slow_dst": _int(worst["dst_rank"] if pd.notna(worst["dst_rank"]) else worst["dst_local"]) if not low.empty else None,
-            "fast_rank": None,
-        })
+        out.append(
+            {
+                "level": "link",
+                "step": None,
+                "group_name": group,
+                "op_type": op,
+                "transport": transport,
+                "n": len(g),
+                "mean_bytes_per_s": float(bw.mean()),
+                "min_bytes_per_s": float(bw.min()),
+                "max_bytes_per_s": float(bw.max()),
+                "gap_ratio": (med - float(bw.min())) / med if med else 0.0,
+                "slow": not low.empty,
+                "slow_rank": None,
+                "slow_src": _int(worst["src_rank"] if pd.notna(worst["src_rank"]) else worst["src_local"])
+                if not low.empty
+                else None,
+                "slow_dst": _int(worst["dst_rank"] if pd.notna(worst["dst_rank"]) else worst["dst_local"])
+                if not low.empty
+                else None,
+                "fast_rank": None,
+            }
+        )
         if not low.empty:
             bad.append(low.assign(median_bytes_per_s=med, below_median=1 - low["bandwidth_bytes_per_s"] / med))
     return out, (pd.concat(bad, ignore_index=True) if bad else pd.DataFrame())
@@ -87,7 +128,9 @@ def _int(v: object) -> int | None:
 
 def _per_rank(bw: pd.DataFrame) -> pd.DataFrame:
     bw = bw[~bw["transport"].isin(_SKIP_TRANSPORTS) & bw["transit_ns"].gt(0) & bw["bytes"].notna()]
-    g = bw.groupby(["step", "group_name", "transport", "rank"], dropna=False).agg(bytes=("bytes", "sum"), transit_ns=("transit_ns", "sum"))
+    g = bw.groupby(["step", "group_name", "transport", "rank"], dropna=False).agg(
+        bytes=("bytes", "sum"), transit_ns=("transit_ns", "sum")
+    )
     g = g.reset_index()
     g["bandwidth_bytes_per_s"] = g["bytes"].astype(float) / g["transit_ns"].astype(float) * 1e9
     return g

@@ -32,17 +32,33 @@ from . import intervals as iv
 from ._run import resolve
 
 COLUMNS = [
-    "rank", "step", "step_ns", "computing_ns", "comm_not_overlapped_ns", "overlapped_ns", "communication_ns",
-    "free_ns", "preparing_ns", "stage_ns", "bubble_ns",
+    "rank",
+    "step",
+    "step_ns",
+    "computing_ns",
+    "comm_not_overlapped_ns",
+    "overlapped_ns",
+    "communication_ns",
+    "free_ns",
+    "preparing_ns",
+    "stage_ns",
+    "bubble_ns",
     # extras (after the fixed interface columns)
-    "comm_not_overlapped_excl_receive_ns", "memory_not_overlapped_ns", "device_start_ns", "device_end_ns",
-    "host_start_ns", "host_end_ns", "mode",
+    "comm_not_overlapped_excl_receive_ns",
+    "memory_not_overlapped_ns",
+    "device_start_ns",
+    "device_end_ns",
+    "host_start_ns",
+    "host_end_ns",
+    "mode",
 ]
 
 _INT_COLS = [c for c in COLUMNS if c.endswith("_ns")]
 
 
-def breakdown_row(rank: int, step: int | None, sa: activity.StepActivity, host: tuple[int, int] | None, mode: str) -> dict:
+def breakdown_row(
+    rank: int, step: int | None, sa: activity.StepActivity, host: tuple[int, int] | None, mode: str
+) -> dict:
     """The breakdown of one (rank, step) from its interval sets."""
     comp, comm, mem = sa.compute, sa.comm, sa.memory
     computing = iv.total(comp)

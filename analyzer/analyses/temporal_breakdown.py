@@ -25,7 +25,17 @@ from . import activity
 from . import intervals as iv
 from ._run import resolve
 
-COLUMNS = ["rank", "steps", "kernel_ns", "idle_ns", "compute_ns", "non_compute_ns", "idle_pct", "compute_pct", "non_compute_pct"]
+COLUMNS = [
+    "rank",
+    "steps",
+    "kernel_ns",
+    "idle_ns",
+    "compute_ns",
+    "non_compute_ns",
+    "idle_pct",
+    "compute_pct",
+    "non_compute_pct",
+]
 
 
 def temporal_breakdown(

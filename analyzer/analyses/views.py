@@ -31,26 +31,40 @@ SCHEMA = "analysis"
 Analysis = Callable[[Store, str], pd.DataFrame]
 
 VIEWS: dict[str, tuple[Analysis, str]] = {
-    "step_breakdown": (step_breakdown, "One row per (rank, step): Computing, Communication(Not Overlapped), "
-                       "Overlapped, Communication, Free, Preparing, Stage, Bubble in ns (msprof-analyze definitions)."),
+    "step_breakdown": (
+        step_breakdown,
+        "One row per (rank, step): Computing, Communication(Not Overlapped), "
+        "Overlapped, Communication, Free, Preparing, Stage, Bubble in ns (msprof-analyze definitions).",
+    ),
     "temporal_breakdown": (temporal_breakdown, "One row per device rank: HTA's idle / compute / non-compute time."),
-    "communication": (communication_summary, "One row per (rank, communication op): group, instance, elapsed, "
-                      "wait, transit, bytes, bandwidth."),
+    "communication": (
+        communication_summary,
+        "One row per (rank, communication op): group, instance, elapsed, wait, transit, bytes, bandwidth.",
+    ),
     "comm_bandwidth": (comm_bandwidth, "One row per (rank, op, transport): bytes, transit time, bandwidth (B/s)."),
-    "comm_matrix": (comm_matrix, "One row per link (group, op type, global src -> dst rank, transport): "
-                    "bytes, time, bandwidth."),
+    "comm_matrix": (
+        comm_matrix,
+        "One row per link (group, op type, global src -> dst rank, transport): bytes, time, bandwidth.",
+    ),
     "communication_groups": (comm_group_totals, "One row per communication group: ranks, ops, time, bytes."),
-    "slow_ranks": (slow_ranks, "One row per rank: slow-rank votes (msprof-analyze: the shortest wait in an "
-                   "outlying collective)."),
+    "slow_ranks": (
+        slow_ranks,
+        "One row per rank: slow-rank votes (msprof-analyze: the shortest wait in an outlying collective).",
+    ),
     "slow_rank_evidence": (slow_rank_evidence, "One row per convicting collective: every member's elapsed time."),
     "slow_links": (slow_links, "One row per judged bandwidth set: the slow rank or link and its deviation."),
     "slow_link_evidence": (slow_link_evidence, "One row per evidence row of a slow link."),
     "parallel_dims": (parallel_dims, "One row per inferred parallel dimension (DP/TP/PP/CP/EP): size, groups, stride."),
     "parallel_layout": (parallel_layout, "One row per rank: its coordinate in each inferred parallel dimension."),
-    "layout_metric": (lambda store, run: layout_metric(store, run, "step_ns", "mean"),
-                      "parallel_layout with each rank's mean step time (step_ns)."),
+    "layout_metric": (
+        lambda store, run: layout_metric(store, run, "step_ns", "mean"),
+        "parallel_layout with each rank's mean step time (step_ns).",
+    ),
     "clock_offsets": (clock_offsets, "One row per rank: clock offset to the reference rank, residual, warning."),
-    "advice": (advise, "One row per advisor finding: rule, severity, title, detail, ranks, value, threshold, evidence."),
+    "advice": (
+        advise,
+        "One row per advisor finding: rule, severity, title, detail, ranks, value, threshold, evidence.",
+    ),
 }
 
 _STRING = re.compile(r"'(?:[^']|'')*'")
@@ -63,8 +77,9 @@ def referenced(sql: str) -> list[str]:
     for m in _REF.finditer(_STRING.sub("''", sql)):  # not inside string literals
         name = m.group(1).lower()
         if name not in VIEWS:
-            raise QueryError(f"no analysis table {SCHEMA}.{name}; there are: "
-                             + ", ".join(f"{SCHEMA}.{n}" for n in VIEWS))
+            raise QueryError(
+                f"no analysis table {SCHEMA}.{name}; there are: " + ", ".join(f"{SCHEMA}.{n}" for n in VIEWS)
+            )
         if name not in names:
             names.append(name)
     return names
@@ -100,6 +115,8 @@ def analysis_tables(store: Store, sql: str, run: str | None = None) -> dict[str,
         parts = []
         for r in runs:
             df = fn(store, r)
-            parts.append(df.drop(columns=["run"], errors="ignore").assign(run=r)[["run", *[c for c in df.columns if c != "run"]]])
+            parts.append(
+                df.drop(columns=["run"], errors="ignore").assign(run=r)[["run", *[c for c in df.columns if c != "run"]]]
+            )
         out[f"{SCHEMA}.{name}"] = to_arrow(pd.concat(parts, ignore_index=True) if parts else pd.DataFrame({"run": []}))
     return out

@@ -73,10 +73,18 @@ class CollectionMeta:
 
 # what a collection holds, named by the fact table that holds it (the overview's "what each rank recorded")
 TABLE_CAPABILITIES = (
-    ("operators", "operators"), ("kernels", "kernels"), ("kernel_metrics", "kernel_metrics"),
-    ("comm_ops", "communication"), ("comm_links", "comm_matrix"), ("memory_samples", "memory"),
-    ("operator_memory", "operator_memory"), ("steps", "steps"), ("step_trace", "step_trace"),
-    ("statistics", "statistics"), ("counters", "counters"), ("slices", "timeline"),
+    ("operators", "operators"),
+    ("kernels", "kernels"),
+    ("kernel_metrics", "kernel_metrics"),
+    ("comm_ops", "communication"),
+    ("comm_links", "comm_matrix"),
+    ("memory_samples", "memory"),
+    ("operator_memory", "operator_memory"),
+    ("steps", "steps"),
+    ("step_trace", "step_trace"),
+    ("statistics", "statistics"),
+    ("counters", "counters"),
+    ("slices", "timeline"),
 )
 
 

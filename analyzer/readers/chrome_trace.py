@@ -135,7 +135,7 @@ class TraceStream:
         magic = raw.read(2)
         raw.seek(0)
         hashing = _HashingReader(raw)
-        with hashing, (gzip.GzipFile(fileobj=hashing, mode="rb") if magic == b"\x1f\x8b" else hashing) as f:
+        with hashing, gzip.GzipFile(fileobj=hashing, mode="rb") if magic == b"\x1f\x8b" else hashing as f:
             head = bytearray()
             read_some = getattr(f, "read1", f.read)  # a gzip stream cut short: keep what came before
             try:
@@ -492,8 +492,14 @@ class EventColumns:
     def slices(self, mask: pa.Array | None = None) -> dict[str, pa.Array]:
         """Columns of the slices table (for the rows where ``mask`` is true)."""
         cols = {
-            "pid": self.pid, "tid": self.tid, "name": self.name, "category": self.cat,
-            "ts_ns": self.ts_ns, "dur_ns": self.dur_ns, "event_id": self.event_id, "args": self.args,
+            "pid": self.pid,
+            "tid": self.tid,
+            "name": self.name,
+            "category": self.cat,
+            "ts_ns": self.ts_ns,
+            "dur_ns": self.dur_ns,
+            "event_id": self.event_id,
+            "args": self.args,
         }
         if mask is None:
             return cols

@@ -119,7 +119,9 @@ class CsvTable:
                     first_bad = first_bad if first_bad is not None else col[i]
                     out[i] = None
             if bad:
-                self.warnings.append(f"{bad} cell(s) of column {key!r} are not {what} (e.g. {first_bad!r}); read as empty")
+                self.warnings.append(
+                    f"{bad} cell(s) of column {key!r} are not {what} (e.g. {first_bad!r}); read as empty"
+                )
         return out
 
     def _convert(self, key: str, fn, what: str) -> list:  # type: ignore[no-untyped-def]
@@ -152,7 +154,7 @@ _SENTINELS = pa.array([4294967295, 9223372036854775807], pa.int64())
 
 def _clean(values: list[str]) -> pa.Array:
     """Cells as an Arrow string array: outer spaces, TABs and quotes trimmed, N/A-like tokens null."""
-    s = pc.utf8_trim(pa.array(values, pa.string()), " \t\r\n\"")
+    s = pc.utf8_trim(pa.array(values, pa.string()), ' \t\r\n"')
     return pc.if_else(pc.is_in(s, value_set=_NULL_SET), pa.scalar(None, pa.string()), s)
 
 
@@ -296,8 +298,13 @@ def iter_csv(
                 # transpose the buffered rows at C speed, keep the wanted columns
                 cols = list(zip(*buf)) if buf else [()] * ncols
                 chunk = CsvTable(
-                    path, clean_header, {k: list(cols[i]) for k, i in index.items()},
-                    {h: list(cols[i]) for h, i in extra_idx.items()}, len(buf), [], total,
+                    path,
+                    clean_header,
+                    {k: list(cols[i]) for k, i in index.items()},
+                    {h: list(cols[i]) for h, i in extra_idx.items()},
+                    len(buf),
+                    [],
+                    total,
                 )
                 buf.clear()
                 return chunk

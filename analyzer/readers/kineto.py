@@ -368,7 +368,9 @@ class _TraceRouter:
                         steps.append((i, int(m.group(1))))
                 not_step = pc.invert(is_step)
                 annotations = op_idx[_where(pc.and_(not_step, pc.not_equal(cat.filter(op_mask), "cpu_op")))]
-                comm_idx = np.array([i for i in annotations.tolist() if is_comm_annotation(events[i].name)], dtype=np.int64)
+                comm_idx = np.array(
+                    [i for i in annotations.tolist() if is_comm_annotation(events[i].name)], dtype=np.int64
+                )
                 notes = pc.and_(not_step, pc.equal(op_names, "record_param_comms"))
                 for j in _where(notes).tolist():
                     i = int(op_idx[j])
@@ -414,7 +416,8 @@ class _TraceRouter:
         else:
             raw = pa.array(stacks_py, pa.string())
             stacks = pc.if_else(
-                pc.equal(raw, ""), pa.scalar(None, pa.string()),
+                pc.equal(raw, ""),
+                pa.scalar(None, pa.string()),
                 pc.utf8_trim_whitespace(pc.replace_substring(raw, ";", "\n")),
             )
             self.has_stacks = self.has_stacks or pc.any(pc.is_valid(stacks)).as_py()
@@ -440,7 +443,13 @@ class _TraceRouter:
         ts = times_ns([e.ts for e in evs], base_ns)
         dur = times_ns([e.dur if e.dur is not None else 0.0 for e in evs])
         end = pa.array(np.asarray(ts) + np.asarray(dur), pa.int64())
-        cols = {"step": [s for _, s in steps], "start_ns": ts, "end_ns": end, "dur_ns": dur, "source": ["ProfilerStep"] * len(evs)}
+        cols = {
+            "step": [s for _, s in steps],
+            "start_ns": ts,
+            "end_ns": end,
+            "dur_ns": dur,
+            "source": ["ProfilerStep"] * len(evs),
+        }
         self.stage.write("steps", _staged("steps", cols, file_idx))
 
     def _kernels(self, events: list[Event], idx: list[int], first: int, file_idx: int, base_ns: int) -> None:
@@ -551,8 +560,9 @@ class _TraceRouter:
             {
                 "ts_ns": times_ns(field_values(evs, "ts"), base_ns),
                 "tid": id_column(field_values(evs, "tid")),
-                "device": pa.DictionaryArray.from_arrays(pa.array(pair, pa.int32()), pa.array(names, pa.string()))
-                .cast(pa.string()),
+                "device": pa.DictionaryArray.from_arrays(pa.array(pair, pa.int32()), pa.array(names, pa.string())).cast(
+                    pa.string()
+                ),
                 "bytes": pa.array(list(map(_GET_BYTES, args)), pa.int64()),
                 "allocated": pa.array(list(map(_GET_ALLOCATED, args)), pa.int64()),
                 "reserved": pa.array(list(map(_GET_RESERVED, args)), pa.int64()),
@@ -743,7 +753,11 @@ def _with(batch: pa.RecordBatch, table: str, replace: dict[str, pa.Array]) -> pa
 
 
 def _finish(
-    ctx: ReadContext, router: _TraceRouter, staged: dict[str, _Staged], late_base: dict[int, int], metas: list[dict[str, Any]]
+    ctx: ReadContext,
+    router: _TraceRouter,
+    staged: dict[str, _Staged],
+    late_base: dict[int, int],
+    metas: list[dict[str, Any]],
 ) -> None:
     """Finish the staged rows: time base, steps, self time, memory pairing; written batch by batch."""
     if "slices" in staged:
@@ -776,7 +790,9 @@ def _finish(
         _finish_memory(ctx, staged["memory"], late_base, ops_index)
     if "counters" in staged:
         for b in staged["counters"].batches():
-            ctx.write("counters", _with(b, "counters", {"ts_ns": _add_base(b.column("ts_ns"), _file_base(b, late_base))}))
+            ctx.write(
+                "counters", _with(b, "counters", {"ts_ns": _add_base(b.column("ts_ns"), _file_base(b, late_base))})
+            )
     _write_lanes(ctx, router)
     _write_groups(ctx, router, metas)
     _fill_meta(ctx, router, metas, staged)
@@ -788,18 +804,28 @@ def _finish_steps(ctx: ReadContext, staged: dict[str, _Staged], late_base: dict[
     parts = []
     for b in staged["steps"].batches():
         base = _file_base(b, late_base)
-        parts.append(pa.table({
-            "step": b.column("step"),
-            "start_ns": _add_base(b.column("start_ns"), base),
-            "end_ns": _add_base(b.column("end_ns"), base),
-        }))
+        parts.append(
+            pa.table(
+                {
+                    "step": b.column("step"),
+                    "start_ns": _add_base(b.column("start_ns"), base),
+                    "end_ns": _add_base(b.column("end_ns"), base),
+                }
+            )
+        )
     t = pa.concat_tables(parts).group_by("step", use_threads=False).aggregate([("start_ns", "min"), ("end_ns", "max")])
     t = t.rename_columns(["step", "start_ns", "end_ns"]).sort_by("step")
     dur = pc.subtract(t.column("end_ns"), t.column("start_ns"))
-    ctx.write("steps", {
-        "step": t.column("step"), "start_ns": t.column("start_ns"), "end_ns": t.column("end_ns"), "dur_ns": dur,
-        "source": pa.repeat(pa.scalar("ProfilerStep"), t.num_rows),
-    })
+    ctx.write(
+        "steps",
+        {
+            "step": t.column("step"),
+            "start_ns": t.column("start_ns"),
+            "end_ns": t.column("end_ns"),
+            "dur_ns": dur,
+            "source": pa.repeat(pa.scalar("ProfilerStep"), t.num_rows),
+        },
+    )
     ok = pc.and_(pc.is_valid(t.column("start_ns")), pc.is_valid(t.column("end_ns")))
     t = t.filter(ok)
     return _Steps(*(t.column(c).to_numpy().astype(np.int64) for c in ("step", "start_ns", "end_ns")))
@@ -833,10 +859,19 @@ def _finish_operators(ctx: ReadContext, rows: _Staged, late_base: dict[int, int]
     r0 = 0
     for b in rows.batches():
         r1 = r0 + b.num_rows
-        ctx.write("operators", _with(b, "operators", {
-            "ts_ns": ts_arr.slice(r0, b.num_rows), "step": step.slice(r0, b.num_rows),
-            "self_ns": pa.array(self_ns[r0:r1]), "depth": pa.array(depth[r0:r1]),
-        }))
+        ctx.write(
+            "operators",
+            _with(
+                b,
+                "operators",
+                {
+                    "ts_ns": ts_arr.slice(r0, b.num_rows),
+                    "step": step.slice(r0, b.num_rows),
+                    "self_ns": pa.array(self_ns[r0:r1]),
+                    "depth": pa.array(depth[r0:r1]),
+                },
+            ),
+        )
         r0 = r1
     return _OpsIndex(rows, keys.column("tid").combine_chunks(), ts, dur)
 
@@ -861,11 +896,17 @@ def _finish_memory(ctx: ReadContext, rows: _Staged, late_base: dict[int, int], o
             "memory totals rebuilt from the allocation sizes (old trace without Total Allocated): a lower "
             "bound, blocks allocated before the trace began are not counted"
         )
-    ctx.write("memory_samples", {
-        "ts_ns": t_arr.take(order), "component": pa.repeat(pa.scalar("allocator"), b.num_rows),
-        "device": b.column("device").take(order), "allocated_bytes": allocated,
-        "reserved_bytes": b.column("reserved").take(order), "source": pa.repeat(pa.scalar("kineto"), b.num_rows),
-    })
+    ctx.write(
+        "memory_samples",
+        {
+            "ts_ns": t_arr.take(order),
+            "component": pa.repeat(pa.scalar("allocator"), b.num_rows),
+            "device": b.column("device").take(order),
+            "allocated_bytes": allocated,
+            "reserved_bytes": b.column("reserved").take(order),
+            "source": pa.repeat(pa.scalar("kineto"), b.num_rows),
+        },
+    )
     _finish_operator_memory(ctx, b, t_arr, ops)
 
 
@@ -886,8 +927,9 @@ def _finish_operator_memory(ctx: ReadContext, b: pa.RecordBatch, t_arr: pa.Array
     """Pair each allocation with the next event of the same address (a free); name the block after
     the operator that started last on the allocating thread, if it still runs then."""
     keep = np.flatnonzero(
-        pc.and_(pc.is_valid(b.column("addr")), pc.and_(pc.is_valid(b.column("bytes")), pc.is_valid(t_arr)))
-        .to_numpy(zero_copy_only=False)
+        pc.and_(pc.is_valid(b.column("addr")), pc.and_(pc.is_valid(b.column("bytes")), pc.is_valid(t_arr))).to_numpy(
+            zero_copy_only=False
+        )
     )
     if not len(keep):
         return
@@ -913,18 +955,21 @@ def _finish_operator_memory(ctx: ReadContext, b: pa.RecordBatch, t_arr: pa.Array
     names = pa.nulls(len(allocs), pa.string())
     if ops is not None and len(ops.ts):
         names = _op_names_at(ops, b.column("tid").take(alloc_rows), t_alloc)
-    ctx.write("operator_memory", {
-        "name": names,
-        "size_bytes": pa.array(nbytes[allocs]),
-        "alloc_ns": pa.array(t_alloc),
-        "release_ns": pa.array(t_rel, mask=~is_rel),
-        "duration_ns": pa.array(t_rel - t_alloc, mask=~is_rel),
-        "alloc_allocated_bytes": b.column("allocated").take(alloc_rows),
-        "alloc_reserved_bytes": b.column("reserved").take(alloc_rows),
-        "release_allocated_bytes": b.column("allocated").take(rel_take),
-        "release_reserved_bytes": b.column("reserved").take(rel_take),
-        "device": b.column("device").take(alloc_rows),
-    })
+    ctx.write(
+        "operator_memory",
+        {
+            "name": names,
+            "size_bytes": pa.array(nbytes[allocs]),
+            "alloc_ns": pa.array(t_alloc),
+            "release_ns": pa.array(t_rel, mask=~is_rel),
+            "duration_ns": pa.array(t_rel - t_alloc, mask=~is_rel),
+            "alloc_allocated_bytes": b.column("allocated").take(alloc_rows),
+            "alloc_reserved_bytes": b.column("reserved").take(alloc_rows),
+            "release_allocated_bytes": b.column("allocated").take(rel_take),
+            "release_reserved_bytes": b.column("reserved").take(rel_take),
+            "device": b.column("device").take(alloc_rows),
+        },
+    )
 
 
 def _op_names_at(ops: _OpsIndex, tid: pa.Array, t: np.ndarray) -> pa.Array:
@@ -977,7 +1022,9 @@ def _write_lanes(ctx: ReadContext, router: _TraceRouter) -> None:
     keys = sorted(router.lane_counts)
     if not keys:
         return
-    rows: dict[str, list[Any]] = {k: [] for k in ("pid", "tid", "process", "lane", "lane_group", "sort_index", "n_slices")}
+    rows: dict[str, list[Any]] = {
+        k: [] for k in ("pid", "tid", "process", "lane", "lane_group", "sort_index", "n_slices")
+    }
     for pid, tid in keys:
         process = li.process_names.get(pid, "")
         group = _lane_group(router.lane_cats.get((pid, tid), Counter()), pid, process, li.process_labels.get(pid, ""))
@@ -1041,7 +1088,11 @@ def _fill_meta(ctx: ReadContext, router: _TraceRouter, metas: list[dict[str, Any
     m.hostname = host
     schema_v = next((x.get("schemaVersion") for x in metas if x.get("schemaVersion") is not None), None)
     m.producer_version = f"kineto schema {schema_v}" if schema_v is not None else None
-    flags = {k: metas[0].get(k) for k in ("record_shapes", "profile_memory", "with_stack", "with_flops", "with_modules") if metas and k in metas[0]}
+    flags = {
+        k: metas[0].get(k)
+        for k in ("record_shapes", "profile_memory", "with_stack", "with_flops", "with_modules")
+        if metas and k in metas[0]
+    }
     m.config = flags or None
     m.extra = {
         "distributedInfo": dist,

@@ -90,7 +90,11 @@ def resolve_rank(d: Path) -> tuple[int | None, str | None]:
     if m:
         return int(m.group(1)), "rank_dir_name"
     out = d / OUTPUT_DIR
-    db_ranks = {int(m.group(1)) for m in (MS_DB_RE.match(p.name) for p in (out.iterdir() if out.is_dir() else ())) if m and m.group(1)}
+    db_ranks = {
+        int(m.group(1))
+        for m in (MS_DB_RE.match(p.name) for p in (out.iterdir() if out.is_dir() else ()))
+        if m and m.group(1)
+    }
     if len(db_ranks) == 1:
         return db_ranks.pop(), "db_name"
     m = WINDOW_DIR_RE.match(d.parent.name)
@@ -104,7 +108,11 @@ def resolve_rank(d: Path) -> tuple[int | None, str | None]:
     for f in infos:
         info = _try_json(f)
         if isinstance(info, dict):
-            r = _int((info.get("ms_profiler_info") or {}).get("rank_id")) if isinstance(info.get("ms_profiler_info"), dict) else None
+            r = (
+                _int((info.get("ms_profiler_info") or {}).get("rank_id"))
+                if isinstance(info.get("ms_profiler_info"), dict)
+                else None
+            )
             if r is None:
                 r = _int(info.get("rank_id"))
             if r is not None and r >= 0:
@@ -263,16 +271,24 @@ def read_mindspore(ctx: ReadContext) -> None:
             )
         else:
             m.status = "unparsed"
-            raw = [f for f in plan.files if f.relative_to(root).parts[0] == "FRAMEWORK" or f.relative_to(root).parts[0].startswith("PROF_")]
+            raw = [
+                f
+                for f in plan.files
+                if f.relative_to(root).parts[0] == "FRAMEWORK" or f.relative_to(root).parts[0].startswith("PROF_")
+            ]
             if raw:
-                m.missing.append(f"not parsed: this folder holds only raw FRAMEWORK/ or PROF_*/ data, no ASCEND_PROFILER_OUTPUT/; {OFFLINE_HINT}")
+                m.missing.append(
+                    f"not parsed: this folder holds only raw FRAMEWORK/ or PROF_*/ data, no ASCEND_PROFILER_OUTPUT/; {OFFLINE_HINT}"
+                )
             elif stage in ("none", "started"):
                 m.missing.append(
                     "no profiling data: the job exited before the profiler stopped (only logs/ were written: no "
                     "FRAMEWORK/ data and no ASCEND_PROFILER_OUTPUT/), so there is nothing to parse"
                 )
             else:
-                m.missing.append("no profiling data: the folder holds no FRAMEWORK/ data and no ASCEND_PROFILER_OUTPUT/")
+                m.missing.append(
+                    "no profiling data: the folder holds no FRAMEWORK/ data and no ASCEND_PROFILER_OUTPUT/"
+                )
     _fill_after(ctx, info, window, cpu, parsed)
     for f in plan.files:
         rel = f.relative_to(root).parts
@@ -299,7 +315,9 @@ def _read_db(ctx: ReadContext, dbs: list[Path]) -> None:
     groups = Groups(ctx.rank, ctx.plan.hints, ctx.meta.extra.get("user_metadata"))  # read by _read_profiler_info
     read_ascend_db(ctx, main, analysis, groups, "ascend_mindspore_profiler.db", "a MindSpore profiler db")
     if analysis is None:
-        ctx.meta.missing.append("no communication_analyzer.db: no wait/transit split, bandwidth or communication matrix")
+        ctx.meta.missing.append(
+            "no communication_analyzer.db: no wait/transit split, bandwidth or communication matrix"
+        )
 
 
 _NOT_FOR_MINDSPORE = (
@@ -323,7 +341,9 @@ def _tidy_sentences(ctx: ReadContext, cpu_only: bool) -> None:
     ctx.meta.missing[:] = keep
 
 
-def _fill_after(ctx: ReadContext, info: dict[str, Any] | None, window: tuple[int, int] | None, cpu: dict[str, Path], parsed: bool) -> None:
+def _fill_after(
+    ctx: ReadContext, info: dict[str, Any] | None, window: tuple[int, int] | None, cpu: dict[str, Path], parsed: bool
+) -> None:
     m = ctx.meta
     w = ctx.writer
     params = _fill_info_meta(ctx, info)

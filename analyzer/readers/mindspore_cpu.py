@@ -168,7 +168,9 @@ def parse_execute_timestamps(path: Path) -> tuple[dict[str, list[Any]], list[str
         name, typ, records = parts[0], parts[1], parts[2]
         recs = records.split()
         if cut and k == len(lines) - 1:
-            warnings.append("file ends mid-line (the job stopped while writing it); the last op's last record may be incomplete")
+            warnings.append(
+                "file ends mid-line (the job stopped while writing it); the last op's last record may be incomplete"
+            )
         for rec in recs:
             f = rec.split(",")
             if len(f) < 2:
@@ -240,7 +242,9 @@ def write_cpu_ops_from_timestamps(ctx: ReadContext, path: Path, shapes_path: Pat
         dur = np.array([rows["dur_ns"][i] for i in order], dtype=np.int64)
         eid = np.arange(n, dtype=np.int64)
         pid = pa.array([CPU_PROCESS] * n, pa.string())
-        nest = self_time(pa.table({"_pid": pid, "tid": pa.array(tid, pa.string()), "ts_ns": ts, "dur_ns": dur, "event_id": eid}))
+        nest = self_time(
+            pa.table({"_pid": pid, "tid": pa.array(tid, pa.string()), "ts_ns": ts, "dur_ns": dur, "event_id": eid})
+        )
         in_shapes = [shapes.get(nm.rsplit("/", 1)[-1]) for nm in name]
         outcome.rows = ctx.write(
             "operators",
@@ -276,8 +280,11 @@ def write_cpu_ops_from_timestamps(ctx: ReadContext, path: Path, shapes_path: Pat
         ctx.write(
             "lanes",
             {
-                "pid": [CPU_PROCESS] * len(tids), "tid": tids, "process": [CPU_PROCESS] * len(tids),
-                "lane": [f"Thread {t}" for t in tids], "lane_group": ["host"] * len(tids),
+                "pid": [CPU_PROCESS] * len(tids),
+                "tid": tids,
+                "process": [CPU_PROCESS] * len(tids),
+                "lane": [f"Thread {t}" for t in tids],
+                "lane_group": ["host"] * len(tids),
                 "n_slices": [counts[t] for t in tids],
             },
         )
@@ -288,10 +295,21 @@ def write_cpu_ops_from_timestamps(ctx: ReadContext, path: Path, shapes_path: Pat
 
 # MindSpore collective primitives (the op name is "{Primitive}-op{N}") -> comm_ops.op_type
 COLLECTIVES = {
-    "AllReduce": "allreduce", "AllGather": "allgather", "ReduceScatter": "reduce_scatter", "Broadcast": "broadcast",
-    "AlltoAll": "alltoall", "AllToAll": "alltoall", "AlltoAllV": "alltoall", "NeighborExchange": "alltoall",
-    "NeighborExchangeV2": "alltoall", "Send": "send", "Receive": "recv", "Barrier": "barrier",
-    "BatchISendIRecv": "batch_send_recv", "CollectiveScatter": "scatter", "CollectiveGather": "gather",
+    "AllReduce": "allreduce",
+    "AllGather": "allgather",
+    "ReduceScatter": "reduce_scatter",
+    "Broadcast": "broadcast",
+    "AlltoAll": "alltoall",
+    "AllToAll": "alltoall",
+    "AlltoAllV": "alltoall",
+    "NeighborExchange": "alltoall",
+    "NeighborExchangeV2": "alltoall",
+    "Send": "send",
+    "Receive": "recv",
+    "Barrier": "barrier",
+    "BatchISendIRecv": "batch_send_recv",
+    "CollectiveScatter": "scatter",
+    "CollectiveGather": "gather",
 }
 _PRIM_RE = re.compile(r"^(?P<prim>[A-Za-z0-9]+)-op\d+")
 

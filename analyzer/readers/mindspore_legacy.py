@@ -29,7 +29,13 @@ from ..errors import InputError
 from .base import ReadContext, register
 from .chrome_trace import TraceStream
 from .csvfile import CsvTable, read_csv, text_cell
-from .mindspore_cpu import cpu_files, read_memory_record, read_op_detail_info, read_op_type_info, write_cpu_ops_from_timestamps
+from .mindspore_cpu import (
+    cpu_files,
+    read_memory_record,
+    read_op_detail_info,
+    read_op_type_info,
+    write_cpu_ops_from_timestamps,
+)
 
 # legacy flat files: {base}_{rank}[{tail}].{ext}
 LEGACY_FILE_RE = re.compile(
@@ -45,8 +51,15 @@ LEGACY_FILE_RE = re.compile(
 )
 # files that make a rank's folder a profile (the others only add to it)
 CORE_BASES = {
-    "aicore_intermediate", "framework_raw", "output_timeline_data", "step_trace_raw", "ascend_timeline_display",
-    "timeline_display", "cpu_op_execute_timestamp", "cpu_op_type_info", "aicpu_intermediate",
+    "aicore_intermediate",
+    "framework_raw",
+    "output_timeline_data",
+    "step_trace_raw",
+    "ascend_timeline_display",
+    "timeline_display",
+    "cpu_op_execute_timestamp",
+    "cpu_op_type_info",
+    "aicpu_intermediate",
 }
 SYSCNT_HZ_DEFAULT = 100_000_000  # Ascend 910 system counter
 
@@ -197,7 +210,10 @@ def read_mindspore_legacy(ctx: ReadContext) -> None:
         _read_timeline_txt(ctx, st, timeline)
         for k in ("ascend_timeline_display", "timeline_display"):
             if k in files:
-                ctx.ignore(files[k], "same ops as output_timeline_data, with times relative to the first op; that file was read")
+                ctx.ignore(
+                    files[k],
+                    "same ops as output_timeline_data, with times relative to the first op; that file was read",
+                )
     else:
         disp = files.get("ascend_timeline_display") or files.get("timeline_display")
         if disp is not None:
@@ -225,9 +241,12 @@ def read_mindspore_legacy(ctx: ReadContext) -> None:
         ctx.write(
             "lanes",
             {
-                "pid": [k[0] for k in keys], "tid": [k[1] for k in keys], "process": [k[0] for k in keys],
+                "pid": [k[0] for k in keys],
+                "tid": [k[1] for k in keys],
+                "process": [k[0] for k in keys],
                 "lane": [f"Stream {k[1]}" if k[0] == "Ascend Hardware" else k[0] for k in keys],
-                "lane_group": ["device"] * len(keys), "n_slices": [st.lanes[k] for k in keys],
+                "lane_group": ["device"] * len(keys),
+                "n_slices": [st.lanes[k] for k in keys],
             },
         )
     for p in ctx.plan.files:
@@ -287,7 +306,11 @@ def _read_framework(ctx: ReadContext, st: LegacyState, path: Path) -> None:
                 oi = {}
             if isinstance(oi, dict):
                 for side in ("input", "output"):
-                    ts = [v for k, v in sorted(oi.items(), key=lambda kv: _port(kv[0])) if k.startswith(side + "_") and isinstance(v, dict)]
+                    ts = [
+                        v
+                        for k, v in sorted(oi.items(), key=lambda kv: _port(kv[0]))
+                        if k.startswith(side + "_") and isinstance(v, dict)
+                    ]
                     if ts:
                         rec[f"{side}_shapes"] = ";".join(_shape(v.get("shape")) for v in ts)
                         rec[f"{side}_dtypes"] = ";".join(str(v.get("data_type", "")) for v in ts)
@@ -370,7 +393,14 @@ def _read_timeline_txt(ctx: ReadContext, st: LegacyState, path: Path) -> None:
             rows["stream_id"].append(int(stream) if stream.isdigit() else fw.get("stream"))
             rows["task_id"].append(fw.get("task"))
             rows["block_dim"].append(fw.get("block"))
-            for k in ("input_shapes", "input_dtypes", "input_formats", "output_shapes", "output_dtypes", "output_formats"):
+            for k in (
+                "input_shapes",
+                "input_dtypes",
+                "input_formats",
+                "output_shapes",
+                "output_dtypes",
+                "output_formats",
+            ):
                 rows[k].append(fw.get(k))
             rows["ts_ns"].append(ts)
             rows["dur_ns"].append(d)
@@ -382,7 +412,9 @@ def _read_timeline_txt(ctx: ReadContext, st: LegacyState, path: Path) -> None:
             outcome.warn(f"{unknown} op(s) not found in framework_raw: no op type / shapes for them")
 
 
-def _write_device_tasks(ctx: ReadContext, st: LegacyState, rows: dict[str, list[Any]], core_type: str, process: str) -> int:
+def _write_device_tasks(
+    ctx: ReadContext, st: LegacyState, rows: dict[str, list[Any]], core_type: str, process: str
+) -> int:
     n = len(rows["name"])
     if n == 0:
         return 0
@@ -391,19 +423,36 @@ def _write_device_tasks(ctx: ReadContext, st: LegacyState, rows: dict[str, list[
     kernels = dict(rows)
     kernels["kernel_id"] = list(range(first, first + n))
     kernels["core_type"] = [core_type] * n
-    kernels["is_communication"] = [(nm or "").rsplit("/", 1)[-1].lower().startswith(("allreduce", "allgather", "reducescatter", "broadcast", "hcom")) for nm in rows["name"]]
+    kernels["is_communication"] = [
+        (nm or "")
+        .rsplit("/", 1)[-1]
+        .lower()
+        .startswith(("allreduce", "allgather", "reducescatter", "broadcast", "hcom"))
+        for nm in rows["name"]
+    ]
     kernels["step"] = [_step_of(st, t) for t in rows["ts_ns"]]
     written = ctx.write("kernels", kernels)
-    tids = [str(s) if s is not None and process == "Ascend Hardware" else "0" for s in rows.get("stream_id", [None] * n)]
+    tids = [
+        str(s) if s is not None and process == "Ascend Hardware" else "0" for s in rows.get("stream_id", [None] * n)
+    ]
     args = []
     for i in range(n):
-        a = {k: rows[k][i] for k in ("op_type", "task_id", "block_dim", "input_shapes") if k in rows and rows[k][i] is not None}
+        a = {
+            k: rows[k][i]
+            for k in ("op_type", "task_id", "block_dim", "input_shapes")
+            if k in rows and rows[k][i] is not None
+        }
         args.append(json.dumps(a) if a else None)
     ctx.write(
         "slices",
         {
-            "pid": [process] * n, "tid": tids, "name": rows["name"], "category": [core_type] * n,
-            "ts_ns": rows["ts_ns"], "dur_ns": rows["dur_ns"], "event_id": list(range(st.event_id, st.event_id + n)),
+            "pid": [process] * n,
+            "tid": tids,
+            "name": rows["name"],
+            "category": [core_type] * n,
+            "ts_ns": rows["ts_ns"],
+            "dur_ns": rows["dur_ns"],
+            "event_id": list(range(st.event_id, st.event_id + n)),
             "args": args,
         },
     )
@@ -457,7 +506,14 @@ def _read_display(ctx: ReadContext, st: LegacyState, path: Path) -> None:
                 target["stream_id"].append(int(sid) if sid.isdigit() else None)
                 target["task_id"].append(fw.get("task"))
                 target["block_dim"].append(fw.get("block"))
-                for k in ("input_shapes", "input_dtypes", "input_formats", "output_shapes", "output_dtypes", "output_formats"):
+                for k in (
+                    "input_shapes",
+                    "input_dtypes",
+                    "input_formats",
+                    "output_shapes",
+                    "output_dtypes",
+                    "output_formats",
+                ):
                     target[k].append(fw.get(k))
                 target["ts_ns"].append(a)
                 target["dur_ns"].append(d)
@@ -538,7 +594,9 @@ def _meta(ctx: ReadContext, files: dict[str, Path], hz: int) -> None:
     if w.has("steps"):
         m.extra["syscnt_hz"] = hz
         if hz == SYSCNT_HZ_DEFAULT:
-            m.missing.append("step times assume the 100 MHz system counter of Ascend 910 (no info.json with hwts_frequency found)")
+            m.missing.append(
+                "step times assume the 100 MHz system counter of Ascend 910 (no info.json with hwts_frequency found)"
+            )
     else:
         m.missing.append("no step ranges: no step_trace_raw file")
     m.missing.append("no communication operations or matrix: legacy hccl files are not ingested by this version")
@@ -549,8 +607,12 @@ def _meta(ctx: ReadContext, files: dict[str, Path], hz: int) -> None:
 
 
 _EXTRAS = {
-    re.compile(r"^step_trace_point_info\.json$"): "names of the ops that start and end a step; not needed (steps come from step_trace_raw)",
-    re.compile(r"^ascend_cluster_analyse_.*\.csv$"): "legacy cluster step summary (no per-rank rows); not ingested by this version",
+    re.compile(
+        r"^step_trace_point_info\.json$"
+    ): "names of the ops that start and end a step; not needed (steps come from step_trace_raw)",
+    re.compile(
+        r"^ascend_cluster_analyse_.*\.csv$"
+    ): "legacy cluster step summary (no per-rank rows); not ingested by this version",
 }
 
 

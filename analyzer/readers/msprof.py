@@ -64,7 +64,9 @@ EXPORT_HINT = (
 # {name}[_slice_{n}]_{YYYYmmddHHMMSS}.csv|json (the timestamp has 14 digits; accept a few more)
 _EXPORT_NAME = re.compile(r"^(?P<kind>.+?)(?:_slice_(?P<n>\d+))?_(?P<ts>\d{14,17})\.(?P<ext>csv|json)$")
 # legacy per-device, per-iteration timelines: {kind}_{device}_{model}_{iteration}.json
-_LEGACY_TIMELINE = re.compile(r"^(?P<kind>msprof|task_time|hccl|step_trace|ai_core_utilization)_(?P<d>\d+)_(?P<m>\d+)_(?P<i>\d+)\.json$")
+_LEGACY_TIMELINE = re.compile(
+    r"^(?P<kind>msprof|task_time|hccl|step_trace|ai_core_utilization)_(?P<d>\d+)_(?P<m>\d+)_(?P<i>\d+)\.json$"
+)
 _DEVICE_DIR = re.compile(r"^device_(-?\d+)$")
 DB_RE = re.compile(r"^msprof_\d{1,20}\.db$")  # msprof --type=db (CANN >= 8), at the PROF folder's top
 ANALYSIS_DB = ("analyze", "communication_analyzer.db")  # msprof --analyze=on with a db export
@@ -197,7 +199,9 @@ def prof_identity(d: Path) -> ProfIdentity:
                         ident.rank = r
                     ident.hostname = ident.hostname or _str(info.get("hostname"))
                     ident.pid = ident.pid or _str(info.get("pid"))
-            if (sub / "timeline").is_dir() and any(_LEGACY_TIMELINE.match(p.name) for p in (sub / "timeline").iterdir()):
+            if (sub / "timeline").is_dir() and any(
+                _LEGACY_TIMELINE.match(p.name) for p in (sub / "timeline").iterdir()
+            ):
                 ident.legacy_timeline = True
         elif sub.name == "host" and sub.is_dir():
             info = _json_file(sub / "info.json")
@@ -272,7 +276,9 @@ def read_msprof(ctx: ReadContext) -> None:
         read_export(ctx, st, export)
         if all(_size(f.path) == 0 for fs in export.values() for f in fs):
             st.empty_export = True
-            ctx.meta.missing.append(f"nothing to read: every file of {EXPORT_DIR}/ is empty (0 bytes), msprof exported no data")
+            ctx.meta.missing.append(
+                f"nothing to read: every file of {EXPORT_DIR}/ is empty (0 bytes), msprof exported no data"
+            )
     elif legacy:
         _read_legacy(ctx, st, legacy, clocks)
     elif dbs := sorted(p for p in ctx.plan.files if p.parent == root and DB_RE.match(p.name)):
@@ -300,8 +306,10 @@ def _read_db(ctx: ReadContext, dbs: list[Path]) -> None:
     groups = Groups(ctx.rank, ctx.plan.hints, None)
     read_ascend_db(ctx, main, analysis if analysis in ctx.plan.files else None, groups, "msprof.db", "an msprof db")
     if analysis not in ctx.plan.files:
-        ctx.meta.missing.append("no analyze/communication_analyzer.db (msprof --analyze=on): no wait/transit split, "
-                                "bandwidth or communication matrix")
+        ctx.meta.missing.append(
+            "no analyze/communication_analyzer.db (msprof --analyze=on): no wait/transit split, "
+            "bandwidth or communication matrix"
+        )
 
 
 def read_export(ctx: ReadContext, st: MsprofState, export: dict[str, list[ExportFile]]) -> None:
@@ -323,8 +331,15 @@ def read_export(ctx: ReadContext, st: MsprofState, export: dict[str, list[Export
         ext = files[0].path.suffix
         if kind == "op_summary" and ext == ".csv":
             for f in files:
-                st.next_kernel_id += read_kernel_csv(ctx, st.text, f.path, None, kind="op_summary", first_kernel_id=st.next_kernel_id,
-                                                     step_of=lambda ts: steps_of(st.steps, ts))
+                st.next_kernel_id += read_kernel_csv(
+                    ctx,
+                    st.text,
+                    f.path,
+                    None,
+                    kind="op_summary",
+                    first_kernel_id=st.next_kernel_id,
+                    step_of=lambda ts: steps_of(st.steps, ts),
+                )
         elif kind == "op_statistic" and ext == ".csv":
             for f in files:
                 read_op_statistic(ctx, f.path, kind="op_statistic")
@@ -359,7 +374,8 @@ def read_export(ctx: ReadContext, st: MsprofState, export: dict[str, list[Export
             if base == "step_trace" and ext == ".json":
                 has_csv = any(x.path.suffix == ".csv" for x in export.get("step_trace", []))
                 reason = "step timeline (JSON): the steps are read from step_trace_*.csv" + (
-                    "" if has_csv else ", which this export lacks")
+                    "" if has_csv else ", which this export lacks"
+                )
             elif ext == ".json" and base != "msprof_tx":
                 reason = f"{base} as JSON (msprof --summary-format=json) is not ingested by this version; export CSV summaries"
             else:
@@ -453,9 +469,17 @@ def _read_prof_meta(ctx: ReadContext, st: MsprofState, root: Path) -> dict[int, 
         m_.hostname = m_.hostname or _str(info.get("hostname"))
         rid = info.get("rank_id")
         dev_info = info.get("DeviceInfo")
-        extra = {k: info.get(k) for k in ("rank_id", "pid", "pid_name", "version", "platform_version") if info.get(k) is not None}
+        extra = {
+            k: info.get(k)
+            for k in ("rank_id", "pid", "pid_name", "version", "platform_version")
+            if info.get(k) is not None
+        }
         if isinstance(dev_info, list) and dev_info and isinstance(dev_info[0], dict):
-            extra["device"] = {k: dev_info[0].get(k) for k in ("id", "ai_core_num", "aic_frequency", "hwts_frequency") if k in dev_info[0]}
+            extra["device"] = {
+                k: dev_info[0].get(k)
+                for k in ("id", "ai_core_num", "aic_frequency", "hwts_frequency")
+                if k in dev_info[0]
+            }
         m_.extra.setdefault("info_json", {})[top] = extra
         if isinstance(rid, int) and rid < 0:
             m_.extra["rank_id_unset"] = True
@@ -560,7 +584,7 @@ def steps_of(steps: list[tuple[int, int, int]], ts: list[int | None]) -> list[in
         hit = None
         if t is not None:
             i = bisect.bisect_right(starts, t)
-            for s, a, b in ordered[max(0, i - 8):i]:  # ranges are disjoint in practice; a few back for overlaps
+            for s, a, b in ordered[max(0, i - 8) : i]:  # ranges are disjoint in practice; a few back for overlaps
                 if a <= t < b:
                     hit = s
                     break
@@ -583,7 +607,10 @@ def _read_task_time(ctx: ReadContext, st: MsprofState, path: Path, kernels: bool
         stream = t.ints("stream")
         ts = t.ns_from_us("start")
         dur = t.ns_from_us("dur")
-        comm = [(ty or "").upper() in ("HCCL", "COMMUNICATION") or (nm or "").startswith("hcom_") for nm, ty in zip(names, types)]
+        comm = [
+            (ty or "").upper() in ("HCCL", "COMMUNICATION") or (nm or "").startswith("hcom_")
+            for nm, ty in zip(names, types)
+        ]
         if kernels:
             first = st.next_kernel_id
             st.next_kernel_id += n
@@ -605,13 +632,20 @@ def _read_task_time(ctx: ReadContext, st: MsprofState, path: Path, kernels: bool
             pid = [f"NPU {d}" if d is not None else "NPU" for d in dev]
             tid = [str(s) if s is not None else "" for s in stream]
             args = [
-                json.dumps({"Task Type": ty, "Stream Id": s, "Task Id": k}) for ty, s, k in zip(types, stream, t.ints("task"))
+                json.dumps({"Task Type": ty, "Stream Id": s, "Task Id": k})
+                for ty, s, k in zip(types, stream, t.ints("task"))
             ]
             outcome.rows += ctx.write(
                 "slices",
                 {
-                    "pid": pid, "tid": tid, "name": names, "category": ["task_time"] * n, "ts_ns": ts, "dur_ns": dur,
-                    "event_id": list(range(n)), "args": args,
+                    "pid": pid,
+                    "tid": tid,
+                    "name": names,
+                    "category": ["task_time"] * n,
+                    "ts_ns": ts,
+                    "dur_ns": dur,
+                    "event_id": list(range(n)),
+                    "args": args,
                 },
             )
             counts: dict[tuple[str, str], int] = defaultdict(int)
@@ -621,9 +655,12 @@ def _read_task_time(ctx: ReadContext, st: MsprofState, path: Path, kernels: bool
             ctx.write(
                 "lanes",
                 {
-                    "pid": [k[0] for k in keys], "tid": [k[1] for k in keys],
-                    "process": ["Ascend Hardware"] * len(keys), "lane": [f"Stream {k[1]}" for k in keys],
-                    "lane_group": ["device"] * len(keys), "n_slices": [counts[k] for k in keys],
+                    "pid": [k[0] for k in keys],
+                    "tid": [k[1] for k in keys],
+                    "process": ["Ascend Hardware"] * len(keys),
+                    "lane": [f"Stream {k[1]}" for k in keys],
+                    "lane_group": ["device"] * len(keys),
+                    "n_slices": [counts[k] for k in keys],
                 },
             )
 
@@ -837,8 +874,11 @@ class TimelinePass:
             ctx.write(
                 "steps",
                 {
-                    "step": [s[0] for s in steps], "start_ns": [s[1] for s in steps], "end_ns": [s[2] for s in steps],
-                    "dur_ns": [s[2] - s[1] for s in steps], "source": ["Iteration"] * len(steps),
+                    "step": [s[0] for s in steps],
+                    "start_ns": [s[1] for s in steps],
+                    "end_ns": [s[2] for s in steps],
+                    "dur_ns": [s[2] - s[1] for s in steps],
+                    "source": ["Iteration"] * len(steps),
                 },
             )
         if self.kernels:
@@ -962,7 +1002,10 @@ def _ignore_rest(ctx: ReadContext, root: Path) -> None:
         elif top == "mindstudio_profiler_log":
             ctx.ignore(p, "msprof export log")
         elif top == "analyze":
-            ctx.ignore(p, "msprof --analyze output is not ingested by this version (read the per-op communication from the timeline)")
+            ctx.ignore(
+                p,
+                "msprof --analyze output is not ingested by this version (read the per-op communication from the timeline)",
+            )
         elif len(rel) == 1 and DB_RE.match(p.name):
             ctx.ignore(p, f"the same data as the text export in {EXPORT_DIR}/, which was read")
         elif len(rel) > 2 and rel[1] in ("data", "sqlite"):
@@ -982,14 +1025,29 @@ def _finish_meta(ctx: ReadContext, st: MsprofState) -> None:
     m.missing.append("no framework operators: msprof records CANN and device activity only")
     db = st.db_export
     if not w.has("slices"):
-        m.missing.append("no timeline: " + ("the db has no TASK / CANN_API rows" if db else "the export has no msprof_*.json (or task_time) file"))
+        m.missing.append(
+            "no timeline: "
+            + ("the db has no TASK / CANN_API rows" if db else "the export has no msprof_*.json (or task_time) file")
+        )
     if not w.has("kernels"):
-        m.missing.append("no device kernels: " + ("the db has no COMPUTE_TASK_INFO rows" if db else "the export has no op_summary / task_time file"))
+        m.missing.append(
+            "no device kernels: "
+            + ("the db has no COMPUTE_TASK_INFO rows" if db else "the export has no op_summary / task_time file")
+        )
     if not w.has("steps"):
-        m.missing.append("no step ranges: " + ("msprof's db export has no step table" if db else "the export has no step_trace file"))
+        m.missing.append(
+            "no step ranges: " + ("msprof's db export has no step table" if db else "the export has no step_trace file")
+        )
     if not w.has("memory_samples"):
-        m.missing.append("no memory records: " + ("the db has no NPU_MEM / MEMORY_RECORD / OP_MEMORY rows" if db else
-                         "the export has no npu_mem / memory_record / operator_memory file") + " (memory collection was off)")
+        m.missing.append(
+            "no memory records: "
+            + (
+                "the db has no NPU_MEM / MEMORY_RECORD / OP_MEMORY rows"
+                if db
+                else "the export has no npu_mem / memory_record / operator_memory file"
+            )
+            + " (memory collection was off)"
+        )
     if not w.has("comm_ops"):
         m.missing.append("no communication operations: single card, or no HCCL op in the window")
     if not db and not w.has("comm_links"):

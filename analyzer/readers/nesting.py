@@ -30,7 +30,9 @@ def thread_runs(pid: pa.ChunkedArray | pa.Array, tid: pa.ChunkedArray | pa.Array
     n = len(pid)
     if n == 0:
         return np.zeros(0, dtype=np.int64)
-    key = pc.binary_join_element_wise(pc.fill_null(pc.cast(pid, pa.string()), ""), pc.fill_null(pc.cast(tid, pa.string()), ""), "\x00")
+    key = pc.binary_join_element_wise(
+        pc.fill_null(pc.cast(pid, pa.string()), ""), pc.fill_null(pc.cast(tid, pa.string()), ""), "\x00"
+    )
     key = key.combine_chunks() if isinstance(key, pa.ChunkedArray) else key
     change = np.ones(n, dtype=np.int64)
     if n > 1:
@@ -117,7 +119,9 @@ def _walk_thread(ts: np.ndarray, dur: np.ndarray, depth: np.ndarray, child: np.n
         stack.append(i)
 
 
-def subtree_sum(pid: list[str | None], tid: list[str | None], ts: np.ndarray, dur: np.ndarray, values: np.ndarray) -> np.ndarray:
+def subtree_sum(
+    pid: list[str | None], tid: list[str | None], ts: np.ndarray, dur: np.ndarray, values: np.ndarray
+) -> np.ndarray:
     """For ops sorted by (pid, tid, ts, -dur): each op's value plus the values of every op nested in
     it on the same thread (e.g. device time of an op and of all the ops it called)."""
     n = len(ts)

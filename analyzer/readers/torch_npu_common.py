@@ -22,8 +22,8 @@ from typing import Any
 
 from ..errors import InputError
 from ..units import ascend_gbps_to_bytes_per_s
-from ..units import mb_to_bytes as mb_bytes  # noqa: F401 - used here and by the db reader
-from ..units import ms_to_ns as ms_ns  # noqa: F401
+from ..units import mb_to_bytes as mb_bytes
+from ..units import ms_to_ns as ms_ns
 from .base import CollectionPlan, ReadContext
 
 OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
@@ -35,8 +35,22 @@ _SELF_LINK = re.compile(r"^(\d+)-(\d+)$")
 
 # bytes per element of HCCL data types (ENUM_HCCL_DATA_TYPE names, trace args data_type)
 HCCL_DTYPE_BYTES = {
-    "INT8": 1, "UINT8": 1, "INT16": 2, "UINT16": 2, "FP16": 2, "BFP16": 2, "BF16": 2, "INT32": 4,
-    "UINT32": 4, "FP32": 4, "INT64": 8, "UINT64": 8, "FP64": 8, "INT128": 16, "HIF8": 1, "FP8E4M3": 1,
+    "INT8": 1,
+    "UINT8": 1,
+    "INT16": 2,
+    "UINT16": 2,
+    "FP16": 2,
+    "BFP16": 2,
+    "BF16": 2,
+    "INT32": 4,
+    "UINT32": 4,
+    "FP32": 4,
+    "INT64": 8,
+    "UINT64": 8,
+    "FP64": 8,
+    "INT128": 16,
+    "HIF8": 1,
+    "FP8E4M3": 1,
     "FP8E5M2": 1,
 }
 
@@ -467,7 +481,9 @@ def switch_sentences(ctx: ReadContext, pf: ProducerFiles) -> None:
             miss.append(s)
 
     if level == "Level0":
-        say("Level0: no communication matrix and no wait/transit split (communication.json and communication_matrix.json are written from Level1)")
+        say(
+            "Level0: no communication matrix and no wait/transit split (communication.json and communication_matrix.json are written from Level1)"
+        )
         say("Level0: kernels have no op type, shapes or AI Core PMU metrics (reduced kernel details)")
         if "cann_api" not in caps:
             say("Level0: no CANN API (AscendCL/Runtime) events on the host timeline")

@@ -166,17 +166,34 @@ class DbExport:
         except sqlite3.Error as exc:
             self.problems.append(f"{what}: table unreadable ({exc}); skipped")
 
-    def slices(self, pid: list[str], tid: list[str], name: list[str], cat: list[str | None], ts: list[int],
-               end: list[int], args: list[str | None]) -> None:
+    def slices(
+        self,
+        pid: list[str],
+        tid: list[str],
+        name: list[str],
+        cat: list[str | None],
+        ts: list[int],
+        end: list[int],
+        args: list[str | None],
+    ) -> None:
         n = len(ts)
         if not n:
             return
         ts_a = np.asarray(ts, dtype=np.int64)
         dur = np.maximum(np.asarray(end, dtype=np.int64) - ts_a, 0)
-        self.ctx.write("slices", {
-            "pid": pid, "tid": tid, "name": name, "category": cat, "ts_ns": ts_a, "dur_ns": dur,
-            "event_id": np.arange(self.event_base, self.event_base + n, dtype=np.int64), "args": args,
-        })
+        self.ctx.write(
+            "slices",
+            {
+                "pid": pid,
+                "tid": tid,
+                "name": name,
+                "category": cat,
+                "ts_ns": ts_a,
+                "dur_ns": dur,
+                "event_id": np.arange(self.event_base, self.event_base + n, dtype=np.int64),
+                "args": args,
+            },
+        )
         self.event_base += n
         self.lane_counts.update(zip(pid, tid))
 
@@ -195,7 +212,11 @@ def read_torch_npu_db(ctx: ReadContext) -> None:
     pf = read_producer_files(ctx, root)
     groups = Groups(ctx.rank, plan.hints, pf.metadata)
     for p in plan.files:
-        if p in (main, analysis) or p.parent == root and (PROFILER_INFO_RE.match(p.name) or p.name == "profiler_metadata.json"):
+        if (
+            p in (main, analysis)
+            or p.parent == root
+            and (PROFILER_INFO_RE.match(p.name) or p.name == "profiler_metadata.json")
+        ):
             continue
         rel = p.relative_to(root).parts
         if rel[0] == "FRAMEWORK" or rel[0].startswith("PROF_"):
@@ -217,7 +238,12 @@ def read_torch_npu_db(ctx: ReadContext) -> None:
 
 
 def read_ascend_db(
-    ctx: ReadContext, main: Path | None, analysis: Path | None, groups: Groups, reader: str, expected: str,
+    ctx: ReadContext,
+    main: Path | None,
+    analysis: Path | None,
+    groups: Groups,
+    reader: str,
+    expected: str,
 ) -> dict[str, Any]:
     """Read an msprof-style profiler db (torch_npu's ``ascend_pytorch_profiler_{r}.db``, MindSpore's
     ``ascend_mindspore_profiler_{r}.db`` or msprof's own ``msprof_{ts}.db``: the same CANN tables, the
@@ -308,7 +334,9 @@ def _read_main(ctx: ReadContext, st: DbExport, groups: Groups) -> dict[str, Any]
         extra["rank_device_map"] = [{"rank": r, "device": d} for r, d in rd]
         st.devices.update(d for _r, d in rd if d is not None and d >= 0)
         if rd and rd[0][0] is not None and rd[0][0] >= 0 and rd[0][0] != ctx.rank:
-            st.problems.append(f"RANK_DEVICE_MAP says rank {rd[0][0]} but the collection is rank {ctx.rank}; kept {ctx.rank}")
+            st.problems.append(
+                f"RANK_DEVICE_MAP says rank {rd[0][0]} but the collection is rank {ctx.rank}; kept {ctx.rank}"
+            )
     if db.has("SESSION_TIME_INFO"):
         row = db.all("SELECT startTimeNs, endTimeNs FROM SESSION_TIME_INFO LIMIT 1")
         if row:
@@ -364,10 +392,16 @@ def _steps(ctx: ReadContext, st: DbExport) -> None:
     rows = st.db.all("SELECT id, startNs, endNs FROM STEP_TIME ORDER BY startNs")
     st.steps = [(int(i), int(s), int(e)) for i, s, e in rows if i is not None and s is not None and e is not None]
     if st.steps:
-        ctx.write("steps", {
-            "step": [s[0] for s in st.steps], "start_ns": [s[1] for s in st.steps], "end_ns": [s[2] for s in st.steps],
-            "dur_ns": [s[2] - s[1] for s in st.steps], "source": ["STEP_TIME"] * len(st.steps),
-        })
+        ctx.write(
+            "steps",
+            {
+                "step": [s[0] for s in st.steps],
+                "start_ns": [s[1] for s in st.steps],
+                "end_ns": [s[2] for s in st.steps],
+                "dur_ns": [s[2] - s[1] for s in st.steps],
+                "source": ["STEP_TIME"] * len(st.steps),
+            },
+        )
 
 
 def _pytorch_api(ctx: ReadContext, st: DbExport, stage: ScratchStage) -> None:
@@ -381,7 +415,8 @@ def _pytorch_api(ctx: ReadContext, st: DbExport, stage: ScratchStage) -> None:
     if has_conn:
         not_comm = (
             "AND t.globalTaskId NOT IN (SELECT globalTaskId FROM COMMUNICATION_TASK_INFO) "
-            if db.has("COMMUNICATION_TASK_INFO") else ""
+            if db.has("COMMUNICATION_TASK_INFO")
+            else ""
         )
         for rowid, d in db.all(
             "SELECT p.rowid, sum(t.endNs - t.startNs) FROM PYTORCH_API p "
@@ -439,23 +474,33 @@ def _pytorch_api(ctx: ReadContext, st: DbExport, stage: ScratchStage) -> None:
             continue
         if not st.has_shapes and any(shp[i] and any(ch.isdigit() for ch in shp[i]) for i in idx):
             st.has_shapes = True
-        stage.write("operators", pa.table({
-            "name": pa.array([name[i] for i in idx], pa.string()),
-            "category": pa.array(["cpu_op"] * len(idx), pa.string()),
-            "tid": pa.array([tid[i] for i in idx], pa.string()),
-            "_pid": pa.array([pid[i] for i in idx], pa.string()),
-            "ts_ns": pa.array([ts[i] for i in idx], pa.int64()),
-            "dur_ns": pa.array([max(end[i] - ts[i], 0) for i in idx], pa.int64()),
-            "input_shapes": pa.array([shp[i] for i in idx], pa.string()),
-            "input_types": pa.array([dty[i] for i in idx], pa.string()),
-            "call_stack": pa.array([stacks.get(int(chn[i])) if chn[i] is not None else None for i in idx], pa.string()),
-            "sequence_number": pa.array([seqn[i] for i in idx], pa.int64()),
-            "event_id": pa.array([event_base + i for i in idx], pa.int64()),
-            "_dev": pa.array(
-                [dev.get(int(rowid[i]), 0) if has_conn and not name[i].startswith("ProfilerStep#") else None for i in idx],
-                pa.int64(),
+        stage.write(
+            "operators",
+            pa.table(
+                {
+                    "name": pa.array([name[i] for i in idx], pa.string()),
+                    "category": pa.array(["cpu_op"] * len(idx), pa.string()),
+                    "tid": pa.array([tid[i] for i in idx], pa.string()),
+                    "_pid": pa.array([pid[i] for i in idx], pa.string()),
+                    "ts_ns": pa.array([ts[i] for i in idx], pa.int64()),
+                    "dur_ns": pa.array([max(end[i] - ts[i], 0) for i in idx], pa.int64()),
+                    "input_shapes": pa.array([shp[i] for i in idx], pa.string()),
+                    "input_types": pa.array([dty[i] for i in idx], pa.string()),
+                    "call_stack": pa.array(
+                        [stacks.get(int(chn[i])) if chn[i] is not None else None for i in idx], pa.string()
+                    ),
+                    "sequence_number": pa.array([seqn[i] for i in idx], pa.int64()),
+                    "event_id": pa.array([event_base + i for i in idx], pa.int64()),
+                    "_dev": pa.array(
+                        [
+                            dev.get(int(rowid[i]), 0) if has_conn and not name[i].startswith("ProfilerStep#") else None
+                            for i in idx
+                        ],
+                        pa.int64(),
+                    ),
+                }
             ),
-        }))
+        )
 
 
 _DIMS = re.compile(r"[\d,;\s\[\]]+")
@@ -487,26 +532,40 @@ def _finish_operators(ctx: ReadContext, st: DbExport, path: str) -> None:
         valid = pc.is_valid(dev).to_numpy(zero_copy_only=False)
         dev_np = dev.fill_null(0).to_numpy(zero_copy_only=False)
         total = subtree_sum(
-            ops.column("_pid").to_pylist(), ops.column("tid").to_pylist(),
-            ops.column("ts_ns").to_numpy(zero_copy_only=False), ops.column("dur_ns").to_numpy(zero_copy_only=False), dev_np,
+            ops.column("_pid").to_pylist(),
+            ops.column("tid").to_pylist(),
+            ops.column("ts_ns").to_numpy(zero_copy_only=False),
+            ops.column("dur_ns").to_numpy(zero_copy_only=False),
+            dev_np,
         )
-        extra = pa.table({
-            "event_id": nest.column("event_id"), "depth": nest.column("depth"), "self_ns": nest.column("self_ns"),
-            "device_self_ns": pa.array(dev_np, pa.int64(), mask=~valid),
-            "device_total_ns": pa.array(total, pa.int64(), mask=~valid),
-        })
+        extra = pa.table(
+            {
+                "event_id": nest.column("event_id"),
+                "depth": nest.column("depth"),
+                "self_ns": nest.column("self_ns"),
+                "device_self_ns": pa.array(dev_np, pa.int64(), mask=~valid),
+                "device_total_ns": pa.array(total, pa.int64(), mask=~valid),
+            }
+        )
         con.register("ops", ops)
         con.register("x", extra)
-        con.register("steps", pa.table({
-            "step": pa.array([s[0] for s in st.steps], pa.int32()),
-            "start_ns": pa.array([s[1] for s in st.steps], pa.int64()),
-            "end_ns": pa.array([s[2] for s in st.steps], pa.int64()),
-        }))
+        con.register(
+            "steps",
+            pa.table(
+                {
+                    "step": pa.array([s[0] for s in st.steps], pa.int32()),
+                    "start_ns": pa.array([s[1] for s in st.steps], pa.int64()),
+                    "end_ns": pa.array([s[2] for s in st.steps], pa.int64()),
+                }
+            ),
+        )
         names = schema.FACTS["operators"].column_names[3:]
         rep = {
             "step": "CASE WHEN o.ts_ns < s.end_ns THEN s.step END",
-            "self_ns": "x.self_ns", "depth": "x.depth",
-            "device_self_ns": "x.device_self_ns", "device_total_ns": "x.device_total_ns",
+            "self_ns": "x.self_ns",
+            "depth": "x.depth",
+            "device_self_ns": "x.device_self_ns",
+            "device_total_ns": "x.device_total_ns",
         }
         sel = ", ".join(f'{rep[c]} AS "{c}"' if c in rep else f'o."{c}"' for c in names)
         rdr = con.sql(
@@ -530,7 +589,10 @@ def _cann_api(st: DbExport) -> None:
             prefix = _CANN_PREFIX.get(lv, lv.capitalize() if lv else "")
             names.append(f"{prefix}@{n}" if prefix else str(n))
             st.cann_levels[prefix] += 1
-        args = [_js({"Thread Id": int(t) if t else None, "level": lv, "connection_id": c}) for t, lv, c in zip(tid, levels, conn)]
+        args = [
+            _js({"Thread Id": int(t) if t else None, "level": lv, "connection_id": c})
+            for t, lv, c in zip(tid, levels, conn)
+        ]
         st.slices(["CANN"] * len(ts), tid, names, [None] * len(ts), ts, end, args)
         for t_ in set(tid):
             st.lane("CANN", t_, "CANN", f"Thread {t_}", "host")
@@ -543,7 +605,11 @@ def _task_type_expr(table_alias: str) -> str:
 def _tasks(st: DbExport) -> None:
     db = st.db
     has_compute = db.has("COMPUTE_TASK_INFO")
-    cname = "(SELECT s.value FROM COMPUTE_TASK_INFO c JOIN STRING_IDS s ON s.id = c.name WHERE c.globalTaskId = t.globalTaskId)" if has_compute else "NULL"
+    cname = (
+        "(SELECT s.value FROM COMPUTE_TASK_INFO c JOIN STRING_IDS s ON s.id = c.name WHERE c.globalTaskId = t.globalTaskId)"
+        if has_compute
+        else "NULL"
+    )
     sql = (
         f"SELECT t.startNs, t.endNs, t.deviceId, t.streamId, t.taskId, t.modelId, t.connectionId, {_task_type_expr('t')}, "
         f"{cname} AS kname FROM TASK t ORDER BY t.startNs"
@@ -599,12 +665,32 @@ def _comm_op(st: DbExport, groups: Groups) -> None:
         names.append(name or "")
         ts.append(int(s))
         end.append(int(e))
-        args.append(_js({"connection_id": conn, "data_type": dtype, "alg_type": alg, "count": count, "relay": relay, "retry": retry}))
-        st.comm_ops_raw.append({
-            "name": name, "ts": int(s), "dur": int(e) - int(s), "group": h, "group_id": gname, "dtype": dtype,
-            "count": int(count) if count is not None else None, "alg": alg, "op_type_raw": optype,
-            "wait": int(wait) if wait is not None else None,
-        })
+        args.append(
+            _js(
+                {
+                    "connection_id": conn,
+                    "data_type": dtype,
+                    "alg_type": alg,
+                    "count": count,
+                    "relay": relay,
+                    "retry": retry,
+                }
+            )
+        )
+        st.comm_ops_raw.append(
+            {
+                "name": name,
+                "ts": int(s),
+                "dur": int(e) - int(s),
+                "group": h,
+                "group_id": gname,
+                "dtype": dtype,
+                "count": int(count) if count is not None else None,
+                "alg": alg,
+                "op_type_raw": optype,
+                "wait": int(wait) if wait is not None else None,
+            }
+        )
     st.slices(pid, tid, names, [None] * len(ts), ts, end, args)
 
 
@@ -623,13 +709,24 @@ def _comm_tasks(st: DbExport) -> None:
         pid = [f"HCCL {d}" for d in dev]
         tid = [f"plane {p}" for p in plane]
         args = [
-            _js({
-                "notify_id": n, "stream id": s, "task id": tk, "task type": tt, "src rank": sr, "dst rank": ds,
-                "transport type": transports.get(int(t_), None) if t_ is not None else None, "size(Byte)": sz,
-                "data type": dtypes.get(int(d_), None) if d_ is not None else None,
-                "link type": links.get(int(l_), None) if l_ is not None else None, "op name": on,
-            })
-            for n, s, tk, tt, sr, ds, t_, sz, d_, l_, on in zip(notify, stream, task, ttype, src, dst, tr, size, dt, lk, opname)
+            _js(
+                {
+                    "notify_id": n,
+                    "stream id": s,
+                    "task id": tk,
+                    "task type": tt,
+                    "src rank": sr,
+                    "dst rank": ds,
+                    "transport type": transports.get(int(t_), None) if t_ is not None else None,
+                    "size(Byte)": sz,
+                    "data type": dtypes.get(int(d_), None) if d_ is not None else None,
+                    "link type": links.get(int(l_), None) if l_ is not None else None,
+                    "op name": on,
+                }
+            )
+            for n, s, tk, tt, sr, ds, t_, sz, d_, l_, on in zip(
+                notify, stream, task, ttype, src, dst, tr, size, dt, lk, opname
+            )
         ]
         st.slices(pid, tid, [t or "" for t in ttype], [None] * len(ts), ts, end, args)
         for p_, t_, pl in set(zip(pid, tid, plane)):
@@ -660,10 +757,10 @@ def _kernels(ctx: ReadContext, st: DbExport) -> None:
           SELECT globalTaskId, startNs - lag(endNs) OVER (PARTITION BY deviceId, streamId ORDER BY startNs) AS gap
           FROM TASK)
         SELECT t.globalTaskId, t.startNs, t.endNs, t.deviceId, t.streamId, t.taskId,
-               {_str('c.name', 'name')}, {ostr('opType', 'optype')}, {ostr('taskType', 'ttype')}, {block}, {mix},
-               {ostr('opState', 'state')}, {ostr('inputShapes', 'ish')}, {ostr('inputDataTypes', 'idt')},
-               {ostr('inputFormats', 'ifm')}, {ostr('outputShapes', 'osh')}, {ostr('outputDataTypes', 'odt')},
-               {ostr('outputFormats', 'ofm')}, w.gap
+               {_str("c.name", "name")}, {ostr("opType", "optype")}, {ostr("taskType", "ttype")}, {block}, {mix},
+               {ostr("opState", "state")}, {ostr("inputShapes", "ish")}, {ostr("inputDataTypes", "idt")},
+               {ostr("inputFormats", "ifm")}, {ostr("outputShapes", "osh")}, {ostr("outputDataTypes", "odt")},
+               {ostr("outputFormats", "ofm")}, w.gap
         FROM TASK t JOIN COMPUTE_TASK_INFO c ON c.globalTaskId = t.globalTaskId LEFT JOIN w ON w.globalTaskId = t.globalTaskId
         ORDER BY t.startNs
     """
@@ -681,19 +778,47 @@ def _kernels(ctx: ReadContext, st: DbExport) -> None:
             task_ids.append(int(gid))
             kernel_ids.append(kid)
             row = {
-                "name": name, "op_type": _t(optype), "core_type": _t(ttype), "is_communication": False, "device_id": dev,
-                "stream_id": stream, "task_id": task, "ts_ns": int(s), "dur_ns": max(int(e) - int(s), 0),
-                "wait_ns": max(int(gap), 0) if gap is not None else 0, "block_dim": blk, "mix_block_dim": mixb,
-                "op_state": _t(state), "input_shapes": _t(ish), "input_dtypes": _t(idt), "input_formats": _t(ifm),
-                "output_shapes": _t(osh), "output_dtypes": _t(odt), "output_formats": _t(ofm),
+                "name": name,
+                "op_type": _t(optype),
+                "core_type": _t(ttype),
+                "is_communication": False,
+                "device_id": dev,
+                "stream_id": stream,
+                "task_id": task,
+                "ts_ns": int(s),
+                "dur_ns": max(int(e) - int(s), 0),
+                "wait_ns": max(int(gap), 0) if gap is not None else 0,
+                "block_dim": blk,
+                "mix_block_dim": mixb,
+                "op_state": _t(state),
+                "input_shapes": _t(ish),
+                "input_dtypes": _t(idt),
+                "input_formats": _t(ifm),
+                "output_shapes": _t(osh),
+                "output_dtypes": _t(odt),
+                "output_formats": _t(ofm),
             }
         else:
             row = {
-                "name": r["name"], "op_type": _t(r["op_type_raw"]), "core_type": "HCCL", "is_communication": True,
-                "device_id": next(iter(st.devices)) if len(st.devices) == 1 else None, "stream_id": None, "task_id": None,
-                "ts_ns": r["ts"], "dur_ns": r["dur"], "wait_ns": r["wait"], "block_dim": None, "mix_block_dim": None,
-                "op_state": None, "input_shapes": None, "input_dtypes": None, "input_formats": None,
-                "output_shapes": None, "output_dtypes": None, "output_formats": None,
+                "name": r["name"],
+                "op_type": _t(r["op_type_raw"]),
+                "core_type": "HCCL",
+                "is_communication": True,
+                "device_id": next(iter(st.devices)) if len(st.devices) == 1 else None,
+                "stream_id": None,
+                "task_id": None,
+                "ts_ns": r["ts"],
+                "dur_ns": r["dur"],
+                "wait_ns": r["wait"],
+                "block_dim": None,
+                "mix_block_dim": None,
+                "op_state": None,
+                "input_shapes": None,
+                "input_dtypes": None,
+                "input_formats": None,
+                "output_shapes": None,
+                "output_dtypes": None,
+                "output_formats": None,
             }
         row["kernel_id"] = kid
         row["step"] = st.step_of(ts)
@@ -721,17 +846,20 @@ def _op_statistic(ctx: ReadContext, k: dict[str, list[Any]]) -> None:
             groups[(ot if ot is not None else name, ct)].append(int(d))
     total_all = sum(sum(v) for v in groups.values()) or 1
     rows = sorted(groups.items(), key=lambda kv: -sum(kv[1]))
-    ctx.write("statistics", {
-        "kind": ["op_statistic"] * len(rows),
-        "name": [g[0] for g, _ in rows],
-        "core_type": [g[1] for g, _ in rows],
-        "count": [len(v) for _, v in rows],
-        "total_ns": [sum(v) for _, v in rows],
-        "min_ns": [min(v) for _, v in rows],
-        "avg_ns": [round(sum(v) / len(v)) for _, v in rows],
-        "max_ns": [max(v) for _, v in rows],
-        "ratio_pct": [100.0 * sum(v) / total_all for _, v in rows],
-    })
+    ctx.write(
+        "statistics",
+        {
+            "kind": ["op_statistic"] * len(rows),
+            "name": [g[0] for g, _ in rows],
+            "core_type": [g[1] for g, _ in rows],
+            "count": [len(v) for _, v in rows],
+            "total_ns": [sum(v) for _, v in rows],
+            "min_ns": [min(v) for _, v in rows],
+            "avg_ns": [round(sum(v) / len(v)) for _, v in rows],
+            "max_ns": [max(v) for _, v in rows],
+            "ratio_pct": [100.0 * sum(v) / total_all for _, v in rows],
+        },
+    )
 
 
 def _api_statistic(ctx: ReadContext, st: DbExport) -> None:
@@ -770,9 +898,10 @@ def pmu_metric_name(name: str) -> str:
 def _pmu(ctx: ReadContext, st: DbExport) -> None:
     assert st.kernel_of_task is not None
     tasks, kids = st.kernel_of_task
-    names = {int(i): pmu_metric_name(str(v)) for i, v in st.db.all(
-        "SELECT DISTINCT p.name, s.value FROM TASK_PMU_INFO p JOIN STRING_IDS s ON s.id = p.name"
-    )}
+    names = {
+        int(i): pmu_metric_name(str(v))
+        for i, v in st.db.all("SELECT DISTINCT p.name, s.value FROM TASK_PMU_INFO p JOIN STRING_IDS s ON s.id = p.name")
+    }
     for rows in st.db.batches("SELECT globalTaskId, name, value FROM TASK_PMU_INFO"):
         gid, nm, val = _cols(rows, 3)
         g = np.asarray(gid, dtype=np.int64)
@@ -783,11 +912,14 @@ def _pmu(ctx: ReadContext, st: DbExport) -> None:
         ok &= ~np.isnan(vals)
         sel = np.nonzero(ok)[0]
         if len(sel):
-            ctx.write("kernel_metrics", {
-                "kernel_id": kids[pos[sel]],
-                "metric": [names.get(int(nm[i]), str(nm[i])) for i in sel],
-                "value": vals[sel],
-            })
+            ctx.write(
+                "kernel_metrics",
+                {
+                    "kernel_id": kids[pos[sel]],
+                    "metric": [names.get(int(nm[i]), str(nm[i])) for i in sel],
+                    "value": vals[sel],
+                },
+            )
 
 
 def _memory_record(ctx: ReadContext, st: DbExport) -> None:
@@ -796,15 +928,25 @@ def _memory_record(ctx: ReadContext, st: DbExport) -> None:
         f"FROM MEMORY_RECORD ORDER BY timestamp"
     ):
         ts, comp, dev, alloc, res, act, ptr = _cols(rows, 7)
-        ctx.write("memory_samples", {
-            "ts_ns": ts, "component": comp, "device": [f"NPU:{d}" if d is not None else None for d in dev],
-            "allocated_bytes": alloc, "reserved_bytes": res, "active_bytes": act, "stream_ptr": ptr,
-            "source": ["MEMORY_RECORD"] * len(ts),
-        })
+        ctx.write(
+            "memory_samples",
+            {
+                "ts_ns": ts,
+                "component": comp,
+                "device": [f"NPU:{d}" if d is not None else None for d in dev],
+                "allocated_bytes": alloc,
+                "reserved_bytes": res,
+                "active_bytes": act,
+                "stream_ptr": ptr,
+                "source": ["MEMORY_RECORD"] * len(ts),
+            },
+        )
 
 
 def _npu_mem_rows(st: DbExport) -> list[tuple[Any, ...]]:
-    return st.db.all(f"SELECT timestampNs, {_str('type', 'kind')}, ddr, hbm, deviceId FROM NPU_MEM ORDER BY timestampNs")
+    return st.db.all(
+        f"SELECT timestampNs, {_str('type', 'kind')}, ddr, hbm, deviceId FROM NPU_MEM ORDER BY timestampNs"
+    )
 
 
 def _npu_mem(ctx: ReadContext, st: DbExport) -> None:
@@ -812,11 +954,16 @@ def _npu_mem(ctx: ReadContext, st: DbExport) -> None:
     rows = _npu_mem_rows(st)
     app = [r for r in rows if str(r[1]).lower() == "app"]
     if app:
-        ctx.write("memory_samples", {
-            "ts_ns": [int(r[0]) for r in app], "component": ["APP"] * len(app),
-            "device": [f"NPU:{r[4]}" if r[4] is not None else None for r in app],
-            "reserved_bytes": [int((r[2] or 0) + (r[3] or 0)) for r in app], "source": ["NPU_MEM"] * len(app),
-        })
+        ctx.write(
+            "memory_samples",
+            {
+                "ts_ns": [int(r[0]) for r in app],
+                "component": ["APP"] * len(app),
+                "device": [f"NPU:{r[4]}" if r[4] is not None else None for r in app],
+                "reserved_bytes": [int((r[2] or 0) + (r[3] or 0)) for r in app],
+                "source": ["NPU_MEM"] * len(app),
+            },
+        )
     names, ts, vals = [], [], []
     for t, kind, ddr, hbm, _dev in rows:
         label = "APP" if str(kind).lower() == "app" else str(kind).capitalize()
@@ -825,18 +972,28 @@ def _npu_mem(ctx: ReadContext, st: DbExport) -> None:
             ts.append(int(t))
             vals.append(float(v or 0) / 1024.0)
     if ts:
-        ctx.write("counters", {"process": ["NPU MEM"] * len(ts), "name": names, "series": ["KB"] * len(ts), "ts_ns": ts, "value": vals})
+        ctx.write(
+            "counters",
+            {"process": ["NPU MEM"] * len(ts), "name": names, "series": ["KB"] * len(ts), "ts_ns": ts, "value": vals},
+        )
 
 
 def _module_mem(ctx: ReadContext, st: DbExport) -> None:
     modules = _enum(st.db, "ENUM_MODULE")
-    for rows in st.db.batches("SELECT timestampNs, moduleId, totalReserved, deviceId FROM NPU_MODULE_MEM ORDER BY timestampNs"):
+    for rows in st.db.batches(
+        "SELECT timestampNs, moduleId, totalReserved, deviceId FROM NPU_MODULE_MEM ORDER BY timestampNs"
+    ):
         ts, mod, res, dev = _cols(rows, 4)
-        ctx.write("memory_samples", {
-            "ts_ns": ts, "component": [modules.get(int(m), str(m)) if m is not None else None for m in mod],
-            "device": [f"NPU:{d}" if d is not None else None for d in dev],
-            "reserved_bytes": [int(r) if r is not None else None for r in res], "source": ["NPU_MODULE_MEM"] * len(ts),
-        })
+        ctx.write(
+            "memory_samples",
+            {
+                "ts_ns": ts,
+                "component": [modules.get(int(m), str(m)) if m is not None else None for m in mod],
+                "device": [f"NPU:{d}" if d is not None else None for d in dev],
+                "reserved_bytes": [int(r) if r is not None else None for r in res],
+                "source": ["NPU_MODULE_MEM"] * len(ts),
+            },
+        )
 
 
 def _op_memory(ctx: ReadContext, st: DbExport) -> None:
@@ -846,12 +1003,26 @@ def _op_memory(ctx: ReadContext, st: DbExport) -> None:
         f"releaseTotalReserved, releaseTotalActive, streamPtr, deviceId FROM OP_MEMORY ORDER BY allocationTime"
     ):
         c = _cols(rows, 15)
-        ctx.write("operator_memory", {
-            "name": c[0], "size_bytes": c[1], "alloc_ns": c[2], "release_ns": c[3], "active_release_ns": c[4],
-            "duration_ns": c[5], "active_duration_ns": c[6], "alloc_allocated_bytes": c[7], "alloc_reserved_bytes": c[8],
-            "alloc_active_bytes": c[9], "release_allocated_bytes": c[10], "release_reserved_bytes": c[11],
-            "release_active_bytes": c[12], "stream_ptr": c[13], "device": [f"NPU:{d}" if d is not None else None for d in c[14]],
-        })
+        ctx.write(
+            "operator_memory",
+            {
+                "name": c[0],
+                "size_bytes": c[1],
+                "alloc_ns": c[2],
+                "release_ns": c[3],
+                "active_release_ns": c[4],
+                "duration_ns": c[5],
+                "active_duration_ns": c[6],
+                "alloc_allocated_bytes": c[7],
+                "alloc_reserved_bytes": c[8],
+                "alloc_active_bytes": c[9],
+                "release_allocated_bytes": c[10],
+                "release_reserved_bytes": c[11],
+                "release_active_bytes": c[12],
+                "stream_ptr": c[13],
+                "device": [f"NPU:{d}" if d is not None else None for d in c[14]],
+            },
+        )
 
 
 def _npu_op_mem(ctx: ReadContext, st: DbExport) -> None:
@@ -869,19 +1040,32 @@ def _npu_op_mem(ctx: ReadContext, st: DbExport) -> None:
     if not rows:
         return
     dev = lambda d: f"NPU:{d}" if d is not None else None  # noqa: E731
-    ctx.write("memory_samples", {
-        "ts_ns": [int(r[4]) for r in rows], "component": [r[7] for r in rows], "device": [dev(r[8]) for r in rows],
-        "allocated_bytes": [r[5] for r in rows], "reserved_bytes": [r[6] for r in rows],
-        "source": ["NPU_OP_MEM"] * len(rows),
-    })
+    ctx.write(
+        "memory_samples",
+        {
+            "ts_ns": [int(r[4]) for r in rows],
+            "component": [r[7] for r in rows],
+            "device": [dev(r[8]) for r in rows],
+            "allocated_bytes": [r[5] for r in rows],
+            "reserved_bytes": [r[6] for r in rows],
+            "source": ["NPU_OP_MEM"] * len(rows),
+        },
+    )
     held: dict[tuple[Any, Any], tuple[Any, ...]] = {}
     blocks: list[dict[str, Any]] = []
 
     def block(a: tuple[Any, ...], r: tuple[Any, ...] | None) -> dict[str, Any]:
         return {
-            "name": a[0], "size_bytes": a[3], "alloc_ns": int(a[4]), "release_ns": int(r[4]) if r else None,
-            "duration_ns": int(r[4]) - int(a[4]) if r else None, "alloc_allocated_bytes": a[5], "alloc_reserved_bytes": a[6],
-            "release_allocated_bytes": r[5] if r else None, "release_reserved_bytes": r[6] if r else None, "device": dev(a[8]),
+            "name": a[0],
+            "size_bytes": a[3],
+            "alloc_ns": int(a[4]),
+            "release_ns": int(r[4]) if r else None,
+            "duration_ns": int(r[4]) - int(a[4]) if r else None,
+            "alloc_allocated_bytes": a[5],
+            "alloc_reserved_bytes": a[6],
+            "release_allocated_bytes": r[5] if r else None,
+            "release_reserved_bytes": r[6] if r else None,
+            "device": dev(a[8]),
         }
 
     for r in rows:
@@ -903,10 +1087,16 @@ def _npu_op_mem(ctx: ReadContext, st: DbExport) -> None:
 def _freq(ctx: ReadContext, st: DbExport) -> None:
     rows = st.db.all("SELECT timestampNs, freq FROM AICORE_FREQ ORDER BY timestampNs")
     if rows:
-        ctx.write("counters", {
-            "process": ["AI Core Freq"] * len(rows), "name": ["AI Core Freq"] * len(rows), "series": ["MHz"] * len(rows),
-            "ts_ns": [int(r[0]) for r in rows], "value": [float(r[1]) if r[1] is not None else None for r in rows],
-        })
+        ctx.write(
+            "counters",
+            {
+                "process": ["AI Core Freq"] * len(rows),
+                "name": ["AI Core Freq"] * len(rows),
+                "series": ["MHz"] * len(rows),
+                "ts_ns": [int(r[0]) for r in rows],
+                "value": [float(r[1]) if r[1] is not None else None for r in rows],
+            },
+        )
 
 
 def _write_lanes(ctx: ReadContext, st: DbExport) -> None:
@@ -951,11 +1141,19 @@ def _read_analysis(
         ):
             if name is None or str(name) == "Total Op Info":
                 continue
-            times[str(name)].append({
-                "group": str(g) if g is not None else None, "step": step_from_key(str(step)) if step else None,
-                "is_p2p": str(typ or "").lower() == "p2p", "elapse": ms_ns(el), "transit": ms_ns(tr), "wait": ms_ns(wt),
-                "sync": ms_ns(sy), "idle": ms_ns(idle), "start_us": start,
-            })
+            times[str(name)].append(
+                {
+                    "group": str(g) if g is not None else None,
+                    "step": step_from_key(str(step)) if step else None,
+                    "is_p2p": str(typ or "").lower() == "p2p",
+                    "elapse": ms_ns(el),
+                    "transit": ms_ns(tr),
+                    "wait": ms_ns(wt),
+                    "sync": ms_ns(sy),
+                    "idle": ms_ns(idle),
+                    "start_us": start,
+                }
+            )
             if g is not None:
                 groups.get(str(g))
 
@@ -967,7 +1165,9 @@ def _read_analysis(
         out: dict[str, list[Any]] = defaultdict(list)
         seen: set[tuple[Any, ...]] = set()
 
-        def add(step: Any, op: Any, g: Any, tr: Any, size: Any, tm: Any, bw: Any, lpr: Any, pkt: Any, cnt: Any, dur: Any) -> None:
+        def add(
+            step: Any, op: Any, g: Any, tr: Any, size: Any, tm: Any, bw: Any, lpr: Any, pkt: Any, cnt: Any, dur: Any
+        ) -> None:
             out["step"].append(step_from_key(str(step)) if step else None)
             out["op_name"].append(op)
             out["group_name"].append(str(g) if g is not None else None)
@@ -987,8 +1187,10 @@ def _read_analysis(
             if key not in seen:  # the transport summary (repeated on each size bucket in the db)
                 seen.add(key)
                 add(step, op, g, tr, size, tm, bw, lpr, None, None, None)
-            if (pkt or cnt):
-                add(step, op, g, tr, size, tm, bw, lpr, mb_bytes(pkt), int(cnt) if cnt is not None else None, ms_ns(dur))
+            if pkt or cnt:
+                add(
+                    step, op, g, tr, size, tm, bw, lpr, mb_bytes(pkt), int(cnt) if cnt is not None else None, ms_ns(dur)
+                )
         if out:
             ctx.write("comm_bandwidth", dict(out))
 
@@ -1000,27 +1202,56 @@ def _read_analysis(
         ):
             if op_key is None or str(op_key) == "Total Op Info":
                 continue
-            entries.append({
-                "step": step_from_key(str(step)) if step else None, "op_key": str(op_key), "op_name": op_name or None,
-                "group": str(g) if g is not None else None, "is_p2p": str(typ or "").lower() == "p2p",
-                "src": _int(src), "dst": _int(dst), "transport": tr, "size_mb": size, "time_ms": tm, "bw_gbps": bw,
-            })
+            entries.append(
+                {
+                    "step": step_from_key(str(step)) if step else None,
+                    "op_key": str(op_key),
+                    "op_name": op_name or None,
+                    "group": str(g) if g is not None else None,
+                    "is_p2p": str(typ or "").lower() == "p2p",
+                    "src": _int(src),
+                    "dst": _int(dst),
+                    "transport": tr,
+                    "size_mb": size,
+                    "time_ms": tm,
+                    "bw_gbps": bw,
+                }
+            )
         rows = link_rows(entries, groups)
         if rows:
             ctx.write("comm_links", pa.Table.from_pylist(rows))
 
     def step_trace() -> None:
         cols = adb.columns("StepTraceTime")
-        names = ["step", "computing", "communication_not_overlapped", "overlapped", "communication", "free", "stage",
-                 "bubble", "communication_not_overlapped_and_exclude_receive", "preparing"]
+        names = [
+            "step",
+            "computing",
+            "communication_not_overlapped",
+            "overlapped",
+            "communication",
+            "free",
+            "stage",
+            "bubble",
+            "communication_not_overlapped_and_exclude_receive",
+            "preparing",
+        ]
         sel = ", ".join(c if c in cols else "NULL" for c in names)
         rows = adb.all(f"SELECT {sel} FROM StepTraceTime")
         if not rows:
             return
         factor = _step_trace_unit(rows, st.steps if st is not None else [])
         out: dict[str, list[Any]] = defaultdict(list)
-        targets = ["computing_ns", "comm_not_overlapped_ns", "overlapped_ns", "communication_ns", "free_ns", "stage_ns",
-                   "bubble_ns", "comm_not_overlapped_excl_receive_ns", "preparing_ns"]
+        targets = [
+            "computing_ns",
+            "comm_not_overlapped_ns",
+            "overlapped_ns",
+            "communication_ns",
+            "free_ns",
+            "stage_ns",
+            "bubble_ns",
+            "comm_not_overlapped_excl_receive_ns",
+            "preparing_ns",
+        ]
         for r in rows:
             out["step"].append(_int(r[0]))
             for col, v in zip(targets, r[1:]):
@@ -1056,7 +1287,9 @@ def _step_trace_unit(rows: list[tuple[Any, ...]], steps: list[tuple[int, int, in
     return 1e3
 
 
-def _write_comm_ops(ctx: ReadContext, st: DbExport | None, groups: Groups, times: dict[str, list[dict[str, Any]]]) -> None:
+def _write_comm_ops(
+    ctx: ReadContext, st: DbExport | None, groups: Groups, times: dict[str, list[dict[str, Any]]]
+) -> None:
     """COMMUNICATION_OP rows with the wait/transit split of CommAnalyzerTime; CommAnalyzerTime alone
     (float µs start) when the profiler db gave no communication op."""
     groups.finish()
@@ -1067,10 +1300,18 @@ def _write_comm_ops(ctx: ReadContext, st: DbExport | None, groups: Groups, times
         for name, ts_list in times.items():
             for t in ts_list:
                 start = t["start_us"]
-                raw.append({
-                    "name": name, "ts": us_text_to_ns(repr(float(start))) if start is not None else None, "dur": t["elapse"],
-                    "group": t["group"], "dtype": None, "count": None, "alg": None, "from_analysis": True,
-                })
+                raw.append(
+                    {
+                        "name": name,
+                        "ts": us_text_to_ns(repr(float(start))) if start is not None else None,
+                        "dur": t["elapse"],
+                        "group": t["group"],
+                        "dtype": None,
+                        "count": None,
+                        "alg": None,
+                        "from_analysis": True,
+                    }
+                )
         raw.sort(key=lambda c: (c["ts"] is None, c["ts"] or 0))
     for c in raw:
         name = c["name"] or ""
@@ -1081,15 +1322,28 @@ def _write_comm_ops(ctx: ReadContext, st: DbExport | None, groups: Groups, times
         h = c["group"] or (t["group"] if t else None)
         g = groups.get(h) if h else None
         step = t["step"] if t and t["step"] is not None else (st.step_of(c["ts"]) if st is not None else None)
-        rows.append({
-            "step": step, "name": name, "op_type": op_type, "group_name": h,
-            "group_ranks": g.global_ranks if g else None,
-            "is_p2p": (t["is_p2p"] if t else False) or op_type in P2P_TYPES,
-            "ts_ns": c["ts"], "dur_ns": c["dur"],
-            "transit_ns": t["transit"] if t else None, "wait_ns": t["wait"] if t else None,
-            "sync_ns": t["sync"] if t else None, "idle_ns": t["idle"] if t else None,
-            "bytes": hccl_bytes(c["dtype"], c["count"]), "dtype": c["dtype"], "count": c["count"], "alg_type": c["alg"],
-            "source": "analysis.db" if c.get("from_analysis") else "COMMUNICATION_OP" + ("+analysis.db" if t else ""),
-        })
+        rows.append(
+            {
+                "step": step,
+                "name": name,
+                "op_type": op_type,
+                "group_name": h,
+                "group_ranks": g.global_ranks if g else None,
+                "is_p2p": (t["is_p2p"] if t else False) or op_type in P2P_TYPES,
+                "ts_ns": c["ts"],
+                "dur_ns": c["dur"],
+                "transit_ns": t["transit"] if t else None,
+                "wait_ns": t["wait"] if t else None,
+                "sync_ns": t["sync"] if t else None,
+                "idle_ns": t["idle"] if t else None,
+                "bytes": hccl_bytes(c["dtype"], c["count"]),
+                "dtype": c["dtype"],
+                "count": c["count"],
+                "alg_type": c["alg"],
+                "source": "analysis.db"
+                if c.get("from_analysis")
+                else "COMMUNICATION_OP" + ("+analysis.db" if t else ""),
+            }
+        )
     if rows:
         ctx.write("comm_ops", pa.Table.from_pylist(rows))

@@ -62,13 +62,13 @@ from .torch_npu_common import (
     Groups,
     ProducerFiles,
     fill_meta,
+    gbps,
     hccl_bytes,
     last_step_started,
     link_rows,
     load_json,
     mb_bytes,
     ms_ns,
-    gbps,
     parse_link_key,
     read_producer_files,
     split_op_key,
@@ -371,7 +371,9 @@ class DeviceTasks:
         k = self.cols
         k["name"].append(e.name)
         k["core_type"].append(a.task_type if a else None)
-        k["is_communication"].append((a is not None and (a.task_type or "").upper() in ("HCCL", "COMMUNICATION")) or e.name.startswith("hcom_"))
+        k["is_communication"].append(
+            (a is not None and (a.task_type or "").upper() in ("HCCL", "COMMUNICATION")) or e.name.startswith("hcom_")
+        )
         stream = _task_int(a.stream if a and a.stream is not None else (a.physic_stream if a else None))
         k["stream_id"].append(stream if stream is not None else _task_int(e.tid))
         k["task_id"].append(_task_int(a.task) if a else None)
@@ -383,8 +385,13 @@ class DeviceTasks:
         ts = times_ns(k.pop("ts"))
         dur = times_ns(k.pop("dur"))
         n = len(k["name"])
-        return {**k, "kernel_id": list(range(first_kernel_id, first_kernel_id + n)), "ts_ns": ts, "dur_ns": dur,
-                "step": step_of(ts.to_pylist())}
+        return {
+            **k,
+            "kernel_id": list(range(first_kernel_id, first_kernel_id + n)),
+            "ts_ns": ts,
+            "dur_ns": dur,
+            "step": step_of(ts.to_pylist()),
+        }
 
 
 class TraceRouter:
@@ -425,9 +432,16 @@ class TraceRouter:
                 elif e.cat is None and ph == "X" and e.name.startswith("hcom_"):
                     a = _dec(_HCCL_DEC, e.args)
                     self.hccl.append(
-                        {"pid": id_text(e.pid), "tid": id_text(e.tid), "name": e.name, "ts": e.ts, "dur": e.dur,
-                         "dtype": a.data_type if a else None, "count": a.count if a else None,
-                         "alg": a.alg_type if a else None}
+                        {
+                            "pid": id_text(e.pid),
+                            "tid": id_text(e.tid),
+                            "name": e.name,
+                            "ts": e.ts,
+                            "dur": e.dur,
+                            "dtype": a.data_type if a else None,
+                            "count": a.count if a else None,
+                            "alg": a.alg_type if a else None,
+                        }
                     )
                 elif e.cat is None and e.name.startswith(("AscendCL@", "Runtime@", "Node@", "Hccl@", "Model@")):
                     self.cann_levels[e.name.split("@", 1)[0]] += 1
@@ -501,7 +515,9 @@ class TraceRouter:
         return self.lanes.thread_names.get((pid or "", tid or ""), "")
 
     def lane_rows(self) -> dict[str, list[Any]]:
-        rows: dict[str, list[Any]] = {k: [] for k in ("pid", "tid", "process", "lane", "lane_group", "sort_index", "n_slices")}
+        rows: dict[str, list[Any]] = {
+            k: [] for k in ("pid", "tid", "process", "lane", "lane_group", "sort_index", "n_slices")
+        }
         for pid, tid in sorted(self.lane_counts):
             process = self.process(pid)
             group = lane_group(process)
@@ -520,9 +536,7 @@ class TraceRouter:
         for h in self.hccl:
             proc = self.process(h["pid"])
             lane = self.lane(h["pid"], h["tid"])
-            if lane_group(proc) == "communication" and not lane.startswith("Plane"):
-                out.append(h)
-            elif not proc and not lane:
+            if lane_group(proc) == "communication" and not lane.startswith("Plane") or not proc and not lane:
                 out.append(h)
         return out
 
@@ -593,15 +607,20 @@ def read_torch_npu_text(ctx: ReadContext, op_processes: frozenset[str] = frozens
             ctx.meta.status = "unparsed"
     f = st.files
     if plan.hints.get("loose_trace_view"):
-        ctx.meta.missing.append(f"trace_view.json found on its own (no *_ascend_pt/{OUTPUT_DIR}/ around it): "
-                                "the timeline and operators only")
+        ctx.meta.missing.append(
+            f"trace_view.json found on its own (no *_ascend_pt/{OUTPUT_DIR}/ around it): "
+            "the timeline and operators only"
+        )
     if "trace_view.json" in f:
         _read_trace(ctx, st, f["trace_view.json"])
     if "kernel_details.csv" in f:
         _read_kernels(ctx, st, f["kernel_details.csv"], f.get("l2_cache.csv"))
     elif "l2_cache.csv" in f:
         with ctx.reading(f["l2_cache.csv"], "l2_cache.csv"):
-            raise InputError(str(f["l2_cache.csv"]), "not read: kernel_details.csv is missing, so L2 rates cannot be joined to kernels")
+            raise InputError(
+                str(f["l2_cache.csv"]),
+                "not read: kernel_details.csv is missing, so L2 rates cannot be joined to kernels",
+            )
     if "operator_details.csv" in f:
         _read_op_details(ctx, st, f["operator_details.csv"])
     if "step_trace_time.csv" in f:
@@ -625,9 +644,18 @@ def read_torch_npu_text(ctx: ReadContext, op_processes: frozenset[str] = frozens
 
 def _ignore_others(ctx: ReadContext, st: TextExport) -> None:
     known = {
-        "trace_view.json", "kernel_details.csv", "l2_cache.csv", "operator_details.csv", "step_trace_time.csv",
-        "op_statistic.csv", "api_statistic.csv", "communication.json", "communication_matrix.json",
-        "memory_record.csv", "npu_module_mem.csv", "operator_memory.csv",
+        "trace_view.json",
+        "kernel_details.csv",
+        "l2_cache.csv",
+        "operator_details.csv",
+        "step_trace_time.csv",
+        "op_statistic.csv",
+        "api_statistic.csv",
+        "communication.json",
+        "communication_matrix.json",
+        "memory_record.csv",
+        "npu_module_mem.csv",
+        "operator_memory.csv",
     }
     for p in ctx.plan.files:
         try:
@@ -670,7 +698,12 @@ def _read_trace(ctx: ReadContext, st: TextExport, path: Path) -> None:
 
 
 def _read_kernels(
-    ctx: ReadContext, st: TextExport, path: Path, l2_path: Path | None, kind: str = "kernel_details.csv", first_kernel_id: int = 0,
+    ctx: ReadContext,
+    st: TextExport,
+    path: Path,
+    l2_path: Path | None,
+    kind: str = "kernel_details.csv",
+    first_kernel_id: int = 0,
     step_of: Callable[[list[int | None]], list[int | None]] | None = None,
 ) -> int:
     """kernels (+ kernel_metrics) from kernel_details.csv or msprof's op_summary (``kind``), ids from
@@ -689,7 +722,9 @@ def _read_kernels(
             op_type = t.text("type")
             core = t.text("core")
             is_comm = [
-                (c or "").upper() in ("HCCL", "COMMUNICATION") or (nm or "").startswith("hcom_") or (ot or "").startswith("hcom_")
+                (c or "").upper() in ("HCCL", "COMMUNICATION")
+                or (nm or "").startswith("hcom_")
+                or (ot or "").startswith("hcom_")
                 for nm, ot, c in zip(names, op_type, core)
             ]
             ts = t.ns_from_us("start")
@@ -732,7 +767,13 @@ def _read_kernels(
                 if is_comm[i]:
                     st.kernel_comm.append({"name": names[i], "step": steps[i], "ts": ts[i], "dur": dur[i]})
             if l2_path is not None:
-                for k, v in (("kernel_id", ids), ("name", names), ("stream_id", stream), ("task_id", task), ("ts_ns", ts)):
+                for k, v in (
+                    ("kernel_id", ids),
+                    ("name", names),
+                    ("stream_id", stream),
+                    ("task_id", task),
+                    ("ts_ns", ts),
+                ):
                     index[k].extend(v)
         complete = True
     if l2_path is not None:
@@ -753,11 +794,15 @@ def _write_metrics(ctx: ReadContext, st: TextExport, t: CsvTable, first_kernel_i
         idx = pc.indices_nonzero(pc.is_valid(vals))
         if len(idx) == 0:
             continue
-        parts.append(pa.table({
-            "kernel_id": pc.add(pc.cast(idx, pa.int64()), first_kernel_id),
-            "metric": pa.repeat(pa.scalar(name, pa.string()), len(idx)),
-            "value": pc.multiply(pc.take(vals, idx), factor),
-        }))
+        parts.append(
+            pa.table(
+                {
+                    "kernel_id": pc.add(pc.cast(idx, pa.int64()), first_kernel_id),
+                    "metric": pa.repeat(pa.scalar(name, pa.string()), len(idx)),
+                    "value": pc.multiply(pc.take(vals, idx), factor),
+                }
+            )
+        )
     if not parts:
         return 0
     st.kernel_metrics = True
@@ -801,7 +846,9 @@ def _read_l2(ctx: ReadContext, st: TextExport, path: Path, k: dict[str, list[Any
                 metric.append(m)
                 value.append(v)
     if unmatched:
-        outcome.warn(f"{unmatched} of {t.n_rows} rows match no kernel of kernel_details.csv (by stream/task id or name); skipped")
+        outcome.warn(
+            f"{unmatched} of {t.n_rows} rows match no kernel of kernel_details.csv (by stream/task id or name); skipped"
+        )
     if kid:
         st.l2 = True
     return ctx.write("kernel_metrics", {"kernel_id": kid, "metric": metric, "value": value}) if kid else 0
@@ -821,18 +868,22 @@ def _read_op_details(ctx: ReadContext, st: TextExport, path: Path) -> None:
             for nm in names:
                 rn.append(seen[nm])
                 seen[nm] += 1
-            parts.append(pa.table({
-                "name": pa.array(names, pa.string()),
-                "rn": pa.array(rn, pa.int64()),
-                "host_self_ns": pa.array(t.ns_from_us("host_self"), pa.int64()),
-                "host_total_ns": pa.array(t.ns_from_us("host_total"), pa.int64()),
-                "device_self_ns": pa.array(t.ns_from_us("dev_self"), pa.int64()),
-                "device_total_ns": pa.array(t.ns_from_us("dev_total"), pa.int64()),
-                "input_shapes": pa.array(t.text("shapes") if keep_text else [None] * t.n_rows, pa.string()),
-                "call_stack": pa.array(
-                    [stack_text(x) for x in t.text("stack")] if keep_text else [None] * t.n_rows, pa.string()
-                ),
-            }))
+            parts.append(
+                pa.table(
+                    {
+                        "name": pa.array(names, pa.string()),
+                        "rn": pa.array(rn, pa.int64()),
+                        "host_self_ns": pa.array(t.ns_from_us("host_self"), pa.int64()),
+                        "host_total_ns": pa.array(t.ns_from_us("host_total"), pa.int64()),
+                        "device_self_ns": pa.array(t.ns_from_us("dev_self"), pa.int64()),
+                        "device_total_ns": pa.array(t.ns_from_us("dev_total"), pa.int64()),
+                        "input_shapes": pa.array(t.text("shapes") if keep_text else [None] * t.n_rows, pa.string()),
+                        "call_stack": pa.array(
+                            [stack_text(x) for x in t.text("stack")] if keep_text else [None] * t.n_rows, pa.string()
+                        ),
+                    }
+                )
+            )
             outcome.rows += t.n_rows
         st.op_details = pa.concat_tables(parts)
         st.op_details_path = path
@@ -843,10 +894,15 @@ def _read_step_trace(ctx: ReadContext, path: Path) -> None:
         t = read_csv(path, "step_trace_time.csv", STEP_TRACE_COLS, required=("computing", "communication", "free"))
         cols: dict[str, Any] = {"step": t.ints("step")}
         for key, col in (
-            ("computing", "computing_ns"), ("comm_not_overlapped", "comm_not_overlapped_ns"),
-            ("overlapped", "overlapped_ns"), ("communication", "communication_ns"), ("free", "free_ns"),
-            ("stage", "stage_ns"), ("bubble", "bubble_ns"),
-            ("comm_not_overlapped_excl_receive", "comm_not_overlapped_excl_receive_ns"), ("preparing", "preparing_ns"),
+            ("computing", "computing_ns"),
+            ("comm_not_overlapped", "comm_not_overlapped_ns"),
+            ("overlapped", "overlapped_ns"),
+            ("communication", "communication_ns"),
+            ("free", "free_ns"),
+            ("stage", "stage_ns"),
+            ("bubble", "bubble_ns"),
+            ("comm_not_overlapped_excl_receive", "comm_not_overlapped_excl_receive_ns"),
+            ("preparing", "preparing_ns"),
         ):
             cols[col] = t.ns_from_us(key)
         _outcome_warnings(outcome, t.warnings)
@@ -924,9 +980,15 @@ def _read_communication(ctx: ReadContext, st: TextExport, path: Path) -> None:
                 ti = op.get("Communication Time Info") or {}
                 st.comm_times.append(
                     CommTime(
-                        name=name, group=h, step=step, is_p2p=p2p, start_us=_num(ti.get("Start Timestamp(us)")),
-                        elapse_ns=ms_ns(ti.get("Elapse Time(ms)")), transit_ns=ms_ns(ti.get("Transit Time(ms)")),
-                        wait_ns=ms_ns(ti.get("Wait Time(ms)")), sync_ns=ms_ns(ti.get("Synchronization Time(ms)")),
+                        name=name,
+                        group=h,
+                        step=step,
+                        is_p2p=p2p,
+                        start_us=_num(ti.get("Start Timestamp(us)")),
+                        elapse_ns=ms_ns(ti.get("Elapse Time(ms)")),
+                        transit_ns=ms_ns(ti.get("Transit Time(ms)")),
+                        wait_ns=ms_ns(ti.get("Wait Time(ms)")),
+                        sync_ns=ms_ns(ti.get("Synchronization Time(ms)")),
                         idle_ns=ms_ns(ti.get("Idle Time(ms)")),
                     )
                 )
@@ -977,11 +1039,17 @@ def _read_matrix(ctx: ReadContext, st: TextExport, path: Path) -> None:
                     src, dst = parse_link_key(str(lk))
                     entries.append(
                         {
-                            "step": step, "op_key": op_key,
+                            "step": step,
+                            "op_key": op_key,
                             "op_name": info.get("Op Name") or (op_key if op_key.startswith("hcom_") else None),
-                            "group": h, "is_p2p": p2p, "src": src, "dst": dst,
-                            "transport": info.get("Transport Type"), "size_mb": info.get("Transit Size(MB)"),
-                            "time_ms": info.get("Transit Time(ms)"), "bw_gbps": info.get("Bandwidth(GB/s)"),
+                            "group": h,
+                            "is_p2p": p2p,
+                            "src": src,
+                            "dst": dst,
+                            "transport": info.get("Transport Type"),
+                            "size_mb": info.get("Transit Size(MB)"),
+                            "time_ms": info.get("Transit Time(ms)"),
+                            "bw_gbps": info.get("Bandwidth(GB/s)"),
                         }
                     )
         rows = link_rows(entries, st.groups)  # type: ignore[arg-type]
@@ -996,17 +1064,17 @@ def _read_memory_record(ctx: ReadContext, st: TextExport, path: Path) -> None:
             dev = t.text("device")
             st.device_ids.update(x for x in (_device_id(d) for d in set(dev)) if x is not None)
             outcome.rows += ctx.write(
-            "memory_samples",
-            {
-                "ts_ns": t.ns_from_us("ts"),
-                "component": t.text("component"),
-                "device": dev,
-                "allocated_bytes": _mb_list(t, "allocated"),
-                "reserved_bytes": _mb_list(t, "reserved"),
-                "active_bytes": _mb_list(t, "active"),
-                "stream_ptr": t.ints("stream_ptr"),
-                "source": ["memory_record"] * t.n_rows,
-            },
+                "memory_samples",
+                {
+                    "ts_ns": t.ns_from_us("ts"),
+                    "component": t.text("component"),
+                    "device": dev,
+                    "allocated_bytes": _mb_list(t, "allocated"),
+                    "reserved_bytes": _mb_list(t, "reserved"),
+                    "active_bytes": _mb_list(t, "active"),
+                    "stream_ptr": t.ints("stream_ptr"),
+                    "source": ["memory_record"] * t.n_rows,
+                },
             )
             _outcome_warnings(outcome, t.warnings)
 
@@ -1015,14 +1083,14 @@ def _read_module_mem(ctx: ReadContext, st: TextExport, path: Path) -> None:
     with ctx.reading(path, "npu_module_mem.csv") as outcome:
         for t in iter_csv(path, "npu_module_mem.csv", MODULE_MEM_COLS, required=("component", "ts", "reserved")):
             outcome.rows += ctx.write(
-            "memory_samples",
-            {
-                "ts_ns": t.ns_from_us("ts"),
-                "component": t.text("component"),
-                "device": t.text("device"),
-                "reserved_bytes": _mb_list(t, "reserved"),
-                "source": ["npu_module_mem"] * t.n_rows,
-            },
+                "memory_samples",
+                {
+                    "ts_ns": t.ns_from_us("ts"),
+                    "component": t.text("component"),
+                    "device": t.text("device"),
+                    "reserved_bytes": _mb_list(t, "reserved"),
+                    "source": ["npu_module_mem"] * t.n_rows,
+                },
             )
             _outcome_warnings(outcome, t.warnings)
 
@@ -1032,24 +1100,24 @@ def _read_operator_memory(ctx: ReadContext, path: Path) -> None:
         for t in iter_csv(path, "operator_memory.csv", OP_MEM_COLS, required=("name", "size", "alloc")):
             size = t.floats("size")
             outcome.rows += ctx.write(
-            "operator_memory",
-            {
-                "name": t.text("name"),
-                "size_bytes": [round(v * 1024) if v is not None else None for v in size],
-                "alloc_ns": t.ns_from_us("alloc"),
-                "release_ns": t.ns_from_us("release"),
-                "active_release_ns": t.ns_from_us("active_release"),
-                "duration_ns": t.ns_from_us("duration"),
-                "active_duration_ns": t.ns_from_us("active_duration"),
-                "alloc_allocated_bytes": _mb_list(t, "a_alloc"),
-                "alloc_reserved_bytes": _mb_list(t, "a_res"),
-                "alloc_active_bytes": _mb_list(t, "a_act"),
-                "release_allocated_bytes": _mb_list(t, "r_alloc"),
-                "release_reserved_bytes": _mb_list(t, "r_res"),
-                "release_active_bytes": _mb_list(t, "r_act"),
-                "stream_ptr": t.ints("stream_ptr"),
-                "device": t.text("device"),
-            },
+                "operator_memory",
+                {
+                    "name": t.text("name"),
+                    "size_bytes": [round(v * 1024) if v is not None else None for v in size],
+                    "alloc_ns": t.ns_from_us("alloc"),
+                    "release_ns": t.ns_from_us("release"),
+                    "active_release_ns": t.ns_from_us("active_release"),
+                    "duration_ns": t.ns_from_us("duration"),
+                    "active_duration_ns": t.ns_from_us("active_duration"),
+                    "alloc_allocated_bytes": _mb_list(t, "a_alloc"),
+                    "alloc_reserved_bytes": _mb_list(t, "a_res"),
+                    "alloc_active_bytes": _mb_list(t, "a_act"),
+                    "release_allocated_bytes": _mb_list(t, "r_alloc"),
+                    "release_reserved_bytes": _mb_list(t, "r_res"),
+                    "release_active_bytes": _mb_list(t, "r_act"),
+                    "stream_ptr": t.ints("stream_ptr"),
+                    "device": t.text("device"),
+                },
             )
             _outcome_warnings(outcome, t.warnings)
 
@@ -1065,20 +1133,27 @@ def _finish(ctx: ReadContext, st: TextExport) -> None:
     steps = _write_steps(ctx, router)
     con = duckdb.connect(":memory:")
     try:
-        con.register("steps", pa.table({
-            "step": pa.array([s[0] for s in steps], pa.int32()),
-            "start_ns": pa.array([s[1] for s in steps], pa.int64()),
-            "end_ns": pa.array([s[2] for s in steps], pa.int64()),
-        }))
+        con.register(
+            "steps",
+            pa.table(
+                {
+                    "step": pa.array([s[0] for s in steps], pa.int32()),
+                    "start_ns": pa.array([s[1] for s in steps], pa.int64()),
+                    "end_ns": pa.array([s[2] for s in steps], pa.int64()),
+                }
+            ),
+        )
         if "operators" in staged:
             _write_operators(ctx, st, con, staged["operators"])
         elif st.op_details is not None:
             _operators_from_details(ctx, st)
         if "counters" in staged and router is not None:
-            names = pa.table({
-                "_pid": pa.array(list(router.lanes.process_names.keys()), pa.string()),
-                "process": pa.array(list(router.lanes.process_names.values()), pa.string()),
-            })
+            names = pa.table(
+                {
+                    "_pid": pa.array(list(router.lanes.process_names.keys()), pa.string()),
+                    "process": pa.array(list(router.lanes.process_names.values()), pa.string()),
+                }
+            )
             con.register("pnames", names)
             p = staged["counters"].replace("'", "''")
             rdr = con.sql(
@@ -1135,11 +1210,15 @@ def _write_operators(ctx: ReadContext, st: TextExport, con: duckdb.DuckDBPyConne
     del ops
     details = st.op_details
     if details is None:
-        details = pa.table({
-            "name": pa.array([], pa.string()), "rn": pa.array([], pa.int64()),
-            "host_total_ns": pa.array([], pa.int64()), "device_self_ns": pa.array([], pa.int64()),
-            "device_total_ns": pa.array([], pa.int64()),
-        })
+        details = pa.table(
+            {
+                "name": pa.array([], pa.string()),
+                "rn": pa.array([], pa.int64()),
+                "host_total_ns": pa.array([], pa.int64()),
+                "device_self_ns": pa.array([], pa.int64()),
+                "device_total_ns": pa.array([], pa.int64()),
+            }
+        )
     con.register("details", details.select(["name", "rn", "host_total_ns", "device_self_ns", "device_total_ns"]))
     con.execute(
         f"""
@@ -1189,7 +1268,18 @@ def _write_operators(ctx: ReadContext, st: TextExport, con: duckdb.DuckDBPyConne
                 )
 
 
-_OP_STAGED = {"name", "category", "tid", "ts_ns", "dur_ns", "input_shapes", "input_types", "call_stack", "sequence_number", "event_id"}
+_OP_STAGED = {
+    "name",
+    "category",
+    "tid",
+    "ts_ns",
+    "dur_ns",
+    "input_shapes",
+    "input_types",
+    "call_stack",
+    "sequence_number",
+    "event_id",
+}
 
 
 def _operators_from_details(ctx: ReadContext, st: TextExport) -> None:
@@ -1232,10 +1322,20 @@ def _write_comm_ops(ctx: ReadContext, st: TextExport, steps: list[tuple[int, int
     elif trace_ops:
         for h in trace_ops:
             ts = us_text_to_ns(h["ts"]) if isinstance(h["ts"], str) else _ns_us_float(h["ts"])
-            base.append({"name": h["name"], "step": None, "ts": ts, "dur": _ns_us_float(h["dur"]), "source": "trace_view.json"})
+            base.append(
+                {"name": h["name"], "step": None, "ts": ts, "dur": _ns_us_float(h["dur"]), "source": "trace_view.json"}
+            )
     else:
         for c in st.comm_times:
-            base.append({"name": c.name, "step": c.step, "ts": _ns_us_float(c.start_us), "dur": c.elapse_ns, "source": "communication.json"})
+            base.append(
+                {
+                    "name": c.name,
+                    "step": c.step,
+                    "ts": _ns_us_float(c.start_us),
+                    "dur": c.elapse_ns,
+                    "source": "communication.json",
+                }
+            )
     if not base:
         return
     base.sort(key=lambda b: (b["ts"] is None, b["ts"] or 0))
@@ -1252,7 +1352,11 @@ def _write_comm_ops(ctx: ReadContext, st: TextExport, steps: list[tuple[int, int
         ct = None
         if ct_list:
             same_step = [c for c in ct_list if b["step"] is not None and c.step == b["step"]]
-            ct = same_step[0] if len(same_step) == 1 else (ct_list[taken_time[name]] if taken_time[name] < len(ct_list) else None)
+            ct = (
+                same_step[0]
+                if len(same_step) == 1
+                else (ct_list[taken_time[name]] if taken_time[name] < len(ct_list) else None)
+            )
         taken_time[name] += 1
         if ct is not None:
             used.add(id(ct))
@@ -1261,7 +1365,13 @@ def _write_comm_ops(ctx: ReadContext, st: TextExport, steps: list[tuple[int, int
     from_json = not st.kernel_comm and not trace_ops  # then every communication.json op is in base already
     for c in st.comm_times:
         if id(c) not in used and not from_json:
-            extra = {"name": c.name, "step": c.step, "ts": _ns_us_float(c.start_us), "dur": c.elapse_ns, "source": "communication.json"}
+            extra = {
+                "name": c.name,
+                "step": c.step,
+                "ts": _ns_us_float(c.start_us),
+                "dur": c.elapse_ns,
+                "source": "communication.json",
+            }
             matched.append((extra, None, c))
     matched.sort(key=lambda m: (m[0]["ts"] is None, m[0]["ts"] or 0))
     rows = []
@@ -1295,7 +1405,8 @@ def _write_comm_ops(ctx: ReadContext, st: TextExport, steps: list[tuple[int, int
                 "dtype": dtype,
                 "count": int(count) if count is not None else None,
                 "alg_type": tr["alg"] if tr else None,
-                "source": b["source"] + ("+communication.json" if ct is not None and b["source"] != "communication.json" else ""),
+                "source": b["source"]
+                + ("+communication.json" if ct is not None and b["source"] != "communication.json" else ""),
             }
         )
     if groups is not None:
@@ -1336,8 +1447,10 @@ def _fill_text_meta(ctx: ReadContext, st: TextExport) -> None:
         m.missing.append("no trace_view.json: no timeline, no operator timestamps or self time from nesting")
     if "kernel_details.csv" not in st.files:
         if router is not None and router.device_tasks:
-            m.missing.append("no kernel_details.csv: kernels taken from trace_view.json's Ascend Hardware lanes "
-                             "(no op types, shapes or PMU metrics)")
+            m.missing.append(
+                "no kernel_details.csv: kernels taken from trace_view.json's Ascend Hardware lanes "
+                "(no op types, shapes or PMU metrics)"
+            )
         else:
             m.missing.append("no kernel_details.csv: no device kernels")
     switch_sentences(ctx, st.pf)

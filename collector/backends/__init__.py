@@ -10,18 +10,18 @@ __all__ = ["Backend", "BackendInfo", "Session", "Unsupported", "select_backend",
 
 def select_backend(name: str = "auto") -> Backend:
     """``auto``: torch_npu.profiler when the script imported torch_npu and an NPU is visible, else torch.profiler."""
-    from .torch_npu import npu_available  # noqa: PLC0415
+    from .torch_npu import npu_available
 
     if name == "torch_npu" or (name == "auto" and npu_available()):
         try:
-            from .torch_npu import TorchNpuBackend  # noqa: PLC0415
+            from .torch_npu import TorchNpuBackend
 
             return TorchNpuBackend()
         except ImportError as exc:
             raise BackendError(f"torch_npu.profiler is not available: {exc}") from exc
     if name in ("torch", "auto"):
         try:
-            from .torch_profiler import TorchBackend  # noqa: PLC0415
+            from .torch_profiler import TorchBackend
 
             return TorchBackend()
         except ImportError as exc:
@@ -31,18 +31,18 @@ def select_backend(name: str = "auto") -> Backend:
 
 def mappings() -> dict[str, dict[str, str]]:
     """Option -> real argument, per backend (used by docs/collector.md and its test)."""
-    from .torch_npu import MAPPING as NPU  # noqa: PLC0415
-    from .torch_profiler import MAPPING as TORCH  # noqa: PLC0415
+    from .torch_npu import MAPPING as NPU
+    from .torch_profiler import MAPPING as TORCH
 
     return {"torch.profiler": TORCH, "torch_npu.profiler": NPU}
 
 
 def mapping_table() -> str:
     """The option -> backend argument table of docs/collector.md (a test keeps the two identical)."""
-    import dataclasses  # noqa: PLC0415
-    import json  # noqa: PLC0415
+    import dataclasses
+    import json
 
-    from ..config import OPTION_HELP, ProfileOptions  # noqa: PLC0415
+    from ..config import OPTION_HELP, ProfileOptions
 
     maps = mappings()
     defaults = ProfileOptions()
@@ -50,6 +50,12 @@ def mapping_table() -> str:
     for f in dataclasses.fields(ProfileOptions):
         d = getattr(defaults, f.name)
         shown = json.dumps(d)
-        cells = [f"`{f.name}`", f"`{shown}`", OPTION_HELP[f.name], maps["torch.profiler"][f.name], maps["torch_npu.profiler"][f.name]]
+        cells = [
+            f"`{f.name}`",
+            f"`{shown}`",
+            OPTION_HELP[f.name],
+            maps["torch.profiler"][f.name],
+            maps["torch_npu.profiler"][f.name],
+        ]
         rows.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     return "\n".join(rows) + "\n"

@@ -51,16 +51,16 @@ _LEVELS = {"level0": "Level0", "level1": "Level1", "level2": "Level2", "level_no
 
 
 def _modules() -> tuple[Any, Any]:
-    import torch  # noqa: PLC0415
-    import torch_npu  # noqa: PLC0415,F401
-    import torch_npu.profiler as tnp  # noqa: PLC0415
+    import torch
+    import torch_npu  # noqa: F401
+    import torch_npu.profiler as tnp
 
     return torch, tnp
 
 
 def npu_available() -> bool:
     """True when torch_npu is already imported by the training script and sees an NPU."""
-    import sys  # noqa: PLC0415
+    import sys
 
     if "torch_npu" not in sys.modules:
         return False
@@ -86,7 +86,7 @@ class TorchNpuBackend(Backend):
         self.exp_params = _accepts(self.tnp._ExperimentalConfig)
 
     def info(self) -> BackendInfo:
-        import sys  # noqa: PLC0415
+        import sys
 
         tn = sys.modules.get("torch_npu")
         return BackendInfo(
@@ -96,15 +96,26 @@ class TorchNpuBackend(Backend):
     def unsupported(self, options: ProfileOptions, explicit: frozenset[str]) -> list[Unsupported]:
         out: list[Unsupported] = []
         if options.export_per_step:
-            out.append(Unsupported("export_per_step", "torch_npu writes one *_ascend_pt folder per window and parses it at the end"))
+            out.append(
+                Unsupported(
+                    "export_per_step", "torch_npu writes one *_ascend_pt folder per window and parses it at the end"
+                )
+            )
         if not options.communication:
             out.append(Unsupported("communication", "HCCL operators are recorded at every level; cannot be turned off"))
         if options.aic_metrics not in (None, "AiCoreNone") and options.level in ("level0", "level_none"):
-            out.append(Unsupported("aic_metrics", f"torch_npu collects AI Core metrics only at level1/level2 (level is {options.level})"))
+            out.append(
+                Unsupported(
+                    "aic_metrics",
+                    f"torch_npu collects AI Core metrics only at level1/level2 (level is {options.level})",
+                )
+            )
         if options.mstx and not ({"mstx", "msprof_tx"} & self.exp_params):
             out.append(Unsupported("mstx", "this torch_npu's _ExperimentalConfig has neither mstx nor msprof_tx"))
         if "export_type" not in self.exp_params and options.export_type != ["text"]:
-            out.append(Unsupported("export_type", "this torch_npu's _ExperimentalConfig has no export_type (text only)"))
+            out.append(
+                Unsupported("export_type", "this torch_npu's _ExperimentalConfig has no export_type (text only)")
+            )
         return out
 
     # -- translation
@@ -235,10 +246,12 @@ class TorchNpuSession(Session):
         return list(self.recorded)
 
 
-def offline_analyse(path: Path, max_process_number: int | None = None, export_type: list[str] | None = None) -> list[Path]:
+def offline_analyse(
+    path: Path, max_process_number: int | None = None, export_type: list[str] | None = None
+) -> list[Path]:
     """Parse every unparsed ``*_ascend_pt`` folder below ``path`` with torch_npu's offline analyse."""
     _torch, tnp = _modules()
-    from torch_npu.profiler.profiler import analyse  # noqa: PLC0415
+    from torch_npu.profiler.profiler import analyse
 
     todo = unparsed_folders(path)
     kwargs: dict[str, Any] = {}

@@ -45,7 +45,7 @@ MAPPING = {
 
 
 def _torch() -> Any:
-    import torch  # noqa: PLC0415 - lazy on purpose: the collector never imports torch at import time
+    import torch
 
     return torch
 
@@ -55,12 +55,14 @@ class TorchBackend(Backend):
 
     def __init__(self) -> None:
         self.torch = _torch()
-        import torch.profiler  # noqa: F401,PLC0415
+        import torch.profiler  # noqa: F401
 
         self.cuda = bool(self.torch.cuda.is_available())
 
     def info(self) -> BackendInfo:
-        return BackendInfo("torch.profiler", "torch", self.torch.__version__, self.torch.__version__, {"cuda": self.cuda})
+        return BackendInfo(
+            "torch.profiler", "torch", self.torch.__version__, self.torch.__version__, {"cuda": self.cuda}
+        )
 
     def unsupported(self, options: ProfileOptions, explicit: frozenset[str]) -> list[Unsupported]:
         out: list[Unsupported] = []
@@ -68,19 +70,31 @@ class TorchBackend(Backend):
             if name in explicit:
                 out.append(Unsupported(name, f"torch.profiler has no {name} option; only torch_npu.profiler uses it"))
         if "analyse" in explicit and not options.analyse:
-            out.append(Unsupported("analyse", "torch.profiler traces are final when exported; there is nothing to analyse later"))
+            out.append(
+                Unsupported(
+                    "analyse", "torch.profiler traces are final when exported; there is nothing to analyse later"
+                )
+            )
         if "db" in options.export_type:
-            out.append(Unsupported("export_type", "torch.profiler writes Chrome trace JSON only (export_type db is torch_npu)"))
+            out.append(
+                Unsupported("export_type", "torch.profiler writes Chrome trace JSON only (export_type db is torch_npu)")
+            )
         if not options.communication:
-            out.append(Unsupported("communication", "collectives are always recorded with the CPU activity; cannot be turned off"))
+            out.append(
+                Unsupported(
+                    "communication", "collectives are always recorded with the CPU activity; cannot be turned off"
+                )
+            )
         if not options.with_cpu and not self.cuda:
-            out.append(Unsupported("with_cpu", "no CUDA device: the CPU activity is kept, or nothing would be recorded"))
+            out.append(
+                Unsupported("with_cpu", "no CUDA device: the CPU activity is kept, or nothing would be recorded")
+            )
         if options.with_device and not self.cuda and "with_device" in explicit:
             out.append(Unsupported("with_device", "no CUDA device on this host: only host activity is recorded"))
         return out
 
     def activities(self, options: ProfileOptions) -> list[Any]:
-        from torch.profiler import ProfilerActivity  # noqa: PLC0415
+        from torch.profiler import ProfilerActivity
 
         acts = []
         if options.with_cpu or not self.cuda:
@@ -129,13 +143,13 @@ class TorchSession(Session):
 
     # -- helpers
     def _begin(self) -> None:
-        from torch.profiler import profile  # noqa: PLC0415
+        from torch.profiler import profile
 
         self.prof = profile(**self.kwargs)
         self.prof.start()
 
     def _enter(self, step: int) -> None:
-        from torch.profiler import record_function  # noqa: PLC0415
+        from torch.profiler import record_function
 
         self.marker = record_function(f"ProfilerStep#{step}")
         self.marker.__enter__()

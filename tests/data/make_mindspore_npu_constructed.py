@@ -35,36 +35,103 @@ def one_rank(rank: int) -> None:
     root = OUT / f"node-a_{4000 + rank}_20260101000140{rank}00_ascend_ms"
     out = root / "ASCEND_PROFILER_OUTPUT"
     out.mkdir(parents=True)
-    (root / f"profiler_info_{rank}.json").write_text(json.dumps({
-        "profiler_parameters": {
-            "output_path": "./prof", "profiler_level": "Level1", "activities": ["CPU", "NPU"],
-            "aic_metrics": "AiCoreNone", "with_stack": False, "profile_memory": False, "data_process": False,
-            "parallel_strategy": False, "l2_cache": False, "record_shapes": False, "export_type": ["text"], "mstx": False,
-        },
-        "ms_profiler_info": {"device_id": str(rank), "rank_id": str(rank)},
-        "cann_profiler_info": {}, "analysis_cost_time": {}, "ms_version": "2.7.0", "cann_version": "8.0.RC3",
-        "jit_level": "O0",
-    }))
+    (root / f"profiler_info_{rank}.json").write_text(
+        json.dumps(
+            {
+                "profiler_parameters": {
+                    "output_path": "./prof",
+                    "profiler_level": "Level1",
+                    "activities": ["CPU", "NPU"],
+                    "aic_metrics": "AiCoreNone",
+                    "with_stack": False,
+                    "profile_memory": False,
+                    "data_process": False,
+                    "parallel_strategy": False,
+                    "l2_cache": False,
+                    "record_shapes": False,
+                    "export_type": ["text"],
+                    "mstx": False,
+                },
+                "ms_profiler_info": {"device_id": str(rank), "rank_id": str(rank)},
+                "cann_profiler_info": {},
+                "analysis_cost_time": {},
+                "ms_version": "2.7.0",
+                "cann_version": "8.0.RC3",
+                "jit_level": "O0",
+            }
+        )
+    )
     (root / "profiler_metadata.json").write_text(json.dumps({"model": "tiny"}))
     ms, scope, cann, hw, hccl = 2, 3, 1000100, 1000200, 1000300
     ev = [
         {"ph": "M", "name": "process_name", "pid": ms, "tid": 0, "args": {"name": "MindSpore"}},
         {"ph": "M", "name": "process_labels", "pid": ms, "tid": 0, "args": {"labels": "CPU"}},
         {"ph": "M", "name": "thread_name", "pid": ms, "tid": 7, "args": {"name": "Thread 7"}},
-        {"ph": "X", "name": "ProfilerStep#3", "pid": ms, "tid": 7, "ts": us("0"), "dur": "1000.000", "cat": "", "args": {}},
+        {
+            "ph": "X",
+            "name": "ProfilerStep#3",
+            "pid": ms,
+            "tid": 7,
+            "ts": us("0"),
+            "dur": "1000.000",
+            "cat": "",
+            "args": {},
+        },
         {"ph": "X", "name": "Dense", "pid": ms, "tid": 7, "ts": us("10.000"), "dur": "300.500", "cat": "", "args": {}},
         {"ph": "X", "name": "MatMul", "pid": ms, "tid": 7, "ts": us("20.000"), "dur": "100.250", "cat": "", "args": {}},
-        {"ph": "X", "name": "AllReduce", "pid": ms, "tid": 7, "ts": us("400.000"), "dur": "50.000", "cat": "", "args": {}},
+        {
+            "ph": "X",
+            "name": "AllReduce",
+            "pid": ms,
+            "tid": 7,
+            "ts": us("400.000"),
+            "dur": "50.000",
+            "cat": "",
+            "args": {},
+        },
         {"ph": "M", "name": "process_name", "pid": scope, "tid": 0, "args": {"name": "Scope Layer"}},
-        {"ph": "X", "name": "network-WithLossCell", "pid": scope, "tid": 0, "ts": us("5.000"), "dur": "600.000", "cat": "", "args": {}},
+        {
+            "ph": "X",
+            "name": "network-WithLossCell",
+            "pid": scope,
+            "tid": 0,
+            "ts": us("5.000"),
+            "dur": "600.000",
+            "cat": "",
+            "args": {},
+        },
         {"ph": "M", "name": "process_name", "pid": cann, "tid": 0, "args": {"name": "CANN"}},
-        {"ph": "X", "name": "AscendCL@aclnnMatmul", "pid": cann, "tid": 7, "ts": us("30.000"), "dur": 20.0, "args": {"Mode": "ACL_OP", "level": "acl"}},
+        {
+            "ph": "X",
+            "name": "AscendCL@aclnnMatmul",
+            "pid": cann,
+            "tid": 7,
+            "ts": us("30.000"),
+            "dur": 20.0,
+            "args": {"Mode": "ACL_OP", "level": "acl"},
+        },
         {"ph": "M", "name": "process_name", "pid": hw, "tid": 0, "args": {"name": "Ascend Hardware"}},
         {"ph": "M", "name": "thread_name", "pid": hw, "tid": 5, "args": {"name": "Stream 5"}},
-        {"ph": "X", "name": "MatMul_kernel", "pid": hw, "tid": 5, "ts": us("60.000"), "dur": 80.5, "args": {"Task Type": "AI_CORE", "Physic Stream Id": 5, "Task Id": 11}},
+        {
+            "ph": "X",
+            "name": "MatMul_kernel",
+            "pid": hw,
+            "tid": 5,
+            "ts": us("60.000"),
+            "dur": 80.5,
+            "args": {"Task Type": "AI_CORE", "Physic Stream Id": 5, "Task Id": 11},
+        },
         {"ph": "M", "name": "process_name", "pid": hccl, "tid": 0, "args": {"name": "HCCL"}},
         {"ph": "M", "name": "thread_name", "pid": hccl, "tid": 0, "args": {"name": "Group 0 Communication"}},
-        {"ph": "X", "name": "hcom_allReduce__101_0_1", "pid": hccl, "tid": 0, "ts": us("410.000"), "dur": 35.25, "args": {"data_type": "FP16", "count": 512, "alg_type": "MESH"}},
+        {
+            "ph": "X",
+            "name": "hcom_allReduce__101_0_1",
+            "pid": hccl,
+            "tid": 0,
+            "ts": us("410.000"),
+            "dur": 35.25,
+            "args": {"data_type": "FP16", "count": 512, "alg_type": "MESH"},
+        },
     ]
     (out / "trace_view.json").write_text(json.dumps(ev))
     write_csv(

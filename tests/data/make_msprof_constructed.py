@@ -46,7 +46,9 @@ def write_csv(path: Path, header: str, rows: list[str]) -> None:
     path.write_bytes(("\r\n".join([header, *rows]) + "\r\n").encode())
 
 
-def kernel_row(dev: int, task: int, stream: int, name: str, typ: str, core: str, start: str, dur: str, wait: str) -> str:
+def kernel_row(
+    dev: int, task: int, stream: int, name: str, typ: str, core: str, start: str, dur: str, wait: str
+) -> str:
     comm = core == "COMMUNICATION"
     tid = "N/A" if comm else str(task)
     sid = "N/A" if comm else str(stream)
@@ -54,7 +56,7 @@ def kernel_row(dev: int, task: int, stream: int, name: str, typ: str, core: str,
     pmu = "N/A,N/A,N/A,N/A,N/A,N/A" if comm else "10.5,18900,0.81,2.25,0.4,66.6"
     return (
         f"{dev},4294967295,{tid},{sid},{name},{typ},dynamic,{core},{us(start)}\t,{dur},{wait},24,0,NO,{shapes},"
-        f"FLOAT16;FLOAT16,ND;ND,\"\"\"8,1024\"\"\",FLOAT16,ND,N/A,{pmu}"
+        f'FLOAT16;FLOAT16,ND;ND,"""8,1024""",FLOAT16,ND,N/A,{pmu}'
     )
 
 
@@ -62,17 +64,34 @@ def prof_meta(prof: Path, dev: int, pid: str) -> None:
     d = prof / f"device_{dev}"
     d.mkdir(parents=True, exist_ok=True)
     info = {
-        "jobInfo": "NA", "version": "1.0", "hostname": "node-a", "pid": pid, "devices": str(dev), "rank_id": -1,
+        "jobInfo": "NA",
+        "version": "1.0",
+        "hostname": "node-a",
+        "pid": pid,
+        "devices": str(dev),
+        "rank_id": -1,
         "DeviceInfo": [{"id": dev, "ai_core_num": 24, "aic_frequency": "1800", "hwts_frequency": "50"}],
     }
     (d / f"info.json.{dev}").write_text(json.dumps(info))
     (d / f"info.json.{dev}.done").write_bytes(b"")
-    (d / f"start_info.{dev}").write_text(json.dumps({
-        "collectionDateBegin": "2026-01-01 00:00:10.000000", "collectionTimeBegin": str(BASE_US), "clockMonotonicRaw": "5000000000000",
-    }))
-    (d / f"end_info.{dev}").write_text(json.dumps({
-        "collectionDateEnd": "2026-01-01 00:00:11.000000", "collectionTimeEnd": str(BASE_US + 1_000_000), "clockMonotonicRaw": "5001000000000",
-    }))
+    (d / f"start_info.{dev}").write_text(
+        json.dumps(
+            {
+                "collectionDateBegin": "2026-01-01 00:00:10.000000",
+                "collectionTimeBegin": str(BASE_US),
+                "clockMonotonicRaw": "5000000000000",
+            }
+        )
+    )
+    (d / f"end_info.{dev}").write_text(
+        json.dumps(
+            {
+                "collectionDateEnd": "2026-01-01 00:00:11.000000",
+                "collectionTimeEnd": str(BASE_US + 1_000_000),
+                "clockMonotonicRaw": "5001000000000",
+            }
+        )
+    )
     (d / "data").mkdir(exist_ok=True)
     (d / "data" / f"ts_track.data.{dev}.slice_0").write_bytes(b"\x00\x01raw-binary")
     h = prof / "host"
@@ -93,7 +112,13 @@ def timeline_events(dev: int) -> tuple[list[dict], list[dict]]:
         {"name": "thread_name", "ph": "M", "pid": hw, "tid": 2, "args": {"name": "Stream 2"}},
         {"name": "thread_sort_index", "ph": "M", "pid": hw, "tid": 2, "args": {"sort_index": 2}},
         {"name": "process_name", "ph": "M", "pid": comm, "tid": 0, "args": {"name": "Communication"}},
-        {"name": "thread_name", "ph": "M", "pid": comm, "tid": 0, "args": {"name": "Group 17522688603477080586 Communication"}},
+        {
+            "name": "thread_name",
+            "ph": "M",
+            "pid": comm,
+            "tid": 0,
+            "args": {"name": "Group 17522688603477080586 Communication"},
+        },
         {"name": "thread_name", "ph": "M", "pid": comm, "tid": 1, "args": {"name": "Plane 0"}},
         {"name": "process_name", "ph": "M", "pid": ovl, "tid": 0, "args": {"name": "Overlap Analysis"}},
         {"name": "thread_name", "ph": "M", "pid": ovl, "tid": 0, "args": {"name": "Computing"}},
@@ -109,18 +134,101 @@ def timeline_events(dev: int) -> tuple[list[dict], list[dict]]:
         return e
 
     first = meta + [
-        x(cann, 4321, "AscendCL@aclnnMatmul", "100.000", 12.5, {"Mode": "ACL_OP", "Thread Id": 4321, "connection_id": 7, "level": "acl", "id": "aclnnMatmul", "item_id": "0"}),
-        {"name": "HostToDevice7", "ph": "s", "cat": "HostToDevice", "id": "7", "pid": cann, "tid": 4321, "ts": us("105.000")},
-        x(hw, 2, "aclnnMatmul_MatMulCommon_MatMulV2", "120.000", 40.25, {"Model Id": 4294967295, "Task Type": "AI_CORE", "Physic Stream Id": 2, "Task Id": 1, "Batch Id": 0, "Subtask Id": 4294967295, "connection_id": 7}),
-        {"name": "HostToDevice7", "ph": "f", "bp": "e", "cat": "HostToDevice", "id": "7", "pid": hw, "tid": 2, "ts": us("120.000")},
+        x(
+            cann,
+            4321,
+            "AscendCL@aclnnMatmul",
+            "100.000",
+            12.5,
+            {
+                "Mode": "ACL_OP",
+                "Thread Id": 4321,
+                "connection_id": 7,
+                "level": "acl",
+                "id": "aclnnMatmul",
+                "item_id": "0",
+            },
+        ),
+        {
+            "name": "HostToDevice7",
+            "ph": "s",
+            "cat": "HostToDevice",
+            "id": "7",
+            "pid": cann,
+            "tid": 4321,
+            "ts": us("105.000"),
+        },
+        x(
+            hw,
+            2,
+            "aclnnMatmul_MatMulCommon_MatMulV2",
+            "120.000",
+            40.25,
+            {
+                "Model Id": 4294967295,
+                "Task Type": "AI_CORE",
+                "Physic Stream Id": 2,
+                "Task Id": 1,
+                "Batch Id": 0,
+                "Subtask Id": 4294967295,
+                "connection_id": 7,
+            },
+        ),
+        {
+            "name": "HostToDevice7",
+            "ph": "f",
+            "bp": "e",
+            "cat": "HostToDevice",
+            "id": "7",
+            "pid": hw,
+            "tid": 2,
+            "ts": us("120.000"),
+        },
         x(ovl, 0, "Computing", "120.000", 40.25),
         {"name": "AI Core Freq", "ph": "C", "pid": freq, "tid": 0, "ts": us("100.000"), "args": {"MHz": 1800}},
         {"name": "APP/HBM", "ph": "C", "pid": mem, "tid": 0, "ts": us("100.000"), "args": {"KB": 2048}},
     ]
     second = [
-        x(hw, 2, "aclnnAdd_AddAiCore_Add", "200.500", 3.125, {"Model Id": 4294967295, "Task Type": "AI_VECTOR_CORE", "Physic Stream Id": 2, "Task Id": 2, "Batch Id": 0, "Subtask Id": 4294967295, "connection_id": 8}),
-        x(comm, 0, "hcom_allReduce__586_0_1", "300.000", 55.5, {"connection_id": 9, "model id": 4294967295, "data_type": "FP32", "alg_type": "MESH-RING", "count": 1024}),
-        x(comm, 1, "Notify_Wait", "300.000", 20.0, {"notify_id": 1, "duration estimated(us)": 0.02, "task type": "Notify_Wait", "src rank": 0, "dst rank": 4294967295, "transport type": "LOCAL", "size(Byte)": 0}),
+        x(
+            hw,
+            2,
+            "aclnnAdd_AddAiCore_Add",
+            "200.500",
+            3.125,
+            {
+                "Model Id": 4294967295,
+                "Task Type": "AI_VECTOR_CORE",
+                "Physic Stream Id": 2,
+                "Task Id": 2,
+                "Batch Id": 0,
+                "Subtask Id": 4294967295,
+                "connection_id": 8,
+            },
+        ),
+        x(
+            comm,
+            0,
+            "hcom_allReduce__586_0_1",
+            "300.000",
+            55.5,
+            {"connection_id": 9, "model id": 4294967295, "data_type": "FP32", "alg_type": "MESH-RING", "count": 1024},
+        ),
+        x(
+            comm,
+            1,
+            "Notify_Wait",
+            "300.000",
+            20.0,
+            {
+                "notify_id": 1,
+                "duration estimated(us)": 0.02,
+                "task type": "Notify_Wait",
+                "src rank": 0,
+                "dst rank": 4294967295,
+                "transport type": "LOCAL",
+                "size(Byte)": 0,
+            },
+        ),
         x(ovl, 1, "Communication", "300.000", 55.5),
         {"name": "AI Core Freq", "ph": "C", "pid": freq, "tid": 0, "ts": us("300.000"), "args": {"MHz": 1650}},
         {"name": "APP/HBM", "ph": "C", "pid": mem, "tid": 0, "ts": us("300.000"), "args": {"KB": 4096}},
@@ -134,7 +242,9 @@ def exported(prof: Path, dev: int, sliced: bool) -> None:
         kernel_row(dev, 1, 2, "aclnnMatmul_MatMulCommon_MatMulV2", "MatMulV2", "AI_CORE", "120.000", "40.250", "0"),
         kernel_row(dev, 2, 2, "aclnnAdd_AddAiCore_Add", "Add", "AI_VECTOR_CORE", "200.500", "3.125", "40.250"),
         kernel_row(dev, 0, 0, "hcom_allReduce__586_0_1", "hcom_allReduce_", "COMMUNICATION", "300.000", "55.500", "0"),
-        kernel_row(dev, 3, 2, "aclnnMatmul_MatMulCommon_MatMulV2", "MatMulV2", "AI_CORE", "1200.001", "41.999", "840.875"),
+        kernel_row(
+            dev, 3, 2, "aclnnMatmul_MatMulCommon_MatMulV2", "MatMulV2", "AI_CORE", "1200.001", "41.999", "840.875"
+        ),
     ]
     if sliced:  # msprof slices at 1e6 rows; here two slices of two rows, each with its own header
         write_csv(out / f"op_summary_slice_0_{TS}.csv", OP_SUMMARY_HEADER, rows[:2])
@@ -144,7 +254,10 @@ def exported(prof: Path, dev: int, sliced: bool) -> None:
     write_csv(
         out / f"op_statistic_{TS}.csv",
         "Device_id,OP Type,Core Type,Count,Total Time(us),Min Time(us),Avg Time(us),Max Time(us),Ratio(%)",
-        [f"{dev},MatMulV2,AI_CORE,2,82.249,40.25,41.1245,41.999,96.33", f"{dev},Add,AI_VECTOR_CORE,1,3.125,3.125,3.125,3.125,3.67"],
+        [
+            f"{dev},MatMulV2,AI_CORE,2,82.249,40.25,41.1245,41.999,96.33",
+            f"{dev},Add,AI_VECTOR_CORE,1,3.125,3.125,3.125,3.125,3.67",
+        ],
     )
     write_csv(
         out / f"task_time_{TS}.csv",
@@ -171,7 +284,11 @@ def exported(prof: Path, dev: int, sliced: bool) -> None:
     write_csv(
         out / f"npu_mem_{TS}.csv",
         "Device_id,event,ddr(KB),hbm(KB),memory(KB),timestamp(us)",
-        [f"{dev},app,0,2048,2048,{us('100.000')}\t", f"{dev},device,0,65536,65536,{us('100.000')}\t", f"{dev},app,0,4096,4096,{us('300.000')}\t"],
+        [
+            f"{dev},app,0,2048,2048,{us('100.000')}\t",
+            f"{dev},device,0,65536,65536,{us('100.000')}\t",
+            f"{dev},app,0,4096,4096,{us('300.000')}\t",
+        ],
     )
     write_csv(
         out / f"npu_module_mem_{TS}.csv",

@@ -59,7 +59,10 @@ def _layout(rd: data.Reader, run_q: Any, ranks_q: Any, matrix_q: Any) -> html.Di
         metric = "bytes"
     return html.Div(
         [
-            ui.header("Communication", "Where communication time goes on each rank, how fast the links are, and which collectives are slow."),
+            ui.header(
+                "Communication",
+                "Where communication time goes on each rank, how fast the links are, and which collectives are slow.",
+            ),
             html.Div(
                 [
                     ui.run_control(P, names, run),
@@ -67,8 +70,13 @@ def _layout(rd: data.Reader, run_q: Any, ranks_q: Any, matrix_q: Any) -> html.Di
                     html.Div(
                         [
                             html.Label("Matrix", htmlFor=f"{P}-metric"),
-                            dcc.RadioItems(id=f"{P}-metric", options=[{"label": v, "value": k} for k, v in MATRIX_METRICS.items()],
-                                           value=metric, inline=True, className="radios"),
+                            dcc.RadioItems(
+                                id=f"{P}-metric",
+                                options=[{"label": v, "value": k} for k, v in MATRIX_METRICS.items()],
+                                value=metric,
+                                inline=True,
+                                className="radios",
+                            ),
                         ],
                         className="control",
                     ),
@@ -82,9 +90,22 @@ def _layout(rd: data.Reader, run_q: Any, ranks_q: Any, matrix_q: Any) -> html.Di
                     html.H2("Collectives"),
                     html.Div(id=f"{P}-ops-status", className="status"),
                     dag.AgGrid(
-                        id=f"{P}-ops", rowData=[], columnDefs=_op_columns(),
-                        defaultColDef={"sortable": True, "filter": True, "resizable": True, "floatingFilter": True, "minWidth": 90},
-                        dashGridOptions={"pagination": True, "paginationPageSize": 20, "animateRows": False, "domLayout": "autoHeight"},
+                        id=f"{P}-ops",
+                        rowData=[],
+                        columnDefs=_op_columns(),
+                        defaultColDef={
+                            "sortable": True,
+                            "filter": True,
+                            "resizable": True,
+                            "floatingFilter": True,
+                            "minWidth": 90,
+                        },
+                        dashGridOptions={
+                            "pagination": True,
+                            "paginationPageSize": 20,
+                            "animateRows": False,
+                            "domLayout": "autoHeight",
+                        },
                         className="ag-theme-alpine",
                     ),
                 ],
@@ -110,8 +131,12 @@ def _op_columns() -> list[dict[str, Any]]:
         {"field": "slowest_rank", "headerName": "slowest rank", **num},
         {"field": "fastest_rank", "headerName": "fastest rank", **num},
         {"field": "max_wait_ms", "headerName": "max wait (ms)", **num, "valueFormatter": _MS},
-        {"field": "wait_source", "headerName": "wait from", "maxWidth": 130,
-         "headerTooltip": "producer: measured by the profiler; estimated: elapsed minus the shortest elapsed of the collective"},
+        {
+            "field": "wait_source",
+            "headerName": "wait from",
+            "maxWidth": 130,
+            "headerTooltip": "producer: measured by the profiler; estimated: elapsed minus the shortest elapsed of the collective",
+        },
         {"field": "mib", "headerName": "size (MiB)", **num, "valueFormatter": _MS},
     ]
 
@@ -123,8 +148,13 @@ def _op_columns() -> list[dict[str, Any]]:
 
 def per_rank(df: pd.DataFrame, votes: pd.DataFrame) -> list[Any]:
     if df.empty:
-        return [html.H2("Communication time per rank"),
-                ui.message("No communication operations for the selected ranks (single process, or the profiler did not record them).", "info")]
+        return [
+            html.H2("Communication time per rank"),
+            ui.message(
+                "No communication operations for the selected ranks (single process, or the profiler did not record them).",
+                "info",
+            ),
+        ]
     for c in ("elapsed_ns", "wait_ns", "transit_ns", "bytes"):
         df[c] = pd.to_numeric(df[c], errors="coerce").astype("float64")
     x = [f"rank {r}" for r in df["rank"]]
@@ -133,67 +163,164 @@ def per_rank(df: pd.DataFrame, votes: pd.DataFrame) -> list[Any]:
     fig = ui.figure(height=340, barmode="stack", yaxis_title="ms")
     if split:
         other = (df["elapsed_ns"] - df["wait_ns"].fillna(0) - df["transit_ns"].fillna(0)).clip(lower=0)
-        fig.add_bar(name="transit", x=x, y=df["transit_ns"] / 1e6, marker_color=ui.COLORS["transit"],
-                    hovertemplate="%{x}: transit %{y:.3f} ms<extra></extra>")
-        fig.add_bar(name="wait", x=x, y=df["wait_ns"] / 1e6, marker_color=ui.COLORS["wait"],
-                    hovertemplate="%{x}: wait %{y:.3f} ms<extra></extra>")
+        fig.add_bar(
+            name="transit",
+            x=x,
+            y=df["transit_ns"] / 1e6,
+            marker_color=ui.COLORS["transit"],
+            hovertemplate="%{x}: transit %{y:.3f} ms<extra></extra>",
+        )
+        fig.add_bar(
+            name="wait",
+            x=x,
+            y=df["wait_ns"] / 1e6,
+            marker_color=ui.COLORS["wait"],
+            hovertemplate="%{x}: wait %{y:.3f} ms<extra></extra>",
+        )
         if (other > 0).any():
-            fig.add_bar(name="other (idle, sync)", x=x, y=other / 1e6, marker_color=ui.COLORS["other"],
-                        hovertemplate="%{x}: other %{y:.3f} ms<extra></extra>")
+            fig.add_bar(
+                name="other (idle, sync)",
+                x=x,
+                y=other / 1e6,
+                marker_color=ui.COLORS["other"],
+                hovertemplate="%{x}: other %{y:.3f} ms<extra></extra>",
+            )
         if sources == ["producer"]:
-            note = ("Elapsed time of the communication operations split as the producer measured it: transit (moving "
-                    "data), wait (for the peers), other (idle / synchronisation). Long waits point at a slow peer.")
+            note = (
+                "Elapsed time of the communication operations split as the producer measured it: transit (moving "
+                "data), wait (for the peers), other (idle / synchronisation). Long waits point at a slow peer."
+            )
         else:
-            note = ("Wait and transit estimated the way msprof-analyze does when the producer gives only elapsed times "
-                    "(Kineto): per collective, transit = the shortest elapsed time among its ranks, wait = the rest. "
-                    "Long waits point at a slow peer.")
+            note = (
+                "Wait and transit estimated the way msprof-analyze does when the producer gives only elapsed times "
+                "(Kineto): per collective, transit = the shortest elapsed time among its ranks, wait = the rest. "
+                "Long waits point at a slow peer."
+            )
     else:
-        fig.add_bar(name="elapsed", x=x, y=df["elapsed_ns"] / 1e6, marker_color=ui.COLORS["comm_not_overlapped"],
-                    hovertemplate="%{x}: %{y:.3f} ms<extra></extra>")
-        note = ("Elapsed time of the communication operations; wait and transit could not be separated (no producer "
-                "split and no collective matched on every rank).")
+        fig.add_bar(
+            name="elapsed",
+            x=x,
+            y=df["elapsed_ns"] / 1e6,
+            marker_color=ui.COLORS["comm_not_overlapped"],
+            hovertemplate="%{x}: %{y:.3f} ms<extra></extra>",
+        )
+        note = (
+            "Elapsed time of the communication operations; wait and transit could not be separated (no producer "
+            "split and no collective matched on every rank)."
+        )
     voted = votes[votes["votes"] > 0] if not votes.empty else votes
-    rows = [[int(r["rank"]), fmt_int(r["ops"]), fmt_ns(r["elapsed_ns"]), fmt_ns(r["wait_ns"]), fmt_ns(r["transit_ns"]),
-             fmt_bytes(r["bytes"])] for r in df.to_dict("records")]
-    kids: list[Any] = [html.H2("Communication time per rank"), ui.graph(f"{P}-rank-graph", fig), html.P(note, className="note")]
+    rows = [
+        [
+            int(r["rank"]),
+            fmt_int(r["ops"]),
+            fmt_ns(r["elapsed_ns"]),
+            fmt_ns(r["wait_ns"]),
+            fmt_ns(r["transit_ns"]),
+            fmt_bytes(r["bytes"]),
+        ]
+        for r in df.to_dict("records")
+    ]
+    kids: list[Any] = [
+        html.H2("Communication time per rank"),
+        ui.graph(f"{P}-rank-graph", fig),
+        html.P(note, className="note"),
+    ]
     if not voted.empty:
-        kids.append(html.P("Slow rank vote (msprof-analyze: Dixon / 3σ per collective): " + ", ".join(
-            f"rank {int(r['rank'])} {int(r['votes'])}/{int(r['instances'])}" for r in voted.to_dict("records")), className="note slow",
-            id=f"{P}-slow"))
+        kids.append(
+            html.P(
+                "Slow rank vote (msprof-analyze: Dixon / 3σ per collective): "
+                + ", ".join(
+                    f"rank {int(r['rank'])} {int(r['votes'])}/{int(r['instances'])}" for r in voted.to_dict("records")
+                ),
+                className="note slow",
+                id=f"{P}-slow",
+            )
+        )
     elif not votes.empty:
-        kids.append(html.P(f"Slow rank vote (msprof-analyze: Dixon / 3σ per collective): no rank judged slow over "
-                           f"{int(votes['instances'].max())} collective(s).", className="note", id=f"{P}-slow"))
-    kids.append(html.Details([html.Summary("numbers"),
-                              ui.table(["rank", "operations", "elapsed", "wait", "transit", "data size"], rows, id_=f"{P}-rank-table"),
-                              html.P("Data size: the operations' buffers, each counted once per rank (the payload, "
-                                     "not the traffic it causes on the links).", className="note")],
-                             open=len(df) <= 8))
+        kids.append(
+            html.P(
+                f"Slow rank vote (msprof-analyze: Dixon / 3σ per collective): no rank judged slow over "
+                f"{int(votes['instances'].max())} collective(s).",
+                className="note",
+                id=f"{P}-slow",
+            )
+        )
+    kids.append(
+        html.Details(
+            [
+                html.Summary("numbers"),
+                ui.table(
+                    ["rank", "operations", "elapsed", "wait", "transit", "data size"], rows, id_=f"{P}-rank-table"
+                ),
+                html.P(
+                    "Data size: the operations' buffers, each counted once per rank (the payload, "
+                    "not the traffic it causes on the links).",
+                    className="note",
+                ),
+            ],
+            open=len(df) <= 8,
+        )
+    )
     return kids
 
 
 def bandwidth(df: pd.DataFrame) -> list[Any]:
     head = html.H2("Bandwidth per transport")
     if df.empty:
-        return [head, ui.message("No per-transport bandwidth in this run (torch_npu / MindSpore communication.json at Level1 or above records it).", "info")]
+        return [
+            head,
+            ui.message(
+                "No per-transport bandwidth in this run (torch_npu / MindSpore communication.json at Level1 or above records it).",
+                "info",
+            ),
+        ]
     fig = ui.figure(height=320, barmode="group", yaxis_title="GB/s")
     for transport, g in df.groupby("transport", sort=True):
-        fig.add_bar(name=plot_text(transport), x=[f"rank {r}" for r in g["rank"]], y=pd.to_numeric(g["bandwidth_bytes_per_s"], errors="coerce") / 1e9,
-                    hovertemplate="%{x}: %{y:.3f} GB/s<extra>" + plot_text(transport) + "</extra>")
-    rows = [[int(r["rank"]), str(r["transport"]), fmt_bytes(r["bytes"]), fmt_ns(r["transit_ns"]), fmt_rate(r["bandwidth_bytes_per_s"]),
-             fmt_rate(r["min_bandwidth_bytes_per_s"]), fmt_rate(r["max_bandwidth_bytes_per_s"])] for r in df.to_dict("records")]
-    return [head, ui.graph(f"{P}-bw-graph", fig),
-            html.P("Bandwidth = bytes moved / transit time summed over the operations; min / max over single operations.",
-                   className="note"),
-            html.P(_BW_BYTES_NOTE, className="note", id=f"{P}-bw-note"),
-            html.Details([html.Summary("numbers"),
-                          ui.table(["rank", "transport", "bytes moved", "transit", "bandwidth", "min", "max"], rows, id_=f"{P}-bw-table")])]
+        fig.add_bar(
+            name=plot_text(transport),
+            x=[f"rank {r}" for r in g["rank"]],
+            y=pd.to_numeric(g["bandwidth_bytes_per_s"], errors="coerce") / 1e9,
+            hovertemplate="%{x}: %{y:.3f} GB/s<extra>" + plot_text(transport) + "</extra>",
+        )
+    rows = [
+        [
+            int(r["rank"]),
+            str(r["transport"]),
+            fmt_bytes(r["bytes"]),
+            fmt_ns(r["transit_ns"]),
+            fmt_rate(r["bandwidth_bytes_per_s"]),
+            fmt_rate(r["min_bandwidth_bytes_per_s"]),
+            fmt_rate(r["max_bandwidth_bytes_per_s"]),
+        ]
+        for r in df.to_dict("records")
+    ]
+    return [
+        head,
+        ui.graph(f"{P}-bw-graph", fig),
+        html.P(
+            "Bandwidth = bytes moved / transit time summed over the operations; min / max over single operations.",
+            className="note",
+        ),
+        html.P(_BW_BYTES_NOTE, className="note", id=f"{P}-bw-note"),
+        html.Details(
+            [
+                html.Summary("numbers"),
+                ui.table(
+                    ["rank", "transport", "bytes moved", "transit", "bandwidth", "min", "max"],
+                    rows,
+                    id_=f"{P}-bw-table",
+                ),
+            ]
+        ),
+    ]
 
 
 _BW_BYTES_NOTE = (
     "Bytes moved: the traffic the profiler counted on that transport, larger than the data size of the per-rank "
     "table: a collective moves its buffer in several pieces to several peers (a ring all-reduce sends about "
     "2(n-1)/n of it), and SDMA, the copy engine behind HCCS and PCIe transfers, counts the same traffic again, so "
-    "do not add transports up.")
+    "do not add transports up."
+)
 
 
 def _label_key(v: str) -> tuple[int, int]:
@@ -203,8 +330,14 @@ def _label_key(v: str) -> tuple[int, int]:
 def matrix(df: pd.DataFrame, metric: str) -> list[Any]:
     head = html.H2("Rank × rank matrix")
     if df.empty:
-        return [head, ui.message("No communication matrix in this run (torch_npu / MindSpore Level1+ write communication_matrix.json; "
-                                 "Kineto has no per-link data, only matched send/recv pairs).", "info")]
+        return [
+            head,
+            ui.message(
+                "No communication matrix in this run (torch_npu / MindSpore Level1+ write communication_matrix.json; "
+                "Kineto has no per-link data, only matched send/recv pairs).",
+                "info",
+            ),
+        ]
     ys = sorted(set(df["src"]), key=_label_key)
     xs = sorted(set(df["dst"]), key=_label_key)
     yi, xi = {r: i for i, r in enumerate(ys)}, {r: i for i, r in enumerate(xs)}
@@ -213,15 +346,27 @@ def matrix(df: pd.DataFrame, metric: str) -> list[Any]:
     scale, unit = {"bytes": (2**20, "MiB"), "transit_ns": (1e6, "ms"), "bandwidth_bytes_per_s": (1e9, "GB/s")}[metric]
     z[df["src"].map(yi).to_numpy(), df["dst"].map(xi).to_numpy()] = v / scale
     labels = ys + xs
-    fig = ui.figure(height=max(260, min(900, 110 + 26 * len(ys))), xaxis_title="destination rank", yaxis_title="source rank")
+    fig = ui.figure(
+        height=max(260, min(900, 110 + 26 * len(ys))), xaxis_title="destination rank", yaxis_title="source rank"
+    )
     # the scale starts at 0: links that differ by 1 % look alike instead of opposite ends of the scale
     finite = z[np.isfinite(z)]
     top = float(finite.max()) if finite.size else 1.0
-    fig.add_heatmap(z=z, x=xs, y=ys, colorscale="Viridis", zmin=0, zmax=top if top > 0 else 1.0, colorbar=dict(title=unit),
-                    hovertemplate="%{y} → %{x}: %{z:.3f} " + unit + "<extra></extra>")
+    fig.add_heatmap(
+        z=z,
+        x=xs,
+        y=ys,
+        colorscale="Viridis",
+        zmin=0,
+        zmax=top if top > 0 else 1.0,
+        colorbar=dict(title=unit),
+        hovertemplate="%{y} → %{x}: %{z:.3f} " + unit + "<extra></extra>",
+    )
     fig.update_yaxes(autorange="reversed", type="category")
     fig.update_xaxes(type="category")
-    note = f"{MATRIX_METRICS[metric].capitalize()} per (source, destination) link, summed over operation types and steps"
+    note = (
+        f"{MATRIX_METRICS[metric].capitalize()} per (source, destination) link, summed over operation types and steps"
+    )
     if finite.size:
         note += f" (from {finite.min():,.3f} to {finite.max():,.3f} {unit}; the colour scale starts at 0)."
     else:
@@ -235,12 +380,19 @@ def op_rows(df: pd.DataFrame) -> list[dict]:
     if df.empty:
         return []
     group = df["pg_name"].astype(object).where(df["pg_name"].notna(), df["group_name"].astype(object))
-    out = pd.DataFrame({
-        "name": df["name"].astype(str), "op_type": df["op_type"].astype(object), "group_name": group,
-        "step": pd.to_numeric(df["step"], errors="coerce").astype("Int64").astype(object), "ranks": df["ranks"].astype("int64"),
-        "calls": df["calls"].astype("int64"), "wait_source": df["wait_source"].astype(object),
-        "slowest_rank": df["slowest_rank"].astype("int64"), "fastest_rank": df["fastest_rank"].astype("int64"),
-    })
+    out = pd.DataFrame(
+        {
+            "name": df["name"].astype(str),
+            "op_type": df["op_type"].astype(object),
+            "group_name": group,
+            "step": pd.to_numeric(df["step"], errors="coerce").astype("Int64").astype(object),
+            "ranks": df["ranks"].astype("int64"),
+            "calls": df["calls"].astype("int64"),
+            "wait_source": df["wait_source"].astype(object),
+            "slowest_rank": df["slowest_rank"].astype("int64"),
+            "fastest_rank": df["fastest_rank"].astype("int64"),
+        }
+    )
     for c in ("max", "min", "avg", "max_wait"):
         out[f"{c}_ms"] = (pd.to_numeric(df[f"{c}_ns"], errors="coerce") / 1e6).round(6)
     out["mib"] = (pd.to_numeric(df["bytes"], errors="coerce") / 2**20).round(6)
@@ -275,13 +427,30 @@ def register_callbacks(app: Dash) -> None:
             content = render(rd, run, selected, metric if metric in MATRIX_METRICS else "bytes")
             ops, n = data.collectives(rd, run, selected)
         cut = f" (the {len(ops):,} slowest of {n:,})" if n > len(ops) else ""
-        status = (f"{len(ops):,} collectives (an instance = one call matched across its ranks) over ranks "
-                  f"{format_ranks(selected)}{cut}." if len(ops) else "No communication operations.")
-        url = ui.page_url("/communication", {"run": run, "ranks": format_ranks(ranks) if ranks else None,
-                                             "matrix": None if metric == "bytes" else metric})
+        status = (
+            f"{len(ops):,} collectives (an instance = one call matched across its ranks) over ranks "
+            f"{format_ranks(selected)}{cut}."
+            if len(ops)
+            else "No communication operations."
+        )
+        url = ui.page_url(
+            "/communication",
+            {
+                "run": run,
+                "ranks": format_ranks(ranks) if ranks else None,
+                "matrix": None if metric == "bytes" else metric,
+            },
+        )
         rows = op_rows(ops)
         # columns as wide as their content: the slowest / fastest rank stay in view
-        return content, rows, ui.fit_columns(_op_columns(), rows), status, [{"label": f"rank {r}", "value": r} for r in all_ranks], url
+        return (
+            content,
+            rows,
+            ui.fit_columns(_op_columns(), rows),
+            status,
+            [{"label": f"rank {r}", "value": r} for r in all_ranks],
+            url,
+        )
 
 
 def render(rd: data.Reader, run: str, ranks: Sequence[int], metric: str) -> list[Any]:

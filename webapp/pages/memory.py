@@ -28,8 +28,15 @@ _MS = {"function": "params.value == null ? '' : d3.format(',.3f')(params.value)"
 _MIB = {"function": "params.value == null ? '' : d3.format(',.3f')(params.value)"}
 
 
-def layout(run: Any = None, ranks: Any = None, component: Any = None, series: Any = None, start_ns: Any = None,
-           end_ns: Any = None, **_: Any) -> Any:
+def layout(
+    run: Any = None,
+    ranks: Any = None,
+    component: Any = None,
+    series: Any = None,
+    start_ns: Any = None,
+    end_ns: Any = None,
+    **_: Any,
+) -> Any:
     def build() -> Any:
         with data.reader(ui.current_store(), single("run", run), None, ("memory_samples",)) as rd:
             return _layout(rd, run, ranks, component, series, start_ns, end_ns)
@@ -53,8 +60,9 @@ def _url_window(rd: data.Reader, run: str, start_q: Any, end_q: Any) -> dict[str
     return {"start_ns": str(a), "end_ns": str(b)}
 
 
-def _layout(rd: data.Reader, run_q: Any, ranks_q: Any, component_q: Any, series_q: Any, start_q: Any = None,
-            end_q: Any = None) -> html.Div:
+def _layout(
+    rd: data.Reader, run_q: Any, ranks_q: Any, component_q: Any, series_q: Any, start_q: Any = None, end_q: Any = None
+) -> html.Div:
     names = data.run_names(rd)
     if not names:
         return html.Div([ui.header("Memory"), ui.empty_store(rd.store)], className="page")
@@ -76,8 +84,12 @@ def _layout(rd: data.Reader, run_q: Any, ranks_q: Any, component_q: Any, series_
     comp_names = list(dict.fromkeys(str(c) for c in comps["component"])) if not comps.empty else []
     component = single("component", component_q)
     if component is not None and component not in comp_names:
-        notes.append(ui.message(f"URL parameter component={component!r}: this run has no such memory counter "
-                                f"(has: {', '.join(comp_names) or 'none'})."))
+        notes.append(
+            ui.message(
+                f"URL parameter component={component!r}: this run has no such memory counter "
+                f"(has: {', '.join(comp_names) or 'none'})."
+            )
+        )
         component = None
     if component is None and comp_names:
         component = _default_component(comp_names)
@@ -89,7 +101,10 @@ def _layout(rd: data.Reader, run_q: Any, ranks_q: Any, component_q: Any, series_
         notes.append(ui.message(f"{exc}; showing the whole run.", id=f"{P}-url-note"))
     return html.Div(
         [
-            ui.header("Memory", "Allocator curves per rank (peaks kept when downsampling), peak per rank, and the largest operator allocations."),
+            ui.header(
+                "Memory",
+                "Allocator curves per rank (peaks kept when downsampling), peak per rank, and the largest operator allocations.",
+            ),
             html.Div(
                 [
                     ui.run_control(P, names, run),
@@ -97,20 +112,33 @@ def _layout(rd: data.Reader, run_q: Any, ranks_q: Any, component_q: Any, series_
                     html.Div(
                         [
                             html.Label("Counter", htmlFor=f"{P}-component"),
-                            dcc.Dropdown(id=f"{P}-component", options=[{"label": c, "value": c} for c in comp_names],
-                                         value=component, clearable=False, className="dd dd-small"),
+                            dcc.Dropdown(
+                                id=f"{P}-component",
+                                options=[{"label": c, "value": c} for c in comp_names],
+                                value=component,
+                                clearable=False,
+                                className="dd dd-small",
+                            ),
                         ],
                         className="control",
                     ),
                     html.Div(
                         [
                             html.Label("Series", htmlFor=f"{P}-series"),
-                            dcc.Checklist(id=f"{P}-series", options=[{"label": s, "value": s} for s in SERIES], value=series,
-                                          inline=True, className="checks"),
+                            dcc.Checklist(
+                                id=f"{P}-series",
+                                options=[{"label": s, "value": s} for s in SERIES],
+                                value=series,
+                                inline=True,
+                                className="checks",
+                            ),
                         ],
                         className="control",
                     ),
-                    html.Div(html.Button("Whole run", id=f"{P}-reset", n_clicks=0, className="btn"), className="control buttons"),
+                    html.Div(
+                        html.Button("Whole run", id=f"{P}-reset", n_clicks=0, className="btn"),
+                        className="control buttons",
+                    ),
                 ],
                 className="controls",
             ),
@@ -120,22 +148,40 @@ def _layout(rd: data.Reader, run_q: Any, ranks_q: Any, component_q: Any, series_
             dcc.Store(id=f"{P}-want", data=want),  # the URL's window, for the first render
             dcc.Store(id=f"{P}-zoom"),
             html.Div(
-                [html.H2("Memory over time"),
-                 ui.graph(f"{P}-curves", ui.figure(height=380), config={"scrollZoom": True})],
+                [
+                    html.H2("Memory over time"),
+                    ui.graph(f"{P}-curves", ui.figure(height=380), config={"scrollZoom": True}),
+                ],
                 className="card",
             ),
             html.Div(
                 [
-                    html.Div([html.H2("Peak per rank"), dcc.Loading(html.Div(id=f"{P}-peaks"), type="dot", delay_show=300)],
-                             className="card"),
+                    html.Div(
+                        [html.H2("Peak per rank"), dcc.Loading(html.Div(id=f"{P}-peaks"), type="dot", delay_show=300)],
+                        className="card",
+                    ),
                     html.Div(
                         [
                             html.H2("Largest operator allocations"),
                             html.Div(id=f"{P}-blocks-status", className="status"),
                             dag.AgGrid(
-                                id=f"{P}-blocks", rowData=[], columnDefs=_block_columns(),
-                                defaultColDef={"sortable": True, "filter": True, "resizable": True, "floatingFilter": True, "minWidth": 64},
-                                dashGridOptions={"pagination": True, "paginationPageSize": 15, "paginationPageSizeSelector": [15, 50, 100], "animateRows": False, "domLayout": "autoHeight"},
+                                id=f"{P}-blocks",
+                                rowData=[],
+                                columnDefs=_block_columns(),
+                                defaultColDef={
+                                    "sortable": True,
+                                    "filter": True,
+                                    "resizable": True,
+                                    "floatingFilter": True,
+                                    "minWidth": 64,
+                                },
+                                dashGridOptions={
+                                    "pagination": True,
+                                    "paginationPageSize": 15,
+                                    "paginationPageSizeSelector": [15, 50, 100],
+                                    "animateRows": False,
+                                    "domLayout": "autoHeight",
+                                },
                                 className="ag-theme-alpine",
                             ),
                         ],
@@ -160,11 +206,31 @@ def _block_columns() -> list[dict[str, Any]]:
     return [
         {"field": "rank", "headerName": "rank", "filter": "agNumberColumnFilter"},
         {"field": "name", "headerName": "operator", "maxWidth": 200, "flex": 1, "tooltipField": "name"},
-        {"field": "size_mib", "headerName": "size (MiB)", "filter": "agNumberColumnFilter", "valueFormatter": _MIB, "sort": "desc"},
-        {"field": "alloc_ms", "headerName": "allocated at (ms)", "filter": "agNumberColumnFilter", "valueFormatter": _MS},
-        {"field": "lifetime_ms", "headerName": "lifetime (ms)", "filter": "agNumberColumnFilter", "valueFormatter": _MS},
-        {"field": "released", "headerName": "released", "maxWidth": 150,
-         "headerTooltip": "no: the trace records no release of the block (still allocated when it ended)"},
+        {
+            "field": "size_mib",
+            "headerName": "size (MiB)",
+            "filter": "agNumberColumnFilter",
+            "valueFormatter": _MIB,
+            "sort": "desc",
+        },
+        {
+            "field": "alloc_ms",
+            "headerName": "allocated at (ms)",
+            "filter": "agNumberColumnFilter",
+            "valueFormatter": _MS,
+        },
+        {
+            "field": "lifetime_ms",
+            "headerName": "lifetime (ms)",
+            "filter": "agNumberColumnFilter",
+            "valueFormatter": _MS,
+        },
+        {
+            "field": "released",
+            "headerName": "released",
+            "maxWidth": 150,
+            "headerTooltip": "no: the trace records no release of the block (still allocated when it ended)",
+        },
         {"field": "device", "headerName": "device", "maxWidth": 110},
     ]
 
@@ -174,12 +240,25 @@ def _block_columns() -> list[dict[str, Any]]:
 # ---------------------------------------------------------------------------------------------
 
 
-def curves_figure(curves: pd.DataFrame, peaks: pd.DataFrame, series: Sequence[str], origin: int, window: tuple[int, int]) -> Any:
+def curves_figure(
+    curves: pd.DataFrame, peaks: pd.DataFrame, series: Sequence[str], origin: int, window: tuple[int, int]
+) -> Any:
     fig = ui.figure(height=380, yaxis_title="MiB", xaxis_title="ms since the run's first event", hovermode="x unified")
     fig.update_xaxes(range=[(window[0] - origin) / 1e6, (window[1] - origin) / 1e6])
     if curves.empty:
         return fig
-    palette = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac")
+    palette = (
+        "#4e79a7",
+        "#f28e2b",
+        "#59a14f",
+        "#e15759",
+        "#76b7b2",
+        "#edc948",
+        "#b07aa1",
+        "#ff9da7",
+        "#9c755f",
+        "#bab0ac",
+    )
     for i, ((rank, device), g) in enumerate(curves.groupby(["rank", "device"], sort=True)):
         color = palette[i % len(palette)]
         x = (g["ts_ns"].astype("int64") - origin) / 1e6
@@ -188,17 +267,29 @@ def curves_figure(curves: pd.DataFrame, peaks: pd.DataFrame, series: Sequence[st
             if y.isna().all():
                 continue
             label = f"rank {rank}" + (f" {device}" if device and curves["device"].nunique() > 1 else "") + f" {s}"
-            fig.add_scatter(x=x, y=y / 2**20, mode="lines", name=label, line=dict(color=color, dash=DASH[s], width=1.6),
-                            line_shape="hv", hovertemplate="%{y:.2f} MiB<extra>" + label + "</extra>")
+            fig.add_scatter(
+                x=x,
+                y=y / 2**20,
+                mode="lines",
+                name=label,
+                line=dict(color=color, dash=DASH[s], width=1.6),
+                line_shape="hv",
+                hovertemplate="%{y:.2f} MiB<extra>" + label + "</extra>",
+            )
     # peaks (exact, from the full series, not the downsampled one)
     for _, r in peaks.iterrows():
         for s in series:
             v, t = r.get(f"peak_{s}_bytes"), r.get(f"peak_{s}_ns")
             if v is None or pd.isna(v) or t is None or pd.isna(t) or float(v) <= 0:
                 continue
-            fig.add_scatter(x=[(int(t) - origin) / 1e6], y=[float(v) / 2**20], mode="markers", showlegend=False,
-                            marker=dict(symbol="triangle-down", size=10, color="#b03030"),
-                            hovertemplate=f"rank {r['rank']} peak {s}: {fmt_bytes(v)}<extra></extra>")
+            fig.add_scatter(
+                x=[(int(t) - origin) / 1e6],
+                y=[float(v) / 2**20],
+                mode="markers",
+                showlegend=False,
+                marker=dict(symbol="triangle-down", size=10, color="#b03030"),
+                hovertemplate=f"rank {r['rank']} peak {s}: {fmt_bytes(v)}<extra></extra>",
+            )
     return fig
 
 
@@ -211,23 +302,49 @@ def _peak(v: Any) -> str:
 def peaks_figure(peaks: pd.DataFrame, selected: Sequence[int]) -> Any:
     if peaks.empty:
         return ui.message("No memory samples for this counter.", "info")
-    per = peaks.groupby("rank").agg(
-        allocated=("peak_allocated_bytes", "max"), reserved=("peak_reserved_bytes", "max"), active=("peak_active_bytes", "max")
-    ).reset_index()
+    per = (
+        peaks.groupby("rank")
+        .agg(
+            allocated=("peak_allocated_bytes", "max"),
+            reserved=("peak_reserved_bytes", "max"),
+            active=("peak_active_bytes", "max"),
+        )
+        .reset_index()
+    )
     fig = ui.figure(height=320, barmode="group", yaxis_title="peak (MiB)")
     x = [f"rank {r}" for r in per["rank"]]
     for s in SERIES:
         if (pd.to_numeric(per[s], errors="coerce").fillna(0) > 0).any():  # a counter never above 0 was not recorded
-            fig.add_bar(name=f"peak {s}", x=x, y=pd.to_numeric(per[s], errors="coerce") / 2**20, marker_color=ui.COLORS[s],
-                        hovertemplate="%{x}: %{y:.2f} MiB<extra>peak " + s + "</extra>")
+            fig.add_bar(
+                name=f"peak {s}",
+                x=x,
+                y=pd.to_numeric(per[s], errors="coerce") / 2**20,
+                marker_color=ui.COLORS[s],
+                hovertemplate="%{x}: %{y:.2f} MiB<extra>peak " + s + "</extra>",
+            )
     top = per.loc[pd.to_numeric(per["allocated"], errors="coerce").idxmax()] if per["allocated"].notna().any() else None
-    rows = [[int(r["rank"]), _peak(r["allocated"]), _peak(r["reserved"]), _peak(r["active"])] for r in per.to_dict("records")]
+    rows = [
+        [int(r["rank"]), _peak(r["allocated"]), _peak(r["reserved"]), _peak(r["active"])]
+        for r in per.to_dict("records")
+    ]
     kids: list[Any] = [ui.graph(f"{P}-peaks-graph", fig)]
     if top is not None and len(per) > 1:
-        kids.append(html.P(f"Highest peak allocated: rank {int(top['rank'])} ({fmt_bytes(top['allocated'])}); "
-                           f"lowest: {fmt_bytes(per['allocated'].min())}.", className="note"))
-    kids.append(html.Details([html.Summary("numbers"), ui.table(["rank", "peak allocated", "peak reserved", "peak active"], rows,
-                                                               id_=f"{P}-peaks-table")], open=len(per) <= 8))
+        kids.append(
+            html.P(
+                f"Highest peak allocated: rank {int(top['rank'])} ({fmt_bytes(top['allocated'])}); "
+                f"lowest: {fmt_bytes(per['allocated'].min())}.",
+                className="note",
+            )
+        )
+    kids.append(
+        html.Details(
+            [
+                html.Summary("numbers"),
+                ui.table(["rank", "peak allocated", "peak reserved", "peak active"], rows, id_=f"{P}-peaks-table"),
+            ],
+            open=len(per) <= 8,
+        )
+    )
     return kids
 
 
@@ -235,15 +352,17 @@ def blocks(rd: data.Reader, run: str, ranks: Sequence[int], origin: int) -> tupl
     df, n = data.operator_memory(rd, run, ranks)
     if df.empty:
         return [], "No operator memory records for the selected ranks (needs profile_memory=True)."
-    out = pd.DataFrame({
-        "rank": df["rank"].astype("int64"),
-        "name": df["name"].astype(object).where(df["name"].notna(), "(unknown)"),
-        "size_mib": (pd.to_numeric(df["size_bytes"], errors="coerce") / 2**20).round(6),
-        "alloc_ms": ((pd.to_numeric(df["alloc_ns"], errors="coerce") - origin) / 1e6).round(6),
-        "lifetime_ms": (pd.to_numeric(df["duration_ns"], errors="coerce") / 1e6).round(6),
-        "released": np.where(df["release_ns"].isna(), "no", "yes"),
-        "device": df["device"].astype(object),
-    })
+    out = pd.DataFrame(
+        {
+            "rank": df["rank"].astype("int64"),
+            "name": df["name"].astype(object).where(df["name"].notna(), "(unknown)"),
+            "size_mib": (pd.to_numeric(df["size_bytes"], errors="coerce") / 2**20).round(6),
+            "alloc_ms": ((pd.to_numeric(df["alloc_ns"], errors="coerce") - origin) / 1e6).round(6),
+            "lifetime_ms": (pd.to_numeric(df["duration_ns"], errors="coerce") / 1e6).round(6),
+            "released": np.where(df["release_ns"].isna(), "no", "yes"),
+            "device": df["device"].astype(object),
+        }
+    )
     cut = f" (largest {len(df):,} of {n:,})" if n > len(df) else ""
     return out.replace({np.nan: None}).to_dict("records"), f"{len(df):,} allocations{cut}, ranks {format_ranks(ranks)}."
 
@@ -254,7 +373,9 @@ def blocks(rd: data.Reader, run: str, ranks: Sequence[int], origin: int) -> tupl
 
 
 def register_callbacks(app: Dash) -> None:
-    app.clientside_callback(ui.ZOOM_JS, Output(f"{P}-zoom", "data"), Input(f"{P}-curves", "relayoutData"), prevent_initial_call=True)
+    app.clientside_callback(
+        ui.ZOOM_JS, Output(f"{P}-zoom", "data"), Input(f"{P}-curves", "relayoutData"), prevent_initial_call=True
+    )
 
     @app.callback(
         Output(f"{P}-curves", "figure"),
@@ -272,8 +393,9 @@ def register_callbacks(app: Dash) -> None:
         prevent_initial_call="initial_duplicate",
     )
     @ui.guard(4, message_index=1)
-    def update_curves(run: str, ranks: Any, component: Any, series: Any, _reset: Any, zoom: Any, window: Any,
-                      want: Any = None) -> Any:
+    def update_curves(
+        run: str, ranks: Any, component: Any, series: Any, _reset: Any, zoom: Any, window: Any, want: Any = None
+    ) -> Any:
         with data.reader(ui.current_store(), run, ui.hint_ranks(ranks), ("memory_samples",)) as rd:
             all_ranks = data.ranks_of(rd, run)
             if not all_ranks:
@@ -281,11 +403,20 @@ def register_callbacks(app: Dash) -> None:
             selected = [r for r in ui.rank_list(ranks, all_ranks) if r in set(all_ranks)] or all_ranks
             series = [s for s in (series or []) if s in SERIES]
             bounds = data.time_bounds(rd, run, None)
-            params = {"run": run, "ranks": ui.ranks_param(selected, ui.default_ranks(all_ranks, DEFAULT_RANKS)),
-                      "component": component, "series": None if sorted(series) == sorted(SERIES) else ",".join(series)}
+            params = {
+                "run": run,
+                "ranks": ui.ranks_param(selected, ui.default_ranks(all_ranks, DEFAULT_RANKS)),
+                "component": component,
+                "series": None if sorted(series) == sorted(SERIES) else ",".join(series),
+            }
             url = ui.page_url("/memory", params)
             if bounds is None or not component:
-                return ui.figure(height=200), ui.message("This run has no memory samples (profile_memory was off?).", "info"), None, url
+                return (
+                    ui.figure(height=200),
+                    ui.message("This run has no memory samples (profile_memory was off?).", "info"),
+                    None,
+                    url,
+                )
             origin = bounds[0]
             peaks = data.memory_peaks(rd, run, selected, component)
             if not peaks.empty and peaks["first_ns"].notna().any():  # the samples' own extent, not the run's

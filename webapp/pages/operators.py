@@ -26,16 +26,32 @@ P = "op"
 SOURCE_LABELS = {"operators": "Host operators", "kernels": "Device kernels"}
 GROUP_LABELS = {"type": "by type", "name": "by name", "shape": "by name + input shape"}
 SCOPE_LABELS = {"across": "across ranks", "rank": "per rank"}
-METRICS = {"total_ns": "total time", "self_ns": "self time", "avg_ns": "average", "max_ns": "max", "count": "calls",
-           "spread_pct": "spread between ranks"}
+METRICS = {
+    "total_ns": "total time",
+    "self_ns": "self time",
+    "avg_ns": "average",
+    "max_ns": "max",
+    "count": "calls",
+    "spread_pct": "spread between ranks",
+}
 SLOW_SPREAD_PCT = 5.0  # drill bars: the slowest rank is marked when its total is this much above the fastest
 _MS = {"function": "params.value == null ? '' : d3.format(',.3f')(params.value)"}
 _INT = {"function": "params.value == null ? '' : d3.format(',')(params.value)"}
 _PCT = {"function": "params.value == null ? '' : d3.format('.1f')(params.value) + ' %'"}
 
 
-def layout(run: Any = None, ranks: Any = None, source: Any = None, group: Any = None, scope: Any = None,
-           q: Any = None, op: Any = None, shape: Any = None, top: Any = None, **_: Any) -> Any:
+def layout(
+    run: Any = None,
+    ranks: Any = None,
+    source: Any = None,
+    group: Any = None,
+    scope: Any = None,
+    q: Any = None,
+    op: Any = None,
+    shape: Any = None,
+    top: Any = None,
+    **_: Any,
+) -> Any:
     def build() -> Any:
         with data.reader(ui.current_store(), single("run", run)) as rd:
             return _layout(rd, run, ranks, source, group, scope, q, op, shape, top)
@@ -43,8 +59,18 @@ def layout(run: Any = None, ranks: Any = None, source: Any = None, group: Any = 
     return ui.safe_layout(build)
 
 
-def _layout(rd: data.Reader, run_q: Any, ranks_q: Any, source_q: Any, group_q: Any, scope_q: Any, q_q: Any,
-            op_q: Any, shape_q: Any, top_q: Any) -> html.Div:
+def _layout(
+    rd: data.Reader,
+    run_q: Any,
+    ranks_q: Any,
+    source_q: Any,
+    group_q: Any,
+    scope_q: Any,
+    q_q: Any,
+    op_q: Any,
+    shape_q: Any,
+    top_q: Any,
+) -> html.Div:
     names = data.run_names(rd)
     if not names:
         return html.Div([ui.header("Operators"), ui.empty_store(rd.store)], className="page")
@@ -79,11 +105,21 @@ def _layout(rd: data.Reader, run_q: Any, ranks_q: Any, source_q: Any, group_q: A
     except WebappError as exc:
         notes.append(ui.message(str(exc)))
         top = 15
-    drill = ({"op": single("op", op_q), "shape": single("shape", shape_q) if values["group"] == "shape" else None,
-              "group": values["group"]} if single("op", op_q) else None)
+    drill = (
+        {
+            "op": single("op", op_q),
+            "shape": single("shape", shape_q) if values["group"] == "shape" else None,
+            "group": values["group"],
+        }
+        if single("op", op_q)
+        else None
+    )
     return html.Div(
         [
-            ui.header("Operators", "Where the time goes, by operator, on every rank: sort, filter, search; select a row to compare it across ranks."),
+            ui.header(
+                "Operators",
+                "Where the time goes, by operator, on every rank: sort, filter, search; select a row to compare it across ranks.",
+            ),
             html.Div(
                 [
                     ui.run_control(P, names, run),
@@ -94,8 +130,15 @@ def _layout(rd: data.Reader, run_q: Any, ranks_q: Any, source_q: Any, group_q: A
                     html.Div(
                         [
                             html.Label("Search", htmlFor=f"{P}-search"),
-                            dcc.Input(id=f"{P}-search", type="search", value=single("q", q_q) or "", debounce=0.3,
-                                      placeholder="name, shape…", className="search", style={"width": "240px"}),
+                            dcc.Input(
+                                id=f"{P}-search",
+                                type="search",
+                                value=single("q", q_q) or "",
+                                debounce=0.3,
+                                placeholder="name, shape…",
+                                className="search",
+                                style={"width": "240px"},
+                            ),
                         ],
                         className="control",
                     ),
@@ -110,15 +153,24 @@ def _layout(rd: data.Reader, run_q: Any, ranks_q: Any, source_q: Any, group_q: A
                 id=f"{P}-grid",
                 rowData=[],
                 columnDefs=[],
-                defaultColDef={"sortable": True, "filter": True, "resizable": True, "floatingFilter": True,
-                               "minWidth": 90},
+                defaultColDef={
+                    "sortable": True,
+                    "filter": True,
+                    "resizable": True,
+                    "floatingFilter": True,
+                    "minWidth": 90,
+                },
                 dashGridOptions={
                     "rowSelection": {"mode": "singleRow", "enableClickSelection": True, "checkboxes": False},
-                    "pagination": True, "paginationPageSize": 20, "paginationPageSizeSelector": [20, 50, 100],
-                    "quickFilterText": single("q", q_q) or "", "animateRows": False, "domLayout": "autoHeight", "tooltipShowDelay": 300,
+                    "pagination": True,
+                    "paginationPageSize": 20,
+                    "paginationPageSizeSelector": [20, 50, 100],
+                    "quickFilterText": single("q", q_q) or "",
+                    "animateRows": False,
+                    "domLayout": "autoHeight",
+                    "tooltipShowDelay": 300,
                 },
                 getRowId="params.data.id",
-                
                 className="ag-theme-alpine",
             ),
             html.Div(
@@ -130,10 +182,22 @@ def _layout(rd: data.Reader, run_q: Any, ranks_q: Any, source_q: Any, group_q: A
                                     html.H2("Top operators", id=f"{P}-top-title"),
                                     html.Div(
                                         [
-                                            dcc.Dropdown(id=f"{P}-metric", options=[{"label": v, "value": k} for k, v in METRICS.items()],
-                                                         value="total_ns", clearable=False, className="dd dd-small"),
-                                            dcc.Input(id=f"{P}-top", type="number", min=1, max=100, value=top, className="num",
-                                                      style={"width": "80px"}),
+                                            dcc.Dropdown(
+                                                id=f"{P}-metric",
+                                                options=[{"label": v, "value": k} for k, v in METRICS.items()],
+                                                value="total_ns",
+                                                clearable=False,
+                                                className="dd dd-small",
+                                            ),
+                                            dcc.Input(
+                                                id=f"{P}-top",
+                                                type="number",
+                                                min=1,
+                                                max=100,
+                                                value=top,
+                                                className="num",
+                                                style={"width": "80px"},
+                                            ),
                                         ],
                                         className="inline",
                                     ),
@@ -145,9 +209,19 @@ def _layout(rd: data.Reader, run_q: Any, ranks_q: Any, source_q: Any, group_q: A
                         className="card",
                     ),
                     html.Div(
-                        [html.H2("Across ranks"),
-                         dcc.Loading(html.Div(html.P("Select a row of the grid to see that operator on every rank.", className="note"),
-                                              id=f"{P}-drill"), type="dot", delay_show=300)],
+                        [
+                            html.H2("Across ranks"),
+                            dcc.Loading(
+                                html.Div(
+                                    html.P(
+                                        "Select a row of the grid to see that operator on every rank.", className="note"
+                                    ),
+                                    id=f"{P}-drill",
+                                ),
+                                type="dot",
+                                delay_show=300,
+                            ),
+                        ],
                         className="card",
                     ),
                 ],
@@ -162,8 +236,13 @@ def _radio(name: str, labels: dict[str, str], value: str) -> html.Div:
     return html.Div(
         [
             html.Label(name.capitalize(), htmlFor=f"{P}-{name}"),
-            dcc.RadioItems(id=f"{P}-{name}", options=[{"label": v, "value": k} for k, v in labels.items()], value=value,
-                           inline=True, className="radios"),
+            dcc.RadioItems(
+                id=f"{P}-{name}",
+                options=[{"label": v, "value": k} for k, v in labels.items()],
+                value=value,
+                inline=True,
+                className="radios",
+            ),
         ],
         className="control",
     )
@@ -179,7 +258,9 @@ def _has_kernels(rd: data.Reader, run: str) -> bool:
 # ---------------------------------------------------------------------------------------------
 
 
-def grid(rd: data.Reader, run: str, source: str, group: str, ranks: Sequence[int], across: bool) -> tuple[list[dict], list[dict], str]:
+def grid(
+    rd: data.Reader, run: str, source: str, group: str, ranks: Sequence[int], across: bool
+) -> tuple[list[dict], list[dict], str]:
     """(rowData, columnDefs, status line) of the operators grid."""
     df, n = data.operator_stats(rd, run, source, group, ranks, across)
     what = SOURCE_LABELS[source].lower()
@@ -188,19 +269,40 @@ def grid(rd: data.Reader, run: str, source: str, group: str, ranks: Sequence[int
         return [], [], f"No {what} for the selected ranks{hint}."
     key_title = {"type": "type" if source == "kernels" else "category", "name": "name", "shape": "name"}[group]
     cols: list[dict[str, Any]] = [
-        {"field": "key", "headerName": key_title, "filter": "agTextColumnFilter", "tooltipField": "key", "pinned": "left"},
+        {
+            "field": "key",
+            "headerName": key_title,
+            "filter": "agTextColumnFilter",
+            "tooltipField": "key",
+            "pinned": "left",
+        },
     ]
     if group == "shape":
-        cols.append({"field": "shape", "headerName": "input shapes", "filter": "agTextColumnFilter", "maxWidth": 260,
-                     "tooltipField": "shape"})
+        cols.append(
+            {
+                "field": "shape",
+                "headerName": "input shapes",
+                "filter": "agTextColumnFilter",
+                "maxWidth": 260,
+                "tooltipField": "shape",
+            }
+        )
     if not across:
         cols.append({"field": "rank", "headerName": "rank", "filter": "agNumberColumnFilter", "valueFormatter": _INT})
     cols += [
         {"field": "count", "headerName": "calls", "filter": "agNumberColumnFilter", "valueFormatter": _INT},
-        {"field": "total_ms", "headerName": "total (ms)", "filter": "agNumberColumnFilter", "valueFormatter": _MS, "sort": "desc"},
+        {
+            "field": "total_ms",
+            "headerName": "total (ms)",
+            "filter": "agNumberColumnFilter",
+            "valueFormatter": _MS,
+            "sort": "desc",
+        },
     ]
     if source == "operators":
-        cols.append({"field": "self_ms", "headerName": "self (ms)", "filter": "agNumberColumnFilter", "valueFormatter": _MS})
+        cols.append(
+            {"field": "self_ms", "headerName": "self (ms)", "filter": "agNumberColumnFilter", "valueFormatter": _MS}
+        )
     cols += [
         {"field": "avg_ms", "headerName": "avg (ms)", "filter": "agNumberColumnFilter", "valueFormatter": _MS},
         {"field": "min_ms", "headerName": "min (ms)", "filter": "agNumberColumnFilter", "valueFormatter": _MS},
@@ -209,10 +311,25 @@ def grid(rd: data.Reader, run: str, source: str, group: str, ranks: Sequence[int
     if across:
         cols += [
             {"field": "ranks", "headerName": "ranks", "filter": "agNumberColumnFilter", "valueFormatter": _INT},
-            {"field": "rank_min_ms", "headerName": "rank min total (ms)", "filter": "agNumberColumnFilter", "valueFormatter": _MS},
-            {"field": "rank_max_ms", "headerName": "rank max total (ms)", "filter": "agNumberColumnFilter", "valueFormatter": _MS},
-            {"field": "spread_pct", "headerName": "spread", "filter": "agNumberColumnFilter", "valueFormatter": _PCT,
-             "headerTooltip": "(max - min) / mean of the per-rank totals"},
+            {
+                "field": "rank_min_ms",
+                "headerName": "rank min total (ms)",
+                "filter": "agNumberColumnFilter",
+                "valueFormatter": _MS,
+            },
+            {
+                "field": "rank_max_ms",
+                "headerName": "rank max total (ms)",
+                "filter": "agNumberColumnFilter",
+                "valueFormatter": _MS,
+            },
+            {
+                "field": "spread_pct",
+                "headerName": "spread",
+                "filter": "agNumberColumnFilter",
+                "valueFormatter": _PCT,
+                "headerTooltip": "(max - min) / mean of the per-rank totals",
+            },
             {"field": "max_rank", "headerName": "slowest rank", "filter": "agNumberColumnFilter"},
         ]
     out = pd.DataFrame({"key": df["key"].astype(str)})
@@ -241,8 +358,14 @@ def top_chart(rows: list[dict], metric: str, n: int, source: str) -> Any:
     if not rows:
         return ui.message("Nothing to rank.", "info")
     df = pd.DataFrame(rows)
-    col = {"total_ns": "total_ms", "self_ns": "self_ms", "avg_ns": "avg_ms", "max_ns": "max_ms", "count": "count",
-           "spread_pct": "spread_pct"}[metric]
+    col = {
+        "total_ns": "total_ms",
+        "self_ns": "self_ms",
+        "avg_ns": "avg_ms",
+        "max_ns": "max_ms",
+        "count": "count",
+        "spread_pct": "spread_pct",
+    }[metric]
     if col not in df or df[col].isna().all():
         return ui.message(f"{METRICS[metric]} is not available for this view.", "info")
     label = df["key"].astype(str)
@@ -255,14 +378,20 @@ def top_chart(rows: list[dict], metric: str, n: int, source: str) -> Any:
     fig = ui.figure(height=max(260, 28 * len(df) + 80), showlegend=False, xaxis_title=f"{METRICS[metric]} ({unit})")
     fig.update_layout(margin=dict(l=10, r=20, t=10, b=40))
     fig.add_bar(
-        x=df[col], y=[plot_text(shorten(s, 60)) for s in df["label"]], orientation="h", marker_color=ui.COLORS["computing"],
-        hovertext=[plot_text(shorten(s, 200)) for s in df["label"]], hovertemplate="%{hovertext}<br>%{x:,.3f}<extra></extra>",
+        x=df[col],
+        y=[plot_text(shorten(s, 60)) for s in df["label"]],
+        orientation="h",
+        marker_color=ui.COLORS["computing"],
+        hovertext=[plot_text(shorten(s, 200)) for s in df["label"]],
+        hovertemplate="%{hovertext}<br>%{x:,.3f}<extra></extra>",
     )
     fig.update_yaxes(autorange="reversed", automargin=True)
     return ui.graph(f"{P}-topn-graph", fig)
 
 
-def drill(rd: data.Reader, run: str, source: str, group: str, key: str, shape: str | None, ranks: Sequence[int]) -> list[Any]:
+def drill(
+    rd: data.Reader, run: str, source: str, group: str, key: str, shape: str | None, ranks: Sequence[int]
+) -> list[Any]:
     """One operator across ranks: distribution per rank (box from quantiles) and per-rank totals."""
     df = data.operator_drill(rd, run, source, group, key, shape, ranks)
     title = key + ((f" {shape}" if shape is not None else " (all input shapes)") if group == "shape" else "")
@@ -273,28 +402,57 @@ def drill(rd: data.Reader, run: str, source: str, group: str, key: str, shape: s
     x = [f"rank {r}" for r in df["rank"]]
     fig = ui.figure(height=300, showlegend=False, yaxis_title="duration per call (ms)")
     fig.update_layout(margin=dict(l=60, r=20, t=10, b=40))
-    fig.add_trace(go.Box(x=x, q1=df["p25_ns"] / 1e6, median=df["p50_ns"] / 1e6, q3=df["p75_ns"] / 1e6,
-                         lowerfence=df["min_ns"] / 1e6, upperfence=df["max_ns"] / 1e6, mean=df["avg_ns"] / 1e6,
-                         marker_color=ui.COLORS["computing"], name="per call"))
+    fig.add_trace(
+        go.Box(
+            x=x,
+            q1=df["p25_ns"] / 1e6,
+            median=df["p50_ns"] / 1e6,
+            q3=df["p75_ns"] / 1e6,
+            lowerfence=df["min_ns"] / 1e6,
+            upperfence=df["max_ns"] / 1e6,
+            mean=df["avg_ns"] / 1e6,
+            marker_color=ui.COLORS["computing"],
+            name="per call",
+        )
+    )
     tot = ui.figure(height=220, showlegend=False, yaxis_title="total (ms)")
     tot.update_layout(margin=dict(l=60, r=20, t=10, b=40))
     fastest = float(df["total_ns"].min())
     # the slowest rank in red only when it stands out (more than SLOW_SPREAD_PCT above the fastest)
     slowest = float(df["total_ns"].max())
     stands_out = len(df) > 1 and fastest > 0 and (slowest - fastest) / fastest * 100 > SLOW_SPREAD_PCT
-    colors = [ui.COLORS["comm_not_overlapped"] if stands_out and v == slowest else ui.COLORS["computing"] for v in df["total_ns"]]
+    colors = [
+        ui.COLORS["comm_not_overlapped"] if stands_out and v == slowest else ui.COLORS["computing"]
+        for v in df["total_ns"]
+    ]
     tot.add_bar(x=x, y=df["total_ns"] / 1e6, marker_color=colors, hovertemplate="%{x}: %{y:.3f} ms<extra></extra>")
     rows = [
-        [int(r["rank"]), fmt_int(r["count"]), fmt_ns(r["total_ns"]), fmt_ns(r["avg_ns"]), fmt_ns(r["min_ns"]), fmt_ns(r["p50_ns"]),
-         fmt_ns(r["p99_ns"]), fmt_ns(r["max_ns"]), f"{r['total_ns'] / fastest:.2f}×" if fastest > 0 else "-"]
+        [
+            int(r["rank"]),
+            fmt_int(r["count"]),
+            fmt_ns(r["total_ns"]),
+            fmt_ns(r["avg_ns"]),
+            fmt_ns(r["min_ns"]),
+            fmt_ns(r["p50_ns"]),
+            fmt_ns(r["p99_ns"]),
+            fmt_ns(r["max_ns"]),
+            f"{r['total_ns'] / fastest:.2f}×" if fastest > 0 else "-",
+        ]
         for r in df.to_dict("records")
     ]
-    spread = (df["total_ns"].max() - df["total_ns"].min()) / df["total_ns"].mean() * 100 if df["total_ns"].mean() > 0 else 0
+    spread = (
+        (df["total_ns"].max() - df["total_ns"].min()) / df["total_ns"].mean() * 100 if df["total_ns"].mean() > 0 else 0
+    )
     return [
-        html.P([html.Strong(title, id=f"{P}-drill-name"), f" — {len(df)} rank(s), spread of totals {spread:.1f} %"], className="drill-title"),
+        html.P(
+            [html.Strong(title, id=f"{P}-drill-name"), f" — {len(df)} rank(s), spread of totals {spread:.1f} %"],
+            className="drill-title",
+        ),
         ui.graph(f"{P}-drill-box", fig),
         ui.graph(f"{P}-drill-total", tot),
-        ui.table(["rank", "calls", "total", "avg", "min", "median", "p99", "max", "vs fastest"], rows, id_=f"{P}-drill-table"),
+        ui.table(
+            ["rank", "calls", "total", "avg", "min", "median", "p99", "max", "vs fastest"], rows, id_=f"{P}-drill-table"
+        ),
     ]
 
 
@@ -342,9 +500,15 @@ def register_callbacks(app: Dash) -> None:
         prevent_initial_call="initial_duplicate",
     )
     def sync_url(run: str, ranks: Any, source: str, group: str, scope: str, q: str, top: Any, drill_key: Any) -> Any:
-        params: dict[str, Any] = {"run": run, "ranks": format_ranks(ranks) if ranks else None, "source": source,
-                                  "group": group, "scope": scope, "q": q or None,
-                                  "top": top if top not in (None, 15) else None}
+        params: dict[str, Any] = {
+            "run": run,
+            "ranks": format_ranks(ranks) if ranks else None,
+            "source": source,
+            "group": group,
+            "scope": scope,
+            "q": q or None,
+            "top": top if top not in (None, 15) else None,
+        }
         if drill_key:
             params["op"] = drill_key.get("op")
             params["shape"] = drill_key.get("shape")
@@ -394,7 +558,9 @@ def register_callbacks(app: Dash) -> None:
         State(f"{P}-group", "value"),
     )
     @ui.guard(2, message_index=0)
-    def update_drill(sel: Any, rows: Any, want: Any, current: Any, run: str, ranks: Any, source: str, group: str) -> Any:
+    def update_drill(
+        sel: Any, rows: Any, want: Any, current: Any, run: str, ranks: Any, source: str, group: str
+    ) -> Any:
         key = drill_key(sel, rows, current or want, group)
         if not key:
             return html.P("Select a row of the grid to see that operator on every rank.", className="note"), None

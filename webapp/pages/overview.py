@@ -21,7 +21,17 @@ dash.register_page(__name__, path="/", name="Overview", title="rankscope · over
 
 P = "ov"
 MAX_HEAT_STEPS = 400  # columns of the rank x step heat map
-CAPABILITIES = ("steps", "operators", "kernels", "communication", "comm_matrix", "memory", "shapes", "stacks", "scalars")
+CAPABILITIES = (
+    "steps",
+    "operators",
+    "kernels",
+    "communication",
+    "comm_matrix",
+    "memory",
+    "shapes",
+    "stacks",
+    "scalars",
+)
 SEGMENTS = (  # stacked bar segments: they add up to the busy span of the step plus preparing
     ("computing_excl_ns", "Computing (not overlapped)", "computing"),
     ("overlapped_ns", "Overlapped", "overlapped"),
@@ -63,8 +73,13 @@ def _layout(rd: data.Reader, run_q: Any, ranks_q: Any, step_q: Any) -> html.Div:
         if step is not None:
             known = [int(x) for x in data.steps(store, run, None)["step"]]
             if step not in known:
-                have = (f"it has steps {known[0]}–{known[-1]}" if len(known) > 1 else
-                        f"it has step {known[0]}" if known else "it has no steps")
+                have = (
+                    f"it has steps {known[0]}–{known[-1]}"
+                    if len(known) > 1
+                    else f"it has step {known[0]}"
+                    if known
+                    else "it has no steps"
+                )
                 raise BadParameter("step", step, f"the run has no step {step} ({have})")
     except BadParameter as exc:
         notes.append(ui.message(f"{exc}; showing the mean over steps.", id=f"{P}-url-note"))
@@ -80,8 +95,13 @@ def _layout(rd: data.Reader, run_q: Any, ranks_q: Any, step_q: Any) -> html.Div:
                     html.Div(
                         [
                             html.Label("Step", htmlFor=f"{P}-step"),
-                            dcc.Dropdown(id=f"{P}-step", options=[], value="mean" if step is None else step,
-                                         clearable=False, className="dd dd-step"),
+                            dcc.Dropdown(
+                                id=f"{P}-step",
+                                options=[],
+                                value="mean" if step is None else step,
+                                clearable=False,
+                                className="dd dd-step",
+                            ),
                         ],
                         className="control",
                     ),
@@ -121,8 +141,23 @@ def _runs_table(runs: pd.DataFrame, current: str | None) -> html.Div:
             html.H2("Runs"),
             html.Table(
                 [
-                    html.Thead(html.Tr([html.Th(h) for h in ("run", "ranks", "steps", "formats", "status", "file problems",
-                                                             "rows", "ingested (UTC)")])),
+                    html.Thead(
+                        html.Tr(
+                            [
+                                html.Th(h)
+                                for h in (
+                                    "run",
+                                    "ranks",
+                                    "steps",
+                                    "formats",
+                                    "status",
+                                    "file problems",
+                                    "rows",
+                                    "ingested (UTC)",
+                                )
+                            ]
+                        )
+                    ),
                     html.Tbody(rows),
                 ],
                 className="tbl",
@@ -159,8 +194,11 @@ def _render(store: data.Reader, run: str, ranks: Sequence[int], step: int | None
             html.Div(
                 [
                     html.H2(f"File problems ({len(probs)})"),
-                    ui.table(["path", "status", "reader", "problem"],
-                             probs[["path", "status", "reader", "error"]].values.tolist(), id_=f"{P}-problems"),
+                    ui.table(
+                        ["path", "status", "reader", "problem"],
+                        probs[["path", "status", "reader", "error"]].values.tolist(),
+                        id_=f"{P}-problems",
+                    ),
                 ],
                 className="card",
             )
@@ -213,7 +251,9 @@ def _availability(cols: pd.DataFrame) -> html.Div:
     missing: dict[str, set[int]] = {}
     for r in cols.to_dict("records"):
         rank = int(r["rank"])
-        per_rank.setdefault(rank, set()).update(str(c) for c in (r["capabilities"] if r["capabilities"] is not None else []))
+        per_rank.setdefault(rank, set()).update(
+            str(c) for c in (r["capabilities"] if r["capabilities"] is not None else [])
+        )
         status.setdefault(rank, set()).add(str(r["status"]))
         producers.setdefault(rank, set()).add(str(r["producer"]))
         for sentence in r["missing"] if r["missing"] is not None else []:
@@ -221,7 +261,11 @@ def _availability(cols: pd.DataFrame) -> html.Div:
     # ranks that recorded the same things share a row (a 1000-rank run stays a short table)
     groups: dict[tuple[Any, ...], list[int]] = {}
     for rank in sorted(per_rank):
-        key = (tuple(sorted(producers[rank])), tuple(sorted(status[rank])), tuple(c in per_rank[rank] for c in CAPABILITIES))
+        key = (
+            tuple(sorted(producers[rank])),
+            tuple(sorted(status[rank])),
+            tuple(c in per_rank[rank] for c in CAPABILITIES),
+        )
         groups.setdefault(key, []).append(rank)
     rows = []
     for (prods, stats, caps), ranks in sorted(groups.items(), key=lambda kv: kv[1][0]):
@@ -235,7 +279,11 @@ def _availability(cols: pd.DataFrame) -> html.Div:
         html.H2("What each rank recorded"),
         html.Table(
             [
-                html.Thead(html.Tr([html.Th(h) for h in ("rank", "format", "status", *[c.replace("_", " ") for c in CAPABILITIES])])),
+                html.Thead(
+                    html.Tr(
+                        [html.Th(h) for h in ("rank", "format", "status", *[c.replace("_", " ") for c in CAPABILITIES])]
+                    )
+                ),
                 html.Tbody(rows),
             ],
             className="tbl tbl-caps",
@@ -255,8 +303,13 @@ def _availability(cols: pd.DataFrame) -> html.Div:
 def _step_bars(bd: pd.DataFrame, step: int | None, run: str, votes: pd.DataFrame) -> html.Div:
     title = "Step time per rank" + (f" — step {step}" if step is not None else " — mean over steps")
     if bd.empty:
-        return html.Div([html.H2(title), ui.message("No step data: the run has neither steps nor device tasks to break down.", "info")],
-                        className="card")
+        return html.Div(
+            [
+                html.H2(title),
+                ui.message("No step data: the run has neither steps nor device tasks to break down.", "info"),
+            ],
+            className="card",
+        )
     df = bd.copy()
     if step is not None:
         df = df[df["step"] == step]
@@ -266,7 +319,15 @@ def _step_bars(bd: pd.DataFrame, step: int | None, run: str, votes: pd.DataFrame
         df = df[df["step"].notna()]
     else:
         title = "Step time per rank — whole run (no steps recorded)"
-    num = ["step_ns", "computing_ns", "overlapped_ns", "comm_not_overlapped_ns", "free_ns", "preparing_ns", "communication_ns"]
+    num = [
+        "step_ns",
+        "computing_ns",
+        "overlapped_ns",
+        "comm_not_overlapped_ns",
+        "free_ns",
+        "preparing_ns",
+        "communication_ns",
+    ]
     for c in num:
         df[c] = pd.to_numeric(df[c], errors="coerce").astype("float64")
     per = df.groupby("rank")[num].mean().reset_index()
@@ -277,36 +338,68 @@ def _step_bars(bd: pd.DataFrame, step: int | None, run: str, votes: pd.DataFrame
     fig = ui.figure(height=380, barmode="stack", yaxis_title="ms", xaxis_title=None)
     for col, label, color in SEGMENTS:
         if per[col].notna().any():
-            fig.add_bar(name=label, x=x, y=per[col] / 1e6, marker_color=ui.COLORS[color],
-                        hovertemplate="%{x}<br>" + label + ": %{y:.3f} ms<extra></extra>")
-    fig.add_scatter(name="Step time", x=x, y=per["step_ns"] / 1e6, mode="markers",
-                    marker=dict(symbol="line-ew-open", size=28, color="#222", line=dict(width=2)),
-                    hovertemplate="%{x}<br>step time: %{y:.3f} ms<extra></extra>")
+            fig.add_bar(
+                name=label,
+                x=x,
+                y=per[col] / 1e6,
+                marker_color=ui.COLORS[color],
+                hovertemplate="%{x}<br>" + label + ": %{y:.3f} ms<extra></extra>",
+            )
+    fig.add_scatter(
+        name="Step time",
+        x=x,
+        y=per["step_ns"] / 1e6,
+        mode="markers",
+        marker=dict(symbol="line-ew-open", size=28, color="#222", line=dict(width=2)),
+        hovertemplate="%{x}<br>step time: %{y:.3f} ms<extra></extra>",
+    )
     for r in slow:
         i = per.index[per["rank"] == r][0]
         top = float(np.nansum([per.loc[i, c] for c, _, _ in SEGMENTS] + [0])) / 1e6
         n_votes = int(voted.loc[voted["rank"] == r, "votes"].iloc[0])
-        fig.add_annotation(x=f"rank {r}", y=max(top, float(per.loc[i, "step_ns"]) / 1e6), text=f"slow ({n_votes} votes)",
-                           showarrow=True, arrowhead=2, ay=-28, font=dict(color="#b03030"))
+        fig.add_annotation(
+            x=f"rank {r}",
+            y=max(top, float(per.loc[i, "step_ns"]) / 1e6),
+            text=f"slow ({n_votes} votes)",
+            showarrow=True,
+            arrowhead=2,
+            ay=-28,
+            font=dict(color="#b03030"),
+        )
     mode = ", ".join(sorted({str(m) for m in df["mode"].dropna()}))
     note = (
         "Computed from the events with msprof-analyze's definitions (interval unions): computing (not "
         "overlapped) + overlapped = Computing; Communication (not overlapped); Free = idle gaps inside the "
         "busy span; Preparing = host step start to first task. "
-        + ("CPU-only ranks: the host threads are the resource (aten ops = computing, gloo/c10d calls = communication)."
-           if "host" in mode else "")
+        + (
+            "CPU-only ranks: the host threads are the resource (aten ops = computing, gloo/c10d calls = communication)."
+            if "host" in mode
+            else ""
+        )
     )
     if votes.empty:
         note += " Slow ranks: no collective to vote on."
     elif voted.empty:
-        note += f" Slow ranks (msprof-analyze's Dixon / 3σ vote over {int(votes['instances'].max())} collective(s)): none."
+        note += (
+            f" Slow ranks (msprof-analyze's Dixon / 3σ vote over {int(votes['instances'].max())} collective(s)): none."
+        )
     else:
-        note += (" Marked: ranks judged slow by msprof-analyze's vote (Dixon / 3σ over each collective's elapsed "
-                 "times: the rank the others wait for).")
+        note += (
+            " Marked: ranks judged slow by msprof-analyze's vote (Dixon / 3σ over each collective's elapsed "
+            "times: the rank the others wait for)."
+        )
     table_rows = [
-        [int(r["rank"]), fmt_ns(r["step_ns"]), fmt_ns(r["computing_ns"]), fmt_ns(r["communication_ns"]),
-         fmt_ns(r["overlapped_ns"]), fmt_ns(r["comm_not_overlapped_ns"]), fmt_ns(r["free_ns"]), fmt_ns(r["preparing_ns"]),
-         "slow" if int(r["rank"]) in slow else ""]
+        [
+            int(r["rank"]),
+            fmt_ns(r["step_ns"]),
+            fmt_ns(r["computing_ns"]),
+            fmt_ns(r["communication_ns"]),
+            fmt_ns(r["overlapped_ns"]),
+            fmt_ns(r["comm_not_overlapped_ns"]),
+            fmt_ns(r["free_ns"]),
+            fmt_ns(r["preparing_ns"]),
+            "slow" if int(r["rank"]) in slow else "",
+        ]
         for r in per.to_dict("records")
     ]
     return html.Div(
@@ -317,8 +410,21 @@ def _step_bars(bd: pd.DataFrame, step: int | None, run: str, votes: pd.DataFrame
             html.Details(
                 [
                     html.Summary("numbers"),
-                    ui.table(["rank", "step time", "computing", "communication", "overlapped", "comm. not overlapped",
-                              "free", "preparing", ""], table_rows, id_=f"{P}-steps-table"),
+                    ui.table(
+                        [
+                            "rank",
+                            "step time",
+                            "computing",
+                            "communication",
+                            "overlapped",
+                            "comm. not overlapped",
+                            "free",
+                            "preparing",
+                            "",
+                        ],
+                        table_rows,
+                        id_=f"{P}-steps-table",
+                    ),
                 ],
                 open=len(per) <= 8,
             ),
@@ -341,8 +447,14 @@ def _heatmap(bd: pd.DataFrame, run: str) -> html.Div:
     if pv.shape[0] * pv.shape[1] <= 1:
         return html.Div()
     fig = ui.figure(height=max(220, min(900, 40 + 18 * pv.shape[0])), xaxis_title="step", yaxis_title="rank")
-    fig.add_heatmap(z=pv.values, x=[int(s) for s in pv.columns], y=[int(r) for r in pv.index], colorscale="Blues",
-                    colorbar=dict(title="ms"), hovertemplate="rank %{y} step %{x}: %{z:.3f} ms<extra></extra>")
+    fig.add_heatmap(
+        z=pv.values,
+        x=[int(s) for s in pv.columns],
+        y=[int(r) for r in pv.index],
+        colorscale="Blues",
+        colorbar=dict(title="ms"),
+        hovertemplate="rank %{y} step %{x}: %{z:.3f} ms<extra></extra>",
+    )
     fig.update_yaxes(autorange="reversed", type="category" if pv.shape[0] <= 64 else "linear")
     fig.update_xaxes(type="category" if pv.shape[1] <= 64 else "linear")
     return html.Div(
@@ -364,9 +476,14 @@ def scalar_label(name: str) -> str:
 def _scalars(sc: pd.DataFrame) -> html.Div:
     if sc.empty:
         return html.Div(
-            [html.H2("Training scalars"),
-             ui.message("No per-step scalars in this run (the rankscope collector writes step time and the values "
-                        "passed to prof.step() for every step).", "info")],
+            [
+                html.H2("Training scalars"),
+                ui.message(
+                    "No per-step scalars in this run (the rankscope collector writes step time and the values "
+                    "passed to prof.step() for every step).",
+                    "info",
+                ),
+            ],
             className="card",
         )
     names = list(dict.fromkeys(sc["name"]))
@@ -375,10 +492,16 @@ def _scalars(sc: pd.DataFrame) -> html.Div:
         d = sc[sc["name"] == name]
         scale, unit = (1e6, " (ms)") if str(name).endswith("_ns") else (1.0, "")
         label = scalar_label(str(name))
-        fig = ui.figure(height=260, xaxis_title="step", yaxis_title=plot_text(label) + unit, title=plot_text(label + unit))
+        fig = ui.figure(
+            height=260, xaxis_title="step", yaxis_title=plot_text(label) + unit, title=plot_text(label + unit)
+        )
         for rank, g in d.groupby("rank"):
-            fig.add_scatter(x=g["step"], y=g["value"] / scale, mode="lines+markers" if len(g) <= 50 else "lines",
-                            name=f"rank {rank}")
+            fig.add_scatter(
+                x=g["step"],
+                y=g["value"] / scale,
+                mode="lines+markers" if len(g) <= 50 else "lines",
+                name=f"rank {rank}",
+            )
         if d["step"].nunique() <= 20:
             fig.update_xaxes(dtick=1)
         graphs.append(ui.graph({"type": f"{P}-scalar", "name": str(name)}, fig))

@@ -34,12 +34,33 @@ ROW_PX = 20
 BUCKETS = 900  # occupancy buckets per lane over the window: about one per pixel of the plot
 GROUPS = ("host", "device", "communication", "overlap", "other")
 DEFAULT_GROUPS = ("host", "device", "communication", "overlap")
-PALETTE = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#ff9da7", "#9c755f",
-           "#bab0ac", "#1f77b4", "#2ca02c", "#8c564b", "#17becf")
+PALETTE = (
+    "#4e79a7",
+    "#f28e2b",
+    "#59a14f",
+    "#e15759",
+    "#76b7b2",
+    "#edc948",
+    "#b07aa1",
+    "#ff9da7",
+    "#9c755f",
+    "#bab0ac",
+    "#1f77b4",
+    "#2ca02c",
+    "#8c564b",
+    "#17becf",
+)
 
 
-def layout(run: Any = None, ranks: Any = None, step: Any = None, start_ns: Any = None, end_ns: Any = None,
-           groups: Any = None, **_: Any) -> Any:
+def layout(
+    run: Any = None,
+    ranks: Any = None,
+    step: Any = None,
+    start_ns: Any = None,
+    end_ns: Any = None,
+    groups: Any = None,
+    **_: Any,
+) -> Any:
     def build() -> Any:
         with data.reader(ui.current_store(), single("run", run)) as rd:
             return _layout(rd, run, ranks, step, start_ns, end_ns, groups)
@@ -47,7 +68,9 @@ def layout(run: Any = None, ranks: Any = None, step: Any = None, start_ns: Any =
     return ui.safe_layout(build)
 
 
-def _layout(store: data.Reader, run_q: Any, ranks_q: Any, step_q: Any, start_q: Any, end_q: Any, groups_q: Any) -> html.Div:
+def _layout(
+    store: data.Reader, run_q: Any, ranks_q: Any, step_q: Any, start_q: Any, end_q: Any, groups_q: Any
+) -> html.Div:
     names = data.run_names(store)
     if not names:
         return html.Div([ui.header("Timeline"), ui.empty_store(store.store)], className="page")
@@ -71,7 +94,9 @@ def _layout(store: data.Reader, run_q: Any, ranks_q: Any, step_q: Any, start_q: 
         asked_groups = [x.strip() for x in g.split(",") if x.strip()]
         bad = [x for x in asked_groups if x not in GROUPS]
         if bad:
-            notes.append(ui.message(f"URL parameter groups: unknown lane group {', '.join(bad)} (known: {', '.join(GROUPS)})"))
+            notes.append(
+                ui.message(f"URL parameter groups: unknown lane group {', '.join(bad)} (known: {', '.join(GROUPS)})")
+            )
         groups = [x for x in asked_groups if x in GROUPS] or groups
     want: dict[str, Any] = {}
     st = data.steps(store, run, selected)
@@ -87,20 +112,30 @@ def _layout(store: data.Reader, run_q: Any, ranks_q: Any, step_q: Any, start_q: 
                 raise BadParameter("end_ns", b, "must be after start_ns")
             bounds = data.time_bounds(store, run, selected)
             if bounds is not None and (b <= bounds[0] or a >= bounds[1]):
-                raise BadParameter("start_ns", a, f"the window {a}–{b} ns lies outside the selected ranks' events "
-                                                  f"({bounds[0]}–{bounds[1]} ns)")
+                raise BadParameter(
+                    "start_ns",
+                    a,
+                    f"the window {a}–{b} ns lies outside the selected ranks' events ({bounds[0]}–{bounds[1]} ns)",
+                )
             want = {"start_ns": str(a), "end_ns": str(b)}
         elif step is not None:
             if step not in known_steps:
-                have = (f"they have steps {known_steps[0]}–{known_steps[-1]}" if len(known_steps) > 1 else
-                        f"they have step {known_steps[0]}" if known_steps else "the run has no steps")
+                have = (
+                    f"they have steps {known_steps[0]}–{known_steps[-1]}"
+                    if len(known_steps) > 1
+                    else f"they have step {known_steps[0]}"
+                    if known_steps
+                    else "the run has no steps"
+                )
                 raise BadParameter("step", step, f"the selected ranks have no step {step} ({have})")
             want = {"step": step}
     except BadParameter as exc:
         notes.append(ui.message(f"{exc}; showing the whole run.", id=f"{P}-url-note"))
     return html.Div(
         [
-            ui.header("Timeline", "Host threads, device streams and communication of every selected rank, on one time axis."),
+            ui.header(
+                "Timeline", "Host threads, device streams and communication of every selected rank, on one time axis."
+            ),
             html.Div(
                 [
                     ui.run_control(P, names, run),
@@ -108,16 +143,26 @@ def _layout(store: data.Reader, run_q: Any, ranks_q: Any, step_q: Any, start_q: 
                     html.Div(
                         [
                             html.Label("Jump to step", htmlFor=f"{P}-step"),
-                            dcc.Dropdown(id=f"{P}-step", options=_step_options(known_steps), value=want.get("step"), placeholder="step…",
-                                         className="dd dd-step"),
+                            dcc.Dropdown(
+                                id=f"{P}-step",
+                                options=_step_options(known_steps),
+                                value=want.get("step"),
+                                placeholder="step…",
+                                className="dd dd-step",
+                            ),
                         ],
                         className="control",
                     ),
                     html.Div(
                         [
                             html.Label("Lanes", htmlFor=f"{P}-groups"),
-                            dcc.Checklist(id=f"{P}-groups", options=[{"label": x, "value": x} for x in GROUPS],
-                                          value=groups, inline=True, className="checks"),
+                            dcc.Checklist(
+                                id=f"{P}-groups",
+                                options=[{"label": x, "value": x} for x in GROUPS],
+                                value=groups,
+                                inline=True,
+                                className="checks",
+                            ),
                         ],
                         className="control",
                     ),
@@ -138,13 +183,24 @@ def _layout(store: data.Reader, run_q: Any, ranks_q: Any, step_q: Any, start_q: 
             dcc.Store(id=f"{P}-window"),
             html.Div(id=f"{P}-status", className="status"),
             html.Div(
-                ui.graph(f"{P}-graph", ui.figure(height=200), clear_on_unhover=True,
-                         config={"displaylogo": False, "scrollZoom": True, "doubleClick": "reset",
-                                 "modeBarButtonsToRemove": ["select2d", "lasso2d", "autoScale2d"]}),
+                ui.graph(
+                    f"{P}-graph",
+                    ui.figure(height=200),
+                    clear_on_unhover=True,
+                    config={
+                        "displaylogo": False,
+                        "scrollZoom": True,
+                        "doubleClick": "reset",
+                        "modeBarButtonsToRemove": ["select2d", "lasso2d", "autoScale2d"],
+                    },
+                ),
                 className="timeline-box",
             ),
-            html.Div(html.P("Click a slice for its details; click a shaded bucket to zoom into it.", className="note"),
-                     id=f"{P}-detail", className="card detail"),
+            html.Div(
+                html.P("Click a slice for its details; click a shaded bucket to zoom into it.", className="note"),
+                id=f"{P}-detail",
+                className="card detail",
+            ),
         ],
         className="page",
     )
@@ -229,7 +285,9 @@ def build_figure(win: data.Window, origin: int, groups: Sequence[str]) -> tuple[
     levels = {int(r): 1 for r in rows["row"]}
     sl = pd.DataFrame()
     if win.mode == "exact":
-        sl = win.slices[win.slices["row"].isin(keep_rows)].sort_values(["row", "ts_ns", "dur_ns"], ascending=[True, True, False])
+        sl = win.slices[win.slices["row"].isin(keep_rows)].sort_values(
+            ["row", "ts_ns", "dur_ns"], ascending=[True, True, False]
+        )
         sl = sl.reset_index(drop=True)
         sl["depth"] = np.minimum(_depths(sl), MAX_DEPTH - 1)
         for r, d in sl.groupby("row")["depth"].max().items():
@@ -253,17 +311,45 @@ def build_figure(win: data.Window, origin: int, groups: Sequence[str]) -> tuple[
     total = pos
     px = ROW_PX if win.mode == "exact" else max(4, min(ROW_PX, 3600 // max(1, len(rows))))
     height = int(min(70 + px * total, 4000))
-    fig = ui.figure(height=max(height, 220), showlegend=False, bargap=0, hovermode="closest",
-                    uniformtext=dict(minsize=8, mode="hide"), dragmode="zoom")
+    fig = ui.figure(
+        height=max(height, 220),
+        showlegend=False,
+        bargap=0,
+        hovermode="closest",
+        uniformtext=dict(minsize=8, mode="hide"),
+        dragmode="zoom",
+    )
     fig.update_layout(margin=dict(l=260, r=20, t=60, b=44))
-    fig.update_yaxes(range=[total + 0.2, -0.4], tickvals=tickvals, ticktext=ticktext, showgrid=False, zeroline=False,
-                     fixedrange=True, tickfont=dict(size=10))
+    fig.update_yaxes(
+        range=[total + 0.2, -0.4],
+        tickvals=tickvals,
+        ticktext=ticktext,
+        showgrid=False,
+        zeroline=False,
+        fixedrange=True,
+        tickfont=dict(size=10),
+    )
     fig.update_xaxes(range=[x0, x1], title="ms since the run's first event", showgrid=True, zeroline=False, side="top")
     # the same axis again below the lanes (it follows zoom and pan): a tall figure keeps a time axis in sight
-    fig.update_layout(xaxis2=dict(matches="x", overlaying="x", side="bottom", showgrid=False, zeroline=False,
-                                  showline=True, linecolor="#c5ced8", ticks="outside", ticklen=4))
-    fig.update_layout(shapes=[dict(type="line", xref="paper", x0=0, x1=1, y0=y, y1=y, line=dict(color="#889", width=1))
-                              for y in rank_lines])
+    fig.update_layout(
+        xaxis2=dict(
+            matches="x",
+            overlaying="x",
+            side="bottom",
+            showgrid=False,
+            zeroline=False,
+            showline=True,
+            linecolor="#c5ced8",
+            ticks="outside",
+            ticklen=4,
+        )
+    )
+    fig.update_layout(
+        shapes=[
+            dict(type="line", xref="paper", x0=0, x1=1, y0=y, y1=y, line=dict(color="#889", width=1))
+            for y in rank_lines
+        ]
+    )
     if win.mode == "exact":
         desc = _exact_traces(fig, sl, y0, origin, win, lanes)
     elif win.mode == "occupancy":
@@ -271,13 +357,22 @@ def build_figure(win: data.Window, origin: int, groups: Sequence[str]) -> tuple[
     else:
         desc = "No event in this window."
     # an invisible trace on the bottom axis, after the data traces: plotly draws an axis only with a trace on it
-    fig.add_scatter(x=[x0, x1], y=[0, 0], xaxis="x2", mode="markers", marker=dict(opacity=0), hoverinfo="skip",
-                    showlegend=False, name="axis")
+    fig.add_scatter(
+        x=[x0, x1],
+        y=[0, 0],
+        xaxis="x2",
+        mode="markers",
+        marker=dict(opacity=0),
+        hoverinfo="skip",
+        showlegend=False,
+        name="axis",
+    )
     return fig, desc
 
 
-def _exact_traces(fig: go.Figure, sl: pd.DataFrame, y0: dict[int, float], origin: int, win: data.Window,
-                  lanes: pd.DataFrame) -> str:
+def _exact_traces(
+    fig: go.Figure, sl: pd.DataFrame, y0: dict[int, float], origin: int, win: data.Window, lanes: pd.DataFrame
+) -> str:
     if sl.empty:
         return "No event in this window."
     span = win.end_ns - win.start_ns
@@ -300,11 +395,21 @@ def _exact_traces(fig: go.Figure, sl: pd.DataFrame, y0: dict[int, float], origin
     ]
     fig.add_trace(
         go.Bar(
-            orientation="h", base=start_ms, x=dur_vis, y=y, width=0.88,
+            orientation="h",
+            base=start_ms,
+            x=dur_vis,
+            y=y,
+            width=0.88,
             marker=dict(color=[_color(n) for n in names], line=dict(width=0)),
-            text=text, textposition="inside", insidetextanchor="start", textfont=dict(size=10, color="white"),
-            hovertext=hover, hoverinfo="text",
-            customdata=np.stack([sl["rank"].astype(str), sl["collection_id"].astype(str), sl["event_id"].astype(str)], axis=1),
+            text=text,
+            textposition="inside",
+            insidetextanchor="start",
+            textfont=dict(size=10, color="white"),
+            hovertext=hover,
+            hoverinfo="text",
+            customdata=np.stack(
+                [sl["rank"].astype(str), sl["collection_id"].astype(str), sl["event_id"].astype(str)], axis=1
+            ),
             name="slices",
         )
     )
@@ -324,15 +429,25 @@ def _occupancy_trace(fig: go.Figure, win: data.Window, rows: pd.DataFrame, y0: d
     y = [y0[r] + 0.4 for r in order if r in pos]
     fig.add_trace(
         go.Heatmap(
-            z=pct, x=x, y=y, customdata=np.minimum(n, 65535).astype(np.uint16), zmin=0, zmax=100,
+            z=pct,
+            x=x,
+            y=y,
+            customdata=np.minimum(n, 65535).astype(np.uint16),
+            zmin=0,
+            zmax=100,
             colorscale=[[0, "#ffffff"], [0.01, "#eaf1fb"], [0.3, "#9ecae1"], [1, "#08519c"]],
-            showscale=True, colorbar=dict(title="busy %", len=0.5, thickness=10),
+            showscale=True,
+            colorbar=dict(title="busy %", len=0.5, thickness=10),
             hovertemplate="%{x:.3f} ms<br>busy %{z} %<br>%{customdata} slices start here<extra></extra>",
-            xgap=0, ygap=2, name="occupancy",
+            xgap=0,
+            ygap=2,
+            name="occupancy",
         )
     )
-    return (f"Occupancy view: about {win.n_events:,} slices in this window, shown per lane as the busy share of "
-            f"{win.n_buckets} buckets of {fmt_ns(win.bucket_ns)}. Zoom in (drag, scroll, or click a bucket) for single events.")
+    return (
+        f"Occupancy view: about {win.n_events:,} slices in this window, shown per lane as the busy share of "
+        f"{win.n_buckets} buckets of {fmt_ns(win.bucket_ns)}. Zoom in (drag, scroll, or click a bucket) for single events."
+    )
 
 
 def detail_panel(d: dict[str, Any] | None, origin: int) -> Any:
@@ -350,23 +465,37 @@ def detail_panel(d: dict[str, Any] | None, origin: int) -> Any:
     ]
     if d.get("self_ns") is not None:
         rows.append(("self time", fmt_ns(d.get("self_ns"))))
-    for key, label in (("op_type", "kernel type"), ("core_type", "core type"), ("block_dim", "block dim"),
-                       ("input_shapes", "input shapes"), ("input_types", "input types"), ("input_formats", "input formats"),
-                       ("output_shapes", "output shapes"), ("output_types", "output types")):
+    for key, label in (
+        ("op_type", "kernel type"),
+        ("core_type", "core type"),
+        ("block_dim", "block dim"),
+        ("input_shapes", "input shapes"),
+        ("input_types", "input types"),
+        ("input_formats", "input formats"),
+        ("output_shapes", "output shapes"),
+        ("output_types", "output types"),
+    ):
         v = d.get(key)
         if v not in (None, ""):
             # kernel tables quote shapes ("32,3,224,224"): the quotes are the file's, not the shape's
             rows.append((label, v.strip('"') if isinstance(v, str) and key.endswith("shapes") else v))
     body = [html.Tr([html.Th(k), html.Td("" if v is None else str(v))]) for k, v in rows]
-    kids: list[Any] = [html.H2("Event", className="detail-title"), html.Table(html.Tbody(body), className="tbl kv", id=f"{P}-detail-table")]
+    kids: list[Any] = [
+        html.H2("Event", className="detail-title"),
+        html.Table(html.Tbody(body), className="tbl kv", id=f"{P}-detail-table"),
+    ]
     args = d.get("args")
     if args:
         pretty = _pretty_args(args)
         kids += [html.H3("Arguments"), html.Pre(pretty[:20000], className="args", id=f"{P}-detail-args")]
     stack = d.get("call_stack")
     title = "Call stack" + (f" ({d['call_stack_source']})" if d.get("call_stack_source") else "")
-    kids += [html.H3(title),
-             html.Pre(stack[:20000], className="stack", id=f"{P}-detail-stack") if stack else html.P("not recorded (with_stack was off or the producer gives none)", className="note")]
+    kids += [
+        html.H3(title),
+        html.Pre(stack[:20000], className="stack", id=f"{P}-detail-stack")
+        if stack
+        else html.P("not recorded (with_stack was off or the producer gives none)", className="note"),
+    ]
     return kids
 
 
@@ -399,8 +528,12 @@ function(cd) {
 
 
 def register_callbacks(app: Dash) -> None:
-    app.clientside_callback(ui.ZOOM_JS, Output(f"{P}-zoom", "data"), Input(f"{P}-graph", "relayoutData"), prevent_initial_call=True)
-    app.clientside_callback(BUCKET_JS, Output(f"{P}-bucket", "data"), Input(f"{P}-graph", "clickData"), prevent_initial_call=True)
+    app.clientside_callback(
+        ui.ZOOM_JS, Output(f"{P}-zoom", "data"), Input(f"{P}-graph", "relayoutData"), prevent_initial_call=True
+    )
+    app.clientside_callback(
+        BUCKET_JS, Output(f"{P}-bucket", "data"), Input(f"{P}-graph", "clickData"), prevent_initial_call=True
+    )
 
     @app.callback(
         Output(f"{P}-ranks", "options"),
@@ -434,13 +567,24 @@ def register_callbacks(app: Dash) -> None:
         prevent_initial_call="initial_duplicate",
     )
     @ui.guard(4, message_index=1)
-    def update(run: str, ranks: Any, groups: Any, step: Any, _reset: Any, _out: Any, zoom: Any, bucket: Any,
-               window: Any, want: Any) -> Any:
+    def update(
+        run: str,
+        ranks: Any,
+        groups: Any,
+        step: Any,
+        _reset: Any,
+        _out: Any,
+        zoom: Any,
+        bucket: Any,
+        window: Any,
+        want: Any,
+    ) -> Any:
         with data.reader(ui.current_store(), run, ui.hint_ranks(ranks), ("steps", "lanes", "slices")) as rd:
             return _update(rd, run, ranks, groups, step, zoom, bucket, window, want)
 
-    def _update(store: data.Reader, run: str, ranks: Any, groups: Any, step: Any, zoom: Any, bucket: Any,
-                window: Any, want: Any) -> Any:
+    def _update(
+        store: data.Reader, run: str, ranks: Any, groups: Any, step: Any, zoom: Any, bucket: Any, window: Any, want: Any
+    ) -> Any:
         all_ranks = data.ranks_of(store, run)
         if not all_ranks:
             raise NotFound(f"no run named {run!r}")
@@ -479,8 +623,12 @@ def register_callbacks(app: Dash) -> None:
             xm = float(bucket["x"]) * 1e6
             half = (b - a) / 20
             a, b = int(xm - half), int(xm + half)
-        elif trig in (f"{P}-ranks", f"{P}-groups", f"{P}-run") and same_run and window.get("step") is not None \
-                and step == window["step"]:
+        elif (
+            trig in (f"{P}-ranks", f"{P}-groups", f"{P}-run")
+            and same_run
+            and window.get("step") is not None
+            and step == window["step"]
+        ):
             # the window is still that step (over the ranks now selected, when they have it)
             try:
                 a, b = step_window(store, run, selected, int(step), origin)
@@ -491,16 +639,26 @@ def register_callbacks(app: Dash) -> None:
             b = a + 1
         win = data.timeline_window(store, run, selected, origin + a, origin + b, n_buckets=BUCKETS)
         fig, desc = build_figure(win, origin, groups)
-        params = {"run": run, "ranks": ui.ranks_param(selected, all_ranks),
-                  "groups": None if sorted(groups) == sorted(DEFAULT_GROUPS) else ",".join(groups)}
+        params = {
+            "run": run,
+            "ranks": ui.ranks_param(selected, all_ranks),
+            "groups": None if sorted(groups) == sorted(DEFAULT_GROUPS) else ",".join(groups),
+        }
         if url_step is not None:
             params["step"] = url_step
         elif (a, b) != (full_a, full_b):
             params.update(start_ns=str(origin + a), end_ns=str(origin + b))
-        status = html.Span([desc, " ", html.Span(f"window {fmt_ns(b - a)}", className="muted")], id=f"{P}-status-text",
-                           **{"data-mode": win.mode})
-        return (fig, status, {"run": run, "origin": str(origin), "start": a, "end": b, "step": url_step},
-                ui.page_url("/timeline", params))
+        status = html.Span(
+            [desc, " ", html.Span(f"window {fmt_ns(b - a)}", className="muted")],
+            id=f"{P}-status-text",
+            **{"data-mode": win.mode},
+        )
+        return (
+            fig,
+            status,
+            {"run": run, "origin": str(origin), "start": a, "end": b, "step": url_step},
+            ui.page_url("/timeline", params),
+        )
 
     @app.callback(
         Output(f"{P}-detail", "children"),

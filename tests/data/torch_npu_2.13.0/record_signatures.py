@@ -32,13 +32,25 @@ def _params(fn: ast.FunctionDef) -> list[dict[str, Any]]:
     pos = a.posonlyargs + a.args
     defaults = [None] * (len(pos) - len(a.defaults)) + list(a.defaults)
     for arg, d in zip(pos, defaults):
-        out.append({"name": arg.arg, "kind": "POSITIONAL_OR_KEYWORD", "default": None if d is None else ast.unparse(d),
-                    "has_default": d is not None})
+        out.append(
+            {
+                "name": arg.arg,
+                "kind": "POSITIONAL_OR_KEYWORD",
+                "default": None if d is None else ast.unparse(d),
+                "has_default": d is not None,
+            }
+        )
     if a.vararg:
         out.append({"name": a.vararg.arg, "kind": "VAR_POSITIONAL", "default": None, "has_default": False})
     for arg, d in zip(a.kwonlyargs, a.kw_defaults):
-        out.append({"name": arg.arg, "kind": "KEYWORD_ONLY", "default": None if d is None else ast.unparse(d),
-                    "has_default": d is not None})
+        out.append(
+            {
+                "name": arg.arg,
+                "kind": "KEYWORD_ONLY",
+                "default": None if d is None else ast.unparse(d),
+                "has_default": d is not None,
+            }
+        )
     if a.kwarg:
         out.append({"name": a.kwarg.arg, "kind": "VAR_KEYWORD", "default": None, "has_default": False})
     return out
@@ -106,14 +118,18 @@ def record(wheel: Path) -> dict[str, Any]:
             node.attr
             for t in trees.values()
             for node in ast.walk(t)
-            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "ProfilerActivity"
+            if isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "ProfilerActivity"
         }
     )
     init_all: list[str] = []
     for node in trees[PROF + "__init__.py"].body:
         if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
             init_all = [e.value for e in node.value.elts]  # type: ignore[attr-defined]
-    version = next(line.split("=", 1)[1].strip().strip("'\"") for line in version_py.splitlines() if line.startswith("__version__"))
+    version = next(
+        line.split("=", 1)[1].strip().strip("'\"") for line in version_py.splitlines() if line.startswith("__version__")
+    )
     return {
         "recorded_from": wheel.name,
         "wheel_sha256": hashlib.sha256(wheel.read_bytes()).hexdigest(),
@@ -134,7 +150,8 @@ def record(wheel: Path) -> dict[str, Any]:
         "Schedule.__init__": _params(_method(_find(sched_tree, "Schedule"), "__init__")),  # type: ignore[arg-type]
         # the step -> action rule, as source text: the tests run it to check the windows' schedules
         "Schedule.__call__.source": ast.get_source_segment(
-            src[PROF + "scheduler.py"], _method(_find(sched_tree, "Schedule"), "__call__")  # type: ignore[arg-type]
+            src[PROF + "scheduler.py"],
+            _method(_find(sched_tree, "Schedule"), "__call__"),  # type: ignore[arg-type]
         ),
         "ProfilerActivity": activity_members,
     }
