@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import os
 import re
 import time
@@ -124,6 +125,21 @@ def _filter_fact_files(
     return ff
 
 
+_SNAPSHOTS: dict[str, tuple[tuple[Any, ...], dict[str, pa.Table]]] = {}  # Store.catalog_snapshot, per folder
+
+
+def run_key(catalog: Mapping[str, pa.Table], run: str) -> str:
+    """What identifies the content of ``run`` for a cache of results computed from it: a digest of
+    its fact files (fresh names on every ingest) and its collections (id and ingest time), from the
+    catalog tables ``fact_files`` and ``collections`` (``Store.load_catalog``)."""
+    ff, co = catalog["fact_files"], catalog["collections"]
+    ff = ff.filter(pc.equal(ff["run"], run))
+    co = co.filter(pc.equal(co["run"], run))
+    files = [str(p) for p in ff["path"].to_pylist()]
+    colls = [f"{c}:{t}" for c, t in zip(co["collection_id"].to_pylist(), co["ingested_at"].to_pylist())]
+    return hashlib.sha256("\n".join(sorted(files + colls)).encode()).hexdigest()
+
+
 class Store:
     """A rankscope store folder."""
 
@@ -209,6 +225,33 @@ class Store:
             return {n: con.sql(f'SELECT * FROM "{n}"').to_arrow_table() for n in names}
         finally:
             con.close()
+
+    def catalog_snapshot(self) -> dict[str, pa.Table]:
+        """Every catalog table, as ``load_catalog()`` returns them, read again only when the catalog
+        changed since the last snapshot of this store folder (kept per process; treat it as read-only).
+
+        Every commit writes the catalog file or its write-ahead log, so their (inode, size, mtime)
+        tell whether a snapshot is still the catalog; a snapshot read while a commit wrote is not kept.
+        """
+        key = str(self.path)
+        stamp = self._catalog_stamp()
+        hit = _SNAPSHOTS.get(key)
+        if hit is not None and hit[0] == stamp:
+            return hit[1]
+        tables = self.load_catalog()
+        if self._catalog_stamp() == stamp:
+            _SNAPSHOTS[key] = (stamp, tables)
+        return tables
+
+    def _catalog_stamp(self) -> tuple[Any, ...]:
+        out: list[Any] = []
+        for f in (self.catalog_path, self.catalog_path.with_name(self.catalog_path.name + ".wal")):
+            try:
+                st = f.stat()
+                out.append((st.st_ino, st.st_size, st.st_mtime_ns))
+            except FileNotFoundError:
+                out.append(None)
+        return tuple(out)
 
     @contextlib.contextmanager
     def read_connection(

@@ -284,15 +284,16 @@ def main() -> None:
         f"{info['size_bytes'] / 2**20:,.0f} MiB (built in {info['seconds']} s)"
     )
 
-    from webapp import create_app, data
+    from webapp import create_app, data, warmup
+    from webapp.reader import reader
 
-    data.WARM_UP = False  # the first call of every callback below is measured cold (no background warm-up)
+    warmup.ENABLED = False  # the first call of every callback below is measured cold (no background warm-up)
     store = Store(dest)
     app = create_app(store)
     cl = Client(app)
     rng = random.Random(7)
     ranks = list(range(args.ranks))
-    with data.reader(store, RUN) as rd:
+    with reader(store, RUN) as rd:
         bounds = data.time_bounds(rd, RUN, None)
         steps = data.steps(rd, RUN, None)
         comps = data.memory_components(rd, RUN, [0])

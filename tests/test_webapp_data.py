@@ -15,6 +15,7 @@ from webapp_helpers import KINETO, NPU, ingest, trace_events, union_ns
 
 from analyzer.store import Store
 from webapp import data, lod
+from webapp.reader import Reader, reader
 from webapp.errors import BadParameter, EmptyStore, NotFound
 from webapp.format import plot_text
 from webapp.params import format_ranks, parse_choice, parse_int, parse_ranks, single
@@ -30,7 +31,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Store:
 
 @pytest.fixture
 def rd(store: Store):
-    with data.reader(store) as r:
+    with reader(store) as r:
         yield r
 
 
@@ -45,7 +46,7 @@ def _main_tid(evs: list[dict]) -> int:
 # ---------------------------------------------------------------------------------------------
 
 
-def test_runs_ranks_and_errors(store: Store, rd: data.Reader, tmp_path: Path) -> None:
+def test_runs_ranks_and_errors(store: Store, rd: Reader, tmp_path: Path) -> None:
     assert set(data.run_names(rd)) == {"gloo", "npu"}
     assert data.ranks_of(rd, "gloo") == [0, 1]
     assert data.resolve_run(rd, "gloo") == "gloo"
@@ -54,13 +55,13 @@ def test_runs_ranks_and_errors(store: Store, rd: data.Reader, tmp_path: Path) ->
     with pytest.raises(NotFound, match="no rank 7"):
         data.check_ranks(rd, "gloo", [0, 7])
     assert data.check_ranks(rd, "gloo", None) == [0, 1]
-    with data.reader(Store(tmp_path / "absent")) as empty:
+    with reader(Store(tmp_path / "absent")) as empty:
         assert data.runs(empty).empty
         with pytest.raises(EmptyStore):
             data.resolve_run(empty, None)
 
 
-def test_timeline_exact_window_is_every_slice_of_the_lane(store: Store, rd: data.Reader) -> None:
+def test_timeline_exact_window_is_every_slice_of_the_lane(store: Store, rd: Reader) -> None:
     evs = trace_events(0)
     tid = _main_tid(evs)
     lanes = data.lanes(rd, "gloo", [0])
@@ -75,7 +76,7 @@ def test_timeline_exact_window_is_every_slice_of_the_lane(store: Store, rd: data
     assert set(on_lane["name"]) == {e["name"] for e in want}
 
 
-def test_timeline_occupancy_is_the_interval_union(store: Store, rd: data.Reader) -> None:
+def test_timeline_occupancy_is_the_interval_union(store: Store, rd: Reader) -> None:
     evs = trace_events(0)
     tid = _main_tid(evs)
     xs = _x(evs, tid)
@@ -95,7 +96,7 @@ def test_timeline_occupancy_is_the_interval_union(store: Store, rd: data.Reader)
     assert win.busy.size <= 150_000 or win.n_buckets == 100
 
 
-def test_timeline_level_of_detail_switches_on_the_number_of_slices(store: Store, rd: data.Reader) -> None:
+def test_timeline_level_of_detail_switches_on_the_number_of_slices(store: Store, rd: Reader) -> None:
     a, b = data.time_bounds(rd, "gloo", [0, 1])
     whole = data.timeline_window(rd, "gloo", [0, 1], a, b, max_exact=500)
     assert whole.mode == "occupancy" and whole.slices.empty
@@ -123,7 +124,7 @@ def test_lod_index_matches_brute_force() -> None:
     assert np.array_equal(ix.starts_per_bucket(edges), np.histogram(ts, bins=edges)[0])
 
 
-def test_slice_detail_has_shapes_args_and_stack(store: Store, rd: data.Reader) -> None:
+def test_slice_detail_has_shapes_args_and_stack(store: Store, rd: Reader) -> None:
     evs = trace_events(0)
     mm = min((e for e in _x(evs) if e["name"] == "aten::mm"), key=lambda e: e["ts"])
     win = data.timeline_window(rd, "gloo", [0], *data.time_bounds(rd, "gloo", [0]), max_exact=100_000)
@@ -144,7 +145,7 @@ def test_slice_detail_has_shapes_args_and_stack(store: Store, rd: data.Reader) -
     assert frames[0] == max(enclosing, key=lambda e: (e["ts"], -e["dur"]))["name"]
 
 
-def test_slice_detail_of_a_device_kernel_has_its_shapes(store: Store, rd: data.Reader) -> None:
+def test_slice_detail_of_a_device_kernel_has_its_shapes(store: Store, rd: Reader) -> None:
     import csv
 
     rows = list(csv.DictReader((NPU / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv").open()))
@@ -158,7 +159,7 @@ def test_slice_detail_of_a_device_kernel_has_its_shapes(store: Store, rd: data.R
     assert d["op_type"] == "MatMulV2"
 
 
-def test_operator_stats_per_rank_and_across_ranks(store: Store, rd: data.Reader) -> None:
+def test_operator_stats_per_rank_and_across_ranks(store: Store, rd: Reader) -> None:
     per_rank = {}
     for r in (0, 1):
         mm = [e for e in _x(trace_events(r)) if e["name"] == "aten::mm"]
@@ -190,7 +191,7 @@ def test_operator_stats_per_rank_and_across_ranks(store: Store, rd: data.Reader)
     assert got == want
 
 
-def test_operator_drill_across_ranks(store: Store, rd: data.Reader) -> None:
+def test_operator_drill_across_ranks(store: Store, rd: Reader) -> None:
     d = data.operator_drill(rd, "gloo", "operators", "name", "aten::mm", None, [0, 1])
     for r in (0, 1):
         mm = [e["dur"] * 1000 for e in _x(trace_events(r)) if e["name"] == "aten::mm"]
@@ -200,7 +201,7 @@ def test_operator_drill_across_ranks(store: Store, rd: data.Reader) -> None:
         assert abs(row["max_ns"] - max(mm)) <= 1
 
 
-def test_memory_peaks_and_curves_match_the_trace(store: Store, rd: data.Reader) -> None:
+def test_memory_peaks_and_curves_match_the_trace(store: Store, rd: Reader) -> None:
     peaks = data.memory_peaks(rd, "gloo", [0, 1], "allocator")
     for r in (0, 1):
         mem = [e for e in trace_events(r) if e.get("name") == "[memory]"]
@@ -217,7 +218,7 @@ def test_memory_peaks_and_curves_match_the_trace(store: Store, rd: data.Reader) 
     assert list(blocks["size_bytes"]) == sorted(blocks["size_bytes"], reverse=True)
 
 
-def test_communication_per_rank_and_collectives(store: Store, rd: data.Reader) -> None:
+def test_communication_per_rank_and_collectives(store: Store, rd: Reader) -> None:
     per = data.comm_per_rank(rd, "gloo", [0, 1])
     for r in (0, 1):
         ar = [e for e in _x(trace_events(r)) if e["name"] == "gloo:all_reduce"]
@@ -229,7 +230,7 @@ def test_communication_per_rank_and_collectives(store: Store, rd: data.Reader) -
     assert (ops["ranks"] == 2).all()
 
 
-def test_npu_matrix_and_bandwidth_match_the_profiler_files(store: Store, rd: data.Reader) -> None:
+def test_npu_matrix_and_bandwidth_match_the_profiler_files(store: Store, rd: Reader) -> None:
     out = NPU / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT"
     matrix = json.loads((out / "communication_matrix.json").read_text())
     total = {}
@@ -252,7 +253,7 @@ def test_npu_matrix_and_bandwidth_match_the_profiler_files(store: Store, rd: dat
     assert abs(float(per["wait_ns"].iloc[0]) - waits * 1e6) < 10
 
 
-def test_scalars_are_the_collector_values(store: Store, rd: data.Reader) -> None:
+def test_scalars_are_the_collector_values(store: Store, rd: Reader) -> None:
     sc = data.scalars(rd, "gloo", [0])
     lines = [
         json.loads(x) for x in (KINETO / "rank_0" / "rankscope_scalars.jsonl").read_text().splitlines() if x.strip()
@@ -268,12 +269,12 @@ def test_results_cache_follows_the_store(tmp_path: Path) -> None:
     shutil.copytree(KINETO / "rank_0", folder / "rank_0")
     ingest(folder, path, "one")
     st = Store(path)
-    with data.reader(st) as r:
+    with reader(st) as r:
         assert data.ranks_of(r, "one") == [0]
         before = data.operator_stats(r, "one", "operators", "name", None, across=True)[0]
     shutil.copytree(KINETO / "rank_1", folder / "rank_1")
     ingest(folder, path, "one")  # the same run now has both ranks
-    with data.reader(st) as r:
+    with reader(st) as r:
         assert data.ranks_of(r, "one") == [0, 1]
         after = data.operator_stats(r, "one", "operators", "name", None, across=True)[0]
     mm_b = int(before[before["key"] == "aten::mm"]["ranks"].iloc[0])
@@ -282,7 +283,7 @@ def test_results_cache_follows_the_store(tmp_path: Path) -> None:
 
 
 def test_reader_opens_the_store_once_per_request(store: Store) -> None:
-    with data.reader(store, "gloo", [0, 1], ("steps", "lanes", "slices")) as r:
+    with reader(store, "gloo", [0, 1], ("steps", "lanes", "slices")) as r:
         data.ranks_of(r, "gloo")
         data.steps.uncached(r, "gloo", [0, 1])
         data.timeline_window(r, "gloo", [0, 1], *data.time_bounds(r, "gloo", [0, 1]), max_exact=10)

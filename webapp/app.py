@@ -1,7 +1,8 @@
 """The Dash app: ``create_app(store)`` and ``serve(...)`` (what ``analyze serve`` runs).
 
 Nothing happens at import. ``create_app`` builds a Dash Pages app whose pages live in
-``webapp/pages/`` (one file per page, each with ``layout(**query)`` and its callbacks beside it).
+``webapp/pages/`` (one file per page, each with ``layout(**query)`` and its callbacks beside it);
+the navigation lists the pages as they register themselves (``dash.page_registry``).
 The app keeps only the store's path: every request opens the store briefly, read-only, so an
 ``analyze ingest`` can commit while the server runs, and a reload shows the new run.
 """
@@ -13,6 +14,7 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import dash
 from dash import Dash, Input, Output, dcc, html
@@ -23,13 +25,15 @@ from .ui import PAGE_KEYS, STORE_KEY
 
 HERE = Path(__file__).resolve().parent
 
-NAV = (
-    ("Overview", "/"),
-    ("Timeline", "/timeline"),
-    ("Operators", "/operators"),
-    ("Memory", "/memory"),
-    ("Communication", "/communication"),
-)
+
+def nav_pages() -> list[dict[str, Any]]:
+    """The pages as each declares itself (``dash.register_page``: name, path, order), in Dash's
+    order (``page_registry`` is sorted by ``order``)."""
+    return list(dash.page_registry.values())
+
+
+def _nav_id(page: dict[str, Any]) -> str:
+    return f"nav-{page['name'].lower()}"
 
 
 def _shell() -> html.Div:
@@ -40,8 +44,8 @@ def _shell() -> html.Div:
                     dcc.Link("rankscope", href="/", className="brand", id="nav-brand"),
                     html.Nav(
                         [
-                            dcc.Link(label, href=path, id=f"nav-{label.lower()}", className="nav-link")
-                            for label, path in NAV
+                            dcc.Link(p["name"], href=p["relative_path"], id=_nav_id(p), className="nav-link")
+                            for p in nav_pages()
                         ],
                         className="nav",
                     ),
@@ -92,14 +96,14 @@ def create_app(store: Store | str | os.PathLike[str] | None = None) -> Dash:
     )
     app.server.config[STORE_KEY] = store
     app.layout = _shell
-    paths = [p for _, p in NAV]
+    pages = nav_pages()
     app.clientside_callback(
-        _SYNC_URL_JS % (list(PAGE_KEYS), paths),
-        [Output(f"nav-{label.lower()}", "href") for label, _ in NAV],
+        _SYNC_URL_JS % (list(PAGE_KEYS), [p["relative_path"] for p in pages]),
+        [Output(_nav_id(p), "href") for p in pages],
         Input("view-url", "data"),
         prevent_initial_call=True,
     )
-    for page in list(dash.page_registry.values()):
+    for page in pages:
         module = sys.modules.get(page["module"])
         register: Callable[[Dash], None] | None = getattr(module, "register_callbacks", None)
         if register is not None:

@@ -1,20 +1,16 @@
-"""Data access for the web app: the only module of ``webapp`` that holds SQL.
+"""Queries of the web app: the only module of ``webapp`` that holds SQL.
 
-Every function takes a :class:`Reader` (one per request: it opens the store through
-``Store.read_connection``, which copies the catalog into memory and closes the file at once) and
-returns a small pandas DataFrame or dict. Nothing is cached between requests, so a run committed by a concurrent ``analyze ingest``
-shows on the next request. Every query is bounded: windows are aggregated into buckets, grids are
-cut to a maximum number of rows, curves are downsampled on the server.
+Every function takes a :class:`~webapp.reader.Reader` (the request's view of the store) and returns a
+small pandas DataFrame or dict. Every query is bounded: windows are aggregated into buckets, grids
+are cut to a maximum number of rows, curves are downsampled on the server. Functions marked
+``@run_cached`` (and the per-rank memory series, the lane indexes, the analyses) keep their results
+between requests in ``webapp.cache``, keyed on the content of the run: a run committed by a
+concurrent ``analyze ingest`` shows on the next request.
 """
 
 from __future__ import annotations
 
-import contextlib
-import functools
-import logging
 import math
-import os
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -25,11 +21,12 @@ import pandas as pd
 import pyarrow.compute as pc
 
 from analyzer.errors import QueryError
-from analyzer.store import Store
 from analyzer.summary import RUNS_SQL  # the one definition, shared with `analyze runs`
 
-from . import lod
+from . import cache, lod
+from .cache import run_cached
 from .errors import EmptyStore, NotFound
+from .reader import Reader
 
 # Upper bounds of what one request may return.
 MAX_EXACT_SLICES = 4000  # timeline: above this many slices in view, show occupancy per bucket
@@ -38,162 +35,6 @@ MAX_GRID_ROWS = 2000  # operators / collectives grids
 MAX_MEMORY_BLOCKS = 500  # operator memory table
 MAX_SCALAR_POINTS = 2000  # per (rank, scalar) curve
 MAX_DRILL_RANKS = 4096
-
-
-# ---------------------------------------------------------------------------------------------
-# connections
-# ---------------------------------------------------------------------------------------------
-
-
-class Reader:
-    """One request's view of the store.
-
-    Facts come from ``Store.read_connection(run, ranks, tables)``: an in-memory DuckDB holding a
-    copy of the catalog and views over the run's Parquet files (the catalog file is closed at
-    once). Name the run, ranks and fact tables a request will read when creating the Reader and
-    the store is opened once; catalog queries reuse that connection (it holds every catalog
-    table). Close the reader (``with reader(...) as rd``) at the end of the request.
-    """
-
-    def __init__(
-        self, store: Store, run: str | None = None, ranks: Sequence[int] | None = None, tables: Sequence[str] = ()
-    ):
-        self.store = store
-        self._hint = (run, _key(ranks), frozenset(tables))
-        self._stack = contextlib.ExitStack()
-        self._conns: dict[tuple[str, tuple[int, ...] | None, frozenset[str]], duckdb.DuckDBPyConnection] = {}
-        self._catalog: duckdb.DuckDBPyConnection | None = None
-        self._fingerprints: dict[str, int] = {}
-        self.opened = 0  # read_connection calls (tests and the benchmark look at it)
-
-    def close(self) -> None:
-        self._stack.close()
-        self._conns.clear()
-        self._catalog = None
-
-    def __enter__(self) -> Reader:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
-
-    def _require(self) -> None:
-        if not self.store.exists():
-            raise EmptyStore(f"no store at {self.store.path}")
-
-    def catalog(self) -> duckdb.DuckDBPyConnection:
-        """A connection where the catalog tables (runs, collections, source_files, fact_files) can be read."""
-        if self._conns:
-            return next(iter(self._conns.values()))
-        if self._catalog is None:
-            # catalog only: fact views are bound when a query needs them (a cached result does not)
-            self._require()
-            cat = _catalog_tables(self.store)
-            con = self._stack.enter_context(contextlib.closing(duckdb.connect(":memory:")))
-            for name, tbl in cat.items():
-                con.register(name, tbl)
-            self._catalog = con
-        return self._catalog
-
-    def fingerprint(self, run: str) -> int:
-        """Identifies the content of ``run`` (its fact files and collections) for result caches."""
-        if run not in self._fingerprints:
-            self._fingerprints[run] = hash(run_fingerprint(self, run))
-        return self._fingerprints[run]
-
-    def facts(
-        self, run: str, ranks: Sequence[int] | None, tables: Sequence[str] | frozenset[str]
-    ) -> duckdb.DuckDBPyConnection:
-        """A connection with views of ``tables`` for ``run`` (at least ``ranks``; None = every rank)."""
-        rk, need = _key(ranks), frozenset(tables)
-        for (r, have_rk, have_tb), con in self._conns.items():
-            if r == run and _covers(have_rk, rk) and need <= have_tb:
-                return con
-        self._require()
-        h_run, h_rk, h_tb = self._hint
-        if h_run == run and _covers(h_rk, rk):
-            rk, need = h_rk, need | h_tb
-        con = self._stack.enter_context(
-            self.store.read_connection(run=run, ranks=None if rk is None else list(rk), tables=sorted(need))
-        )
-        self.opened += 1
-        self._conns[(run, rk, need)] = con
-        return con
-
-
-_CATALOGS: dict[str, tuple[tuple[Any, ...], dict[str, Any]]] = {}
-
-
-def _catalog_stamp(store: Store) -> tuple[Any, ...]:
-    """What changes whenever the catalog does: every commit writes the DuckDB file or its WAL."""
-    out: list[Any] = []
-    for f in (store.catalog_path, store.catalog_path.with_name(store.catalog_path.name + ".wal")):
-        try:
-            st = f.stat()
-            out.append((st.st_ino, st.st_size, st.st_mtime_ns))
-        except FileNotFoundError:
-            out.append(None)
-    return tuple(out)
-
-
-def _catalog_tables(store: Store) -> dict[str, Any]:
-    """The catalog tables (Arrow, immutable), read again only when the catalog files changed."""
-    key = str(store.path)
-    stamp = _catalog_stamp(store)
-    hit = _CATALOGS.get(key)
-    if hit is not None and hit[0] == stamp:
-        return hit[1]
-    tables = store.load_catalog()
-    if _catalog_stamp(store) == stamp:  # not written while we read it
-        _CATALOGS[key] = (stamp, tables)
-    return tables
-
-
-def _key(ranks: Sequence[int] | None) -> tuple[int, ...] | None:
-    return None if ranks is None else tuple(sorted({int(r) for r in ranks}))
-
-
-def _covers(have: tuple[int, ...] | None, want: tuple[int, ...] | None) -> bool:
-    return have is None or (want is not None and set(want) <= set(have))
-
-
-def reader(
-    store: Store | Reader, run: str | None = None, ranks: Sequence[int] | None = None, tables: Sequence[str] = ()
-) -> contextlib.AbstractContextManager[Reader]:
-    """``with reader(store, run, ranks, tables) as rd``: a Reader for one request (name what it
-    will read so the store is opened once). Given a Reader, uses it and leaves it open."""
-    if isinstance(store, Reader):
-        return contextlib.nullcontext(store)
-    return Reader(store, run, ranks, tables)
-
-
-def _freeze(v: Any) -> Any:
-    if isinstance(v, (list, tuple, set, frozenset)):
-        return tuple(_freeze(x) for x in v)
-    if isinstance(v, dict):
-        return tuple(sorted((k, _freeze(x)) for k, x in v.items()))
-    return v
-
-
-def _copy(v: Any) -> Any:
-    if isinstance(v, pd.DataFrame):
-        return v.copy()
-    if isinstance(v, tuple):
-        return tuple(_copy(x) for x in v)
-    return v
-
-
-def run_cached(fn: Any) -> Any:
-    """Cache a ``fn(rd, run, *args)`` result per content of the run: the key holds the run's
-    fingerprint (its fact files, renamed on every ingest), so a new ingest is seen at once."""
-
-    @functools.wraps(fn)
-    def wrapper(rd: Reader, run: str, *args: Any, **kw: Any) -> Any:
-        key = (_freeze(args), _freeze(kw))
-        return _copy(_cached(rd, run, fn.__name__, key, lambda: fn(rd, run, *args, **kw)))
-
-    wrapper.uncached = fn  # type: ignore[attr-defined]
-    return wrapper
 
 
 def _df(con: duckdb.DuckDBPyConnection, sql: str, params: dict[str, Any] | None = None) -> pd.DataFrame:
@@ -279,7 +120,7 @@ def check_ranks(rd: Reader, run: str, ranks: Sequence[int] | None) -> list[int]:
     if unknown:
         shown = ", ".join(map(str, unknown[:10])) + (" ..." if len(unknown) > 10 else "")
         raise NotFound(f"run {run!r} has no rank {shown} (ranks: {_compact(have)})")
-    return sorted(set(int(r) for r in ranks))
+    return sorted({int(r) for r in ranks})
 
 
 def _compact(ranks: Sequence[int]) -> str:
@@ -331,19 +172,6 @@ def steps(rd: Reader, run: str, ranks: Sequence[int] | None) -> pd.DataFrame:
     """Profiled steps of the selected ranks: earliest start and latest end over the ranks."""
     con = rd.facts(run, ranks, ("steps",))
     return _df(con, STEPS_SQL, {"run": run, "ranks": _ranks_param(ranks)})
-
-
-RANK_STEPS_SQL = f"""
-SELECT rank, count(DISTINCT step) AS steps, avg(dur_ns) AS avg_ns, max(dur_ns) AS max_ns, min(dur_ns) AS min_ns
-FROM steps WHERE run = $run AND {RANK_FILTER} AND source <> 'collector'
-GROUP BY rank ORDER BY rank
-"""
-
-
-@run_cached
-def rank_steps(rd: Reader, run: str, ranks: Sequence[int] | None = None) -> pd.DataFrame:
-    con = rd.facts(run, ranks, ("steps",))
-    return _df(con, RANK_STEPS_SQL, {"run": run, "ranks": _ranks_param(ranks)})
 
 
 SCALARS_SQL = f"""
@@ -433,8 +261,6 @@ FROM slices s JOIN __lane_keys k USING (collection_id, pid, tid)
 WHERE s.run = $run AND s.ts_ns IS NOT NULL
 """
 
-_LANES = lod.LaneCache()
-
 
 def lane_indexes(
     rd: Reader, run: str, ranks: Sequence[int] | None, lane_df: pd.DataFrame
@@ -446,7 +272,7 @@ def lane_indexes(
     missing: list[tuple[str, str]] = []
     for cid, paths in zip(files["collection_id"], files["paths"]):
         source = "|".join(str(p) for p in paths)
-        got = _LANES.get(source)
+        got = cache.LANES.get(source)
         if got is None:
             missing.append((str(cid), source))
         else:
@@ -476,7 +302,7 @@ def lane_indexes(
             if ix is not None:
                 per_cid[str(cid)][(pid, tid)] = ix
         for cid, source in missing:
-            _LANES.put(source, per_cid[cid])
+            cache.LANES.put(source, per_cid[cid])
             out.update({(cid, pid, tid): ix for (pid, tid), ix in per_cid[cid].items()})
     return out
 
@@ -547,7 +373,7 @@ def timeline_window(
                 0,
                 len(sl),
             )
-    rows = sorted(set(int(r) for r in lane_df["row"]))
+    rows = sorted({int(r) for r in lane_df["row"]})
     n_buckets = max(1, min(n_buckets, max(100, max_cells // max(1, len(rows)))))  # bounded response
     width = (end_ns - start_ns) / n_buckets
     edges = start_ns + np.round(np.arange(n_buckets + 1) * width).astype(np.int64)
@@ -739,7 +565,8 @@ def operator_stats(
                sum(total_ns) / sum(count) AS avg_ns, min(min_ns) AS min_ns, max(max_ns) AS max_ns,
                count(*) AS ranks, min(total_ns) AS rank_min_ns, max(total_ns) AS rank_max_ns,
                avg(total_ns) AS rank_mean_ns,
-               CASE WHEN avg(total_ns) > 0 THEN 100.0 * (max(total_ns) - min(total_ns)) / avg(total_ns) END AS spread_pct,
+               CASE WHEN avg(total_ns) > 0
+                    THEN 100.0 * (max(total_ns) - min(total_ns)) / avg(total_ns) END AS spread_pct,
                arg_max(rank, total_ns) AS max_rank, arg_min(rank, total_ns) AS min_rank,
                count(*) OVER () AS n_rows
         FROM pr GROUP BY key, shape
@@ -808,33 +635,6 @@ ORDER BY rank, device, ts_ns
 """
 
 
-def _per_rank(
-    rd: Reader, run: str, name: str, ranks: Sequence[int], extra: tuple[Any, ...], load: Any
-) -> dict[int, Any]:
-    """Per-rank values cached one rank at a time: ``load(missing_ranks) -> {rank: value}`` is
-    called once for all ranks not cached yet (one query instead of one per rank)."""
-    out: dict[int, Any] = {}
-    missing: list[int] = []
-    fp = rd.fingerprint(run)
-    base = (str(rd.store.path), run, name)
-    with _cache_lock:
-        for r in ranks:
-            key = base + ((int(r),) + extra, fp)
-            if key in _cache:
-                out[int(r)] = _cache[key]
-            else:
-                missing.append(int(r))
-    if missing:
-        got = load(missing)
-        with _cache_lock:
-            for r in missing:
-                out[r] = got.get(r)
-                _cache[base + ((r,) + extra, fp)] = out[r]
-            while len(_cache) > _CACHE_SIZE:
-                _cache.pop(next(iter(_cache)))
-    return out
-
-
 def memory_series(
     rd: Reader, run: str, ranks: Sequence[int], component: str
 ) -> dict[int, dict[str, dict[str, np.ndarray]] | None]:
@@ -868,7 +668,7 @@ def memory_series(
             }
         return out
 
-    return _per_rank(rd, run, "memory_series", list(ranks), (component,), load)
+    return cache.per_rank(rd, run, "memory_series", list(ranks), (component,), load)
 
 
 MEMORY_PEAKS_SQL = f"""
@@ -964,7 +764,7 @@ def operator_memory(
             for r, g in df.groupby("rank")
         }
 
-    got = [v for v in _per_rank(rd, run, "operator_memory", ranks, (), load).values() if v is not None]
+    got = [v for v in cache.per_rank(rd, run, "operator_memory", ranks, (), load).values() if v is not None]
     if not got:
         return pd.DataFrame(
             columns=[
@@ -988,65 +788,8 @@ def operator_memory(
 
 
 # ---------------------------------------------------------------------------------------------
-# communication
-# ---------------------------------------------------------------------------------------------
-
-# ---------------------------------------------------------------------------------------------
 # cluster analyses (analyzer.analyses), cached per content of the run
 # ---------------------------------------------------------------------------------------------
-
-_CACHE_SIZE = 256
-_cache: dict[tuple[Any, ...], Any] = {}
-_cache_lock = threading.Lock()
-
-
-def run_fingerprint(rd: Reader, run: str) -> tuple[str, ...]:
-    """Identifies the run's content: its fact files (fresh names on every ingest) and collections."""
-    con = rd.catalog()
-    ff = con.execute(
-        "SELECT path FROM fact_files WHERE run = $run UNION ALL "
-        "SELECT collection_id || ':' || CAST(ingested_at AS VARCHAR) FROM collections WHERE run = $run",
-        {"run": run},
-    ).fetchall()
-    return tuple(sorted(str(r[0]) for r in ff))
-
-
-_inflight: dict[tuple[Any, ...], threading.Lock] = {}
-
-
-def _cached(rd: Reader, run: str, name: str, args: tuple[Any, ...], compute: Any) -> Any:
-    """``compute()`` once per key and content of the run; a request arriving while the same value
-    is being computed (by another request or the warm-up) waits for it instead of redoing it."""
-    key = (str(rd.store.path), run, name, args, rd.fingerprint(run))
-    while True:
-        with _cache_lock:
-            if key in _cache:
-                value = _cache.pop(key)
-                _cache[key] = value  # most recently used last
-                return value
-            lock = _inflight.get(key)
-            mine = lock is None
-            if mine:
-                lock = _inflight[key] = threading.Lock()
-                lock.acquire()
-        if not mine:
-            with lock:  # wait for the other computation, then read the cache
-                pass
-            with _cache_lock:
-                if key in _cache or key in _inflight:
-                    continue
-            return compute()  # the other computation failed: compute here (and raise its error)
-        try:
-            value = compute()
-            with _cache_lock:
-                _cache[key] = value
-                while len(_cache) > _CACHE_SIZE:
-                    _cache.pop(next(iter(_cache)))
-            return value
-        finally:
-            with _cache_lock:
-                _inflight.pop(key, None)
-            lock.release()
 
 
 def step_breakdown(rd: Reader, run: str, ranks: Sequence[int] | None = None) -> pd.DataFrame:
@@ -1055,20 +798,22 @@ def step_breakdown(rd: Reader, run: str, ranks: Sequence[int] | None = None) -> 
     from analyzer.analyses import step_breakdown as compute
 
     rk = None if ranks is None else tuple(sorted(int(r) for r in ranks))
-    return _cached(rd, run, "step_breakdown", (rk,), lambda: compute(rd.store, run, None if rk is None else list(rk)))
+    return cache.cached(
+        rd, run, "step_breakdown", (rk,), lambda: compute(rd.store, run, None if rk is None else list(rk))
+    )
 
 
-def _analysis(rd: Reader, run: str, name: str) -> pd.DataFrame:
+def analysis(rd: Reader, run: str, name: str) -> pd.DataFrame:
     """An ``analyzer.analyses`` function of the whole run, computed once per content of the run."""
     import analyzer.analyses as analyses
 
     fn = getattr(analyses, name)
-    return _copy(_cached(rd, run, name, (), lambda: fn(rd.store, run)))
+    return cache.copy(cache.cached(rd, run, name, (), lambda: fn(rd.store, run)))
 
 
 def communication_summary(rd: Reader, run: str) -> pd.DataFrame:
     """One row per communication op and rank with wait / transit (``analyses.communication_summary``)."""
-    return _analysis(rd, run, "communication_summary")
+    return analysis(rd, run, "communication_summary")
 
 
 @run_cached
@@ -1098,7 +843,7 @@ def comm_per_rank(rd: Reader, run: str, ranks: Sequence[int] | None) -> pd.DataF
 def comm_bandwidth(rd: Reader, run: str, ranks: Sequence[int] | None) -> pd.DataFrame:
     """Per (rank, transport): bytes, transit, bandwidth = bytes / transit, min / max over ops
     (``analyses.comm_bandwidth``: the producer's per-transport rows, else estimated per op)."""
-    b = _analysis(rd, run, "comm_bandwidth")
+    b = analysis(rd, run, "comm_bandwidth")
     if ranks is not None:
         b = b[b["rank"].isin(list(ranks))]
     b = b[b["transport"].notna()]
@@ -1140,7 +885,7 @@ def comm_bandwidth(rd: Reader, run: str, ranks: Sequence[int] | None) -> pd.Data
 def comm_matrix(rd: Reader, run: str, ranks: Sequence[int] | None) -> pd.DataFrame:
     """Rank x rank links summed over op types and steps (``analyses.comm_matrix``). ``src`` / ``dst``
     are global ranks as text, or ``L<k>`` (local rank k of the group) when the group's layout is unknown."""
-    m = _analysis(rd, run, "comm_matrix")
+    m = analysis(rd, run, "comm_matrix")
     if m.empty:
         return pd.DataFrame(
             columns=["src", "dst", "src_rank", "dst_rank", "transport", "bytes", "transit_ns", "bandwidth_bytes_per_s"]
@@ -1218,50 +963,4 @@ def collectives(
 
 def slow_ranks(rd: Reader, run: str) -> pd.DataFrame:
     """msprof-analyze's slow-rank vote (``analyses.slow_ranks``): rank, votes, instances, vote_ratio."""
-    return _analysis(rd, run, "slow_ranks")
-
-
-def slow_rank_evidence(rd: Reader, run: str) -> pd.DataFrame:
-    return _analysis(rd, run, "slow_rank_evidence")
-
-
-# ---------------------------------------------------------------------------------------------
-# warm-up: compute the expensive results of a run in the background when a page of it is opened
-# ---------------------------------------------------------------------------------------------
-
-WARM_UP = os.environ.get("RANKSCOPE_WEB_WARMUP", "1") not in ("0", "false", "no")
-_warmed: set[tuple[Any, ...]] = set()
-log = logging.getLogger("webapp")
-
-
-def warm_up(rd: Reader, run: str, timeline_ranks: Sequence[int]) -> bool:
-    """Start (once per content of the run) a background thread computing what the pages of the run
-    will ask for first: the step breakdown, the communication analyses and the timeline's lane
-    indexes of ``timeline_ranks``. Returns whether a thread was started."""
-    if not WARM_UP:
-        return False
-    key = (str(rd.store.path), run, rd.fingerprint(run))
-    with _cache_lock:
-        if key in _warmed:
-            return False
-        _warmed.add(key)
-    ranks = list(timeline_ranks)
-    threading.Thread(target=_warm, args=(rd.store, run, ranks), daemon=True, name=f"rankscope-warm-{run}").start()
-    return True
-
-
-def _warm(store: Store, run: str, ranks: list[int]) -> None:
-    jobs = [
-        ("step breakdown", lambda r: step_breakdown(r, run)),
-        ("timeline lanes", lambda r: lane_indexes(r, run, ranks, lanes(r, run, ranks))),
-        ("communication", lambda r: communication_summary(r, run)),
-        ("slow ranks", lambda r: slow_ranks(r, run)),
-        ("bandwidth", lambda r: _analysis(r, run, "comm_bandwidth")),
-        ("matrix", lambda r: _analysis(r, run, "comm_matrix")),
-    ]
-    for name, job in jobs:
-        try:
-            with Reader(store, run, ranks) as r:
-                job(r)
-        except Exception:
-            log.debug("warm-up of %s for run %s failed", name, run, exc_info=True)
+    return analysis(rd, run, "slow_ranks")

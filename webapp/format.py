@@ -9,14 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from analyzer.format import fmt_bytes, fmt_ns, fmt_rate  # noqa: F401 - re-exported
+from analyzer.format import fmt_bytes, fmt_ns, fmt_rate
 from analyzer.format import is_missing as _missing
 
-
-def fmt_pct(v: Any, digits: int = 1) -> str:
-    if _missing(v):
-        return "-"
-    return f"{float(v):.{digits}f} %"
+__all__ = ["fmt_bytes", "fmt_int", "fmt_ns", "fmt_rate", "plot_text", "shorten"]
 
 
 def fmt_int(v: Any) -> str:

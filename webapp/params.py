@@ -88,7 +88,7 @@ def format_ranks(ranks: Iterable[int] | None) -> str | None:
     """``[0, 1, 2, 3, 7]`` → ``"0-3,7"`` (None for all ranks)."""
     if ranks is None:
         return None
-    rs = sorted(set(int(r) for r in ranks))
+    rs = sorted({int(r) for r in ranks})
     if not rs:
         return None
     parts: list[str] = []

@@ -15,7 +15,6 @@ from flask import current_app
 from analyzer.errors import AnalyzerError
 from analyzer.store import Store
 
-from . import data
 from .errors import EmptyStore, WebappError
 from .params import format_ranks, query_string
 
@@ -102,7 +101,7 @@ def safe_layout(build: Callable[[], Any]) -> Any:
     """Run a page's layout builder; errors become an inline message under the page title."""
     try:
         return build()
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:  # noqa: BLE001 - shown inline, logged when unexpected
         return html.Div(error_content(exc), className="page")
 
 
@@ -184,13 +183,6 @@ def header(title: str, subtitle: str | None = None) -> html.Div:
     return html.Div(kids, className="page-header")
 
 
-def resolve_run_or_raise(store: Store, run: str | None) -> tuple[list[str], str]:
-    names = data.run_names(store)
-    if not names:
-        raise EmptyStore("the store has no runs yet")
-    return names, data.resolve_run(store, run)
-
-
 # Only a real zoom / pan reaches the server: Plotly also
 # reports autosize and hover-layer changes, and a server call answering "nothing to do" would
 # supersede a figure update still in flight.
@@ -200,7 +192,9 @@ function(rl) {
     if (!rl) { return nu; }
     if (rl['xaxis.autorange']) { return {auto: true, at: Date.now()}; }
     var a = rl['xaxis.range[0]'], b = rl['xaxis.range[1]'];
-    if ((a === undefined || b === undefined) && Array.isArray(rl['xaxis.range'])) { a = rl['xaxis.range'][0]; b = rl['xaxis.range'][1]; }
+    if ((a === undefined || b === undefined) && Array.isArray(rl['xaxis.range'])) {
+        a = rl['xaxis.range'][0]; b = rl['xaxis.range'][1];
+    }
     if (a === undefined || b === undefined) { return nu; }
     return {a: Number(a), b: Number(b), at: Date.now()};
 }
@@ -223,14 +217,6 @@ COLORS = {
     "wait": "#d9534f",
     "transit": "#2f6fb0",
     "other": "#b8c2cc",
-}
-
-LANE_COLORS = {
-    "host": "#2f6fb0",
-    "device": "#27ae60",
-    "communication": "#d9534f",
-    "overlap": "#9b59b6",
-    "other": "#7f8c8d",
 }
 
 

@@ -13,10 +13,11 @@ import numpy as np
 import pandas as pd
 from dash import Dash, Input, Output, dcc, html
 
-from webapp import data, ui
-from webapp.errors import NotFound, WebappError
+from webapp import data, page, ui
+from webapp.errors import WebappError
 from webapp.format import fmt_bytes, fmt_int, fmt_ns, fmt_rate, plot_text
-from webapp.params import format_ranks, parse_choice, parse_ranks, single
+from webapp.params import format_ranks, parse_choice
+from webapp.reader import Reader
 
 dash.register_page(__name__, path="/communication", name="Communication", title="rankscope · communication", order=4)
 
@@ -27,31 +28,11 @@ _INT = {"function": "params.value == null ? '' : d3.format(',')(params.value)"}
 
 
 def layout(run: Any = None, ranks: Any = None, matrix: Any = None, **_: Any) -> Any:
-    def build() -> Any:
-        with data.reader(ui.current_store(), single("run", run)) as rd:
-            return _layout(rd, run, ranks, matrix)
-
-    return ui.safe_layout(build)
+    return page.layout("Communication", run, ranks, lambda v: _layout(v, matrix))
 
 
-def _layout(rd: data.Reader, run_q: Any, ranks_q: Any, matrix_q: Any) -> html.Div:
-    names = data.run_names(rd)
-    if not names:
-        return html.Div([ui.header("Communication"), ui.empty_store(rd.store)], className="page")
-    try:
-        run = data.resolve_run(rd, single("run", run_q))
-    except NotFound as exc:
-        return html.Div([ui.header("Communication"), ui.message(str(exc))], className="page")
-    notes: list[Any] = []
-    all_ranks = data.ranks_of(rd, run)
-    data.warm_up(rd, run, all_ranks[:8])  # background: what the pages of this run will ask for first
-    selected = all_ranks
-    try:
-        asked = parse_ranks("ranks", ranks_q)
-        if asked is not None:
-            selected = data.check_ranks(rd, run, asked)
-    except WebappError as exc:
-        notes.append(ui.message(f"{exc}; showing all ranks."))
+def _layout(v: page.View, matrix_q: Any) -> html.Div:
+    run, notes = v.run, v.notes
     try:
         metric = parse_choice("matrix", matrix_q, MATRIX_METRICS, "bytes")
     except WebappError as exc:
@@ -65,8 +46,8 @@ def _layout(rd: data.Reader, run_q: Any, ranks_q: Any, matrix_q: Any) -> html.Di
             ),
             html.Div(
                 [
-                    ui.run_control(P, names, run),
-                    ui.ranks_control(P, all_ranks, [] if selected == all_ranks else selected),
+                    ui.run_control(P, v.runs, run),
+                    ui.ranks_control(P, v.all_ranks, [] if v.selected == v.all_ranks else v.selected),
                     html.Div(
                         [
                             html.Label("Matrix", htmlFor=f"{P}-metric"),
@@ -135,7 +116,9 @@ def _op_columns() -> list[dict[str, Any]]:
             "field": "wait_source",
             "headerName": "wait from",
             "maxWidth": 130,
-            "headerTooltip": "producer: measured by the profiler; estimated: elapsed minus the shortest elapsed of the collective",
+            "headerTooltip": (
+                "producer: measured by the profiler; estimated: elapsed minus the shortest elapsed of the collective"
+            ),
         },
         {"field": "mib", "headerName": "size (MiB)", **num, "valueFormatter": _MS},
     ]
@@ -151,7 +134,8 @@ def per_rank(df: pd.DataFrame, votes: pd.DataFrame) -> list[Any]:
         return [
             html.H2("Communication time per rank"),
             ui.message(
-                "No communication operations for the selected ranks (single process, or the profiler did not record them).",
+                "No communication operations for the selected ranks (single process, or the profiler did not "
+                "record them).",
                 "info",
             ),
         ]
@@ -270,7 +254,8 @@ def bandwidth(df: pd.DataFrame) -> list[Any]:
         return [
             head,
             ui.message(
-                "No per-transport bandwidth in this run (torch_npu / MindSpore communication.json at Level1 or above records it).",
+                "No per-transport bandwidth in this run (torch_npu / MindSpore communication.json at Level1 or "
+                "above records it).",
                 "info",
             ),
         ]
@@ -372,7 +357,10 @@ def matrix(df: pd.DataFrame, metric: str) -> list[Any]:
     else:
         note += "."
     if any(str(x).startswith("L") for x in labels):
-        note += " L<k>: local rank k of the group, whose global rank the profiler did not record (its rank was not profiled)."
+        note += (
+            " L<k>: local rank k of the group, whose global rank the profiler did not record (its rank was not "
+            "profiled)."
+        )
     return [head, ui.graph(f"{P}-matrix", fig), html.P(note, className="note")]
 
 
@@ -419,13 +407,10 @@ def register_callbacks(app: Dash) -> None:
     )
     @ui.guard(6, message_index=0)
     def update(run: str, ranks: Any, metric: str) -> Any:
-        with data.reader(ui.current_store(), run, ui.hint_ranks(ranks)) as rd:
-            all_ranks = data.ranks_of(rd, run)
-            if not all_ranks:
-                raise NotFound(f"no run named {run!r}")
-            selected = [r for r in ui.rank_list(ranks, all_ranks) if r in set(all_ranks)] or all_ranks
-            content = render(rd, run, selected, metric if metric in MATRIX_METRICS else "bytes")
-            ops, n = data.collectives(rd, run, selected)
+        with page.view(run, ranks) as v:
+            all_ranks, selected = v.all_ranks, v.selected
+            content = render(v.rd, run, selected, metric if metric in MATRIX_METRICS else "bytes")
+            ops, n = data.collectives(v.rd, run, selected)
         cut = f" (the {len(ops):,} slowest of {n:,})" if n > len(ops) else ""
         status = (
             f"{len(ops):,} collectives (an instance = one call matched across its ranks) over ranks "
@@ -453,7 +438,7 @@ def register_callbacks(app: Dash) -> None:
         )
 
 
-def render(rd: data.Reader, run: str, ranks: Sequence[int], metric: str) -> list[Any]:
+def render(rd: Reader, run: str, ranks: Sequence[int], metric: str) -> list[Any]:
     return [
         html.Div(
             [

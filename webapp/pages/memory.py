@@ -13,10 +13,11 @@ import numpy as np
 import pandas as pd
 from dash import Dash, Input, Output, State, ctx, dcc, html
 
-from webapp import data, ui
-from webapp.errors import BadParameter, NotFound, WebappError
+from webapp import data, page, ui
+from webapp.errors import BadParameter
 from webapp.format import fmt_bytes
-from webapp.params import format_ranks, parse_int, parse_ranks, single
+from webapp.params import format_ranks, parse_int, single
+from webapp.reader import Reader
 
 dash.register_page(__name__, path="/memory", name="Memory", title="rankscope · memory", order=3)
 
@@ -37,14 +38,17 @@ def layout(
     end_ns: Any = None,
     **_: Any,
 ) -> Any:
-    def build() -> Any:
-        with data.reader(ui.current_store(), single("run", run), None, ("memory_samples",)) as rd:
-            return _layout(rd, run, ranks, component, series, start_ns, end_ns)
+    return page.layout(
+        "Memory",
+        run,
+        ranks,
+        lambda v: _layout(v, component, series, start_ns, end_ns),
+        tables=("memory_samples",),
+        default_ranks=DEFAULT_RANKS,
+    )
 
-    return ui.safe_layout(build)
 
-
-def _url_window(rd: data.Reader, run: str, start_q: Any, end_q: Any) -> dict[str, str]:
+def _url_window(rd: Reader, run: str, start_q: Any, end_q: Any) -> dict[str, str]:
     """The time window the URL asks for (same parameters as the timeline), checked against the run."""
     a = parse_int("start_ns", start_q, minimum=0)
     b = parse_int("end_ns", end_q, minimum=0)
@@ -60,26 +64,8 @@ def _url_window(rd: data.Reader, run: str, start_q: Any, end_q: Any) -> dict[str
     return {"start_ns": str(a), "end_ns": str(b)}
 
 
-def _layout(
-    rd: data.Reader, run_q: Any, ranks_q: Any, component_q: Any, series_q: Any, start_q: Any = None, end_q: Any = None
-) -> html.Div:
-    names = data.run_names(rd)
-    if not names:
-        return html.Div([ui.header("Memory"), ui.empty_store(rd.store)], className="page")
-    try:
-        run = data.resolve_run(rd, single("run", run_q))
-    except NotFound as exc:
-        return html.Div([ui.header("Memory"), ui.message(str(exc))], className="page")
-    notes: list[Any] = []
-    all_ranks = data.ranks_of(rd, run)
-    data.warm_up(rd, run, all_ranks[:8])  # background: what the pages of this run will ask for first
-    selected = ui.default_ranks(all_ranks, DEFAULT_RANKS)
-    try:
-        asked = parse_ranks("ranks", ranks_q)
-        if asked is not None:
-            selected = data.check_ranks(rd, run, asked)
-    except WebappError as exc:
-        notes.append(ui.message(f"{exc}; showing ranks {format_ranks(selected)}."))
+def _layout(v: page.View, component_q: Any, series_q: Any, start_q: Any = None, end_q: Any = None) -> html.Div:
+    rd, run, selected, notes = v.rd, v.run, v.selected, v.notes
     comps = data.memory_components(rd, run, None)
     comp_names = list(dict.fromkeys(str(c) for c in comps["component"])) if not comps.empty else []
     component = single("component", component_q)
@@ -103,12 +89,13 @@ def _layout(
         [
             ui.header(
                 "Memory",
-                "Allocator curves per rank (peaks kept when downsampling), peak per rank, and the largest operator allocations.",
+                "Allocator curves per rank (peaks kept when downsampling), peak per rank, and the largest "
+                "operator allocations.",
             ),
             html.Div(
                 [
-                    ui.run_control(P, names, run),
-                    ui.ranks_control(P, all_ranks, selected, label="Ranks (curves)"),
+                    ui.run_control(P, v.runs, run),
+                    ui.ranks_control(P, v.all_ranks, selected, label="Ranks (curves)"),
                     html.Div(
                         [
                             html.Label("Counter", htmlFor=f"{P}-component"),
@@ -348,7 +335,7 @@ def peaks_figure(peaks: pd.DataFrame, selected: Sequence[int]) -> Any:
     return kids
 
 
-def blocks(rd: data.Reader, run: str, ranks: Sequence[int], origin: int) -> tuple[list[dict], str]:
+def blocks(rd: Reader, run: str, ranks: Sequence[int], origin: int) -> tuple[list[dict], str]:
     df, n = data.operator_memory(rd, run, ranks)
     if df.empty:
         return [], "No operator memory records for the selected ranks (needs profile_memory=True)."
@@ -396,11 +383,8 @@ def register_callbacks(app: Dash) -> None:
     def update_curves(
         run: str, ranks: Any, component: Any, series: Any, _reset: Any, zoom: Any, window: Any, want: Any = None
     ) -> Any:
-        with data.reader(ui.current_store(), run, ui.hint_ranks(ranks), ("memory_samples",)) as rd:
-            all_ranks = data.ranks_of(rd, run)
-            if not all_ranks:
-                raise NotFound(f"no run named {run!r}")
-            selected = [r for r in ui.rank_list(ranks, all_ranks) if r in set(all_ranks)] or all_ranks
+        with page.view(run, ranks, ("memory_samples",)) as v:
+            rd, all_ranks, selected = v.rd, v.all_ranks, v.selected
             series = [s for s in (series or []) if s in SERIES]
             bounds = data.time_bounds(rd, run, None)
             params = {
@@ -441,7 +425,10 @@ def register_callbacks(app: Dash) -> None:
             curves = data.memory_curves(rd, run, selected, component, a, max(b, a + 1), n_buckets=1000)
         fig = curves_figure(curves, peaks, series, origin, (a, b))
         n = int(curves["samples"].sum()) if not curves.empty else 0
-        status = f"{component}: {n:,} samples in view, ranks {format_ranks(selected)}, at most 1000 points per curve (bucket maxima); ▼ marks each rank's peak."
+        status = (
+            f"{component}: {n:,} samples in view, ranks {format_ranks(selected)}, at most 1000 points per curve "
+            "(bucket maxima); ▼ marks each rank's peak."
+        )
         return fig, status, {"run": run, "start": a - origin, "end": b - origin}, url
 
     @app.callback(
@@ -455,11 +442,8 @@ def register_callbacks(app: Dash) -> None:
     )
     @ui.guard(4, message_index=0)
     def update_tables(run: str, ranks: Any, component: Any) -> Any:
-        with data.reader(ui.current_store(), run, None, ("memory_samples", "operator_memory")) as rd:
-            all_ranks = data.ranks_of(rd, run)
-            if not all_ranks:
-                raise NotFound(f"no run named {run!r}")
-            selected = [r for r in ui.rank_list(ranks, all_ranks) if r in set(all_ranks)] or all_ranks
+        with page.view(run, ranks, ("memory_samples", "operator_memory"), open_all=True) as v:
+            rd, all_ranks, selected = v.rd, v.all_ranks, v.selected
             bounds = data.time_bounds(rd, run, None)
             peaks = data.memory_peaks(rd, run, all_ranks, component) if component else pd.DataFrame()
             rows, status = blocks(rd, run, selected, bounds[0] if bounds else 0)

@@ -15,10 +15,11 @@ import pandas as pd
 import plotly.graph_objects as go
 from dash import Dash, Input, Output, Patch, State, dcc, html
 
-from webapp import data, ui
-from webapp.errors import NotFound, WebappError
+from webapp import data, page, ui
+from webapp.errors import WebappError
 from webapp.format import fmt_int, fmt_ns, plot_text, shorten
-from webapp.params import format_ranks, parse_choice, parse_int, parse_ranks, single
+from webapp.params import format_ranks, parse_choice, parse_int, single
+from webapp.reader import Reader
 
 dash.register_page(__name__, path="/operators", name="Operators", title="rankscope · operators", order=2)
 
@@ -52,42 +53,13 @@ def layout(
     top: Any = None,
     **_: Any,
 ) -> Any:
-    def build() -> Any:
-        with data.reader(ui.current_store(), single("run", run)) as rd:
-            return _layout(rd, run, ranks, source, group, scope, q, op, shape, top)
-
-    return ui.safe_layout(build)
+    return page.layout("Operators", run, ranks, lambda v: _layout(v, source, group, scope, q, op, shape, top))
 
 
 def _layout(
-    rd: data.Reader,
-    run_q: Any,
-    ranks_q: Any,
-    source_q: Any,
-    group_q: Any,
-    scope_q: Any,
-    q_q: Any,
-    op_q: Any,
-    shape_q: Any,
-    top_q: Any,
+    v: page.View, source_q: Any, group_q: Any, scope_q: Any, q_q: Any, op_q: Any, shape_q: Any, top_q: Any
 ) -> html.Div:
-    names = data.run_names(rd)
-    if not names:
-        return html.Div([ui.header("Operators"), ui.empty_store(rd.store)], className="page")
-    try:
-        run = data.resolve_run(rd, single("run", run_q))
-    except NotFound as exc:
-        return html.Div([ui.header("Operators"), ui.message(str(exc))], className="page")
-    notes: list[Any] = []
-    all_ranks = data.ranks_of(rd, run)
-    data.warm_up(rd, run, all_ranks[:8])  # background: what the pages of this run will ask for first
-    selected = all_ranks
-    try:
-        asked = parse_ranks("ranks", ranks_q)
-        if asked is not None:
-            selected = data.check_ranks(rd, run, asked)
-    except WebappError as exc:
-        notes.append(ui.message(f"{exc}; showing all ranks."))
+    rd, run, notes = v.rd, v.run, v.notes
     default_source = "kernels" if _has_kernels(rd, run) else "operators"
     values: dict[str, Any] = {}
     for key, raw, choices, default in (
@@ -118,12 +90,13 @@ def _layout(
         [
             ui.header(
                 "Operators",
-                "Where the time goes, by operator, on every rank: sort, filter, search; select a row to compare it across ranks.",
+                "Where the time goes, by operator, on every rank: sort, filter, search; select a row to compare "
+                "it across ranks.",
             ),
             html.Div(
                 [
-                    ui.run_control(P, names, run),
-                    ui.ranks_control(P, all_ranks, [] if selected == all_ranks else selected),
+                    ui.run_control(P, v.runs, run),
+                    ui.ranks_control(P, v.all_ranks, [] if v.selected == v.all_ranks else v.selected),
                     _radio("source", SOURCE_LABELS, values["source"]),
                     _radio("group", GROUP_LABELS, values["group"]),
                     _radio("scope", SCOPE_LABELS, values["scope"]),
@@ -248,7 +221,7 @@ def _radio(name: str, labels: dict[str, str], value: str) -> html.Div:
     )
 
 
-def _has_kernels(rd: data.Reader, run: str) -> bool:
+def _has_kernels(rd: Reader, run: str) -> bool:
     cols = data.collections(rd, run)
     return any("kernels" in (c if c is not None else []) for c in cols["capabilities"])
 
@@ -259,7 +232,7 @@ def _has_kernels(rd: data.Reader, run: str) -> bool:
 
 
 def grid(
-    rd: data.Reader, run: str, source: str, group: str, ranks: Sequence[int], across: bool
+    rd: Reader, run: str, source: str, group: str, ranks: Sequence[int], across: bool
 ) -> tuple[list[dict], list[dict], str]:
     """(rowData, columnDefs, status line) of the operators grid."""
     df, n = data.operator_stats(rd, run, source, group, ranks, across)
@@ -390,7 +363,7 @@ def top_chart(rows: list[dict], metric: str, n: int, source: str) -> Any:
 
 
 def drill(
-    rd: data.Reader, run: str, source: str, group: str, key: str, shape: str | None, ranks: Sequence[int]
+    rd: Reader, run: str, source: str, group: str, key: str, shape: str | None, ranks: Sequence[int]
 ) -> list[Any]:
     """One operator across ranks: distribution per rank (box from quantiles) and per-rank totals."""
     df = data.operator_drill(rd, run, source, group, key, shape, ranks)
@@ -461,13 +434,6 @@ def drill(
 # ---------------------------------------------------------------------------------------------
 
 
-def _selected(rd: data.Reader, run: str, ranks: Any) -> tuple[list[int], list[int]]:
-    all_ranks = data.ranks_of(rd, run)
-    if not all_ranks:
-        raise NotFound(f"no run named {run!r}")
-    return all_ranks, [r for r in ui.rank_list(ranks, all_ranks) if r in set(all_ranks)] or all_ranks
-
-
 def register_callbacks(app: Dash) -> None:
     @app.callback(
         Output(f"{P}-grid", "rowData"),
@@ -482,10 +448,9 @@ def register_callbacks(app: Dash) -> None:
     )
     @ui.guard(4, message_index=2)
     def update_grid(run: str, ranks: Any, source: str, group: str, scope: str) -> Any:
-        with data.reader(ui.current_store(), run, ui.hint_ranks(ranks), (source,)) as rd:
-            all_ranks, selected = _selected(rd, run, ranks)
-            rows, cols, status = grid(rd, run, source, group, selected, scope == "across")
-        return rows, cols, status, [{"label": f"rank {r}", "value": r} for r in all_ranks]
+        with page.view(run, ranks, (source,)) as v:
+            rows, cols, status = grid(v.rd, run, source, group, v.selected, scope == "across")
+        return rows, cols, status, [{"label": f"rank {r}", "value": r} for r in v.all_ranks]
 
     @app.callback(
         Output("view-url", "data", allow_duplicate=True),
@@ -564,9 +529,8 @@ def register_callbacks(app: Dash) -> None:
         key = drill_key(sel, rows, current or want, group)
         if not key:
             return html.P("Select a row of the grid to see that operator on every rank.", className="note"), None
-        with data.reader(ui.current_store(), run, ui.hint_ranks(ranks), (source,)) as rd:
-            _, selected = _selected(rd, run, ranks)
-            return drill(rd, run, source, group, str(key["op"]), key.get("shape"), selected), key
+        with page.view(run, ranks, (source,)) as v:
+            return drill(v.rd, run, source, group, str(key["op"]), key.get("shape"), v.selected), key
 
 
 def _token(row: Any) -> str:

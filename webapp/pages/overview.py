@@ -12,10 +12,11 @@ import numpy as np
 import pandas as pd
 from dash import Dash, Input, Output, State, dcc, html
 
-from webapp import data, ui
-from webapp.errors import BadParameter, NotFound, WebappError
+from webapp import data, page, ui
+from webapp.errors import BadParameter
 from webapp.format import fmt_int, fmt_ns, plot_text
-from webapp.params import format_ranks, parse_int, parse_ranks, single
+from webapp.params import format_ranks, parse_int
+from webapp.reader import Reader
 
 dash.register_page(__name__, path="/", name="Overview", title="rankscope · overview", order=0)
 
@@ -42,36 +43,22 @@ SEGMENTS = (  # stacked bar segments: they add up to the busy span of the step p
 
 
 def layout(run: Any = None, ranks: Any = None, step: Any = None, **_: Any) -> Any:
-    def build() -> Any:
-        with data.reader(ui.current_store(), single("run", run)) as rd:
-            return _layout(rd, run, ranks, step)
+    return page.layout(
+        "Overview",
+        run,
+        ranks,
+        lambda v: _layout(v, step),
+        unknown_run=lambda rd: [_runs_table(data.runs(rd), None)],
+    )
 
-    return ui.safe_layout(build)
 
-
-def _layout(rd: data.Reader, run_q: Any, ranks_q: Any, step_q: Any) -> html.Div:
-    store = rd
-    runs = data.runs(store)
-    if runs.empty:
-        return html.Div([ui.header("Overview"), ui.empty_store(rd.store)], className="page")
-    notes: list[Any] = []
-    names = [str(r) for r in runs["run"]]
-    try:
-        run = data.resolve_run(store, single("run", run_q))
-    except NotFound as exc:
-        return html.Div([ui.header("Overview"), ui.message(str(exc)), _runs_table(runs, None)], className="page")
-    all_ranks = data.ranks_of(store, run)
-    data.warm_up(store, run, all_ranks[:8])  # background: what the pages of this run will ask for first
-    selected = all_ranks
-    try:
-        selected = data.check_ranks(store, run, parse_ranks("ranks", ranks_q))
-    except WebappError as exc:
-        notes.append(ui.message(f"{exc}; showing all ranks."))
+def _layout(v: page.View, step_q: Any) -> html.Div:
+    rd, run, notes = v.rd, v.run, v.notes
     step = None
     try:
         step = parse_int("step", step_q, minimum=0)
         if step is not None:
-            known = [int(x) for x in data.steps(store, run, None)["step"]]
+            known = [int(x) for x in data.steps(rd, run, None)["step"]]
             if step not in known:
                 have = (
                     f"it has steps {known[0]}–{known[-1]}"
@@ -87,11 +74,11 @@ def _layout(rd: data.Reader, run_q: Any, ranks_q: Any, step_q: Any) -> html.Div:
     return html.Div(
         [
             ui.header("Overview", "Runs in the store, what each rank recorded, and where each rank's step time goes."),
-            _runs_table(runs, run),
+            _runs_table(data.runs(rd), run),
             html.Div(
                 [
-                    ui.run_control(P, names, run),
-                    ui.ranks_control(P, all_ranks, [] if selected == all_ranks else selected),
+                    ui.run_control(P, v.runs, run),
+                    ui.ranks_control(P, v.all_ranks, [] if v.selected == v.all_ranks else v.selected),
                     html.Div(
                         [
                             html.Label("Step", htmlFor=f"{P}-step"),
@@ -173,22 +160,17 @@ def _runs_table(runs: pd.DataFrame, current: str | None) -> html.Div:
 # ---------------------------------------------------------------------------------------------
 
 
-def render(store: Any, run: str, ranks: Sequence[int], step: int | None) -> list[Any]:
+def render(rd: Reader, run: str, ranks: Sequence[int], step: int | None) -> list[Any]:
     """The overview of one run for the selected ranks (step None = mean over steps)."""
-    with data.reader(store, run, None, ("scalars", "steps")) as rd:
-        return _render(rd, run, ranks, step)
-
-
-def _render(store: data.Reader, run: str, ranks: Sequence[int], step: int | None) -> list[Any]:
-    cols = data.collections(store, run)
+    cols = data.collections(rd, run)
     cols = cols[cols["rank"].isin(list(ranks))]
     out: list[Any] = [_facts(run, cols), _availability(cols)]
-    bd = data.step_breakdown(store, run)
+    bd = data.step_breakdown(rd, run)
     bd_sel = bd[bd["rank"].isin(list(ranks))] if not bd.empty else bd
-    out.append(_step_bars(bd_sel, step, run, data.slow_ranks(store, run)))
+    out.append(_step_bars(bd_sel, step, run, data.slow_ranks(rd, run)))
     out.append(_heatmap(bd_sel, run))
-    out.append(_scalars(data.scalars(store, run, ranks)))
-    probs = data.problems(store, run)
+    out.append(_scalars(data.scalars(rd, run, ranks)))
+    probs = data.problems(rd, run)
     if not probs.empty:
         out.append(
             html.Div(
@@ -523,9 +505,9 @@ def register_callbacks(app: Dash) -> None:
     )
     @ui.guard(3, message_index=0)
     def run_changed(run: str, want_step: Any) -> Any:
-        with data.reader(ui.current_store(), run, None, ("steps",)) as rd:
-            all_ranks = data.ranks_of(rd, run)
-            steps = data.steps(rd, run, None)
+        with page.view(run, None, ("steps",), check_run=False) as v:
+            all_ranks = v.all_ranks
+            steps = data.steps(v.rd, run, None)
         opts = [{"label": "mean over steps", "value": "mean"}] + [
             {"label": f"step {int(s)}", "value": int(s)} for s in steps["step"]
         ]
@@ -542,14 +524,10 @@ def register_callbacks(app: Dash) -> None:
     )
     @ui.guard(2, message_index=0)
     def update(run: str, ranks: Any, step: Any) -> Any:
-        with data.reader(ui.current_store(), run, None, ("scalars", "steps")) as rd:
-            all_ranks = data.ranks_of(rd, run)
-            if not all_ranks:
-                raise NotFound(f"no run named {run!r}")
-            selected = [r for r in ui.rank_list(ranks, all_ranks) if r in set(all_ranks)] or all_ranks
+        with page.view(run, ranks, ("scalars", "steps"), open_all=True) as v:
             step_v = None if step in (None, "mean") else int(step)
-            url = ui.page_url("/", {"run": run, "ranks": ui.ranks_param(selected, all_ranks), "step": step_v})
-            return render(rd, run, selected, step_v), url
+            url = ui.page_url("/", {"run": run, "ranks": ui.ranks_param(v.selected, v.all_ranks), "step": step_v})
+            return render(v.rd, run, v.selected, step_v), url
 
     @app.callback(
         Output("navigate", "href", allow_duplicate=True),

@@ -20,10 +20,11 @@ import pandas as pd
 import plotly.graph_objects as go
 from dash import Dash, Input, Output, State, ctx, dcc, html
 
-from webapp import data, ui
-from webapp.errors import BadParameter, NotFound, WebappError
+from webapp import data, page, ui
+from webapp.errors import BadParameter, NotFound
 from webapp.format import fmt_ns, plot_text, shorten
-from webapp.params import format_ranks, parse_int, parse_ranks, single
+from webapp.params import parse_int, single
+from webapp.reader import reader
 
 dash.register_page(__name__, path="/timeline", name="Timeline", title="rankscope · timeline", order=1)
 
@@ -61,33 +62,17 @@ def layout(
     groups: Any = None,
     **_: Any,
 ) -> Any:
-    def build() -> Any:
-        with data.reader(ui.current_store(), single("run", run)) as rd:
-            return _layout(rd, run, ranks, step, start_ns, end_ns, groups)
+    return page.layout(
+        "Timeline",
+        run,
+        ranks,
+        lambda v: _layout(v, step, start_ns, end_ns, groups),
+        default_ranks=DEFAULT_RANKS,
+    )
 
-    return ui.safe_layout(build)
 
-
-def _layout(
-    store: data.Reader, run_q: Any, ranks_q: Any, step_q: Any, start_q: Any, end_q: Any, groups_q: Any
-) -> html.Div:
-    names = data.run_names(store)
-    if not names:
-        return html.Div([ui.header("Timeline"), ui.empty_store(store.store)], className="page")
-    notes: list[Any] = []
-    try:
-        run = data.resolve_run(store, single("run", run_q))
-    except NotFound as exc:
-        return html.Div([ui.header("Timeline"), ui.message(str(exc))], className="page")
-    all_ranks = data.ranks_of(store, run)
-    data.warm_up(store, run, all_ranks[:8])  # background: what the pages of this run will ask for first
-    selected = ui.default_ranks(all_ranks, DEFAULT_RANKS)
-    try:
-        asked = parse_ranks("ranks", ranks_q)
-        if asked is not None:
-            selected = data.check_ranks(store, run, asked)
-    except WebappError as exc:
-        notes.append(ui.message(f"{exc}; showing ranks {format_ranks(selected) or 'all'}."))
+def _layout(v: page.View, step_q: Any, start_q: Any, end_q: Any, groups_q: Any) -> html.Div:
+    store, run, selected, notes = v.rd, v.run, v.selected, v.notes
     groups = list(DEFAULT_GROUPS)
     g = single("groups", groups_q)
     if g:
@@ -138,8 +123,8 @@ def _layout(
             ),
             html.Div(
                 [
-                    ui.run_control(P, names, run),
-                    ui.ranks_control(P, all_ranks, selected),
+                    ui.run_control(P, v.runs, run),
+                    ui.ranks_control(P, v.all_ranks, selected),
                     html.Div(
                         [
                             html.Label("Jump to step", htmlFor=f"{P}-step"),
@@ -389,7 +374,8 @@ def _exact_traces(
     names = sl["name"].fillna("").astype(str)
     text = [plot_text(shorten(n, 40)) if d >= span / 25 else "" for n, d in zip(names, vis_b - vis_a)]
     hover = [
-        f"<b>{plot_text(shorten(n, 120))}</b><br>{plot_text(lane_label(lane_names.loc[int(r)].to_dict() | {'rank': rk}))}"
+        f"<b>{plot_text(shorten(n, 120))}</b>"
+        f"<br>{plot_text(lane_label(lane_names.loc[int(r)].to_dict() | {'rank': rk}))}"
         f"<br>start {(t - origin) / 1e6:.3f} ms · dur {plot_text(fmt_ns(d))}<br>{plot_text(c or '')}"
         for n, r, rk, t, d, c in zip(names, sl["row"], sl["rank"], sl["ts_ns"], sl["dur_ns"], sl["category"])
     ]
@@ -446,7 +432,8 @@ def _occupancy_trace(fig: go.Figure, win: data.Window, rows: pd.DataFrame, y0: d
     )
     return (
         f"Occupancy view: about {win.n_events:,} slices in this window, shown per lane as the busy share of "
-        f"{win.n_buckets} buckets of {fmt_ns(win.bucket_ns)}. Zoom in (drag, scroll, or click a bucket) for single events."
+        f"{win.n_buckets} buckets of {fmt_ns(win.bucket_ns)}. "
+        "Zoom in (drag, scroll, or click a bucket) for single events."
     )
 
 
@@ -543,11 +530,9 @@ def register_callbacks(app: Dash) -> None:
     )
     @ui.guard(2, message_index=0)
     def options(run: str, ranks: Any) -> Any:
-        with data.reader(ui.current_store(), run, ui.hint_ranks(ranks), ("steps",)) as store:
-            all_ranks = data.ranks_of(store, run)
-            selected = [r for r in ui.rank_list(ranks, all_ranks) if r in set(all_ranks)] or all_ranks
-            st = data.steps(store, run, selected)
-        return [{"label": f"rank {r}", "value": r} for r in all_ranks], _step_options(st["step"])
+        with page.view(run, ranks, ("steps",), check_run=False) as v:
+            st = data.steps(v.rd, run, v.selected)
+        return [{"label": f"rank {r}", "value": r} for r in v.all_ranks], _step_options(st["step"])
 
     @app.callback(
         Output(f"{P}-graph", "figure"),
@@ -579,16 +564,11 @@ def register_callbacks(app: Dash) -> None:
         window: Any,
         want: Any,
     ) -> Any:
-        with data.reader(ui.current_store(), run, ui.hint_ranks(ranks), ("steps", "lanes", "slices")) as rd:
-            return _update(rd, run, ranks, groups, step, zoom, bucket, window, want)
+        with page.view(run, ranks, ("steps", "lanes", "slices")) as v:
+            return _update(v, groups, step, zoom, bucket, window, want)
 
-    def _update(
-        store: data.Reader, run: str, ranks: Any, groups: Any, step: Any, zoom: Any, bucket: Any, window: Any, want: Any
-    ) -> Any:
-        all_ranks = data.ranks_of(store, run)
-        if not all_ranks:
-            raise NotFound(f"no run named {run!r}")
-        selected = [r for r in ui.rank_list(ranks, all_ranks) if r in set(all_ranks)] or all_ranks
+    def _update(v: page.View, groups: Any, step: Any, zoom: Any, bucket: Any, window: Any, want: Any) -> Any:
+        store, run, all_ranks, selected = v.rd, v.run, v.all_ranks, v.selected
         groups = [g for g in (groups or []) if g in GROUPS]
         origin, full_a, full_b = full_window(store, run, selected)
         trig = ctx.triggered_id
@@ -674,5 +654,5 @@ def register_callbacks(app: Dash) -> None:
         if not isinstance(cd, list) or len(cd) != 3:
             return dash.no_update
         origin = int(window["origin"]) if window else 0
-        with data.reader(ui.current_store(), run, [int(cd[0])], ("slices", "lanes", "operators", "steps")) as rd:
+        with reader(ui.current_store(), run, [int(cd[0])], ("slices", "lanes", "operators", "steps")) as rd:
             return detail_panel(data.slice_detail(rd, run, int(cd[0]), str(cd[1]), int(cd[2])), origin)

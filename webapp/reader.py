@@ -1,0 +1,117 @@
+"""The request's view of the store: one :class:`Reader` per page request or callback.
+
+A Reader reads the catalog from ``Store.catalog_snapshot()`` (read again only when an ingest
+committed) and the facts through ``Store.read_connection(run, ranks, tables)``: an in-memory DuckDB
+with a copy of the catalog and views over the run's Parquet files (the catalog file is closed at
+once, so an ``analyze ingest`` can commit while the server serves). Name the run, ranks and fact
+tables a request will read when creating the Reader and the store is opened once for them. Close
+the reader at the end of the request (``with reader(...) as rd``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Sequence
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+from analyzer.store import Store, run_key
+
+from .errors import EmptyStore
+
+RankKey = tuple[int, ...] | None  # sorted ranks, None = every rank
+
+
+class Reader:
+    """One request's view of the store (see the module doc)."""
+
+    def __init__(
+        self, store: Store, run: str | None = None, ranks: Sequence[int] | None = None, tables: Sequence[str] = ()
+    ):
+        self.store = store
+        self._hint = (run, rank_key(ranks), frozenset(tables))
+        self._stack = contextlib.ExitStack()
+        self._conns: dict[tuple[str, RankKey, frozenset[str]], duckdb.DuckDBPyConnection] = {}
+        self._catalog: duckdb.DuckDBPyConnection | None = None
+        self._tables: dict[str, pa.Table] | None = None
+        self._run_keys: dict[str, str] = {}
+        self.opened = 0  # read_connection calls (tests and the benchmark look at it)
+
+    def close(self) -> None:
+        self._stack.close()
+        self._conns.clear()
+        self._catalog = None
+
+    def __enter__(self) -> Reader:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def _require(self) -> None:
+        if not self.store.exists():
+            raise EmptyStore(f"no store at {self.store.path}")
+
+    def catalog_tables(self) -> dict[str, pa.Table]:
+        """The catalog tables (Arrow) as this request sees them."""
+        if self._tables is None:
+            self._require()
+            self._tables = self.store.catalog_snapshot()
+        return self._tables
+
+    def catalog(self) -> duckdb.DuckDBPyConnection:
+        """A connection where the catalog tables (runs, collections, source_files, fact_files) can be read."""
+        if self._conns:
+            return next(iter(self._conns.values()))
+        if self._catalog is None:
+            # catalog only: fact views are bound when a query needs them (a cached result does not)
+            con = self._stack.enter_context(contextlib.closing(duckdb.connect(":memory:")))
+            for name, tbl in self.catalog_tables().items():
+                con.register(name, tbl)
+            self._catalog = con
+        return self._catalog
+
+    def run_key(self, run: str) -> str:
+        """The content of ``run`` (``analyzer.store.run_key``): the key of results cached between requests."""
+        if run not in self._run_keys:
+            self._run_keys[run] = run_key(self.catalog_tables(), run)
+        return self._run_keys[run]
+
+    def facts(
+        self, run: str, ranks: Sequence[int] | None, tables: Sequence[str] | frozenset[str]
+    ) -> duckdb.DuckDBPyConnection:
+        """A connection with views of ``tables`` for ``run`` (at least ``ranks``; None = every rank)."""
+        rk, need = rank_key(ranks), frozenset(tables)
+        for (r, have_rk, have_tb), con in self._conns.items():
+            if r == run and _covers(have_rk, rk) and need <= have_tb:
+                return con
+        self._require()
+        h_run, h_rk, h_tb = self._hint
+        if h_run == run and _covers(h_rk, rk):
+            rk, need = h_rk, need | h_tb
+        con = self._stack.enter_context(
+            self.store.read_connection(run=run, ranks=None if rk is None else list(rk), tables=sorted(need))
+        )
+        self.opened += 1
+        self._conns[(run, rk, need)] = con
+        return con
+
+
+def rank_key(ranks: Sequence[int] | None) -> RankKey:
+    return None if ranks is None else tuple(sorted({int(r) for r in ranks}))
+
+
+def _covers(have: RankKey, want: RankKey) -> bool:
+    return have is None or (want is not None and set(want) <= set(have))
+
+
+def reader(
+    store: Store | Reader, run: str | None = None, ranks: Sequence[int] | None = None, tables: Sequence[str] = ()
+) -> contextlib.AbstractContextManager[Reader]:
+    """``with reader(store, run, ranks, tables) as rd``: a Reader for one request (name what it
+    will read so the store is opened once). Given a Reader, uses it and leaves it open."""
+    if isinstance(store, Reader):
+        return contextlib.nullcontext(store)
+    return Reader(store, run, ranks, tables)

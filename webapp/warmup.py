@@ -1,0 +1,57 @@
+"""Warm-up: when a page of a run is opened, compute in the background what the pages of that run
+ask for first (the timeline's lane indexes, the cluster analyses), so the next clicks find them
+cached (``webapp.cache``). ``RANKSCOPE_WEB_WARMUP=0`` turns it off."""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from analyzer.store import Store
+
+from . import cache, data
+from .reader import Reader
+
+ENABLED = os.environ.get("RANKSCOPE_WEB_WARMUP", "1") not in ("0", "false", "no")
+log = logging.getLogger("webapp")
+
+_started: set[tuple[Any, ...]] = set()  # (store, run, content of the run) warmed up already
+
+
+def warm_up(rd: Reader, run: str, timeline_ranks: Sequence[int]) -> bool:
+    """Start (once per content of the run) a background thread computing what the pages of the run
+    will ask for first: the timeline's lane indexes of ``timeline_ranks`` and the analyses.
+    Returns whether a thread was started."""
+    if not ENABLED:
+        return False
+    key = (str(rd.store.path), run, rd.run_key(run))
+    with cache.lock:
+        if key in _started:
+            return False
+        _started.add(key)
+    ranks = list(timeline_ranks)
+    threading.Thread(target=_warm, args=(rd.store, run, ranks), daemon=True, name=f"rankscope-warm-{run}").start()
+    return True
+
+
+def _jobs(run: str, ranks: list[int]) -> list[tuple[str, Callable[[Reader], Any]]]:
+    return [
+        ("step breakdown", lambda r: data.step_breakdown(r, run)),
+        ("timeline lanes", lambda r: data.lane_indexes(r, run, ranks, data.lanes(r, run, ranks))),
+        ("communication", lambda r: data.communication_summary(r, run)),
+        ("slow ranks", lambda r: data.slow_ranks(r, run)),
+        ("bandwidth", lambda r: data.analysis(r, run, "comm_bandwidth")),
+        ("matrix", lambda r: data.analysis(r, run, "comm_matrix")),
+    ]
+
+
+def _warm(store: Store, run: str, ranks: list[int]) -> None:
+    for name, job in _jobs(run, ranks):
+        try:
+            with Reader(store, run, ranks) as r:
+                job(r)
+        except Exception:
+            log.debug("warm-up of %s for run %s failed", name, run, exc_info=True)
