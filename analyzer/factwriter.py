@@ -161,9 +161,6 @@ class FactWriter:
     def has(self, table: str) -> bool:
         return self.rows.get(table, 0) > 0
 
-    def written_path(self, table: str) -> Path | None:
-        return self._paths.get(table)
-
     def close(self) -> list[dict[str, Any]]:
         """Close all files; return ``fact_files`` rows for the catalog."""
         for table in list(self._pending):

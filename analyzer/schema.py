@@ -88,7 +88,7 @@ CATALOG_TABLES: tuple[Table, ...] = (
             _c(
                 "rank",
                 "INTEGER",
-                "Global rank (from sidecar, rank_{id} folder, producer metadata; see formats.md 7.5).",
+                "Global rank (from sidecar, rank_{id} folder, producer metadata; see docs/formats.md §7.5).",
             ),
             _c(
                 "rank_source",
@@ -378,6 +378,25 @@ FACT_TABLES: tuple[Table, ...] = (
                 "VARCHAR",
                 "Where the group came from (parallel_group_info, pg_config, record_param_comms...).",
             ),
+        ),
+    ),
+    Table(
+        "declared_groups",
+        "Communication groups the job declares for all its ranks in a cluster-level file (msprof-analyze's "
+        "communication_group.json in the run folder): members, role and traffic kind. Read once per run, "
+        "with the run's first collection (its rank and collection_id).",
+        FACT_KEY
+        + (
+            _c(
+                "group_name",
+                "VARCHAR",
+                "Group key (the HCCL group hash, as in comm_ops.group_name; collective{i} / p2p{i} in the old format).",
+            ),
+            _c("group_id", "VARCHAR", "HCCL group id when declared."),
+            _c("pg_name", "VARCHAR", "Parallel role as declared (tp, dp, pp, dp_cp, ...) when known."),
+            _c("global_ranks", "INTEGER[]", "Global ranks of the group, ascending."),
+            _c("traffic", "VARCHAR", "What the group carries: collective or p2p."),
+            _c("source", "VARCHAR", "File the group came from (communication_group.json)."),
         ),
     ),
     Table(

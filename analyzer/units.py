@@ -6,10 +6,7 @@ import math
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
 
-MIB = 1024 * 1024
 KIB = 1024
 # Ascend communication files (communication.json, communication_matrix.json, analysis.db) write
 # sizes in decimal MB: a packet of "2.064384" MB in a Size Distribution is the 2 064 384-byte
@@ -55,10 +52,6 @@ def _scaled(value: Any, factor: float) -> int | None:
     return round(v * factor)
 
 
-def us_float_to_ns(value: Any) -> int | None:
-    return _scaled(value, 1000)
-
-
 def ms_to_ns(value: Any) -> int | None:
     return _scaled(value, 1_000_000)
 
@@ -66,10 +59,6 @@ def ms_to_ns(value: Any) -> int | None:
 def mb_to_bytes(value: Any) -> int | None:
     """MB as written in Ascend communication files (10^6 bytes, see COMM_MB) to bytes."""
     return _scaled(value, COMM_MB)
-
-
-def kb_to_bytes(value: Any) -> int | None:
-    return _scaled(value, KIB)
 
 
 def ascend_gbps_to_bytes_per_s(value: float | str | None) -> float | None:
@@ -109,13 +98,3 @@ def us_array_to_ns(values: np.ndarray) -> np.ndarray:
     whole = np.floor(values)
     frac = np.rint((values - whole) * 1000.0)
     return whole.astype(np.int64) * 1000 + frac.astype(np.int64)
-
-
-def us_text_array_to_ns(arr: pa.Array) -> pa.Array:
-    """Vectorised us_text_to_ns for a string array of plain decimals ('123.456\\t'); nulls stay null."""
-    s = pc.utf8_trim(arr, characters=' \t"')
-    parts = pc.extract_regex(s, r"^(?P<w>-?\d*)(?:\.(?P<f>\d*))?$")
-    whole = pc.struct_field(parts, "w")
-    frac = pc.utf8_slice_codeunits(pc.utf8_rpad(pc.struct_field(parts, "f"), 3, "0"), 0, 3)
-    whole = pc.if_else(pc.equal(whole, ""), "0", whole)
-    return pc.cast(pc.binary_join_element_wise(whole, frac, ""), pa.int64())

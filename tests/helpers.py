@@ -40,3 +40,16 @@ def trace_events(path: Path) -> list[dict[str, Any]]:
     with opener(path, "rt", encoding="utf-8") as f:
         data = json.load(f)
     return data["traceEvents"] if isinstance(data, dict) else data
+
+
+def communication_group_json(path: Path) -> Any:
+    """msprof-analyze's communication_group.json as the parallel-layout analysis sees it once ingested:
+    the reader's rows (declared_groups) turned into group records."""
+    import pandas as pd
+
+    from analyzer.analyses.parallel_layout import declared_group_frame
+    from analyzer.readers.ascend.cluster import SOURCE, communication_groups
+
+    cols = communication_groups(Path(path))
+    cols["source"] = [SOURCE] * len(cols["group_name"])
+    return declared_group_frame(pd.DataFrame(cols))

@@ -9,9 +9,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from click.testing import CliRunner
+from helpers import communication_group_json
 
 from analyzer.analyses import advise, parallel_dims, parallel_layout, slow_links, step_breakdown
-from analyzer.analyses.parallel_layout import communication_group_json, infer_layout, layout_metric
+from analyzer.analyses.parallel_layout import infer_layout, layout_metric
 from analyzer.analyses.slow_link import judge_links, judge_rank_bandwidth
 from analyzer.cli import main
 from analyzer.errors import QueryError

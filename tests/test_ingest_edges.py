@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from helpers import REPO, analyze, analyze_json, query, trace_events
 
-from analyzer.discover import discover
+from analyzer.ingest.discover import discover
 from analyzer.ingest import ingest
 from analyzer.store import Store
 

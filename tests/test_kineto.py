@@ -324,7 +324,7 @@ def test_old_trace_self_time(store: Store) -> None:
 
 def test_streaming_blocks_match_json_load() -> None:
     """Small blocks: event boundaries fall everywhere (inside strings, nested args); same events."""
-    from analyzer.readers.chrome_trace import TraceStream
+    from analyzer.readers.chrome.stream import TraceStream
 
     path = traces("kineto_gloo_2rank", 0)[0]
     want = load(path)
@@ -369,7 +369,7 @@ def test_overlapping_ops_take_the_stack_walk(tmp_path: Path) -> None:
 def test_streaming_survives_false_boundaries_and_a_broken_event(tmp_path: Path) -> None:
     """Names holding '},{' (no event boundary) are read whole at every block size; one broken event
     in the middle of the array is skipped with a warning and every other event kept."""
-    from analyzer.readers.chrome_trace import TraceStream
+    from analyzer.readers.chrome.stream import TraceStream
 
     data = load(traces("kineto_gloo_2rank", 0)[0])
     evs = data["traceEvents"]
@@ -400,10 +400,10 @@ def test_staged_rows_spilled_to_disk_give_the_same_tables(
     store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A big trace holds its end-of-file rows in scratch files instead of memory: same tables."""
-    import analyzer.readers.kineto as kineto
     from analyzer.ingest import ingest
+    from analyzer.readers.common.spill import SpillStage
 
-    monkeypatch.setattr(kineto._Stage, "HOLD_BYTES", 4096)
+    monkeypatch.setattr(SpillStage, "HOLD_BYTES", 4096)
     spilled = Store(tmp_path / "store")
     ingest(SCENARIOS["hta_nccl"], spilled, workers=1)
     ingest(SCENARIOS["kineto_gloo_2rank"], spilled, workers=1)

@@ -174,8 +174,8 @@ def test_corrupt_and_foreign_sqlite(ingested: tuple[Path, Store, str]) -> None:
 
 def test_csv_chunks_read_like_one_table(tmp_path: Path) -> None:
     """iter_csv in small chunks gives the rows read_csv gives, cut last row included."""
-    from analyzer.readers.csvfile import iter_csv, read_csv
-    from analyzer.readers.torch_npu_text import KERNEL_COLS
+    from analyzer.readers.common.csvfile import iter_csv, read_csv
+    from analyzer.readers.ascend.kernels import KERNEL_COLS
 
     src = tmp_path / "kernel_details.csv"
     shutil.copy(TEXT / OUT / "kernel_details.csv", src)

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from helpers import REPO, analyze
 
-from analyzer.readers.torch_npu_common import double_hash
+from analyzer.readers.ascend.groups import double_hash
 from analyzer.store import Store
 
 TEXT = REPO / "sample_data" / "torch_npu_text_level1"

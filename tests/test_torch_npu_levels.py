@@ -170,7 +170,7 @@ def test_raw_folder_is_unparsed(tmp_path: Path) -> None:
 def test_parallel_group_info_gives_every_global_rank(tmp_path: Path) -> None:
     """profiler_metadata.json's parallel_group_info, keyed by HCCL group id, is found from the op keys'
     @hash (msprof-analyze's double_hash) and maps every group-local rank to its global rank."""
-    from analyzer.readers.torch_npu_common import double_hash
+    from analyzer.readers.ascend.groups import double_hash
 
     src = REPO / "sample_data" / "torch_npu_text_level1"
     root = tmp_path / "job"

@@ -157,7 +157,7 @@ def _sets(df: pd.DataFrame) -> iv.Intervals:
 
 
 def _is_receive(op_types: pd.Series, names: pd.Series) -> pd.Series:
-    from ..readers.comm_names import normalize_op_type
+    from ..vocabulary import normalize_op_type
 
     if op_types is not None:
         known = op_types.notna()

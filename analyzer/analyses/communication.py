@@ -179,7 +179,7 @@ def comm_matrix(store: Store, run: str | None = None) -> pd.DataFrame:
     """Rank × rank matrix in GLOBAL ranks, summed over steps: bytes, transit time, bandwidth per link.
 
     From the producer's communication matrix (the ``*-total`` entries; torch_npu keys are local to
-    the group and were converted with the group's global ranks, see formats.md §7.6); a link whose
+    the group and were converted with the group's global ranks, see docs/formats.md §7.6); a link whose
     group layout is unknown keeps ``src_rank``/``dst_rank`` NULL with its local ranks. Kineto has
     no matrix: there the rows are the matched send/recv pairs of two-rank groups.
     """

@@ -4,7 +4,8 @@ Sources, best first:
 
 1. *declared* group roles: ``profiler_metadata.json`` ``parallel_group_info`` (torch_npu; kept by
    the reader as ``comm_groups.pg_name``), msprof-analyze's ``communication_group.json``
-   (``comm_group_parallel_info``, read from the run folder when present), Kineto ``pg_config``
+   (``comm_group_parallel_info``, read into ``declared_groups`` at ingest when the run folder has
+   one), Kineto ``pg_config``
    descriptions when the job named its groups (``group_desc``);
 2. *structure and traffic* for groups without a role: a dimension is a family of disjoint groups
    of equal size whose ranks form arithmetic progressions with one stride and which together cover
@@ -22,9 +23,7 @@ Sources, best first:
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
-from pathlib import Path
 
 import pandas as pd
 
@@ -61,36 +60,19 @@ def _dim_of(label: object) -> str | None:
     return _ALIASES.get(label.strip().lower())
 
 
-def communication_group_json(path: str | Path) -> pd.DataFrame:
-    """Groups from msprof-analyze's ``communication_group.json`` (new format with
-    ``comm_group_parallel_info``, or the old ``{"collective": [[ranks]], "p2p": [[ranks]]}``)."""
-    doc = json.loads(Path(path).read_text())
-    rows = []
-    info = doc.get("comm_group_parallel_info")
-    if isinstance(info, list):
-        for g in info:
-            rows.append(
-                {
-                    "group_name": str(g.get("group_name")),
-                    "ranks": tuple(sorted(int(r) for r in g.get("rank_set", []))),
-                    "label": g.get("pg_name"),
-                    "traffic": g.get("type"),
-                    "source": "communication_group.json",
-                }
-            )
-    else:
-        for kind in ("collective", "p2p"):
-            for i, ranks in enumerate(doc.get(kind) or []):
-                rows.append(
-                    {
-                        "group_name": f"{kind}{i}",
-                        "ranks": tuple(sorted(int(r) for r in ranks)),
-                        "label": None,
-                        "traffic": kind,
-                        "source": "communication_group.json",
-                    }
-                )
-    return pd.DataFrame(rows, columns=["group_name", "ranks", "label", "traffic", "source"])
+def declared_group_frame(rows: pd.DataFrame) -> pd.DataFrame:
+    """Group records (``infer_layout``'s input) from ``declared_groups`` rows: msprof-analyze's
+    ``communication_group.json``, read into the store at ingest."""
+    return pd.DataFrame(
+        {
+            "group_name": rows["group_name"].astype(str),
+            "ranks": [tuple(sorted(int(r) for r in ranks)) for ranks in rows["global_ranks"]],
+            "label": rows["pg_name"],
+            "traffic": rows["traffic"],
+            "source": rows["source"],
+        },
+        columns=["group_name", "ranks", "label", "traffic", "source"],
+    )
 
 
 def _stride(ranks: tuple[int, ...]) -> int | None:
@@ -231,8 +213,12 @@ def _group_records(store: Store, run: str) -> tuple[pd.DataFrame, list[int]]:
     ops, members = collectives.run_instances(store, run)
     with store.read_connection(run=run) as con:
         ranks = con.execute("SELECT DISTINCT rank FROM collections WHERE run = ? ORDER BY rank", [run]).df()["rank"]
-        root = con.execute("SELECT root_path FROM runs WHERE run = ?", [run]).fetchone()
         ws = con.execute("SELECT max(world_size) FROM collections WHERE run = ?", [run]).fetchone()[0]
+        job_groups = con.execute(
+            "SELECT group_name, global_ranks, pg_name, traffic, source FROM declared_groups WHERE run = ? "
+            "ORDER BY rank, collection_id, group_name",
+            [run],
+        ).df()
     traffic: dict[str, set[str]] = defaultdict(set)
     for g, p in zip(ops["group_name"], ops["is_p2p"]):
         if isinstance(g, str):
@@ -254,11 +240,8 @@ def _group_records(store: Store, run: str) -> tuple[pd.DataFrame, list[int]]:
             }
         )
     df = pd.DataFrame(rows, columns=["group_name", "ranks", "label", "traffic", "source"])
-    if root and root[0]:
-        base = Path(root[0])
-        found = sorted(base.glob("communication_group.json")) + sorted(base.glob("*/communication_group.json"))
-        if found:
-            df = pd.concat([df, communication_group_json(found[0])], ignore_index=True)
+    if not job_groups.empty:  # msprof-analyze's communication_group.json, read at ingest
+        df = pd.concat([df, declared_group_frame(job_groups)], ignore_index=True)
     world = sorted(set(int(r) for r in ranks) | {int(r) for m in df["ranks"] for r in m})
     if ws and not pd.isna(ws) and int(ws) >= len(world):
         world = list(range(int(ws)))

@@ -1,3 +1,15 @@
-"""Format readers, registered by producer name (see base.READERS)."""
+"""Format readers, filed by file family, with a thin door per producer.
 
-from . import collector, kineto, mindspore, mindspore_legacy, msprof, torch_npu_db, torch_npu_raw, torch_npu_text  # noqa: F401 - import registers the readers  # noqa: F401, E402 - MindSpore and msprof readers
+- ``common/``: what every family needs (tolerant CSV, small JSON files, the spill stage, cells, steps);
+- ``chrome/``: Chrome-trace JSON (the streaming decoder, Arrow columns, the one event router, lanes,
+  nesting of host operators);
+- ``ascend/``: the CANN family that torch_npu, MindSpore and msprof all write (names, output folder,
+  shared files, trace_view, profiler db, msprof export, PROF folders, HCCL groups, metadata);
+- producer doors, each registering its readers (``base.READERS``) and answering discovery's questions:
+  ``kineto``, ``torch_npu``, ``msprof``, ``mindspore`` (its host files and the <= 2.2 legacy files),
+  ``collector``.
+
+``registry`` lists what discovery asks, in order.
+"""
+
+from . import collector, kineto, mindspore, msprof, torch_npu  # noqa: F401 - importing a door registers its readers

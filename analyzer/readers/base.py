@@ -25,6 +25,10 @@ from typing import Any
 from ..errors import InputError
 from ..factwriter import FactWriter
 
+# the collector's description of one profiling window, in the window's folder: it covers every
+# collection below that folder (CollectionPlan.sidecar), whoever wrote them
+SIDECAR_NAME = "rankscope_window.json"
+
 
 @dataclass
 class CollectionPlan:
@@ -40,6 +44,14 @@ class CollectionPlan:
     rank_source: str | None = None
     sidecar: dict[str, Any] | None = None  # collector sidecar that covers this collection
     hints: dict[str, Any] = field(default_factory=dict)
+    # files of the whole run read with this collection, after its producer's reader (kind, path; see
+    # readers.registry.run_file); not in ``files``, which are the producer's
+    run_files: list[tuple[str, Path]] = field(default_factory=list)
+
+    @property
+    def all_files(self) -> list[Path]:
+        """``files`` and the run files: everything the collection depends on."""
+        return self.files + [p for _kind, p in self.run_files]
 
 
 @dataclass
@@ -55,6 +67,10 @@ class FileOutcome:
         if self.status == "ok":
             self.status = "warning"
         self.error = message if not self.error else f"{self.error}; {message}"
+
+    def warn_all(self, messages: list[str]) -> None:
+        for m in messages:
+            self.warn(m)
 
 
 @dataclass

@@ -8,9 +8,22 @@ A line cut by a crash (the last one) is dropped with a warning.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
-from .base import ReadContext, register
+from ..errors import InputError
+from .base import SIDECAR_NAME, ReadContext, register
+
+SCALARS_NAME = "rankscope_scalars.jsonl"  # the collector's per-step scalars of one rank
+
+
+def detect(path: Path) -> str | None:
+    """Discovery's question: 'collector_sidecar' / 'collector_scalars' for the collector's own files."""
+    if path.name == SIDECAR_NAME:
+        return "collector_sidecar"
+    if path.name == SCALARS_NAME:
+        return "collector_scalars"
+    return None
 
 
 @register("collector_scalars")
@@ -50,8 +63,6 @@ def read_scalars(ctx: ReadContext) -> None:
         if bad > 1 or (bad == 1 and outcome.status == "ok"):
             outcome.warn(f"{bad} unreadable line(s) skipped")
         if not values:
-            from ..errors import InputError
-
             raise InputError(str(path), "no step records")
         outcome.rows = ctx.write("scalars", {"step": steps, "ts_ns": ts, "name": names, "value": values})
     ctx.meta.capabilities.add("scalars")

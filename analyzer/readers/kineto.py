@@ -24,8 +24,6 @@ batch by batch, so memory stays bounded by the block size plus a few integer col
 from __future__ import annotations
 
 import re
-from collections import Counter
-from collections.abc import Iterator
 from operator import attrgetter
 from pathlib import Path
 from typing import Any
@@ -38,28 +36,31 @@ import pyarrow.compute as pc
 from .. import schema
 from ..errors import InputError
 from ..factwriter import conform
-from .base import ReadContext, register
-from .chrome_trace import (
-    NO_RAW,
-    Codes,
-    Event,
-    EventColumns,
-    LaneInfo,
-    TraceStream,
-    counter_columns,
-    field_values,
-    id_column,
-    id_text,
-    raw_text_array,
-    times_ns,
-)
-from .comm_names import P2P_TYPES, dtype_size, is_comm_annotation, normalize_op_type
-from .nesting import depth_and_self
+from ..vocabulary import P2P_TYPES, is_comm_annotation, normalize_op_type
+from .base import SIDECAR_NAME, ReadContext, register
+from .chrome.columns import Codes, EventColumns, field_values, id_column, id_text, raw_text_array, times_ns
+from .chrome.lanes import LaneRules
+from .chrome.nesting import depth_and_self
+from .chrome.router import EventRouter, RoutedBlock, RouteRules, where
+from .chrome.stream import ANY, NO_RAW, Event, TraceStream, open_binary, sniff
+from .common.jsonfile import decode_or_none
+from .common.spill import SpillStage, Staged
 
 OP_CATS = {"cpu_op", "user_annotation", "Operator"}
 KERNEL_CATS = {"kernel", "Kernel", "gpu_memcpy", "Memcpy", "gpu_memset", "Memset", "mtia_ccp_events"}
 DEVICE_CATS = KERNEL_CATS | {"gpu_user_annotation", "cuda_sync"}
 _STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
+# Kineto lanes: a lane of mostly device categories is a device stream; the Spans / Traces pseudo
+# processes are "other"; a process labelled GPU / NPU is a device; anything else is a host thread
+LANES = LaneRules(
+    default="host",
+    device_categories=frozenset(DEVICE_CATS),
+    other_ids=frozenset({"Spans", "Traces", ""}),
+    other_processes=frozenset({"Spans", "Traces"}),
+    labels=(("GPU", "device"), ("NPU", "device")),
+)
+TRACE_SUFFIXES = (".json", ".json.gz")
+ROUTE = RouteRules(LANES, op_categories=frozenset(OP_CATS), held_instants=frozenset({"[memory]"}))
 
 
 class OpArgs(msgspec.Struct, gc=False):
@@ -102,7 +103,6 @@ _OP_DEC = msgspec.json.Decoder(OpArgs)
 _COMM_DEC = msgspec.json.Decoder(CommArgs)
 _KERNEL_DEC = msgspec.json.Decoder(KernelArgs)
 _MEM_DEC = msgspec.json.Decoder(MemArgs)
-_ANY = msgspec.json.Decoder()
 
 _OPS_DEC = msgspec.json.Decoder(list[OpArgs | None])
 _OP_LINES = msgspec.json.Decoder(OpArgs)
@@ -118,18 +118,12 @@ _GET_DIMS = attrgetter("input_dims")
 _GET_TYPES = attrgetter("input_type")
 _GET_STACK = attrgetter("call_stack")
 _GET_SEQ = attrgetter("seq")
-_OP_CATS = pa.array(sorted(OP_CATS), pa.string())
 _KERNEL_CATS = pa.array(sorted(KERNEL_CATS), pa.string())
 
 
 def _device_name(device_type: int | None, device_id: int | None) -> str:
     kind = _DEVICE_TYPES.get(device_type if device_type is not None else -1, str(device_type))
     return kind if kind == "CPU" or device_id is None or device_id < 0 else f"{kind}:{device_id}"
-
-
-def _where(mask: pa.Array) -> np.ndarray:
-    """Positions where a boolean Arrow array is true (nulls count as false)."""
-    return np.flatnonzero(mask.to_numpy(zero_copy_only=False) == True)  # noqa: E712 - None -> False
 
 
 def _op_args(args: pa.Array) -> list[OpArgs] | None:
@@ -159,19 +153,10 @@ def _decode_many(many: msgspec.json.Decoder, one: msgspec.json.Decoder, raws: li
     try:
         return many.decode(b"[" + joined + b"]")
     except msgspec.DecodeError:
-        return [_decode(one, r) for r in raws]
+        return [decode_or_none(one, r) for r in raws]
 
 
 _DEVICE_TYPES = {0: "CPU", 1: "cuda", 2: "mkldnn", 3: "opengl", 4: "opencl", 5: "ideep", 6: "hip", 20: "privateuse1"}
-
-
-def _decode(dec: msgspec.json.Decoder, raw: msgspec.Raw) -> Any:
-    if not len(raw):
-        return None
-    try:
-        return dec.decode(raw)
-    except msgspec.DecodeError:
-        return None
 
 
 def _parse_ranks(v: str | list[int] | None) -> list[int] | None:
@@ -180,10 +165,52 @@ def _parse_ranks(v: str | list[int] | None) -> list[int] | None:
     if isinstance(v, list):
         return [int(x) for x in v]
     try:
-        out = _ANY.decode(v.encode())
+        out = ANY.decode(v.encode())
         return [int(x) for x in out] if isinstance(out, list) else None
     except (msgspec.DecodeError, ValueError, TypeError):
         return None
+
+
+# bytes per element of the torch dtype names Kineto writes (Input type, dtype args)
+DTYPE_BYTES = {
+    "float": 4,
+    "float32": 4,
+    "int": 4,
+    "int32": 4,
+    "uint32": 4,
+    "unsigned int": 4,
+    "double": 8,
+    "float64": 8,
+    "long": 8,
+    "int64": 8,
+    "long int": 8,
+    "uint64": 8,
+    "complex64": 8,
+    "half": 2,
+    "float16": 2,
+    "bfloat16": 2,
+    "short": 2,
+    "int16": 2,
+    "uint16": 2,
+    "c10::half": 2,
+    "c10::bfloat16": 2,
+    "char": 1,
+    "byte": 1,
+    "bool": 1,
+    "int8": 1,
+    "uint8": 1,
+    "signed char": 1,
+    "unsigned char": 1,
+    "float8_e4m3fn": 1,
+    "float8_e5m2": 1,
+    "complex128": 16,
+}
+
+
+def dtype_size(dtype: str | None) -> int | None:
+    if not dtype:
+        return None
+    return DTYPE_BYTES.get(dtype.strip().lower())
 
 
 def _message_bytes(args: CommArgs | None) -> tuple[int | None, str | None, int | None]:
@@ -213,84 +240,6 @@ def _message_bytes(args: CommArgs | None) -> tuple[int | None, str | None, int |
     return None, args.dtype, None
 
 
-class _Staged:
-    """Rows of one kind held for the end: in memory, or in a scratch Arrow IPC file."""
-
-    def __init__(self, tables: list[pa.Table] | None = None, path: str | None = None):
-        self.tables = tables or []
-        self.path = path
-
-    def batches(self) -> Iterator[pa.RecordBatch]:
-        """The rows, batch by batch (a file is read one batch at a time, not memory-mapped)."""
-        if self.path is None:
-            for t in self.tables:
-                yield from t.to_batches()
-            return
-        with pa.OSFile(self.path) as f:
-            r = pa.ipc.open_file(f)
-            for i in range(r.num_record_batches):
-                yield r.get_batch(i)
-
-    def columns(self, names: list[str]) -> pa.Table:
-        """Some columns of all rows (from a file: memory-mapped, so only those columns are read)."""
-        if self.path is None:
-            t = pa.concat_tables(self.tables) if len(self.tables) != 1 else self.tables[0]
-        else:
-            t = pa.ipc.open_file(pa.memory_map(self.path)).read_all()
-        return t.select(names).combine_chunks()
-
-
-class _Stage:
-    """Rows finished at the end, by kind. Held in memory up to ``HOLD_BYTES`` in all; beyond that
-    everything goes to scratch Arrow IPC files (no encoding or compression: written and read back
-    at memory speed), so a big trace stays within bounded memory."""
-
-    HOLD_BYTES = 64 << 20
-
-    def __init__(self, folder: Path):
-        self.folder = folder
-        self.held: dict[str, list[pa.Table]] = {}
-        self.held_bytes = 0
-        self.writers: dict[str, pa.ipc.RecordBatchFileWriter] = {}
-        self.schemas: dict[str, pa.Schema] = {}
-
-    def write(self, name: str, table: pa.Table) -> None:
-        if table.num_rows == 0:
-            return
-        sch = self.schemas.setdefault(name, table.schema)
-        if table.schema != sch:
-            table = table.cast(sch)
-        w = self.writers.get(name)
-        if w is not None:
-            w.write_table(table)
-            return
-        self.held.setdefault(name, []).append(table)
-        self.held_bytes += table.nbytes
-        if self.held_bytes > self.HOLD_BYTES:
-            self._spill()
-
-    def _spill(self) -> None:
-        for name, tables in self.held.items():
-            w = self.writers.get(name)
-            if w is None:
-                w = self.writers[name] = pa.ipc.new_file(str(self.folder / f"{name}.arrow"), self.schemas[name])
-            for t in tables:
-                w.write_table(t)
-        self.held.clear()
-        self.held_bytes = 0
-
-    def close(self) -> dict[str, _Staged]:
-        out: dict[str, _Staged] = {}
-        for name, w in self.writers.items():
-            for t in self.held.pop(name, []):
-                w.write_table(t)
-            w.close()
-            out[name] = _Staged(path=str(self.folder / f"{name}.arrow"))
-        for name, tables in self.held.items():
-            out[name] = _Staged(tables=tables)
-        return out
-
-
 _STAGE_KEY = {"run": "", "rank": 0, "collection_id": ""}
 
 
@@ -299,107 +248,71 @@ def _staged(table: str, cols: dict[str, Any], file_idx: int) -> pa.Table:
     return t.append_column("_file", pa.repeat(pa.scalar(file_idx, pa.int32()), t.num_rows))
 
 
-class _TraceRouter:
-    """Routes the events of one collection's trace files into facts and staged rows."""
+class KinetoPicker:
+    """Kineto's rows of each routed block: operators (self time later), ProfilerStep ranges, kernels,
+    collectives, process groups, memory events and counters, staged for the end of the files."""
 
-    def __init__(self, ctx: ReadContext, stage: _Stage):
+    def __init__(self, ctx: ReadContext, stage: SpillStage):
         self.ctx = ctx
         self.stage = stage
-        self.lanes = LaneInfo()
-        self.lane_counts: Counter[tuple[str, str]] = Counter()
-        self.lane_cats: dict[tuple[str, str], Counter[str]] = {}
-        self.event_base = 0
+        self.file_idx = 0  # the file being routed (its index in the collection's sorted traces)
+        self.direct_slices = True  # slices written at once (False: staged until the file's time base is known)
         self.comm_kernel_rows = 0
         self.groups: dict[str, dict[str, Any]] = {}
-        self.seen_cats: Counter[str] = Counter()
         self.has_stacks = False
         self.has_shapes = False
 
-    def route_block(self, events: list[Event], file_idx: int, base_ns: int, direct_slices: bool) -> None:
-        """Route one block. The phase of every event is coded once (numpy); the timeline events get
-        their columns built once (one C-level pass per field), then each table takes its rows
-        through masks — no per-event Python loop except over the rare kinds."""
-        first = self.event_base
-        n = len(events)
-        self.event_base += n
-        kinds = Codes()
-        code = np.fromiter(map(kinds.__getitem__, field_values(events, "ph")), dtype=np.int32, count=n)
+    def write_slices(self, sl: dict[str, pa.Array]) -> None:
+        if self.direct_slices:
+            self.ctx.write("slices", sl)
+        else:
+            self.stage.write("slices", _staged("slices", sl, self.file_idx))
 
-        def phase(*values: str) -> np.ndarray:
-            m = np.zeros(n, dtype=bool)
-            for v in values:
-                if v in kinds:
-                    m |= code == kinds[v]
-            return m
-
-        is_x = phase("X")
-        inst = phase("i", "I")
-        mem_idx = np.array([i for i in np.flatnonzero(inst).tolist() if events[i].name == "[memory]"], dtype=np.int64)
-        sl_mask = is_x | inst
-        sl_mask[mem_idx] = False
-        sl_idx = np.flatnonzero(sl_mask)
-        for i in np.flatnonzero(phase("M")).tolist():
-            self.lanes.add(events[i])
+    def block(self, router: EventRouter, b: RoutedBlock) -> None:
+        """Every table takes its rows from the router's columns through masks — no per-event Python
+        loop except over the rare kinds (step markers, annotations, kernels, memory events)."""
+        events, first, base_ns, file_idx = b.events, b.first, b.base_ns, self.file_idx
         comm_idx = np.zeros(0, dtype=np.int64)
         steps: list[tuple[int, int]] = []
         k_idx = np.zeros(0, dtype=np.int64)
-        if len(sl_idx):
-            sl_events = events if len(sl_idx) == n else list(map(events.__getitem__, sl_idx.tolist()))
-            cols = EventColumns.of(sl_events, base_ns=base_ns, event_ids=sl_idx + first)
-            sl = cols.slices()
-            self._count_lanes(sl)
-            if direct_slices:
-                self.ctx.write("slices", sl)
-            else:
-                self.stage.write("slices", _staged("slices", sl, file_idx))
-            x_sl = pa.array(is_x[sl_idx])
+        cols = b.cols
+        if cols is not None:
             cat = cols.cat
             if not self.has_stacks:  # with_stack in newer torch: python_function frames, no Call stack arg
                 self.has_stacks = bool(pc.any(pc.fill_null(pc.equal(cat, "python_function"), False)).as_py())
-            op_mask = pc.and_(x_sl, pc.is_in(cat, value_set=_OP_CATS))
-            op_idx = sl_idx[_where(op_mask)]
+            op_mask, op_idx = b.op_mask, b.op_idx
             if len(op_idx):
                 op_names = cols.name.filter(op_mask)
                 is_step = pc.starts_with(op_names, "ProfilerStep#")
-                for j in _where(is_step).tolist():
+                for j in where(is_step).tolist():
                     i = int(op_idx[j])
                     m = _STEP_RE.match(events[i].name)
                     if m:
                         steps.append((i, int(m.group(1))))
                 not_step = pc.invert(is_step)
-                annotations = op_idx[_where(pc.and_(not_step, pc.not_equal(cat.filter(op_mask), "cpu_op")))]
+                annotations = op_idx[where(pc.and_(not_step, pc.not_equal(cat.filter(op_mask), "cpu_op")))]
                 comm_idx = np.array(
                     [i for i in annotations.tolist() if is_comm_annotation(events[i].name)], dtype=np.int64
                 )
                 notes = pc.and_(not_step, pc.equal(op_names, "record_param_comms"))
-                for j in _where(notes).tolist():
+                for j in where(notes).tolist():
                     i = int(op_idx[j])
                     if not (events[i].cat != "cpu_op" and is_comm_annotation(events[i].name)):
                         self._note_group(events[i])
                 self._ops(events, op_idx, cols, op_mask, file_idx)
-            k_idx = sl_idx[_where(pc.and_(x_sl, pc.is_in(cat, value_set=_KERNEL_CATS)))]
+            k_idx = b.sl_idx[where(pc.and_(b.x_sl, pc.is_in(cat, value_set=_KERNEL_CATS)))]
         if steps:
             self._steps(events, steps, file_idx, base_ns)
         if len(k_idx):
             self._kernels(events, k_idx.tolist(), first, file_idx, base_ns)
         if len(comm_idx):
             self._annotation_comms(events, comm_idx.tolist(), file_idx, base_ns)
-        if len(mem_idx):
-            self._memory(events, mem_idx, first, file_idx, base_ns)
-        ctr_idx = np.flatnonzero(phase("C"))
-        if len(ctr_idx):
-            self._counters(events, ctr_idx.tolist(), file_idx, base_ns)
+        if len(b.held_idx):
+            self._memory(events, b.held_idx, first, file_idx, base_ns)
 
-    def _count_lanes(self, sl: dict[str, pa.Array]) -> None:
-        t = pa.table({"pid": sl["pid"], "tid": sl["tid"], "cat": sl["category"]})
-        agg = t.group_by(["pid", "tid", "cat"], use_threads=False).aggregate([([], "count_all")])
-        for pid, tid, c, n in zip(*(agg.column(k).to_pylist() for k in ("pid", "tid", "cat", "count_all"))):
-            key = (pid or "", tid or "")
-            self.lane_counts[key] += n
-            lc = self.lane_cats.get(key)
-            if lc is None:
-                lc = self.lane_cats[key] = Counter()
-            lc[c or ""] += n
+    def counters(self, cols: dict[str, pa.Array]) -> None:
+        cols["process"] = cols.pop("pid")
+        self.stage.write("counters", _staged("counters", cols, self.file_idx))
 
     # -- per kind --------------------------------------------------------------------------------
 
@@ -462,14 +375,14 @@ class _TraceRouter:
             comm = "nccl" in low or "rccl" in low or "hccl" in low
             is_comm.append(comm)
             if comm:
-                a = _decode(_COMM_DEC, e.args)
+                a = decode_or_none(_COMM_DEC, e.args)
                 if a is not None:
                     comm_rows.append(j)
                     comm_args.append(a)
                     device.append(a.device)
                     stream.append(a.stream)
                     continue
-            ka = _decode(_KERNEL_DEC, e.args)
+            ka = decode_or_none(_KERNEL_DEC, e.args)
             device.append(ka.device if ka else None)
             stream.append(ka.stream if ka else None)
         for j, e in enumerate(evs):
@@ -495,7 +408,7 @@ class _TraceRouter:
 
     def _annotation_comms(self, events: list[Event], idx: list[int], file_idx: int, base_ns: int) -> None:
         evs = [events[i] for i in idx]
-        self._comm_rows(evs, [_decode(_COMM_DEC, e.args) for e in evs], file_idx, base_ns, "kineto:annotation")
+        self._comm_rows(evs, [decode_or_none(_COMM_DEC, e.args) for e in evs], file_idx, base_ns, "kineto:annotation")
 
     def _comm_rows(
         self, evs: list[Event], args: list[CommArgs | None], file_idx: int, base_ns: int, source: str
@@ -536,7 +449,7 @@ class _TraceRouter:
         self.stage.write("comm_ops", t)
 
     def _note_group(self, e: Event) -> None:
-        a = _decode(_COMM_DEC, e.args)
+        a = decode_or_none(_COMM_DEC, e.args)
         if a is not None and a.pg_name is not None:
             self._remember_group(str(a.pg_name), a.pg_desc, _parse_ranks(a.pg_ranks))
 
@@ -573,27 +486,9 @@ class _TraceRouter:
         )
         self.stage.write("memory", t)
 
-    def _counters(self, events: list[Event], idx: list[int], file_idx: int, base_ns: int) -> None:
-        cols = counter_columns([events[i] for i in idx], base_ns)
-        if cols is not None:
-            cols["process"] = cols.pop("pid")
-            self.stage.write("counters", _staged("counters", cols, file_idx))
-
-
-def _lane_group(cats: Counter[str], pid: str, process: str, labels: str) -> str:
-    if cats and sum(n for c, n in cats.items() if c in DEVICE_CATS) >= sum(cats.values()) / 2:
-        return "device"
-    if pid in ("Spans", "Traces", "") or process in ("Spans", "Traces"):
-        return "other"
-    if labels.startswith("GPU") or labels.startswith("NPU"):
-        return "device"
-    return "host"
-
 
 def peek_rank(path: Path) -> tuple[int | None, int | None]:
     """(rank, world_size) from distributedInfo near the start of a trace, without parsing it."""
-    from .chrome_trace import open_binary
-
     try:
         with open_binary(path) as f:
             head = f.read(1 << 20)
@@ -617,52 +512,28 @@ def _rank_from_bytes(head: bytes) -> tuple[int | None, int | None]:
     return (int(r.group(1)) if r else None), (int(w.group(1)) if w else None)
 
 
-_TRACE_KEYS = (b'"traceEvents"', b'"schemaVersion"', b'"deviceProperties"', b'"distributedInfo"')
-_TRACE_NAME = re.compile(r"(\.pt\.trace\.json(\.gz)?$|trace.*\.json(\.gz)?$)", re.I)
-
-
-def classify_json(path: Path) -> str:
-    """'kineto' for a Kineto/Chrome trace object; 'chrome_array' for a bare array of Chrome trace
-    events (a torch_npu trace_view.json on its own); 'ignore:<reason>' for an unrelated JSON file;
-    otherwise the problem that stops the file from being read (it looks like a trace but is not usable)."""
-    import zlib
-
-    from .chrome_trace import open_binary
-
-    named_trace = bool(_TRACE_NAME.search(path.name))
-    try:
-        if path.stat().st_size == 0:
-            return "empty file"
-        with open_binary(path) as f:
-            head = f.read(64 << 10)
-    except (OSError, EOFError, zlib.error) as exc:
-        return f"cannot read: {exc}"
-    s = head.lstrip()
-    if s.startswith(b"\xef\xbb\xbf"):
-        s = s[3:].lstrip()
-    if not s:
-        return "empty file (only whitespace)"
-    if s[:1] not in (b"{", b"["):
-        kind = "binary data" if b"\x00" in s[:512] else "text"
-        return f"not JSON: the file holds {kind} (starts with {s[:20]!r})"
-    if any(k in head for k in _TRACE_KEYS):
+def detect(path: Path) -> str | None:
+    """Discovery's question: 'kineto' for a Chrome trace (an object with traceEvents, or any other
+    Chrome trace in JSON array form); 'ignore:<reason>' for an unrelated JSON file; the problem that
+    stops a trace-like file from being read; None when the file is not JSON by name."""
+    if not path.name.endswith(TRACE_SUFFIXES):
+        return None
+    verdict = sniff(path)
+    if verdict in ("object", "array"):
         return "kineto"
-    if s[:1] == b"[" and b'"ph"' in head:  # Chrome's JSON array format (torch_npu / msprof write it)
-        return "chrome_array"
-    if named_trace:
-        return "JSON but not a Kineto/Chrome trace (no traceEvents array)"
-    return "ignore:JSON file that is not a profiler trace"
+    return verdict
 
 
 @register("kineto")
 def read_kineto(ctx: ReadContext) -> None:
     plan = ctx.plan
-    stage = _Stage(ctx.scratch_dir())
-    router = _TraceRouter(ctx, stage)
+    stage = SpillStage(ctx.scratch_dir())
+    picker = KinetoPicker(ctx, stage)
+    router = EventRouter(ROUTE, picker, picker.write_slices)
     late_base: dict[int, int] = {}
     metas: list[dict[str, Any]] = []
     # the collector's window sidecar belongs to the collection (its status) but is not a trace
-    traces = [p for p in plan.files if p.suffix in (".json", ".gz") and p.name != "rankscope_window.json"]
+    traces = [p for p in plan.files if p.suffix in (".json", ".gz") and p.name != SIDECAR_NAME]
     for file_idx, path in enumerate(sorted(traces)):
         with ctx.reading(path, "kineto") as outcome:
             ts = TraceStream(path)
@@ -674,7 +545,8 @@ def read_kineto(ctx: ReadContext) -> None:
                     base = int(ts.header.get("baseTimeNanoseconds") or 0)
                     direct = "baseTimeNanoseconds" in ts.header or not _relative_times(events)
                     first_block = False
-                router.route_block(events, file_idx, base, direct)
+                picker.file_idx, picker.direct_slices = file_idx, direct
+                router.route(events, base)
             if first_block:  # no events at all
                 base = int(ts.header.get("baseTimeNanoseconds") or 0)
             meta = ts.metadata
@@ -691,7 +563,7 @@ def read_kineto(ctx: ReadContext) -> None:
     staged = stage.close()
     if not staged and router.event_base == 0 and not ctx.writer.total_rows:
         return
-    _finish(ctx, router, staged, late_base, metas)
+    _finish(ctx, router, picker, staged, late_base, metas)
 
 
 def _relative_times(events: list[Event]) -> bool:
@@ -704,9 +576,13 @@ def _relative_times(events: list[Event]) -> bool:
 
 def _check_rank(ctx: ReadContext, path: Path, meta: dict[str, Any], outcome: Any) -> None:
     dist = meta.get("distributedInfo")
-    if isinstance(dist, dict) and isinstance(dist.get("rank"), int) and dist["rank"] != ctx.rank:
-        if ctx.plan.rank_source in ("sidecar", "rank_dir"):
-            outcome.warn(f"distributedInfo.rank is {dist['rank']} but the folder says rank {ctx.rank}; kept {ctx.rank}")
+    if (
+        isinstance(dist, dict)
+        and isinstance(dist.get("rank"), int)
+        and dist["rank"] != ctx.rank
+        and ctx.plan.rank_source in ("sidecar", "rank_dir")
+    ):
+        outcome.warn(f"distributedInfo.rank is {dist['rank']} but the folder says rank {ctx.rank}; kept {ctx.rank}")
 
 
 class _Steps:
@@ -754,8 +630,9 @@ def _with(batch: pa.RecordBatch, table: str, replace: dict[str, pa.Array]) -> pa
 
 def _finish(
     ctx: ReadContext,
-    router: _TraceRouter,
-    staged: dict[str, _Staged],
+    router: EventRouter,
+    picker: KinetoPicker,
+    staged: dict[str, Staged],
     late_base: dict[int, int],
     metas: list[dict[str, Any]],
 ) -> None:
@@ -776,7 +653,7 @@ def _finish(
         # gloo:* / nccl:* ranges on the communication threads.
         default_group = _default_group(metas)
         for b in staged["comm_ops"].batches():
-            if router.comm_kernel_rows:
+            if picker.comm_kernel_rows:
                 b = b.filter(pc.equal(b.column("source"), "kineto:kernel"))
             ts = _add_base(b.column("ts_ns"), _file_base(b, late_base))
             rep = {"ts_ns": ts, "step": steps.of(ts)}
@@ -793,12 +670,13 @@ def _finish(
             ctx.write(
                 "counters", _with(b, "counters", {"ts_ns": _add_base(b.column("ts_ns"), _file_base(b, late_base))})
             )
-    _write_lanes(ctx, router)
-    _write_groups(ctx, router, metas)
-    _fill_meta(ctx, router, metas, staged)
+    if router.lane_counts:
+        ctx.write("lanes", router.lane_rows(lambda pid, group: f"Device {pid}" if group == "device" else pid))
+    _write_groups(ctx, picker, metas)
+    _fill_meta(ctx, picker, metas)
 
 
-def _finish_steps(ctx: ReadContext, staged: dict[str, _Staged], late_base: dict[int, int]) -> _Steps:
+def _finish_steps(ctx: ReadContext, staged: dict[str, Staged], late_base: dict[int, int]) -> _Steps:
     if "steps" not in staged:
         return _Steps(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64))
     parts = []
@@ -834,11 +712,11 @@ def _finish_steps(ctx: ReadContext, staged: dict[str, _Staged], late_base: dict[
 class _OpsIndex:
     """Host ops (file order): thread id, start and end, for naming memory blocks."""
 
-    def __init__(self, rows: _Staged, tid: pa.Array, ts: np.ndarray, dur: np.ndarray):
+    def __init__(self, rows: Staged, tid: pa.Array, ts: np.ndarray, dur: np.ndarray):
         self.rows, self.tid, self.ts, self.dur = rows, tid, ts, dur
 
 
-def _finish_operators(ctx: ReadContext, rows: _Staged, late_base: dict[int, int], steps: _Steps) -> _OpsIndex:
+def _finish_operators(ctx: ReadContext, rows: Staged, late_base: dict[int, int], steps: _Steps) -> _OpsIndex:
     """Self time and depth need every op of a thread in time order: sort positions with numpy
     (thread, start, longest first, file order), walk them, then stream the staged rows once."""
     keys = rows.columns(["_pid", "tid", "ts_ns", "dur_ns", "_file"])
@@ -882,7 +760,7 @@ def _codes(arr: pa.ChunkedArray | pa.Array) -> np.ndarray:
     return pc.fill_null(enc.indices, -1).to_numpy(zero_copy_only=False).astype(np.int64) + 1
 
 
-def _finish_memory(ctx: ReadContext, rows: _Staged, late_base: dict[int, int], ops: _OpsIndex | None) -> None:
+def _finish_memory(ctx: ReadContext, rows: Staged, late_base: dict[int, int], ops: _OpsIndex | None) -> None:
     m = pa.Table.from_batches(list(rows.batches()))
     b = m.combine_chunks().to_batches()[0] if m.num_rows else None
     if b is None:
@@ -1017,30 +895,8 @@ def _default_group(metas: list[dict[str, Any]]) -> tuple[str, list[int]] | None:
     return None
 
 
-def _write_lanes(ctx: ReadContext, router: _TraceRouter) -> None:
-    li = router.lanes
-    keys = sorted(router.lane_counts)
-    if not keys:
-        return
-    rows: dict[str, list[Any]] = {
-        k: [] for k in ("pid", "tid", "process", "lane", "lane_group", "sort_index", "n_slices")
-    }
-    for pid, tid in keys:
-        process = li.process_names.get(pid, "")
-        group = _lane_group(router.lane_cats.get((pid, tid), Counter()), pid, process, li.process_labels.get(pid, ""))
-        lane = li.thread_names.get((pid, tid)) or (f"Stream {tid}" if group == "device" else f"Thread {tid}")
-        rows["pid"].append(pid)
-        rows["tid"].append(tid)
-        rows["process"].append(process or (f"Device {pid}" if group == "device" else pid))
-        rows["lane"].append(lane)
-        rows["lane_group"].append(group)
-        rows["sort_index"].append(li.thread_sort.get((pid, tid)))
-        rows["n_slices"].append(router.lane_counts[(pid, tid)])
-    ctx.write("lanes", rows)
-
-
-def _write_groups(ctx: ReadContext, router: _TraceRouter, metas: list[dict[str, Any]]) -> None:
-    groups = dict(router.groups)
+def _write_groups(ctx: ReadContext, picker: KinetoPicker, metas: list[dict[str, Any]]) -> None:
+    groups = dict(picker.groups)
     backend = None
     for meta in metas:
         dist = meta.get("distributedInfo")
@@ -1078,12 +934,11 @@ def _write_groups(ctx: ReadContext, router: _TraceRouter, metas: list[dict[str, 
     ctx.write("comm_groups", pa.Table.from_pylist(rows))
 
 
-def _fill_meta(ctx: ReadContext, router: _TraceRouter, metas: list[dict[str, Any]], staged: dict[str, _Staged]) -> None:
+def _fill_meta(ctx: ReadContext, router: KinetoPicker, metas: list[dict[str, Any]]) -> None:
     m = ctx.meta
     dist = next((x.get("distributedInfo") for x in metas if isinstance(x.get("distributedInfo"), dict)), None)
-    if dist:
-        if isinstance(dist.get("world_size"), int):
-            m.world_size = dist["world_size"]
+    if dist and isinstance(dist.get("world_size"), int):
+        m.world_size = dist["world_size"]
     host = next((x.get("host_name") for x in metas if x.get("host_name")), None)
     m.hostname = host
     schema_v = next((x.get("schemaVersion") for x in metas if x.get("schemaVersion") is not None), None)

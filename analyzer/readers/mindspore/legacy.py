@@ -1,17 +1,19 @@
 """Legacy MindSpore profiler output (≤ 2.2, still written by 2.3/2.4): flat files suffixed with the
-rank in a ``profiler/`` folder (formats.md §2.3). One collection per rank suffix.
+rank in a ``profiler/`` folder (docs/formats.md §2.3). One collection per rank suffix.
 
-| file | table(s) |
-|---|---|
-| ``output_timeline_data_{r}.txt`` (``op_name, stream_id, start_time(ms|us), duration(ms)``) | ``kernels``, ``slices``/``lanes`` (Ascend Hardware, one lane per stream); op type, task id, block dim and tensor info joined from ``framework_raw_{r}.csv`` by full op name |
-| ``aicpu_intermediate_{r}.csv`` (``run_start``/``run_end`` µs) | ``kernels`` and slices of the AI CPU lane |
-| ``ascend_timeline_display_{r}.json`` / ``timeline_display_{r}.json`` | read only when ``output_timeline_data`` is missing: its times are relative to the first op |
-| ``step_trace_raw_{r}_detail_time.csv`` (device **syscnt ticks**) | ``steps`` (ticks x 10 ns: the 100 MHz system counter of Ascend 910, or the ``hwts_frequency`` of a ``PROF_*`` info.json next to it) |
-| ``aicore_intermediate_{r}_type.csv`` (ms) | ``statistics`` kind ``op_statistic`` |
-| ``aicore_intermediate_{r}_detail.csv`` (ms, average per op) | ``statistics`` kind ``op_detail`` |
-| ``cpu_*_{r}`` host-CPU files | see mindspore_cpu |
-| ``operator_memory_{r}.csv`` (MB totals, KB sizes) | ``operator_memory`` |
-| ``profiler_info_{r}.json`` (legacy: ``rank_id`` string, ``rank_size``) | collection metadata |
+- ``output_timeline_data_{r}.txt`` (``op_name, stream_id, start_time(ms -> us), duration(ms)``); ``kernels``,
+  ``slices``/``lanes`` (Ascend Hardware, one lane per stream); op type, task id, block dim and tensor info joined from
+  ``framework_raw_{r}.csv`` by full op name
+- ``aicpu_intermediate_{r}.csv`` (``run_start``/``run_end`` µs): ``kernels`` and slices of the AI CPU lane
+- ``ascend_timeline_display_{r}.json`` / ``timeline_display_{r}.json``: read only when ``output_timeline_data`` is
+  missing: its times are relative to the first op
+- ``step_trace_raw_{r}_detail_time.csv`` (device **syscnt ticks**): ``steps`` (ticks x 10 ns: the 100 MHz system
+  counter of Ascend 910, or the ``hwts_frequency`` of a ``PROF_*`` info.json next to it)
+- ``aicore_intermediate_{r}_type.csv`` (ms): ``statistics`` kind ``op_statistic``
+- ``aicore_intermediate_{r}_detail.csv`` (ms, average per op): ``statistics`` kind ``op_detail``
+- ``cpu_*_{r}`` host-CPU files: see mindspore_cpu
+- ``operator_memory_{r}.csv`` (MB totals, KB sizes): ``operator_memory``
+- ``profiler_info_{r}.json`` (legacy: ``rank_id`` string, ``rank_size``): collection metadata
 
 Times stay on the device clock the files use (``start_time(ms)`` of the device): these files carry
 no wall-clock reference, and the collection says so.
@@ -25,11 +27,16 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from ..errors import InputError
-from .base import ReadContext, register
-from .chrome_trace import TraceStream
-from .csvfile import CsvTable, read_csv, text_cell
-from .mindspore_cpu import (
+from ...errors import InputError
+from ..ascend.prof import prof_hwts_hz
+from ..base import ReadContext, register
+from ..chrome.columns import times_ns
+from ..chrome.stream import TraceStream
+from ..common.cells import decimal_text_to_ns
+from ..common.csvfile import read_csv
+from ..common.jsonfile import load_json
+from ..common.steps import step_containing
+from .host import (
     cpu_files,
     read_memory_record,
     read_op_detail_info,
@@ -162,28 +169,6 @@ def _kind(path: Path) -> str:
     return base + ("_detail_time" if m.group("tail") == "_detail_time" else "")
 
 
-def _warn(outcome: Any, t: CsvTable) -> None:
-    for w in t.warnings:
-        outcome.warn(w)
-
-
-def _ms_text_ns(v: str | None, unit_ms: bool = True) -> int | None:
-    """An exact decimal ms (or µs) string to ns."""
-    s = text_cell(v)
-    if s is None:
-        return None
-    neg = s.startswith("-")
-    s = s.lstrip("+-")
-    if "e" in s.lower():
-        x = float(s) * (1e6 if unit_ms else 1e3)
-        return -round(x) if neg else round(x)
-    digits = 6 if unit_ms else 3
-    whole, _, frac = s.partition(".")
-    frac = (frac + "0" * 9)[: digits + 1]
-    ns = int(whole or "0") * 10**digits + int(frac[:digits]) + (1 if frac[digits] >= "5" else 0)
-    return -ns if neg else ns
-
-
 class LegacyState:
     def __init__(self) -> None:
         self.framework: dict[str, dict[str, Any]] = {}
@@ -258,12 +243,7 @@ def read_mindspore_legacy(ctx: ReadContext) -> None:
 
 def _read_info(ctx: ReadContext, path: Path) -> None:
     with ctx.reading(path, "legacy profiler_info.json"):
-        try:
-            info = json.loads(path.read_text(encoding="utf-8", errors="replace") or "null")
-        except ValueError as exc:
-            raise InputError(str(path), f"not valid JSON (profiler_info): {exc}") from exc
-        if not isinstance(info, dict):
-            raise InputError(str(path), "not a profiler_info file: the JSON is not an object")
+        info = load_json(path, "profiler_info", obj=True)
         m = ctx.meta
         if isinstance(info.get("rank_size"), int):
             m.world_size = info["rank_size"]
@@ -273,27 +253,13 @@ def _read_info(ctx: ReadContext, path: Path) -> None:
 
 def _syscnt_hz(ctx: ReadContext) -> int:
     """hwts_frequency (MHz) of a PROF_*/device_*/info.json next to the flat files, else 100 MHz."""
-    d = ctx.plan.root
-    for info_path in sorted(d.glob("PROF_*/device_*/info.json.*")):
-        if info_path.name.endswith(".done"):
-            continue
-        try:
-            info = json.loads(info_path.read_text(encoding="utf-8", errors="replace"))
-        except (OSError, ValueError):
-            continue
-        devs = info.get("DeviceInfo") if isinstance(info, dict) else None
-        if isinstance(devs, list) and devs and isinstance(devs[0], dict):
-            try:
-                return int(float(devs[0].get("hwts_frequency")) * 1_000_000)
-            except (TypeError, ValueError):
-                continue
-    return SYSCNT_HZ_DEFAULT
+    return prof_hwts_hz(ctx.plan.root) or SYSCNT_HZ_DEFAULT
 
 
 def _read_framework(ctx: ReadContext, st: LegacyState, path: Path) -> None:
     with ctx.reading(path, "framework_raw") as outcome:
         t = read_csv(path, "framework_raw", FRAMEWORK_COLS, required=("full",))
-        _warn(outcome, t)
+        outcome.warn_all(t.warnings)
         for full, typ, task, stream, block, info in zip(
             t.text("full"), t.text("type"), t.ints("task"), t.ints("stream"), t.ints("block"), t.get("info")
         ):
@@ -335,7 +301,7 @@ def _shape(v: Any) -> str:
 def _read_step_raw(ctx: ReadContext, st: LegacyState, path: Path, hz: int) -> None:
     with ctx.reading(path, "step_trace_raw") as outcome:
         t = read_csv(path, "step_trace_raw", STEP_RAW_COLS, required=("step", "start", "end"))
-        _warn(outcome, t)
+        outcome.warn_all(t.warnings)
         rows: dict[str, list[Any]] = {"step": [], "start_ns": [], "end_ns": [], "dur_ns": [], "source": []}
         for s, a, b in zip(t.ints("step"), t.ints("start"), t.ints("end")):
             if s is None or a is None or b is None or s == 0:  # the last row (step 0) is the average
@@ -349,15 +315,6 @@ def _read_step_raw(ctx: ReadContext, st: LegacyState, path: Path, hz: int) -> No
             rows["source"].append("step_trace_raw")
             st.steps.append((s, a_ns, b_ns))
         outcome.rows = ctx.write("steps", rows)
-
-
-def _step_of(st: LegacyState, ts: int | None) -> int | None:
-    if ts is None:
-        return None
-    for s, a, b in st.steps:
-        if a <= ts < b:
-            return s
-    return None
 
 
 def _read_timeline_txt(ctx: ReadContext, st: LegacyState, path: Path) -> None:
@@ -382,8 +339,8 @@ def _read_timeline_txt(ctx: ReadContext, st: LegacyState, path: Path) -> None:
                 continue
             name, stream, start, dur = parts[0], parts[1], parts[2], parts[3]
             try:
-                ts = _ms_text_ns(start, unit_ms=start_ms)
-                d = _ms_text_ns(dur, unit_ms=True)
+                ts = decimal_text_to_ns(start, unit_ms=start_ms)
+                d = decimal_text_to_ns(dur, unit_ms=True)
             except ValueError:
                 bad += 1
                 continue
@@ -430,7 +387,7 @@ def _write_device_tasks(
         .startswith(("allreduce", "allgather", "reducescatter", "broadcast", "hcom"))
         for nm in rows["name"]
     ]
-    kernels["step"] = [_step_of(st, t) for t in rows["ts_ns"]]
+    kernels["step"] = [step_containing(st.steps, t) for t in rows["ts_ns"]]
     written = ctx.write("kernels", kernels)
     tids = [
         str(s) if s is not None and process == "Ascend Hardware" else "0" for s in rows.get("stream_id", [None] * n)
@@ -465,11 +422,11 @@ def _write_device_tasks(
 def _read_aicpu(ctx: ReadContext, st: LegacyState, path: Path) -> None:
     with ctx.reading(path, "aicpu_intermediate") as outcome:
         t = read_csv(path, "aicpu_intermediate", AICPU_COLS, required=("type", "start", "end"))
-        _warn(outcome, t)
+        outcome.warn_all(t.warnings)
         rows: dict[str, list[Any]] = defaultdict(list)
         for name, a, b in zip(t.text("type"), t.get("start"), t.get("end")):
-            ts = _ms_text_ns(a, unit_ms=False)
-            te = _ms_text_ns(b, unit_ms=False)
+            ts = decimal_text_to_ns(a, unit_ms=False)
+            te = decimal_text_to_ns(b, unit_ms=False)
             if ts is None or te is None:
                 continue
             rows["name"].append(name)
@@ -486,8 +443,6 @@ def _read_display(ctx: ReadContext, st: LegacyState, path: Path) -> None:
         ts_stream = TraceStream(path)
         rows: dict[str, list[Any]] = defaultdict(list)
         cpu_rows: dict[str, list[Any]] = defaultdict(list)
-        from .chrome_trace import times_ns
-
         for events in ts_stream.blocks():
             xs = [e for e in events if e.ph == "X"]
             t0 = times_ns([e.ts for e in xs]).to_pylist()
@@ -526,7 +481,7 @@ def _read_display(ctx: ReadContext, st: LegacyState, path: Path) -> None:
 def _read_aicore_type(ctx: ReadContext, path: Path) -> None:
     with ctx.reading(path, "aicore_intermediate_type") as outcome:
         t = read_csv(path, "aicore_intermediate_type", AICORE_TYPE_COLS, required=("type", "total"))
-        _warn(outcome, t)
+        outcome.warn_all(t.warnings)
         outcome.rows = ctx.write(
             "statistics",
             {
@@ -534,7 +489,7 @@ def _read_aicore_type(ctx: ReadContext, path: Path) -> None:
                 "name": t.text("type"),
                 "core_type": ["AI_CORE"] * t.n_rows,
                 "count": t.ints("count"),
-                "total_ns": [_ms_text_ns(v) for v in t.get("total")],
+                "total_ns": [decimal_text_to_ns(v) for v in t.get("total")],
                 "ratio_pct": t.floats("percent"),
             },
         )
@@ -543,7 +498,7 @@ def _read_aicore_type(ctx: ReadContext, path: Path) -> None:
 def _read_aicore_detail(ctx: ReadContext, path: Path) -> None:
     with ctx.reading(path, "aicore_intermediate_detail") as outcome:
         t = read_csv(path, "aicore_intermediate_detail", AICORE_DETAIL_COLS, required=("name", "time"))
-        _warn(outcome, t)
+        outcome.warn_all(t.warnings)
         outcome.rows = ctx.write(
             "statistics",
             {
@@ -551,7 +506,7 @@ def _read_aicore_detail(ctx: ReadContext, path: Path) -> None:
                 "name": t.text("name"),
                 "core_type": t.text("type"),
                 "count": t.ints("count"),
-                "avg_ns": [_ms_text_ns(v) for v in t.get("time")],
+                "avg_ns": [decimal_text_to_ns(v) for v in t.get("time")],
             },
         )
 
@@ -559,7 +514,7 @@ def _read_aicore_detail(ctx: ReadContext, path: Path) -> None:
 def _read_operator_memory(ctx: ReadContext, path: Path) -> None:
     with ctx.reading(path, "operator_memory") as outcome:
         t = read_csv(path, "operator_memory", LEGACY_OPMEM_COLS, required=("name", "size", "alloc"))
-        _warn(outcome, t)
+        outcome.warn_all(t.warnings)
         alloc = t.ns_from_us("alloc")
         dur = t.ns_from_us("duration")
 

@@ -1,7 +1,8 @@
-"""MindSpore ≥ 2.3 output: a ``*_ascend_ms`` folder (formats.md §2.1, §2.2).
+"""MindSpore ≥ 2.3 output: a ``*_ascend_ms`` folder (docs/formats.md §2.1, §2.2).
 
-``ASCEND_PROFILER_OUTPUT/`` is the torch_npu layout with the differences of formats.md §2.1, so its
-files are read by the torch_npu text reader with MindSpore's parameters: framework ops live in the
+``ASCEND_PROFILER_OUTPUT/`` is the torch_npu layout with the differences of docs/formats.md §2.1, so its
+files are read by the CANN family's output-folder reader (``ascend.output``) with MindSpore's
+parameters: framework ops live in the
 ``MindSpore`` (Ascend) and ``CPU OP`` (host CPU) processes of ``trace_view.json`` without a
 ``cpu_op`` category, ``Scope Layer`` holds the cell hierarchy, ``kernel_details.csv`` says
 ``Step ID``, ``profiler_info_{rank}.json`` has its own schema (``profiler_parameters``,
@@ -9,11 +10,12 @@ files are read by the torch_npu text reader with MindSpore's parameters: framewo
 
 Also read, by this module:
 
-- ``FRAMEWORK/cpu_*`` host-CPU text files (see mindspore_cpu): CPU memory curve and op statistics;
+- ``FRAMEWORK/cpu_*`` host-CPU text files (see ``host``): CPU memory curve and op statistics;
   the op timestamps when the job died before ``analyse()`` wrote a trace;
 - the db export (``export_type=db``: ``ascend_mindspore_profiler_{rank}.db`` + ``communication_analyzer.db``)
-  through the torch_npu db reader (``read_ascend_db``; msprof's CANN tables, framework ops when present);
-- a ``PROF_*/mindstudio_profiler_output/`` left by an unfinished parse (read as msprof output);
+  through the CANN profiler db reader (``ascend.db``; msprof's CANN tables, framework ops when present);
+- a ``PROF_*/mindstudio_profiler_output/`` left by an unfinished parse (read as msprof's export);
+- the ≤ 2.2 legacy flat files of a ``profiler/`` folder (``legacy``, its own reader ``mindspore_legacy``);
 - the dynamic-profiling window folder ``rank{r}_start{a}_stop{b}/`` around the collection.
 
 A folder with only ``logs/`` (the job died before the profiler stopped) or only binary raw data is
@@ -22,13 +24,21 @@ recorded as ``unparsed`` with the reason and, when it can help, how to parse it 
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
 
-from .base import ReadContext, register
-from .mindspore_cpu import (
+from ..ascend.db import read_ascend_db
+from ..ascend.groups import Groups
+from ..ascend.msprof_export import ExportState, export_files, read_export
+from ..ascend.names import COMM_ANALYZER_DB, EXPORT_DIR, MINDSPORE_DB_RE, OUTPUT_DIR, PROFILER_INFO_RE, TEXT_MARKERS
+from ..ascend.output import read_output_folder
+from ..ascend.prof import prof_info_rank
+from ..base import ReadContext, register
+from ..common.cells import int_or_none
+from ..common.jsonfile import load_json, peek_json
+from . import legacy  # noqa: F401 - registers the mindspore_legacy reader
+from .host import (
     CPU_FILE_RE,
     CPU_PROCESS,
     cpu_comm_ops_from_trace,
@@ -38,10 +48,7 @@ from .mindspore_cpu import (
     read_op_type_info,
     write_cpu_ops_from_timestamps,
 )
-from .torch_npu_common import OUTPUT_DIR, load_json
 
-MS_PROFILER_INFO_RE = re.compile(r"^profiler_info(?:_(\d+))?\.json$")
-MS_DB_RE = re.compile(r"^ascend_mindspore_profiler(?:_(\d+))?\.db$")
 RANK_DIR_RE = re.compile(r"^rank-(\d+)_")  # MindSpore 2.3/2.4: profiler/rank-{rank}_{ts}_ascend_ms
 WINDOW_DIR_RE = re.compile(r"^rank(\d+)_start(\d+)_stop(\d+)$")  # DynamicProfilerMonitor window
 MS_OP_PROCESSES = frozenset({"MindSpore", CPU_PROCESS})
@@ -49,30 +56,12 @@ OFFLINE_HINT = (
     "parse it with `from mindspore.profiler.profiler import analyse; analyse('<this folder>')` on a host with "
     "MindSpore (and the CANN toolkit for NPU data), then ingest again"
 )
-TEXT_MARKERS = ("trace_view.json", "kernel_details.csv", "step_trace_time.csv", "operator_details.csv")
-
-
-def _try_json(path: Path) -> Any:
-    try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
-    except (OSError, ValueError):
-        return None
-
-
-def _int(v: Any) -> int | None:
-    if isinstance(v, bool):
-        return None
-    if isinstance(v, int):
-        return v
-    if isinstance(v, str) and v.strip().lstrip("-").isdigit():
-        return int(v.strip())
-    return None
 
 
 def resolve_rank(d: Path) -> tuple[int | None, str | None]:
-    """Rank of a ``*_ascend_ms`` folder (formats.md §7.5, MindSpore): ``profiler_info_{r}.json``
-    name -> ``rank-{r}_`` folder name (2.3/2.4) -> ``ascend_mindspore_profiler_{r}.db`` name -> dynamic window ``rank{r}_start{a}_stop{b}`` ->
+    """Rank of a ``*_ascend_ms`` folder (docs/formats.md §7.5, MindSpore): ``profiler_info_{r}.json``
+    name -> ``rank-{r}_`` folder name (2.3/2.4) -> ``ascend_mindspore_profiler_{r}.db`` name -> dynamic
+    window ``rank{r}_start{a}_stop{b}`` ->
     the ``_{r}`` suffix of the FRAMEWORK host-CPU files -> ``ms_profiler_info.rank_id`` ->
     ``PROF_*/device_*/info.json.*`` ``rank_id`` (not -1)."""
     try:
@@ -81,7 +70,7 @@ def resolve_rank(d: Path) -> tuple[int | None, str | None]:
         entries = []
     infos = []
     for f in entries:
-        m = MS_PROFILER_INFO_RE.match(f.name)
+        m = PROFILER_INFO_RE.match(f.name)
         if m and m.group(1) is not None:
             return int(m.group(1)), "profiler_info"
         if m:
@@ -92,7 +81,7 @@ def resolve_rank(d: Path) -> tuple[int | None, str | None]:
     out = d / OUTPUT_DIR
     db_ranks = {
         int(m.group(1))
-        for m in (MS_DB_RE.match(p.name) for p in (out.iterdir() if out.is_dir() else ()))
+        for m in (MINDSPORE_DB_RE.match(p.name) for p in (out.iterdir() if out.is_dir() else ()))
         if m and m.group(1)
     }
     if len(db_ranks) == 1:
@@ -106,25 +95,20 @@ def resolve_rank(d: Path) -> tuple[int | None, str | None]:
         if len(ranks) == 1:
             return ranks.pop(), "framework_suffix"
     for f in infos:
-        info = _try_json(f)
+        info = peek_json(f)
         if isinstance(info, dict):
             r = (
-                _int((info.get("ms_profiler_info") or {}).get("rank_id"))
+                int_or_none((info.get("ms_profiler_info") or {}).get("rank_id"))
                 if isinstance(info.get("ms_profiler_info"), dict)
                 else None
             )
             if r is None:
-                r = _int(info.get("rank_id"))
+                r = int_or_none(info.get("rank_id"))
             if r is not None and r >= 0:
                 return r, "profiler_info"
-    for info_path in sorted(d.glob("PROF_*/device_*/info.json.*")):
-        if info_path.name.endswith(".done"):
-            continue
-        info = _try_json(info_path)
-        if isinstance(info, dict):
-            r = _int(info.get("rank_id"))
-            if r is not None and r >= 0:
-                return r, "PROF_info"
+    r = prof_info_rank(d)
+    if r is not None:
+        return r, "PROF_info"
     return None, None
 
 
@@ -138,16 +122,12 @@ def _read_profiler_info(ctx: ReadContext, root: Path) -> dict[str, Any] | None:
     for f in sorted(root.iterdir()) if root.is_dir() else []:
         if not f.is_file():
             continue
-        if MS_PROFILER_INFO_RE.match(f.name):
+        if PROFILER_INFO_RE.match(f.name):
             with ctx.reading(f, "mindspore profiler_info.json") as oc:
-                data = load_json(f, "profiler_info")
-                if not isinstance(data, dict):
-                    from ..errors import InputError
-
-                    raise InputError(str(f), "not a profiler_info file: the JSON is not an object")
+                data = load_json(f, "profiler_info", obj=True)
                 info = info or data
                 msi = data.get("ms_profiler_info") if isinstance(data.get("ms_profiler_info"), dict) else {}
-                rid = _int(msi.get("rank_id")) if msi else _int(data.get("rank_id"))
+                rid = int_or_none(msi.get("rank_id")) if msi else int_or_none(data.get("rank_id"))
                 if rid is not None and rid >= 0 and rid != ctx.rank and ctx.plan.rank_source in ("sidecar", "rank_dir"):
                     oc.warn(f"rank_id is {rid} but the folder says rank {ctx.rank}; kept {ctx.rank}")
         elif f.name == "profiler_metadata.json":
@@ -180,7 +160,7 @@ def _fill_info_meta(ctx: ReadContext, info: dict[str, Any] | None) -> dict[str, 
         m.producer_version = "; ".join(versions)
     msi = info.get("ms_profiler_info")
     if isinstance(msi, dict):
-        dev = _int(msi.get("device_id"))
+        dev = int_or_none(msi.get("device_id"))
         if dev is not None and dev >= 0:
             m.device_id = dev
         m.extra["ms_profiler_info"] = msi
@@ -217,9 +197,6 @@ def _log_stage(root: Path) -> str:
 
 @register("mindspore")
 def read_mindspore(ctx: ReadContext) -> None:
-    from .msprof import EXPORT_DIR, MsprofState, _export_files, read_export
-    from .torch_npu_text import read_torch_npu_text
-
     plan = ctx.plan
     root = plan.root
     out = root / OUTPUT_DIR
@@ -244,10 +221,10 @@ def read_mindspore(ctx: ReadContext) -> None:
         for kind in ("cpu_op_execute_timestamp", "cpu_framework"):
             if kind in cpu:
                 ctx.ignore(cpu[kind], "same CPU ops as trace_view.json, which was read")
-        read_torch_npu_text(ctx, op_processes=MS_OP_PROCESSES)
+        read_output_folder(ctx, MS_OP_PROCESSES)
         if "kernel_details.csv" not in names and "trace_view.json" in names:
             cpu_comm_ops_from_trace(ctx, out / "trace_view.json")
-    elif ms_dbs := sorted(f for f in plan.files if f.parent == out and MS_DB_RE.match(f.name)):
+    elif ms_dbs := sorted(f for f in plan.files if f.parent == out and MINDSPORE_DB_RE.match(f.name)):
         _read_db(ctx, ms_dbs)
     else:
         prof_exports = [p for p in sorted(root.glob(f"PROF_*/{EXPORT_DIR}")) if p.is_dir()]
@@ -261,9 +238,9 @@ def read_mindspore(ctx: ReadContext) -> None:
                 f"read from the raw FRAMEWORK/ text files (no timeline of scopes, no steps)"
             )
         elif prof_exports:
-            st = MsprofState(ctx)
+            st = ExportState()
             for exp in prof_exports:
-                read_export(ctx, st, _export_files(plan.files, exp))
+                read_export(ctx, st, export_files(plan.files, exp))
             m.status = "partial"
             m.missing.append(
                 "MindSpore did not finish parsing (no ASCEND_PROFILER_OUTPUT/): CANN data read from "
@@ -278,7 +255,8 @@ def read_mindspore(ctx: ReadContext) -> None:
             ]
             if raw:
                 m.missing.append(
-                    f"not parsed: this folder holds only raw FRAMEWORK/ or PROF_*/ data, no ASCEND_PROFILER_OUTPUT/; {OFFLINE_HINT}"
+                    "not parsed: this folder holds only raw FRAMEWORK/ or PROF_*/ data, no ASCEND_PROFILER_OUTPUT/; "
+                    f"{OFFLINE_HINT}"
                 )
             elif stage in ("none", "started"):
                 m.missing.append(
@@ -299,18 +277,15 @@ def read_mindspore(ctx: ReadContext) -> None:
 
 
 def _read_db(ctx: ReadContext, dbs: list[Path]) -> None:
-    """export_type=db: ``ascend_mindspore_profiler_{rank}.db`` (msprof-style tables, formats.md §2.1)
+    """export_type=db: ``ascend_mindspore_profiler_{rank}.db`` (msprof-style tables, docs/formats.md §2.1)
     and ``communication_analyzer.db`` (the CommAnalyzer* tables of torch_npu's analysis.db), read by
     the torch_npu db reader."""
-    from .torch_npu_common import Groups
-    from .torch_npu_db import read_ascend_db
-
     out = ctx.plan.root / OUTPUT_DIR
     main = next((f for f in dbs if f.name == f"ascend_mindspore_profiler_{ctx.rank}.db"), dbs[0])
     for other in dbs:
         if other != main:
             ctx.ignore(other, f"profiler db of another rank (rank {ctx.rank} read from {main.name})")
-    analysis = out / "communication_analyzer.db"
+    analysis = out / COMM_ANALYZER_DB
     analysis = analysis if analysis in ctx.plan.files else None
     groups = Groups(ctx.rank, ctx.plan.hints, ctx.meta.extra.get("user_metadata"))  # read by _read_profiler_info
     read_ascend_db(ctx, main, analysis, groups, "ascend_mindspore_profiler.db", "a MindSpore profiler db")

@@ -7,13 +7,18 @@ is ``ASCEND_PROFILER_OUTPUT/trace_view.json``); MindSpore ≤ 2.4 writes them fl
 Because they are written while the job runs, they survive a job that died before the profiler's
 ``analyse()``: then the operators come from ``cpu_op_execute_timestamp`` instead of the trace.
 
-| file | format | table |
-|---|---|---|
-| ``cpu_ms_memory_record_{r}.txt`` | ``Timestamp(ns),Total Allocated(Byte),Total Reserved(Byte),Total Active(Byte)`` | ``memory_samples`` (component ``MindSpore``, device ``CPU``) |
-| ``cpu_op_type_info_{r}.csv`` | ``op_type,type_occurrences,execution_frequency(per-step),total_compute_time,avg_time(ms),percent`` (ms; percent is a fraction) | ``statistics`` kind ``cpu_op_type`` |
-| ``cpu_op_detail_info_{r}.csv`` | ``op_side,op_type,op_name,full_op_name,op_occurrences,op_total_time(ms),op_avg_time(ms),total_proportion,subgraph,pid`` | ``statistics`` kind ``cpu_op_detail`` |
-| ``cpu_op_execute_timestamp_{r}.txt`` | one line per op: ``full_name;type;start_ns,dur_ms,tid start_ns,dur_ms,tid ...`` | ``operators`` + ``slices`` (only when there is no trace) |
-| ``cpu_framework_{r}.txt`` | ``type;name;graph;input_1:[shape];...`` | input shapes of those operators (when the op name is unambiguous) |
+- ``cpu_ms_memory_record_{r}.txt`` -> ``Timestamp(ns),Total Allocated(Byte),Total Reserved(Byte),Total Active(Byte)``;
+  ``memory_samples`` (component ``MindSpore``, device ``CPU``)
+- ``cpu_op_type_info_{r}.csv`` ->
+  ``op_type,type_occurrences,execution_frequency(per-step),total_compute_time,avg_time(ms),percent`` (ms; percent is a
+  fraction); ``statistics`` kind ``cpu_op_type``
+- ``cpu_op_detail_info_{r}.csv`` ->
+  ``op_side,op_type,op_name,full_op_name,op_occurrences,op_total_time(ms),op_avg_time(ms),total_proportion,subgraph,pid``;
+  ``statistics`` kind ``cpu_op_detail``
+- ``cpu_op_execute_timestamp_{r}.txt`` -> one line per op: ``full_name;type;start_ns,dur_ms,tid start_ns,dur_ms,tid
+  ...``; ``operators`` + ``slices`` (only when there is no trace)
+- ``cpu_framework_{r}.txt`` -> ``type;name;graph;input_1:[shape];...``; input shapes of those operators (when the op
+  name is unambiguous)
 """
 
 from __future__ import annotations
@@ -27,10 +32,15 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from ..errors import InputError
-from .base import ReadContext
-from .csvfile import read_csv
-from .nesting import self_time
+from ...errors import InputError
+from ...vocabulary import P2P_TYPES
+from ..base import ReadContext
+from ..chrome.columns import id_text, times_ns
+from ..chrome.lanes import LaneInfo
+from ..chrome.nesting import self_time
+from ..chrome.stream import TraceStream
+from ..common.cells import decimal_text_to_ns
+from ..common.csvfile import read_csv
 
 CPU_FILE_RE = re.compile(
     r"^(?P<kind>cpu_ms_memory_record|cpu_op_type_info|cpu_op_detail_info|cpu_op_execute_timestamp|cpu_framework)"
@@ -75,8 +85,7 @@ def cpu_files(files: list[Path]) -> dict[str, Path]:
 def read_memory_record(ctx: ReadContext, path: Path) -> None:
     with ctx.reading(path, "cpu_ms_memory_record") as outcome:
         t = read_csv(path, "cpu_ms_memory_record", MEMORY_COLS, required=("ts", "allocated"))
-        for w in t.warnings:
-            outcome.warn(w)
+        outcome.warn_all(t.warnings)
         n = t.n_rows
         outcome.rows = ctx.write(
             "memory_samples",
@@ -99,8 +108,7 @@ def _ms_ns(values: list[float | None]) -> list[int | None]:
 def read_op_type_info(ctx: ReadContext, path: Path) -> None:
     with ctx.reading(path, "cpu_op_type_info") as outcome:
         t = read_csv(path, "cpu_op_type_info", TYPE_INFO_COLS, required=("type", "count", "total"))
-        for w in t.warnings:
-            outcome.warn(w)
+        outcome.warn_all(t.warnings)
         pct = t.floats("percent")
         outcome.rows = ctx.write(
             "statistics",
@@ -119,8 +127,7 @@ def read_op_type_info(ctx: ReadContext, path: Path) -> None:
 def read_op_detail_info(ctx: ReadContext, path: Path) -> None:
     with ctx.reading(path, "cpu_op_detail_info") as outcome:
         t = read_csv(path, "cpu_op_detail_info", DETAIL_INFO_COLS, required=("full", "count", "total"))
-        for w in t.warnings:
-            outcome.warn(w)
+        outcome.warn_all(t.warnings)
         prop = t.floats("proportion")
         outcome.rows = ctx.write(
             "statistics",
@@ -134,15 +141,6 @@ def read_op_detail_info(ctx: ReadContext, path: Path) -> None:
                 "ratio_pct": [None if v is None else v * 100 for v in prop],
             },
         )
-
-
-def _ms_text_ns(s: str) -> int:
-    """'0.002584' (ms) -> 2584 ns, exactly from the decimal text."""
-    s = s.strip()
-    whole, _, frac = s.partition(".")
-    frac = (frac + "000000")[:7]
-    ns = int(whole or "0") * 1_000_000 + int(frac[:6])
-    return ns + (1 if frac[6] >= "5" else 0)
 
 
 def parse_execute_timestamps(path: Path) -> tuple[dict[str, list[Any]], list[str]]:
@@ -178,7 +176,9 @@ def parse_execute_timestamps(path: Path) -> tuple[dict[str, list[Any]], list[str
                 continue
             try:
                 ts = int(f[0])
-                dur = _ms_text_ns(f[1])
+                dur = decimal_text_to_ns(f[1])
+                if dur is None:
+                    raise ValueError(f[1])
             except ValueError:
                 bad += 1
                 continue
@@ -323,8 +323,6 @@ def collective_type(full_name: str) -> str | None:
 def cpu_comm_ops_from_trace(ctx: ReadContext, trace: Path) -> int:
     """comm_ops from the collective primitives on the ``CPU OP`` lane of a CPU run's trace_view.json
     (MindSpore on CPU runs its collectives as host ops: their duration is the communication time)."""
-    from .chrome_trace import LaneInfo, TraceStream, id_text, times_ns
-
     lanes = LaneInfo()
     rows: dict[str, list[Any]] = defaultdict(list)
     try:
@@ -352,7 +350,7 @@ def cpu_comm_ops_from_trace(ctx: ReadContext, trace: Path) -> int:
         {
             "name": rows["name"],
             "op_type": rows["op_type"],
-            "is_p2p": [op in ("send", "recv", "batch_send_recv") for op in rows["op_type"]],
+            "is_p2p": [op in P2P_TYPES for op in rows["op_type"]],
             "ts_ns": times_ns(rows["ts"]),
             "dur_ns": times_ns(rows["dur"]),
             "source": ["mindspore:cpu_op"] * n,

@@ -1,4 +1,17 @@
-"""Communication operation names from every producer, normalised to one vocabulary."""
+"""The words readers and analyses share: communication op types, lane groups, what counts as computing.
+
+Readers write these words into the store (``comm_ops.op_type``, ``comm_ops.is_p2p``,
+``lanes.lane_group``, ``kernels.is_communication``) and analyses read them back, so both import
+them from here, never from each other.
+
+- **op types**: every producer's collective name ('gloo:all_reduce', 'hcom_allReduce__586_0_1',
+  'ncclDevKernel_AllGather_RING_LL', 'AllReduce') normalised to one of ``OP_TYPES``; the
+  point-to-point ones are ``P2P_TYPES``;
+- **lane groups**: the kind of timeline lane a thread or stream is (``LANE_GROUPS``);
+- **the compute rule**: a device task computes unless it is communication (``is_comm_task``: an HCCL /
+  communication task type, or an ``hcom_*`` op; readers store it as ``kernels.is_communication``) or a
+  memory copy / set (``*memcpy*`` / ``*memset*`` core types, which the activity analysis sets apart).
+"""
 
 from __future__ import annotations
 
@@ -68,7 +81,7 @@ def normalize_op_type(name: str | None) -> str:
     low = s.lower()
     if low.startswith("hcom_"):
         s = s[5:].split("__")[0]
-    elif low.startswith("nccldevkernel_") or low.startswith("ncclkernel_"):
+    elif low.startswith(("nccldevkernel_", "ncclkernel_")):
         s = s.split("_", 1)[1].split("_")[0] if "_" in s else s
     key = re.sub(r"[^a-z]", "", s.lower().split("(")[0])
     if key in _ALIASES:
@@ -84,42 +97,17 @@ def is_comm_annotation(name: str) -> bool:
     return bool(_PREFIX.match(name)) and not name.startswith("c10d")
 
 
-DTYPE_BYTES = {
-    "float": 4,
-    "float32": 4,
-    "int": 4,
-    "int32": 4,
-    "uint32": 4,
-    "unsigned int": 4,
-    "double": 8,
-    "float64": 8,
-    "long": 8,
-    "int64": 8,
-    "long int": 8,
-    "uint64": 8,
-    "complex64": 8,
-    "half": 2,
-    "float16": 2,
-    "bfloat16": 2,
-    "short": 2,
-    "int16": 2,
-    "uint16": 2,
-    "c10::half": 2,
-    "c10::bfloat16": 2,
-    "char": 1,
-    "byte": 1,
-    "bool": 1,
-    "int8": 1,
-    "uint8": 1,
-    "signed char": 1,
-    "unsigned char": 1,
-    "float8_e4m3fn": 1,
-    "float8_e5m2": 1,
-    "complex128": 16,
-}
+LANE_GROUPS = ("host", "device", "communication", "overlap", "other")
+
+# task types (kernel_details.csv 'Accelerator Core' / 'Task Type', msprof task_time 'kernel_type',
+# trace args 'Task Type') that mark a device task as communication
+COMM_TASK_TYPES = frozenset({"HCCL", "COMMUNICATION"})
+COMM_OP_PREFIX = "hcom_"  # HCCL operators: hcom_allReduce__586_0_1, ...
 
 
-def dtype_size(dtype: str | None) -> int | None:
-    if not dtype:
-        return None
-    return DTYPE_BYTES.get(dtype.strip().lower())
+def is_comm_task(task_type: str | None, *names: str | None) -> bool:
+    """The compute rule's communication half: a device task of an HCCL / communication task type,
+    or one whose name (or op type) is an ``hcom_*`` operator."""
+    if (task_type or "").upper() in COMM_TASK_TYPES:
+        return True
+    return any((n or "").startswith(COMM_OP_PREFIX) for n in names)

@@ -1,6 +1,6 @@
 """Tolerant CSV reading for the CSV files profilers write (torch_npu, msprof, MindSpore).
 
-What these files do (formats.md §1.4, §7.2-7.3): Python ``csv.writer`` dialect, CRLF or LF line
+What these files do (docs/formats.md §1.4, §7.2-7.3): Python ``csv.writer`` dialect, CRLF or LF line
 ends, sometimes a UTF-8 BOM, quoted cells with embedded newlines (``Call Stack``), literal quotes
 inside shape values (tripled quotes in the file, the cell holds ``"32,3"``), timestamps as exact
 µs strings followed by a TAB, ``N/A`` / empty / UINT32_MAX sentinels, columns renamed between versions. So:
@@ -29,9 +29,10 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..errors import InputError
-from ..format import a_or_an
-from ..units import to_float, to_int, us_text_to_ns
+from ...errors import InputError
+from ...format import a_or_an
+from ...units import to_float, to_int, us_text_to_ns
+from .cells import NULL_TOKENS
 
 csv.field_size_limit(min(sys.maxsize, (1 << 31) - 1))
 
@@ -46,8 +47,6 @@ def _count_replace(exc: UnicodeError) -> tuple[str, int]:
 
 
 codecs.register_error(_COUNTING_REPLACE, _count_replace)
-
-_NULLS = {"", "N/A", "NA", "n/a", "None", "null", "nan", "NaN", "-"}
 
 
 def norm_header(name: str) -> str:
@@ -86,10 +85,7 @@ class CsvTable:
 
     def ns_from_us(self, key: str) -> list[int | None]:
         """Exact ns from µs decimal strings (never through float64), rounded half up below the ns."""
-        return self._vector(key, _ns_from_us_array, us_text_to_ns, "µs values")
-
-    def ns_from_ms(self, key: str) -> list[int | None]:
-        return self._convert(key, lambda v: us_text_to_ns(_shift3(v)), "ms values")
+        return self._vector(key, ns_from_us_array, us_text_to_ns, "µs values")
 
     def floats(self, key: str) -> list[float | None]:
         return self._vector(key, _float_array, to_float, "numbers")
@@ -147,7 +143,7 @@ class CsvTable:
         return out
 
 
-_NULL_SET = pa.array(sorted(_NULLS), pa.string())
+_NULL_SET = pa.array(sorted(NULL_TOKENS), pa.string())
 _DECIMAL = r"^(?P<sign>-?)(?P<whole>\d*)(?:\.(?P<frac>\d*))?$"
 _SENTINELS = pa.array([4294967295, 9223372036854775807], pa.int64())
 
@@ -164,7 +160,7 @@ def _leftovers(s: pa.Array, ok: pa.Array) -> list[int]:
     return pc.indices_nonzero(need).to_pylist() if pc.any(need).as_py() else []
 
 
-def _ns_from_us_array(values: list[str]) -> tuple[pa.Array, list[int]]:
+def ns_from_us_array(values: list[str]) -> tuple[pa.Array, list[int]]:
     s = _clean(values)
     m = pc.extract_regex(s, _DECIMAL)
     whole = pc.struct_field(m, "whole")
@@ -187,30 +183,6 @@ def _float_array(values: list[str]) -> tuple[pa.Array, list[int]]:
 def _int_array(values: list[str]) -> tuple[pa.Array, list[int]]:
     v = pc.cast(_clean(values), pa.int64())
     return pc.if_else(pc.is_in(v, value_set=_SENTINELS), pa.scalar(None, pa.int64()), v), []
-
-
-def text_cell(v: str | None) -> str | None:
-    if v is None:
-        return None
-    s = v.strip()
-    return None if s in _NULLS else s
-
-
-def _shift3(v: str) -> str:
-    """'1.5' (ms) -> '1500' (µs) as a decimal string, exactly."""
-    s = v.strip().strip('"').strip()
-    if s in _NULLS:
-        return s
-    if "e" in s or "E" in s:
-        return repr(float(s) * 1000)
-    neg = s.startswith("-")
-    s = s.lstrip("+-")
-    whole, _, frac = s.partition(".")
-    frac = frac.ljust(3, "0")
-    out = (whole + frac[:3]).lstrip("0") or "0"
-    if frac[3:]:
-        out += "." + frac[3:]
-    return ("-" if neg else "") + out
 
 
 def read_csv(
@@ -246,7 +218,7 @@ def iter_csv(
             wanted[norm_header(a)] = key
     try:
         size = path.stat().st_size
-        fh = open(path, encoding="utf-8", errors=_COUNTING_REPLACE, newline="")
+        fh = open(path, encoding="utf-8", errors=_COUNTING_REPLACE, newline="")  # noqa: SIM115 - `with fh` below
     except OSError as exc:
         raise InputError(str(path), f"cannot read {kind}: {exc.strerror or exc}") from exc
     decode_errors_before = _DECODE_ERRORS[0]
@@ -344,7 +316,8 @@ def iter_csv(
         sample = ", ".join(str(x) for x in bad_rows[:3])
         more = ", ..." if len(bad_rows) > 3 else ""
         warnings.append(
-            f"{len(bad_rows)} record(s) with a cell count different from the header's {ncols} skipped (record {sample}{more})"
+            f"{len(bad_rows)} record(s) with a cell count different from the header's {ncols} skipped "
+            f"(record {sample}{more})"
         )
     if replaced:
         warnings.append(f"{replaced} byte sequence(s) that are not UTF-8 (replaced)")
@@ -367,13 +340,3 @@ def _ends_with_newline(path: Path) -> bool:
             return False
         f.seek(-1, 2)
         return f.read(1) in (b"\n", b"\r")
-
-
-def sniff_header(path: Path) -> list[str] | None:
-    """The normalised header cells of a CSV file (first line only), or None if unreadable."""
-    try:
-        with open(path, encoding="utf-8", errors="replace", newline="") as f:
-            first = next(csv.reader(f), None)
-    except (OSError, csv.Error):
-        return None
-    return [norm_header(h) for h in first] if first else None

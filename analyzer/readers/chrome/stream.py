@@ -4,8 +4,8 @@ Never one ``json.load`` of a whole trace: the file is read in blocks, event boun
 by a byte search (``}`` ``,`` ``{`` with only whitespace between), and each block of complete events
 is decoded at once, in place, by msgspec into small typed structs (``gc=False``) whose ``args``
 stay raw JSON bytes. Memory is bounded by the block size, whatever the file size; the file's
-SHA-256 is computed on the way. The column helpers below turn a block into Arrow arrays with one
-C-level pass per field (no Python loop per event).
+SHA-256 is computed on the way. ``columns`` turns a block into Arrow arrays with one C-level pass
+per field (no Python loop per event).
 
 Handles: an object with ``traceEvents`` (header keys before it, tail keys after it: older Kineto
 writes ``baseTimeNanoseconds`` at the end) or a bare array (torch_npu, MindSpore); ``.gz``; an
@@ -20,16 +20,12 @@ import io
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from operator import attrgetter
 from pathlib import Path
 from typing import Any, BinaryIO
 
 import msgspec
-import numpy as np
-import pyarrow as pa
 
-from ..errors import InputError
-from ..units import us_array_to_ns, us_text_to_ns
+from ...errors import InputError
 
 BLOCK_BYTES = 4 << 20  # smaller blocks: fewer fresh pages to fault in, same speed
 _WS = b" \t\r\n"
@@ -53,12 +49,12 @@ class Event(msgspec.Struct, gc=False):
 
 _EVENTS = msgspec.json.Decoder(list[Event])
 _ONE_EVENT = msgspec.json.Decoder(Event)
-_ANY = msgspec.json.Decoder()
+ANY = msgspec.json.Decoder()  # any JSON value (metadata, args of rare events)
 
 
 def open_binary(path: Path) -> BinaryIO:
     """Open a file for reading, transparently gunzipping (by magic bytes, not by name)."""
-    fh = open(path, "rb")
+    fh = open(path, "rb")  # noqa: SIM115 - returned open: the caller closes it (with ... as f)
     magic = fh.read(2)
     fh.seek(0)
     if magic == b"\x1f\x8b":
@@ -131,7 +127,7 @@ class TraceStream:
         '[' (the rest of the previous block's last event after it); the ',' after the block's last
         complete event is overwritten with ']' and the buffer decoded in place: one copy of the
         data, however big the file."""
-        raw = open(self.path, "rb")
+        raw = open(self.path, "rb")  # noqa: SIM115 - closed by the `with hashing` that wraps it
         magic = raw.read(2)
         raw.seek(0)
         hashing = _HashingReader(raw)
@@ -232,7 +228,7 @@ class TraceStream:
         if head.endswith(b","):
             head = head[:-1]
         try:
-            self.header = _ANY.decode(head + b"}") if head != b"{" else {}
+            self.header = ANY.decode(head + b"}") if head != b"{" else {}
         except msgspec.DecodeError as exc:
             self.warnings.append(f"unreadable trace header ({exc}); event data still read")
         return buf[j + 1 :]
@@ -292,7 +288,7 @@ class TraceStream:
         if rest.startswith(b","):
             rest = rest[1:].strip(_WS)
         try:
-            return isinstance(_ANY.decode(b"{" + rest), dict)
+            return isinstance(ANY.decode(b"{" + rest), dict)
         except msgspec.DecodeError:
             return False
 
@@ -309,7 +305,7 @@ class TraceStream:
                 self.warnings.append("trace object is not closed ('}' missing)")
             return
         try:
-            tail = _ANY.decode(b"{" + rest)
+            tail = ANY.decode(b"{" + rest)
             if isinstance(tail, dict):
                 self.tail = tail
         except msgspec.DecodeError:
@@ -351,242 +347,37 @@ class TraceStream:
         return {**self.header, **self.tail}
 
 
-# -- column helpers ------------------------------------------------------------------------------
-#
-# These turn a block of decoded events into Arrow columns with as little per-event Python as
-# possible: one C-level ``map(attrgetter(...))`` per field, then vectorised Arrow / numpy work.
-# Filtering into tables (slices, operators, ...) is done on the columns with Arrow masks.
-
-_FIELDS = ("ph", "name", "cat", "pid", "tid", "ts", "dur", "id", "args")
-GET = {f: attrgetter(f) for f in _FIELDS}
+_TRACE_KEYS = (b'"traceEvents"', b'"schemaVersion"', b'"deviceProperties"', b'"distributedInfo"')
+_TRACE_NAME = re.compile(r"(\.pt\.trace\.json(\.gz)?$|trace.*\.json(\.gz)?$)", re.I)
 
 
-def field_values(events: list[Event], name: str) -> list[Any]:
-    """The values of one field of every event, as a list (C-level loop)."""
-    return list(map(GET[name], events))
+def sniff(path: Path) -> str:
+    """What a JSON file is, from its first 64 KiB: 'object' for a trace object (traceEvents, or Kineto's
+    header keys); 'array' for a bare array of Chrome trace events (torch_npu, MindSpore, msprof);
+    'ignore:<reason>' for an unrelated JSON file; otherwise the problem that stops the file from
+    being read (it looks like a trace but is not usable)."""
+    import zlib
 
-
-def id_text(v: int | str | None) -> str | None:
-    if v is None:
-        return None
-    return v if isinstance(v, str) else str(v)
-
-
-class Codes(dict):  # type: ignore[type-arg]
-    """value -> first-seen position, filled on lookup (``map(codes.__getitem__, values)``)."""
-
-    def __missing__(self, key: Any) -> int:
-        code = self[key] = len(self)
-        return code
-
-
-def id_column(values: list[int | str | None]) -> pa.Array:
-    """pid / tid values (numbers and strings mixed, as Kineto writes them) as text. There are few
-    distinct ids: each is turned into text once, the column is a dictionary decoded by Arrow."""
-    codes = Codes()
-    idx = pa.array(np.fromiter(map(codes.__getitem__, values), dtype=np.int32, count=len(values)))
-    text = pa.array([id_text(v) for v in codes], type=pa.string())
-    return pa.DictionaryArray.from_arrays(idx, text).cast(pa.string())
-
-
-def times_ns(values: list[float | str | None], base_ns: int = 0) -> pa.Array:
-    """Event ts/dur values (float µs or exact µs strings) to int64 ns; ``None`` stays null."""
-    if not values:
-        return pa.array([], type=pa.int64())
+    named_trace = bool(_TRACE_NAME.search(path.name))
     try:
-        fa = pa.array(values, type=pa.float64())  # floats, ints and None; a string raises
-    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError):
-        return _mixed_times_ns(values, base_ns)
-    if fa.null_count:
-        arr = us_array_to_ns(fa.fill_null(0.0).to_numpy())
-        if base_ns:
-            arr += base_ns
-        return pa.array(arr, type=pa.int64(), mask=fa.is_null().to_numpy(zero_copy_only=False))
-    arr = us_array_to_ns(fa.to_numpy())
-    if base_ns:
-        arr += base_ns
-    return pa.array(arr, type=pa.int64())
-
-
-def _mixed_times_ns(values: list[float | str | None], base_ns: int) -> pa.Array:
-    out: list[int | None] = []
-    for v in values:
-        if v is None:
-            out.append(None)
-        elif isinstance(v, str):
-            ns = us_text_to_ns(v)
-            out.append(None if ns is None else ns + base_ns)
-        else:
-            out.append(int(us_array_to_ns(np.array([float(v)]))[0]) + base_ns)
-    return pa.array(out, type=pa.int64())
-
-
-def durations_ns(values: list[float | str | None]) -> pa.Array:
-    """Event durations to int64 ns; an absent duration (instant events) is 0."""
-    try:
-        fa = pa.array(values, type=pa.float64())
-    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError):
-        return _mixed_times_ns([0.0 if v is None else v for v in values], 0)
-    if fa.null_count:
-        fa = fa.fill_null(0.0)
-    return pa.array(us_array_to_ns(fa.to_numpy()), type=pa.int64())
-
-
-def raw_text_array(raws: list[Any]) -> pa.Array:
-    """Raw JSON pieces (``msgspec.Raw`` / bytes; empty = absent) as one string array, without a
-    Python string per value: the bytes are joined once and the offsets computed with numpy."""
-    n = len(raws)
-    if n == 0:
-        return pa.array([], type=pa.string())
-    lens = np.fromiter(map(len, raws), dtype=np.int64, count=n)
-    data = b"".join(raws)
-    wide = len(data) >= 1 << 31  # 32-bit offsets unless the values hold 2 GB or more
-    offsets = np.zeros(n + 1, dtype=np.int64 if wide else np.int32)
-    np.cumsum(lens, out=offsets[1:])
-    present = lens > 0
-    validity = None if present.all() else pa.array(present).buffers()[1]
-    kind = pa.large_string() if wide else pa.string()
-    arr = pa.Array.from_buffers(kind, n, [validity, pa.py_buffer(offsets), pa.py_buffer(data)])
-    try:
-        arr.validate(full=True)  # valid UTF-8
-    except pa.ArrowInvalid:
-        return pa.array([bytes(r).decode("utf-8", "replace") if len(r) else None for r in raws], type=pa.string())
-    return arr.cast(pa.string()) if wide else arr
-
-
-def raw_json_column(events: list[Event]) -> pa.Array:
-    return raw_text_array(field_values(events, "args"))
-
-
-@dataclass
-class EventColumns:
-    """The fields of a block of events as Arrow arrays (one entry per event, in file order)."""
-
-    name: pa.Array
-    cat: pa.Array
-    pid: pa.Array
-    tid: pa.Array
-    ts_ns: pa.Array
-    dur_ns: pa.Array
-    args: pa.Array
-    event_id: pa.Array
-
-    @classmethod
-    def of(
-        cls, events: list[Event], first_event_id: int = 0, base_ns: int = 0, event_ids: np.ndarray | None = None
-    ) -> EventColumns:
-        """Columns of ``events``; their ids are ``first_event_id`` + position, or ``event_ids``."""
-        n = len(events)
-        ids = np.arange(first_event_id, first_event_id + n, dtype=np.int64) if event_ids is None else event_ids
-        return cls(
-            name=pa.array(field_values(events, "name"), type=pa.string()),
-            cat=pa.array(field_values(events, "cat"), type=pa.string()),
-            pid=id_column(field_values(events, "pid")),
-            tid=id_column(field_values(events, "tid")),
-            ts_ns=times_ns(field_values(events, "ts"), base_ns),
-            dur_ns=durations_ns(field_values(events, "dur")),
-            args=raw_json_column(events),
-            event_id=pa.array(ids, type=pa.int64()),
-        )
-
-    def slices(self, mask: pa.Array | None = None) -> dict[str, pa.Array]:
-        """Columns of the slices table (for the rows where ``mask`` is true)."""
-        cols = {
-            "pid": self.pid,
-            "tid": self.tid,
-            "name": self.name,
-            "category": self.cat,
-            "ts_ns": self.ts_ns,
-            "dur_ns": self.dur_ns,
-            "event_id": self.event_id,
-            "args": self.args,
-        }
-        if mask is None:
-            return cols
-        return {k: v.filter(mask) for k, v in cols.items()}
-
-
-def slice_columns(events: list[Event], first_event_id: int, event_ids: list[int], base_ns: int) -> dict[str, Any]:
-    """Columns of the slices table for X / i events."""
-    return {
-        "pid": id_column(field_values(events, "pid")),
-        "tid": id_column(field_values(events, "tid")),
-        "name": pa.array(field_values(events, "name"), type=pa.string()),
-        "category": pa.array(field_values(events, "cat"), type=pa.string()),
-        "ts_ns": times_ns(field_values(events, "ts"), base_ns),
-        "dur_ns": durations_ns(field_values(events, "dur")),
-        "event_id": pa.array(np.asarray(event_ids, dtype=np.int64) + first_event_id, type=pa.int64()),
-        "args": raw_json_column(events),
-    }
-
-
-def counter_columns(events: list[Event], base_ns: int = 0) -> dict[str, pa.Array] | None:
-    """Long-form columns of C (counter) events: one row per numeric series of each event's args
-    (``{"MHz": 1800}`` -> series MHz). None when no event has a numeric value."""
-    pids: list[str | None] = []
-    names: list[str] = []
-    series: list[str] = []
-    ts_raw: list[float | str | None] = []
-    values: list[float] = []
-    for e in events:
-        try:
-            a = _ANY.decode(e.args) if len(e.args) else None
-        except msgspec.DecodeError:
-            continue
-        if not isinstance(a, dict):
-            continue
-        for k, v in a.items():
-            if isinstance(v, (int, float)) and not isinstance(v, bool):
-                pids.append(id_text(e.pid))
-                names.append(e.name)
-                series.append(k)
-                ts_raw.append(e.ts)
-                values.append(float(v))
-    if not values:
-        return None
-    return {
-        "pid": pa.array(pids, pa.string()),
-        "name": pa.array(names, pa.string()),
-        "series": pa.array(series, pa.string()),
-        "ts_ns": times_ns(ts_raw, base_ns),
-        "value": pa.array(values, pa.float64()),
-    }
-
-
-@dataclass
-class LaneInfo:
-    """Process and thread names collected from M events."""
-
-    process_names: dict[str, str] = field(default_factory=dict)
-    process_labels: dict[str, str] = field(default_factory=dict)
-    thread_names: dict[tuple[str, str], str] = field(default_factory=dict)
-    thread_sort: dict[tuple[str, str], int] = field(default_factory=dict)
-    process_sort: dict[str, int] = field(default_factory=dict)
-
-    def add(self, e: Event) -> None:
-        pid = id_text(e.pid) or ""
-        tid = id_text(e.tid) or ""
-        try:
-            args = _ANY.decode(e.args) if len(e.args) else {}
-        except msgspec.DecodeError:
-            return
-        if not isinstance(args, dict):
-            return
-        if e.name == "process_name":
-            self.process_names[pid] = str(args.get("name", ""))
-        elif e.name == "process_labels":
-            self.process_labels[pid] = str(args.get("labels", ""))
-        elif e.name == "thread_name":
-            # Kineto writes two thread_name events for some threads; keep the most specific
-            name = str(args.get("name", ""))
-            old = self.thread_names.get((pid, tid))
-            if old is None or len(name) > len(old):
-                self.thread_names[(pid, tid)] = name
-        elif e.name == "thread_sort_index":
-            si = args.get("sort_index")
-            if isinstance(si, int):
-                self.thread_sort[(pid, tid)] = si
-        elif e.name == "process_sort_index":
-            si = args.get("sort_index")
-            if isinstance(si, int):
-                self.process_sort[pid] = si
+        if path.stat().st_size == 0:
+            return "empty file"
+        with open_binary(path) as f:
+            head = f.read(64 << 10)
+    except (OSError, EOFError, zlib.error) as exc:
+        return f"cannot read: {exc}"
+    s = head.lstrip()
+    if s.startswith(b"\xef\xbb\xbf"):
+        s = s[3:].lstrip()
+    if not s:
+        return "empty file (only whitespace)"
+    if s[:1] not in (b"{", b"["):
+        kind = "binary data" if b"\x00" in s[:512] else "text"
+        return f"not JSON: the file holds {kind} (starts with {s[:20]!r})"
+    if any(k in head for k in _TRACE_KEYS):
+        return "object"
+    if s[:1] == b"[" and b'"ph"' in head:  # Chrome's JSON array format (torch_npu / msprof write it)
+        return "array"
+    if named_trace:
+        return "JSON but not a Kineto/Chrome trace (no traceEvents array)"
+    return "ignore:JSON file that is not a profiler trace"

@@ -1,0 +1,168 @@
+"""`analyze ingest`: discover, skip what is unchanged, read the rest in parallel, commit atomically."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import NothingIngestedError, RunConflictError
+from ..store import Store, utcnow
+from .changes import Plan, Previous, plan_reads, source_file_row
+from .discover import Discovery, discover
+from .pool import Executor, read_all
+from .report import CollectionResult, IngestReport
+
+
+def ingest(
+    root: str | os.PathLike[str],
+    store: Store,
+    run: str | None = None,
+    workers: int | None = None,
+    on_progress: Callable[[str, Any], None] | None = None,
+    executor: Executor | None = None,
+) -> IngestReport:
+    """Ingest every profiler output below ``root`` as run ``run`` (default: the folder name).
+    ``executor``: where the collections are read (default: a local pool of ``workers`` processes)."""
+    t0 = time.perf_counter()
+    root_p = Path(root).expanduser().resolve()
+    if not root_p.exists():
+        raise NothingIngestedError(f"{root_p}: no such file or folder")
+    run_name = run or (root_p.name if root_p.is_dir() else root_p.stem.split(".")[0])
+    # a store that does not exist yet holds nothing to compare with or to collect: reading starts
+    # at once and the empty catalog is created while the workers read
+    fresh = not store.exists()
+    if not fresh:
+        store.initialize()
+    report = IngestReport(run_name, str(root_p), str(store.path))
+    notify = on_progress or (lambda kind, obj: None)
+    with store.ingest_lock():
+        if fresh and store.exists():  # another ingest created it while this one waited for the lock
+            fresh = False
+            store.initialize()
+        if not fresh:
+            store.garbage_collect()
+        disc = discover(root_p, run_name)
+        prev = Previous() if fresh else _previous(store, run_name, disc.root)
+        todo = plan_reads(disc.plans, prev, disc.root)
+        _note_unchanged(report, todo, prev, disc, notify)
+        results = read_all(
+            todo.to_read,
+            str(store.path),
+            str(disc.root),
+            notify,
+            workers,
+            store.initialize if fresh else None,
+            executor,
+        )
+        batch = _batch(report, results, prev, todo)
+        batch.file_rows += _discovery_rows(report, disc, run_name)
+        _commit(store, report, prev, run_name, disc.root, batch)
+    report.seconds = time.perf_counter() - t0
+    if report.usable == 0:
+        raise _nothing_ingested(report, disc, root_p)
+    return report
+
+
+def _previous(store: Store, run: str, run_root: Path) -> Previous:
+    """What the store holds of ``run``; a run of that name over another folder is a conflict."""
+    cat = store.load_catalog(["runs", "collections", "source_files"])
+    prev_root = next((r["root_path"] for r in cat["runs"].to_pylist() if r["run"] == run), None)
+    if prev_root is not None and prev_root != str(run_root):
+        raise RunConflictError(
+            f"run {run!r} in the store holds {prev_root}, not {run_root}: give this folder "
+            f"its own name (--run NAME), or `analyze drop {run}` first to replace it"
+        )
+    return Previous(
+        existed=prev_root is not None,
+        root=prev_root,
+        collections={r["collection_id"]: r for r in cat["collections"].to_pylist() if r["run"] == run},
+        files={r["path"]: r for r in cat["source_files"].to_pylist() if r["run"] == run},
+    )
+
+
+def _note_unchanged(
+    report: IngestReport, todo: Plan, prev: Previous, disc: Discovery, notify: Callable[[str, Any], None]
+) -> None:
+    """Unchanged collections, the problems recorded on their files before, and the collections gone."""
+    report.unchanged = list(todo.unchanged)
+    found = {p.collection_id for p in disc.plans}
+    report.gone = [c for cid, c in sorted(prev.collections.items()) if cid not in found]
+    unchanged_ids = {p.collection_id for p in report.unchanged}
+    report.earlier = [
+        f for f in prev.files.values() if f["collection_id"] in unchanged_ids and f["status"] in ("warning", "error")
+    ]
+    for plan in report.unchanged:
+        notify("unchanged", plan)
+
+
+@dataclass
+class _Batch:
+    """What one commit writes to the catalog."""
+
+    replace: list[str] = field(default_factory=list)  # collection ids whose rows and facts are replaced
+    collections: list[dict[str, Any]] = field(default_factory=list)
+    fact_files: list[dict[str, Any]] = field(default_factory=list)
+    file_rows: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _batch(report: IngestReport, results: list[CollectionResult], prev: Previous, todo: Plan) -> _Batch:
+    batch = _Batch(file_rows=list(todo.touched))
+    for res in results:
+        report.read.append(res)
+        cid = res.plan.collection_id
+        if res.status == "error" and cid in prev.collections and prev.collections[cid]["status"] != "error":
+            # nothing readable this time: keep what was ingested before, record the problem
+            report.kept_previous.append(cid)
+            for f in res.file_rows:
+                if f["status"] == "error":
+                    f["error"] = f"{f['error']} (previous data of this collection kept)"
+            batch.file_rows.extend(res.file_rows)
+            continue
+        batch.replace.append(cid)
+        batch.collections.append(res.collection_row)
+        batch.fact_files.extend(res.fact_files)
+        batch.file_rows.extend(res.file_rows)
+    return batch
+
+
+def _discovery_rows(report: IngestReport, disc: Discovery, run: str) -> list[dict[str, Any]]:
+    """source_files rows of the files outside every collection: ignored, or unreadable."""
+    now = utcnow()
+    rows = []
+    for path, reason in disc.ignored:
+        row = source_file_row(run, path, disc.root, now, "ignored", "ignored", reason)
+        rows.append(row)
+        report.ignored.append((row["path"], reason))
+    for path, reason in disc.problems:
+        row = source_file_row(run, path, disc.root, now, "discover", "error", reason)
+        rows.append(row)
+        report.unreadable.append(row)
+    return rows
+
+
+def _commit(store: Store, report: IngestReport, prev: Previous, run: str, run_root: Path, batch: _Batch) -> None:
+    if report.usable:  # the run mirrors the folder: what is no longer there leaves the run
+        batch.replace.extend(c["collection_id"] for c in report.gone)
+    else:  # nothing readable (a folder being rewritten, a missing mount): keep everything
+        report.gone = []
+    if report.usable or prev.existed:  # a run that never held data is not created
+        store.commit(run, str(run_root), batch.replace, batch.collections, batch.fact_files, batch.file_rows)
+    else:
+        store.garbage_collect()  # the (empty) files the workers wrote
+
+
+def _nothing_ingested(report: IngestReport, disc: Discovery, root: Path) -> NothingIngestedError:
+    if not disc.plans and not disc.problems:
+        msg = (
+            f"{root}: no profiler output found (looked for Kineto traces, *_ascend_pt folders, "
+            f"collector rank_{{id}} folders); {len(disc.ignored)} other file(s) ignored"
+        )
+    else:
+        msg = f"{root}: nothing could be ingested ({len(report.problems)} file(s) with problems)"
+    err = NothingIngestedError(msg)
+    err.report = report  # type: ignore[attr-defined]
+    return err

@@ -1,0 +1,163 @@
+"""A profiler db opened read-only, the SQL helpers every table reader uses, and the state of one
+collection while its tables are read (``DbExport``)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ....errors import InputError
+from ...base import ReadContext
+from ...common.cells import text_cell
+from ...common.steps import last_step_started
+
+BATCH = 100_000
+
+
+class Db:
+    """A read-only sqlite3 connection with the table list and column names at hand."""
+
+    def __init__(self, path: Path, kind: str):
+        self.path = path
+        self.kind = kind
+        try:
+            size = path.stat().st_size
+        except OSError as exc:
+            raise InputError(str(path), f"cannot read {kind}: {exc.strerror or exc}") from exc
+        if size == 0:
+            raise InputError(str(path), f"empty file (0 bytes; expected: {kind})")
+        with open(path, "rb") as f:
+            magic = f.read(16)
+        if magic != b"SQLite format 3\x00":
+            raise InputError(str(path), f"not a SQLite database (no SQLite header; expected: {kind})")
+        try:
+            self.con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro&immutable=1", uri=True)
+            rows = self.con.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
+        except sqlite3.Error as exc:
+            raise InputError(str(path), f"corrupt SQLite database ({kind}): {exc}") from exc
+        self.tables = {r[0] for r in rows}
+        self._cols: dict[str, set[str]] = {}
+
+    def has(self, table: str) -> bool:
+        return table in self.tables
+
+    def columns(self, table: str) -> set[str]:
+        if table not in self._cols:
+            try:
+                self._cols[table] = {r[1] for r in self.con.execute(f'PRAGMA table_info("{table}")').fetchall()}
+            except sqlite3.Error:
+                self._cols[table] = set()
+        return self._cols[table]
+
+    def all(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        return self.con.execute(sql, params).fetchall()
+
+    def batches(self, sql: str, params: tuple[Any, ...] = ()) -> Iterator[list[tuple[Any, ...]]]:
+        cur = self.con.execute(sql, params)
+        while True:
+            rows = cur.fetchmany(BATCH)
+            if not rows:
+                return
+            yield rows
+
+    def close(self) -> None:
+        self.con.close()
+
+
+def columns_of(rows: list[tuple[Any, ...]], n: int) -> list[list[Any]]:
+    return [list(c) for c in zip(*rows)] if rows else [[] for _ in range(n)]
+
+
+def args_json(d: dict[str, Any]) -> str:
+    return json.dumps({k: v for k, v in d.items() if v is not None}, ensure_ascii=False)
+
+
+def sql_string(col: str, alias: str) -> str:
+    """SQL for a STRING_IDS lookup of ``col``."""
+    return f"(SELECT value FROM STRING_IDS WHERE id = {col}) AS {alias}"
+
+
+def enum_names(db: Db, table: str) -> dict[int, str]:
+    if not db.has(table):
+        return {}
+    return {int(i): str(n) for i, n in db.all(f"SELECT id, name FROM {table}")}
+
+
+def db_text(v: Any) -> str | None:
+    """A db string as the text export would give it: N/A and empty as NULL."""
+    return text_cell(str(v)) if v is not None else None
+
+
+class DbExport:
+    """State of one collection while its tables are read."""
+
+    def __init__(self, ctx: ReadContext, db: Db):
+        self.ctx = ctx
+        self.db = db
+        self.event_base = 0
+        self.lane_counts: Counter[tuple[str, str]] = Counter()
+        self.lane_names: dict[tuple[str, str], tuple[str, str, str]] = {}  # -> (process, lane, group)
+        self.steps: list[tuple[int, int, int]] = []
+        self.problems: list[str] = []
+        self.has_stacks = False
+        self.has_shapes = False
+        self.devices: set[int] = set()
+        self.api_types: dict[int, str] = {}
+        self.comm_groups: dict[int, str] = {}  # groupName string id -> hash
+        self.group_lane: dict[str, str] = {}
+        self.kernel_of_task: tuple[np.ndarray, np.ndarray] | None = None
+        self.cann_levels: Counter[str] = Counter()
+        self.comm_ops_raw: list[dict[str, Any]] = []
+        self.notes: list[str] = []  # facts about the db worth keeping in the collection meta
+
+    # -- helpers -----------------------------------------------------------------------------------
+
+    def step_of(self, ts: int | None) -> int | None:
+        """Step of a device task: the last step started at or before it (device work lags the host)."""
+        return last_step_started(self.steps, [ts])[0]
+
+    def guard(self, what: str, fn: Callable[[], None]) -> None:
+        try:
+            fn()
+        except sqlite3.Error as exc:
+            self.problems.append(f"{what}: table unreadable ({exc}); skipped")
+
+    def slices(
+        self,
+        pid: list[str],
+        tid: list[str],
+        name: list[str],
+        cat: list[str | None],
+        ts: list[int],
+        end: list[int],
+        args: list[str | None],
+    ) -> None:
+        n = len(ts)
+        if not n:
+            return
+        ts_a = np.asarray(ts, dtype=np.int64)
+        dur = np.maximum(np.asarray(end, dtype=np.int64) - ts_a, 0)
+        self.ctx.write(
+            "slices",
+            {
+                "pid": pid,
+                "tid": tid,
+                "name": name,
+                "category": cat,
+                "ts_ns": ts_a,
+                "dur_ns": dur,
+                "event_id": np.arange(self.event_base, self.event_base + n, dtype=np.int64),
+                "args": args,
+            },
+        )
+        self.event_base += n
+        self.lane_counts.update(zip(pid, tid))
+
+    def lane(self, pid: str, tid: str, process: str, lane: str, group: str) -> None:
+        self.lane_names.setdefault((pid, tid), (process, lane, group))

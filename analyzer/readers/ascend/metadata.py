@@ -1,0 +1,157 @@
+"""What the CANN family writes next to its output about the collection (docs/formats.md §1.2, §1.3):
+``profiler_info_{rank}.json`` (level, configuration, versions, start / end info) and
+``profiler_metadata.json`` (environment variables, distributed args, parallel groups, the user's
+own metadata); and the plain sentences saying what a profiler configuration left out.
+
+torch_npu's schema is read here (``ProducerFiles``); MindSpore's profiler_info has its own schema and
+is read by the MindSpore door.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..base import ReadContext
+from ..common.jsonfile import load_json
+from .names import PROFILER_INFO_RE, PROFILER_METADATA
+
+
+@dataclass
+class ProducerFiles:
+    info: dict[str, Any] | None = None
+    metadata: dict[str, Any] | None = None
+
+    @property
+    def config(self) -> dict[str, Any] | None:
+        c = (self.info or {}).get("config")
+        return c if isinstance(c, dict) else None
+
+    def common(self, key: str) -> Any:
+        cc = (self.config or {}).get("common_config")
+        return cc.get(key) if isinstance(cc, dict) else None
+
+    def experimental(self, key: str) -> Any:
+        ec = (self.config or {}).get("experimental_config")
+        if not isinstance(ec, dict):
+            return None
+        for k in (f"_{key}", key):
+            if k in ec:
+                return ec[k]
+        return None
+
+    @property
+    def level(self) -> str | None:
+        lv = self.experimental("profiler_level")
+        return str(lv) if lv else None
+
+
+def read_producer_files(ctx: ReadContext, root: Path) -> ProducerFiles:
+    """profiler_info*.json and profiler_metadata.json at the folder's top, each reported as a file."""
+    pf = ProducerFiles()
+    for f in sorted(root.iterdir()) if root.is_dir() else []:
+        if not f.is_file():
+            continue
+        if PROFILER_INFO_RE.match(f.name):
+            with ctx.reading(f, "profiler_info.json") as oc:
+                data = load_json(f, "profiler_info", obj=True)
+                if pf.info is None:
+                    pf.info = data
+                rid = data.get("rank_id")
+                if isinstance(rid, int) and rid != ctx.rank and ctx.plan.rank_source in ("sidecar", "rank_dir"):
+                    oc.warn(f"rank_id is {rid} but the folder says rank {ctx.rank}; kept {ctx.rank}")
+        elif f.name == PROFILER_METADATA:
+            with ctx.reading(f, PROFILER_METADATA):
+                data = load_json(f, "profiler_metadata", obj=True)
+                pf.metadata = data
+    return pf
+
+
+def fill_meta(ctx: ReadContext, pf: ProducerFiles, extra: dict[str, Any] | None = None) -> None:
+    """Collection metadata from profiler_info / profiler_metadata (level, config, versions, groups)."""
+    m = ctx.meta
+    info = pf.info or {}
+    md = pf.metadata or {}
+    m.level = m.level or pf.level
+    if pf.config is not None:
+        m.config = pf.config
+    versions = []
+    if info.get("torch_npu_version"):
+        versions.append(f"torch_npu {info['torch_npu_version']}")
+    if info.get("cann_version"):
+        versions.append(f"CANN {info['cann_version']}")
+    if versions:
+        m.producer_version = "; ".join(versions)
+    da = md.get("distributed_args") if isinstance(md.get("distributed_args"), dict) else None
+    if da and isinstance(da.get("world_size"), int):
+        m.world_size = da["world_size"]
+    out: dict[str, Any] = {}
+    for k in ("start_info", "end_info", "rank_id"):
+        if k in info:
+            out[k] = info[k]
+    if md:
+        out["env_variables"] = md.get("ENV_VARIABLES")
+        if da:
+            out["distributed_args"] = da
+        if md.get("parallel_group_info"):
+            out["parallel_group_info"] = md["parallel_group_info"]
+        user = {k: v for k, v in md.items() if k not in ("ENV_VARIABLES", "distributed_args", "parallel_group_info")}
+        if user:
+            out["user_metadata"] = user
+    if extra:
+        out.update(extra)
+    m.extra.update({k: v for k, v in out.items() if v is not None})
+
+
+def switch_sentences(ctx: ReadContext, pf: ProducerFiles) -> None:
+    """Capabilities and plain sentences about what the profiler configuration left out."""
+    m = ctx.meta
+    level = m.level
+    caps = m.capabilities
+    ctx.add_table_capabilities()
+    miss = m.missing
+
+    def say(s: str) -> None:
+        if s not in miss:
+            miss.append(s)
+
+    if level == "Level0":
+        say(
+            "Level0: no communication matrix and no wait/transit split (communication.json and "
+            "communication_matrix.json are written from Level1)"
+        )
+        say("Level0: kernels have no op type, shapes or AI Core PMU metrics (reduced kernel details)")
+        if "cann_api" not in caps:
+            say("Level0: no CANN API (AscendCL/Runtime) events on the host timeline")
+    elif level == "Level1":
+        say("Level1: no Runtime API events (recorded at Level2 only)")
+    elif level == "Level_none":
+        say("Level_none: no CANN-level data (kernels, communication) was collected")
+    if pf.config is not None:
+        acts = [str(a) for a in (pf.common("activities") or [])]
+        if acts and not any("NPU" in a for a in acts):
+            say("activities without NPU: no device kernels or communication")
+        if acts and not any("CPU" in a for a in acts):
+            say("activities without CPU: no framework operators")
+        if pf.common("profile_memory") is False:
+            say("profile_memory was off: no memory curves and no operator memory")
+        if pf.common("with_stack") is False:
+            say("with_stack was off: no call stacks")
+        if pf.common("record_shapes") is False:
+            say("record_shapes was off: no input shapes")
+        aic = pf.experimental("aic_metrics")
+        if level != "Level0" and aic in ("ACL_AICORE_NONE", "AiCoreNone"):
+            say("aic_metrics=AiCoreNone: no AI Core PMU metrics")
+        if pf.experimental("l2_cache") is False:
+            say("l2_cache was off: no L2 cache hit rates")
+    if "memory" not in caps and pf.common("profile_memory") is not False:
+        say("no memory records in the export")
+    if "communication" not in caps:
+        say("no communication operations: single card, or no collective ran in the window")
+    elif "comm_matrix" not in caps and level != "Level0":
+        say("no communication matrix in the export")
+    if "steps" not in caps:
+        say("no step ranges: the profiler ran without a schedule / prof.step()")
+    if ctx.plan.rank_source in ("single", "assigned"):
+        say("no rank found in profiler_info / db name / metadata: rank assigned by discovery")

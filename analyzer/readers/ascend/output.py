@@ -1,0 +1,372 @@
+"""The ASCEND_PROFILER_OUTPUT folder: torch_npu's and MindSpore's text export (docs/formats.md §1, §2.1).
+Every file is optional and read on its own; a bad file is recorded and the others are still ingested.
+
+- ``trace_view.json`` (streamed): ``slices``, ``lanes``, ``operators`` (Python ``cpu_op``, self time from nesting),
+  ``steps`` (``ProfilerStep#N``), ``counters`` (C events)
+- ``kernel_details.csv``: ``kernels`` (+ PMU columns -> ``kernel_metrics``, times renamed ``*_ns``)
+- ``l2_cache.csv``: ``kernel_metrics`` ``l2_hit_rate`` / ``l2_victim_rate``, joined to kernels by stream and task id
+  (by name order at Level0)
+- ``operator_details.csv``: attached to ``operators``: ``device_self_ns`` / ``device_total_ns``, matched by name and
+  order, checked against the trace's host durations (see below)
+- ``step_trace_time.csv``: ``step_trace``
+- ``op_statistic.csv``, ``api_statistic.csv``: ``statistics``
+- ``communication.json``: wait / transit / sync / idle of ``comm_ops``; ``comm_bandwidth`` (with size distribution)
+- ``communication_matrix.json``: ``comm_links`` (group-local and global ranks), ``comm_groups``
+- ``memory_record.csv``, ``npu_module_mem.csv``: ``memory_samples``
+- ``operator_memory.csv``: ``operator_memory``
+- ``profiler_info_{rank}.json``, ``profiler_metadata.json``: collection metadata, capabilities, missing sentences
+
+``operator_details.csv`` holds one row per framework op instance in start-time order, ``ProfilerStep``
+excluded. Its rows are matched to the trace's ``cpu_op`` events by (name, n-th occurrence in start
+order); a match is kept only when the CSV's host total duration equals the event's duration (±1 µs),
+so a mismatch never attaches wrong numbers. When ``trace_view.json`` is missing, the operators are
+written from ``operator_details.csv`` alone (durations and stacks, no timestamps).
+
+``comm_ops`` rows start from the communication rows of ``kernel_details.csv`` (exact start and
+duration), else the big ops of the trace's HCCL ``Group N Communication`` lanes, else
+``communication.json``; dtype / count / algorithm come from the trace, the wait / transit split and
+the group hash from ``communication.json`` (Level1+). ``Total Op Info`` aggregates are not stored
+(sum the rows instead). Timestamps are parsed from their µs strings to exact integer ns.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+
+from ... import schema
+from ...errors import InputError
+from ..base import ReadContext
+from ..chrome.nesting import self_time
+from ..common.spill import Staged
+from ..common.steps import last_step_started
+from .communication import CommTime, read_communication_json, read_matrix_json, write_comm_ops
+from .groups import Groups
+from .kernels import KernelsRead, read_kernels
+from .memory import read_memory_record, read_module_mem, read_operator_memory
+from .metadata import ProducerFiles, fill_meta, read_producer_files, switch_sentences
+from .names import OUTPUT_DIR, PROFILER_INFO_RE, PROFILER_METADATA, TEXT_FILES, TEXT_MARKERS, TORCH_NPU_RAW_HINT
+from .summaries import read_api_statistic, read_op_details, read_op_statistic, read_step_trace_time
+from .trace_view import AscendTrace, outcome_of_trace
+
+# files of ASCEND_PROFILER_OUTPUT this version does not ingest, with the reason shown to the user
+_NOT_INGESTED = {
+    "data_preprocess.csv": "AI CPU pre-processing statistics are not ingested by this version",
+    "task_time.csv": "task times duplicate kernel_details.csv; not ingested",
+    "static_op_mem.csv": "static graph memory is not ingested by this version",
+    "hccs.csv": "interconnect counters are not ingested by this version",
+    "pcie.csv": "interconnect counters are not ingested by this version",
+    "nic.csv": "network counters are not ingested by this version",
+    "roce.csv": "network counters are not ingested by this version",
+    "soc_pmu.csv": "SoC PMU counters are not ingested by this version",
+}
+
+
+class TextExport:
+    """State shared between the files of one output folder."""
+
+    def __init__(self, ctx: ReadContext, op_processes: frozenset[str] = frozenset()):
+        self.ctx = ctx
+        self.op_processes = op_processes  # see AscendPicker (MindSpore's framework-op processes)
+        self.root = ctx.plan.root
+        # a trace_view.json found on its own (discovery's loose_trace_view): its folder stands for the output folder
+        self.out = self.root if ctx.plan.hints.get("loose_trace_view") else self.root / OUTPUT_DIR
+        self.files: dict[str, Path] = {}
+        self.trace: AscendTrace | None = None
+        self.kernels = KernelsRead()
+        self.comm_times: list[CommTime] = []
+        self.op_details: pa.Table | None = None
+        self.op_details_path: Path | None = None
+        self.device_ids: set[int] = set()
+        self.pf = ProducerFiles()
+        self.groups: Groups | None = None
+
+
+def read_output_folder(ctx: ReadContext, op_processes: frozenset[str] = frozenset()) -> None:
+    """Read the collection's ASCEND_PROFILER_OUTPUT/ (torch_npu's, or MindSpore's with
+    ``op_processes``: the trace processes whose events are framework ops, see AscendPicker)."""
+    st = TextExport(ctx, op_processes)
+    plan = ctx.plan
+    for f in plan.files:
+        if f.parent == st.out:
+            st.files[f.name] = f
+    st.pf = read_producer_files(ctx, st.root)
+    st.groups = Groups(ctx.rank, plan.hints, st.pf.metadata)
+    _ignore_others(ctx, st)
+    if not st.out.is_dir() or not any(n in st.files for n in TEXT_MARKERS):
+        ctx.meta.missing.append(f"no parsed torch_npu output in {OUTPUT_DIR}/: {TORCH_NPU_RAW_HINT}")
+        if not any(n.endswith((".csv", ".json")) for n in st.files):
+            ctx.meta.status = "unparsed"
+    f = st.files
+    if plan.hints.get("loose_trace_view"):
+        ctx.meta.missing.append(
+            f"trace_view.json found on its own (no *_ascend_pt/{OUTPUT_DIR}/ around it): "
+            "the timeline and operators only"
+        )
+    if "trace_view.json" in f:
+        _read_trace(ctx, st, f["trace_view.json"])
+    if "kernel_details.csv" in f:
+        st.kernels = read_kernels(ctx, f["kernel_details.csv"], f.get("l2_cache.csv"))
+        st.device_ids |= st.kernels.device_ids
+    elif "l2_cache.csv" in f:
+        with ctx.reading(f["l2_cache.csv"], "l2_cache.csv"):
+            raise InputError(
+                str(f["l2_cache.csv"]),
+                "not read: kernel_details.csv is missing, so L2 rates cannot be joined to kernels",
+            )
+    if "operator_details.csv" in f:
+        st.op_details = read_op_details(ctx, f["operator_details.csv"], keep_text=st.trace is None)
+        st.op_details_path = f["operator_details.csv"] if st.op_details is not None else None
+    if "step_trace_time.csv" in f:
+        read_step_trace_time(ctx, f["step_trace_time.csv"])
+    if "op_statistic.csv" in f:
+        read_op_statistic(ctx, f["op_statistic.csv"])
+    if "api_statistic.csv" in f:
+        read_api_statistic(ctx, f["api_statistic.csv"])
+    if "communication.json" in f:
+        st.comm_times = read_communication_json(ctx, f["communication.json"], st.groups)
+    if "communication_matrix.json" in f:
+        read_matrix_json(ctx, f["communication_matrix.json"], st.groups)
+    if "memory_record.csv" in f:
+        st.device_ids |= read_memory_record(ctx, f["memory_record.csv"])
+    if "npu_module_mem.csv" in f:
+        read_module_mem(ctx, f["npu_module_mem.csv"])
+    if "operator_memory.csv" in f:
+        read_operator_memory(ctx, f["operator_memory.csv"])
+    _finish(ctx, st)
+
+
+def _ignore_others(ctx: ReadContext, st: TextExport) -> None:
+    known = set(TEXT_FILES)
+    for p in ctx.plan.files:
+        try:
+            rel = p.relative_to(st.root)
+        except ValueError:
+            continue
+        top = rel.parts[0]
+        if p.parent == st.out:
+            if p.name in known:
+                continue
+            if p.name.endswith(".db"):
+                ctx.ignore(p, "db export of the same data; the text export was read")
+            else:
+                ctx.ignore(p, _NOT_INGESTED.get(p.name, "not a file this version ingests"))
+        elif len(rel.parts) == 1 and (PROFILER_INFO_RE.match(p.name) or p.name == PROFILER_METADATA):
+            continue
+        elif top == "FRAMEWORK" or top.startswith("PROF_"):
+            ctx.ignore(p, f"raw profiler data; its parsed form is in {OUTPUT_DIR}/")
+        elif top == "logs":
+            ctx.ignore(p, "torch_npu parser log")
+        else:
+            ctx.ignore(p, "not a torch_npu output file")
+
+
+def _read_trace(ctx: ReadContext, st: TextExport, path: Path) -> None:
+    with ctx.reading(path, "trace_view.json") as outcome:
+        # no kernel_details.csv: the kernels are the tasks of the trace's Ascend Hardware lanes
+        st.trace = AscendTrace(ctx, st.op_processes, device_tasks="kernel_details.csv" not in st.files)
+        outcome_of_trace(outcome, st.trace.feed(path))
+
+
+def _finish(ctx: ReadContext, st: TextExport) -> None:
+    trace = st.trace
+    staged = trace.close() if trace is not None else {}
+    steps = _write_steps(ctx, trace.picker.steps if trace is not None else [])
+    con = duckdb.connect(":memory:")
+    try:
+        con.register(
+            "steps",
+            pa.table(
+                {
+                    "step": pa.array([s[0] for s in steps], pa.int32()),
+                    "start_ns": pa.array([s[1] for s in steps], pa.int64()),
+                    "end_ns": pa.array([s[2] for s in steps], pa.int64()),
+                }
+            ),
+        )
+        if "operators" in staged:
+            _write_operators(ctx, st, con, staged["operators"])
+        elif st.op_details is not None:
+            _operators_from_details(ctx, st)
+    finally:
+        con.close()
+    if trace is not None:
+        trace.write_counters(staged)
+        ctx.write("lanes", trace.router.lane_rows())
+        tasks = trace.picker.device_tasks
+        if tasks:  # no kernel_details.csv: the kernels of the Ascend Hardware lanes
+            ctx.write("kernels", tasks.columns(0, lambda ts: last_step_started(steps, ts)))
+    trace_ops = trace.picker.big_comm_ops(trace.router) if trace is not None else []
+    write_comm_ops(ctx, st.kernels.comm, trace_ops, st.comm_times, st.groups, steps)
+    groups = st.groups
+    if groups is not None:
+        groups.finish()
+        rows = groups.rows()
+        if rows:
+            ctx.write("comm_groups", pa.Table.from_pylist(rows))
+    _fill_text_meta(ctx, st)
+
+
+def _write_steps(ctx: ReadContext, marks: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
+    """ProfilerStep ranges (one per step: a step marked on several threads spans them all) -> steps."""
+    if not marks:
+        return []
+    by: dict[int, list[int]] = {}
+    for step, s, e in marks:
+        if step in by:
+            by[step] = [min(by[step][0], s), max(by[step][1], e)]
+        else:
+            by[step] = [s, e]
+    steps = sorted((k, v[0], v[1]) for k, v in by.items())
+    ctx.write(
+        "steps",
+        {
+            "step": [s[0] for s in steps],
+            "start_ns": [s[1] for s in steps],
+            "end_ns": [s[2] for s in steps],
+            "dur_ns": [s[2] - s[1] for s in steps],
+            "source": ["ProfilerStep"] * len(steps),
+        },
+    )
+    return steps
+
+
+def _write_operators(ctx: ReadContext, st: TextExport, con: duckdb.DuckDBPyConnection, staged: Staged) -> None:
+    con.register("staged_ops", staged.table())
+    ops = con.sql(
+        "SELECT _pid, tid, ts_ns, dur_ns, event_id FROM staged_ops ORDER BY _pid, tid, ts_ns, dur_ns DESC, event_id"
+    ).to_arrow_table()
+    con.register("selftime", self_time(ops))
+    del ops
+    details = st.op_details
+    if details is None:
+        details = pa.table(
+            {
+                "name": pa.array([], pa.string()),
+                "rn": pa.array([], pa.int64()),
+                "host_total_ns": pa.array([], pa.int64()),
+                "device_self_ns": pa.array([], pa.int64()),
+                "device_total_ns": pa.array([], pa.int64()),
+            }
+        )
+    con.register("details", details.select(["name", "rn", "host_total_ns", "device_self_ns", "device_total_ns"]))
+    con.execute(
+        """
+        CREATE TABLE ops AS
+        SELECT o.*, CASE WHEN o.name LIKE 'ProfilerStep#%' THEN NULL ELSE
+                    row_number() OVER (PARTITION BY o.name, o.name LIKE 'ProfilerStep#%'
+                                       ORDER BY o.ts_ns, o.dur_ns DESC, o.event_id) - 1 END AS rn
+        FROM staged_ops o
+        """
+    )
+    match = con.execute(
+        """
+        SELECT count(*) FILTER (WHERE d.name IS NOT NULL),
+               count(*) FILTER (WHERE d.name IS NOT NULL AND abs(d.host_total_ns - o.dur_ns) > 1000)
+        FROM ops o LEFT JOIN details d ON d.name = o.name AND d.rn = o.rn
+        """
+    ).fetchall()[0]
+    cols = schema.FACTS["operators"].column_names[3:]
+    rep = {
+        "step": "CASE WHEN o.ts_ns < st.end_ns THEN st.step END",
+        "self_ns": "x.self_ns",
+        "depth": "x.depth",
+        "device_self_ns": "CASE WHEN abs(d.host_total_ns - o.dur_ns) <= 1000 THEN d.device_self_ns END",
+        "device_total_ns": "CASE WHEN abs(d.host_total_ns - o.dur_ns) <= 1000 THEN d.device_total_ns END",
+    }
+    sel = ", ".join(f'{rep[c]} AS "{c}"' if c in rep else f'o."{c}"' for c in cols if c in rep or c in _OP_STAGED)
+    rdr = con.sql(
+        f"""
+        SELECT {sel} FROM ops o
+        LEFT JOIN selftime x USING (event_id)
+        LEFT JOIN details d ON d.name = o.name AND d.rn = o.rn
+        ASOF LEFT JOIN steps st ON o.ts_ns >= st.start_ns
+        ORDER BY o.ts_ns, o.event_id
+        """
+    ).to_arrow_reader(200_000)
+    for batch in rdr:
+        ctx.write("operators", batch)
+    if st.op_details is not None and st.op_details_path is not None:
+        matched, bad = match or (0, 0)
+        n = st.op_details.num_rows
+        oc = ctx.outcomes.get(st.op_details_path)
+        if oc is not None and oc.status != "error":
+            attached = matched - bad
+            if attached < n:
+                oc.warn(
+                    f"device times of {attached} of {n} operators attached: {n - matched} row(s) match no trace "
+                    f"operator by name and order, {bad} disagree with the trace's host duration by more than 1 µs"
+                )
+
+
+_OP_STAGED = {
+    "name",
+    "category",
+    "tid",
+    "ts_ns",
+    "dur_ns",
+    "input_shapes",
+    "input_types",
+    "call_stack",
+    "sequence_number",
+    "event_id",
+}
+
+
+def _operators_from_details(ctx: ReadContext, st: TextExport) -> None:
+    """No trace_view.json: operators from operator_details.csv (durations, stacks, no timestamps)."""
+    d = st.op_details
+    assert d is not None
+    n = d.num_rows
+    ctx.write(
+        "operators",
+        {
+            "name": d.column("name"),
+            "category": pa.array(["cpu_op"] * n, pa.string()),
+            "dur_ns": d.column("host_total_ns"),
+            "self_ns": d.column("host_self_ns"),
+            "input_shapes": d.column("input_shapes"),
+            "call_stack": d.column("call_stack"),
+            "device_self_ns": d.column("device_self_ns"),
+            "device_total_ns": d.column("device_total_ns"),
+            "event_id": pa.array(np.arange(n), pa.int64()),
+        },
+    )
+    if st.op_details_path is not None:
+        oc = ctx.outcomes.get(st.op_details_path)
+        if oc is not None:
+            oc.warn("trace_view.json is missing: operators written from this file, without timestamps")
+
+
+def _fill_text_meta(ctx: ReadContext, st: TextExport) -> None:
+    fill_meta(ctx, st.pf)
+    m = ctx.meta
+    if len(st.device_ids) == 1:
+        m.device_id = next(iter(st.device_ids))
+    picker = st.trace.picker if st.trace is not None else None
+    if picker is not None:
+        if picker.has_stacks:
+            m.capabilities.add("stacks")
+        if picker.has_shapes:
+            m.capabilities.add("shapes")
+        if picker.cann_levels:
+            m.capabilities.add("cann_api")
+            m.extra["cann_api_events"] = dict(picker.cann_levels)
+        if picker.cann_levels.get("Runtime"):
+            m.capabilities.add("runtime_api")
+    if st.kernels.l2:
+        m.capabilities.add("l2_cache")
+    if "trace_view.json" not in st.files:
+        m.missing.append("no trace_view.json: no timeline, no operator timestamps or self time from nesting")
+    if "kernel_details.csv" not in st.files:
+        if picker is not None and picker.device_tasks:
+            m.missing.append(
+                "no kernel_details.csv: kernels taken from trace_view.json's Ascend Hardware lanes "
+                "(no op types, shapes or PMU metrics)"
+            )
+        else:
+            m.missing.append("no kernel_details.csv: no device kernels")
+    switch_sentences(ctx, st.pf)

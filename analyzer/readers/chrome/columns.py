@@ -1,0 +1,200 @@
+"""Decoded Chrome-trace events to Arrow columns, one C-level pass per field.
+
+These turn a block of events into Arrow columns with as little per-event Python as possible: one
+``map(attrgetter(...))`` per field, then vectorised Arrow / numpy work. Filtering into tables
+(slices, operators, ...) is done on the columns with Arrow masks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from operator import attrgetter
+from typing import Any
+
+import msgspec
+import numpy as np
+import pyarrow as pa
+
+from ...units import us_array_to_ns, us_text_to_ns
+from .stream import ANY, Event
+
+_FIELDS = ("ph", "name", "cat", "pid", "tid", "ts", "dur", "id", "args")
+GET = {f: attrgetter(f) for f in _FIELDS}
+
+
+def field_values(events: list[Event], name: str) -> list[Any]:
+    """The values of one field of every event, as a list (C-level loop)."""
+    return list(map(GET[name], events))
+
+
+def id_text(v: int | str | None) -> str | None:
+    if v is None:
+        return None
+    return v if isinstance(v, str) else str(v)
+
+
+class Codes(dict):  # type: ignore[type-arg]
+    """value -> first-seen position, filled on lookup (``map(codes.__getitem__, values)``)."""
+
+    def __missing__(self, key: Any) -> int:
+        code = self[key] = len(self)
+        return code
+
+
+def id_column(values: list[int | str | None]) -> pa.Array:
+    """pid / tid values (numbers and strings mixed, as Kineto writes them) as text. There are few
+    distinct ids: each is turned into text once, the column is a dictionary decoded by Arrow."""
+    codes = Codes()
+    idx = pa.array(np.fromiter(map(codes.__getitem__, values), dtype=np.int32, count=len(values)))
+    text = pa.array([id_text(v) for v in codes], type=pa.string())
+    return pa.DictionaryArray.from_arrays(idx, text).cast(pa.string())
+
+
+def times_ns(values: list[float | str | None], base_ns: int = 0) -> pa.Array:
+    """Event ts/dur values (float µs or exact µs strings) to int64 ns; ``None`` stays null."""
+    if not values:
+        return pa.array([], type=pa.int64())
+    try:
+        fa = pa.array(values, type=pa.float64())  # floats, ints and None; a string raises
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError):
+        return _mixed_times_ns(values, base_ns)
+    if fa.null_count:
+        arr = us_array_to_ns(fa.fill_null(0.0).to_numpy())
+        if base_ns:
+            arr += base_ns
+        return pa.array(arr, type=pa.int64(), mask=fa.is_null().to_numpy(zero_copy_only=False))
+    arr = us_array_to_ns(fa.to_numpy())
+    if base_ns:
+        arr += base_ns
+    return pa.array(arr, type=pa.int64())
+
+
+def _mixed_times_ns(values: list[float | str | None], base_ns: int) -> pa.Array:
+    out: list[int | None] = []
+    for v in values:
+        if v is None:
+            out.append(None)
+        elif isinstance(v, str):
+            ns = us_text_to_ns(v)
+            out.append(None if ns is None else ns + base_ns)
+        else:
+            out.append(int(us_array_to_ns(np.array([float(v)]))[0]) + base_ns)
+    return pa.array(out, type=pa.int64())
+
+
+def durations_ns(values: list[float | str | None]) -> pa.Array:
+    """Event durations to int64 ns; an absent duration (instant events) is 0."""
+    try:
+        fa = pa.array(values, type=pa.float64())
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError):
+        return _mixed_times_ns([0.0 if v is None else v for v in values], 0)
+    if fa.null_count:
+        fa = fa.fill_null(0.0)
+    return pa.array(us_array_to_ns(fa.to_numpy()), type=pa.int64())
+
+
+def raw_text_array(raws: list[Any]) -> pa.Array:
+    """Raw JSON pieces (``msgspec.Raw`` / bytes; empty = absent) as one string array, without a
+    Python string per value: the bytes are joined once and the offsets computed with numpy."""
+    n = len(raws)
+    if n == 0:
+        return pa.array([], type=pa.string())
+    lens = np.fromiter(map(len, raws), dtype=np.int64, count=n)
+    data = b"".join(raws)
+    wide = len(data) >= 1 << 31  # 32-bit offsets unless the values hold 2 GB or more
+    offsets = np.zeros(n + 1, dtype=np.int64 if wide else np.int32)
+    np.cumsum(lens, out=offsets[1:])
+    present = lens > 0
+    validity = None if present.all() else pa.array(present).buffers()[1]
+    kind = pa.large_string() if wide else pa.string()
+    arr = pa.Array.from_buffers(kind, n, [validity, pa.py_buffer(offsets), pa.py_buffer(data)])
+    try:
+        arr.validate(full=True)  # valid UTF-8
+    except pa.ArrowInvalid:
+        return pa.array([bytes(r).decode("utf-8", "replace") if len(r) else None for r in raws], type=pa.string())
+    return arr.cast(pa.string()) if wide else arr
+
+
+def raw_json_column(events: list[Event]) -> pa.Array:
+    return raw_text_array(field_values(events, "args"))
+
+
+@dataclass
+class EventColumns:
+    """The fields of a block of events as Arrow arrays (one entry per event, in file order)."""
+
+    name: pa.Array
+    cat: pa.Array
+    pid: pa.Array
+    tid: pa.Array
+    ts_ns: pa.Array
+    dur_ns: pa.Array
+    args: pa.Array
+    event_id: pa.Array
+
+    @classmethod
+    def of(
+        cls, events: list[Event], first_event_id: int = 0, base_ns: int = 0, event_ids: np.ndarray | None = None
+    ) -> EventColumns:
+        """Columns of ``events``; their ids are ``first_event_id`` + position, or ``event_ids``."""
+        n = len(events)
+        ids = np.arange(first_event_id, first_event_id + n, dtype=np.int64) if event_ids is None else event_ids
+        return cls(
+            name=pa.array(field_values(events, "name"), type=pa.string()),
+            cat=pa.array(field_values(events, "cat"), type=pa.string()),
+            pid=id_column(field_values(events, "pid")),
+            tid=id_column(field_values(events, "tid")),
+            ts_ns=times_ns(field_values(events, "ts"), base_ns),
+            dur_ns=durations_ns(field_values(events, "dur")),
+            args=raw_json_column(events),
+            event_id=pa.array(ids, type=pa.int64()),
+        )
+
+    def slices(self, mask: pa.Array | None = None) -> dict[str, pa.Array]:
+        """Columns of the slices table (for the rows where ``mask`` is true)."""
+        cols = {
+            "pid": self.pid,
+            "tid": self.tid,
+            "name": self.name,
+            "category": self.cat,
+            "ts_ns": self.ts_ns,
+            "dur_ns": self.dur_ns,
+            "event_id": self.event_id,
+            "args": self.args,
+        }
+        if mask is None:
+            return cols
+        return {k: v.filter(mask) for k, v in cols.items()}
+
+
+def counter_columns(events: list[Event], base_ns: int = 0) -> dict[str, pa.Array] | None:
+    """Long-form columns of C (counter) events: one row per numeric series of each event's args
+    (``{"MHz": 1800}`` -> series MHz). None when no event has a numeric value."""
+    pids: list[str | None] = []
+    names: list[str] = []
+    series: list[str] = []
+    ts_raw: list[float | str | None] = []
+    values: list[float] = []
+    for e in events:
+        try:
+            a = ANY.decode(e.args) if len(e.args) else None
+        except msgspec.DecodeError:
+            continue
+        if not isinstance(a, dict):
+            continue
+        for k, v in a.items():
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                pids.append(id_text(e.pid))
+                names.append(e.name)
+                series.append(k)
+                ts_raw.append(e.ts)
+                values.append(float(v))
+    if not values:
+        return None
+    return {
+        "pid": pa.array(pids, pa.string()),
+        "name": pa.array(names, pa.string()),
+        "series": pa.array(series, pa.string()),
+        "ts_ns": times_ns(ts_raw, base_ns),
+        "value": pa.array(values, pa.float64()),
+    }

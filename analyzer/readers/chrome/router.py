@@ -1,0 +1,187 @@
+"""The one event router of every Chrome trace we read (Kineto, torch_npu / MindSpore ``trace_view.json``,
+msprof's json timelines).
+
+One pass per block of decoded events. The phase of every event is coded once (numpy); what every
+family does the same way is done here, once, on Arrow columns:
+
+- M events -> ``lanes`` (process / thread names and sort indexes; see ``RouteRules.ordered_lanes``);
+- X and i events -> the ``slices`` columns (one C-level pass per field) and per-lane slice counts by
+  category, from which ``lane_rows`` classifies the lanes with the family's ``LaneRules``;
+- C events -> long-form counter columns;
+- X events of ``RouteRules.op_categories`` -> operator positions.
+
+What only one family does (Kineto's kernels, collectives and memory events; the Ascend family's
+HCCL ops, CANN levels, device tasks and iterations) is a ``Picker``: it gets each routed block with
+the positions and columns above and takes its own rows from them.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .columns import Codes, EventColumns, counter_columns, field_values
+from .lanes import LaneInfo, LaneRules, lane_group
+from .stream import Event
+
+
+@dataclass(frozen=True)
+class RouteRules:
+    """What a family's traces mean.
+
+    ``op_categories``: X events of these categories are operators (their positions reach the
+    picker as ``RoutedBlock.op_idx``). ``held_instants``: instant events of these names are not
+    timeline slices (Kineto's ``[memory]`` events: memory samples); the picker gets their positions.
+    ``ordered_lanes``: the picker adds the M events itself, in file order, because it decides on
+    an event by the names known at its position (M events interleave with the events they name);
+    otherwise the router adds a block's M events before anything else.
+    """
+
+    lanes: LaneRules
+    op_categories: frozenset[str] = frozenset()
+    held_instants: frozenset[str] = frozenset()
+    ordered_lanes: bool = False
+
+
+@dataclass
+class RoutedBlock:
+    """One routed block, as a picker sees it."""
+
+    events: list[Event]
+    first: int  # event id of the block's first event (ids count events in file order)
+    base_ns: int  # time base added to ts
+    is_x: np.ndarray  # per event: an X event
+    sl_idx: np.ndarray  # positions of the events that became slices
+    cols: EventColumns | None  # columns of those events (None when there are none)
+    x_sl: pa.Array | None  # per slice: an X event
+    op_idx: np.ndarray  # positions of the operators (RouteRules.op_categories)
+    op_mask: pa.Array | None  # per slice: an operator
+    held_idx: np.ndarray  # positions of the held instants (RouteRules.held_instants)
+    m_idx: np.ndarray  # positions of the M events
+    c_idx: np.ndarray  # positions of the C events
+
+
+class Picker(Protocol):
+    def block(self, router: EventRouter, b: RoutedBlock) -> None:
+        """Take this family's rows from a routed block."""
+
+    def counters(self, cols: dict[str, pa.Array]) -> None:
+        """Long-form counter columns of the block's C events (``counter_columns``)."""
+
+
+def where(mask: pa.Array) -> np.ndarray:
+    """Positions where a boolean Arrow array is true (nulls count as false)."""
+    return np.flatnonzero(pc.fill_null(mask, False).to_numpy(zero_copy_only=False))
+
+
+@dataclass
+class EventRouter:
+    """Routes the events of one collection's trace files (see the module doc)."""
+
+    rules: RouteRules
+    picker: Picker
+    write_slices: Callable[[dict[str, pa.Array]], None]
+    lanes: LaneInfo = field(default_factory=LaneInfo)
+    lane_counts: Counter[tuple[str, str]] = field(default_factory=Counter)
+    lane_cats: dict[tuple[str, str], Counter[str]] = field(default_factory=dict)
+    event_base: int = 0
+
+    def route(self, events: list[Event], base_ns: int = 0) -> None:
+        first = self.event_base
+        n = len(events)
+        self.event_base += n
+        kinds = Codes()
+        code = np.fromiter(map(kinds.__getitem__, field_values(events, "ph")), dtype=np.int32, count=n)
+
+        def phase(*values: str) -> np.ndarray:
+            m = np.zeros(n, dtype=bool)
+            for v in values:
+                if v in kinds:
+                    m |= code == kinds[v]
+            return m
+
+        is_x = phase("X")
+        inst = phase("i", "I")
+        held = self.rules.held_instants
+        held_idx = np.array(
+            [i for i in np.flatnonzero(inst).tolist() if events[i].name in held] if held else [], dtype=np.int64
+        )
+        sl_mask = is_x | inst
+        sl_mask[held_idx] = False
+        sl_idx = np.flatnonzero(sl_mask)
+        m_idx = np.flatnonzero(phase("M"))
+        if not self.rules.ordered_lanes:
+            for i in m_idx.tolist():
+                self.lanes.add(events[i])
+        cols = x_sl = op_mask = None
+        op_idx = np.zeros(0, dtype=np.int64)
+        if len(sl_idx):
+            sl_events = events if len(sl_idx) == n else list(map(events.__getitem__, sl_idx.tolist()))
+            cols = EventColumns.of(sl_events, base_ns=base_ns, event_ids=sl_idx + first)
+            sl = cols.slices()
+            self._count_lanes(sl)
+            self.write_slices(sl)
+            x_sl = pa.array(is_x[sl_idx])
+            if self.rules.op_categories:
+                op_mask = pc.and_(x_sl, pc.is_in(cols.cat, value_set=pa.array(sorted(self.rules.op_categories))))
+                op_idx = sl_idx[where(op_mask)]
+        c_idx = np.flatnonzero(phase("C"))
+        self.picker.block(
+            self, RoutedBlock(events, first, base_ns, is_x, sl_idx, cols, x_sl, op_idx, op_mask, held_idx, m_idx, c_idx)
+        )
+        if len(c_idx):
+            ctr = counter_columns([events[i] for i in c_idx.tolist()], base_ns)
+            if ctr is not None:
+                self.picker.counters(ctr)
+
+    def _count_lanes(self, sl: dict[str, pa.Array]) -> None:
+        t = pa.table({"pid": sl["pid"], "tid": sl["tid"], "cat": sl["category"]})
+        agg = t.group_by(["pid", "tid", "cat"], use_threads=False).aggregate([([], "count_all")])
+        for pid, tid, c, k in zip(*(agg.column(x).to_pylist() for x in ("pid", "tid", "cat", "count_all"))):
+            key = (pid or "", tid or "")
+            self.lane_counts[key] += k
+            lc = self.lane_cats.get(key)
+            if lc is None:
+                lc = self.lane_cats[key] = Counter()
+            lc[c or ""] += k
+
+    # -- lanes -----------------------------------------------------------------------------------
+
+    def process(self, pid: str | None) -> str:
+        return self.lanes.process_names.get(pid or "", "")
+
+    def lane(self, pid: str | None, tid: str | None) -> str:
+        return self.lanes.thread_names.get((pid or "", tid or ""), "")
+
+    def group(self, pid: str | None) -> str:
+        """The lane group of a process by name alone (the Ascend family's rule)."""
+        return lane_group(self.rules.lanes, self.process(pid))
+
+    def lane_rows(self, process_fallback: Callable[[str, str], str] | None = None) -> dict[str, list[Any]]:
+        """The ``lanes`` table: one row per (pid, tid) that holds slices, classified by the family's
+        rules; unnamed lanes are "Stream {tid}" on a device, else "Thread {tid}"."""
+        li = self.lanes
+        rows: dict[str, list[Any]] = {
+            k: [] for k in ("pid", "tid", "process", "lane", "lane_group", "sort_index", "n_slices")
+        }
+        for pid, tid in sorted(self.lane_counts):
+            process = li.process_names.get(pid, "")
+            group = lane_group(
+                self.rules.lanes, process, pid, self.lane_cats.get((pid, tid)), li.process_labels.get(pid, "")
+            )
+            rows["pid"].append(pid)
+            rows["tid"].append(tid)
+            rows["process"].append(process or (process_fallback(pid, group) if process_fallback else pid))
+            rows["lane"].append(
+                li.thread_names.get((pid, tid)) or (f"Stream {tid}" if group == "device" else f"Thread {tid}")
+            )
+            rows["lane_group"].append(group)
+            rows["sort_index"].append(li.thread_sort.get((pid, tid)))
+            rows["n_slices"].append(self.lane_counts[(pid, tid)])
+        return rows
