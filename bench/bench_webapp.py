@@ -23,9 +23,12 @@ response size, and ratios against two baselines measured in the same run:
     python bench/bench_webapp.py --rebuild
 """
 
+# every lambda below is called at once by timed(), inside its loop iteration:
+# ruff: noqa: B023
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import math
 import random
@@ -53,6 +56,7 @@ OUT = REPO / "bench" / "out"
 RUN = "bench64"
 TIME_COLS = ("ts_ns", "start_ns", "end_ns", "alloc_ns", "release_ns", "active_release_ns")
 NOT_REPLICATED = {"lanes", "comm_groups", "statistics"}
+TIMELINE_PX = 1150  # the canvas' data area on a 1920 px wide screen (lane names and the details panel beside it)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -174,8 +178,9 @@ def build_store(source: Path, dest: Path, n_ranks: int, target_slices: int) -> d
     with Store(dest).read_connection(run=RUN) as con:
         info["slices"] = con.execute("SELECT count(*) FROM slices").fetchone()[0]
         info["events"] = con.execute(
-            "SELECT (SELECT count(*) FROM slices) + (SELECT count(*) FROM kernels) + (SELECT count(*) FROM memory_samples)"
-            " + (SELECT count(*) FROM counters) + (SELECT count(*) FROM comm_ops)"
+            "SELECT (SELECT count(*) FROM slices) + (SELECT count(*) FROM kernels)"
+            " + (SELECT count(*) FROM memory_samples) + (SELECT count(*) FROM counters)"
+            " + (SELECT count(*) FROM comm_ops)"
         ).fetchone()[0]
     info["size_bytes"] = sum(p.stat().st_size for p in dest.rglob("*") if p.is_file())
     return info
@@ -284,7 +289,8 @@ def main() -> None:
         f"{info['size_bytes'] / 2**20:,.0f} MiB (built in {info['seconds']} s)"
     )
 
-    from webapp import create_app, data, warmup
+    from webapp import create_app, data, tiles, warmup
+    from webapp.params import format_ranks
     from webapp.reader import reader
 
     warmup.ENABLED = False  # the first call of every callback below is measured cold (no background warm-up)
@@ -298,8 +304,7 @@ def main() -> None:
         steps = data.steps(rd, RUN, None)
         comps = data.memory_components(rd, RUN, [0])
     assert bounds is not None
-    origin, end = bounds
-    span = end - origin
+    origin = bounds[0]
     component = str(comps["component"].iloc[0]) if not comps.empty else None
     step_ids = [int(s) for s in steps["step"]]
 
@@ -323,12 +328,41 @@ def main() -> None:
     cold_overview = time.perf_counter() - t
     cl.layout("/timeline", f"?run={RUN}")
 
-    tl_inputs = lambda rs, **kw: {
-        "tl-run.value": RUN,
-        "tl-ranks.value": rs,
-        "tl-groups.value": ["host", "device", "communication", "overlap"],
-        **kw,
-    }
+    def tl_meta(rs: list[int]) -> tuple[float, int, Any]:
+        t = time.perf_counter()
+        r = cl.http.get(f"/_timeline/meta?run={RUN}&ranks={format_ranks(rs)}")
+        dt = time.perf_counter() - t
+        if r.status_code != 200:
+            raise RuntimeError(f"timeline meta: HTTP {r.status_code}: {r.get_data(as_text=True)[:300]}")
+        return dt, len(r.get_data()), r.get_json()
+
+    def tl_tiles(m: dict[str, Any], keys: list[str], a: float, b: float) -> tuple[float, int, Any]:
+        """The tiles the browser asks for to draw rows ``keys`` over [a, b) (ns after the origin) on a
+        1150 px wide canvas, in requests of at most 256 tiles, gzip as the browser takes them."""
+        z = tiles.level_for((b - a) / TIMELINE_PX)
+        want = [[k, z, i] for k in keys for i in tiles.tiles_for(a, b, z)]
+        dt, size, n = 0.0, 0, 0
+        for lo in range(0, len(want), 256):
+            t = time.perf_counter()
+            r = cl.http.post(
+                "/_timeline/tiles",
+                json={"run": RUN, "fp": m["fp"], "tiles": want[lo : lo + 256]},
+                headers={"Accept-Encoding": "gzip"},
+            )
+            dt += time.perf_counter() - t
+            if r.status_code != 200:
+                raise RuntimeError(f"timeline tiles: HTTP {r.status_code}: {r.get_data(as_text=True)[:300]}")
+            size += len(r.get_data())
+            n += sum(t["n"] for t in tiles.decode(gzip.decompress(r.get_data())).tiles)
+        return dt, size, n
+
+    def view_rows(m: dict[str, Any], folded: bool, limit: int = 40) -> list[str]:
+        """The rows on the first screen: a folded rank's lane groups, or an expanded rank's lanes."""
+        if folded:
+            keys = [f"{ln['rank']}.{ln['group']}" for ln in m["lanes"] if ln["group"] != "other"]
+            return list(dict.fromkeys(keys))[:limit]
+        return [ln["key"] for ln in m["lanes"] if ln["group"] != "other"][:limit]
+
     for i in range(args.repeat):
         timed("layout /", lambda: cl.layout("/", f"?run={RUN}"))
         timed("layout /timeline", lambda: cl.layout("/timeline", f"?run={RUN}&ranks=0-7"))
@@ -340,41 +374,25 @@ def main() -> None:
                 {"ov-run.value": RUN, "ov-ranks.value": [], "ov-step.value": rng.choice(["mean"] + step_ids)},
             ),
         )
-        # timeline: whole run (occupancy), one step, a zoom window with few events (exact), a detail
+        # timeline: the lanes of 8 ranks, then the tiles the browser asks for to draw the whole run
+        # (ranks folded), a step and a 1 ms window (two ranks' lanes expanded), and an event's details
         rs = sel(8)
-        timed("timeline whole run, 8 ranks", lambda: cl.call("tl-graph.figure", tl_inputs(rs), {"tl-want.data": {}}))
-        rs64 = ranks
-        timed("timeline whole run, 64 ranks", lambda: cl.call("tl-graph.figure", tl_inputs(rs64), {"tl-want.data": {}}))
-        st = rng.choice(step_ids)
-        timed(
-            "timeline jump to step, 8 ranks",
-            lambda: cl.call(
-                "tl-graph.figure", tl_inputs(rs, **{"tl-step.value": st}), {"tl-want.data": {}}, ["tl-step.value"]
-            ),
-        )
-        a = origin + rng.randrange(0, span - 2_000_000)
-        win = {"run": RUN, "origin": str(origin), "start": a - origin, "end": a - origin + 1_000_000}
-        zoom = {"a": (a - origin) / 1e6, "b": (a - origin + 1_000_000) / 1e6, "at": i}
-        out = timed(
-            "timeline zoom 1 ms, 8 ranks",
-            lambda: cl.call(
-                "tl-graph.figure", tl_inputs(rs, **{"tl-zoom.data": zoom}), {"tl-window.data": win}, ["tl-zoom.data"]
-            ),
-        )
-        bars = [tr for tr in out["response"]["tl-graph"]["figure"]["data"] if tr.get("type") == "bar"]
-        if bars and bars[0].get("customdata"):
-            cd = bars[0]["customdata"]
-            cd = cd[rng.randrange(len(cd))] if isinstance(cd, list) else None
-            if cd:
-                click = {"points": [{"customdata": cd, "x": 0}]}
-                timed(
-                    "timeline click event details",
-                    lambda: cl.call(
-                        "tl-detail.children",
-                        {"tl-graph.clickData": click},
-                        {"tl-run.value": RUN, "tl-window.data": win},
-                    ),
-                )
+        m8 = timed("timeline lanes (meta), 8 ranks", lambda: tl_meta(rs))
+        ev = m8["events"][str(rs[0])]
+        timed("timeline tiles whole run, 8 ranks folded", lambda: tl_tiles(m8, view_rows(m8, True), ev[0], ev[1]))
+        m64 = timed("timeline lanes (meta), 64 ranks", lambda: tl_meta(ranks))
+        timed("timeline tiles whole run, 64 ranks folded", lambda: tl_tiles(m64, view_rows(m64, True), ev[0], ev[1]))
+        st = rng.choice([s for s in m8["steps"] if s[0] == rs[0]])
+        timed("timeline tiles one step, 2 ranks' lanes", lambda: tl_tiles(m8, view_rows(m8, False), st[2], st[3]))
+        a = rng.uniform(ev[0], ev[1] - 1e6)
+        timed("timeline tiles 1 ms, 2 ranks' lanes", lambda: tl_tiles(m8, view_rows(m8, False), a, a + 1e6))
+        with reader(store, RUN, [rs[0]], ("slices",)) as rd:
+            con = rd.facts(RUN, [rs[0]], ("slices",))
+            pick = con.execute(
+                f"SELECT collection_id, event_id FROM slices WHERE rank = {rs[0]} USING SAMPLE 1 ROWS"
+            ).fetchone()
+        sel_data = {"run": RUN, "rank": rs[0], "collection_id": pick[0], "event": int(pick[1]), "origin": str(origin)}
+        timed("timeline click event details", lambda: cl.call("tl-detail.children", {"tl-selected.data": sel_data}))
         # operators
         for src, grp, scope in (
             ("kernels", "name", "across"),
@@ -480,7 +498,8 @@ def main() -> None:
     print(f"\nserver time per callback over HTTP ({args.repeat} calls each; 2-core machine shared with others)")
     print("(first = the first call of the process with those inputs' data: caches cold; p50/p95/max over all calls)")
     print(
-        f"{'callback':<52} {'calls':>5} {'first':>7} {'p50 ms':>8} {'p95 ms':>8} {'max ms':>8} {'resp KiB':>9} {'p50/open':>9} {'p50/ship':>9}"
+        f"{'callback':<52} {'calls':>5} {'first':>7} {'p50 ms':>8} {'p95 ms':>8} {'max ms':>8} {'resp KiB':>9} "
+        f"{'p50/open':>9} {'p50/ship':>9}"
     )
     worst = 0.0
     for name, xs in results.items():
@@ -489,11 +508,12 @@ def main() -> None:
             worst = max(worst, p95)
         kib = statistics.median(sizes[name]) / 1024
         print(
-            f"{name:<52} {len(xs):5d} {xs[0] * 1e3:7.0f} {p50 * 1e3:8.1f} {p95 * 1e3:8.1f} {max(xs) * 1e3:8.1f} {kib:9.1f} "
-            f"{p50 / base_open:9.1f} {p50 / base_ship:9.2f}"
+            f"{name:<52} {len(xs):5d} {xs[0] * 1e3:7.0f} {p50 * 1e3:8.1f} {p95 * 1e3:8.1f} {max(xs) * 1e3:8.1f} "
+            f"{kib:9.1f} {p50 / base_open:9.1f} {p50 / base_ship:9.2f}"
         )
     print(
-        f"\nfirst overview of the run (computes the step breakdown of {args.ranks} ranks, then cached): {cold_overview * 1e3:.0f} ms"
+        f"\nfirst overview of the run (computes the step breakdown of {args.ranks} ranks, then cached): "
+        f"{cold_overview * 1e3:.0f} ms"
     )
     print(f"worst p95 over the callbacks: {worst * 1e3:.0f} ms (target 300 ms) -> {'OK' if worst <= 0.3 else 'OVER'}")
 

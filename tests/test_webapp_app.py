@@ -56,61 +56,97 @@ def test_overview_callback_has_the_step_breakdown(client: DashClient) -> None:
     assert out["view-url"]["data"] == "/?run=gloo"
 
 
-def test_timeline_callbacks_zoom_and_details(client: DashClient) -> None:
-    base = {
-        "tl-run.value": "gloo",
-        "tl-ranks.value": [0, 1],
-        "tl-groups.value": ["host", "device", "communication", "overlap"],
-    }
-    whole = client.call("tl-graph.figure", base, {"tl-want.data": {}})
-    win = whole["tl-window"]["data"]
-    traces = whole["tl-graph"]["figure"]["data"]
-    assert traces and traces[0]["type"] in ("bar", "heatmap")
-    assert "/timeline?run=gloo" in whole["view-url"]["data"]
-    # zoom into 2 % of the run: exact slices, the URL carries the window
-    a, b = win["start"], win["end"]
-    x0, x1 = (a + (b - a) * 0.49) / 1e6, (a + (b - a) * 0.51) / 1e6
-    zoom = client.call(
-        "tl-graph.figure",
-        {**base, "tl-zoom.data": {"a": x0, "b": x1, "at": 1}},
-        {"tl-window.data": win},
-        ["tl-zoom.data"],
-    )
-    bars = [t for t in zoom["tl-graph"]["figure"]["data"] if t["type"] == "bar"]
-    assert bars, "a 2 % window of the sample has few slices: exact view"
-    assert "start_ns=" in zoom["view-url"]["data"] and "end_ns=" in zoom["view-url"]["data"]
-    cd = bars[0]["customdata"][0]
-    detail = client.call(
-        "tl-detail.children",
-        {"tl-graph.clickData": {"points": [{"customdata": cd, "x": x0}]}},
-        {"tl-run.value": "gloo", "tl-window.data": zoom["tl-window"]["data"]},
-    )
-    words = texts(detail["tl-detail"]["children"])
-    assert "duration" in words and "Arguments" in words
+def _config(page: str) -> dict:
+    """The timeline renderer's config in a page layout (the tl-config store's data)."""
+
+    def find(node: object) -> dict | None:
+        if isinstance(node, dict):
+            props = node.get("props") or {}
+            if props.get("id") == "tl-config":
+                return props["data"]
+            for v in node.values():
+                got = find(v)
+                if got is not None:
+                    return got
+        if isinstance(node, list):
+            for v in node:
+                got = find(v)
+                if got is not None:
+                    return got
+        return None
+
+    cfg = find(json.loads(page))
+    assert cfg is not None, page[:300]
+    return cfg
 
 
-def test_timeline_occupancy_view_and_click_to_zoom(client: DashClient, store: Path) -> None:
-    base = {
-        "tl-run.value": "npu",
-        "tl-ranks.value": [0, 1],
-        "tl-groups.value": ["host", "device", "communication", "overlap"],
-    }
-    whole = client.call("tl-graph.figure", base, {"tl-want.data": {}})
-    traces = [t for t in whole["tl-graph"]["figure"]["data"] if t.get("name") != "axis"]  # not the bottom axis' carrier
-    assert [t["type"] for t in traces] == ["heatmap"], "the NPU sample has more slices than the exact view sends"
-    assert "Occupancy view" in json.dumps(whole["tl-status"])
-    win = whole["tl-window"]["data"]
-    mid = (win["start"] + win["end"]) / 2e6
-    out = client.call(
-        "tl-graph.figure", {**base, "tl-bucket.data": {"x": mid, "at": 1}}, {"tl-window.data": win}, ["tl-bucket.data"]
+def test_timeline_layout_passes_the_checked_view_to_the_renderer(client: DashClient, store: Path) -> None:
+    cfg = _config(client.page("/timeline", "?run=npu"))
+    assert (cfg["run"], cfg["ranks"], cfg["step"], cfg["clock"], cfg["hl"]) == ("npu", [0, 1], None, "aligned", [])
+    assert cfg["groups"] == ["host", "device", "communication", "overlap"]
+    url = "?run=npu&ranks=1&step=50&groups=device,communication&clock=raw&fold=1.device&pin=1.3&hl=1:5:9&sel=1:ab:7"
+    cfg = _config(client.page("/timeline", url))
+    assert cfg["ranks"] == [1] and cfg["step"] == 50 and cfg["groups"] == ["device", "communication"]
+    assert (cfg["clock"], cfg["fold"], cfg["pin"]) == ("raw", ["1.device"], ["1.3"])
+    assert cfg["hl"] == [[1, "5", "9"]] and cfg["sel"] == {"rank": 1, "collection_id": "ab", "event": 7}
+    a = 1736408883700000000
+    cfg = _config(client.page("/timeline", f"?run=npu&start_ns={a}&end_ns={a + 5_000_000}"))
+    assert (cfg["start_ns"], cfg["end_ns"], cfg["step"]) == (str(a), str(a + 5_000_000), None)
+    # what cannot be used is said, and left out
+    page = client.page("/timeline", "?run=npu&hl=0:x:1&clock=sideways&sel=zz")
+    assert "expected RANK:START_NS:END_NS" in page and "must be aligned or raw" in page and "sel=" in page
+    cfg = _config(page)
+    assert cfg["hl"] == [] and cfg["clock"] == "aligned" and cfg["sel"] is None
+
+
+def _slice(store: Path, run: str, sql_where: str) -> dict:
+    from analyzer.store import Store
+
+    row = (
+        Store(store)
+        .query(
+            f"SELECT s.rank, s.collection_id, s.event_id, s.name, s.ts_ns FROM slices s "
+            f"JOIN lanes l USING (run, rank, collection_id, pid, tid) WHERE s.run = ? AND {sql_where} "
+            f"ORDER BY s.ts_ns LIMIT 1",
+            [run],
+            run=run,
+        )
+        .iloc[0]
     )
-    new = out["tl-window"]["data"]
-    assert abs((new["end"] - new["start"]) - (win["end"] - win["start"]) / 10) <= 2
-    assert abs((new["start"] + new["end"]) / 2e6 - mid) < 1e-3
-    # device streams and HCCL lanes are drawn for both ranks
-    ticks = " ".join(out["tl-graph"]["figure"]["layout"]["yaxis"]["ticktext"])
-    for r in (0, 1):
-        assert f"r{r} device · Ascend Hardware" in ticks and f"r{r} communication · HCCL" in ticks
+    return {k: (v.item() if hasattr(v, "item") else v) for k, v in row.to_dict().items()}
+
+
+def test_timeline_details_of_a_collective_list_its_members_on_every_rank(client: DashClient, store: Path) -> None:
+    s = _slice(store, "npu", "s.rank = 0 AND s.name = 'hcom_allReduce__586_0_1' AND l.lane_group = 'communication'")
+    sel = {"run": "npu", "rank": 0, "collection_id": s["collection_id"], "event": s["event_id"], "origin": "0"}
+    out = client.call("tl-detail.children", {"tl-selected.data": sel})
+    words = texts(out["tl-detail"]["children"])
+    assert "hcom_allReduce__586_0_1" in words and "duration" in words
+    body = json.dumps(out)
+    assert "Collective: allreduce over 2 of 2 ranks" in body
+    from analyzer.store import Store
+
+    ops = Store(store).query(
+        "SELECT rank, ts_ns, dur_ns FROM comm_ops WHERE run = 'npu' AND name = 'hcom_allReduce__586_0_1' ORDER BY rank",
+        run="npu",
+    )
+    for r, ts, dur in ops.itertuples(index=False):
+        assert f"{ts / 1e6:.6f} ms" in words  # each member's entry, on its own clock
+        assert f"{r}:{ts}:{ts + dur}" in body  # and the link that shows the instance on all of them
+    assert "/timeline?run=npu&ranks=0-1&hl=" in body
+
+
+def test_timeline_details_of_a_device_task_show_its_kernel_row(client: DashClient, store: Path) -> None:
+    import csv
+
+    rows = list(csv.DictReader((NPU / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv").open()))
+    k = next(r for r in rows if r["Type"] == "MatMulV2")
+    s = _slice(store, "npu", f"s.rank = 0 AND s.name = '{k['Name']}' AND l.lane_group = 'device'")
+    sel = {"run": "npu", "rank": 0, "collection_id": s["collection_id"], "event": s["event_id"], "origin": "0"}
+    out = client.call("tl-detail.children", {"tl-selected.data": sel})
+    kernel = json.dumps(out)
+    assert "tl-detail-kernel" in kernel and "MatMulV2" in kernel and k["Input Shapes"].strip('"') in kernel
+    assert "Collective" not in kernel
 
 
 def test_bad_urls_give_inline_messages_never_tracebacks(client: DashClient) -> None:

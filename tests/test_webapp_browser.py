@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 from webapp_helpers import KINETO, NPU, REPO, ingest, start_server, stop_server, trace_events
 
@@ -110,7 +111,8 @@ def grid_rows(pg: Any, grid: str) -> list[dict[str, str]]:
             for (const row of document.querySelectorAll(sel + ' .ag-row')) {
                 const i = row.getAttribute('row-index');
                 rows[i] = rows[i] || {};
-                for (const cell of row.querySelectorAll('[col-id]')) rows[i][cell.getAttribute('col-id')] = cell.innerText;
+                for (const cell of row.querySelectorAll('[col-id]'))
+                    rows[i][cell.getAttribute('col-id')] = cell.innerText;
             }
             return Object.keys(rows).sort((a, b) => a - b).map(k => rows[k]);
         }""",
@@ -123,7 +125,8 @@ def columns_in_view(pg: Any, grid: str) -> list[str]:
     return pg.evaluate(
         """(sel) => { const g = document.querySelector(sel + ' .ag-root-wrapper').getBoundingClientRect();
             return [...document.querySelectorAll(sel + ' .ag-header-row-column .ag-header-cell')]
-              .filter(h => { const b = h.getBoundingClientRect(); return b.width > 20 && b.left >= g.left - 1 && b.right <= g.right + 1; })
+              .filter(h => { const b = h.getBoundingClientRect();
+                  return b.width > 20 && b.left >= g.left - 1 && b.right <= g.right + 1; })
               .map(h => h.getAttribute('col-id')); }""",
         grid,
     )
@@ -141,10 +144,56 @@ def step_span_ms(store: Store, run: str, step: int, ranks: list[int]) -> float:
 
 
 def shown_window_ms(pg: Any) -> float:
-    """The timeline's window length as its status line says it."""
-    m = re.search(r"window ([\d.]+) ms", pg.inner_text("#tl-status-text"))
-    assert m, pg.inner_text("#tl-status-text")
-    return float(m.group(1))
+    """The timeline's window length (ms) as its renderer holds it."""
+    st = tl_state(pg)
+    return (st["b"] - st["a"]) / 1e6
+
+
+def tl_state(pg: Any) -> dict[str, Any]:
+    return pg.evaluate("() => window.rankscopeTimeline.state()")
+
+
+def drawn(pg: Any, after: int = -1) -> dict[str, Any]:
+    """Wait until the timeline has drawn a frame after frame ``after`` with every tile it needs in,
+    and return its state."""
+    pg.wait_for_function(
+        "(after) => { const b = document.querySelector('#tl-box');"
+        " return b && b.dataset.ready === '1' && Number(b.dataset.seq) > after; }",
+        arg=after,
+    )
+    return tl_state(pg)
+
+
+def canvas_box(pg: Any) -> dict[str, float]:
+    return pg.locator("#tl-box canvas").bounding_box()
+
+
+def click_slice(pg: Any, text: str) -> dict[str, Any]:
+    """Click the first drawn slice whose name contains ``text``."""
+    hit = pg.evaluate("(t) => window.rankscopeTimeline.findDrawn(t)", text)
+    assert hit, f"no slice named like {text!r} is drawn"
+    box = canvas_box(pg)
+    pg.mouse.click(box["x"] + hit["x"], box["y"] + hit["y"])
+    return hit
+
+
+def in_viewport(pg: Any, selector: str) -> bool:
+    return pg.evaluate(
+        "(sel) => { const r = document.querySelector(sel).getBoundingClientRect();"
+        " return r.top >= 0 && r.left >= 0 && r.top < innerHeight - 40 && r.right <= innerWidth; }",
+        selector,
+    )
+
+
+def aligned_offsets(store: Store, run: str) -> dict[int, int]:
+    """The clock offsets the timeline applies: those of the ranks the analysis could align."""
+    from analyzer.analyses import clock_offsets
+
+    off = clock_offsets(store, run)
+    return {
+        int(r): int(o) if s in ("aligned", "reference") and not pd.isna(o) else 0
+        for r, o, s in zip(off["rank"], off["offset_ns"], off["status"])
+    }
 
 
 def settle(pg: Any) -> None:
@@ -190,82 +239,210 @@ def test_overview_shows_runs_steps_and_breakdown_and_follows_the_rank_choice(ser
     page.wait_for_function(
         "() => location.pathname === '/timeline' && /run=gloo&ranks=1&step=\\d+/.test(location.search)"
     )
-    page.wait_for_selector("#tl-status-text")
-    settle(page)
+    st = drawn(page)
     # ... and the timeline shows that step (not the whole run), and the address keeps it
     n = int(re.search(r"step=(\d+)", page.url).group(1))
     assert re.search(rf"[?&]step={n}(&|$)", page.url), page.url
     assert page.inner_text("#tl-step").strip() == f"step {n}"
+    assert (st["mode"], st["step"], st["ranks"]) == ("step", n, [1])
     assert shown_window_ms(page) == pytest.approx(
         step_span_ms(server["store"], "gloo", n, [1]) * 1.04, rel=1e-3, abs=0.01
     )
 
 
-def test_timeline_jump_to_step_zoom_details_and_whole_run(server: dict, page: Any) -> None:
-    page.goto(server["url"] + "timeline?run=gloo")
-    page.wait_for_selector("#tl-status-text")
-    settle(page)
-    tid = next(e["tid"] for e in trace_events(0) if str(e.get("name", "")).startswith("ProfilerStep#"))
-    ticks = " ".join(page.locator("#tl-graph .ytick text").all_text_contents())
-    assert f"r0 host · thread {tid} (python)" in ticks and "r1 host" in ticks
-    assert page.get_attribute("#tl-status-text", "data-mode") in ("exact", "occupancy")
-    # the time axis above the lanes and again below them (a tall figure keeps one in sight)
-    top = page.locator("#tl-graph .xtick text").all_text_contents()
-    assert top and page.locator("#tl-graph .x2tick text").all_text_contents() == top
-    # jump to a step: the window becomes that step over both ranks, plus 2 % each side
-    steps = [e for e in trace_events(0) if str(e.get("name", "")).startswith("ProfilerStep#")]
-    last = max(steps, key=lambda e: e["ts"])
-    n = int(last["name"].split("#")[1])
-    choose(page, "#tl-step", f"step {n}")
-    page.wait_for_function(f"() => location.search.includes('step={n}')")
-    settle(page)
-    m = re.search(r"window ([\d.]+) ms", page.inner_text("#tl-status-text"))
-    assert m, page.inner_text("#tl-status-text")
-    st = (
-        server["store"]
-        .query(
-            "SELECT min(start_ns) AS a, max(end_ns) AS b FROM steps WHERE run = 'gloo' AND step = ?", [n], run="gloo"
-        )
-        .iloc[0]
+def test_timeline_opens_a_step_as_named_slices_on_aligned_clocks(server: dict, page: Any) -> None:
+    store = server["store"]
+    page.goto(server["url"] + "timeline?run=npu&step=50")
+    st = drawn(page)
+    origin = int(st["origin"])
+    off = aligned_offsets(store, "npu")
+    assert off[1] != 0  # the sample's two ranks are aligned by their collectives
+    steps = store.query(
+        "SELECT rank, start_ns, end_ns FROM steps WHERE run = 'npu' AND step = 50 AND source <> 'collector'", run="npu"
     )
-    span_ms = (int(st["b"]) - int(st["a"])) / 1e6
-    assert abs(float(m.group(1)) - span_ms * 1.04) < 0.01 + span_ms * 0.001
-    assert float(m.group(1)) >= last["dur"] / 1000
-    # zoom: drag the mouse across a fifth of the step
-    box = page.locator("#tl-graph .nsewdrag").first.bounding_box()
-    y = box["y"] + min(40, box["height"] / 3)
-    page.mouse.move(box["x"] + box["width"] * 0.30, y)
+    a = min(int(x) - off[int(r)] for r, x in zip(steps["rank"], steps["start_ns"])) - origin
+    b = max(int(x) - off[int(r)] for r, x in zip(steps["rank"], steps["end_ns"])) - origin
+    pad = (b - a) // 50
+    assert (st["a"], st["b"], st["mode"], st["clock"]) == (a - pad, b + pad, "step", "aligned")
+    # the step's events are drawn as named slices (the short ones as occupancy), not as busy bars
+    assert st["stats"]["slices"] > 50 and st["stats"]["labelled"] > 5
+    assert "ProfilerStep#50" in st["stats"]["labels"]
+    assert page.get_attribute("#tl-status-text", "data-mode") == "slices"
+    # each rank's header shows its offset and residual (rank 0 is the reference)
+    clock = {c["rank"]: c for c in st["clockInfo"]}
+    assert clock[1]["offset"] == off[1] and 0 < clock[1]["residual"] < 10_000
+    sign = "−" if off[1] < 0 else "+"
+    assert st["headers"] == [
+        "rank 0 clock reference",
+        f"rank 1 offset {sign}{abs(off[1]) / 1e3:.3f} µs ± {clock[1]['residual']} ns",
+    ]
+    assert st["stats"]["headers"][0] == "rank 0 clock reference"  # drawn in the rank's header row
+    # "whole run" fits the events of the ranks, not the counters and memory samples around them
+    page.click("#tl-reset")
+    st = drawn(page, st["seq"])
+    ev = store.query(
+        "SELECT rank, min(ts_ns) AS a, max(ts_ns + coalesce(dur_ns, 0)) AS b FROM slices WHERE run = 'npu' "
+        "GROUP BY rank",
+        run="npu",
+    )
+    lo = min(int(x) - off[int(r)] for r, x in zip(ev["rank"], ev["a"])) - origin
+    hi = max(int(x) - off[int(r)] for r, x in zip(ev["rank"], ev["b"])) - origin
+    pad = max((hi - lo) / 100, 1000)
+    assert st["a"] == pytest.approx(lo - pad, abs=1) and st["b"] == pytest.approx(hi + pad, abs=1)
+    coll = store.query("SELECT min(start_ns) AS a, max(end_ns) AS b FROM collections WHERE run = 'npu'", run="npu")
+    assert st["b"] - st["a"] < 0.6 * (int(coll["b"].iloc[0]) - int(coll["a"].iloc[0]))
+    page.wait_for_function("() => !location.search.includes('step=')")
+    # the raw clocks: rank 1's lanes move by its offset, the address says so
+    page.locator("#tl-clock label").click()
+    page.wait_for_function("() => window.rankscopeTimeline.state().clock === 'raw'")
+    st = drawn(page, st["seq"])
+    assert st["offsets"] == {"0": 0, "1": 0}
+    page.wait_for_function("() => location.search.includes('clock=raw')")
+    hi_raw = max(int(x) for x in ev["b"]) - origin
+    assert st["b"] == pytest.approx(hi_raw + max((hi_raw - (min(int(x) for x in ev["a"]) - origin)) / 100, 1000), abs=1)
+
+
+def test_timeline_wheel_drag_and_keys_are_history_entries(server: dict, page: Any) -> None:
+    page.goto(server["url"] + "timeline?run=gloo")
+    st = drawn(page)
+    box = canvas_box(page)
+    views = [(page.url, st["a"], st["b"])]
+    # the wheel zooms in at the cursor: the time under it stays put
+    x, y = 600, 200
+    data_w = box["width"] - 250
+    t_under = st["a"] + (x - 250) / data_w * (st["b"] - st["a"])
+    page.mouse.move(box["x"] + x, box["y"] + y)
+    page.mouse.wheel(0, -500)
+    st = drawn(page, st["seq"])
+    assert st["b"] - st["a"] < 0.5 * (views[0][2] - views[0][1])
+    assert st["a"] + (x - 250) / data_w * (st["b"] - st["a"]) == pytest.approx(t_under, abs=2)
+    assert st["stats"]["inputToDrawMs"] is not None  # the frame after the wheel event was drawn locally
+    page.wait_for_function("(u) => location.href !== u && location.search.includes('start_ns=')", arg=views[-1][0])
+    views.append((page.url, round(st["a"]), round(st["b"])))
+    # a drag pans by the dragged share of the window
+    page.mouse.move(box["x"] + x, box["y"] + y)
     page.mouse.down()
-    page.mouse.move(box["x"] + box["width"] * 0.40, y, steps=4)
-    page.mouse.move(box["x"] + box["width"] * 0.50, y, steps=4)
+    page.mouse.move(box["x"] + x - 100, box["y"] + y, steps=4)
+    page.mouse.move(box["x"] + x - 200, box["y"] + y, steps=4)
     page.mouse.up()
-    page.wait_for_function("() => location.search.includes('start_ns=')")
-    page.wait_for_selector("#tl-status-text[data-mode='exact']")
-    settle(page)
-    m2 = re.search(r"window ([\d.]+) ms", page.inner_text("#tl-status-text"))
-    assert m2 and abs(float(m2.group(1)) - float(m.group(1)) * 0.2) < float(m.group(1)) * 0.02
-    # open an event: click the bar of an aten op
-    bars = page.locator("#tl-graph .barlayer .point")
-    assert bars.count() > 0
-    target = None
-    for i in range(min(bars.count(), 400)):
-        bb = bars.nth(i).bounding_box()
-        if bb and bb["width"] > 6 and bb["x"] > box["x"] and bb["x"] + 3 < box["x"] + box["width"]:
-            page.mouse.move(bb["x"] + 3, bb["y"] + bb["height"] / 2)
-            hover = " ".join(page.locator(".hoverlayer .hovertext").all_text_contents())
-            if "aten::" in hover:
-                target = bb
-                break
-    assert target, "no aten op bar in the zoomed window"
-    page.mouse.click(target["x"] + 3, target["y"] + target["height"] / 2)
+    before = st
+    st = drawn(page, st["seq"])
+    span = before["b"] - before["a"]
+    assert st["b"] - st["a"] == pytest.approx(span, rel=1e-9)
+    assert st["a"] - before["a"] == pytest.approx(200 / data_w * span, rel=0.02)
+    page.wait_for_function("(u) => location.href !== u", arg=views[-1][0])
+    views.append((page.url, round(st["a"]), round(st["b"])))
+    # W zooms in while it is held, D pans right
+    for key, check in (("w", "s.b - s.a < {span} * 0.7"), ("d", "s.a > {a} + ({span}) * 0.2")):
+        page.keyboard.down(key)
+        page.wait_for_function(
+            "() => { const s = window.rankscopeTimeline.state(); return "
+            + check.format(span=st["b"] - st["a"], a=st["a"])
+            + "; }"
+        )
+        page.keyboard.up(key)
+        page.wait_for_function("(u) => location.href !== u", arg=views[-1][0])
+        st = drawn(page)
+        views.append((page.url, round(st["a"]), round(st["b"])))
+    # Back walks the views in reverse, Forward walks them again, each restoring its window
+    same = (
+        "([u, a, b]) => { const s = window.rankscopeTimeline.state(); return location.href === u &&"
+        " Math.abs(s.a - a) <= 1 && Math.abs(s.b - b) <= 1; }"
+    )
+    for url, a, b in reversed(views[:-1]):
+        page.go_back()
+        page.wait_for_function(same, arg=[url, a, b])
+    assert tl_state(page)["mode"] == "whole" and "start_ns" not in page.url
+    for url, a, b in views[1:]:
+        page.go_forward()
+        page.wait_for_function(same, arg=[url, a, b])
+    # the address alone restores the view
+    page.goto(views[2][0])
+    st = drawn(page)
+    assert (round(st["a"]), round(st["b"])) == (views[2][1], views[2][2])
+
+
+def test_timeline_details_in_view_fold_pin_measure_and_search(server: dict, page: Any) -> None:
+    store = server["store"]
+    mm = store.query(
+        "SELECT ts_ns, dur_ns FROM slices WHERE run = 'gloo' AND rank = 0 AND name = 'aten::mm' ORDER BY ts_ns LIMIT 1",
+        run="gloo",
+    ).iloc[0]
+    origin = int(store.query("SELECT min(start_ns) AS a FROM collections WHERE run = 'gloo'", run="gloo")["a"][0])
+    a, b = int(mm["ts_ns"]) - origin - 100_000, int(mm["ts_ns"] + mm["dur_ns"]) - origin + 100_000
+    page.goto(server["url"] + f"timeline?run=gloo&ranks=0&start_ns={origin + a}&end_ns={origin + b}")
+    st = drawn(page)
+    assert (st["a"], st["b"]) == (a, b)
+    # a click opens the event beside the canvas, in view, with its shapes and Python stack
+    hit = click_slice(page, "aten::mm")
     page.wait_for_selector("#tl-detail-table")
     detail = page.inner_text("#tl-detail-table")
-    assert "aten::" in detail and "duration" in detail and "input shapes" in detail and "host" in detail
-    assert page.locator("#tl-detail-stack").count() == 1  # the enclosing Python frames
+    assert "aten::mm" in detail and "input shapes" in detail and "host" in detail
+    assert f"duration\t{fmt_ns(int(hit['dur']))}" in detail and f"t = {origin + int(hit['start'])} ns" in detail
+    assert page.locator("#tl-detail-stack").count() == 1
+    assert in_viewport(page, "#tl-detail-table") and in_viewport(page, "#tl-box")
+    page.wait_for_function("() => location.search.includes('sel=0:')")
+    page.mouse.move(5, 5)
     shot(page, "timeline")
-    # back to the whole run
-    page.click("#tl-reset")
-    page.wait_for_function("() => !location.search.includes('start_ns=') && !location.search.includes('step=')")
+    # fold rank 0 (its groups become one row each), then unfold it
+    box = canvas_box(page)
+    row = page.evaluate("() => window.rankscopeTimeline.rowOf('0')")
+    page.mouse.click(box["x"] + 40, box["y"] + row["y"] + 6)
+    page.wait_for_function("() => window.rankscopeTimeline.state().fold.includes('0')")
+    st = drawn(page)
+    assert {r["kind"] for r in st["rows"]} == {"rank", "summary"}
+    page.wait_for_function("() => location.search.includes('fold=0')")
+    page.mouse.click(box["x"] + 40, box["y"] + row["y"] + 6)
+    page.wait_for_function("() => !window.rankscopeTimeline.state().fold.includes('0')")
+    # pin a lane on top: it is drawn above the scrolled lanes and the address keeps it
+    lane = tl_state(page)["lanes"][-1]
+    r = page.evaluate("(k) => window.rankscopeTimeline.rowOf(k)", lane)
+    page.mouse.click(box["x"] + 250 - 12, box["y"] + r["y"] + 6)
+    page.wait_for_function("(k) => window.rankscopeTimeline.state().pin.includes(k)", arg=lane)
+    page.wait_for_function("(k) => new URLSearchParams(location.search).get('pin') === k", arg=lane)
+    assert page.evaluate("(k) => window.rankscopeTimeline.rowOf(k).y", lane) < r["y"]
+    # shift-drag measures a range: its length, and the slices in it by name
+    st = drawn(page)
+    y = box["y"] + 60
+    page.keyboard.down("Shift")
+    page.mouse.move(box["x"] + 300, y)
+    page.mouse.down()
+    page.mouse.move(box["x"] + 500, y, steps=5)
+    page.mouse.up()
+    page.keyboard.up("Shift")
+    page.wait_for_selector("#tl-range-table")
+    m = tl_state(page)["measure"]
+    lo, hi = sorted((m["a"], m["b"]))
+    assert (hi - lo) / (st["b"] - st["a"]) == pytest.approx(200 / (box["width"] - 250), rel=0.02)
+    want = store.query(
+        "SELECT count(*) AS n FROM slices s JOIN lanes l USING (run, rank, collection_id, pid, tid) "
+        "WHERE s.run = 'gloo' AND s.rank = 0 AND l.lane_group IN ('host', 'device', 'communication', 'overlap') "
+        "AND ((coalesce(s.dur_ns, 0) = 0 AND s.ts_ns >= ? AND s.ts_ns < ?) "
+        "OR (s.dur_ns > 0 AND s.ts_ns < ? AND s.ts_ns + s.dur_ns > ?))",
+        [origin + round(lo), origin + round(hi), origin + round(hi), origin + round(lo)],
+        run="gloo",
+    )["n"][0]
+    assert f"{int(want):,} slices in the range" in page.inner_text("#tl-range")
+    page.keyboard.press("Escape")
+    page.wait_for_function("() => document.querySelector('#tl-range').hidden")
+    # search: the matches of a name one after the other, in time order, and back
+    n = sum(1 for e in trace_events(0) if e.get("name") == "gloo:all_reduce" and e.get("ph") == "X")
+    page.fill("#tl-search", "gloo:all_reduce")
+    page.press("#tl-search", "Enter")
+    page.wait_for_function("() => (window.rankscopeTimeline.state().search.hit || {}).name === 'gloo:all_reduce'")
+    first = tl_state(page)["search"]
+    assert first["matches"] == n and page.inner_text("#tl-search-count") == f"{n} matches"
+    page.click("#tl-search-next")
+    page.wait_for_function("(e) => window.rankscopeTimeline.state().search.hit.event !== e", arg=first["hit"]["event"])
+    second = tl_state(page)["search"]["hit"]
+    assert second["start"] >= first["hit"]["start"]
+    page.click("#tl-search-prev")
+    page.wait_for_function("(e) => window.rankscopeTimeline.state().search.hit.event === e", arg=first["hit"]["event"])
+    st = drawn(page)
+    h = st["search"]["hit"]
+    assert st["a"] <= h["start"] and h["start"] + h["dur"] <= st["b"] and st["sel"]["event"] == h["event"]
+    page.wait_for_selector("#tl-detail-table")
+    page.wait_for_function("() => document.querySelector('#tl-detail-table').innerText.includes('gloo:all_reduce')")
 
 
 def test_timeline_link_with_a_step_or_a_window_restores_that_view(server: dict, page: Any) -> None:
@@ -279,8 +456,7 @@ def test_timeline_link_with_a_step_or_a_window_restores_that_view(server: dict, 
     )
     n = steps[0]
     page.goto(server["url"] + f"timeline?run=gloo&step={n}")
-    page.wait_for_selector("#tl-status-text")
-    settle(page)
+    drawn(page)
     assert shown_window_ms(page) == pytest.approx(
         step_span_ms(server["store"], "gloo", n, [0, 1]) * 1.04, rel=1e-3, abs=0.01
     )
@@ -295,15 +471,13 @@ def test_timeline_link_with_a_step_or_a_window_restores_that_view(server: dict, 
     a += 1_000_000
     b = a + 3_000_000
     page.goto(server["url"] + f"timeline?run=gloo&start_ns={a}&end_ns={b}")
-    page.wait_for_selector("#tl-status-text")
-    settle(page)
-    assert shown_window_ms(page) == pytest.approx(3.0, abs=0.001)
+    drawn(page)
+    assert shown_window_ms(page) == pytest.approx(3.0, abs=1e-6)
     assert f"start_ns={a}" in page.url and f"end_ns={b}" in page.url
     # out of range: said inline, then the whole run
     for q, said in (("step=99", "no step 99"), ("start_ns=1&end_ns=5", "outside")):
         page.goto(server["url"] + f"timeline?run=gloo&{q}")
-        page.wait_for_selector("#tl-status-text")
-        settle(page)
+        drawn(page)
         assert said in page.inner_text("#tl-notes")
         assert "step=" not in page.url and "start_ns=" not in page.url
 
@@ -335,7 +509,8 @@ def test_operators_grid_sort_filter_search_and_drill(server: dict, page: Any) ->
     )
     page.fill("#op-search", "")
     page.wait_for_function(
-        "() => ![...document.querySelectorAll('#op-grid .ag-row [col-id=key]')].every(c => c.innerText.includes('aten::add'))"
+        "() => ![...document.querySelectorAll('#op-grid .ag-row [col-id=key]')]"
+        ".every(c => c.innerText.includes('aten::add'))"
     )
     # sort by calls: click the header until it sorts descending
     header = page.locator("#op-grid .ag-header-cell[col-id=count] .ag-header-cell-label")
@@ -369,7 +544,8 @@ def test_operators_grid_sort_filter_search_and_drill(server: dict, page: Any) ->
     assert set(page.locator("#op-topn-graph .ytick text").all_text_contents()) == {"aten::mm", "aten::mul"}
     page.locator("#op-grid .ag-floating-filter input").first.fill("")
     page.wait_for_function(
-        "() => [...document.querySelectorAll('#op-topn-graph .ytick text')].some(e => e.textContent === 'gloo:all_reduce')"
+        "() => [...document.querySelectorAll('#op-topn-graph .ytick text')]"
+        ".some(e => e.textContent === 'gloo:all_reduce')"
     )
     header = page.locator("#op-grid [role=columnheader][col-id=total_ms]")
     for _ in range(3):  # back to the largest total first

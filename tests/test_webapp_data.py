@@ -14,11 +14,11 @@ import pytest
 from webapp_helpers import KINETO, NPU, ingest, trace_events, union_ns
 
 from analyzer.store import Store
-from webapp import data, lod
-from webapp.reader import Reader, reader
+from webapp import data, lod, tiles, timeline_api
 from webapp.errors import BadParameter, EmptyStore, NotFound
 from webapp.format import plot_text
 from webapp.params import format_ranks, parse_choice, parse_int, parse_ranks, single
+from webapp.reader import Reader, reader
 
 
 @pytest.fixture(scope="module")
@@ -61,19 +61,22 @@ def test_runs_ranks_and_errors(store: Store, rd: Reader, tmp_path: Path) -> None
             data.resolve_run(empty, None)
 
 
-def test_timeline_exact_window_is_every_slice_of_the_lane(store: Store, rd: Reader) -> None:
+def _main_lane(store: Store, tid: int) -> tuple[str, tiles.IndexTileSource]:
+    ctx = timeline_api.context(store, "gloo")
+    key = next(k for k, ln in ctx.lanes.items() if ln.rank == 0 and any(m[2] == str(tid) for m in ln.members))
+    return key, timeline_api.tile_source(store, ctx, [0])
+
+
+def test_timeline_lane_holds_every_slice_of_the_thread(store: Store, rd: Reader) -> None:
     evs = trace_events(0)
     tid = _main_tid(evs)
-    lanes = data.lanes(rd, "gloo", [0])
-    row = int(lanes[lanes["tid"] == str(tid)]["row"].iloc[0])
+    key, src = _main_lane(store, tid)
     bounds = data.time_bounds(rd, "gloo", [0])
-    win = data.timeline_window(rd, "gloo", [0], bounds[0], bounds[1], max_exact=100_000)
-    assert win.mode == "exact"
-    on_lane = win.slices[win.slices["row"] == row]
+    got = src.exact([key], bounds[0], bounds[1] + 1, 1_000_000)[key]
     want = _x(evs, tid)
-    assert len(on_lane) == len(want)
-    assert sorted(on_lane["dur_ns"]) == sorted(round(e["dur"] * 1000) for e in want)
-    assert set(on_lane["name"]) == {e["name"] for e in want}
+    assert len(got) == len(want)
+    assert sorted(got.dur.tolist()) == sorted(round(e["dur"] * 1000) for e in want)
+    assert set(got.names) == {e["name"] for e in want}
 
 
 def test_timeline_occupancy_is_the_interval_union(store: Store, rd: Reader) -> None:
@@ -81,33 +84,40 @@ def test_timeline_occupancy_is_the_interval_union(store: Store, rd: Reader) -> N
     tid = _main_tid(evs)
     xs = _x(evs, tid)
     want_busy = union_ns([(e["ts"] * 1000, (e["ts"] + e["dur"]) * 1000) for e in xs if e["dur"] > 0])
-    lanes = data.lanes(rd, "gloo", [0])
-    row = int(lanes[lanes["tid"] == str(tid)]["row"].iloc[0])
-    bounds = data.time_bounds(rd, "gloo", [0])
-    win = data.timeline_window(rd, "gloo", [0], bounds[0], bounds[1] + 1, n_buckets=300, max_exact=50)
-    assert win.mode == "occupancy" and win.n_buckets == 300
-    i = win.rows.index(row)
-    got_busy = float((win.busy[i] * np.diff(win.start_ns + np.round(np.arange(301) * win.bucket_ns))).sum())
+    key, src = _main_lane(store, tid)
+    (_, ix, _), *rest = src.members(key)
+    assert not rest
+    a, b = data.time_bounds(rd, "gloo", [0])
+    edges = np.linspace(a, b + 1, 301).astype(np.int64)
     # float µs in the trace vs integer ns in the store: at most ~1 ns per slice apart
-    assert abs(got_busy - want_busy) <= len(xs) + 300
-    assert int(win.events[i].sum()) == len([e for e in evs if e.get("tid") == tid and e.get("ph") == "X"])
-    assert win.busy.min() >= 0.0 and win.busy.max() <= 1.0
-    # the response stays bounded whatever the window: buckets per lane x lanes
-    assert win.busy.size <= 150_000 or win.n_buckets == 100
+    assert abs(int(ix.busy(edges).sum()) - want_busy) <= len(xs)
+    # a tile's occupancy is that share per bucket, rounded up to 1/255 (never 0 where something is)
+    z = tiles.level_for((b - a) / 1000)
+    t = src.tile(key, z, next(iter(tiles.tiles_for(a - src.origin, b - src.origin, z))))
+    lo = src.origin + tiles.tile_range(z, t.index)[0]
+    tile_edges = lo + np.arange(tiles.TILE_BUCKETS + 1, dtype=np.int64) * (1 << z)
+    share = ix.busy(tile_edges) / (1 << z)
+    assert np.all(t.occupancy >= np.floor(share * 255)) and np.all(t.occupancy <= np.ceil(share * 255) + 1)
 
 
-def test_timeline_level_of_detail_switches_on_the_number_of_slices(store: Store, rd: Reader) -> None:
-    a, b = data.time_bounds(rd, "gloo", [0, 1])
-    whole = data.timeline_window(rd, "gloo", [0, 1], a, b, max_exact=500)
-    assert whole.mode == "occupancy" and whole.slices.empty
-    # zoom into 1/200 of the run: few enough slices to be sent one by one
-    mid = (a + b) // 2
-    zoom = data.timeline_window(rd, "gloo", [0, 1], mid, mid + (b - a) // 200, max_exact=500)
-    assert zoom.mode == "exact" and 0 < len(zoom.slices) <= 500
-    assert (
-        (zoom.slices["ts_ns"] < zoom.end_ns) & (zoom.slices["ts_ns"] + zoom.slices["dur_ns"] >= zoom.start_ns)
-    ).all()
-    assert set(zoom.slices["rank"]) <= {0, 1}
+def test_timeline_level_of_detail_draws_what_can_be_seen(store: Store, rd: Reader) -> None:
+    evs = trace_events(0)
+    key, src = _main_lane(store, _main_tid(evs))
+    a, b = (x - src.origin for x in data.time_bounds(rd, "gloo", [0]))
+    whole_z = tiles.level_for((b - a) / 1000)
+    whole = [src.tile(key, whole_z, i) for i in tiles.tiles_for(a, b, whole_z)]
+    n_whole = sum(len(t.slices) for t in whole)
+    # zoomed out, only slices of at least 3 buckets come as slices; zoomed in 200 times, more do
+    assert all((t.slices.dur >= tiles.MIN_SLICE_BUCKETS << whole_z).all() for t in whole)
+    assert 0 < n_whole < len(_x(evs))
+    # zoomed in around a slice too short for the whole view, it comes as a slice
+    everything = src.exact([key], src.origin + a, src.origin + b + 1, 1_000_000)[key]
+    short = [i for i in range(len(everything)) if 0 < everything.dur[i] < tiles.MIN_SLICE_BUCKETS << whole_z]
+    i = max(short, key=lambda i: everything.dur[i])
+    s0, d0 = int(everything.start[i]) - src.origin, int(everything.dur[i])
+    z = tiles.level_for(20 * d0 / 1000)
+    zoom = [src.tile(key, z, j) for j in tiles.tiles_for(s0 - 10 * d0, s0 + 11 * d0, z)]
+    assert any(int(everything.event[i]) in t.slices.event.tolist() for t in zoom)
 
 
 def test_lod_index_matches_brute_force() -> None:
@@ -127,8 +137,11 @@ def test_lod_index_matches_brute_force() -> None:
 def test_slice_detail_has_shapes_args_and_stack(store: Store, rd: Reader) -> None:
     evs = trace_events(0)
     mm = min((e for e in _x(evs) if e["name"] == "aten::mm"), key=lambda e: e["ts"])
-    win = data.timeline_window(rd, "gloo", [0], *data.time_bounds(rd, "gloo", [0]), max_exact=100_000)
-    row = win.slices[win.slices["name"] == "aten::mm"].sort_values("ts_ns").iloc[0]
+    row = store.query(
+        "SELECT collection_id, event_id FROM slices WHERE run = 'gloo' AND rank = 0 AND name = 'aten::mm' "
+        "ORDER BY ts_ns LIMIT 1",
+        run="gloo",
+    ).iloc[0]
     d = data.slice_detail(rd, "gloo", 0, row["collection_id"], int(row["event_id"]))
     assert d["name"] == "aten::mm" and d["lane_group"] == "host"
     assert d["dur_ns"] == round(mm["dur"] * 1000)
@@ -150,8 +163,11 @@ def test_slice_detail_of_a_device_kernel_has_its_shapes(store: Store, rd: Reader
 
     rows = list(csv.DictReader((NPU / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv").open()))
     k = next(r for r in rows if r["Type"] == "MatMulV2")
-    win = data.timeline_window(rd, "npu", [0], *data.time_bounds(rd, "npu", [0]), max_exact=100_000)
-    row = win.slices[win.slices["name"] == k["Name"]].sort_values("ts_ns").iloc[0]
+    row = store.query(
+        "SELECT collection_id, event_id FROM slices WHERE run = 'npu' AND rank = 0 AND name = ? ORDER BY ts_ns LIMIT 1",
+        [k["Name"]],
+        run="npu",
+    ).iloc[0]
     d = data.slice_detail(rd, "npu", 0, row["collection_id"], int(row["event_id"]))
     assert d["lane_group"] == "device" and d["name"] == k["Name"]
     assert d["input_shapes"].strip('"') == k["Input Shapes"].strip('"')
@@ -286,7 +302,7 @@ def test_reader_opens_the_store_once_per_request(store: Store) -> None:
     with reader(store, "gloo", [0, 1], ("steps", "lanes", "slices")) as r:
         data.ranks_of(r, "gloo")
         data.steps.uncached(r, "gloo", [0, 1])
-        data.timeline_window(r, "gloo", [0, 1], *data.time_bounds(r, "gloo", [0, 1]), max_exact=10)
+        data.lane_indexes(r, "gloo", [0, 1], data.lanes(r, "gloo", [0, 1]))
         assert r.opened <= 1
 
 

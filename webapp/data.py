@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import duckdb
@@ -29,8 +28,7 @@ from .errors import EmptyStore, NotFound
 from .reader import Reader
 
 # Upper bounds of what one request may return.
-MAX_EXACT_SLICES = 4000  # timeline: above this many slices in view, show occupancy per bucket
-MAX_BUCKETS = 2000  # timeline / memory: buckets per lane / curve
+MAX_BUCKETS = 2000  # memory: buckets per curve
 MAX_GRID_ROWS = 2000  # operators / collectives grids
 MAX_MEMORY_BLOCKS = 500  # operator memory table
 MAX_SCALAR_POINTS = 2000  # per (rank, scalar) curve
@@ -242,41 +240,54 @@ def order_lanes(df: pd.DataFrame) -> pd.DataFrame:
     )
 
 
-EXACT_SQL = f"""
-SELECT rank, collection_id, pid, tid, name, category, ts_ns, dur_ns, event_id
-FROM slices
-WHERE run = $run AND {RANK_FILTER} AND ts_ns < $end AND ts_ns >= $lo AND ts_ns + coalesce(dur_ns, 0) >= $start
-LIMIT $limit
-"""
-
 LANE_FILES_SQL = f"""
-SELECT collection_id, list(path ORDER BY path) AS paths FROM fact_files
+SELECT collection_id, min(rank) AS rank, list(path ORDER BY path) AS paths FROM fact_files
 WHERE run = $run AND table_name = 'slices' AND {RANK_FILTER}
 GROUP BY collection_id
 """
 
 LANE_LOAD_SQL = """
-SELECT k.lane_key, s.ts_ns, coalesce(s.dur_ns, 0) AS dur_ns
+SELECT k.lane_key, s.ts_ns, coalesce(s.dur_ns, 0) AS dur_ns, s.name, s.event_id
 FROM slices s JOIN __lane_keys k USING (collection_id, pid, tid)
 WHERE s.run = $run AND s.ts_ns IS NOT NULL
 """
 
 
-def lane_indexes(
-    rd: Reader, run: str, ranks: Sequence[int] | None, lane_df: pd.DataFrame
-) -> dict[tuple[str, str, str], lod.LaneIndex]:
-    """Per (collection_id, pid, tid): the lane's LOD index, from the cache when its slices file was
-    indexed before, else read once (all missing collections in one query) and cached."""
+def lane_sources(rd: Reader, run: str, ranks: Sequence[int] | None) -> dict[str, tuple[int, str]]:
+    """Per collection_id of the ranks: (rank, source), the source naming the collection's slices
+    files (the key of its lane indexes in ``cache.LANES``: a re-ingest writes files under new names)."""
     files = _df(rd.catalog(), LANE_FILES_SQL, {"run": run, "ranks": _ranks_param(ranks)})
-    out: dict[tuple[str, str, str], lod.LaneIndex] = {}
-    missing: list[tuple[str, str]] = []
-    for cid, paths in zip(files["collection_id"], files["paths"]):
-        source = "|".join(str(p) for p in paths)
+    return {
+        str(cid): (int(rank), "|".join(str(p) for p in paths))
+        for cid, rank, paths in zip(files["collection_id"], files["rank"], files["paths"])
+    }
+
+
+def cached_lane_indexes(sources: dict[str, tuple[int, str]]) -> dict[str, lod.CollectionIndex] | None:
+    """The lane indexes of these collections when every one is cached (no store access), else None."""
+    out = {}
+    for cid, (_, source) in sources.items():
         got = cache.LANES.get(source)
         if got is None:
-            missing.append((str(cid), source))
+            return None
+        out[cid] = got
+    return out
+
+
+def lane_indexes(
+    rd: Reader, run: str, ranks: Sequence[int] | None, lane_df: pd.DataFrame
+) -> dict[str, lod.CollectionIndex]:
+    """Per collection_id: the LOD indexes of its lanes (by (pid, tid)) and the names their slices'
+    codes point into; from the cache when the collection's slices files were indexed before, else
+    read once (all missing collections in one query) and cached."""
+    out: dict[str, lod.CollectionIndex] = {}
+    missing: list[tuple[str, str]] = []
+    for cid, (_, source) in lane_sources(rd, run, ranks).items():
+        got = cache.LANES.get(source)
+        if got is None:
+            missing.append((cid, source))
         else:
-            out.update({(str(cid), pid, tid): ix for (pid, tid), ix in got.items()})
+            out[cid] = got
     if missing:
         con = rd.facts(run, ranks, ("lanes", "slices"))
         want = {cid for cid, _ in missing}
@@ -293,111 +304,67 @@ def lane_indexes(
             raise QueryError(str(exc).strip().splitlines()[0]) from exc
         finally:
             con.unregister("__lane_keys")
+        # names as codes into one dictionary shared by the collections read together
+        names = pc.fill_null(tbl.column("name"), "").combine_chunks().dictionary_encode()
+        codes = names.indices.to_numpy(zero_copy_only=False)
+        events = pc.fill_null(tbl.column("event_id"), -1).to_numpy()
+        small = events.size and events.min() >= -(1 << 31) and events.max() < 1 << 31
         built = lod.index_groups(
-            tbl.column("lane_key").to_numpy(), tbl.column("ts_ns").to_numpy(), tbl.column("dur_ns").to_numpy()
+            tbl.column("lane_key").to_numpy(),
+            tbl.column("ts_ns").to_numpy(),
+            tbl.column("dur_ns").to_numpy(),
+            codes.astype(np.uint16 if len(names.dictionary) <= 1 << 16 else np.int32),  # 2 bytes a slice when they fit
+            events.astype(np.int32) if small else events,
         )
+        dictionary = names.dictionary.to_pylist()
         per_cid: dict[str, dict[tuple[str, str], lod.LaneIndex]] = {cid: {} for cid in want}
         for k, cid, pid, tid in zip(keys["lane_key"], keys["collection_id"], keys["pid"], keys["tid"]):
             ix = built.get(int(k))
             if ix is not None:
                 per_cid[str(cid)][(pid, tid)] = ix
         for cid, source in missing:
-            cache.LANES.put(source, per_cid[cid])
-            out.update({(cid, pid, tid): ix for (pid, tid), ix in per_cid[cid].items()})
+            index = lod.CollectionIndex(per_cid[cid], dictionary)
+            cache.LANES.put(source, index)
+            out[cid] = index
     return out
 
 
-@dataclass
-class Window:
-    """What the timeline shows for one time window."""
-
-    start_ns: int
-    end_ns: int
-    lanes: pd.DataFrame  # order_lanes() output
-    mode: str  # "exact" | "occupancy" | "empty"
-    slices: pd.DataFrame  # exact: one row per slice, with ``row``
-    rows: list[int]  # occupancy: the lane rows of ``busy`` / ``events``
-    busy: np.ndarray  # occupancy: covered share of each bucket (rows x buckets, 0..1)
-    events: np.ndarray  # occupancy: slices starting in each bucket (rows x buckets)
-    bucket_ns: float
-    n_buckets: int
-    n_events: int  # slices overlapping the window
+STEP_WINDOWS_SQL = f"""
+SELECT rank, step, min(start_ns) AS start_ns, max(end_ns) AS end_ns
+FROM steps WHERE run = $run AND {RANK_FILTER} AND step IS NOT NULL AND source <> 'collector'
+GROUP BY rank, step ORDER BY step, rank LIMIT 200000
+"""
 
 
-def timeline_window(
-    rd: Reader,
-    run: str,
-    ranks: Sequence[int] | None,
-    start_ns: int,
-    end_ns: int,
-    n_buckets: int = 800,
-    max_exact: int = MAX_EXACT_SLICES,
-    max_cells: int = 150_000,
-) -> Window:
-    """The slices of a time window: exact when at most ``max_exact`` overlap it, else per lane the
-    occupancy of ``n_buckets`` equal buckets (share covered by the union of the lane's slices) and
-    the number of slices starting in each, from the lanes' LOD indexes. Fewer buckets when there
-    are many lanes: at most about ``max_cells`` cells per window."""
-    start_ns, end_ns = int(start_ns), max(int(end_ns), int(start_ns) + 1)
-    n_buckets = max(1, min(int(n_buckets), MAX_BUCKETS))
-    lane_df = lanes(rd, run, ranks)
-    idx = lane_indexes(rd, run, ranks, lane_df)
-    n_over = sum(ix.overlapping(start_ns, end_ns) for ix in idx.values())
-    if n_over <= max_exact:
-        max_dur = max((ix.max_dur for ix in idx.values()), default=0)
-        con = rd.facts(run, ranks, ("lanes", "slices"))
-        exact = _df(
-            con,
-            EXACT_SQL,
-            {
-                "run": run,
-                "ranks": _ranks_param(ranks),
-                "start": start_ns,
-                "end": end_ns,
-                "lo": start_ns - max_dur,
-                "limit": max_exact + 1,
-            },
-        )
-        if len(exact) <= max_exact:
-            sl = _attach_rows(exact, lane_df)
-            return Window(
-                start_ns,
-                end_ns,
-                lane_df,
-                "exact" if len(sl) else "empty",
-                sl,
-                [],
-                np.zeros((0, 0)),
-                np.zeros((0, 0), dtype=np.int64),
-                0.0,
-                0,
-                len(sl),
-            )
-    rows = sorted({int(r) for r in lane_df["row"]})
-    n_buckets = max(1, min(n_buckets, max(100, max_cells // max(1, len(rows)))))  # bounded response
-    width = (end_ns - start_ns) / n_buckets
-    edges = start_ns + np.round(np.arange(n_buckets + 1) * width).astype(np.int64)
-    pos = {r: i for i, r in enumerate(rows)}
-    busy = np.zeros((len(rows), n_buckets), dtype=np.float64)
-    events = np.zeros((len(rows), n_buckets), dtype=np.int64)
-    for cid, pid, tid, row in zip(lane_df["collection_id"], lane_df["pid"], lane_df["tid"], lane_df["row"]):
-        ix = idx.get((str(cid), pid, tid))
-        if ix is None:
-            continue
-        i = pos[int(row)]
-        busy[i] += ix.busy(edges)
-        events[i] += ix.starts_per_bucket(edges)
-    busy = np.clip(busy / np.diff(edges).clip(min=1), 0.0, 1.0)
-    return Window(start_ns, end_ns, lane_df, "occupancy", pd.DataFrame(), rows, busy, events, width, n_buckets, n_over)
+@run_cached
+def step_windows(rd: Reader, run: str, ranks: Sequence[int] | None) -> pd.DataFrame:
+    """Each profiled step of each selected rank: rank, step, start_ns, end_ns (the rank's own clock)."""
+    con = rd.facts(run, ranks, ("steps",))
+    return _df(con, STEP_WINDOWS_SQL, {"run": run, "ranks": _ranks_param(ranks)})
 
 
-def _attach_rows(df: pd.DataFrame, lane_df: pd.DataFrame) -> pd.DataFrame:
-    if df.empty:
-        return df.assign(row=pd.Series(dtype="int64"))
-    keys = ["rank", "collection_id", "pid", "tid"]
-    out = df.merge(lane_df[keys + ["row"]].drop_duplicates(keys), on=keys, how="inner")
-    out["row"] = out["row"].astype("int64")
-    return out
+def clock_offsets(rd: Reader, run: str) -> pd.DataFrame:
+    """Per rank: the estimated clock offset to the reference rank and its residual
+    (``analyzer.analyses.clock_offsets``), computed once per content of the run."""
+    return analysis(rd, run, "clock_offsets")
+
+
+def collective_members(rd: Reader, run: str, rank: int, name: str, ts_ns: int) -> pd.DataFrame:
+    """The collective instance a communication slice belongs to (matched across ranks by
+    ``analyses.collectives``): one row per member rank with its entry time, duration, wait and
+    transit; empty when the slice is not a matched collective. The slice is the rank's
+    communication op of the same name starting within 1 us of it."""
+    s = communication_summary(rd, run)
+    if s.empty:
+        return s
+    mine = s[(s["rank"] == int(rank)) & (s["name"].astype(str) == str(name))]
+    mine = mine[(pd.to_numeric(mine["ts_ns"], errors="coerce") - int(ts_ns)).abs() <= 1000]
+    if mine.empty or pd.isna(mine["instance"].iloc[0]):
+        return s.iloc[0:0]
+    inst = mine["instance"].iloc[0]
+    cols = ["rank", "name", "op_type", "group_name", "step", "ts_ns", "dur_ns", "wait_ns", "transit_ns", "bytes"]
+    out = s[s["instance"] == inst][cols + ["instance", "n_members"]]
+    return out.sort_values(["ts_ns", "rank"]).reset_index(drop=True)
 
 
 SLICE_SQL = """

@@ -1,5 +1,5 @@
 """Warm-up: when a page of a run is opened, compute in the background what the pages of that run
-ask for first (the timeline's lane indexes, the cluster analyses), so the next clicks find them
+ask for first (the timeline's lane indexes, the cluster analyses, the clock offsets), so the next clicks find them
 cached (``webapp.cache``). ``RANKSCOPE_WEB_WARMUP=0`` turns it off."""
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ def _jobs(run: str, ranks: list[int]) -> list[tuple[str, Callable[[Reader], Any]
         ("slow ranks", lambda r: data.slow_ranks(r, run)),
         ("bandwidth", lambda r: data.analysis(r, run, "comm_bandwidth")),
         ("matrix", lambda r: data.analysis(r, run, "comm_matrix")),
+        ("clock offsets", lambda r: data.clock_offsets(r, run)),
     ]
 
 

@@ -1,0 +1,374 @@
+"""The timeline's tile protocol against brute force: lane indexes (slices by duration class,
+nesting depth, occupancy), tiles of real stores (occupancy = interval union per bucket, the slices
+long enough to be seen, the instants), the binary format, and the HTTP endpoints (meta, tiles,
+search, range) as the browser calls them."""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from webapp_helpers import KINETO, NPU, ingest
+
+from analyzer.store import Store
+from webapp import create_app, lod, tiles
+from webapp import timeline_api as api
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Store:
+    path = tmp_path_factory.mktemp("timeline_tiles") / "store"
+    ingest(KINETO, path, "gloo")
+    ingest(NPU, path, "npu")
+    return Store(path)
+
+
+def lane_slices(store: Store, run: str, rank: int, members: tuple) -> pd.DataFrame:
+    """Every slice of a lane, straight from the store."""
+    cond = " OR ".join(f"(collection_id = '{c}' AND pid = '{p}' AND tid = '{t}')" for c, p, t in members)
+    return store.query(
+        f"SELECT ts_ns, coalesce(dur_ns, 0) AS dur_ns, name, event_id, collection_id FROM slices "
+        f"WHERE run = ? AND rank = ? AND ({cond}) ORDER BY ts_ns",
+        [run, rank],
+        run=run,
+    )
+
+
+def union_per_bucket(ts: np.ndarray, dur: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    """Covered length of each bucket by the union of [ts, ts + dur), by brute force."""
+    out = np.zeros(len(edges) - 1, dtype=np.int64)
+    ivs = sorted((int(a), int(a + d)) for a, d in zip(ts, dur) if d > 0)
+    merged: list[list[int]] = []
+    for a, b in ivs:
+        if merged and a <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], b)
+        else:
+            merged.append([a, b])
+    for a, b in merged:
+        lo = np.clip(np.searchsorted(edges, a, side="right") - 1, 0, len(out) - 1)
+        hi = np.clip(np.searchsorted(edges, b, side="left"), 1, len(out))
+        for k in range(lo, hi):
+            out[k] += max(0, min(b, edges[k + 1]) - max(a, edges[k]))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# lane index
+# ---------------------------------------------------------------------------------------------
+
+
+def stack_depths(ts: np.ndarray, dur: np.ndarray) -> np.ndarray:
+    """Depth by walking a stack (slices sorted by start, the longer first)."""
+    depth = np.zeros(len(ts), dtype=np.int64)
+    stack: list[int] = []
+    for i in range(len(ts)):
+        while stack and stack[-1] <= ts[i]:
+            stack.pop()
+        depth[i] = len(stack)
+        stack.append(ts[i] + dur[i])
+    return depth
+
+
+def random_nested_lane(rng: np.random.Generator, n_top: int) -> tuple[np.ndarray, np.ndarray]:
+    """Properly nested slices (with instants, children starting with their parent, and gaps)."""
+    ts, dur = [], []
+
+    def fill(a: int, b: int, level: int) -> None:
+        t = a
+        while t < b:
+            gap = int(rng.integers(0, 50))
+            t += gap
+            if t >= b:
+                break
+            if rng.random() < 0.1:
+                ts.append(t)
+                dur.append(0)
+                continue
+            d = int(min(b - t, rng.integers(1, 2_000_000 >> (3 * level) or 2)))
+            ts.append(t)
+            dur.append(d)
+            if level < 4 and d > 20 and rng.random() < 0.6:
+                fill(t, t + d, level + 1)
+            t += d
+
+    fill(0, n_top * 2_000_000, 0)
+    order = rng.permutation(len(ts))
+    return np.array(ts, dtype=np.int64)[order], np.array(dur, dtype=np.int64)[order]
+
+
+def test_lane_index_selects_exactly_the_slices_a_brute_force_finds() -> None:
+    rng = np.random.default_rng(3)
+    ts, dur = random_nested_lane(rng, 20)
+    ix = lod.build_lane(ts, dur, events=np.arange(len(ts)))
+    assert ix.n == len(ts)
+    for _ in range(300):
+        a = int(rng.integers(-1000, ts.max() + 1000))
+        b = a + int(rng.integers(1, 5_000_000))
+        min_dur = int(rng.choice([0, 1, 7, 100, 5000, 300_000]))
+        got = set(ix.events[ix.select(a, b, min_dur)].tolist())
+        end = ts + dur
+        overlap = np.where(dur == 0, (ts >= a) & (ts < b), (ts < b) & (end > a))
+        want = set(np.flatnonzero(overlap & (dur >= min_dur)).tolist())
+        assert got == want, (a, b, min_dur)
+    assert ix.overlapping(int(ts.min()), int((ts + dur).max()) + 1) == len(ts)
+
+
+def test_lane_index_depth_is_the_nesting_level() -> None:
+    rng = np.random.default_rng(5)
+    ts, dur = random_nested_lane(rng, 10)
+    ix = lod.build_lane(ts, dur, events=np.arange(len(ts)))
+    order = np.lexsort((-dur, ts))
+    want = dict(zip(order.tolist(), stack_depths(ts[order], dur[order]).tolist()))
+    got = dict(zip(ix.events.tolist(), ix.depth.tolist()))
+    assert got == want
+    assert ix.max_depth == max(want.values())
+    # instants at a parent's start sit inside it; a slice starting where another ends is its sibling
+    ix2 = lod.build_lane(np.array([0, 0, 10, 10, 10]), np.array([10, 0, 5, 0, 0]), events=np.arange(5))
+    assert dict(zip(ix2.events.tolist(), ix2.depth.tolist())) == {0: 0, 1: 1, 2: 0, 3: 1, 4: 1}
+
+
+def test_lane_index_occupancy_is_the_interval_union() -> None:
+    rng = np.random.default_rng(11)
+    ts = rng.integers(0, 1_000_000, 3000)
+    dur = rng.integers(0, 20_000, 3000)
+    ix = lod.build_lane(ts, dur)
+    edges = np.linspace(-5000, 1_050_000, 701).astype(np.int64)
+    assert np.array_equal(ix.busy(edges), union_per_bucket(ts, dur, edges))
+    assert ix.first_ns == ts.min() and ix.last_ns == (ts + dur).max()
+
+
+def test_duration_classes_hold_their_durations() -> None:
+    d = np.array([0, 1, 2, 3, 4, 7, 8, (1 << 40) - 1, 1 << 40, (1 << 53) + 1, (1 << 60) - 1], dtype=np.int64)
+    cls = lod._classes(d)
+    assert cls.tolist() == [0] + [int(x).bit_length() for x in d[1:]]
+
+
+# ---------------------------------------------------------------------------------------------
+# tiles of a real store
+# ---------------------------------------------------------------------------------------------
+
+
+def test_tiles_of_the_npu_step_match_the_store(store: Store) -> None:
+    m = api.meta(store, "npu", None)
+    origin = int(m["origin"])
+    ctx = api.context(store, "npu")
+    rows = ctx.rows.set_index("key")
+    src = api.tile_source(store, ctx, [0, 1])
+    step = next(s for s in m["steps"] if s[0] == 0)
+    z = tiles.level_for((step[3] - step[2]) / 1400)
+    checked_slices = 0
+    for lane in m["lanes"]:
+        sl = lane_slices(store, "npu", lane["rank"], rows.loc[lane["key"], "members"])
+        ts, dur = sl["ts_ns"].to_numpy(np.int64), sl["dur_ns"].to_numpy(np.int64)
+        for i in tiles.tiles_for(step[2], step[3], z):
+            t = src.tile(lane["key"], z, i)
+            a, b = (x + origin for x in tiles.tile_range(z, i))
+            edges = a + np.arange(tiles.TILE_BUCKETS + 1, dtype=np.int64) * (1 << z)
+            share = union_per_bucket(ts, dur, edges) / (1 << z)
+            want = np.ceil(np.clip(share, 0, 1) * 255).astype(np.uint8)
+            starts_here = np.diff(np.searchsorted(np.sort(ts[dur == 0]), edges))
+            want[(want == 0) & (starts_here > 0)] = 1
+            assert np.array_equal(t.occupancy, want), (lane["key"], i)
+            min_dur = tiles.MIN_SLICE_BUCKETS << z
+            long_enough = (ts < b) & (ts + dur > a) & (dur >= min_dur)
+            instants = (dur == 0) & (ts >= a) & (ts < b)
+            expect = long_enough | (instants if instants.sum() <= tiles.MAX_INSTANTS else False)
+            got = sorted(zip(t.slices.start.tolist(), t.slices.dur.tolist(), t.slices.names))
+            assert got == sorted(zip(ts[expect].tolist(), dur[expect].tolist(), sl["name"][expect].tolist()))
+            assert t.instants == int(instants.sum())
+            checked_slices += len(t.slices)
+    assert checked_slices > 300  # the step's long slices are in the tiles, with their names
+
+
+def test_a_tile_is_bounded_whatever_the_zoom(store: Store) -> None:
+    m = api.meta(store, "npu", None)
+    src = api.tile_source(store, api.context(store, "npu"), [0, 1])
+    e = m["events"]["0"]
+    for z in range(0, 30, 3):
+        for lane in m["lanes"][:6]:
+            for i in list(tiles.tiles_for(e[0], e[1], z))[:3]:
+                t = src.tile(lane["key"], z, i)
+                assert t.occupancy.shape == (tiles.TILE_BUCKETS,)
+                assert len(t.slices) <= tiles.MAX_SLICES
+                # per nesting level, slices of >= 3 buckets cannot overlap much: a few per 3 buckets
+                for d in set(t.slices.depth.tolist()):
+                    assert (t.slices.depth == d).sum() <= tiles.TILE_BUCKETS / tiles.MIN_SLICE_BUCKETS + 2
+
+
+def test_folded_group_tile_is_the_busiest_lane_per_bucket(store: Store) -> None:
+    m = api.meta(store, "npu", None)
+    src = api.tile_source(store, api.context(store, "npu"), [0])
+    e = m["events"]["0"]
+    z = tiles.level_for((e[1] - e[0]) / 1000)
+    device = [ln["key"] for ln in m["lanes"] if ln["rank"] == 0 and ln["group"] == "device"]
+    for i in tiles.tiles_for(e[0], e[1], z):
+        folded = src.tile(api.summary_key(0, "device"), z, i)
+        want = np.max([src.tile(k, z, i).occupancy for k in device], axis=0)
+        assert np.array_equal(folded.occupancy, want) and len(folded.slices) == 0
+
+
+def test_binary_format_round_trip_keeps_names_as_text() -> None:
+    names = ["<img src=x onerror=alert(2)>", "aten::mm", "名前", ""]
+    sl = tiles.Slices(
+        np.array([1_000, 2_000, 3_000, 4_000], dtype=np.int64) + (1 << 60),
+        np.array([10, 0, 30, 1 << 40], dtype=np.int64),
+        np.array([0, 1, 2, 3], dtype=np.uint8),
+        np.array([5, 6, 7, 1 << 40], dtype=np.int64),
+        np.array([0, 0, 1, 0], dtype=np.uint8),
+        names,
+    )
+    occ = np.arange(tiles.TILE_BUCKETS, dtype=np.int64).astype(np.uint8)
+    t1 = tiles.Tile("0.3", 12, -2, occ, sl, cut=False, instants=1)
+    t2 = tiles.Tile("1.host", 12, 7, np.zeros(tiles.TILE_BUCKETS, np.uint8), tiles.Slices.empty())
+    raw = tiles.encode([t1, t2], 1 << 60)
+    assert raw[:4] == b"RSTL"
+    d = tiles.decode(raw)
+    assert d.origin_ns == 1 << 60
+    a, b = d.tiles
+    assert (a["lane"], a["z"], a["i"], a["n"], a["instants"]) == ("0.3", 12, -2, 4, 1)
+    assert a["name"] == names and np.array_equal(a["occupancy"], occ)
+    assert a["start"].tolist() == [1000.0, 2000.0, 3000.0, 4000.0]
+    assert a["dur"].tolist() == [10.0, 0.0, 30.0, float(1 << 40)] and a["event"][3] == float(1 << 40)
+    assert a["depth"].tolist() == [0, 1, 2, 3] and a["member"].tolist() == [0, 0, 1, 0]
+    assert (b["lane"], b["n"]) == ("1.host", 0)
+    # every float64 block starts on an 8-byte boundary (the browser views them in place)
+    assert (12 + int.from_bytes(raw[8:12], "little")) % 8 == 0
+
+
+def test_levels_and_tile_ranges() -> None:
+    assert tiles.level_for(1) == 0 and tiles.level_for(1024) == 10 and tiles.level_for(1500) == 10
+    for ns_per_px in (3.0, 1000.0, 123456.7, 9.9e9):
+        z = tiles.level_for(ns_per_px)
+        assert ns_per_px / 2 < (1 << z) <= ns_per_px
+    a, b = tiles.tile_range(3, 5)
+    assert (a, b) == (5 * 1024 * 8, 6 * 1024 * 8)
+    assert list(tiles.tiles_for(a, b, 3)) == [5] and list(tiles.tiles_for(a - 1, b + 1, 3)) == [4, 5, 6]
+
+
+# ---------------------------------------------------------------------------------------------
+# the HTTP endpoints
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def http(store: Store):
+    return create_app(store).server.test_client()
+
+
+def test_meta_lists_lanes_steps_clock_and_event_bounds(http, store: Store) -> None:
+    r = http.get("/_timeline/meta?run=npu")
+    assert r.status_code == 200
+    m = r.get_json()
+    lanes = store.query("SELECT count(DISTINCT (rank, process, lane)) AS n FROM lanes WHERE run = 'npu'", run="npu")
+    assert len(m["lanes"]) == int(lanes["n"].iloc[0])
+    assert [ln["key"] for ln in m["lanes"] if ln["rank"] == 1][:3] == ["1.0", "1.1", "1.2"]
+    origin = int(m["origin"])
+    # "whole run" is the events' span, not the collection's (counters and memory samples stretch that)
+    ev = store.query(
+        "SELECT rank, min(ts_ns) AS a, max(ts_ns + coalesce(dur_ns, 0)) AS b FROM slices WHERE run = 'npu' "
+        "GROUP BY rank",
+        run="npu",
+    )
+    for rank, a, b in ev.itertuples(index=False):
+        assert m["events"][str(rank)] == [a - origin, b - origin]
+    coll = store.query("SELECT min(start_ns) AS a, max(end_ns) AS b FROM collections WHERE run = 'npu'", run="npu")
+    span = max(e[1] for e in m["events"].values()) - min(e[0] for e in m["events"].values())
+    assert span < 0.5 * (int(coll["b"].iloc[0]) - int(coll["a"].iloc[0]))
+    steps = store.query("SELECT rank, step, start_ns FROM steps WHERE run = 'npu' ORDER BY step, rank", run="npu")
+    assert [[s[0], s[1], s[2]] for s in m["steps"]] == [
+        [int(r), int(s), int(a) - origin] for r, s, a in steps.itertuples(index=False)
+    ]
+    clock = {c["rank"]: c for c in m["clock"]}
+    assert clock[0]["status"] == "reference" and clock[0]["offset"] == 0
+    assert clock[1]["offset"] is not None and clock[1]["residual"] is not None
+    # ranks: absent = the first 8, "all", a list; a wrong one is a JSON message
+    assert http.get("/_timeline/meta?run=npu&ranks=1").get_json()["ranks"] == [1]
+    bad = http.get("/_timeline/meta?run=npu&ranks=7")
+    assert bad.status_code == 404 and "has no rank 7" in bad.get_json()["error"]
+    assert http.get("/_timeline/meta?run=nope").status_code == 404
+
+
+def test_tiles_endpoint_sends_gzip_binary_and_refuses_a_stale_view(http) -> None:
+    m = http.get("/_timeline/meta?run=gloo").get_json()
+    e = m["events"]["0"]
+    z = tiles.level_for((e[1] - e[0]) / 1200)
+    want = [[ln["key"], z, i] for ln in m["lanes"] for i in tiles.tiles_for(e[0], e[1], z)]
+    r = http.post(
+        "/_timeline/tiles", json={"run": "gloo", "fp": m["fp"], "tiles": want}, headers={"Accept-Encoding": "gzip"}
+    )
+    assert r.status_code == 200 and r.headers["Content-Encoding"] == "gzip"
+    raw = gzip.decompress(r.get_data())
+    assert len(raw) == int(r.headers["X-Raw-Bytes"])
+    d = tiles.decode(raw)
+    assert [(t["lane"], t["z"], t["i"]) for t in d.tiles] == [tuple(w) for w in want]
+    assert any("ProfilerStep#" in n for t in d.tiles for n in t["name"])
+    assert http.post("/_timeline/tiles", json={"run": "gloo", "fp": "1", "tiles": want}).status_code == 409
+    for body, said in (
+        ({"run": "gloo", "tiles": [["0.0", 99, 0]]}, "level must be"),
+        ({"run": "gloo", "tiles": [["x", 1, 0]]}, "lane key"),
+        ({"run": "gloo", "tiles": [["0.999", 1, 0]]}, "no lane 0.999"),
+        ({"run": "gloo", "tiles": [["0.0", 1, 0]] * (tiles.MAX_TILES_PER_REQUEST + 1)}, "at most"),
+    ):
+        r = http.post("/_timeline/tiles", json=body)
+        assert r.status_code in (400, 404) and said in r.get_json()["error"], (body, r.get_json())
+
+
+def test_search_walks_every_match_in_time_order(http, store: Store) -> None:
+    m = http.get("/_timeline/meta?run=gloo").get_json()
+    keys = [ln["key"] for ln in m["lanes"]]
+    off = {str(c["rank"]): c["offset"] or 0 for c in m["clock"]}
+    origin = int(m["origin"])
+    want = store.query(
+        "SELECT rank, ts_ns, event_id FROM slices WHERE run = 'gloo' AND lower(name) LIKE '%all_reduce%'", run="gloo"
+    )
+    want["view"] = [int(t) - origin - off[str(r)] for r, t in zip(want["rank"], want["ts_ns"])]
+    order = sorted(zip(want["view"], want["rank"], want["event_id"]))
+    body = {"run": "gloo", "fp": m["fp"], "lanes": keys, "offsets": off, "q": "ALL_reduce", "t": -1, "dir": "next"}
+    seen = []
+    for _ in range(len(order) + 1):
+        j = http.post("/_timeline/search", json=body).get_json()
+        assert j["matches"] == len(order)
+        if j["hit"] is None:
+            break
+        h = j["hit"]
+        assert "all_reduce" in h["name"]
+        seen.append(h["start"] - off[str(h["rank"])])
+        body = {**body, "t": seen[-1], "from": {"lane": h["lane"], "event": h["event"]}}
+    assert seen == [v for v, _, _ in order]
+    back = http.post("/_timeline/search", json={**body, "dir": "prev"}).get_json()["hit"]
+    assert back["start"] - off[str(back["rank"])] == order[-2][0]
+    assert http.post("/_timeline/search", json={**body, "q": ""}).status_code == 400
+
+
+def test_range_summary_counts_the_time_inside_the_range(http, store: Store) -> None:
+    m = http.get("/_timeline/meta?run=gloo&ranks=0").get_json()
+    origin = int(m["origin"])
+    e = m["events"]["0"]
+    a, b = e[0] + (e[1] - e[0]) // 3, e[0] + (e[1] - e[0]) // 2
+    j = http.post(
+        "/_timeline/range",
+        json={"run": "gloo", "fp": m["fp"], "lanes": [ln["key"] for ln in m["lanes"]], "a": a, "b": b},
+    ).get_json()
+    sl = store.query(
+        "SELECT name, ts_ns, coalesce(dur_ns, 0) AS d FROM slices WHERE run = 'gloo' AND rank = 0", run="gloo"
+    )
+    lo, hi = origin + a, origin + b
+    ts, d = sl["ts_ns"].to_numpy(np.int64), sl["d"].to_numpy(np.int64)
+    inside = np.where(d == 0, (ts >= lo) & (ts < hi), (ts < hi) & (ts + d > lo))
+    part = sl[inside].assign(t=np.minimum(ts + d, hi)[inside] - np.maximum(ts, lo)[inside])
+    assert j["slices"] == int(inside.sum())
+    top = part.groupby("name")["t"].sum().sort_values(ascending=False)
+    got = {n["name"]: n["total"] for n in j["names"]}
+    for name, total in top.head(5).items():
+        assert got[name] == total
+
+
+def test_routes_answer_errors_as_json(http, tmp_path: Path) -> None:
+    r = http.post("/_timeline/tiles", data="nope", content_type="application/json")
+    assert r.status_code == 400 and "JSON" in r.get_json()["error"]
+    empty = create_app(tmp_path / "none").server.test_client()
+    r = empty.get("/_timeline/meta?run=x")
+    assert r.status_code in (400, 404) and r.get_json()["error"]

@@ -1,0 +1,334 @@
+"""The timeline's tile protocol: what the browser asks for, and the compact answer it gets.
+
+Time is cut into tiles per zoom level. At level ``z`` a bucket is ``2**z`` ns and a tile
+``TILE_BUCKETS`` buckets; tile ``i`` of level ``z`` covers ``[i, i + 1) * TILE_BUCKETS * 2**z`` ns
+after the run's origin (its first timestamp), on the raw clock of the lane's rank. The browser
+draws a window at the level whose bucket is at most one pixel wide and asks for the tiles of the
+lanes in view that it has not cached yet; zoom and pan redraw from the cache at once and detail
+arrives when its tiles do. Clock offsets are applied by the browser (tiles stay on the rank's own
+clock, so they stay cached when the clock is toggled).
+
+A tile of one lane holds
+
+- its **occupancy**: per bucket the share covered by the lane's slices (interval union), 0..255,
+  rounded up so that a bucket holding anything (an instant too) is never 0;
+- every **slice** overlapping the tile that spans at least ``MIN_SLICE_BUCKETS`` buckets (a few
+  pixels): those are drawn with their names; shorter ones are only seen through the occupancy;
+- its **instants** when at most ``MAX_INSTANTS`` fall in the tile.
+
+So a tile is bounded whatever the trace: 1 KiB of occupancy and, per nesting level, at most about
+``TILE_BUCKETS / MIN_SLICE_BUCKETS`` slices (capped at ``MAX_SLICES``: the longest are kept).
+
+The server side has one seam, :class:`TileSource`: ``tile(lane, level, index)`` and
+``exact(lanes, start, end)``. :class:`IndexTileSource` answers from the in-memory lane indexes of
+``webapp.lod``; a source reading precomputed level-of-detail tables can replace it without
+changing the protocol. :func:`encode` writes tiles in the binary format ``timeline.js`` reads.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+
+from . import lod
+
+TILE_BUCKETS = 1024
+MIN_SLICE_BUCKETS = 3
+MAX_SLICES = 20_000  # per tile
+MAX_INSTANTS = 256  # per tile
+MAX_LEVEL = 46  # 2^46 ns buckets: a tile covers about two years
+MAX_TILES_PER_REQUEST = 512
+MAGIC = b"RSTL"
+VERSION = 1
+
+
+def tile_span(level: int) -> int:
+    """Length of a tile of ``level`` in ns."""
+    return TILE_BUCKETS << level
+
+
+def tile_range(level: int, index: int) -> tuple[int, int]:
+    """[start, end) of tile ``index`` of ``level``, in ns after the origin."""
+    span = tile_span(level)
+    return index * span, (index + 1) * span
+
+
+def level_for(ns_per_px: float) -> int:
+    """The level whose bucket is at most one pixel (and more than half a pixel) of ``ns_per_px``."""
+    if ns_per_px < 2:
+        return 0
+    return min(MAX_LEVEL, int(np.floor(np.log2(ns_per_px))))
+
+
+def tiles_for(start_ns: float, end_ns: float, level: int) -> range:
+    """Indexes of the tiles of ``level`` covering [start_ns, end_ns) (ns after the origin)."""
+    span = tile_span(level)
+    return range(int(np.floor(start_ns / span)), int(np.floor((max(end_ns, start_ns + 1) - 1) / span)) + 1)
+
+
+@dataclass(frozen=True)
+class Lane:
+    """A timeline row as the protocol names it: ``key`` is ``"{rank}.{k}"`` (the k-th lane of the
+    rank in drawing order, stable whatever other ranks are shown); ``members`` are the
+    (collection_id, pid, tid) of the same thread in each collection of the rank."""
+
+    key: str
+    rank: int
+    members: tuple[tuple[str, str, str], ...]
+
+
+@dataclass
+class Slices:
+    """Slices of one lane (times in absolute ns of the rank's clock)."""
+
+    start: np.ndarray  # int64
+    dur: np.ndarray  # int64
+    depth: np.ndarray  # uint8
+    event: np.ndarray  # int64 event_id
+    member: np.ndarray  # uint8: which of the lane's members (collection) holds the slice
+    names: list[str] = field(default_factory=list)  # one per slice
+
+    @classmethod
+    def empty(cls) -> Slices:
+        z = np.zeros(0, dtype=np.int64)
+        return cls(z, z, z.astype(np.uint8), z, z.astype(np.uint8), [])
+
+    def __len__(self) -> int:
+        return int(self.start.size)
+
+    def take(self, rows: np.ndarray) -> Slices:
+        return Slices(
+            self.start[rows],
+            self.dur[rows],
+            self.depth[rows],
+            self.event[rows],
+            self.member[rows],
+            [self.names[int(i)] for i in rows],
+        )
+
+    @classmethod
+    def concat(cls, parts: Sequence[Slices]) -> Slices:
+        parts = [p for p in parts if len(p)]
+        if not parts:
+            return cls.empty()
+        if len(parts) == 1:
+            return parts[0]
+        return cls(
+            np.concatenate([p.start for p in parts]),
+            np.concatenate([p.dur for p in parts]),
+            np.concatenate([p.depth for p in parts]),
+            np.concatenate([p.event for p in parts]),
+            np.concatenate([p.member for p in parts]),
+            [n for p in parts for n in p.names],
+        )
+
+
+@dataclass
+class Tile:
+    lane: str
+    level: int
+    index: int
+    occupancy: np.ndarray  # uint8[TILE_BUCKETS]
+    slices: Slices
+    cut: bool = False  # more than MAX_SLICES qualified: the longest were kept
+    instants: int = 0  # instants in the tile (shipped as slices of length 0 when <= MAX_INSTANTS)
+
+
+class TileSource(Protocol):
+    """Where tiles come from: the one seam between the protocol and the store."""
+
+    def tile(self, lane: str, level: int, index: int) -> Tile:
+        """Lane ``lane``'s tile ``index`` at zoom ``level`` (a folded group's key: the busiest of its
+        lanes per bucket, without slices)."""
+        ...
+
+    def exact(self, lanes: Sequence[str], start_ns: int, end_ns: int, limit: int) -> dict[str, Slices]:
+        """Every slice of ``lanes`` overlapping [start_ns, end_ns) (absolute ns, rank clock), at most
+        ``limit`` over all lanes (the longest kept)."""
+        ...
+
+
+class IndexTileSource:
+    """Tiles from the lane indexes of ``webapp.lod`` (built from the slices of the collections)."""
+
+    def __init__(
+        self,
+        origin_ns: int,
+        lanes: Iterable[Lane],
+        indexes: dict[str, lod.CollectionIndex],
+        summaries: dict[str, Sequence[str]] | None = None,
+    ):
+        self.origin = int(origin_ns)
+        self.lanes = {ln.key: ln for ln in lanes}
+        self.indexes = indexes
+        self.summaries = dict(summaries or {})  # a folded group's key -> its lanes' keys
+
+    def has(self, key: str) -> bool:
+        return key in self.lanes or key in self.summaries
+
+    def members(self, key: str) -> list[tuple[int, lod.LaneIndex, lod.CollectionIndex]]:
+        """(member number, index, collection index) of each collection holding lane ``key``."""
+        ln = self.lanes.get(key)
+        if ln is None:
+            raise KeyError(key)
+        out = []
+        for m, (cid, pid, tid) in enumerate(ln.members):
+            coll = self.indexes.get(str(cid))
+            ix = None if coll is None else coll.lanes.get((pid, tid))
+            if ix is not None and coll is not None:
+                out.append((m, ix, coll))
+        return out
+
+    @staticmethod
+    def _slices(m: int, ix: lod.LaneIndex, coll: lod.CollectionIndex, rows: np.ndarray) -> Slices:
+        return Slices(
+            ix.starts[rows],
+            ix.durs[rows],
+            ix.depth[rows],
+            ix.events[rows],
+            np.full(rows.size, m, dtype=np.uint8),
+            [coll.names[int(c)] for c in ix.names[rows]],
+        )
+
+    def _occupancy(self, lane: str, a: int, level: int) -> tuple[np.ndarray, int]:
+        """Occupancy (uint8 per bucket) of the tile starting at ``a`` (absolute ns), and its instants."""
+        bucket = 1 << level
+        edges = a + np.arange(TILE_BUCKETS + 1, dtype=np.int64) * bucket
+        busy = np.zeros(TILE_BUCKETS, dtype=np.int64)
+        marks = np.zeros(TILE_BUCKETS, dtype=np.int64)
+        for _, ix, _ in self.members(lane):
+            busy += ix.busy(edges)
+            marks += ix.instants_per_bucket(edges)
+        occ = np.ceil(np.clip(busy.astype(np.float64) / bucket, 0.0, 1.0) * 255).astype(np.uint8)
+        occ[(occ == 0) & (marks > 0)] = 1
+        return occ, int(marks.sum())
+
+    def tile(self, lane: str, level: int, index: int) -> Tile:
+        a_rel, b_rel = tile_range(level, index)
+        a, b = self.origin + a_rel, self.origin + b_rel
+        if lane in self.summaries:  # a folded group: the busiest of its lanes per bucket, no slices
+            occ = np.zeros(TILE_BUCKETS, dtype=np.uint8)
+            for sub in self.summaries[lane]:
+                np.maximum(occ, self._occupancy(sub, a, level)[0], out=occ)
+            return Tile(lane, level, index, occ, Slices.empty())
+        occ, instants = self._occupancy(lane, a, level)
+        min_dur = MIN_SLICE_BUCKETS << level
+        parts: list[Slices] = []
+        for m, ix, coll in self.members(lane):
+            rows = ix.select(a, b, min_dur)
+            if instants <= MAX_INSTANTS:
+                lo, hi = ix.class_lo[0], ix.class_lo[1]
+                s = ix.starts[lo:hi]
+                inst = np.arange(lo + np.searchsorted(s, a), lo + np.searchsorted(s, b), dtype=np.int64)
+                rows = np.concatenate([rows, inst])
+            parts.append(self._slices(m, ix, coll, rows))
+        sl = Slices.concat(parts)
+        cut = len(sl) > MAX_SLICES
+        if cut:  # the longest are kept
+            sl = sl.take(np.sort(np.argsort(-sl.dur, kind="stable")[:MAX_SLICES]))
+        return Tile(lane, level, index, occ, sl, cut, instants)
+
+    def exact(self, lanes: Sequence[str], start_ns: int, end_ns: int, limit: int) -> dict[str, Slices]:
+        out = {
+            key: Slices.concat(
+                [self._slices(m, ix, coll, ix.select(start_ns, end_ns, 0)) for m, ix, coll in self.members(key)]
+            )
+            for key in lanes
+        }
+        total = sum(len(s) for s in out.values())
+        if total > limit:  # keep the longest over all lanes
+            durs = np.concatenate([s.dur for s in out.values()])
+            keep = np.zeros(total, dtype=bool)
+            keep[np.argsort(-durs, kind="stable")[:limit]] = True
+            at = 0
+            for key, s in out.items():
+                out[key] = s.take(np.flatnonzero(keep[at : at + len(s)]))
+                at += len(s)
+        return out
+
+
+# ---------------------------------------------------------------------------------------------
+# the binary format (read by webapp/assets/timeline.js)
+# ---------------------------------------------------------------------------------------------
+
+
+def _pad8(n: int) -> int:
+    return (8 - n % 8) % 8
+
+
+def encode(tiles: Sequence[Tile], origin_ns: int) -> bytes:
+    """Tiles in the binary format: ``RSTL``, uint32 version, uint32 header length, a JSON header
+    (names table and one entry per tile), then per tile its blocks, each padded to 8 bytes:
+    occupancy uint8[TILE_BUCKETS], start float64[n] and duration float64[n] (ns after the origin),
+    event id float64[n], name uint32[n] (into the header's names), depth uint8[n], member uint8[n].
+    Little-endian. Times after the origin fit a float64 exactly (up to 104 days)."""
+    names: dict[str, int] = {}
+    head_tiles = []
+    blocks: list[bytes] = []
+    for t in tiles:
+        sl = t.slices
+        codes = np.fromiter((names.setdefault(n, len(names)) for n in sl.names), dtype="<u4", count=len(sl))
+        head_tiles.append(
+            {"lane": t.lane, "z": t.level, "i": t.index, "n": len(sl), "cut": t.cut, "instants": t.instants}
+        )
+        for arr in (
+            np.ascontiguousarray(t.occupancy, dtype=np.uint8),
+            (sl.start - origin_ns).astype("<f8"),
+            sl.dur.astype("<f8"),
+            sl.event.astype("<f8"),
+            codes,
+            sl.depth.astype(np.uint8),
+            sl.member.astype(np.uint8),
+        ):
+            raw = arr.tobytes()
+            blocks.append(raw + b"\0" * _pad8(len(raw)))
+    header = json.dumps(
+        {"origin": str(origin_ns), "buckets": TILE_BUCKETS, "names": list(names), "tiles": head_tiles},
+        ensure_ascii=False,
+        separators=(",", ":"),
+    ).encode("utf-8")
+    header += b" " * _pad8(len(header) + 12)
+    return MAGIC + struct.pack("<II", VERSION, len(header)) + header + b"".join(blocks)
+
+
+@dataclass
+class Decoded:
+    origin_ns: int
+    tiles: list[dict]  # header entry + "occupancy", "start", "dur", "event", "name" (str), "depth", "member"
+
+
+def decode(buf: bytes) -> Decoded:
+    """The inverse of :func:`encode` (what the browser does; used by tests and the benchmark)."""
+    if buf[:4] != MAGIC:
+        raise ValueError("not a rankscope tile response")
+    version, hlen = struct.unpack_from("<II", buf, 4)
+    if version != VERSION:
+        raise ValueError(f"tile format version {version}, expected {VERSION}")
+    head = json.loads(buf[12 : 12 + hlen].decode("utf-8"))
+    pos = 12 + hlen
+    out = []
+
+    def take(dtype: str, n: int) -> np.ndarray:
+        nonlocal pos
+        size = np.dtype(dtype).itemsize * n
+        arr = np.frombuffer(buf, dtype=dtype, count=n, offset=pos)
+        pos += size + _pad8(size)
+        return arr
+
+    for t in head["tiles"]:
+        n = t["n"]
+        d = dict(t)
+        d["occupancy"] = take("u1", head["buckets"])
+        d["start"] = take("<f8", n)
+        d["dur"] = take("<f8", n)
+        d["event"] = take("<f8", n)
+        d["name"] = [head["names"][int(c)] for c in take("<u4", n)]
+        d["depth"] = take("u1", n)
+        d["member"] = take("u1", n)
+        out.append(d)
+    return Decoded(int(head["origin"]), out)
