@@ -11,8 +11,11 @@ line per event, every rank appends to the same file).
 Keys (our names; torch_npu's ``dynamic_profile`` and MindSpore's names are accepted too):
 
 - ``start_step``: 0 = off, -1 = the next step, N = at step N (steps count from 0, as ``prof.step()``
-  calls); torch_npu's convention.
-- ``active``: number of steps to record (default 1), or ``stop_step``: first step not recorded.
+  calls), with ``active``: number of steps to record (default 1); torch_npu's convention.
+- or MindSpore's (``DynamicProfilerMonitor``), used whenever the file has ``stop_step``: steps
+  ``start_step..stop_step``, both inclusive, ``-1``/``-1`` = off. MindSpore's monitor, called after
+  each step as ``prof.step()`` is, records exactly those step numbers (its ``{"start_step": 10,
+  "stop_step": 10}`` is one step, step 10); the log says which meaning was applied.
 - ``warmup``: warm-up steps before ``start_step``; ``ranks``: list, -1 = all (torch_npu: ``is_rank``
   + ``rank_list``); ``save_path`` (torch_npu ``prof_dir``, MindSpore ``prof_path``).
 - every profiling option of ``static_param`` (``level``, ``with_stack``, ``with_memory``...); torch_npu's
@@ -41,8 +44,9 @@ LOG_NAME = "rankscope_dynamic.log"
 
 _HELP = (
     "start_step: 0 = off, -1 = the next step, N = at step N (steps count from 0); active: steps to record "
-    "(or stop_step: first step not recorded); the other values are the collector's config (change one to "
-    "override it for the next window); edits take effect at the next step boundary; see rankscope_dynamic.log"
+    "(or MindSpore's stop_step: start_step..stop_step, both inclusive); the other values are the collector's "
+    "config (change one to override it for the next window); edits take effect at the next step boundary; "
+    "see rankscope_dynamic.log"
 )
 
 
@@ -72,6 +76,9 @@ def generated_file(options: ProfileOptions, ranks: list[int], save_path: str | N
 
 DEFAULT_FILE: dict[str, Any] = generated_file(ProfileOptions(), [-1], None)  # with the built-in defaults
 
+# MindSpore's dynamic config also takes ints: activities 0 = CPU+NPU, 1 = CPU, 2 = NPU; export_type 0/1/2
+_MS_ACTIVITIES = {0: ["CPU", "NPU"], 1: ["CPU"], 2: ["NPU"]}
+_MS_EXPORT_TYPES = {0: ["text"], 1: ["db"], 2: ["text", "db"]}
 _OWN_KEYS = {"start_step", "active", "stop_step", "warmup", "ranks", "save_path"}
 _ALIASES = {
     "prof_dir": "save_path",  # torch_npu
@@ -115,6 +122,7 @@ class DynamicRequest:
         save_path: str | None,
         options: dict[str, Any],
         ignored: list[str],
+        meaning: str = "torch_npu",
     ):
         self.start_step = start_step
         self.active = active
@@ -124,10 +132,23 @@ class DynamicRequest:
         self.save_path = save_path
         self.options = options
         self.ignored = ignored
+        self.meaning = meaning  # torch_npu (start_step + active) | mindspore (start_step..stop_step inclusive)
 
     @property
     def off(self) -> bool:
+        if self.meaning == "mindspore":
+            return self.start_step == -1 and self.stop_step == -1
         return self.start_step == 0
+
+    @property
+    def described(self) -> str:
+        """Which meaning the file's steps were read with (for the maintenance log)."""
+        if self.meaning == "mindspore":
+            return (
+                f"MindSpore's meaning (stop_step given): start_step {self.start_step}..stop_step {self.stop_step}, "
+                "both inclusive"
+            )
+        return f"torch_npu's meaning: start_step {self.start_step}, active {self.active or 1}"
 
 
 def parse_request(data: Any) -> tuple[DynamicRequest | None, list[str]]:
@@ -145,6 +166,10 @@ def parse_request(data: Any) -> tuple[DynamicRequest | None, list[str]]:
             elif v is not None:
                 problems.append("experimental_config: expected an object")
             continue
+        if k == "activities" and isinstance(v, int) and not isinstance(v, bool) and v in _MS_ACTIVITIES:
+            v = _MS_ACTIVITIES[v]  # MindSpore's int form
+        if k == "export_type" and isinstance(v, int) and not isinstance(v, bool) and v in _MS_EXPORT_TYPES:
+            v = _MS_EXPORT_TYPES[v]
         if k == "activities":
             if not isinstance(v, list) or not all(isinstance(a, str) for a in v):
                 problems.append(f'activities: expected a list like ["CPU", "NPU"], got {v!r}')
@@ -200,26 +225,40 @@ def parse_request(data: Any) -> tuple[DynamicRequest | None, list[str]]:
     save_path = flat.get("save_path")
     if save_path is not None and (not isinstance(save_path, str) or not save_path):
         problems.append(f"save_path: expected a folder path, got {save_path!r}")
-    if start is not None and start < -1:
-        problems.append(f"start_step: {start} is not valid (0 = off, -1 = next step, N = at step N)")
+    # stop_step is MindSpore's key (DynamicProfilerMonitor): start_step..stop_step, both inclusive, -1/-1 = off;
+    # without it, torch_npu's start_step (0 = off, -1 = the next step) + active
+    meaning = "mindspore" if stop is not None else "torch_npu"
+    if meaning == "torch_npu":
+        if start is not None and start < -1:
+            problems.append(f"start_step: {start} is not valid (0 = off, -1 = next step, N = at step N)")
+    elif start is not None:
+        if (start, stop) == (-1, -1):
+            pass  # MindSpore's default file: profiling off
+        elif start < 0 or stop < 0:
+            problems.append(
+                f"start_step {start}, stop_step {stop}: with stop_step (MindSpore's meaning) both must be steps >= 0 "
+                "(or both -1: off)"
+            )
+        elif stop < start:
+            problems.append(
+                f"stop_step: {stop} is before start_step {start} (MindSpore's window start_step..stop_step "
+                "includes both ends)"
+            )
+        elif active is not None and stop - start + 1 != active:
+            problems.append(
+                f"active ({active}) and stop_step ({stop}) disagree for start_step {start} (start_step..stop_step "
+                f"includes both ends: {stop - start + 1} steps); give one of them"
+            )
     if active is not None and active < 1:
         problems.append(f"active: {active} steps records nothing (must be at least 1)")
     if warmup is not None and warmup < 0:
         problems.append(f"warmup: {warmup} is negative")
-    if stop is not None and start is not None and start > 0 and stop <= start:
-        problems.append(f"stop_step: {stop} is not after start_step {start}")
-    if stop is not None and active is not None and start is not None and start > 0 and stop - start != active:
-        problems.append(f"active ({active}) and stop_step ({stop}) disagree for start_step {start}; give one of them")
-    if stop is not None and start == -1 and active is None:
-        problems.append(
-            "stop_step cannot be used with start_step -1 (the next step is not known in advance); use active"
-        )
     merged = dataclasses.replace(ProfileOptions(), **opts)
     problems.extend(p.replace("dynamic.", "") for p in check_options(merged, "dynamic"))
     if problems:
         return None, problems
     assert start is not None and warmup is not None
-    return DynamicRequest(start, active, stop, warmup, ranks, save_path, opts, ignored), []
+    return DynamicRequest(start, active, stop, warmup, ranks, save_path, opts, ignored, meaning), []
 
 
 def config_location(config_path: str | os.PathLike[str]) -> tuple[Path, Path]:
@@ -343,7 +382,8 @@ class DynamicWatcher:
         if req.ignored:
             self.log("ignored keys: " + ", ".join(req.ignored))
         if req.off:
-            self.log(f"read {self.path.name}: start_step 0, profiling off")
+            off = "start_step -1, stop_step -1 (MindSpore's meaning)" if req.meaning == "mindspore" else "start_step 0"
+            self.log(f"read {self.path.name}: {off}, profiling off")
             self.last_request = req
             return None
         if req.start_step == -1:
@@ -357,7 +397,7 @@ class DynamicWatcher:
                     "keeping the previous settings"
                 )
                 return None
-        end = req.stop_step if req.stop_step is not None else start + (req.active or 1)
+        end = req.stop_step + 1 if req.meaning == "mindspore" else start + (req.active or 1)
         options = dataclasses.replace(self.base_options, **req.options, warmup=req.warmup)
         # only values that differ from the collector's config count as given (the generated file
         # spells out every value of the config: those must not look like the user's choices)
@@ -373,5 +413,5 @@ class DynamicWatcher:
             explicit=frozenset(self.base_explicit | changed),
         )
         self.last_request = req
-        self.log(f"accepted: window {plan.describe()}, output below {plan.save_path}")
+        self.log(f"accepted: window {plan.describe()}, output below {plan.save_path} (read with {req.described})")
         return plan

@@ -74,17 +74,69 @@ def test_torch_npu_dynamic_config_is_understood(tmp_path: Path) -> None:
     assert "accepted: window steps 7..8, ranks 1" in log
 
 
+MS_WINDOWS = Path(__file__).resolve().parent / "data" / "mindspore_cpu_windows"
+
+
+@pytest.mark.parametrize(
+    "edit, steps",
+    [
+        ({"start_step": 10, "stop_step": 10}, [10]),  # MindSpore's documented "collect step 10"
+        ({"start_step": 8, "stop_step": 9}, [8, 9]),  # both ends inclusive
+        ({"start_step": 8, "stop_step": 9, "active": 2}, [8, 9]),  # an active that agrees is fine
+        ({"start_step": 8, "active": 2}, [8, 9]),  # no stop_step: torch_npu's start_step + active
+    ],
+)
+def test_stop_step_takes_mindspores_meaning(tmp_path: Path, edit: dict[str, int], steps: list[int]) -> None:
+    """A file with stop_step is read as MindSpore's DynamicProfilerMonitor reads it: start_step..stop_step,
+    both ends inclusive, in the numbers the step() calls count (a real MindSpore 2.10 monitor given
+    start_step 3, stop_step 4 recorded exactly the 4th and 5th iterations of a loop calling step() after
+    each: 0-based 3 and 4, the collector's step numbers); the log says which meaning was applied."""
+    folder = tmp_path / "dyn"
+    clock = Clock()
+    w = _watcher(folder, clock)
+    w.init(next_step=0)
+    _write(folder / CONFIG_NAME, edit)
+    clock.t += 5
+    plan = w.poll(next_step=2, busy=False)
+    assert plan is not None and plan.steps == steps
+    line = (folder / LOG_NAME).read_text().splitlines()[-1]
+    meaning = "MindSpore's meaning (stop_step given)" if "stop_step" in edit else "torch_npu's meaning"
+    assert "accepted: window" in line and meaning in line, line
+
+
+def test_mindspores_own_config_files_work_as_they_are(tmp_path: Path) -> None:
+    """The profiler_config.json a real MindSpore 2.10 run used (start_step 20, stop_step 22, MindSpore's
+    option names, int/str forms) gives steps 20..22; MindSpore's default (-1/-1) means off."""
+    folder = tmp_path / "dyn"
+    folder.mkdir()
+    real = json.loads((MS_WINDOWS / "profiler_config.json").read_text())
+    _write(folder / CONFIG_NAME, real)
+    plan = _watcher(folder, Clock()).init(next_step=0)
+    assert plan is not None and plan.steps == [20, 21, 22]
+    o = plan.options
+    assert (o.with_memory, o.with_stack, o.record_shapes, o.with_cpu, o.with_device) == (True, True, True, True, False)
+    log = (folder / LOG_NAME).read_text()
+    assert "ignored keys: analyse_mode, parallel_strategy" in log
+    off = tmp_path / "off"
+    off.mkdir()
+    _write(off / CONFIG_NAME, {**real, "start_step": -1, "stop_step": -1, "activities": 1, "profiler_level": -1})
+    assert _watcher(off, Clock()).init(next_step=0) is None
+    assert "start_step -1, stop_step -1 (MindSpore's meaning), profiling off" in (off / LOG_NAME).read_text()
+
+
 @pytest.mark.parametrize(
     "content, reason",
     [
         ("{not json", "is not valid JSON"),
         ({"start_step": 3, "active": 1}, "start_step (3) is in the past (the next step is 5)"),
-        ({"start_step": 9, "stop_step": 8}, "stop_step: 8 is not after start_step 9"),
+        ({"start_step": 9, "stop_step": 8}, "stop_step: 8 is before start_step 9 (MindSpore's window"),
+        ({"start_step": -1, "stop_step": 9}, "both must be steps >= 0 (or both -1: off)"),
+        ({"start_step": 9, "stop_step": 9, "active": 2}, "active (2) and stop_step (9) disagree"),
         ({"start_step": 9, "active": 0}, "active: 0 steps records nothing"),
         ({"start_step": -4}, "start_step: -4 is not valid"),
         ({"start_step": -1, "level": "level9"}, "level: 'level9' is not one of"),
         ({"start_step": -1, "activities": []}, "with_cpu and with_device are both false"),
-        ({"start_step": 9, "active": 2, "stop_step": 12}, "active (2) and stop_step (12) disagree"),
+        ({"start_step": 9, "active": 3, "stop_step": 12}, "includes both ends: 4 steps"),
         ({"start_step": 9, "ranks": "all"}, "ranks: expected a list of integer ranks"),
         ([1, 2], "expected a JSON object"),
     ],
