@@ -5,6 +5,7 @@
 
 PYTHON ?= python3
 VENV   ?= .venv
+VENV_MS ?= .venv-ms
 PY      = $(VENV)/bin/python
 PIP     = $(PY) -m pip
 DEMO_STORE ?= .demo/store
@@ -28,7 +29,15 @@ $(VENV)/.installed-test: $(VENV)/.installed
 
 setup: $(VENV)/.installed
 
-setup-test: $(VENV)/.installed-test
+# MindSpore 2.10 (CPU wheel, ~770 MB) for the collector's MindSpore tests, in a venv of its own: it wants
+# numpy<2 (the main venv has numpy 2 + torch). Made once; the stamp keeps later runs from reinstalling.
+$(VENV_MS)/.installed: tests/requirements-mindspore.txt
+	$(PYTHON) -m venv $(VENV_MS)
+	$(VENV_MS)/bin/python -m pip install -q --upgrade pip
+	$(VENV_MS)/bin/python -m pip install -q -r tests/requirements-mindspore.txt
+	touch $@
+
+setup-test: $(VENV)/.installed-test $(VENV_MS)/.installed
 	@command -v chromium >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq chromium >/dev/null)
 
 # every scenario folder of sample_data/ is one run (bad_input holds the corrupt files of the tests)
@@ -45,4 +54,4 @@ test: setup-test
 	$(PY) -m pytest -q
 
 clean:
-	rm -rf $(VENV) .demo .pytest_cache
+	rm -rf $(VENV) $(VENV_MS) .demo .pytest_cache

@@ -41,6 +41,7 @@ __all__ = [
     "load_file",
     "from_env",
     "hf_callback",
+    "mindspore_callback",
 ]
 
 
@@ -49,3 +50,13 @@ def hf_callback(config: object = None, **kwargs: object) -> object:
     from .hf import RankscopeTrainerCallback
 
     return RankscopeTrainerCallback(config, **kwargs)
+
+
+def mindspore_callback(
+    config: object = None, *, granularity: str = "step", start: int | None = None, stop: int | None = None
+) -> object:
+    """A MindSpore ``Model.train`` callback running the collector (imports MindSpore only when called);
+    see :mod:`collector.mindspore_callback`."""
+    from .mindspore_callback import callback
+
+    return callback(config, granularity=granularity, start=start, stop=stop)

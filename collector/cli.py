@@ -5,14 +5,14 @@
     python -m collector show-config [--config FILE]      # the validated config, as JSON
     python -m collector init-dynamic DIR                   # write a profiler_config.json (profiling off)
     python -m collector analyse PATH [--max-process-number N] [--export-type text db]
-                                                           # torch_npu: parse raw *_ascend_pt folders
+                                                           # parse raw *_ascend_pt / *_ascend_ms folders
 
 ``run`` validates the config first (a bad one fails here, before training starts), passes it in
 ``$RANKSCOPE_PROFILER_OPTIONS`` and puts ``collector/_bootstrap`` first on ``PYTHONPATH``, then
 replaces itself with the command (signals reach the training processes directly). Every Python
-process started by the command (torchrun workers, mp.spawn children; not the torchrun launcher) arms the collector; steps
-are counted from the optimizer. Without ``--config``, an existing ``$RANKSCOPE_PROFILER_OPTIONS``
-is the base config.
+process started by the command (torchrun workers, mp.spawn children; not the torchrun launcher)
+arms the collector; steps are counted from the optimizer. Without ``--config``, an existing
+``$RANKSCOPE_PROFILER_OPTIONS`` is the base config.
 """
 
 from __future__ import annotations
@@ -114,6 +114,7 @@ def _cmd_init_dynamic(args: argparse.Namespace) -> int:
 
 
 def _cmd_analyse(args: argparse.Namespace) -> int:
+    from .backends import mindspore as msb
     from .backends.torch_npu import offline_analyse, unparsed_folders
 
     path = Path(args.path)
@@ -121,21 +122,62 @@ def _cmd_analyse(args: argparse.Namespace) -> int:
         print(f"collector analyse: {path} does not exist", file=sys.stderr)
         return 2
     todo = unparsed_folders(path)
-    if not todo:
-        print(f"no unparsed *_ascend_pt folder (raw PROF_* data without ASCEND_PROFILER_OUTPUT) below {path}")
-        return 0
-    try:
-        done = offline_analyse(path, args.max_process_number, args.export_type)
-    except ImportError as exc:
+    ms_todo = msb.unparsed_folders(path)
+    if not todo and not ms_todo:
         print(
-            f"collector analyse: torch_npu is needed to parse raw Ascend data ({exc}); run this on a host with "
-            "torch_npu and the CANN toolkit",
-            file=sys.stderr,
+            f"no unparsed *_ascend_pt / *_ascend_ms folder (raw FRAMEWORK/ or PROF_* data without "
+            f"ASCEND_PROFILER_OUTPUT) below {path}"
         )
+        return 0
+    rc = 0
+    if todo:
+        try:
+            done = offline_analyse(path, args.max_process_number, args.export_type)
+        except ImportError as exc:
+            print(
+                f"collector analyse: torch_npu is needed to parse raw Ascend data ({exc}); run this on a host with "
+                "torch_npu and the CANN toolkit",
+                file=sys.stderr,
+            )
+            return 1
+        for d in done:
+            print(f"parsed {d}")
+    if ms_todo:
+        rc = max(rc, _analyse_mindspore(ms_todo, args))
+    return rc
+
+
+def _analyse_mindspore(folders: list[Path], args: argparse.Namespace) -> int:
+    """MindSpore's offline analyse needs the ``profiler_info_{rank}.json`` its Ascend path writes at stop."""
+    from .backends import mindspore as msb
+
+    rc = 0
+    parsable = [d for d in folders if msb.has_profiler_info(d)]
+    for d in folders:
+        if d not in parsable:
+            print(
+                f"collector analyse: {d}: MindSpore cannot parse this folder offline: its offline analyse needs "
+                "profiler_info_{rank}.json, which MindSpore writes only on Ascend (its CPU profiler writes none); "
+                "`analyze ingest` reads the raw FRAMEWORK/ files of this folder as they are",
+                file=sys.stderr,
+            )
+            rc = 1
+    if not parsable:
+        return rc
+    if args.export_type:
+        print("collector analyse: --export-type is not used for MindSpore (profiler_info says what to write)")
+    try:
+        done = msb.offline_analyse(parsable, args.max_process_number)
+    except ImportError as exc:
+        print(f"collector analyse: MindSpore is needed to parse *_ascend_ms folders ({exc})", file=sys.stderr)
         return 1
-    for d in done:
-        print(f"parsed {d}")
-    return 0
+    for d in parsable:
+        if d in done:
+            print(f"parsed {d}")
+        else:
+            print(f"collector analyse: MindSpore's analyse wrote nothing for {d} (see its logs/)", file=sys.stderr)
+            rc = 1
+    return rc
 
 
 def parser() -> argparse.ArgumentParser:
@@ -146,7 +188,7 @@ def parser() -> argparse.ArgumentParser:
 
     def config_opts(p: argparse.ArgumentParser) -> None:
         p.add_argument(
-            "--config", help="tools.json, mindformers YAML or collector JSON/YAML file (default: $%s)" % ENV_VAR
+            "--config", help=f"tools.json, mindformers YAML or collector JSON/YAML file (default: ${ENV_VAR})"
         )
         p.add_argument(
             "--static", metavar="START:END", help="profile steps [START, END) (0-based, counted from the optimizer)"
@@ -156,8 +198,9 @@ def parser() -> argparse.ArgumentParser:
         p.add_argument("--ranks", help="ranks to profile, e.g. 0,3 (-1 = all)")
         p.add_argument(
             "--backend",
-            choices=["auto", "torch", "torch_npu"],
-            help="profiler backend (auto: torch_npu.profiler when an NPU is visible, else torch.profiler)",
+            choices=["auto", "torch", "torch_npu", "mindspore"],
+            help="profiler backend (auto: torch_npu.profiler when an NPU is visible, mindspore.profiler when the "
+            "script imported MindSpore, else torch.profiler)",
         )
 
     run = sub.add_parser("run", help="run a command with the collector armed in every Python process")
@@ -171,11 +214,14 @@ def parser() -> argparse.ArgumentParser:
     init.add_argument("folder", help="the folder to watch (created if missing), or the .json file itself")
     init.set_defaults(func=_cmd_init_dynamic)
     an = sub.add_parser(
-        "analyse", help="torch_npu: parse raw *_ascend_pt folders left by an aborted or analyse:false window"
+        "analyse",
+        help="parse raw *_ascend_pt (torch_npu) / *_ascend_ms (MindSpore) folders left by an aborted or "
+        "analyse:false window",
     )
     an.add_argument(
         "path",
-        help="a folder: every *_ascend_pt folder below it with raw PROF_* data and no ASCEND_PROFILER_OUTPUT is parsed",
+        help="a folder: every *_ascend_pt / *_ascend_ms folder below it with raw data and no ASCEND_PROFILER_OUTPUT "
+        "is parsed",
     )
     an.add_argument(
         "--max-process-number",
@@ -187,7 +233,7 @@ def parser() -> argparse.ArgumentParser:
         "--export-type",
         nargs="+",
         choices=["text", "db"],
-        help="result format(s) to write (torch_npu's export_type; default: torch_npu's, text)",
+        help="result format(s) to write (torch_npu's export_type; default: torch_npu's, text; MindSpore: unused)",
     )
     an.set_defaults(func=_cmd_analyse)
     return ap

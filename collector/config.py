@@ -35,7 +35,7 @@ AIC_METRICS = (
 )
 EXPORT_TYPES = ("text", "db")
 PROFILE_TYPES = ("static", "dynamic")
-BACKENDS = ("auto", "torch", "torch_npu")
+BACKENDS = ("auto", "torch", "torch_npu", "mindspore")
 
 
 @dataclass
@@ -73,13 +73,14 @@ OPTION_HELP: dict[str, str] = {
     "with_flops": "FLOP estimates of matmul / convolution",
     "communication": "collective operators (recorded by both backends at every level)",
     "data_simplification": "torch_npu: drop intermediate files once parsed",
-    "aic_metrics": "torch_npu AI Core PMU set (PipeUtilization, ArithmeticUtilization, Memory, ...); null = torch_npu's default for the level",
+    "aic_metrics": "torch_npu AI Core PMU set (PipeUtilization, ArithmeticUtilization, Memory, ...); null = "
+    "torch_npu's default for the level",
     "l2_cache": "torch_npu: L2 cache hit rates",
     "mstx": "torch_npu: mstx user ranges",
     "export_type": "torch_npu result format: text and/or db",
     "analyse": "torch_npu: parse raw data when the window ends (false: later, `python -m collector analyse`)",
     "async_mode": "torch_npu: parse in a background process",
-    "export_per_step": "torch: one trace file per step, written as the step ends (null = backend default)",
+    "export_per_step": "one output per step, final on disk as the step ends (null = backend default: true)",
     "warmup": "steps run with the profiler warming up before the first recorded step",
 }
 
@@ -114,7 +115,7 @@ class ProfilerConfig:
     enable: bool = True
     profile_type: str = "static"
     ranks: list[int] = field(default_factory=lambda: [-1])  # -1 = every rank
-    backend: str = "auto"  # auto | torch | torch_npu
+    backend: str = "auto"  # auto | torch | torch_npu | mindspore
     static_param: StaticParam = field(default_factory=StaticParam)
     dynamic_param: DynamicParam = field(default_factory=DynamicParam)
     scalars: ScalarsParam = field(default_factory=ScalarsParam)
@@ -320,8 +321,8 @@ def coerce(key: str, value: Any, default: Any) -> tuple[bool, Any, str]:
 def normalize_level(value: Any) -> str | None:
     if isinstance(value, bool):
         return None
-    if isinstance(value, int):
-        return f"level{value}" if value in (0, 1, 2) else None
+    if isinstance(value, int):  # (MindSpore's dynamic config: -1 = LevelNone)
+        return f"level{value}" if value in (0, 1, 2) else "level_none" if value == -1 else None
     if not isinstance(value, str):
         return None
     v = value.strip().lower().replace("-", "_")

@@ -105,6 +105,8 @@ class Profiler:
         """Begin counting steps (the next step to run is ``first_step``) and arm profiling."""
         if self.started or not self.config.enable or self.stepped_aside:
             return self
+        if os.environ.get("MS_ROLE") == "MS_SCHED":  # msrun's scheduler process runs the script too: not a rank
+            return self
         if not self.automatic:  # the script has its own Profiler: an automatic one must not run beside it
             autorun = sys.modules.get(f"{__package__}.autorun")
             if autorun is not None:
@@ -179,7 +181,7 @@ class Profiler:
             self._write_scalars(done, t_end - self._t_begin, scalars, urgent=w is not None or bool(saved))
             if w is not None and saved:
                 w.captured.extend(saved)
-                w.sidecar.update(captured_steps=list(w.captured), files=_files_of(w))
+                w.sidecar.update(captured_steps=list(w.captured), files=_files_of(w), **_segments_of(w))
             self.step_num = done + 1
             if self._watcher is not None:
                 plan = self._watcher.poll(self.step_num, busy=self._window is not None)
@@ -344,7 +346,9 @@ class Profiler:
             status = "aborted"
             reason = reason or f"only steps {w.captured} of {w.plan.steps} were captured"
         notes = list(w.sidecar.data.get("notes") or []) + list(getattr(w.session, "notes", []))
-        w.sidecar.finish(status, reason, captured_steps=sorted(w.captured), notes=notes, files=_files_of(w))
+        w.sidecar.finish(
+            status, reason, captured_steps=sorted(w.captured), notes=notes, files=_files_of(w), **_segments_of(w)
+        )
         if self._watcher is not None:
             self._watcher.log(
                 f"stopped window {w.plan.describe()}: {status}"
@@ -399,8 +403,9 @@ class Profiler:
 
     # ------------------------------------------------------------------ scalars, rank
     def _rank_info(self) -> RankInfo:
-        """Detected again until torch.distributed answers (it is often initialised after start())."""
-        if self._rank is None or self._rank.source != "torch.distributed":
+        """Detected again until the framework answers (torch.distributed / mindspore.communication are often
+        initialised after start())."""
+        if self._rank is None or self._rank.source not in ("torch.distributed", "mindspore.communication"):
             self._rank = detect_rank()
         return self._rank
 
@@ -542,6 +547,19 @@ def _files_of(w: _Window) -> list[str]:
     return [
         str(p.relative_to(w.folder)) if p.is_relative_to(w.folder) else str(p) for p in getattr(w.session, "files", [])
     ]
+
+
+def _segments_of(w: _Window) -> dict[str, Any]:
+    """``segments``: which steps each output folder holds, for backends that write one folder per segment."""
+    segs = getattr(w.session, "segments", None)
+    if segs is None:
+        return {}
+    return {
+        "segments": [
+            {"path": str(p.relative_to(w.folder)) if p.is_relative_to(w.folder) else str(p), "steps": steps}
+            for p, steps in segs
+        ]
+    }
 
 
 def _remove_empty_window(folder: Path) -> None:

@@ -1,8 +1,9 @@
-"""Which rank this process is: torch.distributed when it is initialised, else the usual env variables.
+"""Which rank this process is: torch.distributed or mindspore.communication when initialised, else env variables.
 
-Never imports torch: ``torch.distributed`` is consulted only if the training script already
-imported it. Environment variables, in order: ``RANK`` (torchrun), ``RANK_ID`` (Ascend/HCCL
-launchers, MindSpore), ``LOCAL_RANK``; world size from ``WORLD_SIZE`` or ``RANK_SIZE``.
+Never imports a framework: ``torch.distributed`` and ``mindspore.communication`` are consulted only
+if the training script already imported them (msrun also exports ``RANK_ID`` and ``RANK_SIZE``).
+Environment variables, in order: ``RANK`` (torchrun), ``RANK_ID`` (Ascend/HCCL launchers, msrun),
+``LOCAL_RANK``; world size from ``WORLD_SIZE`` or ``RANK_SIZE``.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ class RankInfo:
     rank: int
     world_size: int | None
     local_rank: int | None
-    source: str  # torch.distributed | env:RANK | env:RANK_ID | env:LOCAL_RANK | default
+    source: str  # torch.distributed | mindspore.communication | env:RANK | env:RANK_ID | env:LOCAL_RANK | default
 
     @property
     def certain(self) -> bool:
@@ -45,6 +46,15 @@ def detect_rank(environ: dict[str, str] | None = None) -> RankInfo:
             if dist.is_available() and dist.is_initialized():
                 return RankInfo(int(dist.get_rank()), int(dist.get_world_size()), local, "torch.distributed")
         except Exception:  # noqa: BLE001 - a half-initialised backend must not break training
+            pass
+    comm = sys.modules.get("mindspore.communication")
+    if comm is not None:
+        try:
+            from mindspore.communication.management import GlobalComm  # (already imported with comm)
+
+            if GlobalComm.INITED:
+                return RankInfo(int(comm.get_rank()), int(comm.get_group_size()), local, "mindspore.communication")
+        except Exception:  # noqa: BLE001
             pass
     world = next((w for w in (_env_int(env, n) for n in WORLD_VARS) if w is not None), None)
     for name in RANK_VARS:

@@ -144,9 +144,11 @@ def test_disabled_profiler_does_nothing(tmp_path: Path) -> None:
 
 
 def test_cli_show_config_and_bad_config(tmp_path: Path) -> None:
-    run = lambda *a: subprocess.run(
-        [sys.executable, "-m", "collector", *a], capture_output=True, text=True, cwd=REPO, timeout=60
-    )
+    def run(*a: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "collector", *a], capture_output=True, text=True, cwd=REPO, timeout=60
+        )
+
     ok = run("show-config", "--config", str(DATA / "mindformers_flat.yaml"), "--ranks", "0,1", "--static", "2:5")
     assert ok.returncode == 0, ok.stderr
     shown = json.loads(ok.stdout)
@@ -191,7 +193,10 @@ def test_bootstrap_runs_the_sitecustomize_it_shadows(tmp_path: Path) -> None:
         "PYTHONPATH": os.pathsep.join([str(REPO / "collector" / "_bootstrap"), str(other)]),
         ENV_VAR: '{"static_param": {"start_step": 0, "end_step": 1}}',
     }
-    code = "import os, sys; print(os.environ.get('SHADOWED_SITECUSTOMIZE_RAN'), 'collector.autorun' in sys.modules, 'torch' in sys.modules)"
+    code = (
+        "import os, sys; print(os.environ.get('SHADOWED_SITECUSTOMIZE_RAN'), 'collector.autorun' in sys.modules, "
+        "'torch' in sys.modules)"
+    )
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60, cwd=tmp_path
     )
@@ -255,3 +260,13 @@ def test_a_negative_start_step_is_reported_alone() -> None:
     with pytest.raises(ConfigError) as err:
         ProfilerConfig.from_dict({"static_param": {"start_step": -2}})
     assert err.value.problems == ["static_param.start_step: -2 is negative (steps count from 0)"]
+
+
+def test_msrun_scheduler_process_is_not_a_rank(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """msrun runs the training script in its scheduler process too (MS_ROLE=MS_SCHED): the collector stays out."""
+    monkeypatch.setenv("MS_ROLE", "MS_SCHED")
+    prof = Profiler({"backend": "torch", "static_param": {"save_path": str(tmp_path / "out")}}, handle_signals=False)
+    prof.start()
+    prof.step(loss=1.0)
+    prof.stop()
+    assert not prof.started and not (tmp_path / "out").exists()

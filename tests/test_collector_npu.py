@@ -212,6 +212,7 @@ def test_options_become_the_real_arguments(npu: StandIn, tmp_path: Path) -> None
         export_type=["text", "db"],
         data_simplification=False,
         with_modules=True,
+        export_per_step=False,  # one profile() for the window
     )
     plan = _plan(opts, {"level", "with_stack"})
     kw = b.profile_kwargs(plan, tmp_path, handler=lambda p: None)
@@ -241,12 +242,11 @@ def test_level0_aic_default_and_what_cannot_be_honoured(npu: StandIn, tmp_path: 
     b = TorchNpuBackend(modules=(npu.torch, npu.module))  # type: ignore[attr-defined]
     b.profile_kwargs(_plan(ProfileOptions(), set()), tmp_path, handler=None)
     assert npu.named("_ExperimentalConfig")[-1]["aic_metrics"] == "ACL_AICORE_NONE"  # no reset warning from torch_npu
-    opts = ProfileOptions(aic_metrics="Memory", export_per_step=True, communication=False)
-    got = {
-        u.option: u.reason for u in b.unsupported(opts, frozenset({"aic_metrics", "export_per_step", "communication"}))
-    }
-    assert set(got) == {"aic_metrics", "export_per_step", "communication"}
+    opts = ProfileOptions(aic_metrics="Memory", async_mode=True, communication=False)
+    got = {u.option: u.reason for u in b.unsupported(opts, frozenset({"aic_metrics", "async_mode", "communication"}))}
+    assert set(got) == {"aic_metrics", "async_mode", "communication"}  # async parsing: only one profile per window
     assert "level1/level2" in got["aic_metrics"]
+    assert b.unsupported(ProfileOptions(async_mode=True, export_per_step=False), frozenset({"async_mode"})) == []
 
 
 def test_a_window_drives_torch_npu_like_its_own_schedule(npu: StandIn, tmp_path: Path) -> None:
@@ -254,7 +254,14 @@ def test_a_window_drives_torch_npu_like_its_own_schedule(npu: StandIn, tmp_path:
     prof = Profiler(
         {
             "backend": "torch_npu",
-            "static_param": {"save_path": str(out), "start_step": 2, "end_step": 5, "warmup": 1, "level": "level2"},
+            "static_param": {
+                "save_path": str(out),
+                "start_step": 2,
+                "end_step": 5,
+                "warmup": 1,
+                "level": "level2",
+                "export_per_step": False,
+            },
         },
         handle_signals=False,
     )
@@ -297,7 +304,10 @@ def test_aborted_window_is_not_parsed_and_says_how_to_parse_it(npu: StandIn, tmp
     for _ in range(3):
         prof.step()  # steps 0, 1, 2 done; step 3 running
     prof.abort("SIGTERM received at step 3")
-    assert npu.named("parse") == []  # parsing is left to `python -m collector analyse`
+    # steps 1 and 2 were finalized (raw) at their own boundaries; step 3's profile stops without its handler
+    assert [k["label"] for k in npu.named("parse")] == [2, 3]  # the raw-only handler ran as each step ended
+    assert [k["analyse_flag"] for k in npu.named("tensorboard_trace_handler")] == [False, False, False]
+    assert npu.named("analyse") == []  # parsing is left to `python -m collector analyse`
     side = json.loads((out / "rank_0" / "window_step1" / "rankscope_window.json").read_text())
     assert (side["status"], side["captured_steps"], side["reason"]) == ("aborted", [1, 2], "SIGTERM received at step 3")
     assert any("python -m collector analyse" in n for n in side["notes"])
@@ -343,3 +353,78 @@ def test_analyse_of_a_missing_path_fails_and_every_argument_has_help(
         for action in p._actions:
             if action.dest != "help":
                 assert action.help, f"{name} {action.dest} has no help text"
+
+
+def test_per_step_profiles_finalize_each_step_and_parse_at_the_windows_end(npu: StandIn, tmp_path: Path) -> None:
+    """The default: one torch_npu profile per recorded step (the first one with the warm-up), each leaving
+    RECORD_AND_SAVE at its step's boundary (stop + finalize: raw data final on disk, handler with
+    analyse_flag=False), then torch_npu's offline analyse over the window folder when the window ends."""
+    out = tmp_path / "out"
+    prof = Profiler(
+        {"backend": "torch_npu", "static_param": {"save_path": str(out), "start_step": 2, "end_step": 5, "warmup": 1}},
+        handle_signals=False,
+    )
+    prof.start()
+    for _ in range(7):
+        prof.step()
+    prof.stop()
+    folder = out / "rank_0" / "window_step2"
+    assert [k["active"] for k in npu.named("schedule")] == [1, 1, 1]
+    assert [k["warmup"] for k in npu.named("schedule")] == [1, 0, 0]
+    assert npu.named("offset") == [{"step": 1}, {"step": 3}, {"step": 4}]
+    seq = [(n, k.get("label"), k.get("action")) for n, k in npu.calls if n in ("start", "step", "stop", "parse")]
+    assert seq == [
+        ("start", 1, "WARMUP"),
+        ("step", 2, "RECORD_AND_SAVE"),
+        ("step", 3, "NONE"),  # step 2 ends: stop + finalize
+        ("parse", 3, None),  # (the raw-only handler)
+        ("stop", None, "NONE"),
+        ("start", 3, "RECORD_AND_SAVE"),
+        ("step", 4, "NONE"),
+        ("parse", 4, None),
+        ("stop", None, "NONE"),
+        ("start", 4, "RECORD_AND_SAVE"),
+        ("step", 5, "NONE"),
+        ("parse", 5, None),
+        ("stop", None, "NONE"),
+    ]
+    assert npu.named("analyse") == []  # the stand-in writes no folder: nothing to parse
+    side = json.loads((folder / "rankscope_window.json").read_text())
+    assert (side["status"], side["captured_steps"]) == ("complete", [2, 3, 4])
+    assert side["backend_arguments"]["segments"] == "one profile() per recorded step"
+
+
+def _crash_run(tmp_path: Path, mode: str, k: int) -> tuple[subprocess.CompletedProcess[str], list[dict[str, Any]]]:
+    """A process that drives the collector's torch_npu backend (the recorded-API stand-in of this module,
+    its calls appended to a file as they happen) and dies in step k as asked."""
+    calls = tmp_path / f"{mode}_calls.jsonl"
+    out = tmp_path / mode
+    script = SCRIPTS / "npu_standin_train.py"
+    cfg = {"backend": "torch_npu", "static_param": {"save_path": str(out), "start_step": 2, "end_step": 8}}
+    proc = subprocess.run(
+        [sys.executable, str(script), json.dumps(cfg), mode, str(k), str(calls)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
+    )
+    return proc, [json.loads(line) for line in calls.read_text().splitlines()]
+
+
+SCRIPTS = Path(__file__).resolve().parent / "collector_scripts"
+NPU_CRASHES = {"exception": (1, "aborted"), "sigterm": (-15, "aborted"), "exit": (3, "running")}
+
+
+@pytest.mark.parametrize("mode", list(NPU_CRASHES))
+def test_crash_at_step_k_keeps_every_step_before_k(tmp_path: Path, mode: str) -> None:
+    """Window [2, 8), the job dies in step 6 (after prof.step() of step 5 returned): steps 2-5 are each
+    finalized on disk by then (their profile left RECORD_AND_SAVE: stop + finalize), whatever the death."""
+    proc, calls = _crash_run(tmp_path, mode, 6)
+    code, status = NPU_CRASHES[mode]
+    assert proc.returncode == code, proc.stderr[-2000:]
+    finalized = [c["label"] - 1 for c in calls if c["call"] == "parse"]  # the handler runs as step label-1 ends
+    assert finalized == [2, 3, 4, 5]
+    side = json.loads((tmp_path / mode / "rank_0" / "window_step2" / "rankscope_window.json").read_text())
+    assert (side["status"], side["captured_steps"]) == (status, [2, 3, 4, 5])
+    if mode != "exit":  # step 6's profile was stopped without its handler (never exported)
+        assert calls[-1] == {"call": "stop", "action": "RECORD_AND_SAVE"}

@@ -9,9 +9,18 @@ __all__ = ["Backend", "BackendInfo", "Session", "Unsupported", "select_backend",
 
 
 def select_backend(name: str = "auto") -> Backend:
-    """``auto``: torch_npu.profiler when the script imported torch_npu and an NPU is visible, else torch.profiler."""
+    """``auto``: torch_npu.profiler when the script imported torch_npu and an NPU is visible, else
+    mindspore.profiler when the script imported MindSpore, else torch.profiler."""
+    from .mindspore import mindspore_imported
     from .torch_npu import npu_available
 
+    if name == "mindspore" or (name == "auto" and not npu_available() and mindspore_imported()):
+        try:
+            from .mindspore import MindSporeBackend
+
+            return MindSporeBackend()
+        except ImportError as exc:
+            raise BackendError(f"mindspore.profiler is not available: {exc}") from exc
     if name == "torch_npu" or (name == "auto" and npu_available()):
         try:
             from .torch_npu import TorchNpuBackend
@@ -31,10 +40,11 @@ def select_backend(name: str = "auto") -> Backend:
 
 def mappings() -> dict[str, dict[str, str]]:
     """Option -> real argument, per backend (used by docs/collector.md and its test)."""
+    from .mindspore import MAPPING as MS
     from .torch_npu import MAPPING as NPU
     from .torch_profiler import MAPPING as TORCH
 
-    return {"torch.profiler": TORCH, "torch_npu.profiler": NPU}
+    return {"torch.profiler": TORCH, "torch_npu.profiler": NPU, "mindspore.profiler": MS}
 
 
 def mapping_table() -> str:
@@ -46,7 +56,10 @@ def mapping_table() -> str:
 
     maps = mappings()
     defaults = ProfileOptions()
-    rows = ["| option | default | what | torch.profiler | torch_npu.profiler |", "|---|---|---|---|---|"]
+    rows = [
+        "| option | default | what | torch.profiler | torch_npu.profiler | mindspore.profiler |",
+        "|---|---|---|---|---|---|",
+    ]
     for f in dataclasses.fields(ProfileOptions):
         d = getattr(defaults, f.name)
         shown = json.dumps(d)
@@ -56,6 +69,7 @@ def mapping_table() -> str:
             OPTION_HELP[f.name],
             maps["torch.profiler"][f.name],
             maps["torch_npu.profiler"][f.name],
+            maps["mindspore.profiler"][f.name],
         ]
         rows.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     return "\n".join(rows) + "\n"

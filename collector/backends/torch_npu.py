@@ -1,16 +1,23 @@
-"""torch_npu.profiler backend (Ascend NPU): one ``*_ascend_pt`` folder per window.
+"""torch_npu.profiler backend (Ascend NPU): ``*_ascend_pt`` folders, one per step (or per window).
 
 The window folder is handed to ``tensorboard_trace_handler(dir_name=...)``, so torch_npu writes
 its usual ``{host}_{pid}_{time}_ascend_pt/`` inside it, beside the collector's sidecar. Options map
 to the real arguments of ``torch_npu.profiler.profile`` and ``_ExperimentalConfig`` (see MAPPING).
-The schedule is torch_npu's own ``schedule(wait=0, warmup=w, active=n, repeat=1)`` and the step
-labels (``ProfilerStep#N``, the ``Step Id`` of torch_npu's CSVs) are offset to the collector's step
-number with ``profile._set_step_num_offset_for_dynamic_prof``, the hook torch_npu's own dynamic
-profiler uses (plain ``step_num`` on torch_npu versions without it).
+Each segment of the window (see :mod:`.segments`) is one ``profile`` with torch_npu's own
+``schedule(wait=0, warmup=w, active=n, repeat=1)``; the step labels (``ProfilerStep#N``, the
+``Step Id`` of torch_npu's CSVs) are offset to the collector's step number with
+``profile._set_step_num_offset_for_dynamic_prof``, the hook torch_npu's own dynamic profiler uses
+(plain ``step_num`` on torch_npu versions without it).
 
-Abnormal exit: the window is stopped without parsing (raw data only: ``FRAMEWORK/`` + ``PROF_*``);
-``python -m collector analyse PATH`` parses such folders later with
-``torch_npu.profiler.profiler.analyse``. The same applies to windows run with ``analyse: false``.
+By default every recorded step is its own segment, stopped and finalized on disk (raw
+``FRAMEWORK/`` + ``PROF_*``, not parsed) at its step boundary, so nothing completed is lost when
+the job dies, even by ``os._exit``; when the window ends, all its folders are parsed at once with
+``torch_npu.profiler.profiler.analyse`` (parallel processes). ``export_per_step: false``: one
+segment for the window, parsed by the trace handler when it ends (cheaper, nothing final before).
+
+Abnormal exit: the window is stopped without parsing; ``python -m collector analyse PATH`` parses
+such folders later with ``torch_npu.profiler.profiler.analyse``. The same applies to windows run
+with ``analyse: false``.
 
 Never exercised on an NPU here: tested against the signatures recorded from the torch_npu 2.13.0
 wheel (tests/data/torch_npu_2.13.0/).
@@ -25,6 +32,7 @@ from typing import Any
 from ..config import ProfileOptions
 from ..window import WindowPlan
 from .base import Backend, BackendInfo, Session, Unsupported
+from .segments import SegmentSession
 
 MAPPING = {
     "level": "_ExperimentalConfig(profiler_level=ProfilerLevel.Level0|Level1|Level2|Level_none)",
@@ -37,13 +45,15 @@ MAPPING = {
     "with_flops": "profile(with_flops=...)",
     "communication": "always recorded (HCCL operators at every level); false is reported",
     "data_simplification": "_ExperimentalConfig(data_simplification=...)",
-    "aic_metrics": "_ExperimentalConfig(aic_metrics=AiCMetrics.<name>); default AiCoreNone at level0/level_none, PipeUtilization at level1/2",
+    "aic_metrics": "_ExperimentalConfig(aic_metrics=AiCMetrics.<name>); default AiCoreNone at level0/level_none, "
+    "PipeUtilization at level1/2",
     "l2_cache": "_ExperimentalConfig(l2_cache=...)",
     "mstx": "_ExperimentalConfig(mstx=...) (msprof_tx= on torch_npu versions before mstx)",
     "export_type": "_ExperimentalConfig(export_type=[ExportType.Text, ExportType.Db])",
     "analyse": "tensorboard_trace_handler(analyse_flag=...); false leaves raw data for `python -m collector analyse`",
     "async_mode": "tensorboard_trace_handler(async_mode=...)",
-    "export_per_step": "not possible (one *_ascend_pt folder per window, parsed at its end): true is reported",
+    "export_per_step": "one profile() per step, raw data final as the step ends, all parsed by analyse() at the "
+    "window's end (default true); false: one profile() per window, parsed by its trace handler",
     "warmup": "schedule(wait=0, warmup=..., active=..., repeat=1)",
 }
 
@@ -95,10 +105,12 @@ class TorchNpuBackend(Backend):
 
     def unsupported(self, options: ProfileOptions, explicit: frozenset[str]) -> list[Unsupported]:
         out: list[Unsupported] = []
-        if options.export_per_step:
+        if options.async_mode and options.export_per_step is not False:
             out.append(
                 Unsupported(
-                    "export_per_step", "torch_npu writes one *_ascend_pt folder per window and parses it at the end"
+                    "async_mode",
+                    "steps are exported one by one and parsed together by torch_npu's offline analyse at the window's "
+                    "end, which is synchronous (export_per_step: false parses in the background)",
                 )
             )
         if not options.communication:
@@ -145,11 +157,15 @@ class TorchNpuBackend(Backend):
             acts.append(self.tnp.ProfilerActivity.NPU)
         return acts
 
-    def profile_kwargs(self, plan: WindowPlan, folder: Path, handler: Any) -> dict[str, Any]:
+    def profile_kwargs(self, plan: WindowPlan, folder: Path, handler: Any, schedule: Any = None) -> dict[str, Any]:
+        """``schedule``: the segment's (default: the window's first segment's)."""
         o = plan.options
+        if schedule is None:
+            active = 1 if o.export_per_step is not False else plan.end - plan.start
+            schedule = self.schedule(plan.warm_start, plan.warmup, active)
         return {
             "activities": self.activities(o),
-            "schedule": self.schedule(plan),
+            "schedule": schedule,
             "on_trace_ready": handler,
             "record_shapes": o.record_shapes,
             "profile_memory": o.with_memory,
@@ -164,24 +180,36 @@ class TorchNpuBackend(Backend):
         """torch_npu >= 2.5 offsets step labels itself; older versions count from the schedule's step 0."""
         return hasattr(self.tnp.profile, "_set_step_num_offset_for_dynamic_prof")
 
-    def schedule(self, plan: WindowPlan) -> Any:
-        skip = 0 if self.offset_labels else plan.warm_start  # absolute step numbers on older torch_npu
-        return self.tnp.schedule(wait=0, active=plan.end - plan.start, warmup=plan.warmup, repeat=1, skip_first=skip)
+    def schedule(self, first: int, warmup: int, active: int) -> Any:
+        """A segment's schedule; its first step (warm-up or recorded) is ``first``."""
+        skip = 0 if self.offset_labels else first  # absolute step numbers on older torch_npu
+        return self.tnp.schedule(wait=0, active=active, warmup=warmup, repeat=1, skip_first=skip)
 
     def trace_handler(self, plan: WindowPlan, folder: Path) -> Any:
-        return self.tnp.tensorboard_trace_handler(
-            dir_name=str(folder), analyse_flag=plan.options.analyse, async_mode=plan.options.async_mode
-        )
+        o = plan.options
+        if o.export_per_step is not False:  # raw per step; parsed together at the window's end
+            return self.tnp.tensorboard_trace_handler(dir_name=str(folder), analyse_flag=False, async_mode=False)
+        return self.tnp.tensorboard_trace_handler(dir_name=str(folder), analyse_flag=o.analyse, async_mode=o.async_mode)
 
     def arguments(self, plan: WindowPlan, folder: Path) -> dict[str, Any]:
         o = plan.options
+        per_step = o.export_per_step is not False
+        active = 1 if per_step else plan.end - plan.start
+        skip = "0" if self.offset_labels else "<its first step>"
+        handler = (
+            f"tensorboard_trace_handler(dir_name={str(folder)!r}, analyse_flag=False, async_mode=False)"
+            if per_step
+            else f"tensorboard_trace_handler(dir_name={str(folder)!r}, analyse_flag={o.analyse}, "
+            f"async_mode={o.async_mode})"
+        )
         return {
             "call": "torch_npu.profiler.profile",
+            "segments": "one profile() per recorded step" if per_step else "one profile() for the window",
             "kwargs": {
                 "activities": [str(a) for a in self.activities(o)],
-                "schedule": f"schedule(wait=0, active={plan.end - plan.start}, warmup={plan.warmup}, repeat=1, "
-                f"skip_first={0 if self.offset_labels else plan.warm_start})",
-                "on_trace_ready": f"tensorboard_trace_handler(dir_name={str(folder)!r}, analyse_flag={o.analyse}, async_mode={o.async_mode})",
+                "schedule": f"schedule(wait=0, active={active}, warmup={plan.warmup} (first profile only), repeat=1, "
+                f"skip_first={skip})",
+                "on_trace_ready": handler,
                 "record_shapes": o.record_shapes,
                 "profile_memory": o.with_memory,
                 "with_stack": o.with_stack,
@@ -189,61 +217,54 @@ class TorchNpuBackend(Backend):
                 "with_modules": o.with_modules,
                 "experimental_config": {k: str(v) for k, v in self.experimental_kwargs(o).items()},
             },
-            "step_offset": plan.warm_start,
+            "step_offset": "the collector's step number of each profile's first step",
+            "parse": (f"torch_npu.profiler.profiler.analyse(profiler_path={str(folder)!r}) at the window's end")
+            if per_step and o.analyse
+            else None,
         }
 
     def open(self, plan: WindowPlan, folder: Path, rank: int) -> Session:
-        return TorchNpuSession(self, plan, folder)
+        return TorchNpuSession(self, plan, folder, rank)
 
 
-class TorchNpuSession(Session):
-    def __init__(self, backend: TorchNpuBackend, plan: WindowPlan, folder: Path):
+class TorchNpuSession(SegmentSession):
+    folder_suffix = "_ascend_pt"
+
+    def __init__(self, backend: TorchNpuBackend, plan: WindowPlan, folder: Path, rank: int = 0):
+        super().__init__(plan, folder, rank, per_step=plan.options.export_per_step is not False)
         self.b = backend
-        self.plan = plan
-        self.folder = folder
-        self.files: list[Path] = []
-        self.notes: list[str] = []
-        self.skip_parse = False
-        real_handler = backend.trace_handler(plan, folder)
 
-        def on_trace_ready(prof: Any) -> None:
-            if not self.skip_parse:
-                real_handler(prof)
+    def _handler(self) -> Any:
+        return self.b.trace_handler(self.plan, self.folder)
 
-        self.prof = backend.tnp.profile(**backend.profile_kwargs(plan, folder, on_trace_ready))
-        self.recorded: list[int] = []
-
-    def start(self, step: int) -> None:
-        if self.b.offset_labels:
-            self.prof._set_step_num_offset_for_dynamic_prof(step)
-        else:  # older torch_npu: absolute step numbers (the schedule skips the steps before the window)
-            self.prof.step_num = step
-            self.prof.current_action = self.prof.schedule(step)
-        self.prof.start()
-
-    def advance(self, done: int) -> list[int]:
-        if done >= self.plan.start:
-            self.recorded.append(done)
-        return []  # nothing is final before the window's end
-
-    def resume(self, step: int) -> None:
-        self.prof.step()  # closes ProfilerStep#(step-1), moves the schedule, opens ProfilerStep#step
+    def _open(self, first: int, warmup: int, active: int, handler: Any) -> Any:
+        b = self.b
+        prof = b.tnp.profile(**b.profile_kwargs(self.plan, self.folder, handler, b.schedule(first, warmup, active)))
+        if b.offset_labels:
+            prof._set_step_num_offset_for_dynamic_prof(first)
+        else:  # older torch_npu: absolute step numbers (the schedule skips the steps before the segment)
+            prof.step_num = first
+            prof.current_action = prof.schedule(first)
+        prof.start()
+        return prof
 
     def finish(self, done: int) -> list[int]:
-        self.prof.step()  # leaves RECORD_AND_SAVE: stop, finalize and (analyse_flag) parse
-        self.prof.stop()
-        self.recorded.append(done)
-        if not self.plan.options.analyse:
+        steps = super().finish(done)
+        o = self.plan.options
+        if self.per_step and o.analyse and self.files:
+            from torch_npu.profiler.profiler import analyse
+
+            analyse(profiler_path=str(self.folder))
+        elif self.per_step and o.analyse and not self.files:
+            self.notes.append("torch_npu wrote no *_ascend_pt folder: nothing to parse")
+        if not o.analyse:
             self.notes.append(f"raw data only (analyse: false): run `python -m collector analyse {self.folder}`")
-        self.files = sorted(self.folder.glob("*_ascend_pt"))
-        return list(self.recorded)
+        return steps
 
     def abort(self) -> list[int]:
-        self.skip_parse = True  # parsing can take minutes: leave it to `python -m collector analyse`
-        self.prof.stop()
-        self.files = sorted(self.folder.glob("*_ascend_pt"))
+        steps = super().abort()
         self.notes.append(f"stopped early, raw data not parsed: run `python -m collector analyse {self.folder}`")
-        return list(self.recorded)
+        return steps
 
 
 def offline_analyse(

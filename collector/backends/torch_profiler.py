@@ -218,6 +218,7 @@ class TorchSession(Session):
         steps, self.pending = self.pending, []
         self._end(self._name(steps[0], steps[-1]))
         self.notes.append(
-            "export_per_step is off: the window's single trace also holds the part of the step in flight when the job stopped"
+            "export_per_step is off: the window's single trace also holds the part of the step in flight when the "
+            "job stopped"
         )
         return steps
