@@ -14,19 +14,16 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..readers import kineto, mindspore, msprof, registry, torch_npu
+from ..readers import collector, kineto, mindspore, msprof, registry, torch_npu
 from ..readers.ascend.names import EXPORT_DIR, PROF_DIR_RE
 from ..readers.ascend.prof import prof_identity
 from ..readers.base import SIDECAR_NAME, CollectionPlan
 from ..readers.common.jsonfile import peek_json
-
-_RANK_DIR = re.compile(r"^rank_(\d+)$")  # the collector's rank_{id}/ folders
 
 Sidecars = dict[Path, dict[str, Any]]
 
@@ -291,7 +288,7 @@ def _all_files(d: Path) -> list[Path]:
 def _rank_from_dirs(root: Path, p: Path) -> int | None:
     cur = p if p.is_dir() else p.parent
     while True:
-        m = _RANK_DIR.match(cur.name)
+        m = collector.RANK_DIR_RE.match(cur.name)
         if m:
             return int(m.group(1))
         if cur == root or cur.parent == cur:

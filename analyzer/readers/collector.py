@@ -8,6 +8,7 @@ A line cut by a crash (the last one) is dropped with a warning.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ from ..errors import InputError
 from .base import SIDECAR_NAME, ReadContext, register
 
 SCALARS_NAME = "rankscope_scalars.jsonl"  # the collector's per-step scalars of one rank
+RANK_DIR_RE = re.compile(r"^rank_(\d+)$")  # the collector's rank_{id}/ folders
 
 
 def detect(path: Path) -> str | None:

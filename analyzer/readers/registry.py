@@ -21,20 +21,10 @@ from . import collector, kineto
 from .ascend import names as ascend_names
 from .ascend.cluster import is_communication_group, read_communication_group
 from .base import ReadContext
-from .chrome.stream import sniff
 from .mindspore.legacy import legacy_extras, legacy_groups
 
-
-def _ascend_file(path: Path) -> str | None:
-    if ascend_names.MSPROF_DB_RE.match(path.name):
-        return "msprof_db"  # an msprof_{ts}.db copied without its PROF_* folder
-    if path.name == "trace_view.json" and sniff(path) == "array":
-        return "trace_view"  # a torch_npu trace_view.json without its *_ascend_pt folder
-    return None
-
-
 FOLDER_DETECTORS: tuple[Callable[[str], str | None], ...] = (ascend_names.folder_kind,)
-FILE_DETECTORS: tuple[Callable[[Path], str | None], ...] = (collector.detect, _ascend_file, kineto.detect)
+FILE_DETECTORS: tuple[Callable[[Path], str | None], ...] = (collector.detect, ascend_names.file_kind, kineto.detect)
 
 
 def folder_kind(name: str) -> str | None:

@@ -9,6 +9,9 @@ and the readers match names through these patterns only.
 from __future__ import annotations
 
 import re
+from pathlib import Path
+
+from ..chrome.stream import sniff
 
 # -- producer folders --------------------------------------------------------------------------------
 TORCH_NPU_DIR_SUFFIX = "_ascend_pt"  # {worker}_{timestamp}_ascend_pt
@@ -23,6 +26,7 @@ EXPORT_DIR = "mindstudio_profiler_output"  # msprof --export=on
 
 # -- files of ASCEND_PROFILER_OUTPUT -------------------------------------------------------------------
 # the files that make an output folder a text export (the others only add to it)
+TRACE_VIEW = "trace_view.json"
 TEXT_MARKERS = ("trace_view.json", "kernel_details.csv", "step_trace_time.csv", "operator_details.csv")
 # the files the output-folder reader reads
 TEXT_FILES = (
@@ -85,4 +89,15 @@ def folder_kind(name: str) -> str | None:
         return "prof"
     if name == EXPORT_DIR:
         return "export"
+    return None
+
+
+def file_kind(path: Path) -> str | None:
+    """A CANN-family file found on its own: 'msprof_db' (an ``msprof_{ts}.db`` copied without its
+    ``PROF_*`` folder), 'trace_view' (a torch_npu ``trace_view.json`` without its ``*_ascend_pt``
+    folder: a Chrome event array), or None."""
+    if MSPROF_DB_RE.match(path.name):
+        return "msprof_db"
+    if path.name == TRACE_VIEW and sniff(path) == "array":
+        return "trace_view"
     return None

@@ -1,0 +1,409 @@
+"""The end of a Kineto collection: the staged rows finished with numpy (time base, steps of each start,
+self time and depth of the operators, memory samples and blocks paired by address), the process
+groups and the collection's metadata."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ... import schema
+from ..base import ReadContext
+from ..chrome.nesting import depth_and_self
+from ..chrome.router import EventRouter
+from ..common.spill import Staged
+from .picker import KinetoPicker
+
+
+class Steps:
+    """ProfilerStep ranges, to give each row the step its start falls in."""
+
+    def __init__(self, step: np.ndarray, start: np.ndarray, end: np.ndarray):
+        order = np.lexsort((step, start))
+        self.step, self.start, self.end = step[order], start[order], end[order]
+
+    def of(self, ts: pa.Array) -> pa.Array:
+        """Step of each start time: the latest step starting at or before it, if it has not ended."""
+        if len(self.start) == 0:
+            return pa.nulls(len(ts), pa.int32())
+        t = pc.fill_null(ts, 0).to_numpy(zero_copy_only=False)
+        k = np.searchsorted(self.start, t, side="right") - 1
+        kk = np.maximum(k, 0)
+        ok = (k >= 0) & (t < self.end[kk])
+        if ts.null_count:
+            ok &= ts.is_valid().to_numpy(zero_copy_only=False)
+        return pa.array(self.step[kk].astype(np.int32), type=pa.int32(), mask=~ok)
+
+
+def _file_base(batch: pa.RecordBatch | pa.Table, late_base: dict[int, int]) -> np.ndarray | None:
+    """Per-row time base (older Kineto writes baseTimeNanoseconds after the events), or None."""
+    if not late_base or not any(late_base.values()) or batch.num_rows == 0:
+        return None
+    files = pc.fill_null(batch.column("_file"), 0).to_numpy(zero_copy_only=False)
+    lut = np.zeros(max(max(late_base), int(files.max())) + 1, dtype=np.int64)
+    for k, v in late_base.items():
+        lut[k] = v
+    return lut[files]
+
+
+def _add_base(ts: pa.Array, base: np.ndarray | None) -> pa.Array:
+    if base is None:
+        return ts
+    return pc.add(ts, pa.array(base, pa.int64()))
+
+
+def _with(batch: pa.RecordBatch, table: str, replace: dict[str, pa.Array]) -> pa.Table:
+    """The schema columns of ``table`` from a staged batch, some replaced."""
+    names = schema.FACTS[table].column_names[3:]  # skip run/rank/collection_id (the writer sets them)
+    return pa.table({c: replace[c] if c in replace else batch.column(c) for c in names})
+
+
+def finish(
+    ctx: ReadContext,
+    router: EventRouter,
+    picker: KinetoPicker,
+    staged: dict[str, Staged],
+    late_base: dict[int, int],
+    metas: list[dict[str, Any]],
+) -> None:
+    """Finish the staged rows: time base, steps, self time, memory pairing; written batch by batch."""
+    if "slices" in staged:
+        for b in staged["slices"].batches():
+            ctx.write("slices", _with(b, "slices", {"ts_ns": _add_base(b.column("ts_ns"), _file_base(b, late_base))}))
+    steps = _finish_steps(ctx, staged, late_base)
+    ops_index = None
+    if "operators" in staged:
+        ops_index = _finish_operators(ctx, staged["operators"], late_base, steps)
+    if "kernels" in staged:
+        for b in staged["kernels"].batches():
+            ts = _add_base(b.column("ts_ns"), _file_base(b, late_base))
+            ctx.write("kernels", _with(b, "kernels", {"ts_ns": ts, "step": steps.of(ts)}))
+    if "comm_ops" in staged:
+        # GPU traces: the NCCL kernels are the real communication time; CPU (gloo) traces: the
+        # gloo:* / nccl:* ranges on the communication threads.
+        default_group = _default_group(metas)
+        for b in staged["comm_ops"].batches():
+            if picker.comm_kernel_rows:
+                b = b.filter(pc.equal(b.column("source"), "kineto:kernel"))
+            ts = _add_base(b.column("ts_ns"), _file_base(b, late_base))
+            rep = {"ts_ns": ts, "step": steps.of(ts)}
+            if default_group is not None:
+                name, ranks = default_group
+                rep["group_name"] = pc.coalesce(b.column("group_name"), pa.scalar(name, pa.string()))
+                gr = b.column("group_ranks")
+                rep["group_ranks"] = pc.if_else(pc.is_null(gr), pa.scalar(ranks, gr.type), gr)
+            ctx.write("comm_ops", _with(b, "comm_ops", rep))
+    if "memory" in staged:
+        _finish_memory(ctx, staged["memory"], late_base, ops_index)
+    if "counters" in staged:
+        for b in staged["counters"].batches():
+            ctx.write(
+                "counters", _with(b, "counters", {"ts_ns": _add_base(b.column("ts_ns"), _file_base(b, late_base))})
+            )
+    if router.lane_counts:
+        ctx.write("lanes", router.lane_rows(lambda pid, group: f"Device {pid}" if group == "device" else pid))
+    _write_groups(ctx, picker, metas)
+    _fill_meta(ctx, picker, metas)
+
+
+def _finish_steps(ctx: ReadContext, staged: dict[str, Staged], late_base: dict[int, int]) -> Steps:
+    if "steps" not in staged:
+        return Steps(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64))
+    parts = []
+    for b in staged["steps"].batches():
+        base = _file_base(b, late_base)
+        parts.append(
+            pa.table(
+                {
+                    "step": b.column("step"),
+                    "start_ns": _add_base(b.column("start_ns"), base),
+                    "end_ns": _add_base(b.column("end_ns"), base),
+                }
+            )
+        )
+    t = pa.concat_tables(parts).group_by("step", use_threads=False).aggregate([("start_ns", "min"), ("end_ns", "max")])
+    t = t.rename_columns(["step", "start_ns", "end_ns"]).sort_by("step")
+    dur = pc.subtract(t.column("end_ns"), t.column("start_ns"))
+    ctx.write(
+        "steps",
+        {
+            "step": t.column("step"),
+            "start_ns": t.column("start_ns"),
+            "end_ns": t.column("end_ns"),
+            "dur_ns": dur,
+            "source": pa.repeat(pa.scalar("ProfilerStep"), t.num_rows),
+        },
+    )
+    ok = pc.and_(pc.is_valid(t.column("start_ns")), pc.is_valid(t.column("end_ns")))
+    t = t.filter(ok)
+    return Steps(*(t.column(c).to_numpy().astype(np.int64) for c in ("step", "start_ns", "end_ns")))
+
+
+class _OpsIndex:
+    """Host ops (file order): thread id, start and end, for naming memory blocks."""
+
+    def __init__(self, rows: Staged, tid: pa.Array, ts: np.ndarray, dur: np.ndarray):
+        self.rows, self.tid, self.ts, self.dur = rows, tid, ts, dur
+
+
+def _finish_operators(ctx: ReadContext, rows: Staged, late_base: dict[int, int], steps: Steps) -> _OpsIndex:
+    """Self time and depth need every op of a thread in time order: sort positions with numpy
+    (thread, start, longest first, file order), walk them, then stream the staged rows once."""
+    keys = rows.columns(["_pid", "tid", "ts_ns", "dur_ns", "_file"])
+    ts_arr = _add_base(keys.column("ts_ns").combine_chunks(), _file_base(keys, late_base))
+    ts = pc.fill_null(ts_arr, 0).to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+    dur = pc.fill_null(keys.column("dur_ns"), 0).to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+    pid_code = _codes(keys.column("_pid"))
+    tid_code = _codes(keys.column("tid"))
+    thread = pid_code * (int(tid_code.max(initial=0)) + 2) + tid_code
+    order = np.lexsort((-dur, ts, thread))  # stable: file order breaks the remaining ties
+    depth_s, self_s = depth_and_self(thread[order], ts[order], dur[order])
+    n = len(ts)
+    depth = np.empty(n, dtype=np.int32)
+    self_ns = np.empty(n, dtype=np.int64)
+    depth[order] = depth_s
+    self_ns[order] = self_s
+    step = steps.of(ts_arr)
+    r0 = 0
+    for b in rows.batches():
+        r1 = r0 + b.num_rows
+        ctx.write(
+            "operators",
+            _with(
+                b,
+                "operators",
+                {
+                    "ts_ns": ts_arr.slice(r0, b.num_rows),
+                    "step": step.slice(r0, b.num_rows),
+                    "self_ns": pa.array(self_ns[r0:r1]),
+                    "depth": pa.array(depth[r0:r1]),
+                },
+            ),
+        )
+        r0 = r1
+    return _OpsIndex(rows, keys.column("tid").combine_chunks(), ts, dur)
+
+
+def _codes(arr: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    """Integer code per distinct value (null = -1... shifted to 0); equal values, equal codes."""
+    enc = pc.dictionary_encode(arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr)
+    return pc.fill_null(enc.indices, -1).to_numpy(zero_copy_only=False).astype(np.int64) + 1
+
+
+def _finish_memory(ctx: ReadContext, rows: Staged, late_base: dict[int, int], ops: _OpsIndex | None) -> None:
+    m = pa.Table.from_batches(list(rows.batches()))
+    b = m.combine_chunks().to_batches()[0] if m.num_rows else None
+    if b is None:
+        return
+    t_arr = _add_base(b.column("ts_ns"), _file_base(b, late_base))
+    order = pa.array(np.argsort(pc.fill_null(t_arr, 0).to_numpy(zero_copy_only=False), kind="stable"))
+    allocated = b.column("allocated").take(order)
+    if allocated.null_count == len(allocated) and b.column("bytes").null_count < b.num_rows:
+        allocated = _allocated_from_deltas(b.column("bytes").take(order), b.column("device").take(order))
+        ctx.meta.missing.append(
+            "memory totals rebuilt from the allocation sizes (old trace without Total Allocated): a lower "
+            "bound, blocks allocated before the trace began are not counted"
+        )
+    ctx.write(
+        "memory_samples",
+        {
+            "ts_ns": t_arr.take(order),
+            "component": pa.repeat(pa.scalar("allocator"), b.num_rows),
+            "device": b.column("device").take(order),
+            "allocated_bytes": allocated,
+            "reserved_bytes": b.column("reserved").take(order),
+            "source": pa.repeat(pa.scalar("kineto"), b.num_rows),
+        },
+    )
+    _finish_operator_memory(ctx, b, t_arr, ops)
+
+
+def _allocated_from_deltas(nbytes: pa.Array, device: pa.Array) -> pa.Array:
+    """Allocated bytes per device as the running sum of the samples' signed sizes (time order),
+    shifted so that it never goes below 0: the least the allocator can have held."""
+    delta = pc.fill_null(nbytes, 0).to_numpy(zero_copy_only=False).astype(np.int64)
+    dev = _codes(device)
+    out = np.zeros(len(delta), dtype=np.int64)
+    for d in np.unique(dev):
+        m = dev == d
+        run = np.cumsum(delta[m])
+        out[m] = run - min(0, int(run.min()))
+    return pa.array(out, pa.int64())
+
+
+def _finish_operator_memory(ctx: ReadContext, b: pa.RecordBatch, t_arr: pa.Array, ops: _OpsIndex | None) -> None:
+    """Pair each allocation with the next event of the same address (a free); name the block after
+    the operator that started last on the allocating thread, if it still runs then."""
+    keep = np.flatnonzero(
+        pc.and_(pc.is_valid(b.column("addr")), pc.and_(pc.is_valid(b.column("bytes")), pc.is_valid(t_arr))).to_numpy(
+            zero_copy_only=False
+        )
+    )
+    if not len(keep):
+        return
+    t = t_arr.to_numpy(zero_copy_only=False)[keep].astype(np.int64)
+    nbytes = b.column("bytes").to_numpy(zero_copy_only=False)[keep].astype(np.int64)
+    addr = b.column("addr").to_numpy(zero_copy_only=False)[keep].astype(np.int64)
+    dev = _codes(b.column("device"))[keep]
+    eid = b.column("event_id").to_numpy(zero_copy_only=False)[keep]
+    o = np.lexsort((eid, t, addr, dev))  # per (device, address) in time order
+    nxt = np.full(len(o), -1, dtype=np.int64)
+    same = (dev[o][1:] == dev[o][:-1]) & (addr[o][1:] == addr[o][:-1])
+    nxt[o[:-1][same]] = o[1:][same]
+    allocs = np.flatnonzero(nbytes > 0)
+    allocs = allocs[np.argsort(t[allocs], kind="stable")]  # ORDER BY alloc time
+    rel = nxt[allocs]
+    is_rel = rel >= 0
+    is_rel[is_rel] = nbytes[rel[is_rel]] < 0
+    rel_rows = np.where(is_rel, keep[np.maximum(rel, 0)], -1)
+    rel_take = pa.array(rel_rows, mask=~is_rel)
+    alloc_rows = pa.array(keep[allocs])
+    t_alloc = t[allocs]
+    t_rel = np.where(is_rel, t[np.maximum(rel, 0)], 0)
+    names = pa.nulls(len(allocs), pa.string())
+    if ops is not None and len(ops.ts):
+        names = _op_names_at(ops, b.column("tid").take(alloc_rows), t_alloc)
+    ctx.write(
+        "operator_memory",
+        {
+            "name": names,
+            "size_bytes": pa.array(nbytes[allocs]),
+            "alloc_ns": pa.array(t_alloc),
+            "release_ns": pa.array(t_rel, mask=~is_rel),
+            "duration_ns": pa.array(t_rel - t_alloc, mask=~is_rel),
+            "alloc_allocated_bytes": b.column("allocated").take(alloc_rows),
+            "alloc_reserved_bytes": b.column("reserved").take(alloc_rows),
+            "release_allocated_bytes": b.column("allocated").take(rel_take),
+            "release_reserved_bytes": b.column("reserved").take(rel_take),
+            "device": b.column("device").take(alloc_rows),
+        },
+    )
+
+
+def _op_names_at(ops: _OpsIndex, tid: pa.Array, t: np.ndarray) -> pa.Array:
+    """Name of the op that started last at or before ``t`` on the same thread (ties: the innermost),
+    if it still runs at ``t``; null otherwise."""
+    n_ops = len(ops.ts)
+    codes = pc.dictionary_encode(pa.concat_arrays([ops.tid.cast(pa.string()), tid.cast(pa.string())])).indices
+    codes = pc.fill_null(codes, -1).to_numpy(zero_copy_only=False).astype(np.int64)
+    op_code, mem_code = codes[:n_ops], codes[n_ops:]
+    by = np.lexsort((-ops.dur, ops.ts, op_code))
+    code_s, ts_s = op_code[by], ops.ts[by]
+    end_s = ts_s + ops.dur[by]
+    match = np.full(len(t), -1, dtype=np.int64)
+    for c in np.unique(mem_code).tolist():
+        if c < 0:
+            continue
+        lo, hi = np.searchsorted(code_s, c, "left"), np.searchsorted(code_s, c, "right")
+        if lo == hi:
+            continue
+        rows = np.flatnonzero(mem_code == c)
+        pos = lo + np.searchsorted(ts_s[lo:hi], t[rows], side="right") - 1
+        ok = pos >= lo
+        pos, rows = pos[ok], rows[ok]
+        running = end_s[pos] >= t[rows]
+        match[rows[running]] = by[pos[running]]
+    if not (match >= 0).any():
+        return pa.nulls(len(t), pa.string())
+    names = ops.rows.columns(["name"]).column("name")
+    return names.take(pa.array(match, mask=match < 0)).combine_chunks()
+
+
+def _default_group(metas: list[dict[str, Any]]) -> tuple[str, list[int]] | None:
+    """The only process group of a job (gloo annotations carry no group): (name, ranks)."""
+    for meta in metas:
+        dist = meta.get("distributedInfo")
+        if isinstance(dist, dict):
+            pgs = dist.get("pg_config")
+            if isinstance(pgs, list) and len(pgs) == 1 and isinstance(pgs[0], dict):
+                ranks = pgs[0].get("ranks")
+                if isinstance(ranks, list):
+                    return str(pgs[0].get("pg_name", "0")), [int(r) for r in ranks]
+            ws = dist.get("world_size")
+            if isinstance(ws, int) and pgs is None:
+                return "0", list(range(ws))
+    return None
+
+
+def _write_groups(ctx: ReadContext, picker: KinetoPicker, metas: list[dict[str, Any]]) -> None:
+    groups = dict(picker.groups)
+    backend = None
+    for meta in metas:
+        dist = meta.get("distributedInfo")
+        if not isinstance(dist, dict):
+            continue
+        backend = backend or dist.get("backend")
+        for pg in dist.get("pg_config") or []:
+            if not isinstance(pg, dict):
+                continue
+            name = str(pg.get("pg_name", ""))
+            g = groups.setdefault(name, {"group_name": name})
+            g.setdefault("group_id", pg.get("pg_desc"))
+            if g.get("group_id") is None:
+                g["group_id"] = pg.get("pg_desc")
+            if g.get("global_ranks") is None and isinstance(pg.get("ranks"), list):
+                g["global_ranks"] = [int(r) for r in pg["ranks"]]
+            g["backend"] = pg.get("backend_config") or backend
+    if not groups:
+        return
+    rows = []
+    for g in groups.values():
+        ranks = g.get("global_ranks")
+        desc = g.get("group_id")
+        rows.append(
+            {
+                "group_name": g["group_name"],
+                "group_id": desc,
+                "pg_name": desc,
+                "global_ranks": ranks,
+                "local_rank": ranks.index(ctx.rank) if ranks and ctx.rank in ranks else None,
+                "backend": g.get("backend") or backend,
+                "source": "distributedInfo.pg_config" if g.get("backend") else "record_param_comms",
+            }
+        )
+    ctx.write("comm_groups", pa.Table.from_pylist(rows))
+
+
+def _fill_meta(ctx: ReadContext, router: KinetoPicker, metas: list[dict[str, Any]]) -> None:
+    m = ctx.meta
+    dist = next((x.get("distributedInfo") for x in metas if isinstance(x.get("distributedInfo"), dict)), None)
+    if dist and isinstance(dist.get("world_size"), int):
+        m.world_size = dist["world_size"]
+    host = next((x.get("host_name") for x in metas if x.get("host_name")), None)
+    m.hostname = host
+    schema_v = next((x.get("schemaVersion") for x in metas if x.get("schemaVersion") is not None), None)
+    m.producer_version = f"kineto schema {schema_v}" if schema_v is not None else None
+    flags = {
+        k: metas[0].get(k)
+        for k in ("record_shapes", "profile_memory", "with_stack", "with_flops", "with_modules")
+        if metas and k in metas[0]
+    }
+    m.config = flags or None
+    m.extra = {
+        "distributedInfo": dist,
+        "deviceProperties": next((x.get("deviceProperties") for x in metas if x.get("deviceProperties")), None),
+        "trace_id": next((x.get("trace_id") for x in metas if x.get("trace_id")), None),
+    }
+    w = ctx.writer
+    caps = m.capabilities
+    ctx.add_table_capabilities()
+    if router.has_stacks:
+        caps.add("stacks")
+    if router.has_shapes:
+        caps.add("shapes")
+    if not w.has("kernels"):
+        m.missing.append("no device kernels: CPU-only trace (torch.profiler without a CUDA activity)")
+    if not w.has("memory_samples"):
+        m.missing.append("no memory events: profile_memory was off")
+    if not router.has_stacks:
+        m.missing.append("no call stacks: with_stack was off")
+    if not router.has_shapes:
+        m.missing.append("no input shapes: record_shapes was off")
+    if not w.has("steps"):
+        m.missing.append("no ProfilerStep ranges: the profiler was used without prof.step()")
+    if not w.has("comm_ops"):
+        m.missing.append("no communication: single process or no collective in the window")
+    m.missing.append("no communication matrix: Kineto does not record per-link transfers")

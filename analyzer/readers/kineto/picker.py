@@ -1,0 +1,508 @@
+"""Kineto's rows of each block the event router hands over (``KinetoPicker``): operators, ProfilerStep
+ranges, kernels, collectives and their process groups, ``[memory]`` events and counters, staged for the
+end of the files (``common.spill``) because their time base, steps and self time are known only then."""
+
+from __future__ import annotations
+
+import re
+from operator import attrgetter
+from typing import Any
+
+import msgspec
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ...factwriter import conform
+from ...vocabulary import P2P_TYPES, is_comm_annotation, normalize_op_type
+from ..base import ReadContext
+from ..chrome.columns import Codes, EventColumns, field_values, id_column, id_text, raw_text_array, times_ns
+from ..chrome.lanes import LaneRules
+from ..chrome.router import EventRouter, RoutedBlock, RouteRules, where
+from ..chrome.stream import ANY, NO_RAW, Event
+from ..common.jsonfile import decode_or_none
+from ..common.spill import SpillStage
+
+OP_CATS = {"cpu_op", "user_annotation", "Operator"}
+
+
+KERNEL_CATS = {"kernel", "Kernel", "gpu_memcpy", "Memcpy", "gpu_memset", "Memset", "mtia_ccp_events"}
+
+
+DEVICE_CATS = KERNEL_CATS | {"gpu_user_annotation", "cuda_sync"}
+
+
+_STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
+
+
+# Kineto lanes: a lane of mostly device categories is a device stream; the Spans / Traces pseudo
+# processes are "other"; a process labelled GPU / NPU is a device; anything else is a host thread
+LANES = LaneRules(
+    default="host",
+    device_categories=frozenset(DEVICE_CATS),
+    other_ids=frozenset({"Spans", "Traces", ""}),
+    other_processes=frozenset({"Spans", "Traces"}),
+    labels=(("GPU", "device"), ("NPU", "device")),
+)
+
+
+ROUTE = RouteRules(LANES, op_categories=frozenset(OP_CATS), held_instants=frozenset({"[memory]"}))
+
+
+class OpArgs(msgspec.Struct, gc=False):
+    input_dims: msgspec.Raw = msgspec.field(default=NO_RAW, name="Input Dims")
+    input_type: msgspec.Raw = msgspec.field(default=NO_RAW, name="Input type")
+    call_stack: str | None = msgspec.field(default=None, name="Call stack")
+    seq: int | None = msgspec.field(default=None, name="Sequence number")
+
+
+class CommArgs(msgspec.Struct, gc=False):
+    collective: str | None = msgspec.field(default=None, name="Collective name")
+    in_nelems: int | None = msgspec.field(default=None, name="In msg nelems")
+    out_nelems: int | None = msgspec.field(default=None, name="Out msg nelems")
+    dtype: str | None = None
+    group_size: int | None = msgspec.field(default=None, name="Group size")
+    pg_name: str | int | None = msgspec.field(default=None, name="Process Group Name")
+    pg_desc: str | None = msgspec.field(default=None, name="Process Group Description")
+    pg_ranks: str | list[int] | None = msgspec.field(default=None, name="Process Group Ranks")
+    input_dims: list[Any] | None = msgspec.field(default=None, name="Input Dims")
+    input_type: list[Any] | None = msgspec.field(default=None, name="Input type")
+    device: int | None = None
+    stream: int | None = None
+
+
+class KernelArgs(msgspec.Struct, gc=False):
+    device: int | None = None
+    stream: int | None = None
+
+
+class MemArgs(msgspec.Struct, gc=False):
+    bytes: int | None = msgspec.field(default=None, name="Bytes")
+    total_allocated: int | None = msgspec.field(default=None, name="Total Allocated")
+    total_reserved: int | None = msgspec.field(default=None, name="Total Reserved")
+    device_type: int | None = msgspec.field(default=None, name="Device Type")
+    device_id: int | None = msgspec.field(default=None, name="Device Id")
+    addr: int | None = msgspec.field(default=None, name="Addr")
+
+
+_OP_DEC = msgspec.json.Decoder(OpArgs)
+
+
+_COMM_DEC = msgspec.json.Decoder(CommArgs)
+
+
+_KERNEL_DEC = msgspec.json.Decoder(KernelArgs)
+
+
+_MEM_DEC = msgspec.json.Decoder(MemArgs)
+
+
+_OPS_DEC = msgspec.json.Decoder(list[OpArgs | None])
+
+
+_OP_LINES = msgspec.json.Decoder(OpArgs)
+
+
+_MEMS_DEC = msgspec.json.Decoder(list[MemArgs | None])
+
+
+_NO_OP_ARGS = OpArgs()
+
+
+_NO_MEM_ARGS = MemArgs()
+
+
+_GET_DEVICE = attrgetter("device_type", "device_id")
+
+
+_GET_BYTES = attrgetter("bytes")
+
+
+_GET_ALLOCATED = attrgetter("total_allocated")
+
+
+_GET_RESERVED = attrgetter("total_reserved")
+
+
+_GET_ADDR = attrgetter("addr")
+
+
+_GET_DIMS = attrgetter("input_dims")
+
+
+_GET_TYPES = attrgetter("input_type")
+
+
+_GET_STACK = attrgetter("call_stack")
+
+
+_GET_SEQ = attrgetter("seq")
+
+
+_KERNEL_CATS = pa.array(sorted(KERNEL_CATS), pa.string())
+
+
+def _device_name(device_type: int | None, device_id: int | None) -> str:
+    kind = _DEVICE_TYPES.get(device_type if device_type is not None else -1, str(device_type))
+    return kind if kind == "CPU" or device_id is None or device_id < 0 else f"{kind}:{device_id}"
+
+
+def _op_args(args: pa.Array) -> list[OpArgs] | None:
+    """The ops' args decoded straight from the timeline's args column: its values lie back to back
+    in one buffer, which msgspec reads as a sequence of JSON documents. None if an op has no args
+    or one does not decode (the caller then goes event by event)."""
+    if not len(args) or args.null_count:
+        return None
+    offsets = np.frombuffer(args.buffers()[1], dtype=np.int32)
+    start, end = int(offsets[args.offset]), int(offsets[args.offset + len(args)])
+    try:
+        out = _OP_LINES.decode_lines(memoryview(args.buffers()[2])[start:end])
+    except msgspec.DecodeError:
+        return None
+    return out if len(out) == len(args) else None
+
+
+def _decode_many(many: msgspec.json.Decoder, one: msgspec.json.Decoder, raws: list[msgspec.Raw]) -> list[Any]:
+    """Decode many raw ``args`` objects in one call (an absent one decodes to None); if the batch
+    does not decode (one object with an unexpected type), fall back to one by one."""
+    if not raws:
+        return []
+    if all(map(len, raws)):
+        joined = b",".join(raws)
+    else:
+        joined = b",".join([r if len(r) else b"null" for r in raws])
+    try:
+        return many.decode(b"[" + joined + b"]")
+    except msgspec.DecodeError:
+        return [decode_or_none(one, r) for r in raws]
+
+
+_DEVICE_TYPES = {0: "CPU", 1: "cuda", 2: "mkldnn", 3: "opengl", 4: "opencl", 5: "ideep", 6: "hip", 20: "privateuse1"}
+
+
+def _parse_ranks(v: str | list[int] | None) -> list[int] | None:
+    if v is None:
+        return None
+    if isinstance(v, list):
+        return [int(x) for x in v]
+    try:
+        out = ANY.decode(v.encode())
+        return [int(x) for x in out] if isinstance(out, list) else None
+    except (msgspec.DecodeError, ValueError, TypeError):
+        return None
+
+
+# bytes per element of the torch dtype names Kineto writes (Input type, dtype args)
+DTYPE_BYTES = {
+    "float": 4,
+    "float32": 4,
+    "int": 4,
+    "int32": 4,
+    "uint32": 4,
+    "unsigned int": 4,
+    "double": 8,
+    "float64": 8,
+    "long": 8,
+    "int64": 8,
+    "long int": 8,
+    "uint64": 8,
+    "complex64": 8,
+    "half": 2,
+    "float16": 2,
+    "bfloat16": 2,
+    "short": 2,
+    "int16": 2,
+    "uint16": 2,
+    "c10::half": 2,
+    "c10::bfloat16": 2,
+    "char": 1,
+    "byte": 1,
+    "bool": 1,
+    "int8": 1,
+    "uint8": 1,
+    "signed char": 1,
+    "unsigned char": 1,
+    "float8_e4m3fn": 1,
+    "float8_e5m2": 1,
+    "complex128": 16,
+}
+
+
+def dtype_size(dtype: str | None) -> int | None:
+    if not dtype:
+        return None
+    return DTYPE_BYTES.get(dtype.strip().lower())
+
+
+def _message_bytes(args: CommArgs | None) -> tuple[int | None, str | None, int | None]:
+    """(bytes, dtype, element count) of a collective from its args."""
+    if args is None:
+        return None, None, None
+    if args.in_nelems is not None:
+        size = dtype_size(args.dtype)
+        n = max(args.in_nelems or 0, args.out_nelems or 0)
+        return (n * size if size else None), args.dtype, n
+    if args.input_dims:
+        # gloo:* annotations: Input Dims = [[d0, d1, ...], ...], Input type = ['float', ...]
+        total = 0
+        count = 0
+        dtype = None
+        for i, dims in enumerate(args.input_dims):
+            if not isinstance(dims, list) or not dims or not all(isinstance(d, int) for d in dims):
+                continue
+            n = int(np.prod(dims))
+            t = args.input_type[i] if args.input_type and i < len(args.input_type) else None
+            size = dtype_size(t if isinstance(t, str) else None)
+            if size:
+                total += n * size
+                count += n
+                dtype = dtype or t
+        return (total or None), dtype, (count or None)
+    return None, args.dtype, None
+
+
+_STAGE_KEY = {"run": "", "rank": 0, "collection_id": ""}
+
+
+def staged_table(table: str, cols: dict[str, Any], file_idx: int) -> pa.Table:
+    t = conform(table, cols, _STAGE_KEY)
+    return t.append_column("_file", pa.repeat(pa.scalar(file_idx, pa.int32()), t.num_rows))
+
+
+class KinetoPicker:
+    """Kineto's rows of each routed block: operators (self time later), ProfilerStep ranges, kernels,
+    collectives, process groups, memory events and counters, staged for the end of the files."""
+
+    def __init__(self, ctx: ReadContext, stage: SpillStage):
+        self.ctx = ctx
+        self.stage = stage
+        self.file_idx = 0  # the file being routed (its index in the collection's sorted traces)
+        self.direct_slices = True  # slices written at once (False: staged until the file's time base is known)
+        self.comm_kernel_rows = 0
+        self.groups: dict[str, dict[str, Any]] = {}
+        self.has_stacks = False
+        self.has_shapes = False
+
+    def write_slices(self, sl: dict[str, pa.Array]) -> None:
+        if self.direct_slices:
+            self.ctx.write("slices", sl)
+        else:
+            self.stage.write("slices", staged_table("slices", sl, self.file_idx))
+
+    def block(self, router: EventRouter, b: RoutedBlock) -> None:
+        """Every table takes its rows from the router's columns through masks — no per-event Python
+        loop except over the rare kinds (step markers, annotations, kernels, memory events)."""
+        events, first, base_ns, file_idx = b.events, b.first, b.base_ns, self.file_idx
+        comm_idx = np.zeros(0, dtype=np.int64)
+        steps: list[tuple[int, int]] = []
+        k_idx = np.zeros(0, dtype=np.int64)
+        cols = b.cols
+        if cols is not None:
+            cat = cols.cat
+            if not self.has_stacks:  # with_stack in newer torch: python_function frames, no Call stack arg
+                self.has_stacks = bool(pc.any(pc.fill_null(pc.equal(cat, "python_function"), False)).as_py())
+            op_mask, op_idx = b.op_mask, b.op_idx
+            if len(op_idx):
+                op_names = cols.name.filter(op_mask)
+                is_step = pc.starts_with(op_names, "ProfilerStep#")
+                for j in where(is_step).tolist():
+                    i = int(op_idx[j])
+                    m = _STEP_RE.match(events[i].name)
+                    if m:
+                        steps.append((i, int(m.group(1))))
+                not_step = pc.invert(is_step)
+                annotations = op_idx[where(pc.and_(not_step, pc.not_equal(cat.filter(op_mask), "cpu_op")))]
+                comm_idx = np.array(
+                    [i for i in annotations.tolist() if is_comm_annotation(events[i].name)], dtype=np.int64
+                )
+                notes = pc.and_(not_step, pc.equal(op_names, "record_param_comms"))
+                for j in where(notes).tolist():
+                    i = int(op_idx[j])
+                    if not (events[i].cat != "cpu_op" and is_comm_annotation(events[i].name)):
+                        self._note_group(events[i])
+                self._ops(events, op_idx, cols, op_mask, file_idx)
+            k_idx = b.sl_idx[where(pc.and_(b.x_sl, pc.is_in(cat, value_set=_KERNEL_CATS)))]
+        if steps:
+            self._steps(events, steps, file_idx, base_ns)
+        if len(k_idx):
+            self._kernels(events, k_idx.tolist(), first, file_idx, base_ns)
+        if len(comm_idx):
+            self._annotation_comms(events, comm_idx.tolist(), file_idx, base_ns)
+        if len(b.held_idx):
+            self._memory(events, b.held_idx, first, file_idx, base_ns)
+
+    def counters(self, cols: dict[str, pa.Array]) -> None:
+        cols["process"] = cols.pop("pid")
+        self.stage.write("counters", staged_table("counters", cols, self.file_idx))
+
+    # -- per kind --------------------------------------------------------------------------------
+
+    def _ops(self, events: list[Event], idx: np.ndarray, cols: EventColumns, mask: pa.Array, file_idx: int) -> None:
+        args = _op_args(cols.args.filter(mask))
+        if args is None:
+            args = _decode_many(_OPS_DEC, _OP_DEC, field_values(list(map(events.__getitem__, idx.tolist())), "args"))
+        present = [a if a is not None else _NO_OP_ARGS for a in args] if None in args else args
+        shapes = raw_text_array(list(map(_GET_DIMS, present)))
+        types = raw_text_array(list(map(_GET_TYPES, present)))
+        stacks_py = list(map(_GET_STACK, present))
+        if stacks_py.count(None) == len(stacks_py):
+            stacks = pa.nulls(len(stacks_py), pa.string())
+        else:
+            raw = pa.array(stacks_py, pa.string())
+            stacks = pc.if_else(
+                pc.equal(raw, ""),
+                pa.scalar(None, pa.string()),
+                pc.utf8_trim_whitespace(pc.replace_substring(raw, ";", "\n")),
+            )
+            self.has_stacks = self.has_stacks or pc.any(pc.is_valid(stacks)).as_py()
+        if not self.has_shapes:
+            self.has_shapes = bool(pc.any(pc.fill_null(pc.not_equal(shapes, "[]"), False)).as_py())
+        ops = {
+            "name": cols.name.filter(mask),
+            "category": cols.cat.filter(mask),
+            "tid": cols.tid.filter(mask),
+            "ts_ns": cols.ts_ns.filter(mask),
+            "dur_ns": cols.dur_ns.filter(mask),
+            "input_shapes": shapes,
+            "input_types": types,
+            "call_stack": stacks,
+            "sequence_number": pa.array(list(map(_GET_SEQ, present)), pa.int64()),
+            "event_id": cols.event_id.filter(mask),
+        }
+        t = staged_table("operators", ops, file_idx)
+        self.stage.write("operators", t.append_column("_pid", cols.pid.filter(mask)))
+
+    def _steps(self, events: list[Event], steps: list[tuple[int, int]], file_idx: int, base_ns: int) -> None:
+        evs = [events[i] for i, _ in steps]
+        ts = times_ns([e.ts for e in evs], base_ns)
+        dur = times_ns([e.dur if e.dur is not None else 0.0 for e in evs])
+        end = pa.array(np.asarray(ts) + np.asarray(dur), pa.int64())
+        cols = {
+            "step": [s for _, s in steps],
+            "start_ns": ts,
+            "end_ns": end,
+            "dur_ns": dur,
+            "source": ["ProfilerStep"] * len(evs),
+        }
+        self.stage.write("steps", staged_table("steps", cols, file_idx))
+
+    def _kernels(self, events: list[Event], idx: list[int], first: int, file_idx: int, base_ns: int) -> None:
+        evs = [events[i] for i in idx]
+        comm_rows: list[int] = []
+        comm_args: list[CommArgs] = []
+        device, stream, is_comm = [], [], []
+        for j, e in enumerate(evs):
+            low = e.name.lower()
+            comm = "nccl" in low or "rccl" in low or "hccl" in low
+            is_comm.append(comm)
+            if comm:
+                a = decode_or_none(_COMM_DEC, e.args)
+                if a is not None:
+                    comm_rows.append(j)
+                    comm_args.append(a)
+                    device.append(a.device)
+                    stream.append(a.stream)
+                    continue
+            ka = decode_or_none(_KERNEL_DEC, e.args)
+            device.append(ka.device if ka else None)
+            stream.append(ka.stream if ka else None)
+        for j, e in enumerate(evs):
+            if device[j] is None and isinstance(e.pid, int):
+                device[j] = e.pid
+            if stream[j] is None and isinstance(e.tid, int):
+                stream[j] = e.tid
+        cols = {
+            "kernel_id": [first + i for i in idx],
+            "name": [e.name for e in evs],
+            "core_type": [e.cat for e in evs],
+            "is_communication": is_comm,
+            "device_id": device,
+            "stream_id": stream,
+            "ts_ns": times_ns([e.ts for e in evs], base_ns),
+            "dur_ns": times_ns([e.dur if e.dur is not None else 0.0 for e in evs]),
+        }
+        self.stage.write("kernels", staged_table("kernels", cols, file_idx))
+        if comm_rows:
+            self.comm_kernel_rows += len(comm_rows)
+            sub = [evs[j] for j in comm_rows]
+            self._comm_rows(sub, comm_args, file_idx, base_ns, "kineto:kernel")
+
+    def _annotation_comms(self, events: list[Event], idx: list[int], file_idx: int, base_ns: int) -> None:
+        evs = [events[i] for i in idx]
+        self._comm_rows(evs, [decode_or_none(_COMM_DEC, e.args) for e in evs], file_idx, base_ns, "kineto:annotation")
+
+    def _comm_rows(
+        self, evs: list[Event], args: list[CommArgs | None], file_idx: int, base_ns: int, source: str
+    ) -> None:
+        names, types, groups, granks, p2p, nbytes, dtypes, counts = [], [], [], [], [], [], [], []
+        for e, a in zip(evs, args):
+            op = normalize_op_type(a.collective if a is not None and a.collective else e.name)
+            b, dt, n = _message_bytes(a)
+            g = None
+            ranks = None
+            if a is not None and a.pg_name is not None:
+                g = str(a.pg_name)
+                ranks = _parse_ranks(a.pg_ranks)
+                self._remember_group(g, a.pg_desc, ranks)
+            names.append(e.name)
+            types.append(op)
+            groups.append(g)
+            granks.append(ranks)
+            p2p.append(op in P2P_TYPES)
+            nbytes.append(b)
+            dtypes.append(dt)
+            counts.append(n)
+        cols = {
+            "name": names,
+            "op_type": types,
+            "group_name": groups,
+            "group_ranks": granks,
+            "is_p2p": p2p,
+            "ts_ns": times_ns([e.ts for e in evs], base_ns),
+            "dur_ns": times_ns([e.dur if e.dur is not None else 0.0 for e in evs]),
+            "bytes": nbytes,
+            "dtype": dtypes,
+            "count": counts,
+            "source": [source] * len(evs),
+        }
+        t = staged_table("comm_ops", cols, file_idx)
+        t = t.append_column("_tid", pa.array([id_text(e.tid) for e in evs], pa.string()))
+        self.stage.write("comm_ops", t)
+
+    def _note_group(self, e: Event) -> None:
+        a = decode_or_none(_COMM_DEC, e.args)
+        if a is not None and a.pg_name is not None:
+            self._remember_group(str(a.pg_name), a.pg_desc, _parse_ranks(a.pg_ranks))
+
+    def _remember_group(self, name: str, desc: str | None, ranks: list[int] | None) -> None:
+        g = self.groups.setdefault(name, {"group_name": name, "group_id": desc, "global_ranks": ranks})
+        if g.get("global_ranks") is None and ranks is not None:
+            g["global_ranks"] = ranks
+        if g.get("group_id") is None and desc:
+            g["group_id"] = desc
+
+    def _memory(self, events: list[Event], idx: np.ndarray, first: int, file_idx: int, base_ns: int) -> None:
+        evs = list(map(events.__getitem__, idx.tolist()))
+        args = _decode_many(_MEMS_DEC, _MEM_DEC, field_values(evs, "args"))
+        if None in args:
+            args = [a if a is not None else _NO_MEM_ARGS for a in args]
+        # device text per distinct (type, id) pair: there are only a few
+        kinds = Codes()
+        pair = list(map(kinds.__getitem__, map(_GET_DEVICE, args)))
+        names = [_device_name(t, d) for t, d in kinds]
+        t = pa.table(
+            {
+                "ts_ns": times_ns(field_values(evs, "ts"), base_ns),
+                "tid": id_column(field_values(evs, "tid")),
+                "device": pa.DictionaryArray.from_arrays(pa.array(pair, pa.int32()), pa.array(names, pa.string())).cast(
+                    pa.string()
+                ),
+                "bytes": pa.array(list(map(_GET_BYTES, args)), pa.int64()),
+                "allocated": pa.array(list(map(_GET_ALLOCATED, args)), pa.int64()),
+                "reserved": pa.array(list(map(_GET_RESERVED, args)), pa.int64()),
+                "addr": pa.array(list(map(_GET_ADDR, args)), pa.int64()),
+                "event_id": pa.array(idx + first, pa.int64()),
+                "_file": pa.repeat(pa.scalar(file_idx, pa.int32()), len(evs)),
+            }
+        )
+        self.stage.write("memory", t)
