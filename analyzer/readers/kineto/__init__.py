@@ -111,8 +111,7 @@ def read_kineto(ctx: ReadContext) -> None:
             metas.append(meta)
             outcome.rows = ts.n_events
             outcome.sha256 = ts.sha256
-            for w in ts.warnings:
-                outcome.warn(w)
+            outcome.warn_all(ts.warnings)
             if ts.n_events == 0:
                 raise InputError(str(path), "trace has no events")
             _check_rank(ctx, path, meta, outcome)

@@ -224,14 +224,12 @@ def write_cpu_ops_from_timestamps(ctx: ReadContext, path: Path, shapes_path: Pat
     tens of ns when it writes trace_view.json, so they are close to, not identical with, a trace."""
     with ctx.reading(path, "cpu_op_execute_timestamp") as outcome:
         rows, warnings = parse_execute_timestamps(path)
-        for w in warnings:
-            outcome.warn(w)
+        outcome.warn_all(warnings)
         shapes: dict[str, str] = {}
         if shapes_path is not None:
             with ctx.reading(shapes_path, "cpu_framework") as so:
                 shapes, sw = parse_framework_shapes(shapes_path)
-                for w in sw:
-                    so.warn(w)
+                so.warn_all(sw)
                 so.rows = len(shapes)
         n = len(rows["name"])
         order = sorted(range(n), key=lambda i: (rows["tid"][i], rows["ts_ns"][i], -rows["dur_ns"][i]))

@@ -472,8 +472,7 @@ def _read_display(ctx: ReadContext, st: LegacyState, path: Path) -> None:
                     target[k].append(fw.get(k))
                 target["ts_ns"].append(a)
                 target["dur_ns"].append(d)
-        for w in ts_stream.warnings:
-            outcome.warn(w)
+        outcome.warn_all(ts_stream.warnings)
         outcome.rows = _write_device_tasks(ctx, st, rows, core_type="AI_CORE", process="Ascend Hardware")
         outcome.rows += _write_device_tasks(ctx, st, cpu_rows, core_type="AI_CPU", process="AI CPU")
 
