@@ -20,7 +20,7 @@ from rich.table import Table
 from . import schema
 from .errors import AnalyzerError, NothingIngestedError
 from .format import cell_text, fmt_bytes, fmt_ns, json_ready
-from .store import STORE_ENV_VAR, Store, resolve_store_path
+from .store import STORE_ENV_VAR, Store, resolve_run, resolve_store_path
 
 if TYPE_CHECKING:  # pandas is imported by the commands that print frames, not by `analyze ingest`
     import pandas as pd
@@ -303,8 +303,6 @@ def query(sql: str, run_name: str | None, fmt: str, limit: int, store: Store) ->
     """
     store.require()
     if run_name is not None:
-        from .summary import resolve_run
-
         resolve_run(store, run_name)  # an unknown run is an error, not an empty result
     from .analyses.views import analysis_tables
 

@@ -15,6 +15,14 @@ class QueryError(AnalyzerError):
     """A user query failed (bad SQL, unknown table, or an attempt to write)."""
 
 
+class NoRunsError(QueryError):
+    """The store has no run yet."""
+
+
+class UnknownRunError(QueryError):
+    """A run named by the user is not in the store."""
+
+
 class InputError(AnalyzerError):
     """A profiler file could not be read; the message names the file and the problem."""
 

@@ -6,27 +6,7 @@ from typing import Any
 
 import pandas as pd
 
-from .errors import QueryError
-from .store import Store
-
-RUNS_SQL = """
-SELECT r.run,
-       count(DISTINCT c.rank) AS ranks,
-       count(c.collection_id) AS collections,
-       (SELECT count(DISTINCT s) FROM (SELECT unnest(c2.steps) AS s FROM collections c2 WHERE c2.run = r.run)) AS steps,
-       coalesce(list(DISTINCT c.producer ORDER BY c.producer) FILTER (WHERE c.producer IS NOT NULL), []) AS formats,
-       CASE WHEN count(c.collection_id) = 0 THEN 'error'
-            WHEN bool_and(c.status = 'complete')
-                 AND NOT EXISTS (SELECT 1 FROM source_files f WHERE f.run = r.run AND f.status = 'error') THEN 'complete'
-            WHEN bool_or(c.status IN ('complete', 'partial')) THEN 'partial'
-            ELSE min(c.status) END AS status,
-       (SELECT count(*) FROM source_files f WHERE f.run = r.run AND f.status IN ('warning', 'error')) AS problems,
-       sum(c.n_rows)::BIGINT AS rows,
-       r.updated_at, r.root_path
-FROM runs r LEFT JOIN collections c ON c.run = r.run
-GROUP BY r.run, r.updated_at, r.root_path
-ORDER BY r.updated_at DESC, r.run
-"""
+from .store import RUNS_SQL, Store, resolve_run
 
 PROBLEMS_SQL = """
 SELECT f.run, f.path, f.status, f.reader, f.error
@@ -48,18 +28,6 @@ def problems(store: Store, run: str | None = None) -> pd.DataFrame:
     with store.read_connection() as con:
         where = "AND f.run = ?" if run else ""
         return con.execute(PROBLEMS_SQL.format(where=where), [run] if run else None).df()
-
-
-def resolve_run(store: Store, run: str | None) -> str:
-    """The named run, or the most recently ingested one."""
-    df = runs(store)
-    if df.empty:
-        raise QueryError("the store has no runs yet: run `analyze ingest <folder>` first")
-    if run is None:
-        return str(df.iloc[0]["run"])
-    if run not in set(df["run"]):
-        raise QueryError(f"no run named {run!r}; runs in the store: {', '.join(map(str, df['run']))}")
-    return run
 
 
 RANK_SQL = """

@@ -19,8 +19,10 @@ import numpy as np
 import pandas as pd
 import pyarrow.compute as pc
 
-from analyzer.errors import QueryError
-from analyzer.summary import RUNS_SQL  # the one definition, shared with `analyze runs`
+from analyzer import analyses
+from analyzer.errors import NoRunsError, QueryError, UnknownRunError
+from analyzer.store import runs as store_runs
+from analyzer.store.runs import RUNS_SQL  # the one definition, shared with `analyze runs`
 
 from . import cache, lod
 from .cache import run_cached
@@ -75,19 +77,19 @@ def runs(rd: Reader) -> pd.DataFrame:
 
 
 def run_names(rd: Reader) -> list[str]:
-    return [str(r) for r in runs(rd)["run"]]
+    """Runs in the store, most recently ingested first (none when there is no store)."""
+    return store_runs.run_names(rd.catalog_tables()) if rd.store.exists() else []
 
 
 def resolve_run(rd: Reader, run: str | None) -> str:
-    """The named run, or the most recently ingested one; EmptyStore / NotFound otherwise."""
-    names = run_names(rd)
-    if not names:
-        raise EmptyStore("the store has no runs yet")
-    if run is None:
-        return names[0]
-    if run not in names:
-        raise NotFound(f"no run named {run!r} in the store (runs: {', '.join(names[:20])})")
-    return run
+    """``analyzer.store.resolve_run`` over the request's catalog: the named run, or the most
+    recently ingested one; EmptyStore / NotFound otherwise."""
+    try:
+        return store_runs.resolve_run(rd.catalog_tables(), run)
+    except NoRunsError as exc:
+        raise EmptyStore(str(exc)) from exc
+    except UnknownRunError as exc:
+        raise NotFound(str(exc)) from exc
 
 
 COLLECTIONS_SQL = """
@@ -755,27 +757,18 @@ def operator_memory(
 
 
 # ---------------------------------------------------------------------------------------------
-# cluster analyses (analyzer.analyses), cached per content of the run
+# cluster analyses (analyzer.analyses: computed once per content of the run and kept by them)
 # ---------------------------------------------------------------------------------------------
 
 
 def step_breakdown(rd: Reader, run: str, ranks: Sequence[int] | None = None) -> pd.DataFrame:
-    """msprof-analyze's step time breakdown per (rank, step) (``analyzer.analyses.step_breakdown``),
-    computed once per content of the run and kept in memory."""
-    from analyzer.analyses import step_breakdown as compute
-
-    rk = None if ranks is None else tuple(sorted(int(r) for r in ranks))
-    return cache.cached(
-        rd, run, "step_breakdown", (rk,), lambda: compute(rd.store, run, None if rk is None else list(rk))
-    )
+    """msprof-analyze's step time breakdown per (rank, step) (``analyzer.analyses.step_breakdown``)."""
+    return analyses.step_breakdown(rd.store, run, None if ranks is None else sorted({int(r) for r in ranks}))
 
 
 def analysis(rd: Reader, run: str, name: str) -> pd.DataFrame:
-    """An ``analyzer.analyses`` function of the whole run, computed once per content of the run."""
-    import analyzer.analyses as analyses
-
-    fn = getattr(analyses, name)
-    return cache.copy(cache.cached(rd, run, name, (), lambda: fn(rd.store, run)))
+    """An ``analyzer.analyses`` function of the whole run."""
+    return getattr(analyses, name)(rd.store, run)
 
 
 def communication_summary(rd: Reader, run: str) -> pd.DataFrame:

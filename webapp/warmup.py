@@ -12,13 +12,14 @@ from typing import Any
 
 from analyzer.store import Store
 
-from . import cache, data
+from . import data
 from .reader import Reader
 
 ENABLED = os.environ.get("RANKSCOPE_WEB_WARMUP", "1") not in ("0", "false", "no")
 log = logging.getLogger("webapp")
 
 _started: set[tuple[Any, ...]] = set()  # (store, run, content of the run) warmed up already
+_lock = threading.Lock()
 
 
 def warm_up(rd: Reader, run: str, timeline_ranks: Sequence[int]) -> bool:
@@ -28,7 +29,7 @@ def warm_up(rd: Reader, run: str, timeline_ranks: Sequence[int]) -> bool:
     if not ENABLED:
         return False
     key = (str(rd.store.path), run, rd.run_key(run))
-    with cache.lock:
+    with _lock:
         if key in _started:
             return False
         _started.add(key)

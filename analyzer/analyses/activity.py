@@ -40,7 +40,9 @@ import duckdb
 import numpy as np
 import pandas as pd
 
+from ..store import Store
 from . import intervals as iv
+from .cache import per_run
 
 _COMM_CALL = "(name LIKE 'c10d::%' OR name = 'record_param_comms' OR name LIKE 'gloo:%' OR name LIKE 'nccl:%')"
 
@@ -223,12 +225,8 @@ def load(con: duckdb.DuckDBPyConnection, run: str, ranks: list[int] | None = Non
     return out
 
 
-def run_activity(store, run: str, ranks: list[int] | None = None) -> dict[int, RankActivity]:
+@per_run
+def run_activity(store: Store, run: str, ranks: list[int] | None = None) -> dict[int, RankActivity]:
     """``load`` for a run, cached per run content (treat the result as read-only)."""
-    from ._cache import cached
-
-    def compute():
-        with store.read_connection(run=run, ranks=ranks) as con:
-            return load(con, run, ranks)
-
-    return cached(store, run, "activity", (tuple(ranks) if ranks is not None else None,), compute)
+    with store.read_connection(run=run, ranks=ranks) as con:
+        return load(con, run, ranks)

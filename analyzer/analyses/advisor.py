@@ -24,7 +24,7 @@ import pandas as pd
 from ..store import Store
 from . import activity
 from . import intervals as iv
-from ._run import resolve
+from .cache import per_run
 from .slow_link import slow_link_analysis
 from .slow_rank import slow_rank_analysis
 from .step_breakdown import step_breakdown
@@ -407,9 +407,9 @@ def _aicpu_rules(store: Store, run: str) -> list[dict]:
     ]
 
 
+@per_run
 def advise(store: Store, run: str | None = None) -> pd.DataFrame:
     """Run every rule; one row per finding (empty when nothing fired), most severe first."""
-    run = resolve(store, run)
     sb = step_breakdown(store, run)
     findings: list[dict[str, Any]] = []
     findings += _slow_rank_rules(store, run, sb)

@@ -30,7 +30,7 @@ import pandas as pd
 
 from ..store import Store
 from . import activity, collectives
-from ._run import resolve
+from .cache import per_run
 
 BLOCKING = {"allreduce", "allgather", "reduce_scatter", "alltoall", "barrier"}
 MIN_COLLECTIVES = 3
@@ -129,21 +129,26 @@ def align(con: duckdb.DuckDBPyConnection, run: str) -> Alignment:
     return Alignment(ranks, ref, coarse, off, ops, members)
 
 
+@per_run
 def run_alignment(store: Store, run: str) -> Alignment:
     """``align`` for a run, cached per run content (treat the result as read-only)."""
-    from ._cache import cached
-
-    def compute() -> Alignment:
-        with store.read_connection(run=run) as con:
-            return align(con, run)
-
-    return cached(store, run, "alignment", (), compute)
+    with store.read_connection(run=run) as con:
+        return align(con, run)
 
 
+def run_instances(store: Store, run: str) -> tuple[pd.DataFrame, dict[str, tuple[int, ...]]]:
+    """Every comm op of a run matched into instances (``collectives.instances``), gloo groups
+    attributed after correcting every rank's clock with the fitted offsets (collectives are matched
+    by group, op, size and order, never by time, so the fit needs no attribution first); a copy.
+    Without the correction a rank whose clock is off by seconds overlaps no one."""
+    al = run_alignment(store, run)
+    return al.ops.copy(), dict(al.members)
+
+
+@per_run
 def clock_offsets(store: Store, run: str | None = None, max_residual_ns: int = MAX_RESIDUAL_NS) -> pd.DataFrame:
     """One row per rank: clock offset to the reference (lowest) rank, residual, and a warning when
     the rank cannot be aligned."""
-    run = resolve(store, run)
     al = run_alignment(store, run)
     if not al.ranks:
         return pd.DataFrame(columns=COLUMNS)

@@ -26,25 +26,8 @@ import duckdb
 import numpy as np
 import pandas as pd
 
-OP_COLUMNS = [
-    "rank",
-    "step",
-    "name",
-    "op_type",
-    "group_name",
-    "group_ranks",
-    "is_p2p",
-    "ts_ns",
-    "dur_ns",
-    "end_ns",
-    "wait_ns",
-    "transit_ns",
-    "sync_ns",
-    "idle_ns",
-    "bytes",
-    "alg_type",
-    "source",
-]
+from ..store import Store
+from .cache import per_run
 
 DEFAULT_TOLERANCE_NS = 200_000  # slack on "all members' intervals overlap" (clock error allowance)
 
@@ -279,23 +262,8 @@ def instances(
     return match_instances(ops, members), members
 
 
-def run_instances(store, run: str) -> tuple[pd.DataFrame, dict[str, tuple[int, ...]]]:
-    """``instances`` of a run, gloo groups attributed after correcting every rank's clock with the
-    offsets of ``clock_alignment`` (coarse from step starts, then fitted on the collectives, which
-    are matched by group, op, size and order, never by time); cached per run content (a copy is
-    returned). Without the correction a rank whose clock is off by seconds overlaps no one."""
-    from .clock_alignment import run_alignment
-
-    al = run_alignment(store, run)
-    return al.ops.copy(), dict(al.members)
-
-
-def run_groups(store, run: str) -> pd.DataFrame:
-    """``load_groups`` of a run, cached per run content (a copy is returned)."""
-    from ._cache import cached
-
-    def compute():
-        with store.read_connection(run=run) as con:
-            return load_groups(con, run)
-
-    return cached(store, run, "groups", (), compute).copy()
+@per_run
+def run_groups(store: Store, run: str) -> pd.DataFrame:
+    """``load_groups`` of a run, cached per run content."""
+    with store.read_connection(run=run) as con:
+        return load_groups(con, run)

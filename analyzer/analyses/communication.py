@@ -19,7 +19,8 @@ import pandas as pd
 
 from ..store import Store
 from . import collectives
-from ._run import resolve
+from .cache import per_run
+from .clock_alignment import run_alignment, run_instances
 
 SUMMARY_COLUMNS = [
     "rank",
@@ -67,16 +68,10 @@ def with_wait_split(ops: pd.DataFrame) -> pd.DataFrame:
     return ops
 
 
+@per_run
 def communication_summary(store: Store, run: str | None = None) -> pd.DataFrame:
     """One row per communication op and rank: group, instance, elapsed, wait, transit, bytes, bandwidth."""
-    from ._cache import cached
-
-    run = resolve(store, run)
-    return cached(store, run, "communication_summary", (), lambda: _communication_summary(store, run)).copy()
-
-
-def _communication_summary(store: Store, run: str) -> pd.DataFrame:
-    ops, _ = collectives.run_instances(store, run)
+    ops, _ = run_instances(store, run)
     labels = _group_labels(collectives.run_groups(store, run))
     if ops.empty:
         return pd.DataFrame(columns=SUMMARY_COLUMNS)
@@ -104,16 +99,10 @@ BANDWIDTH_COLUMNS = [
 ]
 
 
+@per_run
 def comm_bandwidth(store: Store, run: str | None = None) -> pd.DataFrame:
     """Bandwidth per op and transport: the producer's per-transport rows (torch_npu), else per op
     with the backend as transport and the estimated transit time (Kineto)."""
-    from ._cache import cached
-
-    run = resolve(store, run)
-    return cached(store, run, "comm_bandwidth", (), lambda: _comm_bandwidth(store, run)).copy()
-
-
-def _comm_bandwidth(store: Store, run: str) -> pd.DataFrame:
     with store.read_connection(run=run) as con:
         prod = con.execute(
             """
@@ -175,6 +164,7 @@ MATRIX_COLUMNS = [
 ]
 
 
+@per_run
 def comm_matrix(store: Store, run: str | None = None) -> pd.DataFrame:
     """Rank × rank matrix in GLOBAL ranks, summed over steps: bytes, transit time, bandwidth per link.
 
@@ -183,7 +173,6 @@ def comm_matrix(store: Store, run: str | None = None) -> pd.DataFrame:
     group layout is unknown keeps ``src_rank``/``dst_rank`` NULL with its local ranks. Kineto has
     no matrix: there the rows are the matched send/recv pairs of two-rank groups.
     """
-    run = resolve(store, run)
     groups = collectives.run_groups(store, run)
     with store.read_connection(run=run) as con:
         links = con.execute(
@@ -194,7 +183,7 @@ def comm_matrix(store: Store, run: str | None = None) -> pd.DataFrame:
             """,
             [run],
         ).df()
-    ops, members = collectives.run_instances(store, run)
+    ops, members = run_instances(store, run)
     labels = _group_labels(groups)
     layout = {}
     for g, ranks in zip(groups["group_name"], groups["global_ranks"]):
@@ -270,13 +259,13 @@ GROUP_COLUMNS = [
 ]
 
 
+@per_run
 def comm_group_totals(store: Store, run: str | None = None) -> pd.DataFrame:
     """Per communication group: members, collectives seen, bytes and time summed over its ranks."""
-    run = resolve(store, run)
     groups = collectives.run_groups(store, run)
     s = communication_summary(store, run)
     s = s[s["group_name"].notna()]
-    _, members = collectives.run_instances(store, run)
+    _, members = run_instances(store, run)
     labels = _group_labels(groups)
     rows = []
     for g, sub in s.groupby("group_name"):
@@ -300,3 +289,30 @@ def comm_group_totals(store: Store, run: str | None = None) -> pd.DataFrame:
             }
         )
     return pd.DataFrame(rows, columns=GROUP_COLUMNS)
+
+
+COVERAGE_COLUMNS = ["group_name", "pg_name", "ranks", "ranks_profiled", "profiled"]
+
+
+@per_run
+def group_coverage(store: Store, run: str | None = None) -> pd.DataFrame:
+    """One row per communication group of two or more ranks: its members, those profiled in the run."""
+    groups = collectives.run_groups(store, run)
+    al = run_alignment(store, run)
+    present = set(al.ranks)
+    rows = []
+    for g, members in sorted(al.members.items()):
+        if len(members) < 2:
+            continue
+        labels = groups[groups["group_name"] == g]["pg_name"].dropna().unique()
+        prof = sorted(r for r in members if r in present)
+        rows.append(
+            {
+                "group_name": g,
+                "pg_name": labels[0] if len(labels) else None,
+                "ranks": list(members),
+                "ranks_profiled": prof,
+                "profiled": len(prof),
+            }
+        )
+    return pd.DataFrame(rows, columns=COVERAGE_COLUMNS)

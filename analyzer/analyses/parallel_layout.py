@@ -30,7 +30,8 @@ import pandas as pd
 from ..errors import QueryError
 from ..store import Store
 from . import collectives
-from ._run import resolve
+from .cache import per_run
+from .clock_alignment import run_instances
 
 DIMS = ("tp", "cp", "ep", "dp", "pp")
 _ALIASES = {
@@ -210,7 +211,7 @@ def infer_layout(groups: pd.DataFrame, world: list[int]) -> tuple[pd.DataFrame, 
 
 def _group_records(store: Store, run: str) -> tuple[pd.DataFrame, list[int]]:
     groups = collectives.run_groups(store, run)
-    ops, members = collectives.run_instances(store, run)
+    ops, members = run_instances(store, run)
     with store.read_connection(run=run) as con:
         ranks = con.execute("SELECT DISTINCT rank FROM collections WHERE run = ? ORDER BY rank", [run]).df()["rank"]
         ws = con.execute("SELECT max(world_size) FROM collections WHERE run = ?", [run]).fetchone()[0]
@@ -248,27 +249,27 @@ def _group_records(store: Store, run: str) -> tuple[pd.DataFrame, list[int]]:
     return df, world
 
 
+@per_run
 def parallel_dims(store: Store, run: str | None = None) -> pd.DataFrame:
     """One row per parallel dimension found: dim (tp/cp/ep/dp/pp), size, groups, stride, source, members."""
-    run = resolve(store, run)
     return infer_layout(*_group_records(store, run))[0]
 
 
+@per_run
 def parallel_layout(store: Store, run: str | None = None) -> pd.DataFrame:
     """One row per rank of the job (also ranks that were not profiled, when the groups name them)
     with its coordinate along each dimension found (``tp``, ``dp``, ``pp``, ...: index inside its
     group) and the group's index (``tp_group``, ...)."""
-    run = resolve(store, run)
     return infer_layout(*_group_records(store, run))[1]
 
 
+@per_run
 def layout_metric(store: Store, run: str | None = None, metric: str = "free_ns", agg: str = "mean") -> pd.DataFrame:
     """``parallel_layout`` plus ``value``: a per-rank metric — any numeric ``step_breakdown`` column
     aggregated over steps (``agg``: mean, max, sum, median), or ``slow_rank_votes``."""
     from .slow_rank import slow_ranks
     from .step_breakdown import step_breakdown
 
-    run = resolve(store, run)
     lay = parallel_layout(store, run)
     if metric == "slow_rank_votes":
         v = slow_ranks(store, run).set_index("rank")["votes"]

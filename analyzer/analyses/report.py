@@ -15,11 +15,10 @@ import numpy as np
 import pandas as pd
 
 from ..format import is_missing, json_ready
-from ..store import Store
-from ._run import resolve
+from ..store import Store, resolve_run
 from .advisor import advise
 from .clock_alignment import clock_offsets
-from .communication import comm_bandwidth, comm_group_totals, comm_matrix, communication_summary
+from .communication import comm_bandwidth, comm_group_totals, comm_matrix, communication_summary, group_coverage
 from .parallel_layout import layout_metric, parallel_dims, parallel_layout
 from .slow_link import slow_link_analysis
 from .slow_rank import MIN_TESTABLE, slow_rank_analysis
@@ -48,40 +47,10 @@ LAYOUT_METRIC = "step_ns"  # the per-rank metric shown on the layout grid (mean 
 MAX_ROWS = 10  # rows of a long table printed in the text report
 
 
-COVERAGE_COLUMNS = ["group_name", "pg_name", "ranks", "ranks_profiled", "profiled"]
-
-
-def group_coverage(store: Store, run: str | None = None) -> pd.DataFrame:
-    """One row per communication group of two or more ranks: its members, those profiled in the run."""
-    from . import collectives
-    from .clock_alignment import run_alignment
-
-    run = resolve(store, run)
-    groups = collectives.run_groups(store, run)
-    al = run_alignment(store, run)
-    present = set(al.ranks)
-    rows = []
-    for g, members in sorted(al.members.items()):
-        if len(members) < 2:
-            continue
-        labels = groups[groups["group_name"] == g]["pg_name"].dropna().unique()
-        prof = sorted(r for r in members if r in present)
-        rows.append(
-            {
-                "group_name": g,
-                "pg_name": labels[0] if len(labels) else None,
-                "ranks": list(members),
-                "ranks_profiled": prof,
-                "profiled": len(prof),
-            }
-        )
-    return pd.DataFrame(rows, columns=COVERAGE_COLUMNS)
-
-
 def build_report(store: Store, run: str | None = None) -> dict[str, Any]:
     """{"run": name, <section>: DataFrame, ...} for every section of ``SECTIONS`` (plus
     ``slow_rank_skipped_groups``)."""
-    run = resolve(store, run)
+    run = resolve_run(store, run)
     votes, evidence, skipped = slow_rank_analysis(store, run)
     links, link_evidence = slow_link_analysis(store, run)
     return {

@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from ..store import Store
-from ._run import resolve
+from .cache import per_run
 from .communication import BANDWIDTH_COLUMNS, MATRIX_COLUMNS, comm_bandwidth, comm_matrix
 
 RATIO_THRESHOLD = 0.05
@@ -136,9 +136,9 @@ def _per_rank(bw: pd.DataFrame) -> pd.DataFrame:
     return g
 
 
+@per_run
 def slow_link_analysis(store: Store, run: str | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(judgements, evidence)."""
-    run = resolve(store, run)
     bw = comm_bandwidth(store, run)
     per_rank = _per_rank(bw)
     rows = judge_rank_bandwidth(per_rank)

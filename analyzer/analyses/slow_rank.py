@@ -19,8 +19,8 @@ import numpy as np
 import pandas as pd
 
 from ..store import Store
-from . import collectives
-from ._run import resolve
+from .cache import per_run
+from .clock_alignment import run_instances
 
 MAX_DIXON_NUM = 100
 DIXON_THRESHOLD_1, DIXON_THRESHOLD_2, DIXON_THRESHOLD_3 = 7, 10, 13
@@ -272,11 +272,11 @@ def _vote(ops: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
     return vdf, edf, skipped
 
 
+@per_run
 def slow_rank_analysis(store: Store, run: str | None = None) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
     """(votes per rank, evidence per convicting instance, groups skipped because ranks saw
     different numbers of instances)."""
-    run = resolve(store, run)
-    ops, _ = collectives.run_instances(store, run)
+    ops, _ = run_instances(store, run)
     return _vote(ops)
 
 

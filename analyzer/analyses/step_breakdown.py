@@ -29,7 +29,7 @@ import pandas as pd
 from ..store import Store
 from . import activity
 from . import intervals as iv
-from ._run import resolve
+from .cache import per_run
 
 COLUMNS = [
     "rank",
@@ -109,6 +109,7 @@ def frame(rows: list[dict]) -> pd.DataFrame:
     return df.sort_values(["rank", "step"], na_position="first").reset_index(drop=True)
 
 
+@per_run
 def step_breakdown(store: Store, run: str | None = None, ranks: list[int] | None = None) -> pd.DataFrame:
     """One row per (rank, step): msprof-analyze's step trace columns, integer nanoseconds.
 
@@ -118,7 +119,6 @@ def step_breakdown(store: Store, run: str | None = None, ranks: list[int] | None
     (the busy span), host_start_ns / host_end_ns (the host step), mode (device | host).
     ``run`` defaults to the most recently ingested run; ``ranks`` restricts the ranks read.
     """
-    run = resolve(store, run)
     acts = activity.run_activity(store, run, ranks)
     rows: list[dict] = []
     for rank, ra in acts.items():

@@ -23,7 +23,7 @@ import pandas as pd
 from ..store import Store
 from . import activity
 from . import intervals as iv
-from ._run import resolve
+from .cache import per_run
 
 COLUMNS = [
     "rank",
@@ -38,12 +38,12 @@ COLUMNS = [
 ]
 
 
+@per_run
 def temporal_breakdown(
     store: Store, run: str | None = None, steps: list[int] | None = None, ranks: list[int] | None = None
 ) -> pd.DataFrame:
     """One row per device rank over ``steps`` (default, as HTA: every profiled step of the rank but
     the last one when it has two or more, else all it has)."""
-    run = resolve(store, run)
     acts = activity.run_activity(store, run, ranks)
     rows = []
     for rank, ra in acts.items():

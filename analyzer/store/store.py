@@ -1,10 +1,4 @@
-"""The store: one folder holding a DuckDB catalog and Parquet fact files.
-
-Layout::
-
-    <store>/catalog.duckdb                       runs, collections, source_files, fact_files (+ views)
-    <store>/facts/<table>/run=<slug>/rank=<r>/<collection>-<uuid>.parquet
-    <store>/.ingest.lock                         one ingest at a time
+"""The Store: one folder of a DuckDB catalog and Parquet facts (the package doc has the layout).
 
 Atomicity: fact files are written under fresh names and only become part of the store when the
 catalog transaction that lists them in ``fact_files`` commits. A crash before that leaves only
@@ -19,10 +13,9 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
 import os
-import re
 import time
+from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
@@ -32,81 +25,24 @@ import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from . import schema
-from .errors import QueryError, StoreError
+from .. import schema
+from ..errors import QueryError, StoreError
+from .layout import CATALOG_FILE, FACTS_DIR, LOCK_FILE, STORE_ENV_VAR
+from .sql import check_read_only, exact_frame, fact_select_sql
 
 if TYPE_CHECKING:  # pandas costs 0.4 s to import: only the query paths load it
     import pandas as pd
 
-DEFAULT_STORE_DIRNAME = "rankscope_store"
-STORE_ENV_VAR = "RANKSCOPE_STORE"
-CATALOG_FILE = "catalog.duckdb"
-FACTS_DIR = "facts"
-LOCK_FILE = ".ingest.lock"
 _LOCK_RETRY_SECONDS = 30.0
-
-
-def resolve_store_path(path: str | os.PathLike[str] | None = None) -> Path:
-    """--store PATH, else $RANKSCOPE_STORE, else ./rankscope_store."""
-    if path:
-        return Path(path).expanduser().resolve()
-    env = os.environ.get(STORE_ENV_VAR)
-    if env:
-        return Path(env).expanduser().resolve()
-    return (Path.cwd() / DEFAULT_STORE_DIRNAME).resolve()
 
 
 def utcnow() -> datetime:
     return datetime.now(timezone.utc).replace(tzinfo=None)
 
 
-def slug(text: str) -> str:
-    """A file-system-safe rendering of a run name for partition folders."""
-    s = re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("._")
-    return s or "run"
-
-
 def _is_lock_error(exc: Exception) -> bool:
     msg = str(exc).lower()
     return "lock" in msg or "conflicting" in msg or "being used" in msg
-
-
-def _sql_list(paths: Sequence[str]) -> str:
-    return "[" + ", ".join("'" + p.replace("'", "''") + "'" for p in paths) + "]"
-
-
-def fact_select_sql(table: str, paths: Sequence[str]) -> str:
-    """SELECT over the given Parquet files with the table's columns in schema order."""
-    if not paths:
-        return schema.empty_select_sql(table)
-    t = schema.FACTS[table]
-    cols = ", ".join(f'CAST("{c.name}" AS {c.type}) AS "{c.name}"' for c in t.columns)
-    # run / rank come from the files, not from the folder names (a run name is slugged there)
-    return f"SELECT {cols} FROM read_parquet({_sql_list(paths)}, union_by_name=true, hive_partitioning=false)"
-
-
-def _exact_frame(rel: duckdb.DuckDBPyRelation | None) -> pd.DataFrame:
-    """A query result as a DataFrame without rounding: DuckDB's HUGEINT (what sum() of BIGINT
-    ns returns) would become float64; such columns come as int64 when every value fits, else as
-    exact Python ints."""
-    import pandas as pd
-
-    if rel is None:  # a statement without a result
-        return pd.DataFrame()
-    huge = {c for c, t in zip(rel.columns, rel.types) if str(t) in ("HUGEINT", "UHUGEINT")}
-    if not huge:
-        return rel.df()
-
-    def q(c: str) -> str:
-        return '"' + c.replace('"', '""') + '"'
-
-    exprs = ", ".join(f"CAST({q(c)} AS VARCHAR) AS {q(c)}" if c in huge else q(c) for c in rel.columns)
-    df = rel.project(exprs).df()
-    for c in huge:
-        values = [None if v is None else int(v) for v in df[c]]
-        fits = all(v is not None and -(2**63) <= v < 2**63 for v in values)
-        df[c] = pd.Series(values, dtype="int64" if fits else object, index=df.index)
-    return df
 
 
 def _filter_fact_files(
@@ -125,19 +61,9 @@ def _filter_fact_files(
     return ff
 
 
-_SNAPSHOTS: dict[str, tuple[tuple[Any, ...], dict[str, pa.Table]]] = {}  # Store.catalog_snapshot, per folder
-
-
-def run_key(catalog: Mapping[str, pa.Table], run: str) -> str:
-    """What identifies the content of ``run`` for a cache of results computed from it: a digest of
-    its fact files (fresh names on every ingest) and its collections (id and ingest time), from the
-    catalog tables ``fact_files`` and ``collections`` (``Store.load_catalog``)."""
-    ff, co = catalog["fact_files"], catalog["collections"]
-    ff = ff.filter(pc.equal(ff["run"], run))
-    co = co.filter(pc.equal(co["run"], run))
-    files = [str(p) for p in ff["path"].to_pylist()]
-    colls = [f"{c}:{t}" for c, t in zip(co["collection_id"].to_pylist(), co["ingested_at"].to_pylist())]
-    return hashlib.sha256("\n".join(sorted(files + colls)).encode()).hexdigest()
+# Store.catalog_snapshot, per store folder: (stamp of the catalog files, tables), the most recent last
+_SNAPSHOTS: OrderedDict[str, tuple[tuple[Any, ...], dict[str, pa.Table]]] = OrderedDict()
+_SNAPSHOT_FOLDERS = 16
 
 
 class Store:
@@ -237,10 +163,14 @@ class Store:
         stamp = self._catalog_stamp()
         hit = _SNAPSHOTS.get(key)
         if hit is not None and hit[0] == stamp:
+            _SNAPSHOTS.move_to_end(key)
             return hit[1]
         tables = self.load_catalog()
         if self._catalog_stamp() == stamp:
             _SNAPSHOTS[key] = (stamp, tables)
+            _SNAPSHOTS.move_to_end(key)
+            while len(_SNAPSHOTS) > _SNAPSHOT_FOLDERS:
+                _SNAPSHOTS.popitem(last=False)
         return tables
 
     def _catalog_stamp(self) -> tuple[Any, ...]:
@@ -326,7 +256,7 @@ class Store:
                 con.execute(f"CREATE TABLE {target} AS SELECT * FROM __extra")
                 con.unregister("__extra")
             try:
-                return _exact_frame(con.sql(sql, params=list(params) if params else None))
+                return exact_frame(con.sql(sql, params=list(params) if params else None))
             except duckdb.Error as exc:
                 raise QueryError(str(exc).strip()) from exc
 
@@ -336,25 +266,21 @@ class Store:
     def ingest_lock(self, wait_seconds: float = 600.0) -> Iterator[None]:
         """Serialise ingests into one store (a second `analyze ingest` waits for the first)."""
         self.path.mkdir(parents=True, exist_ok=True)
-        fh = open(self.lock_path, "a+")
-        try:
-            deadline = time.monotonic() + wait_seconds
-            while True:
-                try:
-                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if time.monotonic() > deadline:
-                        raise StoreError(f"another ingest holds {self.lock_path}") from None
-                    time.sleep(0.2)
-            yield
-        finally:
-            with contextlib.suppress(OSError):
-                fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
-            fh.close()
-
-    def fact_dir(self, table: str, run: str, rank: int) -> Path:
-        return self.facts_dir / table / f"run={slug(run)}" / f"rank={rank}"
+        with open(self.lock_path, "a+") as fh:
+            try:
+                deadline = time.monotonic() + wait_seconds
+                while True:
+                    try:
+                        fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                        break
+                    except BlockingIOError:
+                        if time.monotonic() > deadline:
+                            raise StoreError(f"another ingest holds {self.lock_path}") from None
+                        time.sleep(0.2)
+                yield
+            finally:
+                with contextlib.suppress(OSError):
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
 
     def commit(
         self,
@@ -448,17 +374,3 @@ class Store:
             with contextlib.suppress(OSError):
                 d.rmdir()
         return removed
-
-
-def check_read_only(sql: str) -> None:
-    """Reject anything but SELECT-like statements (the query command is read-only)."""
-    try:
-        statements = duckdb.extract_statements(sql)
-    except duckdb.Error as exc:
-        raise QueryError(str(exc).strip()) from exc
-    if not statements:
-        raise QueryError("empty query")
-    allowed = {duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN}
-    for st in statements:
-        if st.type not in allowed:
-            raise QueryError(f"only read-only SELECT queries are allowed (got {st.type.name})")

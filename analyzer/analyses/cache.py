@@ -1,0 +1,41 @@
+"""Results of the analyses, kept per process and per content of the run.
+
+Every analysis of a run starts from the same matched collectives and activity intervals, and the
+report, the ``analysis.*`` tables and the web app ask for several analyses of one run in a row.
+:func:`per_run` makes a function ``fn(store, run, *args)`` an analysis of one run: ``run`` None
+means the most recently ingested run (``analyzer.store.resolve_run``), and its result is kept under
+the run's content (``analyzer.store.run_key``: a re-ingest writes new Parquet files, so new keys)
+and its arguments. Callers get their own copy of a DataFrame; other results (the activity
+intervals, the clock alignment) are shared: treat them as read-only.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from ..store import ResultCache, Store, copied, freeze, resolve_run, run_key
+
+RESULTS = ResultCache(size=64)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def per_run(fn: F) -> F:
+    """``fn(store, run, ...)`` with ``run`` resolved and its result cached (see the module doc)."""
+    sig = inspect.signature(fn)
+    name = f"{fn.__module__}.{fn.__qualname__}"
+
+    @functools.wraps(fn)
+    def wrapper(store: Store, run: str | None = None, *args: Any, **kw: Any) -> Any:
+        catalog = store.catalog_snapshot()
+        run = resolve_run(catalog, run)
+        bound = sig.bind(store, run, *args, **kw)
+        bound.apply_defaults()
+        rest = tuple(freeze(v) for v in list(bound.arguments.values())[2:])
+        key = (str(store.path), run, run_key(catalog, run), name, rest)
+        return copied(RESULTS.get(key, lambda: fn(*bound.args, **bound.kwargs)))
+
+    return wrapper  # type: ignore[return-value]

@@ -1,0 +1,49 @@
+"""The store: one folder holding a DuckDB catalog and Parquet fact files.
+
+Layout::
+
+    <store>/catalog.duckdb                       runs, collections, source_files, fact_files (+ views)
+    <store>/facts/<table>/run=<slug>/rank=<r>/<collection>-<uuid>.parquet
+    <store>/.ingest.lock                         one ingest at a time
+
+Modules: ``layout`` (the folder and the names in it), ``store`` (:class:`Store`: connections,
+atomic commits, the ingest lock, garbage collection), ``sql`` (fact SELECTs, the read-only check,
+exact results), ``runs`` (the run listing, ``resolve_run``, the run content key ``run_key``),
+``results`` (:class:`ResultCache`: results kept per content of a run, for the analyses and the web app).
+"""
+
+from .layout import (
+    CATALOG_FILE,
+    DEFAULT_STORE_DIRNAME,
+    FACTS_DIR,
+    LOCK_FILE,
+    STORE_ENV_VAR,
+    resolve_store_path,
+    slug,
+)
+from .results import ResultCache, copied, freeze
+from .runs import RUNS_SQL, Catalog, resolve_run, run_key, run_names
+from .sql import check_read_only, fact_select_sql
+from .store import Store, utcnow
+
+__all__ = [
+    "CATALOG_FILE",
+    "DEFAULT_STORE_DIRNAME",
+    "FACTS_DIR",
+    "LOCK_FILE",
+    "RUNS_SQL",
+    "STORE_ENV_VAR",
+    "Catalog",
+    "ResultCache",
+    "Store",
+    "check_read_only",
+    "copied",
+    "fact_select_sql",
+    "freeze",
+    "resolve_run",
+    "resolve_store_path",
+    "run_key",
+    "run_names",
+    "slug",
+    "utcnow",
+]

@@ -1,0 +1,78 @@
+"""Runs: the listing of `analyze runs`, which run a command means, and what identifies a run's content.
+
+``resolve_run`` and ``run_key`` take a Store (they read its catalog snapshot) or catalog tables a
+caller already holds (the web app's request): one definition for the CLI, the analyses and the web app.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..errors import NoRunsError, UnknownRunError
+from .store import Store
+
+Catalog = Mapping[str, pa.Table]  # catalog tables by name (Store.load_catalog / catalog_snapshot)
+
+# runs with ranks, collections, steps, formats, status, file problems and rows, most recently ingested first
+RUNS_SQL = """
+SELECT r.run,
+       count(DISTINCT c.rank) AS ranks,
+       count(c.collection_id) AS collections,
+       (SELECT count(DISTINCT s) FROM (SELECT unnest(c2.steps) AS s FROM collections c2 WHERE c2.run = r.run)) AS steps,
+       coalesce(list(DISTINCT c.producer ORDER BY c.producer) FILTER (WHERE c.producer IS NOT NULL), []) AS formats,
+       CASE WHEN count(c.collection_id) = 0 THEN 'error'
+            WHEN bool_and(c.status = 'complete')
+                 AND NOT EXISTS (SELECT 1 FROM source_files f WHERE f.run = r.run AND f.status = 'error')
+                 THEN 'complete'
+            WHEN bool_or(c.status IN ('complete', 'partial')) THEN 'partial'
+            ELSE min(c.status) END AS status,
+       (SELECT count(*) FROM source_files f WHERE f.run = r.run AND f.status IN ('warning', 'error')) AS problems,
+       sum(c.n_rows)::BIGINT AS rows,
+       r.updated_at, r.root_path
+FROM runs r LEFT JOIN collections c ON c.run = r.run
+GROUP BY r.run, r.updated_at, r.root_path
+ORDER BY r.updated_at DESC, r.run
+"""
+
+MAX_NAMED = 20  # runs an error message lists
+
+
+def _catalog(source: Store | Catalog) -> Catalog:
+    return source.catalog_snapshot() if isinstance(source, Store) else source
+
+
+def run_names(source: Store | Catalog) -> list[str]:
+    """The runs of the store, most recently ingested first (the order of ``RUNS_SQL``)."""
+    runs = _catalog(source)["runs"]
+    ordered = runs.sort_by([("updated_at", "descending"), ("run", "ascending")])
+    return [str(r) for r in ordered["run"].to_pylist()]
+
+
+def resolve_run(source: Store | Catalog, run: str | None) -> str:
+    """The named run, checked, or (None) the most recently ingested one. A store without runs is a
+    ``NoRunsError``, a run it does not have an ``UnknownRunError`` naming the runs it has."""
+    names = run_names(source)
+    if not names:
+        raise NoRunsError("the store has no runs yet: run `analyze ingest <folder>` first")
+    if run is None:
+        return names[0]
+    if run not in names:
+        shown = ", ".join(names[:MAX_NAMED]) + (f" and {len(names) - MAX_NAMED} more" if len(names) > MAX_NAMED else "")
+        raise UnknownRunError(f"no run named {run!r}; runs in the store: {shown}")
+    return run
+
+
+def run_key(source: Store | Catalog, run: str) -> str:
+    """What identifies the content of ``run`` for a cache of results computed from it: a digest of
+    its fact files (fresh names on every ingest) and its collections (id and ingest time)."""
+    catalog = _catalog(source)
+    ff, co = catalog["fact_files"], catalog["collections"]
+    ff = ff.filter(pc.equal(ff["run"], run))
+    co = co.filter(pc.equal(co["run"], run))
+    files = [str(p) for p in ff["path"].to_pylist()]
+    colls = [f"{c}:{t}" for c, t in zip(co["collection_id"].to_pylist(), co["ingested_at"].to_pylist())]
+    return hashlib.sha256("\n".join(sorted(files + colls)).encode()).hexdigest()

@@ -1,0 +1,67 @@
+"""SQL over the store: the SELECT of a fact table over its Parquet files, the read-only check of
+`analyze query`, and query results as exact DataFrames."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import duckdb
+
+from .. import schema
+from ..errors import QueryError
+
+if TYPE_CHECKING:  # pandas costs 0.4 s to import: only the query paths load it
+    import pandas as pd
+
+
+def _sql_list(paths: Sequence[str]) -> str:
+    return "[" + ", ".join("'" + p.replace("'", "''") + "'" for p in paths) + "]"
+
+
+def fact_select_sql(table: str, paths: Sequence[str]) -> str:
+    """SELECT over the given Parquet files with the table's columns in schema order."""
+    if not paths:
+        return schema.empty_select_sql(table)
+    t = schema.FACTS[table]
+    cols = ", ".join(f'CAST("{c.name}" AS {c.type}) AS "{c.name}"' for c in t.columns)
+    # run / rank come from the files, not from the folder names (a run name is slugged there)
+    return f"SELECT {cols} FROM read_parquet({_sql_list(paths)}, union_by_name=true, hive_partitioning=false)"
+
+
+def exact_frame(rel: duckdb.DuckDBPyRelation | None) -> pd.DataFrame:
+    """A query result as a DataFrame without rounding: DuckDB's HUGEINT (what sum() of BIGINT
+    ns returns) would become float64; such columns come as int64 when every value fits, else as
+    exact Python ints."""
+    import pandas as pd
+
+    if rel is None:  # a statement without a result
+        return pd.DataFrame()
+    huge = {c for c, t in zip(rel.columns, rel.types) if str(t) in ("HUGEINT", "UHUGEINT")}
+    if not huge:
+        return rel.df()
+
+    def q(c: str) -> str:
+        return '"' + c.replace('"', '""') + '"'
+
+    exprs = ", ".join(f"CAST({q(c)} AS VARCHAR) AS {q(c)}" if c in huge else q(c) for c in rel.columns)
+    df = rel.project(exprs).df()
+    for c in huge:
+        values = [None if v is None else int(v) for v in df[c]]
+        fits = all(v is not None and -(2**63) <= v < 2**63 for v in values)
+        df[c] = pd.Series(values, dtype="int64" if fits else object, index=df.index)
+    return df
+
+
+def check_read_only(sql: str) -> None:
+    """Reject anything but SELECT-like statements (the query command is read-only)."""
+    try:
+        statements = duckdb.extract_statements(sql)
+    except duckdb.Error as exc:
+        raise QueryError(str(exc).strip()) from exc
+    if not statements:
+        raise QueryError("empty query")
+    allowed = {duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN}
+    for st in statements:
+        if st.type not in allowed:
+            raise QueryError(f"only read-only SELECT queries are allowed (got {st.type.name})")
