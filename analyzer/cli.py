@@ -20,7 +20,7 @@ from rich.table import Table
 from . import schema
 from .errors import AnalyzerError, NothingIngestedError
 from .format import cell_text, fmt_bytes, fmt_ns, json_ready
-from .store import STORE_ENV_VAR, Store, resolve_run, resolve_store_path
+from .store import STORE_ENV_VAR, Store, resolve_store_path
 
 if TYPE_CHECKING:  # pandas is imported by the commands that print frames, not by `analyze ingest`
     import pandas as pd
@@ -47,6 +47,16 @@ def store_option(fn: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
+def run_option(help: str = "Run (default: the most recently ingested).") -> Callable[[Callable[..., Any]], Any]:
+    """--run NAME, passed as ``run_name``."""
+    return click.option("--run", "run_name", default=None, help=help)
+
+
+def json_option(help: str = "Print JSON.") -> Callable[[Callable[..., Any]], Any]:
+    """--json, passed as ``as_json``."""
+    return click.option("--json", "as_json", is_flag=True, help=help)
+
+
 def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Turn analyzer errors into a one-line message and exit code 1 (never a traceback)."""
 
@@ -69,9 +79,9 @@ def main() -> None:
 
 @main.command()
 @click.argument("folders", nargs=-1, required=True, type=click.Path(exists=True))
-@click.option("--run", "run_name", default=None, help="Run name (default: the folder name; one folder only).")
+@run_option("Run name (default: the folder name; one folder only).")
 @click.option("--workers", type=int, default=None, help="Parallel readers (default: one per CPU core).")
-@click.option("--json", "as_json", is_flag=True, help="Print the ingest report(s) as JSON.")
+@json_option("Print the ingest report(s) as JSON.")
 @store_option
 @handle_errors
 def ingest(folders: tuple[str, ...], run_name: str | None, workers: int | None, as_json: bool, store: Store) -> None:
@@ -152,9 +162,8 @@ def _print_problems(report: Any) -> None:
         for path, reason in report.ignored[:10]:
             console.print(f"  [dim]ignored[/] {escape(str(path))}: {escape(str(reason))}")
         if len(report.ignored) > 10:
-            console.print(
-                f"  [dim]... and {len(report.ignored) - 10} more (see `analyze query \"SELECT * FROM source_files WHERE status = 'ignored'\"`)[/]"
-            )
+            more = "analyze query \"SELECT * FROM source_files WHERE status = 'ignored'\""
+            console.print(f"  [dim]... and {len(report.ignored) - 10} more (see `{more}`)[/]")
 
 
 def _report_json(report: Any) -> dict[str, Any]:
@@ -186,7 +195,7 @@ def _report_json(report: Any) -> dict[str, Any]:
 
 
 @main.command()
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@json_option()
 @click.option("--problems/--no-problems", default=True, help="List file problems under the table.")
 @store_option
 @handle_errors
@@ -232,9 +241,9 @@ def runs(as_json: bool, problems: bool, store: Store) -> None:
 
 
 @main.command()
-@click.option("--run", "run_name", default=None, help="Run (default: the most recently ingested).")
+@run_option()
 @click.option("--top", default=3, show_default=True, help="Top operators / kernels per rank.")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@json_option()
 @store_option
 @handle_errors
 def summary(run_name: str | None, top: int, as_json: bool, store: Store) -> None:
@@ -290,7 +299,7 @@ def summary(run_name: str | None, top: int, as_json: bool, store: Store) -> None
 
 @main.command()
 @click.argument("sql")
-@click.option("--run", "run_name", default=None, help="Restrict fact tables to one run (faster on big stores).")
+@run_option("Restrict fact tables to one run (faster on big stores).")
 @click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table", show_default=True)
 @click.option("--limit", default=200, show_default=True, help="Rows printed in table format (0 = all).")
 @store_option
@@ -301,12 +310,9 @@ def query(sql: str, run_name: str | None, fmt: str, limit: int, store: Store) ->
     The analyses are tables too: `SELECT * FROM analysis.step_breakdown` (computed for --run, or for
     every run, when a query names them; `analyze schema` lists them).
     """
-    store.require()
-    if run_name is not None:
-        resolve_run(store, run_name)  # an unknown run is an error, not an empty result
-    from .analyses.views import analysis_tables
+    from .analyses.views import query as run_query
 
-    df = store.query(sql, run=run_name, tables=analysis_tables(store, sql, run_name))
+    df = run_query(store, sql, run_name)
     if fmt == "csv":
         out = io.StringIO()
         w = csv.writer(out, lineterminator="\n")
@@ -344,11 +350,12 @@ def schema_cmd(markdown: bool) -> None:
         click.echo(f"{t.name} ({kind}): {t.doc}")
         for c in t.columns:
             click.echo(f"    {c.name:<36} {c.type:<10} {c.doc}")
-    from .analyses.views import SCHEMA, VIEWS
+    from .analyses import ANALYSES
+    from .analyses.views import SCHEMA
 
     click.echo("\nanalysis tables (computed when a query names them; a `run` column first; docs/analyses.md):")
-    for name, (_, doc) in VIEWS.items():
-        click.echo(f"  {SCHEMA}.{name:<28} {doc}")
+    for name, analysis in ANALYSES.items():
+        click.echo(f"  {SCHEMA}.{name:<28} {analysis.doc}")
 
 
 schema_cmd.name = "schema"
@@ -392,8 +399,8 @@ def serve(host: str, port: int, store: Store) -> None:
 
 
 @main.command()
-@click.option("--run", "run_name", default=None, help="Run (default: the most recently ingested).")
-@click.option("--json", "as_json", is_flag=True, help="Print every analysis as one JSON document.")
+@run_option()
+@json_option("Print every analysis as one JSON document.")
 @store_option
 @handle_errors
 def report(run_name: str | None, as_json: bool, store: Store) -> None:

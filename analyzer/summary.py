@@ -40,7 +40,8 @@ st AS (
   SELECT rank, count(DISTINCT step) AS steps, avg(dur_ns) AS step_avg_ns, max(dur_ns) AS step_max_ns
   FROM steps WHERE run = $run GROUP BY rank),
 k AS (  -- compute as the analyses count it (activity.py): not communication, not memcpy / memset
-  SELECT rank, sum(dur_ns) FILTER (WHERE compute) AS compute_kernel_ns, count(*) FILTER (WHERE compute) AS compute_kernels
+  SELECT rank, sum(dur_ns) FILTER (WHERE compute) AS compute_kernel_ns,
+         count(*) FILTER (WHERE compute) AS compute_kernels
   FROM (SELECT rank, dur_ns, NOT coalesce(is_communication, false)
                AND NOT regexp_matches(lower(coalesce(core_type, '')), 'memcpy|memset') AS compute
         FROM kernels WHERE run = $run)

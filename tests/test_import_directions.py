@@ -40,6 +40,22 @@ FORBIDDEN: list[tuple[str, str, str]] = [
     ("analyzer.readers.common", "analyzer.readers.ascend", "common is below every family"),
     ("analyzer.readers.chrome", "analyzer.readers.ascend", "the Chrome family knows no producer's files"),
 ]
+FORBIDDEN += [
+    ("collector", "analyzer", "the collector runs in the training job: it writes files, nothing more"),
+    ("collector", "webapp", "the collector runs in the training job: it writes files, nothing more"),
+    ("webapp", "analyzer.ingest", "the web app reads the store; ingesting is the CLI's"),
+    ("webapp", "analyzer.readers", "the web app reads the store, not profiler files"),
+    ("webapp", "analyzer.factwriter", "the web app reads the store; writing facts is the ingest's"),
+    ("analyzer.store", "analyzer.analyses", "the store knows tables, not what is computed from them"),
+    ("analyzer.analyses", "webapp", "the analyses serve the CLI and the web app alike"),
+    ("analyzer.store", "webapp", "the store serves the CLI and the web app alike"),
+]
+# torch, torch_npu and mindspore belong to the training job (and to the collector's lazy imports)
+FORBIDDEN += [
+    (p, f, "the analyzer and the web app never import a framework")
+    for p in ("analyzer", "webapp")
+    for f in ("torch", "torch_npu", "mindspore")
+]
 FORBIDDEN += [(f, d, "families do not import producer doors") for f in FAMILIES for d in DOORS]
 FORBIDDEN += [(a, b, "a producer door does not import another one") for a in DOORS for b in DOORS if a != b]
 

@@ -23,6 +23,7 @@ from analyzer import analyses
 from analyzer.errors import NoRunsError, QueryError, UnknownRunError
 from analyzer.store import runs as store_runs
 from analyzer.store.runs import RUNS_SQL  # the one definition, shared with `analyze runs`
+from analyzer.vocabulary import LANE_GROUPS
 
 from . import cache, lod
 from .cache import run_cached
@@ -197,7 +198,7 @@ def scalars(rd: Reader, run: str, ranks: Sequence[int] | None) -> pd.DataFrame:
 # timeline
 # ---------------------------------------------------------------------------------------------
 
-LANE_GROUP_ORDER = ("host", "device", "communication", "overlap", "other")
+LANE_GROUP_ORDER = LANE_GROUPS  # the order of the timeline's lane groups
 
 LANES_SQL = f"""
 SELECT rank, collection_id, pid, tid, process, lane, lane_group, sort_index, n_slices
@@ -347,8 +348,8 @@ def step_windows(rd: Reader, run: str, ranks: Sequence[int] | None) -> pd.DataFr
 
 def clock_offsets(rd: Reader, run: str) -> pd.DataFrame:
     """Per rank: the estimated clock offset to the reference rank and its residual
-    (``analyzer.analyses.clock_offsets``), computed once per content of the run."""
-    return analysis(rd, run, "clock_offsets")
+    (``analyzer.analyses.clock_offsets``)."""
+    return analyses.clock_offsets(rd.store, run)
 
 
 def collective_members(rd: Reader, run: str, rank: int, name: str, ts_ns: int) -> pd.DataFrame:
@@ -356,7 +357,7 @@ def collective_members(rd: Reader, run: str, rank: int, name: str, ts_ns: int) -
     ``analyses.collectives``): one row per member rank with its entry time, duration, wait and
     transit; empty when the slice is not a matched collective. The slice is the rank's
     communication op of the same name starting within 1 us of it."""
-    s = communication_summary(rd, run)
+    s = analyses.communication_summary(rd.store, run)
     if s.empty:
         return s
     mine = s[(s["rank"] == int(rank)) & (s["name"].astype(str) == str(name))]
@@ -761,166 +762,54 @@ def operator_memory(
 # ---------------------------------------------------------------------------------------------
 
 
+def _ranks_arg(ranks: Sequence[int] | None) -> list[int] | None:
+    return None if ranks is None else sorted({int(r) for r in ranks})
+
+
 def step_breakdown(rd: Reader, run: str, ranks: Sequence[int] | None = None) -> pd.DataFrame:
-    """msprof-analyze's step time breakdown per (rank, step) (``analyzer.analyses.step_breakdown``)."""
-    return analyses.step_breakdown(rd.store, run, None if ranks is None else sorted({int(r) for r in ranks}))
+    """msprof-analyze's step time breakdown per (rank, step) (``analyses.step_breakdown``)."""
+    return analyses.step_breakdown(rd.store, run, _ranks_arg(ranks))
 
 
-def analysis(rd: Reader, run: str, name: str) -> pd.DataFrame:
-    """An ``analyzer.analyses`` function of the whole run."""
-    return getattr(analyses, name)(rd.store, run)
-
-
-def communication_summary(rd: Reader, run: str) -> pd.DataFrame:
-    """One row per communication op and rank with wait / transit (``analyses.communication_summary``)."""
-    return analysis(rd, run, "communication_summary")
+def slow_ranks(rd: Reader, run: str) -> pd.DataFrame:
+    """msprof-analyze's slow-rank vote (``analyses.slow_ranks``): rank, votes, instances, vote_ratio."""
+    return analyses.slow_ranks(rd.store, run)
 
 
 @run_cached
 def comm_per_rank(rd: Reader, run: str, ranks: Sequence[int] | None) -> pd.DataFrame:
-    """Per rank: operations, elapsed, wait and transit (the producer's, or estimated from the
-    matched instances: see ``analyses.communication``), bytes."""
-    s = communication_summary(rd, run)
-    if ranks is not None:
-        s = s[s["rank"].isin(list(ranks))]
-    if s.empty:
-        return pd.DataFrame(columns=["rank", "ops", "elapsed_ns", "wait_ns", "transit_ns", "bytes", "wait_sources"])
-    g = s.groupby("rank")
-    out = pd.DataFrame(
-        {
-            "ops": g.size(),
-            "elapsed_ns": g["dur_ns"].sum(),
-            "wait_ns": g["wait_ns"].sum(min_count=1),
-            "transit_ns": g["transit_ns"].sum(min_count=1),
-            "bytes": g["bytes"].sum(min_count=1),
-            "wait_sources": g["wait_source"].agg(lambda x: sorted({str(v) for v in x.dropna()})),
-        }
-    ).reset_index()
-    return out
+    """Per rank: operations, elapsed, wait, transit, bytes (``analyses.comm_per_rank``)."""
+    return analyses.comm_per_rank(rd.store, run, _ranks_arg(ranks))
 
 
 @run_cached
 def comm_bandwidth(rd: Reader, run: str, ranks: Sequence[int] | None) -> pd.DataFrame:
-    """Per (rank, transport): bytes, transit, bandwidth = bytes / transit, min / max over ops
-    (``analyses.comm_bandwidth``: the producer's per-transport rows, else estimated per op)."""
-    b = analysis(rd, run, "comm_bandwidth")
-    if ranks is not None:
-        b = b[b["rank"].isin(list(ranks))]
-    b = b[b["transport"].notna()]
-    if b.empty:
-        return pd.DataFrame(
-            columns=[
-                "rank",
-                "transport",
-                "bytes",
-                "transit_ns",
-                "bandwidth_bytes_per_s",
-                "min_bandwidth_bytes_per_s",
-                "max_bandwidth_bytes_per_s",
-                "ops",
-                "source",
-            ]
-        )
-    b = b.assign(
-        bytes=pd.to_numeric(b["bytes"], errors="coerce"),
-        transit_ns=pd.to_numeric(b["transit_ns"], errors="coerce"),
-        bw=pd.to_numeric(b["bandwidth_bytes_per_s"], errors="coerce"),
-    )
-    g = b.groupby(["rank", "transport"])
-    out = pd.DataFrame(
-        {
-            "bytes": g["bytes"].sum(min_count=1),
-            "transit_ns": g["transit_ns"].sum(min_count=1),
-            "min_bandwidth_bytes_per_s": g["bw"].agg(lambda x: x[x > 0].min() if (x > 0).any() else np.nan),
-            "max_bandwidth_bytes_per_s": g["bw"].max(),
-            "ops": g.size(),
-            "source": g["source"].agg(lambda x: ", ".join(sorted({str(v) for v in x.dropna()}))),
-        }
-    ).reset_index()
-    out["bandwidth_bytes_per_s"] = np.where(out["transit_ns"] > 0, out["bytes"] / out["transit_ns"] * 1e9, np.nan)
-    return out[out["bytes"].fillna(0) > 0].reset_index(drop=True)
+    """Per (rank, transport): bytes, transit, bandwidth, min / max over ops (``analyses.transport_bandwidth``)."""
+    return analyses.transport_bandwidth(rd.store, run, _ranks_arg(ranks))
 
 
 @run_cached
 def comm_matrix(rd: Reader, run: str, ranks: Sequence[int] | None) -> pd.DataFrame:
-    """Rank x rank links summed over op types and steps (``analyses.comm_matrix``). ``src`` / ``dst``
-    are global ranks as text, or ``L<k>`` (local rank k of the group) when the group's layout is unknown."""
-    m = analysis(rd, run, "comm_matrix")
-    if m.empty:
-        return pd.DataFrame(
-            columns=["src", "dst", "src_rank", "dst_rank", "transport", "bytes", "transit_ns", "bandwidth_bytes_per_s"]
-        )
-    m = m.copy()
-    m["src"] = [
-        str(int(g)) if pd.notna(g) else (f"L{int(lo)}" if pd.notna(lo) else "?")
-        for g, lo in zip(m["src_rank"], m["src_local"])
-    ]
-    m["dst"] = [
-        str(int(g)) if pd.notna(g) else (f"L{int(lo)}" if pd.notna(lo) else "?")
-        for g, lo in zip(m["dst_rank"], m["dst_local"])
-    ]
-    if ranks is not None:
-        sel = {str(r) for r in ranks}
-        m = m[m["src"].isin(sel) | m["dst"].isin(sel)]
-    m["bytes"] = pd.to_numeric(m["bytes"], errors="coerce")
-    m["transit_ns"] = pd.to_numeric(m["transit_ns"], errors="coerce")
-    g = m.groupby(["src", "dst"])
-    out = pd.DataFrame(
-        {
-            "src_rank": g["src_rank"].first(),
-            "dst_rank": g["dst_rank"].first(),
-            "transport": g["transport"].agg(lambda x: ", ".join(sorted({str(v) for v in x.dropna()}))),
-            "bytes": g["bytes"].sum(min_count=1),
-            "transit_ns": g["transit_ns"].sum(min_count=1),
-        }
-    ).reset_index()
-    out["bandwidth_bytes_per_s"] = np.where(out["transit_ns"] > 0, out["bytes"] / out["transit_ns"] * 1e9, np.nan)
-    return out
+    """Rank x rank links summed over op types and steps (``analyses.rank_pairs``) with their labels
+    ``src`` / ``dst``: the global rank as text, or ``L<k>`` (local rank k of the group) when the
+    group's layout is unknown."""
+    m = analyses.rank_pairs(rd.store, run, _ranks_arg(ranks))
+    m["src"] = [_end_label(g, lo) for g, lo in zip(m["src_rank"], m["src_local"])]
+    m["dst"] = [_end_label(g, lo) for g, lo in zip(m["dst_rank"], m["dst_local"])]
+    return m
+
+
+def _end_label(global_rank: Any, local: Any) -> str:
+    if pd.notna(global_rank):
+        return str(int(global_rank))
+    return f"L{int(local)}" if pd.notna(local) else "?"
 
 
 @run_cached
 def collectives(
     rd: Reader, run: str, ranks: Sequence[int] | None, limit: int = MAX_GRID_ROWS
 ) -> tuple[pd.DataFrame, int]:
-    """One row per collective instance (matched across ranks by ``analyses.collectives``): ranks
-    seen, min / max / mean elapsed, slowest and fastest rank, largest wait, bytes. The ``limit``
-    slowest instances; returns (rows, instances before the cut)."""
-    s = communication_summary(rd, run)
-    if ranks is not None:
-        s = s[s["rank"].isin(list(ranks))]
-    if s.empty:
-        return pd.DataFrame(), 0
-    s = s.assign(
-        key=s["instance"]
-        .astype(object)
-        .where(s["instance"].notna(), s["name"].astype(str) + "#" + s["rank"].astype(str)),
-        dur=pd.to_numeric(s["dur_ns"], errors="coerce").astype("float64"),
-    )
-    g = s.groupby("key", sort=False)
-    out = pd.DataFrame(
-        {
-            "name": g["name"].first(),
-            "op_type": g["op_type"].first(),
-            "group_name": g["group_name"].first(),
-            "pg_name": g["pg_name"].first(),
-            "step": g["step"].min(),
-            "ranks": g["rank"].nunique(),
-            "calls": g.size(),
-            "min_ns": g["dur"].min(),
-            "max_ns": g["dur"].max(),
-            "avg_ns": g["dur"].mean(),
-            "slowest_rank": s.loc[g["dur"].idxmax(), "rank"].to_numpy(),
-            "fastest_rank": s.loc[g["dur"].idxmin(), "rank"].to_numpy(),
-            "max_wait_ns": g["wait_ns"].max(),
-            "bytes": g["bytes"].max(),
-            "n_members": g["n_members"].max(),
-            "wait_source": g["wait_source"].first(),
-        }
-    ).reset_index(drop=True)
-    n = len(out)
-    return out.sort_values(["max_ns", "name"], ascending=[False, True]).head(limit).reset_index(drop=True), n
-
-
-def slow_ranks(rd: Reader, run: str) -> pd.DataFrame:
-    """msprof-analyze's slow-rank vote (``analyses.slow_ranks``): rank, votes, instances, vote_ratio."""
-    return analysis(rd, run, "slow_ranks")
+    """The ``limit`` slowest collective instances over the selected ranks (``analyses.collective_instances``)
+    and how many there are."""
+    df = analyses.collective_instances(rd.store, run, _ranks_arg(ranks))
+    return df.head(limit).reset_index(drop=True), len(df)

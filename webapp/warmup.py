@@ -1,6 +1,7 @@
 """Warm-up: when a page of a run is opened, compute in the background what the pages of that run
-ask for first (the timeline's lane indexes, the cluster analyses, the clock offsets), so the next clicks find them
-cached (``webapp.cache``). ``RANKSCOPE_WEB_WARMUP=0`` turns it off."""
+ask for (the timeline's lane indexes, then every analysis of ``analyzer.analyses.ANALYSES``), so the
+next clicks find them cached (``webapp.cache``, the analyses' own cache). ``RANKSCOPE_WEB_WARMUP=0``
+turns it off."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from analyzer.analyses import ANALYSES
 from analyzer.store import Store
 
 from . import data
@@ -24,7 +26,7 @@ _lock = threading.Lock()
 
 def warm_up(rd: Reader, run: str, timeline_ranks: Sequence[int]) -> bool:
     """Start (once per content of the run) a background thread computing what the pages of the run
-    will ask for first: the timeline's lane indexes of ``timeline_ranks`` and the analyses.
+    will ask for: the timeline's lane indexes of ``timeline_ranks`` and every analysis.
     Returns whether a thread was started."""
     if not ENABLED:
         return False
@@ -39,15 +41,9 @@ def warm_up(rd: Reader, run: str, timeline_ranks: Sequence[int]) -> bool:
 
 
 def _jobs(run: str, ranks: list[int]) -> list[tuple[str, Callable[[Reader], Any]]]:
-    return [
-        ("step breakdown", lambda r: data.step_breakdown(r, run)),
-        ("timeline lanes", lambda r: data.lane_indexes(r, run, ranks, data.lanes(r, run, ranks))),
-        ("communication", lambda r: data.communication_summary(r, run)),
-        ("slow ranks", lambda r: data.slow_ranks(r, run)),
-        ("bandwidth", lambda r: data.analysis(r, run, "comm_bandwidth")),
-        ("matrix", lambda r: data.analysis(r, run, "comm_matrix")),
-        ("clock offsets", lambda r: data.clock_offsets(r, run)),
-    ]
+    """The timeline's lane indexes first (the heaviest first view), then every analysis."""
+    lanes = ("timeline lanes", lambda r: data.lane_indexes(r, run, ranks, data.lanes(r, run, ranks)))
+    return [lanes] + [(name, lambda r, a=a: a.compute(r.store, run)) for name, a in ANALYSES.items()]
 
 
 def _warm(store: Store, run: str, ranks: list[int]) -> None:

@@ -1,48 +1,158 @@
 """Cluster analyses over the store: every function takes a Store and a run name (default: the most
-recently ingested run) and returns a pandas DataFrame; each is also a table ``analysis.<name>`` of
-`analyze query` (views.py). Definitions follow msprof-analyze; wall-time categories are interval
-unions (docs/analyses.md).
+recently ingested run) and returns a pandas DataFrame, computed once per content of the run
+(``cache.per_run``). Definitions follow msprof-analyze; wall-time categories are interval unions
+(docs/analyses.md).
 
-| function | one row per |
-|---|---|
-| ``step_breakdown(store, run, ranks)`` | (rank, step): Computing, Communication(Not Overlapped), Overlapped, Communication, Free, Preparing, Stage, Bubble (ns) |
-| ``temporal_breakdown(store, run, steps, ranks)`` | device rank: HTA's idle / compute / non-compute |
-| ``communication_summary(store, run)`` | (rank, communication op): group, instance, elapsed, wait, transit, bytes, bandwidth |
-| ``comm_bandwidth(store, run)`` | (rank, op, transport): bytes, transit, bandwidth |
-| ``comm_matrix(store, run)`` | (group, op type, global src, global dst, transport) link |
-| ``comm_group_totals(store, run)`` | communication group |
-| ``slow_ranks(store, run)`` / ``slow_rank_evidence`` | rank: votes / convicting collective |
-| ``slow_links(store, run)`` / ``slow_link_evidence`` | judged bandwidth set / evidence row |
-| ``parallel_dims(store, run)`` / ``parallel_layout`` / ``layout_metric`` | parallel dimension / rank with its coordinates (+ a metric) |
-| ``clock_offsets(store, run)`` | rank: clock offset to the reference rank, residual, warning |
-| ``advise(store, run)`` | finding: rule, severity, numbers, evidence |
+``ANALYSES`` is the one list of them: ``analyze report`` prints its sections in this order, each
+is a table ``analysis.<name>`` of `analyze query` (``views``), docs/analyses.md documents each (a
+test checks it) and the web app computes them ahead when a run is opened (``webapp.warmup``). A new
+analysis is a function in its module and one ``Analysis`` line here.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pandas as pd
+
+from ..store import Store
 from .advisor import advise
 from .clock_alignment import clock_offsets
-from .communication import comm_bandwidth, comm_group_totals, comm_matrix, communication_summary
+from .comm_rollups import collective_instances, comm_per_rank, rank_pairs, transport_bandwidth
+from .communication import comm_bandwidth, comm_group_totals, comm_matrix, communication_summary, group_coverage
 from .parallel_layout import layout_metric, parallel_dims, parallel_layout
 from .slow_link import slow_link_evidence, slow_links
 from .slow_rank import slow_rank_evidence, slow_ranks
 from .step_breakdown import step_breakdown
 from .temporal_breakdown import temporal_breakdown
 
+LAYOUT_METRIC = "step_ns"  # the per-rank metric of the layout grid (mean over steps)
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """One analysis of a run: ``compute(store, run)``; ``doc`` says what one row is."""
+
+    name: str  # the report section, the JSON key and the table analysis.<name>
+    compute: Callable[[Store, str], pd.DataFrame]
+    doc: str
+
+
+def _layout_metric(store: Store, run: str) -> pd.DataFrame:
+    return layout_metric(store, run, LAYOUT_METRIC, "mean")
+
+
+ANALYSES: dict[str, Analysis] = {
+    a.name: a
+    for a in (
+        Analysis(
+            "step_breakdown",
+            step_breakdown,
+            "One row per (rank, step): Computing, Communication(Not Overlapped), "
+            "Overlapped, Communication, Free, Preparing, Stage, Bubble in ns (msprof-analyze definitions).",
+        ),
+        Analysis(
+            "temporal_breakdown",
+            temporal_breakdown,
+            "One row per device rank: HTA's idle / compute / non-compute time.",
+        ),
+        Analysis(
+            "communication_groups", comm_group_totals, "One row per communication group: ranks, ops, time, bytes."
+        ),
+        Analysis(
+            "communication",
+            communication_summary,
+            "One row per (rank, communication op): group, instance, elapsed, wait, transit, bytes, bandwidth.",
+        ),
+        Analysis(
+            "comm_bandwidth", comm_bandwidth, "One row per (rank, op, transport): bytes, transit time, bandwidth (B/s)."
+        ),
+        Analysis(
+            "comm_matrix",
+            comm_matrix,
+            "One row per link (group, op type, global src -> dst rank, transport): bytes, time, bandwidth.",
+        ),
+        Analysis(
+            "group_coverage",
+            group_coverage,
+            "One row per communication group of two or more ranks: its members and those profiled in the run.",
+        ),
+        Analysis(
+            "comm_per_rank",
+            comm_per_rank,
+            "One row per rank: communication ops, elapsed, wait, transit (producer's or estimated), bytes.",
+        ),
+        Analysis(
+            "transport_bandwidth",
+            transport_bandwidth,
+            "One row per (rank, transport): bytes, transit, bandwidth over the ops, min / max over single ops.",
+        ),
+        Analysis(
+            "rank_pairs",
+            rank_pairs,
+            "One row per (source, destination) rank pair summed over groups, op types, steps: bytes, time, bandwidth.",
+        ),
+        Analysis(
+            "collective_instances",
+            collective_instances,
+            "One row per collective instance (a call matched across its ranks): elapsed spread, slowest rank.",
+        ),
+        Analysis(
+            "slow_ranks",
+            slow_ranks,
+            "One row per rank: slow-rank votes (msprof-analyze: the shortest wait in an outlying collective).",
+        ),
+        Analysis(
+            "slow_rank_evidence", slow_rank_evidence, "One row per convicting collective: every member's elapsed time."
+        ),
+        Analysis(
+            "slow_links", slow_links, "One row per judged bandwidth set: the slow rank or link and its deviation."
+        ),
+        Analysis("slow_link_evidence", slow_link_evidence, "One row per evidence row of a slow link."),
+        Analysis(
+            "parallel_dims",
+            parallel_dims,
+            "One row per inferred parallel dimension (DP/TP/PP/CP/EP): size, groups, stride.",
+        ),
+        Analysis(
+            "parallel_layout", parallel_layout, "One row per rank: its coordinate in each inferred parallel dimension."
+        ),
+        Analysis(
+            "layout_metric", _layout_metric, f"parallel_layout with each rank's mean step time ({LAYOUT_METRIC})."
+        ),
+        Analysis(
+            "clock_offsets", clock_offsets, "One row per rank: clock offset to the reference rank, residual, warning."
+        ),
+        Analysis(
+            "advice",
+            advise,
+            "One row per advisor finding: rule, severity, title, detail, ranks, value, threshold, evidence.",
+        ),
+    )
+}
+
 __all__ = [
+    "ANALYSES",
+    "Analysis",
     "advise",
     "clock_offsets",
+    "collective_instances",
     "comm_bandwidth",
     "comm_group_totals",
     "comm_matrix",
+    "comm_per_rank",
     "communication_summary",
+    "group_coverage",
     "layout_metric",
     "parallel_dims",
     "parallel_layout",
+    "rank_pairs",
     "slow_link_evidence",
     "slow_links",
     "slow_rank_evidence",
     "slow_ranks",
     "step_breakdown",
     "temporal_breakdown",
+    "transport_bandwidth",
 ]

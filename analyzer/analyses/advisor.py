@@ -1,13 +1,22 @@
 """Advisor: first rules, each finding with the numbers and the events behind it.
 
-| rule | fires when | evidence |
-|---|---|---|
-| ``slow_rank`` | a rank got slow-rank votes (``slow_rank``), or a step-trace column differs across ranks by more than 5 % of its mean (msprof-analyze's cluster rule) | the convicting collectives with every member's elapsed time; the per-rank column values |
-| ``slow_link`` | a rank or link is slow (``slow_link``) | per-op bandwidth rows of the slow rank / the slow links |
-| ``high_free`` | Free > 10 % of the step time on a rank (mean over steps) | the biggest idle gaps: step, start, length, task before and after |
-| ``host_bound`` | > 10 % of the step time the device sits idle waiting for a task the host had not launched yet (the launch of the task after the gap came after the gap began) | the gaps with the next task, its launch call and launch time |
-| ``small_packets`` | more than 20 % of the ops on a transport move less than 16 MiB (SDMA, and intra-node HCCS/PCIE/SIO) or 1 MiB (RDMA, and Kineto messages) — msprof-analyze's packet rule | the small ops with size and transit time |
-| ``aicpu`` | AI CPU tasks longer than 20 µs on NPU input (msprof-analyze's AICPU rule) | the tasks by name: count, total and longest duration |
+Rules (when each fires; the evidence it keeps):
+
+- ``slow_rank``: a rank got slow-rank votes (``slow_rank``), or a step-trace column differs across
+  ranks by more than 5 % of its mean (msprof-analyze's cluster rule); the convicting collectives
+  with every member's elapsed time, the per-rank column values.
+- ``slow_link``: a rank or link is slow (``slow_link``); per-op bandwidth rows of the slow rank /
+  the slow links.
+- ``high_free``: Free > 10 % of the step time on a rank (mean over steps); the biggest idle gaps:
+  step, start, length, task before and after.
+- ``host_bound``: > 10 % of the step time the device sits idle waiting for a task the host had not
+  launched yet (the launch of the task after the gap came after the gap began); the gaps with the
+  next task, its launch call and launch time.
+- ``small_packets``: more than 20 % of the ops on a transport move less than 16 MiB (SDMA, and
+  intra-node HCCS/PCIE/SIO) or 1 MiB (RDMA, and Kineto messages), msprof-analyze's packet rule; the
+  small ops with size and transit time.
+- ``aicpu``: AI CPU tasks longer than 20 µs on NPU input (msprof-analyze's AICPU rule); the tasks
+  by name: count, total and longest duration.
 
 ``advise`` returns one row per finding: rule, severity (high / medium / low), title, detail (a
 sentence with the numbers), ranks, value, threshold, evidence (list of dicts).
@@ -186,7 +195,8 @@ def slow_link_findings(judged: pd.DataFrame, evidence: pd.DataFrame) -> list[dic
                     "slow_link",
                     "high",
                     f"Rank {r['slow_rank']} is slow on {tr}",
-                    f"step {r['step']}, group {r['group_name']}: {tr} bandwidth {r['min_bytes_per_s'] / 1e9:.2f} GB/s on rank "
+                    f"step {r['step']}, group {r['group_name']}: {tr} bandwidth "
+                    f"{r['min_bytes_per_s'] / 1e9:.2f} GB/s on rank "
                     f"{r['slow_rank']} vs {r['max_bytes_per_s'] / 1e9:.2f} GB/s on rank {r['fast_rank']} (gap "
                     f"{_pct(r['gap_ratio'])} of the mean, threshold {RATIO(SPREAD_THRESHOLD)}).",
                     [int(r["slow_rank"])],
@@ -219,7 +229,8 @@ def RATIO(x: float) -> str:
 
 def _device_names(con: duckdb.DuckDBPyConnection, run: str) -> pd.DataFrame:
     return con.execute(
-        "SELECT rank, name, ts_ns, ts_ns + dur_ns AS end_ns FROM kernels WHERE run = ? AND dur_ns > 0 ORDER BY rank, ts_ns",
+        "SELECT rank, name, ts_ns, ts_ns + dur_ns AS end_ns FROM kernels WHERE run = ? AND dur_ns > 0 "
+        "ORDER BY rank, ts_ns",
         [run],
     ).df()
 
@@ -293,7 +304,8 @@ def _gap_rules(store: Store, run: str, sb: pd.DataFrame) -> list[dict]:
                 "high_free",
                 "high" if share > 0.3 else "medium",
                 f"Rank {rank} is idle {_pct(share)} of the step",
-                f"Free (no task on {where}) is {_ms(free_ns[rank] / n_steps[rank])} of {_ms(step_ns[rank] / n_steps[rank])} "
+                f"Free (no task on {where}) is {_ms(free_ns[rank] / n_steps[rank])} of "
+                f"{_ms(step_ns[rank] / n_steps[rank])} "
                 f"step time on rank {rank} (mean over {n_steps[rank]} step{'s' if n_steps[rank] != 1 else ''}; "
                 f"{_pct(share)}, threshold {FREE_THRESHOLD:.0%}); the biggest idle gap is "
                 f"{_ms(top[0]['dur_ns']) if top else '-'}.",
@@ -335,8 +347,9 @@ def _gap_rules(store: Store, run: str, sb: pd.DataFrame) -> list[dict]:
                         "host_bound",
                         "high" if share > 0.3 else "medium",
                         f"Rank {rank} is host-bound",
-                        f"on rank {rank} the device waited {_ms(total)} over {n_steps[rank]} step(s) ({_pct(share)} of the step time, threshold "
-                        f"{HOST_BOUND_THRESHOLD:.0%}) in {len(bound)} idle gaps for tasks the host launched only after the "
+                        f"on rank {rank} the device waited {_ms(total)} over {n_steps[rank]} step(s) "
+                        f"({_pct(share)} of the step time, threshold {HOST_BOUND_THRESHOLD:.0%}) in {len(bound)} "
+                        f"idle gaps for tasks the host launched only after the "
                         f"device had gone idle: speed up dispatch (fewer, fused ops; graph mode; CPU binding).",
                         [rank],
                         share,
@@ -363,8 +376,9 @@ def _small_packet_rules(store: Store, run: str) -> list[dict]:
                     "small_packets",
                     "medium",
                     f"Small {transport} communication ({_pct(ratio)} of the ops)",
-                    f"{len(small)} of {len(g)} {transport} ops move less than {limit / (1 << 20):.0f} MiB (ratio {_pct(ratio)}, "
-                    f"threshold {SMALL_PACKET_RATIO:.0%}), {_ms(small['transit_ns'].sum())} of transit time: bucket gradients "
+                    f"{len(small)} of {len(g)} {transport} ops move less than {limit / (1 << 20):.0f} MiB "
+                    f"(ratio {_pct(ratio)}, threshold {SMALL_PACKET_RATIO:.0%}), "
+                    f"{_ms(small['transit_ns'].sum())} of transit time: bucket gradients "
                     f"(larger DDP buckets, fused collectives) or raise the batch size.",
                     [int(r) for r in small["rank"].unique()],
                     ratio,
@@ -396,7 +410,8 @@ def _aicpu_rules(store: Store, run: str) -> list[dict]:
             "aicpu",
             "medium",
             f"{df['name'].nunique()} AI CPU operator(s) longer than 20 µs",
-            f"{int(df['count'].sum())} AI CPU tasks longer than {AICPU_MIN_NS / 1000:.0f} µs, {_ms(df['total_ns'].sum())} in total "
+            f"{int(df['count'].sum())} AI CPU tasks longer than {AICPU_MIN_NS / 1000:.0f} µs, "
+            f"{_ms(df['total_ns'].sum())} in total "
             f"(longest {_ms(df['max_ns'].max())}, {df.iloc[0]['name']}): AI CPU runs operators the AI Core cannot "
             f"(often int64/double inputs); change the dtype or use an AI Core operator.",
             [int(r) for r in df["rank"].unique()],

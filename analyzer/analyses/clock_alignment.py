@@ -102,8 +102,8 @@ def align(con: duckdb.DuckDBPyConnection, run: str) -> Alignment:
     raw = collectives.load_ops(con, run)
     groups = collectives.load_groups(con, run)
     ranks = sorted(
-        set(int(r) for r in steps["rank"])
-        | set(int(r) for r in con.execute("SELECT DISTINCT rank FROM comm_ops WHERE run = ?", [run]).df()["rank"])
+        {int(r) for r in steps["rank"]}
+        | {int(r) for r in con.execute("SELECT DISTINCT rank FROM comm_ops WHERE run = ?", [run]).df()["rank"]}
     )
 
     def match(offsets: dict[int, int] | None, tol: int) -> tuple[pd.DataFrame, dict[str, tuple[int, ...]]]:

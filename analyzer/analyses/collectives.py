@@ -170,7 +170,7 @@ def attribute_groups(
     by_lane: dict[tuple, list[int]] = defaultdict(list)
     for i in worst:
         by_lane[(int(ops.at[i, "rank"]), lanes[i])].append(i)
-    for (rank, lane), rows in by_lane.items():
+    for (_rank, lane), rows in by_lane.items():
         if lane is None or (isinstance(lane, float) and np.isnan(lane)):
             for i in rows:
                 g = pick(worst[i])
@@ -232,7 +232,7 @@ def match_instances(ops: pd.DataFrame, members: dict[str, tuple[int, ...]]) -> p
     )
     ops["instance"] = np.where(ok, key, None)
     ops["n_seen"] = ops.groupby("instance")["rank"].transform("nunique").where(ops["instance"].notna())
-    present = set(int(r) for r in ops["rank"].unique())
+    present = {int(r) for r in ops["rank"].unique()}
     ops["n_members"] = ops["group_name"].map(
         lambda g: len(set(members.get(g, ())) & present) if isinstance(g, str) else None
     )

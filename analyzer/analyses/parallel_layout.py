@@ -93,7 +93,7 @@ def infer_layout(groups: pd.DataFrame, world: list[int]) -> tuple[pd.DataFrame, 
     n = len(world)
     recs: dict[tuple[int, ...], dict] = {}
     for r in groups.itertuples():
-        ranks = tuple(sorted(set(int(x) for x in r.ranks)))
+        ranks = tuple(sorted({int(x) for x in r.ranks}))
         if not ranks:
             continue
         rec = recs.setdefault(
@@ -243,7 +243,7 @@ def _group_records(store: Store, run: str) -> tuple[pd.DataFrame, list[int]]:
     df = pd.DataFrame(rows, columns=["group_name", "ranks", "label", "traffic", "source"])
     if not job_groups.empty:  # msprof-analyze's communication_group.json, read at ingest
         df = pd.concat([df, declared_group_frame(job_groups)], ignore_index=True)
-    world = sorted(set(int(r) for r in ranks) | {int(r) for m in df["ranks"] for r in m})
+    world = sorted({int(r) for r in ranks} | {int(r) for m in df["ranks"] for r in m})
     if ws and not pd.isna(ws) and int(ws) >= len(world):
         world = list(range(int(ws)))
     return df, world

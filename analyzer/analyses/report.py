@@ -16,63 +16,23 @@ import pandas as pd
 
 from ..format import is_missing, json_ready
 from ..store import Store, resolve_run
-from .advisor import advise
-from .clock_alignment import clock_offsets
-from .communication import comm_bandwidth, comm_group_totals, comm_matrix, communication_summary, group_coverage
-from .parallel_layout import layout_metric, parallel_dims, parallel_layout
-from .slow_link import slow_link_analysis
+from . import ANALYSES
 from .slow_rank import MIN_TESTABLE, slow_rank_analysis
-from .step_breakdown import step_breakdown
-from .temporal_breakdown import temporal_breakdown
 
-SECTIONS = (
-    "step_breakdown",
-    "temporal_breakdown",
-    "communication_groups",
-    "communication",
-    "comm_bandwidth",
-    "comm_matrix",
-    "group_coverage",
-    "slow_ranks",
-    "slow_rank_evidence",
-    "slow_links",
-    "slow_link_evidence",
-    "parallel_dims",
-    "parallel_layout",
-    "layout_metric",
-    "clock_offsets",
-    "advice",
-)
-LAYOUT_METRIC = "step_ns"  # the per-rank metric shown on the layout grid (mean over steps)
+SECTIONS = tuple(ANALYSES)  # the report's sections: every analysis, in the registry's order
 MAX_ROWS = 10  # rows of a long table printed in the text report
 
 
 def build_report(store: Store, run: str | None = None) -> dict[str, Any]:
-    """{"run": name, <section>: DataFrame, ...} for every section of ``SECTIONS`` (plus
-    ``slow_rank_skipped_groups``)."""
+    """{"run": name, <analysis>: DataFrame, ...} for every analysis of ``ANALYSES`` (plus
+    ``slow_rank_skipped_groups`` after ``slow_rank_evidence``)."""
     run = resolve_run(store, run)
-    votes, evidence, skipped = slow_rank_analysis(store, run)
-    links, link_evidence = slow_link_analysis(store, run)
-    return {
-        "run": run,
-        "step_breakdown": step_breakdown(store, run),
-        "temporal_breakdown": temporal_breakdown(store, run),
-        "communication_groups": comm_group_totals(store, run),
-        "communication": communication_summary(store, run),
-        "comm_bandwidth": comm_bandwidth(store, run),
-        "comm_matrix": comm_matrix(store, run),
-        "group_coverage": group_coverage(store, run),
-        "slow_ranks": votes,
-        "slow_rank_evidence": evidence,
-        "slow_rank_skipped_groups": skipped,
-        "slow_links": links,
-        "slow_link_evidence": link_evidence,
-        "parallel_dims": parallel_dims(store, run),
-        "parallel_layout": parallel_layout(store, run),
-        "layout_metric": layout_metric(store, run, LAYOUT_METRIC, "mean"),
-        "clock_offsets": clock_offsets(store, run),
-        "advice": advise(store, run),
-    }
+    out: dict[str, Any] = {"run": run}
+    for name, analysis in ANALYSES.items():
+        out[name] = analysis.compute(store, run)
+        if name == "slow_rank_evidence":
+            out["slow_rank_skipped_groups"] = slow_rank_analysis(store, run)[2]
+    return out
 
 
 def report_json(report: dict[str, Any]) -> str:

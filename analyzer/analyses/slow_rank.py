@@ -248,7 +248,7 @@ def _vote(ops: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
                 "elapsed_by_rank": dict(zip(ranks, [int(t) for t in times])),
             }
         )
-    all_ranks = sorted(set(int(r) for r in ops["rank"].unique()))
+    all_ranks = sorted({int(r) for r in ops["rank"].unique()})
     vdf = (
         pd.DataFrame(
             [
