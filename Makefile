@@ -51,6 +51,8 @@ demo: setup
 	$(VENV)/bin/analyze serve --store $(DEMO_STORE) --host $(HOST) --port $(PORT)
 
 test: setup-test
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 	$(PY) -m pytest -q
 
 clean:

@@ -113,7 +113,8 @@ CATALOG_TABLES: tuple[Table, ...] = (
             _c(
                 "capabilities",
                 "VARCHAR[]",
-                "What the data supports: operators, kernels, communication, comm_matrix, memory, stacks, shapes, steps, scalars.",
+                "What the data supports: operators, kernels, communication, comm_matrix, memory, stacks, shapes, "
+                "steps, scalars.",
             ),
             _c(
                 "missing",
@@ -145,7 +146,8 @@ CATALOG_TABLES: tuple[Table, ...] = (
     ),
     Table(
         "fact_files",
-        "The Parquet files that hold the facts: one per (table, collection). Only files listed here are part of the store.",
+        "The Parquet files that hold the facts: one per (table, collection). Only files listed here are part of the "
+        "store.",
         (
             _c("run", "VARCHAR", "Run."),
             _c("collection_id", "VARCHAR", "Collection."),
@@ -233,7 +235,8 @@ FACT_TABLES: tuple[Table, ...] = (
             _c(
                 "device_self_ns",
                 "BIGINT",
-                "Device time of the tasks the op launched itself (torch_npu operator_details.csv; db: tasks linked to the op), NULL when unknown.",
+                "Device time of the tasks the op launched itself (torch_npu operator_details.csv; db: tasks linked "
+                "to the op), NULL when unknown.",
             ),
             _c(
                 "device_total_ns",
@@ -286,7 +289,8 @@ FACT_TABLES: tuple[Table, ...] = (
     ),
     Table(
         "comm_ops",
-        "Communication operations per rank (collectives and point-to-point), with wait/transit split when the producer gives it.",
+        "Communication operations per rank (collectives and point-to-point), with wait/transit split when the "
+        "producer gives it.",
         FACT_KEY
         + (
             _c("step", "INTEGER", "Step id when known."),
@@ -298,7 +302,8 @@ FACT_TABLES: tuple[Table, ...] = (
             _c(
                 "op_type",
                 "VARCHAR",
-                "Normalised type: allreduce, allgather, reduce_scatter, broadcast, alltoall, send, recv, barrier, reduce, gather, scatter, other.",
+                "Normalised type: allreduce, allgather, reduce_scatter, broadcast, alltoall, send, recv, barrier, "
+                "reduce, gather, scatter, other.",
             ),
             _c("group_name", "VARCHAR", "Communication group key (HCCL group hash or process group name)."),
             _c("group_ranks", "INTEGER[]", "Global ranks of the group when known."),
@@ -463,13 +468,15 @@ FACT_TABLES: tuple[Table, ...] = (
     ),
     Table(
         "statistics",
-        "Aggregates written by the producer (op_statistic.csv, api_statistic.csv); for the torch_npu db export, which has no such files, computed at ingest from its kernels and CANN API rows with the same definitions.",
+        "Aggregates written by the producer (op_statistic.csv, api_statistic.csv); for the torch_npu db export, "
+        "which has no such files, computed at ingest from its kernels and CANN API rows with the same definitions.",
         FACT_KEY
         + (
             _c(
                 "kind",
                 "VARCHAR",
-                "op_statistic | api_statistic | communication_statistic (msprof) | cpu_op_type / cpu_op_detail (MindSpore host CPU ops) | op_detail (legacy MindSpore per-op average).",
+                "op_statistic | api_statistic | communication_statistic (msprof) | cpu_op_type / cpu_op_detail "
+                "(MindSpore host CPU ops) | op_detail (legacy MindSpore per-op average).",
             ),
             _c("level", "VARCHAR", "API level (acl, runtime, node, hccl) for api_statistic."),
             _c("name", "VARCHAR", "OP Type or API Name."),
@@ -497,7 +504,8 @@ FACT_TABLES: tuple[Table, ...] = (
     ),
     Table(
         "scalars",
-        "Per-step training scalars written by the collector (step wall time, loss, ...), every step, not only profiled ones.",
+        "Per-step training scalars written by the collector (step wall time, loss, ...), every step, not only "
+        "profiled ones.",
         FACT_KEY
         + (
             _c("step", "INTEGER", "Step number as counted by the collector."),

@@ -217,7 +217,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  with a no-op step() (control)      {show(res['control'])}   <- the harness's own noise")
             print(f"  collector minus control            {show(res['net'])}")
             print(
-                f"  the collector's step() alone, timed right after each real step: median {res['call_median'] / 1000:.1f} µs, "
+                "  the collector's step() alone, timed right after each real step: median "
+                f"{res['call_median'] / 1000:.1f} µs, "
                 f"mean {res['call_mean'] / 1000:.1f} µs, p99 {res['call_p99'] / 1000:.1f} µs "
                 f"= {100 * res['call_mean'] / STEP_NS:.3f} % of a 10 ms step (mean)"
             )

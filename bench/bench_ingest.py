@@ -115,7 +115,7 @@ def measure(tool: str, cmd: list[str], sample: bool) -> Measured:
     """Run ``cmd`` (it prints one JSON line last) and wait for it. With ``sample``, the memory of its
     process tree is sampled every 40 ms meanwhile (that costs CPU: timed rounds do not sample)."""
     t0 = time.perf_counter()
-    errf = tempfile.TemporaryFile(mode="w+")
+    errf = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 - read and closed once the process has ended
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=errf, text=True, env=_env())
     peak_pss = peak_rss = 0
     peak_n = 0
@@ -316,7 +316,8 @@ def main(argv: list[str] | None = None) -> int:
                         else f"CPU {m.cpu_seconds:6.2f} s"
                     )
                     print(
-                        f"  {kind} round {r + 1} {tool:5s} {m.seconds:7.2f} s (process {m.wall_seconds:6.2f} s)  {what}",
+                        f"  {kind} round {r + 1} {tool:5s} {m.seconds:7.2f} s (process {m.wall_seconds:6.2f} s)  "
+                        f"{what}",
                         flush=True,
                     )
         if single_files:
@@ -362,7 +363,8 @@ def main(argv: list[str] | None = None) -> int:
         }
         print(
             f"  {tool:5s} time {_fmt(timed[tool], 'seconds', ' s')}  CPU {_fmt(timed[tool], 'cpu_seconds', ' s')}\n"
-            f"        peak PSS {_fmt(sampled[tool], 'peak_pss_mb', ' MB')}  peak RSS {_fmt(sampled[tool], 'peak_rss_mb', ' MB')}"
+            f"        peak PSS {_fmt(sampled[tool], 'peak_pss_mb', ' MB')}  peak RSS "
+            f"{_fmt(sampled[tool], 'peak_rss_mb', ' MB')}"
         )
     mm = summary["median"]  # type: ignore[assignment]
     if "ours" in tools and "hta" in tools:
@@ -371,7 +373,8 @@ def main(argv: list[str] | None = None) -> int:
         per_round = [hm.seconds / om.seconds for om, hm in zip(timed["ours"], timed["hta"])]
         mem = o["peak_pss_mb"] / h["peak_pss_mb"]
         print(
-            f"\n  HTA load time / our ingest time   {speed:6.2f}x  (each round: {', '.join(f'{x:.2f}' for x in per_round)})"
+            f"\n  HTA load time / our ingest time   {speed:6.2f}x  "
+            f"(each round: {', '.join(f'{x:.2f}' for x in per_round)})"
             f"   target >= 8: {'OK' if speed >= 8 else 'MISSED'}"
         )
         print(

@@ -92,8 +92,8 @@ def make_scaled(dst: Path, scale: int) -> None:
                         if step_i is not None and r2[step_i].strip():
                             r2[step_i] = str(50 + k)
                         w.writerow(r2)
-        for name in ("communication.json", "communication_matrix.json", "step_trace_time.csv"):
-            pass  # one step's worth, as written (still read; not scaled)
+        # communication.json, communication_matrix.json, step_trace_time.csv: one step's worth, as
+        # written (still read; not scaled)
 
 
 BASELINE = r"""

@@ -89,7 +89,7 @@ class ScalarsWriter:
         )
         if self._f is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._f = open(self.path, "a", encoding="utf-8")
+            self._f = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - kept open across steps, closed by close()
         self._f.write(lines)
         self._f.flush()
         self._pending.clear()

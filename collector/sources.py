@@ -101,7 +101,8 @@ def from_mapping(data: Any, source: str | None = None) -> ProfilerConfig:
         return ProfilerConfig.from_dict(data, source)
     raise ConfigError(
         [
-            "no profiling options found (expected a tools.json 'profile' section, the collector's keys, or mindformers profile_* keys)"
+            "no profiling options found (expected a tools.json 'profile' section, the collector's keys, or "
+            "mindformers profile_* keys)"
         ],
         source,
     )

@@ -54,7 +54,7 @@ def test_gloo_groups_attributed_from_the_threads(gloo4):
         ops, members = collectives.instances(con, "gloo4")
     coll = ops[~ops["is_p2p"]]
     assert coll["group_name"].notna().all()
-    by_size = {g: m for g, m in members.items()}
+    by_size = dict(members)
     world = next(g for g, m in by_size.items() if m == (0, 1, 2, 3))
     dp0 = next(g for g, m in by_size.items() if m == (0, 1))
     dp1 = next(g for g, m in by_size.items() if m == (2, 3))
@@ -153,7 +153,8 @@ def test_slow_rank_votes_match_msprof_analyze(gloo4):
 def _shift_rank(src: Path, dst: Path, rank: int, shift_ns: int) -> None:
     shutil.copytree(src, dst)
     path = next((dst / f"rank_{rank}").glob("*.json.gz"))
-    text = gzip.open(path, "rt").read()
+    with gzip.open(path, "rt") as f:
+        text = f.read()
     text, n = re.subn(
         r'"baseTimeNanoseconds": (\d+)', lambda m: f'"baseTimeNanoseconds": {int(m.group(1)) + shift_ns}', text
     )
@@ -193,7 +194,8 @@ def _shift_events(dst: Path, rank: int, shift_ns: int) -> None:
     import json
 
     path = next((dst / f"rank_{rank}").glob("*.json.gz"))
-    doc = json.load(gzip.open(path, "rt"))
+    with gzip.open(path, "rt") as f:
+        doc = json.load(f)
     n = 0
     for e in doc["traceEvents"]:
         if isinstance(e.get("ts"), (int, float)):

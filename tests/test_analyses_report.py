@@ -173,7 +173,7 @@ def test_advisor_npu_rules(tmp_path):
     store = ingest(NPU_TEXT, tmp_path / "store2", "npu")
     adv = advise(store, "npu")
     hb = adv[adv["rule"] == "host_bound"]
-    assert set(r for rs in hb["ranks"] for r in rs) == {0, 1}
+    assert {r for rs in hb["ranks"] for r in rs} == {0, 1}
     for ev in hb["evidence"]:
         for g in ev:
             assert g["launch_ns"] > g["start_ns"] and g["next_task"] == g["task_after"]

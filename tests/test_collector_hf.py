@@ -43,9 +43,11 @@ class M(nn.Module):
         return {"loss": nn.functional.cross_entropy(logits, labels), "logits": logits}
 
 out = sys.argv[1]
-args = TrainingArguments(output_dir=out + "/hf", per_device_train_batch_size=8, max_steps=6, logging_steps=2, report_to=[],
-                         save_strategy="no", use_cpu=True, disable_tqdm=True, dataloader_num_workers=0)
-cb = RankscopeTrainerCallback({"backend": "torch", "static_param": {"start_step": 2, "end_step": 4, "save_path": out + "/prof"}})
+args = TrainingArguments(output_dir=out + "/hf", per_device_train_batch_size=8, max_steps=6, logging_steps=2,
+                         report_to=[], save_strategy="no", use_cpu=True, disable_tqdm=True, dataloader_num_workers=0)
+cb = RankscopeTrainerCallback(
+    {"backend": "torch", "static_param": {"start_step": 2, "end_step": 4, "save_path": out + "/prof"}}
+)
 trainer = Trainer(model=M(), args=args, train_dataset=DS(), callbacks=[cb])
 trainer.train()
 print("LOG_HISTORY " + json.dumps(trainer.state.log_history))

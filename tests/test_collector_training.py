@@ -1,4 +1,5 @@
-"""The collector in real torch 2.13 CPU training processes (1 rank, and 2 ranks over gloo under torchrun), and what ingest makes of it.
+"""The collector in real torch 2.13 CPU training processes (1 rank, and 2 ranks over gloo under torchrun),
+and what ingest makes of it.
 
 Training runs in child processes (tests/collector_scripts/), so this test process never imports
 torch. Every check compares the files the collector wrote (and the store after `analyze ingest`)

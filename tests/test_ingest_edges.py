@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from helpers import REPO, analyze, analyze_json, query, trace_events
 
-from analyzer.ingest.discover import discover
 from analyzer.ingest import ingest
+from analyzer.ingest.discover import discover
 from analyzer.store import Store
 
 SAMPLES = REPO / "sample_data"

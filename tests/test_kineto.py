@@ -216,7 +216,8 @@ def test_capabilities_follow_what_the_trace_holds(store: Store) -> None:
 
 def test_nccl_kernels_and_late_time_base(store: Store) -> None:
     (path,) = traces("hta_nccl")
-    raw = gzip.open(path).read()
+    with gzip.open(path) as f:
+        raw = f.read()
     assert raw.rstrip().endswith(b"}") and raw.rfind(b'"baseTimeNanoseconds"') > raw.rfind(b'"traceEvents"')
     evs, (meta,) = events_of([path])
     base = int(meta["baseTimeNanoseconds"])
@@ -413,7 +414,9 @@ def test_staged_rows_spilled_to_disk_give_the_same_tables(
         "comm_ops": "SELECT count(*), sum(bytes), sum(ts_ns) FROM comm_ops",
         "steps": "SELECT count(*), sum(start_ns), sum(end_ns) FROM steps",
         "memory": "SELECT count(*), sum(allocated_bytes), sum(ts_ns) FROM memory_samples",
-        "operator_memory": "SELECT count(*), sum(size_bytes), count(name), sum(coalesce(release_ns, 0)) FROM operator_memory",
+        "operator_memory": (
+            "SELECT count(*), sum(size_bytes), count(name), sum(coalesce(release_ns, 0)) FROM operator_memory"
+        ),
     }
     for run in ("hta_nccl", "kineto_gloo_2rank"):
         for name, q in sql.items():

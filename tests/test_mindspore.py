@@ -98,7 +98,8 @@ def test_cpu_ops_match_trace_view_exactly(two_ranks: tuple[Path, Path]) -> None:
         )
         lanes = q(
             store,
-            f"SELECT process, lane_group, sum(n_slices) AS n FROM lanes WHERE rank = {rank} GROUP BY ALL ORDER BY process",
+            f"SELECT process, lane_group, sum(n_slices) AS n FROM lanes WHERE rank = {rank} GROUP BY ALL ORDER BY "
+            "process",
         )
         assert [(x["process"], x["lane_group"]) for x in lanes] == [("CPU OP", "host"), ("Scope Layer", "host")]
         # collectives run as CPU ops on this backend: they are the communication time
@@ -219,7 +220,8 @@ def test_legacy_flat_files(tmp_path: Path) -> None:
         fw = {r["full_op_name"]: r for r in csv.DictReader(f)}
     k = q(
         store,
-        "SELECT core_type, count(*) AS n, sum(dur_ns) AS d, min(ts_ns) AS t0 FROM kernels GROUP BY core_type ORDER BY core_type",
+        "SELECT core_type, count(*) AS n, sum(dur_ns) AS d, min(ts_ns) AS t0 FROM kernels GROUP BY core_type ORDER "
+        "BY core_type",
     )
     assert k == [
         {"core_type": "AI_CORE", "n": len(tl), "d": sum(ms_ns(r[3]) for r in tl), "t0": min(ms_ns(r[2]) for r in tl)},
@@ -331,7 +333,8 @@ def test_mindspore_24_profiler_folder_and_unfinished_parse(tmp_path: Path) -> No
     assert (c["rank"], c["rank_source"], c["producer"], c["status"]) == (1, "rank_dir_name", "mindspore", "complete")
     flat = q(
         store,
-        "SELECT path, status, error FROM source_files WHERE path LIKE 'profiler/%' AND path NOT LIKE 'profiler/rank-1_%'",
+        "SELECT path, status, error FROM source_files WHERE path LIKE 'profiler/%' AND path NOT LIKE "
+        "'profiler/rank-1_%'",
     )
     assert flat and all(f["status"] == "ignored" for f in flat)
     assert any("output_timeline_data_1.txt" in f["path"] and "ascend_ms folder next to it" in f["error"] for f in flat)

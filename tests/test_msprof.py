@@ -86,7 +86,8 @@ def test_real_op_summary_lands_in_kernels_with_exact_ns(cann8: Path) -> None:
     assert cols == [{"producer": "msprof", "rank": 0, "rank_source": "single", "status": "complete"}]
     k = q(
         cann8,
-        "SELECT kernel_id, name, core_type, stream_id, task_id, ts_ns, dur_ns, wait_ns, block_dim, mix_block_dim FROM kernels ORDER BY kernel_id",
+        "SELECT kernel_id, name, core_type, stream_id, task_id, ts_ns, dur_ns, wait_ns, block_dim, mix_block_dim "
+        "FROM kernels ORDER BY kernel_id",
     )
     assert len(k) == len(src) == 3
     for got, want in zip(k, src):
@@ -129,7 +130,8 @@ def test_real_statistics_and_task_time(cann8: Path) -> None:
     api = rows(next(out.glob("api_statistic_*.csv")))
     got = q(
         cann8,
-        "SELECT level, name, count, total_ns, variance_ns2 FROM statistics WHERE kind = 'api_statistic' ORDER BY level, name",
+        "SELECT level, name, count, total_ns, variance_ns2 FROM statistics WHERE kind = 'api_statistic' ORDER BY "
+        "level, name",
     )
     assert len(got) == len(api)
     want = {(r["Level"], r["API Name"]): r for r in api}
@@ -177,7 +179,8 @@ def test_sliced_op_summary_is_one_file_in_slice_order(constructed: Path) -> None
     src = rows(next(out.glob("op_summary_slice_0_*.csv"))) + rows(next(out.glob("op_summary_slice_1_*.csv")))
     k = q(
         constructed,
-        "SELECT kernel_id, name, is_communication, ts_ns, dur_ns, input_shapes FROM kernels WHERE rank = 0 ORDER BY kernel_id",
+        "SELECT kernel_id, name, is_communication, ts_ns, dur_ns, input_shapes FROM kernels WHERE rank = 0 ORDER BY "
+        "kernel_id",
     )
     assert [x["kernel_id"] for x in k] == [0, 1, 2, 3]
     assert [x["name"] for x in k] == [r["Op Name"] for r in src]
@@ -215,7 +218,8 @@ def test_memory_files_are_kilobytes(constructed: Path) -> None:
     npu = rows(next(out.glob("npu_mem_*.csv")))
     got = q(
         constructed,
-        "SELECT component, ts_ns, reserved_bytes FROM memory_samples WHERE rank = 0 AND source = 'npu_mem' ORDER BY ts_ns, component",
+        "SELECT component, ts_ns, reserved_bytes FROM memory_samples WHERE rank = 0 AND source = 'npu_mem' ORDER BY "
+        "ts_ns, component",
     )
     want = sorted(
         (
@@ -228,7 +232,8 @@ def test_memory_files_are_kilobytes(constructed: Path) -> None:
     assert sorted((g["component"], g["ts_ns"], g["reserved_bytes"]) for g in got) == sorted(want)
     mod = q(
         constructed,
-        "SELECT component, reserved_bytes FROM memory_samples WHERE rank = 0 AND source = 'npu_module_mem' ORDER BY component",
+        "SELECT component, reserved_bytes FROM memory_samples WHERE rank = 0 AND source = 'npu_module_mem' ORDER BY "
+        "component",
     )
     assert mod == [
         {"component": "HCCL", "reserved_bytes": round(1024.5 * 1024)},
@@ -236,7 +241,8 @@ def test_memory_files_are_kilobytes(constructed: Path) -> None:
     ]  # -1 = unknown
     ge = q(
         constructed,
-        "SELECT allocated_bytes, reserved_bytes FROM memory_samples WHERE rank = 0 AND source = 'memory_record' ORDER BY ts_ns",
+        "SELECT allocated_bytes, reserved_bytes FROM memory_samples WHERE rank = 0 AND source = 'memory_record' "
+        "ORDER BY ts_ns",
     )
     assert ge == [
         {"allocated_bytes": 512 * 1024, "reserved_bytes": 2048 * 1024},
@@ -244,7 +250,8 @@ def test_memory_files_are_kilobytes(constructed: Path) -> None:
     ]
     om = q(
         constructed,
-        "SELECT name, size_bytes, alloc_ns, release_ns, duration_ns, alloc_allocated_bytes FROM operator_memory WHERE rank = 0",
+        "SELECT name, size_bytes, alloc_ns, release_ns, duration_ns, alloc_allocated_bytes FROM operator_memory "
+        "WHERE rank = 0",
     )
     r = rows(next(out.glob("operator_memory_*.csv")))[0]
     alloc = us_ns(r["Allocation Time(us)"])

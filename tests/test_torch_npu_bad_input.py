@@ -108,7 +108,8 @@ def test_crlf_lf_and_bom_read_alike(ingested: tuple[Path, Store, str]) -> None:
     for name in ("kernel_details.csv", "operator_details.csv", "memory_record.csv"):
         assert f_of(store, 1, name)["status"] == "ok"
     for sql in (
-        "SELECT rank, count(*), sum(dur_ns), sum(ts_ns - 1736408883000000000), count(input_shapes) FROM kernels GROUP BY rank",
+        "SELECT rank, count(*), sum(dur_ns), sum(ts_ns - 1736408883000000000), count(input_shapes) FROM kernels "
+        "GROUP BY rank",
         "SELECT rank, count(device_self_ns), sum(device_total_ns) FROM operators GROUP BY rank",
         "SELECT rank, count(*), sum(reserved_bytes) FROM memory_samples GROUP BY rank",
     ):
@@ -174,8 +175,8 @@ def test_corrupt_and_foreign_sqlite(ingested: tuple[Path, Store, str]) -> None:
 
 def test_csv_chunks_read_like_one_table(tmp_path: Path) -> None:
     """iter_csv in small chunks gives the rows read_csv gives, cut last row included."""
-    from analyzer.readers.common.csvfile import iter_csv, read_csv
     from analyzer.readers.ascend.kernels import KERNEL_COLS
+    from analyzer.readers.common.csvfile import iter_csv, read_csv
 
     src = tmp_path / "kernel_details.csv"
     shutil.copy(TEXT / OUT / "kernel_details.csv", src)

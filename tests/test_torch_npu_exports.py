@@ -89,7 +89,8 @@ def test_text_kernel_metrics(store: Store) -> None:
         r["metric"]: r["value"]
         for r in q(
             store,
-            f"SELECT metric, value FROM kernel_metrics WHERE run = 'torch_npu_text_level1' AND rank = 0 AND kernel_id = {idx}",
+            "SELECT metric, value FROM kernel_metrics WHERE run = 'torch_npu_text_level1' AND rank = 0 AND "
+            f"kernel_id = {idx}",
         )
     }
     assert got["aic_mac_ratio"] == float(rows[idx]["aic_mac_ratio"])
@@ -179,7 +180,8 @@ def test_text_memory_and_step_trace(store: Store) -> None:
     rows = csv_rows(text_file(0, "memory_record.csv"))
     mem = q(
         store,
-        "SELECT * FROM memory_samples WHERE run = 'torch_npu_text_level1' AND rank = 0 AND source = 'memory_record' ORDER BY ts_ns",
+        "SELECT * FROM memory_samples WHERE run = 'torch_npu_text_level1' AND rank = 0 AND source = 'memory_record' "
+        "ORDER BY ts_ns",
     )
     assert len(mem) == len(rows)
     pta = next(r for r in rows if r["Component"] == "PTA")
@@ -189,7 +191,8 @@ def test_text_memory_and_step_trace(store: Store) -> None:
     mod = csv_rows(text_file(0, "npu_module_mem.csv"))
     n_mod = q(
         store,
-        "SELECT count(*) AS n FROM memory_samples WHERE run = 'torch_npu_text_level1' AND rank = 0 AND source = 'npu_module_mem'",
+        "SELECT count(*) AS n FROM memory_samples WHERE run = 'torch_npu_text_level1' AND rank = 0 AND source = "
+        "'npu_module_mem'",
     )
     assert n_mod[0]["n"] == len(mod)
     om = csv_rows(text_file(0, "operator_memory.csv"))
@@ -294,7 +297,8 @@ def test_db_communication_and_memory(store: Store, rank: int) -> None:
     mem = sqlite_rows(rank, "SELECT timestamp, totalAllocated, totalReserved FROM MEMORY_RECORD")
     got_mem = q(
         store,
-        f"SELECT ts_ns, allocated_bytes, reserved_bytes FROM memory_samples WHERE run = '{run}' AND rank = {rank} AND source = 'MEMORY_RECORD'",
+        f"SELECT ts_ns, allocated_bytes, reserved_bytes FROM memory_samples WHERE run = '{run}' AND rank = {rank} "
+        "AND source = 'MEMORY_RECORD'",
     )
     assert sorted((m["ts_ns"], m["allocated_bytes"], m["reserved_bytes"]) for m in got_mem) == sorted(mem)
     links = q(
@@ -351,14 +355,17 @@ def test_text_and_db_agree_on_counts_and_kinds(store: Store) -> None:
         "SELECT run, rank, transport, packet_size_bytes IS NULL, count(*) FROM comm_bandwidth GROUP BY ALL",
         # allocator records per component (the same program allocates the same way); periodic samples
         # (APP, driver modules) differ by a tick between runs; CANN names module 74 'AML' in the CSV, 'AMP' in the db
-        "SELECT run, rank, component, count(*) FROM memory_samples WHERE component IN ('PTA', 'GE', 'PTA+GE') GROUP BY ALL",
+        "SELECT run, rank, component, count(*) FROM memory_samples WHERE component IN ('PTA', 'GE', 'PTA+GE') GROUP "
+        "BY ALL",
         "SELECT run, rank, count(DISTINCT component) FROM memory_samples GROUP BY ALL",
         "SELECT run, rank, name, core_type, count FROM statistics WHERE kind = 'op_statistic'",
         "SELECT run, rank, local_rank FROM comm_groups",
         # (Python threads differ between runs; OVERLAP_ANALYSIS is in the rank 0 db only, added by MindStudio Insight)
-        "SELECT run, rank, process, lane_group, count(*) FROM lanes WHERE process NOT IN ('Python', 'Overlap Analysis') GROUP BY ALL",
+        "SELECT run, rank, process, lane_group, count(*) FROM lanes WHERE process NOT IN ('Python', 'Overlap "
+        "Analysis') GROUP BY ALL",
         # same capabilities, except l2_cache: the db export has no l2_cache table
-        "SELECT run, rank, level, status, array_to_string(list_sort(list_filter(capabilities, lambda c: c <> 'l2_cache')), ',') FROM collections",
+        "SELECT run, rank, level, status, array_to_string(list_sort(list_filter(capabilities, lambda c: c <> "
+        "'l2_cache')), ',') FROM collections",
     ]
     for sql in same:
         got = _per_run(store, sql)

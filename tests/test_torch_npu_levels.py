@@ -44,15 +44,16 @@ def test_level0(store: Store, export: str) -> None:
     c = collection(store, run)
     assert c["level"] == "Level0" and c["status"] == "complete" and c["rank"] == 0
     assert (
-        "Level0: no communication matrix and no wait/transit split (communication.json and communication_matrix.json are written from Level1)"
-        in c["missing"]
+        "Level0: no communication matrix and no wait/transit split (communication.json and "
+        "communication_matrix.json are written from Level1)" in c["missing"]
     )
     assert any(m.startswith("Level0: kernels have no op type") for m in c["missing"])
     assert {"kernels", "communication", "steps"} <= c["capabilities"]
     assert "comm_matrix" not in c["capabilities"] and "runtime_api" not in c["capabilities"]
     k = q(
         store,
-        f"SELECT is_communication, count(*) AS n, count(op_type) AS typed FROM kernels WHERE run = '{run}' GROUP BY ALL",
+        f"SELECT is_communication, count(*) AS n, count(op_type) AS typed FROM kernels WHERE run = '{run}' GROUP BY "
+        "ALL",
     )
     by = {r["is_communication"]: r for r in k}
     assert by[False]["n"] == 187 and by[True]["n"] == 4
@@ -64,14 +65,12 @@ def test_level0(store: Store, export: str) -> None:
 
 
 def test_level0_text_values(store: Store) -> None:
-    rows = list(
-        csv.DictReader(
-            open(DATA / "torch_npu_text_level0" / "rank0_ascend_pt" / OUT / "kernel_details.csv", newline="")
-        )
-    )
+    with open(DATA / "torch_npu_text_level0" / "rank0_ascend_pt" / OUT / "kernel_details.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
     got = q(
         store,
-        "SELECT name, ts_ns, dur_ns, core_type, step FROM kernels WHERE run = 'torch_npu_text_level0' ORDER BY kernel_id",
+        "SELECT name, ts_ns, dur_ns, core_type, step FROM kernels WHERE run = 'torch_npu_text_level0' ORDER BY "
+        "kernel_id",
     )
     assert [g["name"] for g in got] == [r["Name"] for r in rows]
     assert got[0]["ts_ns"] == int(rows[0]["Start Time(us)"].strip().replace(".", ""))
@@ -106,7 +105,7 @@ def test_2023_text_export(store: Store) -> None:
     kd = files["rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/kernel_details.csv"]
     assert kd["status"] == "warning" and "cell count different from the header" in kd["error"]
     with open(root / "kernel_details.csv", newline="") as f:
-        rows = [r for r in csv.reader(f)]
+        rows = list(csv.reader(f))
     header, body = rows[0], [r for r in rows[1:] if len(r) == len(rows[0])]
     got = q(store, "SELECT * FROM kernels WHERE run = 'torch_npu_text_2023' AND rank = 0 ORDER BY kernel_id")
     assert len(got) == len(body)
@@ -119,7 +118,8 @@ def test_2023_text_export(store: Store) -> None:
     assert (
         q(
             store,
-            "SELECT count(*) AS n FROM kernel_metrics WHERE run = 'torch_npu_text_2023' AND metric LIKE '%_bw_bytes_per_s'",
+            "SELECT count(*) AS n FROM kernel_metrics WHERE run = 'torch_npu_text_2023' AND metric LIKE "
+            "'%_bw_bytes_per_s'",
         )[0]["n"]
         > 0
     )

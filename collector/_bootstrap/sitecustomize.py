@@ -17,7 +17,7 @@ def _rankscope_boot() -> None:
             sys.path.append(os.path.dirname(os.path.dirname(here)))
             from collector.autorun import install_from_env
         install_from_env()
-    except Exception as exc:  # never break the user's program
+    except Exception as exc:  # noqa: BLE001 - never break the user's program
         sys.stderr.write(f"rankscope collector: not active: {type(exc).__name__}: {exc}\n")
     for entry in list(sys.path):
         try:
@@ -34,7 +34,7 @@ def _rankscope_boot() -> None:
                 mod = importlib.util.module_from_spec(spec)
                 try:
                     spec.loader.exec_module(mod)
-                except Exception as exc:
+                except Exception as exc:  # noqa: BLE001 - the shadowed file's failure must not stop the user's program
                     sys.stderr.write(f"rankscope collector: {cand} failed: {type(exc).__name__}: {exc}\n")
             break
 

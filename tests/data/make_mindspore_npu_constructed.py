@@ -136,7 +136,8 @@ def one_rank(rank: int) -> None:
     (out / "trace_view.json").write_text(json.dumps(ev))
     write_csv(
         out / "kernel_details.csv",
-        "Step ID,Model ID,Task ID,Stream ID,Name,Type,OP State,Accelerator Core,Start Time(us),Duration(us),Wait Time(us),Block Dim",
+        "Step ID,Model ID,Task ID,Stream ID,Name,Type,OP State,Accelerator Core,Start Time(us),Duration(us),Wait "
+        "Time(us),Block Dim",
         [
             f"3,4294967295,11,5,MatMul_kernel,MatMul,dynamic,AI_CORE,{us('60.000')}\t,80.500,0,8",
             f"3,4294967295,N/A,N/A,hcom_allReduce__101_0_1,hcom_allReduce_,N/A,HCCL,{us('410.000')}\t,35.250,269.500,0",

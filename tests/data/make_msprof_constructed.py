@@ -28,8 +28,10 @@ BASE_US = 1767225610000000  # 2026-01-01 00:00:10 UTC in µs
 
 OP_SUMMARY_HEADER = (
     "Device_id,Model ID,Task ID,Stream ID,Op Name,OP Type,OP State,Task Type,Task Start Time(us),Task Duration(us),"
-    "Task Wait Time(us),Block Dim,Mix Block Dim,HF32 Eligible,Input Shapes,Input Data Types,Input Formats,Output Shapes,"
-    "Output Data Types,Output Formats,Context ID,aicore_time(us),aic_total_cycles,aic_mac_ratio,aiv_time(us),aiv_vec_ratio,"
+    "Task Wait Time(us),Block Dim,Mix Block Dim,HF32 Eligible,Input Shapes,Input Data Types,Input Formats,Output "
+    "Shapes,"
+    "Output Data Types,Output Formats,Context "
+    "ID,aicore_time(us),aic_total_cycles,aic_mac_ratio,aiv_time(us),aiv_vec_ratio,"
     "cube_utilization(%)"
 )
 
@@ -302,7 +304,8 @@ def exported(prof: Path, dev: int, sliced: bool) -> None:
     )
     write_csv(
         out / f"operator_memory_{TS}.csv",
-        "Device_id,Name,Size(KB),Allocation Time(us),Duration(us),Allocation Total Allocated(KB),Allocation Total Reserved(KB),"
+        "Device_id,Name,Size(KB),Allocation Time(us),Duration(us),Allocation Total Allocated(KB),Allocation Total "
+        "Reserved(KB),"
         "Release Total Allocated(KB),Release Total Reserved(KB),Device",
         [f"{dev},cann::Graph_1,256.5,{us('120.000')}\t,80.250,768.5,2048,512,2048,NPU:{dev}"],
     )

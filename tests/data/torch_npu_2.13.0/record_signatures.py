@@ -101,9 +101,13 @@ def record(wheel: Path) -> dict[str, Any]:
     const_cls = _find(trees[PROF + "analysis/prof_common_func/_constant.py"], "Constant")
     constants: dict[str, Any] = {}
     for node in const_cls.body:  # type: ignore[attr-defined]
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            if isinstance(node.value, ast.Constant):
-                constants[node.targets[0].id] = node.value.value
+        if (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+            and isinstance(node.value, ast.Constant)
+        ):
+            constants[node.targets[0].id] = node.value.value
     prof_tree = trees[PROF + "profiler.py"]
     exp_tree = trees[PROF + "experimental_config.py"]
     sched_tree = trees[PROF + "scheduler.py"]
@@ -135,7 +139,8 @@ def record(wheel: Path) -> dict[str, Any]:
         "wheel_sha256": hashlib.sha256(wheel.read_bytes()).hexdigest(),
         "torch_npu_version": version,
         "note": "Read with ast from the wheel's Python sources; nothing was imported or executed. "
-        "ProfilerActivity is a C++ enum (torch_npu._C._profiler): its members are the ones the Python sources reference.",
+        "ProfilerActivity is a C++ enum (torch_npu._C._profiler): its members are the ones the Python sources "
+        "reference.",
         "torch_npu.profiler.__all__": init_all,
         "profile.__init__": _params(_method(profile_cls, "__init__")),  # type: ignore[arg-type]
         "profile.__init__.self_attributes": _self_attrs(_method(profile_cls, "__init__")),  # type: ignore[arg-type]
