@@ -7,6 +7,7 @@ from typing import Any
 import pandas as pd
 
 from .store import RUNS_SQL, Store, resolve_run
+from .vocabulary import computes_sql
 
 PROBLEMS_SQL = """
 SELECT f.run, f.path, f.status, f.reader, f.error
@@ -30,7 +31,7 @@ def problems(store: Store, run: str | None = None) -> pd.DataFrame:
         return con.execute(PROBLEMS_SQL.format(where=where), [run] if run else None).df()
 
 
-RANK_SQL = """
+RANK_SQL = f"""
 WITH c AS (
   SELECT rank, string_agg(DISTINCT producer, ',') AS formats,
          CASE WHEN bool_and(status = 'complete') THEN 'complete' ELSE
@@ -42,8 +43,7 @@ st AS (
 k AS (  -- compute as the analyses count it (activity.py): not communication, not memcpy / memset
   SELECT rank, sum(dur_ns) FILTER (WHERE compute) AS compute_kernel_ns,
          count(*) FILTER (WHERE compute) AS compute_kernels
-  FROM (SELECT rank, dur_ns, NOT coalesce(is_communication, false)
-               AND NOT regexp_matches(lower(coalesce(core_type, '')), 'memcpy|memset') AS compute
+  FROM (SELECT rank, dur_ns, {computes_sql()} AS compute
         FROM kernels WHERE run = $run)
   GROUP BY rank),
 cm AS (

@@ -105,6 +105,24 @@ COMM_TASK_TYPES = frozenset({"HCCL", "COMMUNICATION"})
 COMM_OP_PREFIX = "hcom_"  # HCCL operators: hcom_allReduce__586_0_1, ...
 
 
+# the compute rule's memory half: core / category names of memory copies and sets (GPU gpu_memcpy,
+# gpu_memset, old Kineto Memcpy / Memset), as a case-insensitive regular expression
+MEMORY_TASK_PATTERN = "memcpy|memset"
+
+
+def computes_sql(is_comm: str = "is_communication", core_type: str = "core_type") -> str:
+    """The compute rule as a DuckDB boolean over a ``kernels`` row: not communication, not a memory
+    copy / set."""
+    return (
+        f"(NOT coalesce({is_comm}, false) "
+        f"AND NOT regexp_matches(lower(coalesce({core_type}, '')), '{MEMORY_TASK_PATTERN}'))"
+    )
+
+
+# host-side calls that wrap a collective (c10d::*, record_param_comms, gloo:* / nccl:* ranges), as SQL
+COMM_CALL_SQL = "(name LIKE 'c10d::%' OR name = 'record_param_comms' OR name LIKE 'gloo:%' OR name LIKE 'nccl:%')"
+
+
 def is_comm_task(task_type: str | None, *names: str | None) -> bool:
     """The compute rule's communication half: a device task of an HCCL / communication task type,
     or one whose name (or op type) is an ``hcom_*`` operator."""

@@ -41,10 +41,9 @@ import numpy as np
 import pandas as pd
 
 from ..store import Store
+from ..vocabulary import COMM_CALL_SQL, MEMORY_TASK_PATTERN
 from . import intervals as iv
 from .cache import per_run
-
-_COMM_CALL = "(name LIKE 'c10d::%' OR name = 'record_param_comms' OR name LIKE 'gloo:%' OR name LIKE 'nccl:%')"
 
 
 @dataclass
@@ -145,7 +144,7 @@ def _host_ops(con: duckdb.DuckDBPyConnection, run: str, ranks: list[int]) -> pd.
             AND (c.producer <> 'kineto' OR o.category IN ('cpu_op', 'Operator'))),
         cm AS (SELECT DISTINCT rank, name, ts_ns FROM comm_ops WHERE run = $run AND list_contains($ranks, rank))
         SELECT o.rank, o.step, o.name, o.ts_ns, o.ts_ns + o.dur_ns AS end_ns,
-               ({_COMM_CALL.replace("name", "o.name")} OR cm.rank IS NOT NULL) AS is_comm
+               ({COMM_CALL_SQL.replace("name", "o.name")} OR cm.rank IS NOT NULL) AS is_comm
         FROM o LEFT JOIN cm ON cm.rank = o.rank AND cm.name = o.name AND cm.ts_ns = o.ts_ns
         """,
         {"run": run, "ranks": ranks},
@@ -191,7 +190,7 @@ def load(con: duckdb.DuckDBPyConnection, run: str, ranks: list[int] | None = Non
         if rank in device_ranks:
             t = tasks[tasks["rank"] == rank]
             core = t["core_type"].fillna("").str.lower()
-            is_mem = core.str.contains("memcpy") | core.str.contains("memset")
+            is_mem = core.str.contains(MEMORY_TASK_PATTERN)
             comp = t[~t["is_comm"] & ~is_mem]
             mem = t[~t["is_comm"] & is_mem]
             comm = t[t["is_comm"]].assign(op_type=None)
