@@ -56,6 +56,22 @@ def test_overview_callback_has_the_step_breakdown(client: DashClient) -> None:
     assert out["view-url"]["data"] == "/?run=gloo"
 
 
+def test_overview_findings_link_their_evidence_into_the_timeline(client: DashClient, store: Path) -> None:
+    from analyzer.analyses import advise
+    from analyzer.store import Store
+
+    adv = advise(Store(store), "npu")
+    out = client.call("ov-findings.children", {"ov-run.value": "npu"})
+    body = json.dumps(out)
+    words = texts(out["ov-findings"]["children"])
+    assert f"Findings ({len(adv)})" in words
+    for f in adv.to_dict("records"):
+        assert f["title"] in words and f["detail"] in words
+    gaps = next(f for f in adv.to_dict("records") if f["rule"] == "high_free")["evidence"]
+    g = gaps[0]
+    assert f"/timeline?run=npu&ranks={g['rank']}&hl={g['rank']}:{g['start_ns']}:{g['end_ns']}" in body
+
+
 def _config(page: str) -> dict:
     """The timeline renderer's config in a page layout (the tl-config store's data)."""
 

@@ -13,8 +13,9 @@ import numpy as np
 import pytest
 from webapp_helpers import KINETO, NPU, ingest, trace_events, union_ns
 
+from analyzer import analyses
 from analyzer.store import Store
-from webapp import data, lod, tiles, timeline_api
+from webapp import data, links, lod, tiles, timeline_api
 from webapp.errors import BadParameter, EmptyStore, NotFound
 from webapp.format import plot_text
 from webapp.params import format_ranks, parse_choice, parse_int, parse_ranks, single
@@ -198,6 +199,18 @@ def test_operator_stats_per_rank_and_across_ranks(store: Store, rd: Reader) -> N
     assert row["count"] == per_rank[0][0] + per_rank[1][0] and row["ranks"] == 2
     assert abs(row["spread_pct"] - 100 * (max(totals) - min(totals)) / np.mean(totals)) < 0.01
     assert row["max_rank"] == int(np.argmax(totals))
+    # the slowest call, for the link into the timeline: the longest aten::mm of either rank
+    slow = max(
+        ((r, e) for r in (0, 1) for e in _x(trace_events(r)) if e["name"] == "aten::mm"), key=lambda x: x[1]["dur"]
+    )
+    assert row["slowest_rank"] == slow[0] and abs(row["max_ns"] - slow[1]["dur"] * 1000) <= 1
+    stored = store.query(
+        "SELECT ts_ns FROM operators WHERE run = 'gloo' AND name = 'aten::mm' AND rank = ? "
+        "ORDER BY dur_ns DESC LIMIT 1",
+        [slow[0]],
+        run="gloo",
+    )
+    assert row["slowest_ts_ns"] == stored["ts_ns"].iloc[0]
     # by input shape: one row per distinct Input Dims of aten::mm
     shapes, _ = data.operator_stats(rd, "gloo", "operators", "shape", [0], across=False)
     want = {
@@ -244,6 +257,29 @@ def test_communication_per_rank_and_collectives(store: Store, rd: Reader) -> Non
     ops, n = data.collectives(rd, "gloo", [0, 1])
     assert n == len(ops) == len([e for e in _x(trace_events(0)) if e["name"] == "gloo:all_reduce"])
     assert (ops["ranks"] == 2).all()
+    # each instance's members on their own clocks: the link into the timeline highlights them
+    summary = analyses.communication_summary(store, "gloo")
+    calls = {(int(r), int(t), int(d)) for r, t, d in zip(summary["rank"], summary["ts_ns"], summary["dur_ns"])}
+    for members in ops["members"]:
+        assert sorted(r for r, _, _ in members) == [0, 1]
+        assert {(int(r), int(t), int(d)) for r, t, d in members} <= calls
+    url = links.collective_url("gloo", ops["members"].iloc[0])
+    (r0, t0, d0), (r1, t1, d1) = sorted(ops["members"].iloc[0], key=lambda m: -m[2])
+    assert url == f"/timeline?run=gloo&ranks=0-1&hl={r0}:{t0}:{t0 + d0},{r1}:{t1}:{t1 + d1}"
+
+
+def test_links_into_the_timeline() -> None:
+    assert links.call_url("r un", 3, 100, 20) == "/timeline?run=r+un&ranks=3&hl=3:100:120"
+    assert links.instant_url("a", 1, 7) == "/timeline?run=a&ranks=1&hl=1:7:7"
+    assert links.timeline_url("a", [0, 1, 2, 5], step=4) == "/timeline?run=a&ranks=0-2,5&step=4"
+    assert links.evidence_url("a", {"rank": 2, "start_ns": 10, "end_ns": 30}) == "/timeline?run=a&ranks=2&hl=2:10:30"
+    assert links.evidence_url("a", {"rank": 2, "ts_ns": 10, "dur_ns": 5}) == "/timeline?run=a&ranks=2&hl=2:10:15"
+    assert links.evidence_url("a", {"rank": 2, "step": 9}) == "/timeline?run=a&ranks=2&step=9"
+    assert links.evidence_url("a", {"transport": "HCCS"}) is None
+    many = [(r, 1000 + r, 10 + r) for r in range(100)]
+    url = links.collective_url("a", many)
+    hl = url.split("hl=")[1].split(",")
+    assert len(hl) == links.MAX_HIGHLIGHTS and hl[0] == "99:1099:1208"  # the slowest members first
 
 
 def test_npu_matrix_and_bandwidth_match_the_profiler_files(store: Store, rd: Reader) -> None:
@@ -251,9 +287,9 @@ def test_npu_matrix_and_bandwidth_match_the_profiler_files(store: Store, rd: Rea
     matrix = json.loads((out / "communication_matrix.json").read_text())
     total = {}
     for step in matrix.values():
-        for key, links in step["collective"].items():
+        for key, pairs in step["collective"].items():
             if key.split("@")[0].endswith("-total"):
-                for link, v in links.items():
+                for link, v in pairs.items():
                     total[link] = total.get(link, 0) + v["Transit Size(MB)"]
     m = data.comm_matrix(rd, "npu", None)
     got = m[m["src"] == "0"]

@@ -346,6 +346,11 @@ def step_windows(rd: Reader, run: str, ranks: Sequence[int] | None) -> pd.DataFr
     return _df(con, STEP_WINDOWS_SQL, {"run": run, "ranks": _ranks_param(ranks)})
 
 
+def advice(rd: Reader, run: str) -> pd.DataFrame:
+    """The advisor's findings with their evidence (``analyzer.analyses.advise``)."""
+    return analyses.advise(rd.store, run)
+
+
 def clock_offsets(rd: Reader, run: str) -> pd.DataFrame:
     """Per rank: the estimated clock offset to the reference rank and its residual
     (``analyzer.analyses.clock_offsets``)."""
@@ -500,7 +505,7 @@ def _op_base(source: str, grouping: str) -> str:
     key, shape = _KEY_EXPR[(source, grouping)]
     self_col = "self_ns" if source == "operators" else "dur_ns"
     return f"""
-      SELECT rank, {key} AS key, {shape} AS shape, dur_ns, {self_col} AS self_ns
+      SELECT rank, {key} AS key, {shape} AS shape, ts_ns, dur_ns, {self_col} AS self_ns
       FROM {source} WHERE run = $run AND {RANK_FILTER} AND {_OP_FILTER[source]} AND dur_ns IS NOT NULL"""
 
 
@@ -514,7 +519,8 @@ def operator_stats(
     across: bool,
     limit: int = MAX_GRID_ROWS,
 ) -> tuple[pd.DataFrame, int]:
-    """Count, total, self, avg, min, max per key (type / name / name+shape).
+    """Count, total, self, avg, min, max per key (type / name / name+shape), and the slowest call
+    (``slowest_rank``, ``slowest_ts_ns``; it lasted ``max_ns``).
 
     ``across=False``: one row per (key, rank). ``across=True``: one row per key over the selected
     ranks, with the per-rank totals' min / max / mean, their spread ((max - min) / mean) and the
@@ -526,7 +532,7 @@ def operator_stats(
     base = _op_base(source, grouping)
     per_rank = f"""
       SELECT key, shape, rank, count(*) AS count, sum(dur_ns) AS total_ns, sum(self_ns) AS self_ns,
-             min(dur_ns) AS min_ns, max(dur_ns) AS max_ns
+             min(dur_ns) AS min_ns, max(dur_ns) AS max_ns, arg_max(ts_ns, dur_ns) AS slowest_ts_ns
       FROM ({base}) GROUP BY key, shape, rank"""
     if across:
         sql = f"""
@@ -538,13 +544,14 @@ def operator_stats(
                CASE WHEN avg(total_ns) > 0
                     THEN 100.0 * (max(total_ns) - min(total_ns)) / avg(total_ns) END AS spread_pct,
                arg_max(rank, total_ns) AS max_rank, arg_min(rank, total_ns) AS min_rank,
+               arg_max(rank, max_ns) AS slowest_rank, arg_max(slowest_ts_ns, max_ns) AS slowest_ts_ns,
                count(*) OVER () AS n_rows
         FROM pr GROUP BY key, shape
         ORDER BY total_ns DESC, key, shape LIMIT $limit"""
     else:
         sql = f"""
         SELECT key, shape, rank, count, total_ns, self_ns, total_ns / count AS avg_ns, min_ns, max_ns,
-               count(*) OVER () AS n_rows
+               rank AS slowest_rank, slowest_ts_ns, count(*) OVER () AS n_rows
         FROM ({per_rank})
         ORDER BY total_ns DESC, key, shape, rank LIMIT $limit"""
     con = rd.facts(run, ranks, (source,))
@@ -810,6 +817,17 @@ def collectives(
     rd: Reader, run: str, ranks: Sequence[int] | None, limit: int = MAX_GRID_ROWS
 ) -> tuple[pd.DataFrame, int]:
     """The ``limit`` slowest collective instances over the selected ranks (``analyses.collective_instances``)
-    and how many there are."""
+    and how many there are; ``members`` lists each one's (rank, ts_ns, dur_ns), each on its rank's clock."""
     df = analyses.collective_instances(rd.store, run, _ranks_arg(ranks))
-    return df.head(limit).reset_index(drop=True), len(df)
+    out = df.head(limit).reset_index(drop=True)
+    s = analyses.communication_summary(rd.store, run)
+    if ranks is not None:
+        s = s[s["rank"].isin(list(ranks))]
+    key = s["instance"].astype(object).where(s["instance"].notna(), s["name"].astype(str) + "#" + s["rank"].astype(str))
+    kept = s[key.isin(set(out["instance"]))]
+    members = {
+        k: list(zip(g["rank"].astype(int), pd.to_numeric(g["ts_ns"]), pd.to_numeric(g["dur_ns"])))
+        for k, g in kept.groupby(key[kept.index], sort=False)
+    }
+    out["members"] = [members.get(k, []) for k in out["instance"]]
+    return out, len(df)

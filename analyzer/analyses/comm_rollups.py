@@ -56,6 +56,7 @@ INSTANCE_COLUMNS = [
     "bytes",
     "n_members",
     "wait_source",
+    "instance",
 ]
 
 
@@ -147,7 +148,8 @@ def rank_pairs(store: Store, run: str | None = None, ranks: Sequence[int] | None
 def collective_instances(store: Store, run: str | None = None, ranks: Sequence[int] | None = None) -> pd.DataFrame:
     """One row per collective instance (one call matched across its ranks, ``collectives``; an op
     without an instance is its own row), slowest first: ranks seen, calls, min / max / mean elapsed,
-    slowest and fastest rank, largest wait, bytes."""
+    slowest and fastest rank, largest wait, bytes, and ``instance``: the key of its rows in
+    ``communication_summary`` (NAME#RANK for an op matched to no instance)."""
     s = _of(communication_summary(store, run), ranks)
     if s.empty:
         return pd.DataFrame(columns=INSTANCE_COLUMNS)
@@ -177,5 +179,6 @@ def collective_instances(store: Store, run: str | None = None, ranks: Sequence[i
             "n_members": g["n_members"].max(),
             "wait_source": g["wait_source"].first(),
         }
-    ).reset_index(drop=True)
+    ).rename_axis("instance")
+    out = out.reset_index()[INSTANCE_COLUMNS]
     return out.sort_values(["max_ns", "name"], ascending=[False, True]).reset_index(drop=True)

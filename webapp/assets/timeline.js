@@ -700,21 +700,32 @@
     if (fromUser !== false) { replaceUrl(); }
   }
   function autoSelect() {
-    // a link with a highlighted call: select the slice that matches it best once its tiles are in
-    S.autoSelect = false;
-    if (!S.hl.length || S.sel) { return; }
+    // a link with a highlighted call: select the slice that matches it best once the tiles of its
+    // rank's lanes are in (asked for even when the lane is out of view), and scroll to it
+    if (!S.hl.length || S.sel) { S.autoSelect = false; return; }
     var h = S.hl[0], a = relOf(h[1]), b = relOf(h[2]), best = null, z = levelFor((S.b - S.a) / dataW());
-    S.rows.concat(S.pinRows).forEach(function (row) {
-      if (row.kind !== "lane" || row.rank !== h[0]) { return; }
+    var lanes = S.rows.filter(function (row) { return row.kind === "lane" && row.rank === h[0]; });
+    var span = tileSpan(z), off = offsetOf(h[0]), i0 = Math.floor((S.a + off) / span), i1 = Math.floor((S.b + off - 1) / span);
+    var missing = 0;
+    lanes.forEach(function (row) {
+      for (var i = i0; i <= i1; i++) { if (!getTile(row.key, z, i)) { want(row.key, z, i); missing++; } }
+    });
+    if (missing) { fetchWanted(); return; }  // tried again after the next frame with them
+    S.autoSelect = false;
+    lanes.forEach(function (row) {
       eachSlice(tilesFor(row.key, row.rank, z, false), row.rank, row.levels, function (t, j) {
         var err = Math.abs(t.start[j] - a) + Math.abs(t.start[j] + t.dur[j] - b);
         if (err <= 4000 && (!best || err < best.err)) {
-          best = { err: err, hit: { lane: row.key, rank: row.rank, member: t.member[j], collection_id: row.lane.members[t.member[j]],
+          best = { err: err, row: row, hit: { lane: row.key, rank: row.rank, member: t.member[j], collection_id: row.lane.members[t.member[j]],
             event: t.event[j], name: t.names[t.name[j]], start: t.start[j], dur: t.dur[j], depth: t.depth[j] } };
         }
       });
     });
-    if (best) { select(best.hit, false); replaceUrl(); }
+    if (!best) { return; }
+    var viewTop = S.box.scrollTop, viewH = S.height - AXIS_H - S.pinH;
+    if (best.row.y < viewTop || best.row.y + ROW_H > viewTop + viewH) { S.box.scrollTop = Math.max(0, best.row.y - viewH / 3); }
+    select(best.hit, false);
+    replaceUrl();
   }
 
   // -------------------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 from dash import Dash, Input, Output, dcc, html
 
-from webapp import data, page, ui
+from webapp import data, links, page, ui
 from webapp.errors import WebappError
 from webapp.format import fmt_bytes, fmt_int, fmt_ns, fmt_rate, plot_text
 from webapp.params import format_ranks, parse_choice
@@ -101,6 +101,15 @@ def _op_columns() -> list[dict[str, Any]]:
     num = {"filter": "agNumberColumnFilter"}
     return [
         {"field": "name", "headerName": "operation", "maxWidth": 320, "tooltipField": "name", "pinned": "left"},
+        {
+            "field": "timeline",
+            "headerName": "timeline",
+            "cellRenderer": "markdown",
+            "sortable": False,
+            "filter": False,
+            "maxWidth": 140,
+            "headerTooltip": "this instance in the timeline, on every member rank",
+        },
         {"field": "op_type", "headerName": "type", "maxWidth": 120, "tooltipField": "op_type"},
         {"field": "group_name", "headerName": "group", "maxWidth": 110, "tooltipField": "group_name"},
         {"field": "step", "headerName": "step", **num},
@@ -364,7 +373,8 @@ def matrix(df: pd.DataFrame, metric: str) -> list[Any]:
     return [head, ui.graph(f"{P}-matrix", fig), html.P(note, className="note")]
 
 
-def op_rows(df: pd.DataFrame) -> list[dict]:
+def op_rows(df: pd.DataFrame, run: str) -> list[dict]:
+    """The collectives grid's rows; ``timeline`` links each instance's window on all its ranks."""
     if df.empty:
         return []
     group = df["pg_name"].astype(object).where(df["pg_name"].notna(), df["group_name"].astype(object))
@@ -384,7 +394,12 @@ def op_rows(df: pd.DataFrame) -> list[dict]:
     for c in ("max", "min", "avg", "max_wait"):
         out[f"{c}_ms"] = (pd.to_numeric(df[f"{c}_ns"], errors="coerce") / 1e6).round(6)
     out["mib"] = (pd.to_numeric(df["bytes"], errors="coerce") / 2**20).round(6)
-    return out.astype(object).where(out.notna(), None).to_dict("records")
+    rows = out.astype(object).where(out.notna(), None).to_dict("records")
+    for row, members in zip(rows, df["members"]):
+        n = len({r for r, _, _ in members})
+        # the text is ours (a count), never a name from the trace: markdown stays a plain link
+        row["timeline"] = f"[on {n} rank{'s' if n != 1 else ''}]({links.collective_url(run, members)})" if n else ""
+    return rows
 
 
 # ---------------------------------------------------------------------------------------------
@@ -426,7 +441,7 @@ def register_callbacks(app: Dash) -> None:
                 "matrix": None if metric == "bytes" else metric,
             },
         )
-        rows = op_rows(ops)
+        rows = op_rows(ops, run)
         # columns as wide as their content: the slowest / fastest rank stay in view
         return (
             content,

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 from dash import Dash, Input, Output, State, ctx, dcc, html
 
-from webapp import data, page, ui
+from webapp import data, links, page, ui
 from webapp.errors import BadParameter
 from webapp.format import fmt_bytes
 from webapp.params import format_ranks, parse_int, single
@@ -286,7 +286,8 @@ def _peak(v: Any) -> str:
     return "-" if pd.isna(n) or n <= 0 else fmt_bytes(n)
 
 
-def peaks_figure(peaks: pd.DataFrame, selected: Sequence[int]) -> Any:
+def peaks_figure(peaks: pd.DataFrame, selected: Sequence[int], run: str = "") -> Any:
+    """The peak of every rank side by side, and a table with a link to each allocated peak in the timeline."""
     if peaks.empty:
         return ui.message("No memory samples for this counter.", "info")
     per = (
@@ -310,8 +311,23 @@ def peaks_figure(peaks: pd.DataFrame, selected: Sequence[int]) -> Any:
                 hovertemplate="%{x}: %{y:.2f} MiB<extra>peak " + s + "</extra>",
             )
     top = per.loc[pd.to_numeric(per["allocated"], errors="coerce").idxmax()] if per["allocated"].notna().any() else None
+    # when each rank's allocated peak happened (on the device holding it)
+    at = peaks.assign(_v=pd.to_numeric(peaks["peak_allocated_bytes"], errors="coerce")).dropna(subset=["_v"])
+    at = at.sort_values("_v").groupby("rank")["peak_allocated_ns"].last() if not at.empty else pd.Series(dtype=object)
     rows = [
-        [int(r["rank"]), _peak(r["allocated"]), _peak(r["reserved"]), _peak(r["active"])]
+        html.Tr(
+            [
+                html.Td(str(int(r["rank"]))),
+                html.Td(_peak(r["allocated"])),
+                html.Td(_peak(r["reserved"])),
+                html.Td(_peak(r["active"])),
+                html.Td(
+                    dcc.Link("at the peak", href=links.instant_url(run, int(r["rank"]), int(at[r["rank"]])))
+                    if run and r["rank"] in at.index and pd.notna(at[r["rank"]])
+                    else ""
+                ),
+            ]
+        )
         for r in per.to_dict("records")
     ]
     kids: list[Any] = [ui.graph(f"{P}-peaks-graph", fig)]
@@ -327,7 +343,21 @@ def peaks_figure(peaks: pd.DataFrame, selected: Sequence[int]) -> Any:
         html.Details(
             [
                 html.Summary("numbers"),
-                ui.table(["rank", "peak allocated", "peak reserved", "peak active"], rows, id_=f"{P}-peaks-table"),
+                html.Table(
+                    [
+                        html.Thead(
+                            html.Tr(
+                                [
+                                    html.Th(c)
+                                    for c in ("rank", "peak allocated", "peak reserved", "peak active", "timeline")
+                                ]
+                            )
+                        ),
+                        html.Tbody(rows),
+                    ],
+                    className="tbl",
+                    id=f"{P}-peaks-table",
+                ),
             ],
             open=len(per) <= 8,
         )
@@ -447,4 +477,4 @@ def register_callbacks(app: Dash) -> None:
             bounds = data.time_bounds(rd, run, None)
             peaks = data.memory_peaks(rd, run, all_ranks, component) if component else pd.DataFrame()
             rows, status = blocks(rd, run, selected, bounds[0] if bounds else 0)
-        return peaks_figure(peaks, selected), rows, ui.fit_columns(_block_columns(), rows), status
+        return peaks_figure(peaks, selected, run), rows, ui.fit_columns(_block_columns(), rows), status

@@ -15,7 +15,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from dash import Dash, Input, Output, Patch, State, dcc, html
 
-from webapp import data, page, ui
+from webapp import data, links, page, ui
 from webapp.errors import WebappError
 from webapp.format import fmt_int, fmt_ns, plot_text, shorten
 from webapp.params import format_ranks, parse_choice, parse_int, single
@@ -305,6 +305,17 @@ def grid(
             },
             {"field": "max_rank", "headerName": "slowest rank", "filter": "agNumberColumnFilter"},
         ]
+    cols.append(
+        {
+            "field": "timeline",
+            "headerName": "slowest call",
+            "cellRenderer": "markdown",
+            "sortable": False,
+            "filter": False,
+            "maxWidth": 100,
+            "headerTooltip": "the longest call (max), in the timeline",
+        }
+    )
     out = pd.DataFrame({"key": df["key"].astype(str)})
     out["shape"] = df["shape"].astype(object).where(df["shape"].notna(), None)
     for c in ("total", "self", "avg", "min", "max", "rank_min", "rank_max"):
@@ -316,6 +327,11 @@ def grid(
             out[c] = df[c].astype("int64")
     if "spread_pct" in df:
         out["spread_pct"] = pd.to_numeric(df["spread_pct"], errors="coerce").round(2)
+    # the slowest call in the timeline; the link text is ours (a rank), never a name from the trace
+    out["timeline"] = [
+        f"[rank {int(r)}]({links.call_url(run, int(r), int(t), int(d))})" if pd.notna(t) and pd.notna(d) else ""
+        for r, t, d in zip(df["slowest_rank"], df["slowest_ts_ns"], df["max_ns"])
+    ]
     token = format(zlib.crc32(repr((run, source, group, tuple(ranks), across, n)).encode()), "x")
     out["id"] = [f"{token}-{i}" for i in range(len(out))]
     rows = out.replace({np.nan: None}).to_dict("records")

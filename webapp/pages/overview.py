@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 from dash import Dash, Input, Output, State, dcc, html
 
-from webapp import data, page, ui
+from webapp import data, links, page, ui
 from webapp.errors import BadParameter
 from webapp.format import fmt_int, fmt_ns, plot_text
 from webapp.params import format_ranks, parse_int
@@ -98,6 +98,8 @@ def _layout(v: page.View, step_q: Any) -> html.Div:
             html.Div(notes, id=f"{P}-notes"),
             dcc.Store(id=f"{P}-want-step", data=step),
             dcc.Loading(html.Div(id=f"{P}-content"), type="dot", delay_show=300),
+            # the advisor runs over the whole run: its own request, so the overview does not wait for it
+            dcc.Loading(html.Div(id=f"{P}-findings"), type="dot", delay_show=300),
         ],
         className="page",
     )
@@ -186,6 +188,46 @@ def render(rd: Reader, run: str, ranks: Sequence[int], step: int | None) -> list
             )
         )
     return out
+
+
+MAX_EVIDENCE_LINKS = 5
+
+
+def findings(adv: pd.DataFrame, run: str) -> html.Div:
+    """The advisor's findings (``analyzer.analyses.advise``): severity, title, the sentence with the
+    numbers, and links into the timeline for the evidence that names a rank and a time."""
+    if adv.empty:
+        return html.Div(
+            [html.H2("Findings"), html.P("No advisor rule fired for this run.", className="note")],
+            className="card",
+        )
+    items = []
+    for i, f in enumerate(adv.to_dict("records")):
+        urls = [u for u in (links.evidence_url(run, e) for e in (f.get("evidence") or [])) if u]
+        kids: list[Any] = [
+            html.Span(str(f["severity"]), className=f"sev sev-{f['severity']}"),
+            " ",
+            html.B(str(f["title"])),
+            html.Div(str(f["detail"]), className="note"),
+        ]
+        if urls:
+            kids.append(
+                html.Div(
+                    ["In the timeline: "]
+                    + [
+                        x
+                        for k, u in enumerate(urls[:MAX_EVIDENCE_LINKS])
+                        for x in ((", " if k else ""), dcc.Link(f"evidence {k + 1}", href=u, id=f"{P}-ev-{i}-{k}"))
+                    ]
+                    + ([f" (and {len(urls) - MAX_EVIDENCE_LINKS} more)"] if len(urls) > MAX_EVIDENCE_LINKS else []),
+                    className="note",
+                )
+            )
+        items.append(html.Li(kids))
+    return html.Div(
+        [html.H2(f"Findings ({len(adv)})"), html.Ul(items, className="findings")],
+        className="card",
+    )
 
 
 def _facts(run: str, cols: pd.DataFrame) -> html.Div:
@@ -528,6 +570,12 @@ def register_callbacks(app: Dash) -> None:
             step_v = None if step in (None, "mean") else int(step)
             url = ui.page_url("/", {"run": run, "ranks": ui.ranks_param(v.selected, v.all_ranks), "step": step_v})
             return render(v.rd, run, v.selected, step_v), url
+
+    @app.callback(Output(f"{P}-findings", "children"), Input(f"{P}-run", "value"))
+    @ui.guard(1)
+    def advice(run: str) -> Any:
+        with page.view(run, None) as v:
+            return findings(data.advice(v.rd, run), run)
 
     @app.callback(
         Output("navigate", "href", allow_duplicate=True),
