@@ -362,6 +362,47 @@ def test_timeline_wheel_drag_and_keys_are_history_entries(server: dict, page: An
     assert (round(st["a"]), round(st["b"])) == (views[2][1], views[2][2])
 
 
+def test_timeline_ranks_lanes_clock_and_run_changes_are_history_entries(server: dict, page: Any) -> None:
+    page.goto(server["url"] + "timeline?run=gloo")
+    st = drawn(page)
+    assert (st["run"], st["ranks"], st["clock"]) == ("gloo", [0, 1], "aligned")
+    seen = [page.url]
+
+    def changed(check: str) -> dict[str, Any]:
+        page.wait_for_function("(u) => location.href !== u", arg=seen[-1])
+        page.wait_for_function("() => { const s = window.rankscopeTimeline.state(); return " + check + "; }")
+        seen.append(page.url)
+        return drawn(page)
+
+    choose(page, "#tl-ranks", "rank 1")  # unticks rank 1
+    st = changed("s.ranks.join() === '0'")
+    assert "ranks=0" in page.url and st["lanes"] and all(k.startswith("0.") for k in st["lanes"])
+    page.locator("#tl-groups label", has_text="other").click()
+    changed("s.groups.includes('other')")
+    page.locator("#tl-clock label").click()
+    changed("s.clock === 'raw'")
+    choose(page, "#tl-run", "npu")
+    st = changed("s.run === 'npu'")
+    assert st["ranks"] == [0, 1] and "run=npu" in page.url
+    # Back walks the changes in reverse, Forward walks them again
+    checks = [
+        "s.run === 'gloo' && s.clock === 'raw'",
+        "s.run === 'gloo' && s.clock === 'aligned' && s.groups.includes('other')",
+        "s.run === 'gloo' && !s.groups.includes('other') && s.ranks.join() === '0'",
+        "s.run === 'gloo' && s.ranks.join() === '0,1'",
+    ]
+    for url, check in zip(reversed(seen[:-1]), checks):
+        page.go_back()
+        page.wait_for_function("(u) => location.href === u", arg=url)
+        page.wait_for_function("() => { const s = window.rankscopeTimeline.state(); return " + check + "; }")
+    for url in seen[1:]:
+        page.go_forward()
+        page.wait_for_function("(u) => location.href === u", arg=url)
+    page.wait_for_function("() => window.rankscopeTimeline.state().run === 'npu'")
+    assert drawn(page)["run"] == "npu"
+    assert page.inner_text("#tl-run").strip() == "npu"
+
+
 def test_timeline_details_in_view_fold_pin_measure_and_search(server: dict, page: Any) -> None:
     store = server["store"]
     mm = store.query(
