@@ -7,27 +7,25 @@ import functools
 import io
 import json
 import os
-import shutil
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import click
-from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
-from . import schema
+from . import schema, terminal
 from .errors import AnalyzerError, NothingIngestedError
 from .format import cell_text, fmt_bytes, fmt_ns, json_ready
 from .store import STORE_ENV_VAR, Store, resolve_store_path
+from .terminal import lit, visible
 
 if TYPE_CHECKING:  # pandas is imported by the commands that print frames, not by `analyze ingest`
     import pandas as pd
 
-_WIDTH = shutil.get_terminal_size((160, 40)).columns
-console = Console(highlight=False, soft_wrap=True, width=_WIDTH)
-err_console = Console(stderr=True, highlight=False, soft_wrap=True, width=_WIDTH)
+# every name from outside reaches these through terminal.lit (markup escaped, control characters shown)
+console = terminal.console()
+err_console = terminal.console(stderr=True)
 
 
 def store_option(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -65,7 +63,7 @@ def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
         try:
             return fn(*args, **kwargs)
         except AnalyzerError as exc:
-            err_console.print(f"error: {exc}", markup=False, style="bold red")
+            err_console.print("error: " + lit(exc, lines=True), style="bold red")
             sys.exit(1)
 
     return wrapper
@@ -104,17 +102,17 @@ def ingest(folders: tuple[str, ...], run_name: str | None, workers: int | None, 
             colour = {"complete": "green", "partial": "yellow", "error": "red"}.get(obj.status, "cyan")
             console.print(
                 f"  rank {p.rank:<4} {p.producer:<17} [{colour}]{obj.status:<9}[/] "
-                f"{obj.collection_row['n_rows']:>10,} rows  {obj.seconds:6.2f} s  {p.rel_root}"
+                f"{obj.collection_row['n_rows']:>10,} rows  {obj.seconds:6.2f} s  {lit(p.rel_root)}"
             )
             if obj.status in ("unparsed", "error"):  # say why (e.g. how to export / parse it offline)
                 for sentence in obj.collection_row.get("missing") or []:
-                    console.print(f"           {sentence}", markup=False, style="dim")
+                    console.print(f"           {lit(sentence)}", style="dim")
 
     reports = []
     failed = []
     for folder in folders:
         if not as_json:
-            console.print(f"ingesting [bold]{folder}[/] into {store.path}")
+            console.print(f"ingesting [bold]{lit(folder)}[/] into {lit(store.path)}")
         try:
             report = do_ingest(folder, store, run=run_name, workers=workers, on_progress=progress)
         except NothingIngestedError as exc:
@@ -123,7 +121,7 @@ def ingest(folders: tuple[str, ...], run_name: str | None, workers: int | None, 
                 _print_problems(rep)
             if len(folders) == 1:
                 raise
-            err_console.print(f"error: {exc}", markup=False, style="bold red")
+            err_console.print("error: " + lit(exc, lines=True), style="bold red")
             failed.append(folder)
             continue
         reports.append(report)
@@ -131,7 +129,8 @@ def ingest(folders: tuple[str, ...], run_name: str | None, workers: int | None, 
             _print_problems(report)
             ranks = {r.plan.rank for r in report.read} | {p.rank for p in report.unchanged}
             console.print(
-                f"run [bold]{report.run}[/]: read {len(report.read)} collection(s), {len(report.unchanged)} unchanged, "
+                f"run [bold]{lit(report.run)}[/]: read {len(report.read)} collection(s), "
+                f"{len(report.unchanged)} unchanged, "
                 f"{len(ranks)} rank(s), {len(report.problems)} file problem(s), {len(report.ignored)} file(s) ignored "
                 f"in {report.seconds:.2f} s"
             )
@@ -148,22 +147,18 @@ def _print_problems(report: Any) -> None:
         console.print(f"[bold yellow]{len(probs)} file problem(s):[/]")
         for f in probs:
             colour = "red" if f["status"] == "error" else "yellow"
-            console.print(
-                f"  [{colour}]{f['status']}[/] {escape(str(f['path']))}: {escape(str(f['error']))}", markup=True
-            )
+            console.print(f"  [{colour}]{f['status']}[/] {lit(f['path'])}: {lit(f['error'])}")
     for c in report.gone:
-        console.print(
-            f"  [yellow]removed[/] rank {c['rank']} {escape(str(c['root_path']))}: no longer below the folder"
-        )
+        console.print(f"  [yellow]removed[/] rank {c['rank']} {lit(c['root_path'])}: no longer below the folder")
     for cid in report.kept_previous:
-        console.print(f"  kept the previously ingested data of collection {cid}")
+        console.print(f"  kept the previously ingested data of collection {lit(cid)}")
     if report.ignored:
         console.print(f"[dim]{len(report.ignored)} file(s) ignored:[/]")
         for path, reason in report.ignored[:10]:
-            console.print(f"  [dim]ignored[/] {escape(str(path))}: {escape(str(reason))}")
+            console.print(f"  [dim]ignored[/] {lit(path)}: {lit(reason)}")
         if len(report.ignored) > 10:
             more = "analyze query \"SELECT * FROM source_files WHERE status = 'ignored'\""
-            console.print(f"  [dim]... and {len(report.ignored) - 10} more (see `{more}`)[/]")
+            console.print(f"  [dim]... and {len(report.ignored) - 10} more (see `{lit(more)}`)[/]")
 
 
 def _report_json(report: Any) -> dict[str, Any]:
@@ -220,23 +215,23 @@ def runs(as_json: bool, problems: bool, store: Store) -> None:
     t = Table("run", "ranks", "collections", "steps", "formats", "status", "problems", "updated (UTC)", "root")
     for r in df.to_dict("records"):
         t.add_row(
-            str(r["run"]),
-            str(r["ranks"]),
-            str(r["collections"]),
-            str(r["steps"]),
-            ", ".join(list(r["formats"]) if r["formats"] is not None else []),
-            str(r["status"]),
-            str(r["problems"]),
-            str(r["updated_at"])[:19],
-            str(r["root_path"]),
+            lit(r["run"]),
+            lit(r["ranks"]),
+            lit(r["collections"]),
+            lit(r["steps"]),
+            lit(", ".join(list(r["formats"]) if r["formats"] is not None else [])),
+            lit(r["status"]),
+            lit(r["problems"]),
+            lit(str(r["updated_at"])[:19]),
+            lit(r["root_path"]),
         )
     console.print(t)
     if problems and not probs.empty:
         console.print("[bold yellow]file problems:[/]")
         for r in probs.to_dict("records"):
             console.print(
-                f"  {escape(str(r['run']))}: [{'red' if r['status'] == 'error' else 'yellow'}]{r['status']}[/] "
-                f"{escape(str(r['path']))}: {escape(str(r['error']))}"
+                f"  {lit(r['run'])}: [{'red' if r['status'] == 'error' else 'yellow'}]{lit(r['status'])}[/] "
+                f"{lit(r['path'])}: {lit(r['error'])}"
             )
 
 
@@ -254,7 +249,7 @@ def summary(run_name: str | None, top: int, as_json: bool, store: Store) -> None
     if as_json:
         click.echo(json.dumps(s, indent=2, default=str))
         return
-    console.print(f"run [bold]{s['run']}[/]")
+    console.print(f"run [bold]{lit(s['run'])}[/]")
     t = Table(
         "rank",
         "format",
@@ -272,19 +267,24 @@ def summary(run_name: str | None, top: int, as_json: bool, store: Store) -> None
     )
     for r in s["ranks"]:
         t.add_row(
-            str(r["rank"]),
-            r["formats"] or "-",
-            r["status"] or "-",
-            str(r["steps"] or 0),
-            fmt_ns(r["step_avg_ns"]),
-            fmt_ns(r["step_max_ns"]),
-            fmt_ns(r["compute_kernel_ns"]),
-            str(r["comm_ops"] or 0),
-            fmt_ns(r["comm_ns"]),
-            fmt_ns(r["comm_wait_ns"]),
-            fmt_bytes(r["comm_bytes"]),
-            fmt_bytes(r["peak_allocated_bytes"]),
-            fmt_bytes(r["peak_reserved_bytes"]),
+            *map(
+                lit,
+                (
+                    r["rank"],
+                    r["formats"] or "-",
+                    r["status"] or "-",
+                    r["steps"] or 0,
+                    fmt_ns(r["step_avg_ns"]),
+                    fmt_ns(r["step_max_ns"]),
+                    fmt_ns(r["compute_kernel_ns"]),
+                    r["comm_ops"] or 0,
+                    fmt_ns(r["comm_ns"]),
+                    fmt_ns(r["comm_wait_ns"]),
+                    fmt_bytes(r["comm_bytes"]),
+                    fmt_bytes(r["peak_allocated_bytes"]),
+                    fmt_bytes(r["peak_reserved_bytes"]),
+                ),
+            )
         )
     console.print(t)
     for r in s["ranks"]:
@@ -294,7 +294,7 @@ def summary(run_name: str | None, top: int, as_json: bool, store: Store) -> None
         ):
             if r[key]:
                 tops = "; ".join(f"{x['name']} {fmt_ns(x.get(field))} ×{x['calls']}" for x in r[key])
-                console.print(f"  rank {r['rank']} top {label}: {tops}", markup=False)
+                console.print(f"  rank {r['rank']} top {label}: {lit(tops)}")
 
 
 @main.command()
@@ -302,35 +302,56 @@ def summary(run_name: str | None, top: int, as_json: bool, store: Store) -> None
 @run_option("Restrict fact tables to one run (faster on big stores).")
 @click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table", show_default=True)
 @click.option("--limit", default=200, show_default=True, help="Rows printed in table format (0 = all).")
+@click.option(
+    "--time-limit",
+    default=60.0,
+    show_default=True,
+    type=click.FloatRange(min=0.001),
+    help="Seconds the query may run before it is stopped.",
+)
+@click.option(
+    "--max-rows",
+    default=1_000_000,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Rows fetched at most (the output says when the result was cut).",
+)
 @store_option
 @handle_errors
-def query(sql: str, run_name: str | None, fmt: str, limit: int, store: Store) -> None:
+def query(sql: str, run_name: str | None, fmt: str, limit: int, time_limit: float, max_rows: int, store: Store) -> None:
     """Run a read-only SQL query over every rank and run (tables: see `analyze schema`).
 
     The analyses are tables too: `SELECT * FROM analysis.step_breakdown` (computed for --run, or for
-    every run, when a query names them; `analyze schema` lists them).
+    every run, when a query names them; `analyze schema` lists them). The query runs under DuckDB's
+    lock-down: it reads the store's tables only (no file, network, extension, setting or write).
     """
     from .analyses.views import query as run_query
+    from .store import Limits
 
-    df = run_query(store, sql, run_name)
+    res = run_query(store, sql, run_name, limits=Limits(seconds=time_limit, rows=max_rows))
+    df = res.frame
     if fmt == "csv":
         out = io.StringIO()
         w = csv.writer(out, lineterminator="\n")
         w.writerow([str(c) for c in df.columns])
         w.writerows([cell_text(v) for v in row] for row in df.itertuples(index=False))
-        click.echo(out.getvalue(), nl=False)
+        # exact bytes for a pipe or a file; on a terminal, control characters are shown as escapes
+        text = out.getvalue()
+        click.echo(visible(text, lines=True) if sys.stdout.isatty() else text, nl=False)
     elif fmt == "json":
         rows = [{str(c): json_ready(v) for c, v in zip(df.columns, row)} for row in df.itertuples(index=False)]
         click.echo(json.dumps(rows, default=str))
     else:
         _print_df(df, limit)
+    if res.truncated:
+        err_console.print(f"the result was cut at {max_rows:,} rows (--max-rows)", style="yellow")
 
 
 def _print_df(df: pd.DataFrame, limit: int) -> None:
-    t = Table(*[str(c) for c in df.columns])
+    t = Table(*[lit(c) for c in df.columns])
     shown = df if not limit else df.head(limit)
     for row in shown.itertuples(index=False):
-        t.add_row(*[cell_text(v, "NULL") for v in row])
+        t.add_row(*[lit(cell_text(v, "NULL")) for v in row])
     console.print(t)
     if limit and len(df) > limit:
         console.print(f"({len(df)} rows, first {limit} shown; --limit 0 for all)")
@@ -370,7 +391,7 @@ def drop(run_name: str, store: Store) -> None:
     """Remove a run from the store."""
     if not store.drop_run(run_name):
         raise AnalyzerError(f"no run named {run_name!r}")
-    console.print(f"dropped run {run_name}")
+    console.print(f"dropped run {lit(run_name)}")
 
 
 @main.command()

@@ -15,6 +15,10 @@ class QueryError(AnalyzerError):
     """A user query failed (bad SQL, unknown table, or an attempt to write)."""
 
 
+class QueryLimitError(QueryError):
+    """A user query ran past a limit of the lock-down (time, memory) and was stopped."""
+
+
 class NoRunsError(QueryError):
     """The store has no run yet."""
 

@@ -16,6 +16,7 @@ import pandas as pd
 
 from ..format import is_missing, json_ready
 from ..store import Store, resolve_run
+from ..terminal import lit
 from . import ANALYSES
 from .slow_rank import MIN_TESTABLE, slow_rank_analysis
 
@@ -77,24 +78,24 @@ def _table(console: Any, title: str, columns: list[str], rows: list[list[str]], 
     """A rich table of at most MAX_ROWS rows, then "… N more, see --json" when rows were left out."""
     from rich.table import Table
 
-    t = Table(title=title)
+    t = Table(title=lit(title))
     for c in columns:
-        t.add_column(c)
-    for r in rows[:MAX_ROWS]:
-        t.add_row(*r)
+        t.add_column(lit(c))
+    for r in rows[:MAX_ROWS]:  # cells hold names from traces: printed literally
+        t.add_row(*map(lit, r))
     console.print(t)
     total = len(rows) if total is None else total
     if total > MAX_ROWS:
-        console.print(f"… {total - MAX_ROWS} more, see --json", markup=False)
+        console.print(f"… {total - MAX_ROWS} more, see --json")
 
 
 def _say(console: Any, text: str) -> None:
-    console.print(text, markup=False)
+    console.print(lit(text))
 
 
 def print_report(report: dict[str, Any], console: Any) -> None:
     """Render the report as rich tables (times in ms, sizes in B/KiB/MiB/GiB, bandwidth in GB/s = 10⁹ B/s)."""
-    console.print(f"run [bold]{report['run']}[/]")
+    console.print(f"run [bold]{lit(report['run'])}[/]")
     _print_steps(report, console)
     _print_communication(report, console)
     _print_slow_rank(report, console)
@@ -484,7 +485,7 @@ def _print_clocks(report: dict[str, Any], console: Any) -> None:
         rows,
     )
     for w in co["warning"].dropna():
-        console.print(f"[yellow]warning:[/] {w}")
+        console.print(f"[yellow]warning:[/] {lit(w)}")
 
 
 def _print_advice(report: dict[str, Any], console: Any) -> None:
@@ -492,5 +493,5 @@ def _print_advice(report: dict[str, Any], console: Any) -> None:
     console.print(f"[bold]advice[/]: {len(adv)} finding(s)")
     for r in adv.itertuples():
         colour = {"high": "red", "medium": "yellow"}.get(r.severity, "cyan")
-        console.print(f"  [{colour}]{r.severity:<6}[/] {r.title}", highlight=False)
-        console.print(f"         {r.detail}", markup=False, style="dim")
+        console.print(f"  [{colour}]{lit(f'{r.severity:<6}')}[/] {lit(r.title)}", highlight=False)
+        console.print(f"         {lit(r.detail)}", style="dim")

@@ -15,7 +15,7 @@ import pyarrow as pa
 
 from ..errors import QueryError
 from ..format import json_ready
-from ..store import Store, resolve_run, run_names
+from ..store import DEFAULT_LIMITS, Limits, QueryResult, Store, check_read_only, execute, resolve_run, run_names
 from . import ANALYSES
 
 SCHEMA = "analysis"
@@ -76,10 +76,13 @@ def analysis_tables(store: Store, sql: str, run: str | None = None) -> dict[str,
     return out
 
 
-def query(store: Store, sql: str, run: str | None = None) -> pd.DataFrame:
-    """`analyze query`: one read-only SELECT over the fact tables (of ``run`` only, when given: an
-    unknown run is an error, not an empty result) and the ``analysis.<name>`` tables it names."""
+def query(store: Store, sql: str, run: str | None = None, limits: Limits = DEFAULT_LIMITS) -> QueryResult:
+    """`analyze query` (and any other front end taking users' SQL): one read-only statement over the
+    fact tables (of ``run`` only, when given: an unknown run is an error, not an empty result) and the
+    ``analysis.<name>`` tables it names, computed first, then run under the store's lock-down
+    (``analyzer.store.query``) and ``limits``."""
+    check_read_only(sql)  # before any analysis is computed for it
     store.require()
     if run is not None:
         resolve_run(store, run)
-    return store.query(sql, run=run, tables=analysis_tables(store, sql, run))
+    return execute(store, sql, run=run, tables=analysis_tables(store, sql, run), limits=limits)

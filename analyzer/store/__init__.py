@@ -9,7 +9,9 @@ Layout::
 Modules: ``layout`` (the folder and the names in it), ``store`` (:class:`Store`: connections,
 atomic commits, the ingest lock, garbage collection), ``sql`` (fact SELECTs, the read-only check,
 exact results), ``runs`` (the run listing, ``resolve_run``, the run content key ``run_key``),
-``results`` (:class:`ResultCache`: results kept per content of a run, for the analyses and the web app).
+``results`` (:class:`ResultCache`: results kept per content of a run, for the analyses and the web app),
+``query`` (``execute``: a user's SQL under DuckDB's lock-down and limits, the one owner of that
+connection for `analyze query`, the web app and an MCP server).
 """
 
 from .layout import (
@@ -21,6 +23,7 @@ from .layout import (
     resolve_store_path,
     slug,
 )
+from .query import DEFAULT_LIMITS, SHARED_LIMITS, Limits, QueryResult, execute
 from .results import ResultCache, copied, freeze
 from .runs import RUNS_SQL, Catalog, resolve_run, run_key, run_names
 from .sql import check_read_only, fact_select_sql
@@ -28,16 +31,21 @@ from .store import Store, utcnow
 
 __all__ = [
     "CATALOG_FILE",
+    "DEFAULT_LIMITS",
     "DEFAULT_STORE_DIRNAME",
     "FACTS_DIR",
     "LOCK_FILE",
+    "SHARED_LIMITS",
     "RUNS_SQL",
     "STORE_ENV_VAR",
     "Catalog",
+    "Limits",
+    "QueryResult",
     "ResultCache",
     "Store",
     "check_read_only",
     "copied",
+    "execute",
     "fact_select_sql",
     "freeze",
     "resolve_run",

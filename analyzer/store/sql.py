@@ -1,4 +1,4 @@
-"""SQL over the store: the SELECT of a fact table over its Parquet files, the read-only check of
+"""SQL over the store: the SELECT of a fact table over its Parquet files, the statement check of
 `analyze query`, and query results as exact DataFrames."""
 
 from __future__ import annotations
@@ -54,7 +54,9 @@ def exact_frame(rel: duckdb.DuckDBPyRelation | None) -> pd.DataFrame:
 
 
 def check_read_only(sql: str) -> None:
-    """Reject anything but SELECT-like statements (the query command is read-only)."""
+    """Refuse anything but one statement DuckDB's parser calls SELECT or EXPLAIN. This is the
+    friendly first word; what holds a query in is the lock-down of ``store.query`` (an EXPLAIN
+    ANALYZE runs its statement, which the lock-down refuses)."""
     try:
         statements = duckdb.extract_statements(sql)
     except duckdb.Error as exc:
@@ -65,3 +67,5 @@ def check_read_only(sql: str) -> None:
     for st in statements:
         if st.type not in allowed:
             raise QueryError(f"only read-only SELECT queries are allowed (got {st.type.name})")
+    if len(statements) > 1:
+        raise QueryError(f"one statement at a time (got {len(statements)})")

@@ -26,9 +26,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .. import schema
-from ..errors import QueryError, StoreError
+from ..errors import StoreError
 from .layout import CATALOG_FILE, FACTS_DIR, LOCK_FILE, STORE_ENV_VAR
-from .sql import check_read_only, exact_frame, fact_select_sql
+from .sql import fact_select_sql
 
 if TYPE_CHECKING:  # pandas costs 0.4 s to import: only the query paths load it
     import pandas as pd
@@ -45,7 +45,7 @@ def _is_lock_error(exc: Exception) -> bool:
     return "lock" in msg or "conflicting" in msg or "being used" in msg
 
 
-def _filter_fact_files(
+def filter_fact_files(
     ff: pa.Table,
     run: str | None = None,
     ranks: Sequence[int] | None = None,
@@ -200,7 +200,7 @@ class Store:
                 con.register(f"__cat_{name}", tbl)
                 con.execute(f'CREATE TEMP TABLE "{name}" AS SELECT * FROM "__cat_{name}"')
                 con.unregister(f"__cat_{name}")
-            ff = _filter_fact_files(cat["fact_files"], run=run, ranks=ranks)
+            ff = filter_fact_files(cat["fact_files"], run=run, ranks=ranks)
             self._create_fact_views(con, self._paths_by_table(ff), temp=True, only=tables)
             yield con
         finally:
@@ -229,7 +229,7 @@ class Store:
 
     def fact_files(self, table: str, run: str | None = None, ranks: Sequence[int] | None = None) -> list[str]:
         """Absolute paths of the Parquet files of a table, optionally for one run / some ranks."""
-        ff = _filter_fact_files(self.load_catalog(["fact_files"])["fact_files"], run=run, ranks=ranks, table=table)
+        ff = filter_fact_files(self.load_catalog(["fact_files"])["fact_files"], run=run, ranks=ranks, table=table)
         return [str(self.path / p) for p in ff["path"].to_pylist()]
 
     # -- queries --------------------------------------------------------------------------------
@@ -241,24 +241,14 @@ class Store:
         run: str | None = None,
         tables: Mapping[str, pa.Table] | None = None,
     ) -> pd.DataFrame:
-        """Run one read-only SELECT over every table and return a DataFrame.
+        """One read-only SELECT over every table (of ``run`` only, when given) as a DataFrame, run under
+        the lock-down of ``store.query`` with its default limits (a time limit, no row limit).
 
         ``tables``: more tables for this query, ``{"schema.name" or "name": Arrow table}`` (the analyses).
         """
-        check_read_only(sql)
-        with self.read_connection(run=run) as con:
-            for qualified, table in (tables or {}).items():
-                schema_name, _, name = qualified.rpartition(".")
-                if schema_name:
-                    con.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema_name}"')
-                con.register("__extra", table)
-                target = f'"{schema_name}"."{name}"' if schema_name else f'"{name}"'
-                con.execute(f"CREATE TABLE {target} AS SELECT * FROM __extra")
-                con.unregister("__extra")
-            try:
-                return exact_frame(con.sql(sql, params=list(params) if params else None))
-            except duckdb.Error as exc:
-                raise QueryError(str(exc).strip()) from exc
+        from .query import execute
+
+        return execute(self, sql, params, run=run, tables=tables).frame
 
     # -- writing --------------------------------------------------------------------------------
 

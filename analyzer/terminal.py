@@ -1,0 +1,53 @@
+"""Printing to a terminal, where every name from outside is shown as literal text.
+
+Run, folder, file, operator and kernel names, query results and messages quoting them were written
+by someone else. Printed as they are, ``rich`` would read markup in them (``[bold]`` vanishes,
+``[/data]`` raises an error) and the terminal would obey escape sequences (a run named
+``"\\x1b[2J"`` clears the screen). :func:`lit` is the one way such a value reaches the screen: rich
+markup escaped, control and bidirectional-format characters shown as Python escapes (``\\x1b``,
+``\\u202e``). Use it for every value put into a markup template and for every table cell; the
+consoles of the CLI never turn ``:x:`` into an emoji.
+"""
+
+from __future__ import annotations
+
+import shutil
+import unicodedata
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+
+WIDTH = shutil.get_terminal_size((160, 40)).columns
+
+
+def console(stderr: bool = False) -> Console:
+    """A console that reads markup only in our own templates: no emoji codes, no highlighting."""
+    return Console(stderr=stderr, highlight=False, emoji=False, soft_wrap=True, width=WIDTH)
+
+
+_SHORT = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
+
+
+def _shown(ch: str, lines: bool) -> str:
+    if lines and ch == "\n":
+        return ch
+    if ch in _SHORT:
+        return _SHORT[ch]
+    if unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp"):  # C0/C1 controls, DEL, bidi and zero-width marks
+        o = ord(ch)
+        return f"\\x{o:02x}" if o < 0x100 else f"\\u{o:04x}" if o < 0x10000 else f"\\U{o:08x}"
+    return ch
+
+
+def visible(value: Any, lines: bool = False) -> str:
+    """``value`` as text whose control characters are shown as escapes (newlines kept with ``lines``)."""
+    text = "" if value is None else str(value)
+    if text.isprintable():  # the common case: no control, format or separator character but " "
+        return text
+    return "".join(_shown(c, lines) for c in text)
+
+
+def lit(value: Any, lines: bool = False) -> str:
+    """``value`` for a rich markup template or a table cell: printed literally, escapes visible."""
+    return escape(visible(value, lines))
