@@ -388,8 +388,12 @@ main.add_command(schema_cmd, "schema")
 @store_option
 @handle_errors
 def drop(run_name: str, store: Store) -> None:
-    """Remove a run from the store."""
-    if not store.drop_run(run_name):
+    """Remove a run from the store (after any ingest into the store has finished)."""
+
+    def waiting() -> None:
+        err_console.print("waiting for the ingest into this store to finish ...", style="dim")
+
+    if not store.drop_run(run_name, on_wait=waiting):
         raise AnalyzerError(f"no run named {run_name!r}")
     console.print(f"dropped run {lit(run_name)}")
 

@@ -16,7 +16,7 @@ import fcntl
 import os
 import time
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -253,12 +253,14 @@ class Store:
     # -- writing --------------------------------------------------------------------------------
 
     @contextlib.contextmanager
-    def ingest_lock(self, wait_seconds: float = 600.0) -> Iterator[None]:
-        """Serialise ingests into one store (a second `analyze ingest` waits for the first)."""
+    def ingest_lock(self, wait_seconds: float = 600.0, on_wait: Callable[[], None] | None = None) -> Iterator[None]:
+        """Serialise the writers of one store: a second `analyze ingest` or an `analyze drop` waits for
+        the first. ``on_wait`` is called once if the lock is held by another process."""
         self.path.mkdir(parents=True, exist_ok=True)
         with open(self.lock_path, "a+") as fh:
             try:
                 deadline = time.monotonic() + wait_seconds
+                waited = False
                 while True:
                     try:
                         fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -266,6 +268,9 @@ class Store:
                     except BlockingIOError:
                         if time.monotonic() > deadline:
                             raise StoreError(f"another ingest holds {self.lock_path}") from None
+                        if not waited and on_wait is not None:
+                            on_wait()
+                        waited = True
                         time.sleep(0.2)
                 yield
             finally:
@@ -315,18 +320,21 @@ class Store:
                 con.execute("ROLLBACK")
                 raise
 
-    def drop_run(self, run: str) -> bool:
-        """Remove a run from the catalog (its files are garbage-collected by the next ingest)."""
+    def drop_run(self, run: str, on_wait: Callable[[], None] | None = None) -> bool:
+        """Remove a run from the catalog and delete its files. Takes the ingest lock: a drop during an
+        ingest of the same run waits for it (else that ingest's commit would bring the run back)."""
         self.require()
-        with self.write_connection() as con:
-            if not con.execute("SELECT count(*) FROM runs WHERE run = ?", [run]).fetchone()[0]:
-                return False
-            con.execute("BEGIN")
-            for t in ("runs", "collections", "source_files", "fact_files"):
-                con.execute(f'DELETE FROM "{t}" WHERE run = ?', [run])
-            ff = con.sql("SELECT table_name, path FROM fact_files").to_arrow_table()
-            self._create_fact_views(con, self._paths_by_table(ff))
-            con.execute("COMMIT")
+        with self.ingest_lock(on_wait=on_wait):
+            with self.write_connection() as con:
+                if not con.execute("SELECT count(*) FROM runs WHERE run = ?", [run]).fetchone()[0]:
+                    return False
+                con.execute("BEGIN")
+                for t in ("runs", "collections", "source_files", "fact_files"):
+                    con.execute(f'DELETE FROM "{t}" WHERE run = ?', [run])
+                ff = con.sql("SELECT table_name, path FROM fact_files").to_arrow_table()
+                self._create_fact_views(con, self._paths_by_table(ff))
+                con.execute("COMMIT")
+            self.garbage_collect()
         return True
 
     @staticmethod
