@@ -14,7 +14,7 @@ KIB = 1024
 # (Memory files are different: their MB is 1024^2 bytes, KB 1024.)
 COMM_MB = 1_000_000
 ASCEND_GB_PER_S = 1_000_000_000
-_NULL_TOKENS = {"", "N/A", "NA", "n/a", "None", "null", "nan", "NaN"}
+US_NULL_TOKENS = frozenset({"", "N/A", "NA", "n/a", "None", "null", "nan", "NaN"})  # us_text_to_ns: None
 
 
 def us_text_to_ns(text: str | None) -> int | None:
@@ -22,7 +22,7 @@ def us_text_to_ns(text: str | None) -> int | None:
     if text is None:
         return None
     s = text.strip().strip('"').strip()
-    if s in _NULL_TOKENS:
+    if s in US_NULL_TOKENS:
         return None
     neg = s.startswith("-")
     if neg or s.startswith("+"):
@@ -75,7 +75,7 @@ def to_float(text: str | None) -> float | None:
     if text is None:
         return None
     s = str(text).strip().strip('"').strip()
-    if s in _NULL_TOKENS:
+    if s in US_NULL_TOKENS:
         return None
     return float(s)
 
@@ -85,7 +85,7 @@ def to_int(text: str | None, sentinel_null: bool = True) -> int | None:
     if text is None:
         return None
     s = str(text).strip().strip('"').strip()
-    if s in _NULL_TOKENS:
+    if s in US_NULL_TOKENS:
         return None
     v = int(float(s)) if ("." in s or "e" in s.lower()) else int(s)
     if sentinel_null and v in (4294967295, 18446744073709551615, 9223372036854775807):

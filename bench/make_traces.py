@@ -8,6 +8,8 @@ Two sets, both real torch.profiler output of torch 2.13 on CPU:
   the one users have: ``cpu_op``, ``python_function``, ``[memory]`` instant events,
   ``user_annotation`` for ``ProfilerStep#N`` and ``gloo:all_reduce``, ``fwdbwd`` flows).
   About 350 MB in all (design.md measured its peers on 343 MB / 956 k events).
+- ``bench/out/set_4rank_small/`` — the same job with 12 profiled steps: 4 x ~23 MB, the size of
+  set users ingest most often (fixed costs — start-up, imports, the pool — weigh as much as throughput).
 - ``bench/out/single_1gb/rank_0/rank0.pt.trace.json`` — one rank of a separate 2-rank run of the
   same job with more profiled steps, so the one file is about 1 GB. Real training as well: no
   events are replicated. Only rank 0 keeps its trace (rank 1 profiles too, so that its
@@ -40,6 +42,7 @@ OUT = HERE / "out"
 # so that the set is ~350 MB (4 ranks) and the single trace ~1 GB.
 SETS: dict[str, tuple[int, int, tuple[int, ...]]] = {
     "set_4rank": (4, 48, (0, 1, 2, 3)),
+    "set_4rank_small": (4, 12, (0, 1, 2, 3)),  # ~23 MB per rank: the size users ingest most often
     "single_1gb": (2, 540, (0,)),
 }
 

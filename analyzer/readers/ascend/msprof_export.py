@@ -342,7 +342,7 @@ def read_legacy(ctx: ReadContext, st: ExportState, files: list[LegacyFile], cloc
         trace = AscendTrace(ctx, device_tasks=True, timeline=True)
         for f in fs:
             if f.kind in read_kinds:
-                trace.feed_file(f.path, f"legacy {f.kind} timeline", clock.epoch_ns if clock is not None else None)
+                trace.feed_file(f.path, f"legacy {f.kind} timeline", clock.offset_ns if clock is not None else 0)
             elif f.kind in ("task_time", "hccl", "step_trace"):
                 ctx.ignore(f.path, f"same events as msprof_{f.device}_{f.model}_{f.iteration}.json, which was read")
             else:

@@ -50,7 +50,7 @@ from .memory import read_memory_record, read_module_mem, read_operator_memory
 from .metadata import ProducerFiles, fill_meta, read_producer_files, switch_sentences
 from .names import OUTPUT_DIR, PROFILER_INFO_RE, PROFILER_METADATA, TEXT_FILES, TEXT_MARKERS, TORCH_NPU_RAW_HINT
 from .summaries import read_api_statistic, read_op_details, read_op_statistic, read_step_trace_time
-from .trace_view import AscendTrace, outcome_of_trace
+from .trace_view import AscendTrace, Collectives, outcome_of_trace
 
 # files of ASCEND_PROFILER_OUTPUT this version does not ingest, with the reason shown to the user
 _NOT_INGESTED = {
@@ -68,9 +68,12 @@ _NOT_INGESTED = {
 class TextExport:
     """State shared between the files of one output folder."""
 
-    def __init__(self, ctx: ReadContext, op_processes: frozenset[str] = frozenset()):
+    def __init__(
+        self, ctx: ReadContext, op_processes: frozenset[str] = frozenset(), collectives: Collectives | None = None
+    ):
         self.ctx = ctx
         self.op_processes = op_processes  # see AscendPicker (MindSpore's framework-op processes)
+        self.collectives = collectives  # see AscendPicker (MindSpore's collectives on CPU)
         self.root = ctx.plan.root
         # a trace_view.json found on its own (discovery's loose_trace_view): its folder stands for the output folder
         self.out = self.root if ctx.plan.hints.get("loose_trace_view") else self.root / OUTPUT_DIR
@@ -85,10 +88,13 @@ class TextExport:
         self.groups: Groups | None = None
 
 
-def read_output_folder(ctx: ReadContext, op_processes: frozenset[str] = frozenset()) -> None:
+def read_output_folder(
+    ctx: ReadContext, op_processes: frozenset[str] = frozenset(), collectives: Collectives | None = None
+) -> TextExport:
     """Read the collection's ASCEND_PROFILER_OUTPUT/ (torch_npu's, or MindSpore's with
-    ``op_processes``: the trace processes whose events are framework ops, see AscendPicker)."""
-    st = TextExport(ctx, op_processes)
+    ``op_processes``: the trace processes whose events are framework ops, and ``collectives``: the
+    process and rule of collectives run as host ops; see AscendPicker). Returns what was read."""
+    st = TextExport(ctx, op_processes, collectives)
     plan = ctx.plan
     for f in plan.files:
         if f.parent == st.out:
@@ -137,6 +143,7 @@ def read_output_folder(ctx: ReadContext, op_processes: frozenset[str] = frozense
     if "operator_memory.csv" in f:
         read_operator_memory(ctx, f["operator_memory.csv"])
     _finish(ctx, st)
+    return st
 
 
 def _ignore_others(ctx: ReadContext, st: TextExport) -> None:
@@ -167,7 +174,9 @@ def _ignore_others(ctx: ReadContext, st: TextExport) -> None:
 def _read_trace(ctx: ReadContext, st: TextExport, path: Path) -> None:
     with ctx.reading(path, "trace_view.json") as outcome:
         # no kernel_details.csv: the kernels are the tasks of the trace's Ascend Hardware lanes
-        st.trace = AscendTrace(ctx, st.op_processes, device_tasks="kernel_details.csv" not in st.files)
+        st.trace = AscendTrace(
+            ctx, st.op_processes, device_tasks="kernel_details.csv" not in st.files, collectives=st.collectives
+        )
         outcome_of_trace(outcome, st.trace.feed(path))
 
 

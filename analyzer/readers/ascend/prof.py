@@ -75,13 +75,15 @@ def _str(v: Any) -> str | None:
 
 @dataclass
 class DeviceClock:
-    """Device monotonic clock -> host epoch: epoch_ns = mono_ns - mono_begin_ns + begin_epoch_ns."""
+    """Device monotonic clock -> host epoch: epoch ns = mono ns - mono_begin_ns + begin_epoch_ns."""
 
     mono_begin_ns: int
     begin_epoch_ns: int
 
-    def epoch_ns(self, mono_ns: int) -> int:
-        return mono_ns - self.mono_begin_ns + self.begin_epoch_ns
+    @property
+    def offset_ns(self) -> int:
+        """What turns a clock reading into epoch ns (added to it)."""
+        return self.begin_epoch_ns - self.mono_begin_ns
 
 
 def read_prof_meta(ctx: ReadContext, root: Path, device_ids: set[int]) -> dict[int, DeviceClock]:

@@ -14,8 +14,9 @@ from typing import Any
 import msgspec
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
-from ...units import us_array_to_ns, us_text_to_ns
+from ...units import US_NULL_TOKENS, us_array_to_ns, us_text_to_ns
 from .stream import ANY, Event
 
 _FIELDS = ("ph", "name", "cat", "pid", "tid", "ts", "dur", "id", "args")
@@ -57,7 +58,7 @@ def times_ns(values: list[float | str | None], base_ns: int = 0) -> pa.Array:
     try:
         fa = pa.array(values, type=pa.float64())  # floats, ints and None; a string raises
     except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError):
-        return _mixed_times_ns(values, base_ns)
+        return _text_or_mixed_times_ns(values, base_ns)
     if fa.null_count:
         arr = us_array_to_ns(fa.fill_null(0.0).to_numpy())
         if base_ns:
@@ -69,7 +70,54 @@ def times_ns(values: list[float | str | None], base_ns: int = 0) -> pa.Array:
     return pa.array(arr, type=pa.int64())
 
 
+_US_TEXT = r"^(?P<sign>-?)(?P<whole>\d{0,16})(?:\.(?P<frac>\d*))?$"
+_TRIM = ' \t\r\n"'
+
+
+def text_times_ns(values: pa.Array) -> pa.Array:
+    """Exact µs decimal strings (torch_npu's ``"1736408883704643.212"``) to int64 ns, vectorised,
+    value for value what ``units.us_text_to_ns`` gives: half up on the 4th decimal, null for the
+    null-like tokens; the rare text this pattern does not take (exponents, a '+' sign, 17+ digits)
+    goes through ``us_text_to_ns`` itself."""
+    s = pc.utf8_trim(values, _TRIM)
+    s = pc.if_else(pc.is_in(s, value_set=_NULL_TEXT), pa.scalar(None, pa.string()), s)
+    m = pc.extract_regex(s, _US_TEXT)
+    whole = pc.struct_field(m, "whole")
+    frac_raw = pc.struct_field(m, "frac")
+    ok = pc.and_(pc.is_valid(m), pc.or_(pc.not_equal(whole, ""), pc.not_equal(pc.fill_null(frac_raw, ""), "")))
+    frac = pc.utf8_rpad(pc.fill_null(frac_raw, ""), 4, "0")
+    digits = pc.binary_join_element_wise(
+        pc.if_else(pc.equal(whole, ""), "0", whole), pc.utf8_slice_codeunits(frac, 0, 3), ""
+    )
+    try:
+        ns = pc.cast(pc.if_else(ok, digits, pa.scalar(None, pa.string())), pa.int64())
+    except pa.ArrowInvalid:  # beyond int64 ns: value by value, as before
+        return pa.array([us_text_to_ns(v) for v in values.to_pylist()], pa.int64())
+    ns = pc.add(ns, pc.cast(pc.greater_equal(pc.utf8_slice_codeunits(frac, 3, 4), "5"), pa.int64()))
+    ns = pc.if_else(pc.equal(pc.struct_field(m, "sign"), "-"), pc.negate(ns), ns)
+    todo = pc.and_(pc.is_valid(s), pc.invert(pc.fill_null(ok, False)))
+    if not pc.any(todo).as_py():
+        return ns
+    out = ns.to_pylist()
+    for i in pc.indices_nonzero(todo).to_pylist():
+        out[i] = us_text_to_ns(values[i].as_py())
+    return pa.array(out, pa.int64())
+
+
+_NULL_TEXT = pa.array(sorted(US_NULL_TOKENS), pa.string())
+
+
+def _text_or_mixed_times_ns(values: list[float | str | None], base_ns: int) -> pa.Array:
+    try:
+        text = pa.array(values, type=pa.string())  # strings and None only; a number raises
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError):
+        return _mixed_times_ns(values, base_ns)
+    ns = text_times_ns(text)
+    return pc.add(ns, base_ns) if base_ns else ns
+
+
 def _mixed_times_ns(values: list[float | str | None], base_ns: int) -> pa.Array:
+    """Numbers and strings in one list (rare): value by value."""
     out: list[int | None] = []
     for v in values:
         if v is None:
@@ -87,7 +135,12 @@ def durations_ns(values: list[float | str | None]) -> pa.Array:
     try:
         fa = pa.array(values, type=pa.float64())
     except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError):
-        return _mixed_times_ns([0.0 if v is None else v for v in values], 0)
+        try:
+            text = pa.array(values, type=pa.string())  # strings and None only
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError):
+            return _mixed_times_ns([0.0 if v is None else v for v in values], 0)
+        ns = text_times_ns(text)  # a null-like string stays null; an absent duration is 0
+        return pc.if_else(pc.is_null(text), pa.scalar(0, pa.int64()), ns) if text.null_count else ns
     if fa.null_count:
         fa = fa.fill_null(0.0)
     return pa.array(us_array_to_ns(fa.to_numpy()), type=pa.int64())
@@ -198,3 +251,43 @@ def counter_columns(events: list[Event], base_ns: int = 0) -> dict[str, pa.Array
         "ts_ns": times_ns(ts_raw, base_ns),
         "value": pa.array(values, pa.float64()),
     }
+
+
+def decode_args(args: pa.Array, decoder: msgspec.json.Decoder) -> list[Any]:
+    """The raw JSON ``args`` of some events (a column of ``EventColumns.args``; null = absent) through
+    a typed msgspec ``decoder`` in one call: the values lie back to back in the column's buffer,
+    which msgspec reads as a sequence of JSON documents. An absent value is None; when the batch
+    does not decode (one args object of another shape), value by value, None for one that does not."""
+    n = len(args)
+    if n == 0:
+        return []
+    present = args.filter(args.is_valid()) if args.null_count else args
+    out = _decode_buffer(present, decoder)
+    if out is None:
+        out = [_decode_one(decoder, v) for v in present.to_pylist()]
+    if not args.null_count:
+        return out
+    full: list[Any] = [None] * n
+    for i, v in zip(np.flatnonzero(args.is_valid().to_numpy(zero_copy_only=False)).tolist(), out):
+        full[i] = v
+    return full
+
+
+def _decode_buffer(arr: pa.Array, decoder: msgspec.json.Decoder) -> list[Any] | None:
+    if not len(arr):
+        return []
+    wide = arr.type == pa.large_string()
+    offsets = np.frombuffer(arr.buffers()[1], dtype=np.int64 if wide else np.int32)
+    start, end = int(offsets[arr.offset]), int(offsets[arr.offset + len(arr)])
+    try:
+        out = decoder.decode_lines(memoryview(arr.buffers()[2])[start:end])
+    except msgspec.DecodeError:
+        return None
+    return out if len(out) == len(arr) else None
+
+
+def _decode_one(decoder: msgspec.json.Decoder, text: str) -> Any:
+    try:
+        return decoder.decode(text)
+    except msgspec.DecodeError:
+        return None

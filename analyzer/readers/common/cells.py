@@ -9,12 +9,16 @@ from __future__ import annotations
 
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from ...units import us_text_to_ns
 
 # cell texts that mean "no value"
 NULL_TOKENS = frozenset({"", "N/A", "NA", "n/a", "None", "null", "nan", "NaN", "-"})
 # CANN's "no id" values of a stream / task id (UINT32_MAX, UINT16_MAX)
 _NO_TASK_ID = (4294967295, 65535)
+_NO_TASK_IDS = pa.array(_NO_TASK_ID, pa.int64())
 
 
 def text_cell(v: str | None) -> str | None:
@@ -56,6 +60,16 @@ def task_id(v: Any) -> int | None:
     except (TypeError, ValueError):
         return None
     return None if x in _NO_TASK_ID else x
+
+
+def task_ids(values: list[Any]) -> pa.Array:
+    """``task_id`` of many values: integers at once (Arrow), anything else value by value."""
+    try:
+        arr = pa.array(values, pa.int64())
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError):
+        return pa.array([task_id(v) for v in values], pa.int64())
+    none = pc.is_in(arr, value_set=_NO_TASK_IDS)
+    return pc.if_else(none, pa.scalar(None, pa.int64()), arr) if pc.any(none).as_py() else arr
 
 
 def number(v: Any) -> float | None:

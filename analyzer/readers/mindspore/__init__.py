@@ -41,11 +41,12 @@ from . import legacy  # noqa: F401 - registers the mindspore_legacy reader
 from .host import (
     CPU_FILE_RE,
     CPU_PROCESS,
-    cpu_comm_ops_from_trace,
+    collective_type,
     cpu_files,
     read_memory_record,
     read_op_detail_info,
     read_op_type_info,
+    write_cpu_comm_ops,
     write_cpu_ops_from_timestamps,
 )
 
@@ -221,9 +222,11 @@ def read_mindspore(ctx: ReadContext) -> None:
         for kind in ("cpu_op_execute_timestamp", "cpu_framework"):
             if kind in cpu:
                 ctx.ignore(cpu[kind], "same CPU ops as trace_view.json, which was read")
-        read_output_folder(ctx, MS_OP_PROCESSES)
-        if "kernel_details.csv" not in names and "trace_view.json" in names:
-            cpu_comm_ops_from_trace(ctx, out / "trace_view.json")
+        # a CPU run (a trace, no kernels): its collectives are host ops of the CPU OP lane
+        cpu_run = "kernel_details.csv" not in names and "trace_view.json" in names
+        st = read_output_folder(ctx, MS_OP_PROCESSES, (CPU_PROCESS, collective_type) if cpu_run else None)
+        if cpu_run and st.trace is not None:
+            write_cpu_comm_ops(ctx, st.trace.picker.collectives)
     elif ms_dbs := sorted(f for f in plan.files if f.parent == out and MINDSPORE_DB_RE.match(f.name)):
         _read_db(ctx, ms_dbs)
     else:

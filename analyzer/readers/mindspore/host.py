@@ -31,14 +31,12 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ...errors import InputError
 from ...vocabulary import P2P_TYPES
 from ..base import ReadContext
-from ..chrome.columns import id_text, times_ns
-from ..chrome.lanes import LaneInfo
 from ..chrome.nesting import self_time
-from ..chrome.stream import TraceStream
 from ..common.cells import decimal_text_to_ns
 from ..common.csvfile import read_csv
 
@@ -318,39 +316,21 @@ def collective_type(full_name: str) -> str | None:
     return COLLECTIVES.get(m.group("prim")) if m else None
 
 
-def cpu_comm_ops_from_trace(ctx: ReadContext, trace: Path) -> int:
+def write_cpu_comm_ops(ctx: ReadContext, picked: list[pa.Table]) -> int:
     """comm_ops from the collective primitives on the ``CPU OP`` lane of a CPU run's trace_view.json
-    (MindSpore on CPU runs its collectives as host ops: their duration is the communication time)."""
-    lanes = LaneInfo()
-    rows: dict[str, list[Any]] = defaultdict(list)
-    try:
-        for events in TraceStream(trace).blocks():
-            picked = []
-            for e in events:
-                if e.ph == "M":
-                    lanes.add(e)
-                elif e.ph == "X" and lanes.process_names.get(id_text(e.pid) or "") == CPU_PROCESS:
-                    op = collective_type(e.name)
-                    if op is not None:
-                        picked.append((e, op))
-            if picked:
-                rows["name"].extend(e.name for e, _ in picked)
-                rows["op_type"].extend(op for _, op in picked)
-                rows["ts"].extend(e.ts for e, _ in picked)
-                rows["dur"].extend(e.dur if e.dur is not None else 0.0 for e, _ in picked)
-    except InputError:
-        return 0  # the trace itself is reported by the trace reader
-    if not rows:
+    (MindSpore on CPU runs its collectives as host ops: their duration is the communication time),
+    as the trace's router picked them (``AscendPicker`` with ``collectives=(CPU_PROCESS, collective_type)``)."""
+    if not picked:
         return 0
-    n = len(rows["name"])
+    t = pa.concat_tables(picked)
     return ctx.write(
         "comm_ops",
         {
-            "name": rows["name"],
-            "op_type": rows["op_type"],
-            "is_p2p": [op in P2P_TYPES for op in rows["op_type"]],
-            "ts_ns": times_ns(rows["ts"]),
-            "dur_ns": times_ns(rows["dur"]),
-            "source": ["mindspore:cpu_op"] * n,
+            "name": t.column("name"),
+            "op_type": t.column("op_type"),
+            "is_p2p": pc.is_in(t.column("op_type"), value_set=pa.array(sorted(P2P_TYPES), pa.string())),
+            "ts_ns": t.column("ts_ns"),
+            "dur_ns": t.column("dur_ns"),
+            "source": pa.repeat(pa.scalar("mindspore:cpu_op"), t.num_rows),
         },
     )
