@@ -1,33 +1,38 @@
-"""Ingest speed and memory of rankscope against HTA's loader and a plain ``json.load``, same run.
+"""Ingest speed and memory of rankscope against HTA's loader (two releases), same run, whole process
+against whole process.
 
-    python bench/make_traces.py                 # once: real traces under bench/out/
-    python bench/bench_ingest.py                # 3 timed + 2 memory rounds, then the 1 GB trace
-    python bench/bench_ingest.py --repeat 5 --memory-repeat 3 --no-single
+    python bench/make_traces.py                      # once: real traces under bench/out/
+    python bench/bench_ingest.py                     # both sets, 5 timed + 2 memory rounds, then the 1 GB trace
+    python bench/bench_ingest.py --sets set_4rank --repeat 3 --no-single
+    python bench/bench_ingest.py --tools ours,hta06,json
+
+Baselines, each in its own virtual environment (both install a package named ``hta``; neither
+pulls torch):
+
+- ``hta05``: ``holistictraceanalysis`` 0.5.0, the last release under that name
+  (``python -m venv .venv-hta05 && .venv-hta05/bin/pip install holistictraceanalysis==0.5.0``);
+- ``hta06``: ``traceinsight`` 0.6.x, HTA's maintained release
+  (``python -m venv .venv-hta06 && .venv-hta06/bin/pip install traceinsight==0.6.1``);
+- ``json``: ``json.load`` of each file in one process (the decoding floor of the standard library).
 
 Every tool runs in its own subprocess, one at a time, the tools interleaved within a round (ours,
-HTA, json.load, ours, ...) so that a busy machine slows all of them alike; one uncounted warm-up
-ingest first. Two kinds of rounds:
+hta05, hta06, ours, ...) so that a busy machine slows all of them alike; one uncounted warm-up
+ingest first. What is compared is the **whole process**, start to exit, on both sides: ours is
+``analyze ingest <set> --store <fresh folder>`` (interpreter start, imports, discovery, parsing,
+Parquet, catalog commit); HTA's is ``python -c`` importing ``hta`` and calling
+``TraceAnalysis(trace_dir=...)``. The work alone (HTA's call, the ingest time our CLI reports)
+is printed too. Two kinds of rounds:
 
 - timed rounds: nothing else runs; wall time, and CPU time of the process *and all its
-  descendants* (our ingest and HTA both parse ranks in a process pool) from ``wait4``;
+  descendants* (ours and HTA both parse ranks in a process pool) from ``wait4``; after each of
+  our ingests, a second ``analyze ingest`` of the same, unchanged set into the same store (the
+  re-ingest: it must find nothing to read);
 - memory rounds: the process tree is sampled from ``/proc`` every 40 ms (which costs CPU, hence
-  apart): peak PSS — the sum over the tree of proportional set sizes, pages shared by a parent
-  and its forked workers counted once: the figure the ratio uses — and peak RSS (shared pages
-  counted in every process).
+  apart): peak PSS of the tree (pages a forked worker shares with its parent counted once: the
+  figure the ratio uses), peak RSS of the tree, and the peak RSS and PSS of its largest process.
 
-What is timed:
-
-- ours: the real CLI, ``analyze ingest <set> --store <fresh folder>``, from process start to exit
-  (interpreter start, imports, discovery, parsing, Parquet, catalog commit — everything); after
-  each run (clock stopped) the store is checked: every event read, every collection complete;
-- HTA: ``TraceAnalysis(trace_dir=...)`` only (its import time is reported apart and not counted);
-  HTA wants every rank's file in one folder, so it gets a folder of symlinks to the same files;
-- json.load: ``json.load`` of each file in turn in one process (the decoding floor of the stdlib).
-
-The first ratio is HTA's call against our whole process (start-up on our side only); two
-like-for-like ratios follow: whole process against whole process, and the work alone (HTA's call
-against the ingest time our CLI reports, neither counting interpreter start and imports).
-Ratios are of the medians over the rounds of this run. Needs ``pip install -e '.[bench]'``.
+After each of our ingests (clock stopped) the store is checked: every event of every file read,
+every collection complete. Ratios are of the medians over the rounds of this run.
 """
 
 from __future__ import annotations
@@ -43,12 +48,19 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
 OUT = HERE / "out"
 SAMPLE_S = 0.04
+BASELINE_PYTHONS = {"hta05": REPO / ".venv-hta05/bin/python", "hta06": REPO / ".venv-hta06/bin/python"}
+TARGET_SPEEDUP = 10.0  # HTA whole process / ours
+TARGET_PEAK = 0.3  # our peak / HTA's peak
+TARGET_EVENTS_PER_S = 400_000
+TARGET_REINGEST = 0.02  # re-ingest of an unchanged set / first ingest
+TARGET_SINGLE_S, TARGET_SINGLE_MB = 5.0, 600.0
 
 
 # -- process-tree memory sampling ---------------------------------------------------------------
@@ -94,13 +106,16 @@ def _kb(path: str, key: bytes) -> int:
 @dataclass
 class Measured:
     tool: str
-    seconds: float  # the figure compared first: our whole process; HTA's TraceAnalysis() call; json.load loop
-    wall_seconds: float  # whole subprocess (interpreter start and imports included)
+    wall_seconds: float  # whole subprocess, start to exit: the figure compared
     work_seconds: float  # the work alone: our ingest() as the CLI reports it; HTA's call; the json.load loop
-    peak_pss_mb: float
-    peak_rss_mb: float
-    peak_processes: int
     cpu_seconds: float  # user + system time of the whole process tree
+    peak_pss_mb: float  # process tree
+    peak_rss_mb: float  # process tree
+    largest_rss_mb: float  # the largest single process
+    largest_pss_mb: float
+    peak_processes: int
+    reingest_seconds: float = float("nan")  # ours: the second, unchanged ingest (whole process)
+    info: dict = field(default_factory=dict)  # what the process printed (JSON)
 
 
 def _env() -> dict[str, str]:
@@ -112,12 +127,12 @@ def _env() -> dict[str, str]:
 
 
 def measure(tool: str, cmd: list[str], sample: bool) -> Measured:
-    """Run ``cmd`` (it prints one JSON line last) and wait for it. With ``sample``, the memory of its
-    process tree is sampled every 40 ms meanwhile (that costs CPU: timed rounds do not sample)."""
+    """Run ``cmd`` (it prints one JSON document, or a JSON line last) and wait for it. With ``sample``,
+    the memory of its process tree is sampled every 40 ms meanwhile (timed rounds do not sample)."""
     t0 = time.perf_counter()
-    errf = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 - read and closed once the process has ended
+    errf = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 - closed below, after the process ended
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=errf, text=True, env=_env())
-    peak_pss = peak_rss = 0
+    peak_pss = peak_rss = big_rss = big_pss = 0
     peak_n = 0
     out_chunks: list[str] = []
     reader = threading.Thread(target=lambda: out_chunks.append(proc.stdout.read()), daemon=True)  # type: ignore[union-attr]
@@ -127,9 +142,11 @@ def measure(tool: str, cmd: list[str], sample: bool) -> Measured:
         if pid:
             break
         pids = _tree(proc.pid)
-        pss = sum(_kb(f"/proc/{p}/smaps_rollup", b"Pss:") for p in pids)
-        rss = sum(_kb(f"/proc/{p}/status", b"VmRSS:") for p in pids)
-        peak_pss, peak_rss, peak_n = max(peak_pss, pss), max(peak_rss, rss), max(peak_n, len(pids))
+        pss = [_kb(f"/proc/{p}/smaps_rollup", b"Pss:") for p in pids]
+        rss = [_kb(f"/proc/{p}/status", b"VmRSS:") for p in pids]
+        peak_pss, peak_rss = max(peak_pss, sum(pss)), max(peak_rss, sum(rss))
+        big_rss, big_pss = max([big_rss, *rss]), max([big_pss, *pss])
+        peak_n = max(peak_n, len(pids))
         time.sleep(SAMPLE_S)
     wall = time.perf_counter() - t0
     proc.returncode = os.waitstatus_to_exitcode(status)
@@ -146,42 +163,51 @@ def measure(tool: str, cmd: list[str], sample: bool) -> Measured:
         lines = [ln for ln in out.splitlines() if ln.startswith("{")]
         info = json.loads(lines[-1]) if lines else {}
     cpu = usage.ru_utime + usage.ru_stime  # the process and every descendant it waited for
-    work = float(info.get("seconds", wall))
     nan = float("nan")
-    primary = wall if tool == "ours" else work
+
+    def mb(kb: int) -> float:
+        return kb / 1024 if sample else nan
+
     return Measured(
-        tool, primary, wall, work, peak_pss / 1024 if sample else nan, peak_rss / 1024 if sample else nan, peak_n, cpu
+        tool,
+        wall,
+        float(info.get("seconds", wall)),
+        cpu,
+        mb(peak_pss),
+        mb(peak_rss),
+        mb(big_rss),
+        mb(big_pss),
+        peak_n,
+        info=info,
     )
 
 
 # -- the tools (child side) ---------------------------------------------------------------------
 
+# HTA's whole process: `python -c` so that what runs is the interpreter, HTA's imports and its loader
+HTA_CHILD = """
+import json, logging, sys, time
+t0 = time.perf_counter()
+from hta.trace_analysis import TraceAnalysis
+logging.disable(logging.WARNING)
+t1 = time.perf_counter()
+analysis = TraceAnalysis(trace_dir=sys.argv[1])
+t2 = time.perf_counter()
+rows = sum(len(analysis.t.get_trace(r)) for r in analysis.t.get_ranks())
+print(json.dumps({"seconds": t2 - t1, "import_seconds": t1 - t0, "ranks": len(analysis.t.get_ranks()), "rows": rows}))
+"""
 
-def child_hta(folder: str) -> None:
-    import logging
-
-    t0 = time.perf_counter()
-    from hta.trace_analysis import TraceAnalysis
-
-    logging.disable(logging.WARNING)
-    t1 = time.perf_counter()
-    analysis = TraceAnalysis(trace_dir=folder)
-    t2 = time.perf_counter()
-    rows = sum(len(analysis.t.get_trace(r)) for r in analysis.t.get_ranks())
-    print(
-        json.dumps({"seconds": t2 - t1, "import_seconds": t1 - t0, "ranks": len(analysis.t.get_ranks()), "rows": rows})
-    )
-
-
-def child_json(files: list[str]) -> None:
-    t0 = time.perf_counter()
-    n = 0
-    for f in files:
-        with open(f, "rb") as fh:
-            d = json.load(fh)
-        n += len(d["traceEvents"])
-        del d
-    print(json.dumps({"seconds": time.perf_counter() - t0, "events": n}))
+JSON_CHILD = """
+import json, sys, time
+t0 = time.perf_counter()
+n = 0
+for f in sys.argv[1:]:
+    with open(f, "rb") as fh:
+        d = json.load(fh)
+    n += len(d["traceEvents"])
+    del d
+print(json.dumps({"seconds": time.perf_counter() - t0, "events": n}))
+"""
 
 
 # -- driver ------------------------------------------------------------------------------------
@@ -206,28 +232,36 @@ def _events(folder: Path, files: list[Path]) -> int:
     return sum(count_events(f) for f in files)
 
 
-def run_ours(folder: Path, scratch: Path, workers: int | None, events: int, sample: bool) -> Measured:
+def _check_store(store: Path, folder: Path, events: int) -> None:
+    """Every event of every file read, every collection complete (after the clock stopped)."""
+    import duckdb
+
+    con = duckdb.connect(str(store / "catalog.duckdb"), read_only=True)
+    try:
+        n, ok = con.execute(
+            "SELECT (SELECT sum(rows) FROM source_files WHERE status = 'ok'), "
+            "(SELECT bool_and(status = 'complete') FROM collections)"
+        ).fetchone()
+    finally:
+        con.close()
+    if int(n or 0) != events or not ok:
+        raise RuntimeError(f"ingest of {folder} read {n} events (expected {events}), all complete: {ok}")
+
+
+def run_ours(folder: Path, scratch: Path, workers: int | None, events: int, sample: bool, reingest: bool) -> Measured:
     store = Path(tempfile.mkdtemp(prefix="store-", dir=scratch))
     cmd = _analyze_cmd() + ["ingest", str(folder), "--store", str(store), "--json"]
     if workers:
         cmd += ["--workers", str(workers)]
     try:
         m = measure("ours", cmd, sample)
-        # after the clock stopped: the store holds every event, every collection complete
-        from analyzer.store import Store
-
-        got = (
-            Store(store)
-            .query(
-                "SELECT (SELECT sum(rows) FROM source_files WHERE status = 'ok') AS n, "
-                "(SELECT bool_and(status = 'complete') FROM collections) AS ok"
-            )
-            .iloc[0]
-        )
-        if int(got["n"]) != events or not bool(got["ok"]):
-            raise RuntimeError(
-                f"ingest of {folder} read {got['n']} events (expected {events}), all complete: {got['ok']}"
-            )
+        _check_store(store, folder, events)
+        if reingest:
+            again = measure("ours", cmd, False)
+            if again.info.get("collections") or not again.info.get("unchanged"):
+                raise RuntimeError(f"re-ingest of the unchanged {folder} read something: {again.info}")
+            m.reingest_seconds = again.wall_seconds
+            _check_store(store, folder, events)
         return m
     finally:
         shutil.rmtree(store, ignore_errors=True)
@@ -244,13 +278,18 @@ def run_tool(
     sample: bool,
 ) -> Measured:
     if tool == "ours":
-        return run_ours(folder, scratch, args.workers, events, sample)
-    if tool == "hta":
-        return measure("hta", [sys.executable, __file__, "--child", "hta", str(flat)], sample)
-    return measure("json", [sys.executable, __file__, "--child", "json", *map(str, files)], sample)
+        return run_ours(folder, scratch, args.workers, events, sample, reingest=not sample)
+    if tool in BASELINE_PYTHONS:
+        return measure(tool, [str(BASELINE_PYTHONS[tool]), "-c", HTA_CHILD, str(flat)], sample)
+    return measure("json", [sys.executable, "-c", JSON_CHILD, *map(str, files)], sample)
+
+
+def _detail(m: Measured) -> dict[str, object]:
+    return {k: v for k, v in asdict(m).items() if k != "info"}
 
 
 def _median(xs: list[float]) -> float:
+    xs = [x for x in xs if x == x]
     return statistics.median(xs) if xs else float("nan")
 
 
@@ -259,165 +298,184 @@ def _fmt(ms: list[Measured], attr: str, unit: str = "") -> str:
     return f"{_median(vals):8.2f}{unit}  (" + ", ".join(f"{v:.2f}" for v in vals) + ")"
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--set", type=Path, default=OUT / "set_4rank", help="multi-rank trace folder")
-    ap.add_argument("--single", type=Path, default=OUT / "single_1gb", help="folder with the ~1 GB trace")
-    ap.add_argument("--repeat", type=int, default=3, help="timed rounds (default 3)")
-    ap.add_argument("--memory-repeat", type=int, default=2, help="memory-sampled rounds (default 2)")
-    ap.add_argument("--tools", default="ours,hta,json", help="comma-separated subset of ours,hta,json")
-    ap.add_argument("--no-single", action="store_true", help="skip the 1 GB single-trace ingest")
-    ap.add_argument("--workers", type=int, help="passed to analyze ingest (default: its own)")
-    ap.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
-    args = ap.parse_args(argv)
-    if args.child:
-        kind, *rest = args.child
-        (child_hta if kind == "hta" else child_json)(rest[0] if kind == "hta" else rest)  # type: ignore[arg-type]
-        return 0
+def _ok(good: bool) -> str:
+    return "OK" if good else "MISSED"
 
-    tools = [t.strip() for t in args.tools.split(",") if t.strip()]
-    files = _trace_files(args.set)
+
+def bench_set(folder: Path, tools: list[str], args: argparse.Namespace, scratch: Path) -> dict[str, object]:
+    files = _trace_files(folder)
     if not files:
-        print(f"no traces under {args.set}: run python bench/make_traces.py first", file=sys.stderr)
-        return 2
+        raise SystemExit(f"no traces under {folder}: run python bench/make_traces.py first")
     size = sum(f.stat().st_size for f in files)
-    events = _events(args.set, files)
-    single_files = _trace_files(args.single) if not args.no_single and args.single.exists() else []
-    scratch = Path(tempfile.mkdtemp(prefix="bench-", dir=OUT))
-    flat = scratch / "hta_flat"
+    events = _events(folder, files)
+    flat = scratch / f"hta_flat_{folder.name}"  # HTA wants every rank's file in one folder
     flat.mkdir()
     for f in files:
         (flat / f.name).symlink_to(f.resolve())
-
     print(
-        f"machine: {platform.machine()} {os.cpu_count()} cores, Python {platform.python_version()}, "
+        f"\nset: {folder.relative_to(REPO) if folder.is_relative_to(REPO) else folder} — {len(files)} files, "
+        f"{size / 1e6:.0f} MB, {events:,} events; {args.repeat} timed rounds, {args.memory_repeat} memory rounds; "
         f"load {tuple(round(x, 2) for x in os.getloadavg())}"
-    )
-    print(
-        f"set: {args.set} — {len(files)} files, {size / 1e6:.0f} MB, {events:,} events; "
-        f"{args.repeat} timed rounds, {args.memory_repeat} memory rounds\n"
     )
     timed: dict[str, list[Measured]] = {t: [] for t in tools}
     sampled: dict[str, list[Measured]] = {t: [] for t in tools}
-    single_t: list[Measured] = []
-    single_m: list[Measured] = []
-    sevents = 0
-    try:
-        if "ours" in tools:  # warm-up, not counted: compiled modules cached, files in the page cache
-            run_ours(args.set, scratch, args.workers, events, False)
-        for kind, rounds, bucket in (("timed", args.repeat, timed), ("memory", args.memory_repeat, sampled)):
-            for r in range(rounds):
-                for tool in tools:
-                    m = run_tool(tool, args.set, files, flat, scratch, args, events, kind == "memory")
-                    bucket[tool].append(m)
+    if "ours" in tools:  # warm-up, not counted: compiled modules cached, files in the page cache
+        run_ours(folder, scratch, args.workers, events, False, reingest=False)
+    for kind, rounds, bucket in (("timed", args.repeat, timed), ("memory", args.memory_repeat, sampled)):
+        for r in range(rounds):
+            order = tools if r % 2 == 0 else tools[::-1]  # alternate who goes first
+            for tool in order:
+                m = run_tool(tool, folder, files, flat, scratch, args, events, kind == "memory")
+                bucket[tool].append(m)
+                if kind == "memory":
                     what = (
-                        f"peak PSS {m.peak_pss_mb:6.0f} MB  RSS {m.peak_rss_mb:6.0f} MB  procs {m.peak_processes}"
-                        if kind == "memory"
-                        else f"CPU {m.cpu_seconds:6.2f} s"
+                        f"peak PSS {m.peak_pss_mb:6.0f} MB  RSS {m.peak_rss_mb:6.0f} MB  "
+                        f"largest process RSS {m.largest_rss_mb:5.0f} MB  procs {m.peak_processes}"
                     )
-                    print(
-                        f"  {kind} round {r + 1} {tool:5s} {m.seconds:7.2f} s (process {m.wall_seconds:6.2f} s)  "
-                        f"{what}",
-                        flush=True,
+                else:
+                    what = f"CPU {m.cpu_seconds:6.2f} s" + (
+                        f"  re-ingest {m.reingest_seconds:5.2f} s" if tool == "ours" else ""
                     )
-        if single_files:
-            ssize = sum(f.stat().st_size for f in single_files)
-            sevents = _events(args.single, single_files)
-            print(f"\nsingle trace: {args.single} — {ssize / 1e6:.0f} MB, {sevents:,} events")
-            for kind, rounds, bucket1 in (("timed", args.repeat, single_t), ("memory", args.memory_repeat, single_m)):
-                for r in range(rounds):
-                    m = run_ours(args.single, scratch, args.workers, sevents, kind == "memory")
-                    bucket1.append(m)
-                    what = (
-                        f"peak PSS {m.peak_pss_mb:6.0f} MB  RSS {m.peak_rss_mb:6.0f} MB"
-                        if kind == "memory"
-                        else f"CPU {m.cpu_seconds:6.2f} s"
-                    )
-                    print(f"  {kind} round {r + 1} ours  {m.seconds:7.2f} s  {what}", flush=True)
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+                print(
+                    f"  {kind} round {r + 1} {tool:6s} {m.wall_seconds:7.2f} s (work {m.work_seconds:6.2f} s)  {what}",
+                    flush=True,
+                )
 
-    def med(ms: list[Measured], attr: str) -> float:
-        return _median([getattr(m, attr) for m in ms])
+    def med(tool: str, attr: str, bucket: dict[str, list[Measured]]) -> float:
+        return _median([getattr(m, attr) for m in bucket[tool]])
 
-    print(f"\nmedians (individual rounds in brackets); load now {tuple(round(x, 2) for x in os.getloadavg())}")
+    out: dict[str, object] = {"set": folder.name, "bytes": size, "events": events, "median": {}}
+    print(f"  medians (rounds in brackets); load now {tuple(round(x, 2) for x in os.getloadavg())}")
+    for tool in tools:
+        out["median"][tool] = {  # type: ignore[index]
+            "wall_seconds": med(tool, "wall_seconds", timed),
+            "work_seconds": med(tool, "work_seconds", timed),
+            "cpu_seconds": med(tool, "cpu_seconds", timed),
+            "reingest_seconds": med(tool, "reingest_seconds", timed),
+            "peak_pss_mb": med(tool, "peak_pss_mb", sampled),
+            "peak_rss_mb": med(tool, "peak_rss_mb", sampled),
+            "largest_rss_mb": med(tool, "largest_rss_mb", sampled),
+            "largest_pss_mb": med(tool, "largest_pss_mb", sampled),
+        }
+        print(
+            f"  {tool:6s} whole process {_fmt(timed[tool], 'wall_seconds', ' s')}  "
+            f"work {_fmt(timed[tool], 'work_seconds', ' s')}\n"
+            f"         CPU {_fmt(timed[tool], 'cpu_seconds', ' s')}\n"
+            f"         peak PSS {_fmt(sampled[tool], 'peak_pss_mb', ' MB')}  largest process RSS "
+            f"{_fmt(sampled[tool], 'largest_rss_mb', ' MB')}"
+        )
+    mm = out["median"]  # type: ignore[assignment]
+    if "ours" in tools:
+        o = mm["ours"]  # type: ignore[index]
+        eps = events / o["wall_seconds"]
+        out["events_per_s"] = eps
+        print(f"  ours: {eps:,.0f} events/s whole process (target >= {TARGET_EVENTS_PER_S:,} on the 356 MB set)")
+        re = o["reingest_seconds"] / o["wall_seconds"]
+        out["reingest_ratio"] = re
+        print(
+            f"  ours: re-ingest of the unchanged set {o['reingest_seconds']:.2f} s = {100 * re:.1f} % of the first "
+            f"(target <= {100 * TARGET_REINGEST:.0f} %: {_ok(re <= TARGET_REINGEST)})"
+        )
+        for base in (t for t in tools if t != "ours"):
+            b = mm[base]  # type: ignore[index]
+            speed = b["wall_seconds"] / o["wall_seconds"]
+            rounds = [bm.wall_seconds / om.wall_seconds for om, bm in zip(timed["ours"], timed[base])]
+            pss = o["peak_pss_mb"] / b["peak_pss_mb"]
+            big = o["largest_rss_mb"] / b["largest_rss_mb"]
+            out[f"{base}_over_ours"] = {
+                "whole_process": speed,
+                "whole_process_rounds": rounds,
+                "work": b["work_seconds"] / o["work_seconds"],
+                "cpu": b["cpu_seconds"] / o["cpu_seconds"],
+                "peak_pss": pss,
+                "largest_rss": big,
+            }
+            tgt = base.startswith("hta")
+            print(
+                f"  {base} / ours, whole process {speed:6.2f}x  (rounds: {', '.join(f'{x:.2f}' for x in rounds)})"
+                + (f"   target >= {TARGET_SPEEDUP:.0f}: {_ok(speed >= TARGET_SPEEDUP)}" if tgt else "")
+                + f"\n         work alone {b['work_seconds'] / o['work_seconds']:6.2f}x, "
+                f"CPU {b['cpu_seconds'] / o['cpu_seconds']:6.2f}x"
+                + f"\n         our peak / its peak: PSS of the tree {pss:5.2f}, largest process RSS {big:5.2f}"
+                + (f"   target <= {TARGET_PEAK}: {_ok(pss <= TARGET_PEAK and big <= TARGET_PEAK)}" if tgt else "")
+            )
+    out["rounds_detail"] = {t: [_detail(m) for m in timed[t] + sampled[t]] for t in tools}
+    return out
+
+
+def bench_single(folder: Path, args: argparse.Namespace, scratch: Path) -> dict[str, object]:
+    files = _trace_files(folder)
+    size = sum(f.stat().st_size for f in files)
+    events = _events(folder, files)
+    print(f"\nsingle trace: {folder} — {size / 1e6:.0f} MB, {events:,} events")
+    timed, sampled = [], []
+    for kind, rounds, bucket in (("timed", args.repeat, timed), ("memory", args.memory_repeat, sampled)):
+        for r in range(rounds):
+            m = run_ours(folder, scratch, args.workers, events, kind == "memory", reingest=False)
+            bucket.append(m)
+            what = f"peak PSS {m.peak_pss_mb:6.0f} MB  RSS {m.peak_rss_mb:6.0f} MB" if kind == "memory" else ""
+            print(
+                f"  {kind} round {r + 1} ours  {m.wall_seconds:7.2f} s  CPU {m.cpu_seconds:6.2f} s  {what}", flush=True
+            )
+    secs = _median([m.wall_seconds for m in timed])
+    pk = _median([m.peak_pss_mb for m in sampled])
+    rss = _median([m.peak_rss_mb for m in sampled])
+    print(
+        f"  1 GB trace ({events:,} events): {secs:.2f} s ({events / secs:,.0f} events/s; "
+        f"target <= {TARGET_SINGLE_S} s: "
+        f"{_ok(secs <= TARGET_SINGLE_S)}), peak PSS {pk:.0f} MB, peak RSS {rss:.0f} MB (target <= "
+        f"{TARGET_SINGLE_MB:.0f} MB: {_ok(max(pk, rss) <= TARGET_SINGLE_MB)})"
+    )
+    return {
+        "events": events,
+        "seconds": secs,
+        "cpu_seconds": _median([m.cpu_seconds for m in timed]),
+        "peak_pss_mb": pk,
+        "peak_rss_mb": rss,
+        "rounds_detail": [_detail(m) for m in timed + sampled],
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sets", default="set_4rank_small,set_4rank", help="trace sets under bench/out/ (comma-separated)")
+    ap.add_argument("--single", type=Path, default=OUT / "single_1gb", help="folder with the ~1 GB trace")
+    ap.add_argument("--repeat", type=int, default=5, help="timed rounds (default 5)")
+    ap.add_argument("--memory-repeat", type=int, default=2, help="memory-sampled rounds (default 2)")
+    ap.add_argument("--tools", default="ours,hta05,hta06", help="comma-separated subset of ours,hta05,hta06,json")
+    ap.add_argument("--no-single", action="store_true", help="skip the 1 GB single-trace ingest")
+    ap.add_argument("--workers", type=int, help="passed to analyze ingest (default: its own)")
+    args = ap.parse_args(argv)
+
+    tools = [t.strip() for t in args.tools.split(",") if t.strip()]
+    for t in tools:
+        if t in BASELINE_PYTHONS and not BASELINE_PYTHONS[t].exists():
+            print(f"{t}: {BASELINE_PYTHONS[t]} missing (see the module doc); left out", file=sys.stderr)
+    tools = [t for t in tools if t not in BASELINE_PYTHONS or BASELINE_PYTHONS[t].exists()]
+    print(
+        f"machine: {platform.machine()} {os.cpu_count()} cores, Python {platform.python_version()}, "
+        f"load {tuple(round(x, 2) for x in os.getloadavg())}; tools {', '.join(tools)}"
+    )
     summary: dict[str, object] = {
         "date": time.strftime("%Y-%m-%d %H:%M"),
         "cores": os.cpu_count(),
-        "set": str(args.set),
-        "set_bytes": size,
-        "set_events": events,
+        "load_start": os.getloadavg(),
         "timed_rounds": args.repeat,
         "memory_rounds": args.memory_repeat,
-        "median": {},
-        "rounds_detail": {t: [m.__dict__ for m in timed[t] + sampled[t]] for t in tools},
+        "sets": {},
     }
-    for tool in tools:
-        summary["median"][tool] = {  # type: ignore[index]
-            "seconds": med(timed[tool], "seconds"),
-            "wall_seconds": med(timed[tool], "wall_seconds"),
-            "work_seconds": med(timed[tool], "work_seconds"),
-            "cpu_seconds": med(timed[tool], "cpu_seconds"),
-            "peak_pss_mb": med(sampled[tool], "peak_pss_mb"),
-            "peak_rss_mb": med(sampled[tool], "peak_rss_mb"),
-        }
-        print(
-            f"  {tool:5s} time {_fmt(timed[tool], 'seconds', ' s')}  CPU {_fmt(timed[tool], 'cpu_seconds', ' s')}\n"
-            f"        peak PSS {_fmt(sampled[tool], 'peak_pss_mb', ' MB')}  peak RSS "
-            f"{_fmt(sampled[tool], 'peak_rss_mb', ' MB')}"
-        )
-    mm = summary["median"]  # type: ignore[assignment]
-    if "ours" in tools and "hta" in tools:
-        o, h = mm["ours"], mm["hta"]  # type: ignore[index]
-        speed = h["seconds"] / o["seconds"]
-        per_round = [hm.seconds / om.seconds for om, hm in zip(timed["ours"], timed["hta"])]
-        mem = o["peak_pss_mb"] / h["peak_pss_mb"]
-        print(
-            f"\n  HTA load time / our ingest time   {speed:6.2f}x  "
-            f"(each round: {', '.join(f'{x:.2f}' for x in per_round)})"
-            f"   target >= 8: {'OK' if speed >= 8 else 'MISSED'}"
-        )
-        print(
-            f"  same, whole processes both        {h['wall_seconds'] / o['wall_seconds']:6.2f}x  "
-            f"(HTA {h['wall_seconds']:.2f} s with its imports, ours {o['wall_seconds']:.2f} s)"
-        )
-        print(
-            f"  same, the work alone both         {h['work_seconds'] / o['work_seconds']:6.2f}x  "
-            f"(HTA's call {h['work_seconds']:.2f} s, our ingest() {o['work_seconds']:.2f} s, no start-up)"
-        )
-        print(f"  HTA CPU / our CPU (process trees) {h['cpu_seconds'] / o['cpu_seconds']:6.2f}x")
-        print(f"  our peak / HTA peak, PSS          {mem:6.2f}   target <= 0.5: {'OK' if mem <= 0.5 else 'MISSED'}")
-        print(f"  our peak / HTA peak, RSS          {o['peak_rss_mb'] / h['peak_rss_mb']:6.2f}")
-        summary.update(
-            hta_over_ours_time=speed,
-            hta_over_ours_time_rounds=per_round,
-            ours_over_hta_peak_pss=mem,
-            hta_over_ours_whole_process=h["wall_seconds"] / o["wall_seconds"],
-            hta_over_ours_work=h["work_seconds"] / o["work_seconds"],
-            hta_over_ours_cpu=h["cpu_seconds"] / o["cpu_seconds"],
-        )
-    if "ours" in tools and "json" in tools:
-        print(f"  json.load time / our ingest time  {mm['json']['seconds'] / mm['ours']['seconds']:6.2f}x")  # type: ignore[index]
-    for tool in tools:
-        print(f"  {tool:5s} {events / mm[tool]['seconds']:>10,.0f} events/s")  # type: ignore[index]
-    if single_t:
-        secs, pk = med(single_t, "seconds"), med(single_m, "peak_pss_mb")
-        print(
-            f"\n  1 GB trace ({sevents:,} events): ours {secs:.2f} s ({sevents / secs:,.0f} events/s), "
-            f"peak PSS {pk:.0f} MB, peak RSS {med(single_m, 'peak_rss_mb'):.0f} MB   target < 1024 MB: "
-            f"{'OK' if pk < 1024 else 'MISSED'}"
-        )
-        summary["single"] = {
-            "events": sevents,
-            "seconds": secs,
-            "cpu_seconds": med(single_t, "cpu_seconds"),
-            "peak_pss_mb": pk,
-            "peak_rss_mb": med(single_m, "peak_rss_mb"),
-            "rounds_detail": [m.__dict__ for m in single_t + single_m],
-        }
+    scratch = Path(tempfile.mkdtemp(prefix="bench-", dir=OUT))
+    try:
+        for name in [s.strip() for s in args.sets.split(",") if s.strip()]:
+            summary["sets"][name] = bench_set(OUT / name, tools, args, scratch)  # type: ignore[index]
+        if not args.no_single and args.single.exists() and "ours" in tools:
+            summary["single"] = bench_single(args.single, args, scratch)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    summary["load_end"] = os.getloadavg()
     res = OUT / f"bench-{time.strftime('%Y%m%d-%H%M%S')}.json"
     res.write_text(json.dumps(summary, indent=1))
-    print(f"\nwritten {res.relative_to(HERE.parent)}")
+    print(f"\nload at the end {tuple(round(x, 2) for x in os.getloadavg())}; written {res.relative_to(REPO)}")
     return 0
 
 

@@ -7,7 +7,7 @@ These turn a block of events into Arrow columns with as little per-event Python 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from operator import attrgetter
 from typing import Any
 
@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 from ...units import US_NULL_TOKENS, us_array_to_ns, us_text_to_ns
 from .stream import ANY, Event
 
-_FIELDS = ("ph", "name", "cat", "pid", "tid", "ts", "dur", "id", "args")
+_FIELDS = ("ph", "name", "cat", "pid", "tid", "ts", "dur", "args")
 GET = {f: attrgetter(f) for f in _FIELDS}
 
 
@@ -45,10 +45,15 @@ class Codes(dict):  # type: ignore[type-arg]
 def id_column(values: list[int | str | None]) -> pa.Array:
     """pid / tid values (numbers and strings mixed, as Kineto writes them) as text. There are few
     distinct ids: each is turned into text once, the column is a dictionary decoded by Arrow."""
-    codes = Codes()
-    idx = pa.array(np.fromiter(map(codes.__getitem__, values), dtype=np.int32, count=len(values)))
-    text = pa.array([id_text(v) for v in codes], type=pa.string())
-    return pa.DictionaryArray.from_arrays(idx, text).cast(pa.string())
+    try:
+        numbers = pa.array(values, pa.int64())  # the usual case: integers (and None) only
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError):
+        codes = Codes()
+        idx = pa.array(np.fromiter(map(codes.__getitem__, values), dtype=np.int32, count=len(values)))
+        text = pa.array([id_text(v) for v in codes], type=pa.string())
+        return pa.DictionaryArray.from_arrays(idx, text).cast(pa.string())
+    enc = pc.dictionary_encode(numbers)
+    return pa.DictionaryArray.from_arrays(enc.indices, enc.dictionary.cast(pa.string())).cast(pa.string())
 
 
 def times_ns(values: list[float | str | None], base_ns: int = 0) -> pa.Array:
@@ -202,6 +207,11 @@ class EventColumns:
             args=raw_json_column(events),
             event_id=pa.array(ids, type=pa.int64()),
         )
+
+    def take(self, positions: np.ndarray) -> EventColumns:
+        """The columns of the events at ``positions``."""
+        idx = pa.array(positions)
+        return EventColumns(*(getattr(self, f.name).take(idx) for f in fields(self)))
 
     def slices(self, mask: pa.Array | None = None) -> dict[str, pa.Array]:
         """Columns of the slices table (for the rows where ``mask`` is true)."""

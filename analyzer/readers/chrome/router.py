@@ -65,6 +65,7 @@ class RoutedBlock:
     held_idx: np.ndarray  # positions of the held instants (RouteRules.held_instants)
     m_idx: np.ndarray  # positions of the M events
     c_idx: np.ndarray  # positions of the C events
+    every: EventColumns | None  # columns of every event of the block (None when it holds no X / i event)
 
 
 class Picker(Protocol):
@@ -108,12 +109,17 @@ class EventRouter:
 
         is_x = phase("X")
         inst = phase("i", "I")
-        held = self.rules.held_instants
-        held_idx = np.array(
-            [i for i in np.flatnonzero(inst).tolist() if events[i].name in held] if held else [], dtype=np.int64
-        )
         sl_mask = is_x | inst
-        sl_mask[held_idx] = False
+        every = None
+        held_idx = np.zeros(0, dtype=np.int64)
+        if sl_mask.any():
+            every = EventColumns.of(events, first, base_ns)  # one pass per field over the whole block
+            held = self.rules.held_instants
+            if held and inst.any():
+                named = pc.is_in(every.name, value_set=pa.array(sorted(held), pa.string()))
+                held_mask = inst & pc.fill_null(named, False).to_numpy(zero_copy_only=False)
+                held_idx = np.flatnonzero(held_mask)
+                sl_mask &= ~held_mask
         sl_idx = np.flatnonzero(sl_mask)
         m_idx = np.flatnonzero(phase("M"))
         if not self.rules.ordered_lanes:
@@ -122,8 +128,8 @@ class EventRouter:
         cols = x_sl = op_mask = None
         op_idx = np.zeros(0, dtype=np.int64)
         if len(sl_idx):
-            sl_events = events if len(sl_idx) == n else list(map(events.__getitem__, sl_idx.tolist()))
-            cols = EventColumns.of(sl_events, base_ns=base_ns, event_ids=sl_idx + first)
+            assert every is not None
+            cols = every if len(sl_idx) == n else every.take(sl_idx)
             sl = cols.slices()
             self._count_lanes(sl)
             self.write_slices(sl)
@@ -133,7 +139,10 @@ class EventRouter:
                 op_idx = sl_idx[where(op_mask)]
         c_idx = np.flatnonzero(phase("C"))
         self.picker.block(
-            self, RoutedBlock(events, first, base_ns, is_x, sl_idx, cols, x_sl, op_idx, op_mask, held_idx, m_idx, c_idx)
+            self,
+            RoutedBlock(
+                events, first, base_ns, is_x, sl_idx, cols, x_sl, op_idx, op_mask, held_idx, m_idx, c_idx, every
+            ),
         )
         if len(c_idx):
             ctr = counter_columns([events[i] for i in c_idx.tolist()], base_ns)

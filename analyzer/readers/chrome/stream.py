@@ -43,7 +43,6 @@ class Event(msgspec.Struct, gc=False):
     tid: int | str | None = None
     ts: float | str | None = None
     dur: float | str | None = None
-    id: int | str | None = None
     args: msgspec.Raw = NO_RAW
 
 

@@ -16,7 +16,7 @@ import pyarrow.compute as pc
 from ...factwriter import conform
 from ...vocabulary import P2P_TYPES, is_comm_annotation, normalize_op_type
 from ..base import ReadContext
-from ..chrome.columns import Codes, EventColumns, field_values, id_column, id_text, raw_text_array, times_ns
+from ..chrome.columns import Codes, EventColumns, decode_args, field_values, id_text, raw_text_array, times_ns
 from ..chrome.lanes import LaneRules
 from ..chrome.router import EventRouter, RoutedBlock, RouteRules, where
 from ..chrome.stream import ANY, NO_RAW, Event
@@ -97,15 +97,6 @@ _KERNEL_DEC = msgspec.json.Decoder(KernelArgs)
 _MEM_DEC = msgspec.json.Decoder(MemArgs)
 
 
-_OPS_DEC = msgspec.json.Decoder(list[OpArgs | None])
-
-
-_OP_LINES = msgspec.json.Decoder(OpArgs)
-
-
-_MEMS_DEC = msgspec.json.Decoder(list[MemArgs | None])
-
-
 _NO_OP_ARGS = OpArgs()
 
 
@@ -139,42 +130,26 @@ _GET_STACK = attrgetter("call_stack")
 _GET_SEQ = attrgetter("seq")
 
 
+_GET_KDEV = attrgetter("device")
+
+
+_GET_KSTR = attrgetter("stream")
+
+
 _KERNEL_CATS = pa.array(sorted(KERNEL_CATS), pa.string())
+
+
+def _int_ids(values: list[int | str | None]) -> pa.Array:
+    """pid / tid values that are integers (a string id is null here)."""
+    try:
+        return pa.array(values, pa.int64())
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError):
+        return pa.array([v if isinstance(v, int) and not isinstance(v, bool) else None for v in values], pa.int64())
 
 
 def _device_name(device_type: int | None, device_id: int | None) -> str:
     kind = _DEVICE_TYPES.get(device_type if device_type is not None else -1, str(device_type))
     return kind if kind == "CPU" or device_id is None or device_id < 0 else f"{kind}:{device_id}"
-
-
-def _op_args(args: pa.Array) -> list[OpArgs] | None:
-    """The ops' args decoded straight from the timeline's args column: its values lie back to back
-    in one buffer, which msgspec reads as a sequence of JSON documents. None if an op has no args
-    or one does not decode (the caller then goes event by event)."""
-    if not len(args) or args.null_count:
-        return None
-    offsets = np.frombuffer(args.buffers()[1], dtype=np.int32)
-    start, end = int(offsets[args.offset]), int(offsets[args.offset + len(args)])
-    try:
-        out = _OP_LINES.decode_lines(memoryview(args.buffers()[2])[start:end])
-    except msgspec.DecodeError:
-        return None
-    return out if len(out) == len(args) else None
-
-
-def _decode_many(many: msgspec.json.Decoder, one: msgspec.json.Decoder, raws: list[msgspec.Raw]) -> list[Any]:
-    """Decode many raw ``args`` objects in one call (an absent one decodes to None); if the batch
-    does not decode (one object with an unexpected type), fall back to one by one."""
-    if not raws:
-        return []
-    if all(map(len, raws)):
-        joined = b",".join(raws)
-    else:
-        joined = b",".join([r if len(r) else b"null" for r in raws])
-    try:
-        return many.decode(b"[" + joined + b"]")
-    except msgspec.DecodeError:
-        return [decode_or_none(one, r) for r in raws]
 
 
 _DEVICE_TYPES = {0: "CPU", 1: "cuda", 2: "mkldnn", 3: "opengl", 4: "opencl", 5: "ideep", 6: "hip", 20: "privateuse1"}
@@ -292,10 +267,9 @@ class KinetoPicker:
     def block(self, router: EventRouter, b: RoutedBlock) -> None:
         """Every table takes its rows from the router's columns through masks — no per-event Python
         loop except over the rare kinds (step markers, annotations, kernels, memory events)."""
-        events, first, base_ns, file_idx = b.events, b.first, b.base_ns, self.file_idx
+        events, base_ns, file_idx = b.events, b.base_ns, self.file_idx
         comm_idx = np.zeros(0, dtype=np.int64)
         steps: list[tuple[int, int]] = []
-        k_idx = np.zeros(0, dtype=np.int64)
         cols = b.cols
         if cols is not None:
             cat = cols.cat
@@ -321,15 +295,15 @@ class KinetoPicker:
                     if not (events[i].cat != "cpu_op" and is_comm_annotation(events[i].name)):
                         self._note_group(events[i])
                 self._ops(events, op_idx, cols, op_mask, file_idx)
-            k_idx = b.sl_idx[where(pc.and_(b.x_sl, pc.is_in(cat, value_set=_KERNEL_CATS)))]
+            kmask = pc.and_(b.x_sl, pc.is_in(cat, value_set=_KERNEL_CATS))
+            if pc.any(kmask).as_py():
+                self._kernels(b, kmask, file_idx)
         if steps:
             self._steps(events, steps, file_idx, base_ns)
-        if len(k_idx):
-            self._kernels(events, k_idx.tolist(), first, file_idx, base_ns)
         if len(comm_idx):
             self._annotation_comms(events, comm_idx.tolist(), file_idx, base_ns)
         if len(b.held_idx):
-            self._memory(events, b.held_idx, first, file_idx, base_ns)
+            self._memory(b, file_idx)
 
     def counters(self, cols: dict[str, pa.Array]) -> None:
         cols["process"] = cols.pop("pid")
@@ -338,9 +312,7 @@ class KinetoPicker:
     # -- per kind --------------------------------------------------------------------------------
 
     def _ops(self, events: list[Event], idx: np.ndarray, cols: EventColumns, mask: pa.Array, file_idx: int) -> None:
-        args = _op_args(cols.args.filter(mask))
-        if args is None:
-            args = _decode_many(_OPS_DEC, _OP_DEC, field_values(list(map(events.__getitem__, idx.tolist())), "args"))
+        args = decode_args(cols.args.filter(mask), _OP_DEC)
         present = [a if a is not None else _NO_OP_ARGS for a in args] if None in args else args
         shapes = raw_text_array(list(map(_GET_DIMS, present)))
         types = raw_text_array(list(map(_GET_TYPES, present)))
@@ -386,46 +358,43 @@ class KinetoPicker:
         }
         self.stage.write("steps", staged_table("steps", cols, file_idx))
 
-    def _kernels(self, events: list[Event], idx: list[int], first: int, file_idx: int, base_ns: int) -> None:
-        evs = [events[i] for i in idx]
+    def _kernels(self, b: RoutedBlock, kmask: pa.Array, file_idx: int) -> None:
+        """Device kernels of the block (the slices where ``kmask`` is true): device and stream from
+        their args (a collective's from its ``CommArgs``), else from an integer pid / tid."""
+        cols = b.cols
+        assert cols is not None
+        pos = b.sl_idx[where(kmask)]
+        name = cols.name.filter(kmask)
+        args = cols.args.filter(kmask)
+        comm = pc.fill_null(pc.match_substring_regex(pc.utf8_lower(name), "nccl|rccl|hccl"), False)
+        kargs = decode_args(args, _KERNEL_DEC)
+        device = [a.device if a is not None else None for a in kargs] if None in kargs else list(map(_GET_KDEV, kargs))
+        stream = [a.stream if a is not None else None for a in kargs] if None in kargs else list(map(_GET_KSTR, kargs))
+        comm_pos = where(comm)
         comm_rows: list[int] = []
         comm_args: list[CommArgs] = []
-        device, stream, is_comm = [], [], []
-        for j, e in enumerate(evs):
-            low = e.name.lower()
-            comm = "nccl" in low or "rccl" in low or "hccl" in low
-            is_comm.append(comm)
-            if comm:
-                a = decode_or_none(_COMM_DEC, e.args)
+        if len(comm_pos):  # collectives (a few per step): their CommArgs, one by one
+            for j, a in zip(comm_pos.tolist(), decode_args(args.take(pa.array(comm_pos)), _COMM_DEC)):
                 if a is not None:
                     comm_rows.append(j)
                     comm_args.append(a)
-                    device.append(a.device)
-                    stream.append(a.stream)
-                    continue
-            ka = decode_or_none(_KERNEL_DEC, e.args)
-            device.append(ka.device if ka else None)
-            stream.append(ka.stream if ka else None)
-        for j, e in enumerate(evs):
-            if device[j] is None and isinstance(e.pid, int):
-                device[j] = e.pid
-            if stream[j] is None and isinstance(e.tid, int):
-                stream[j] = e.tid
-        cols = {
-            "kernel_id": [first + i for i in idx],
-            "name": [e.name for e in evs],
-            "core_type": [e.cat for e in evs],
-            "is_communication": is_comm,
-            "device_id": device,
-            "stream_id": stream,
-            "ts_ns": times_ns([e.ts for e in evs], base_ns),
-            "dur_ns": times_ns([e.dur if e.dur is not None else 0.0 for e in evs]),
+                    device[j], stream[j] = a.device, a.stream
+        evs = list(map(b.events.__getitem__, pos.tolist()))
+        cols_out = {
+            "kernel_id": pa.array(pos + b.first, pa.int64()),
+            "name": name,
+            "core_type": cols.cat.filter(kmask),
+            "is_communication": comm,
+            "device_id": pc.coalesce(pa.array(device, pa.int64()), _int_ids(field_values(evs, "pid"))),
+            "stream_id": pc.coalesce(pa.array(stream, pa.int64()), _int_ids(field_values(evs, "tid"))),
+            "ts_ns": cols.ts_ns.filter(kmask),
+            "dur_ns": cols.dur_ns.filter(kmask),
         }
-        self.stage.write("kernels", staged_table("kernels", cols, file_idx))
+        self.stage.write("kernels", staged_table("kernels", cols_out, file_idx))
         if comm_rows:
             self.comm_kernel_rows += len(comm_rows)
             sub = [evs[j] for j in comm_rows]
-            self._comm_rows(sub, comm_args, file_idx, base_ns, "kineto:kernel")
+            self._comm_rows(sub, comm_args, file_idx, b.base_ns, "kineto:kernel")
 
     def _annotation_comms(self, events: list[Event], idx: list[int], file_idx: int, base_ns: int) -> None:
         evs = [events[i] for i in idx]
@@ -481,9 +450,10 @@ class KinetoPicker:
         if g.get("group_id") is None and desc:
             g["group_id"] = desc
 
-    def _memory(self, events: list[Event], idx: np.ndarray, first: int, file_idx: int, base_ns: int) -> None:
-        evs = list(map(events.__getitem__, idx.tolist()))
-        args = _decode_many(_MEMS_DEC, _MEM_DEC, field_values(evs, "args"))
+    def _memory(self, b: RoutedBlock, file_idx: int) -> None:
+        assert b.every is not None
+        mem = b.every.take(b.held_idx)
+        args = decode_args(mem.args, _MEM_DEC)
         if None in args:
             args = [a if a is not None else _NO_MEM_ARGS for a in args]
         # device text per distinct (type, id) pair: there are only a few
@@ -492,8 +462,8 @@ class KinetoPicker:
         names = [_device_name(t, d) for t, d in kinds]
         t = pa.table(
             {
-                "ts_ns": times_ns(field_values(evs, "ts"), base_ns),
-                "tid": id_column(field_values(evs, "tid")),
+                "ts_ns": mem.ts_ns,
+                "tid": mem.tid,
                 "device": pa.DictionaryArray.from_arrays(pa.array(pair, pa.int32()), pa.array(names, pa.string())).cast(
                     pa.string()
                 ),
@@ -501,8 +471,8 @@ class KinetoPicker:
                 "allocated": pa.array(list(map(_GET_ALLOCATED, args)), pa.int64()),
                 "reserved": pa.array(list(map(_GET_RESERVED, args)), pa.int64()),
                 "addr": pa.array(list(map(_GET_ADDR, args)), pa.int64()),
-                "event_id": pa.array(idx + first, pa.int64()),
-                "_file": pa.repeat(pa.scalar(file_idx, pa.int32()), len(evs)),
+                "event_id": mem.event_id,
+                "_file": pa.repeat(pa.scalar(file_idx, pa.int32()), len(args)),
             }
         )
         self.stage.write("memory", t)
