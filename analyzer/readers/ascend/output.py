@@ -32,8 +32,8 @@ the group hash from ``communication.json`` (Level1+). ``Total Op Info`` aggregat
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import duckdb
 import numpy as np
 import pyarrow as pa
 
@@ -51,6 +51,9 @@ from .metadata import ProducerFiles, fill_meta, read_producer_files, switch_sent
 from .names import OUTPUT_DIR, PROFILER_INFO_RE, PROFILER_METADATA, TEXT_FILES, TEXT_MARKERS, TORCH_NPU_RAW_HINT
 from .summaries import read_api_statistic, read_op_details, read_op_statistic, read_step_trace_time
 from .trace_view import AscendTrace, Collectives, outcome_of_trace
+
+if TYPE_CHECKING:
+    import duckdb
 
 # files of ASCEND_PROFILER_OUTPUT this version does not ingest, with the reason shown to the user
 _NOT_INGESTED = {
@@ -184,6 +187,8 @@ def _finish(ctx: ReadContext, st: TextExport) -> None:
     trace = st.trace
     staged = trace.close() if trace is not None else {}
     steps = _write_steps(ctx, trace.picker.steps if trace is not None else [])
+    import duckdb  # imported where used: the ingest forks its readers before it needs DuckDB
+
     con = duckdb.connect(":memory:")
     try:
         con.register(

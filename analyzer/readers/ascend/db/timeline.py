@@ -7,7 +7,6 @@ import re
 from collections import defaultdict
 from typing import Any
 
-import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -160,6 +159,8 @@ def _shapes_swapped(db: Db, cols: set[str]) -> bool:
 
 
 def finish_operators(ctx: ReadContext, st: DbExport, staged: Staged) -> None:
+    import duckdb  # imported where used: the ingest forks its readers before it needs DuckDB
+
     con = duckdb.connect(":memory:")
     try:
         con.register("staged_ops", staged.table())
