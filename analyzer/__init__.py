@@ -1,7 +1,17 @@
-"""rankscope analyzer: one store (DuckDB catalog + Parquet facts) for every rank, run and format."""
+"""rankscope analyzer: one store (DuckDB catalog + Parquet facts) for every rank, run and format.
+
+Importing the package is cheap (the command line starts with it): the store, and with it DuckDB and
+pyarrow, is imported when first named.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 from .errors import AnalyzerError, InputError, NothingIngestedError, QueryError, StoreError
-from .store import Store, resolve_store_path
+
+if TYPE_CHECKING:
+    from .store import Store, resolve_store_path
 
 __all__ = [
     "AnalyzerError",
@@ -12,3 +22,11 @@ __all__ = [
     "StoreError",
     "resolve_store_path",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("Store", "resolve_store_path"):
+        from . import store
+
+        return getattr(store, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

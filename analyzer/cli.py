@@ -12,20 +12,75 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import click
-from rich.table import Table
 
-from . import schema, terminal
+from . import terminal
 from .errors import AnalyzerError, NothingIngestedError
 from .format import cell_text, fmt_bytes, fmt_ns, json_ready
-from .store import STORE_ENV_VAR, Store, resolve_store_path
+from .store import STORE_ENV_VAR, resolve_store_path
 from .terminal import lit, visible
 
-if TYPE_CHECKING:  # pandas is imported by the commands that print frames, not by `analyze ingest`
+# Only click is imported up front: `analyze --help` and `analyze runs` start in a few tens of ms.
+# rich, the store (DuckDB), pyarrow and pandas are imported by the commands that use them.
+if TYPE_CHECKING:
     import pandas as pd
+    from rich.console import Console
 
-# every name from outside reaches these through terminal.lit (markup escaped, control characters shown)
-console = terminal.console()
-err_console = terminal.console(stderr=True)
+    from .store import Store
+
+
+_PROGRAM = False  # set by run(): this process is the `analyze` program, which ends with its command
+
+
+class _NoPandas:
+    """An import finder that says pandas is not installed (see ``_pyarrow_without_pandas``)."""
+
+    @staticmethod
+    def find_spec(name: str, path: Any = None, target: Any = None) -> None:
+        if name == "pandas" or name.startswith("pandas."):
+            raise ModuleNotFoundError(f"{name} left out of `analyze ingest`", name=name)
+
+
+def _pyarrow_without_pandas() -> None:
+    """pyarrow imports pandas (0.3-0.5 s of CPU) the first time it converts a Python list, only to
+    ask whether the list is a pandas object; the ingest never hands it one. In the `analyze`
+    program that ends with its command, pyarrow's first conversion is made while pandas cannot be
+    imported: pyarrow then takes pandas as absent for list conversions (a later ``to_pandas()``
+    imports it as usual). The readers' forked workers inherit this."""
+    if "pandas" in sys.modules:  # already imported: nothing to save
+        return
+    import pyarrow as pa
+
+    sys.meta_path.insert(0, _NoPandas)  # type: ignore[arg-type]
+    try:
+        pa.array([0])
+    finally:
+        sys.meta_path.remove(_NoPandas)  # type: ignore[arg-type]
+
+
+@functools.cache
+def _consoles() -> tuple[Console, Console]:
+    # every name from outside reaches these through terminal.lit (markup escaped, control characters shown)
+    return terminal.console(), terminal.console(stderr=True)
+
+
+class _Lazy:
+    """A console made on first use (importing rich costs more than `analyze --help` itself)."""
+
+    def __init__(self, which: int):
+        self.which = which
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(_consoles()[self.which], name)
+
+
+console: Console = _Lazy(0)  # type: ignore[assignment]
+err_console: Console = _Lazy(1)  # type: ignore[assignment]
+
+
+def _table(*headers: str, **kwargs: Any) -> Any:
+    from rich.table import Table
+
+    return Table(*headers, **kwargs)
 
 
 def store_option(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -40,6 +95,8 @@ def store_option(fn: Callable[..., Any]) -> Callable[..., Any]:
     )
     @functools.wraps(fn)
     def wrapper(*args: Any, store_path: str | None, **kwargs: Any) -> Any:
+        from .store import Store
+
         return fn(*args, store=Store(resolve_store_path(store_path)), **kwargs)
 
     return wrapper
@@ -89,6 +146,8 @@ def ingest(folders: tuple[str, ...], run_name: str | None, workers: int | None, 
     file is reported with the reason and the rest is ingested; the exit code is non-zero only when
     nothing could be ingested.
     """
+    if _PROGRAM:
+        _pyarrow_without_pandas()
     from .ingest import ingest as do_ingest
 
     if run_name and len(folders) > 1:
@@ -199,21 +258,23 @@ def runs(as_json: bool, problems: bool, store: Store) -> None:
     from .summary import problems as get_problems
     from .summary import runs as get_runs
 
-    df = get_runs(store)
+    rows = get_runs(store)
     probs = get_problems(store)
     if as_json:
-        out = [{k: json_ready(v) for k, v in r.items()} for r in df.to_dict("records")]
+        out = [{k: json_ready(v) for k, v in r.items()} for r in rows]
         for r in out:
-            r["problems"] = json_ready(
-                probs[probs["run"] == r["run"]][["path", "status", "reader", "error"]].to_dict("records")
-            )
+            r["problems"] = [
+                {k: json_ready(p[k]) for k in ("path", "status", "reader", "error")}
+                for p in probs
+                if p["run"] == r["run"]
+            ]
         click.echo(json.dumps(out, indent=2, default=str))
         return
-    if df.empty:
+    if not rows:
         console.print("the store is empty: run `analyze ingest <folder>`")
         return
-    t = Table("run", "ranks", "collections", "steps", "formats", "status", "problems", "updated (UTC)", "root")
-    for r in df.to_dict("records"):
+    t = _table("run", "ranks", "collections", "steps", "formats", "status", "problems", "updated (UTC)", "root")
+    for r in rows:
         t.add_row(
             lit(r["run"]),
             lit(r["ranks"]),
@@ -226,9 +287,9 @@ def runs(as_json: bool, problems: bool, store: Store) -> None:
             lit(r["root_path"]),
         )
     console.print(t)
-    if problems and not probs.empty:
+    if problems and probs:
         console.print("[bold yellow]file problems:[/]")
-        for r in probs.to_dict("records"):
+        for r in probs:
             console.print(
                 f"  {lit(r['run'])}: [{'red' if r['status'] == 'error' else 'yellow'}]{lit(r['status'])}[/] "
                 f"{lit(r['path'])}: {lit(r['error'])}"
@@ -250,7 +311,7 @@ def summary(run_name: str | None, top: int, as_json: bool, store: Store) -> None
         click.echo(json.dumps(s, indent=2, default=str))
         return
     console.print(f"run [bold]{lit(s['run'])}[/]")
-    t = Table(
+    t = _table(
         "rank",
         "format",
         "status",
@@ -348,7 +409,7 @@ def query(sql: str, run_name: str | None, fmt: str, limit: int, time_limit: floa
 
 
 def _print_df(df: pd.DataFrame, limit: int) -> None:
-    t = Table(*[lit(c) for c in df.columns])
+    t = _table(*[lit(c) for c in df.columns])
     shown = df if not limit else df.head(limit)
     for row in shown.itertuples(index=False):
         t.add_row(*[lit(cell_text(v, "NULL")) for v in row])
@@ -363,6 +424,8 @@ def _print_df(df: pd.DataFrame, limit: int) -> None:
 @click.option("--markdown", is_flag=True, help="Print the full schema as Markdown.")
 def schema_cmd(markdown: bool) -> None:
     """Show the tables and columns of the store."""
+    from . import schema
+
     if markdown:
         click.echo(schema.describe())
         return
@@ -436,7 +499,7 @@ def report(run_name: str | None, as_json: bool, store: Store) -> None:
     if as_json:
         click.echo(report_json(rep))
         return
-    print_report(rep, console)
+    print_report(rep, _consoles()[0])
 
 
 def run() -> None:
@@ -444,6 +507,8 @@ def run() -> None:
     interpreter's teardown (freeing every object of pandas, pyarrow, DuckDB) saves ~0.15 s on
     every command; everything the command wrote is closed by then. Tests call ``main`` (a click
     group) with click's CliRunner instead."""
+    global _PROGRAM
+    _PROGRAM = True
     code: int | str | None = 0
     try:
         main()

@@ -13,9 +13,12 @@ Conventions (converted once, at ingest):
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import pyarrow as pa
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 
 @dataclass(frozen=True)
@@ -521,25 +524,28 @@ TABLES: dict[str, Table] = {t.name: t for t in ALL_TABLES}
 FACTS: dict[str, Table] = {t.name: t for t in FACT_TABLES}
 CATALOG: dict[str, Table] = {t.name: t for t in CATALOG_TABLES}
 
-_ARROW_TYPES: dict[str, pa.DataType] = {
-    "VARCHAR": pa.string(),
-    "JSON": pa.string(),
-    "BIGINT": pa.int64(),
-    "INTEGER": pa.int32(),
-    "DOUBLE": pa.float64(),
-    "BOOLEAN": pa.bool_(),
-    "TIMESTAMP": pa.timestamp("us"),
-    "INTEGER[]": pa.list_(pa.int32()),
-    "VARCHAR[]": pa.list_(pa.string()),
-}
-
 
 def arrow_type(duck_type: str) -> pa.DataType:
-    return _ARROW_TYPES[duck_type]
+    import pyarrow as pa  # imported when a schema is first needed as Arrow (`analyze --help` needs none)
+
+    return {
+        "VARCHAR": pa.string,
+        "JSON": pa.string,
+        "BIGINT": pa.int64,
+        "INTEGER": pa.int32,
+        "DOUBLE": pa.float64,
+        "BOOLEAN": pa.bool_,
+        "TIMESTAMP": lambda: pa.timestamp("us"),
+        "INTEGER[]": lambda: pa.list_(pa.int32()),
+        "VARCHAR[]": lambda: pa.list_(pa.string()),
+    }[duck_type]()
 
 
+@functools.cache
 def arrow_schema(table: str) -> pa.Schema:
     """The Arrow schema of a table, in declaration order."""
+    import pyarrow as pa
+
     t = TABLES[table]
     return pa.schema([pa.field(c.name, arrow_type(c.type)) for c in t.columns])
 

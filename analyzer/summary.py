@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any
-
-import pandas as pd
 
 from .store import RUNS_SQL, Store, resolve_run
 from .vocabulary import computes_sql
@@ -17,18 +16,16 @@ ORDER BY f.run, f.status DESC, f.path
 """
 
 
-def runs(store: Store) -> pd.DataFrame:
-    """Runs in the store with ranks, steps, formats, status and the number of file problems."""
-    store.require()
-    with store.read_connection() as con:
-        return con.execute(RUNS_SQL).df()
+def runs(store: Store) -> list[dict[str, Any]]:
+    """Runs in the store with ranks, steps, formats, status and the number of file problems, most
+    recently ingested first (the catalog alone: no fact file is opened)."""
+    return store.catalog_rows(RUNS_SQL)
 
 
-def problems(store: Store, run: str | None = None) -> pd.DataFrame:
-    store.require()
-    with store.read_connection() as con:
-        where = "AND f.run = ?" if run else ""
-        return con.execute(PROBLEMS_SQL.format(where=where), [run] if run else None).df()
+def problems(store: Store, run: str | None = None) -> list[dict[str, Any]]:
+    """The files with a warning or an error, of one run or of every run."""
+    where = "AND f.run = ?" if run else ""
+    return store.catalog_rows(PROBLEMS_SQL.format(where=where), [run] if run else None)
 
 
 RANK_SQL = f"""
@@ -81,23 +78,22 @@ ORDER BY rank, total_ns DESC
 def rank_summary(store: Store, run: str | None = None, top: int = 3) -> dict[str, Any]:
     """Per rank: steps and step time, compute, communication, memory peak, top operators/kernels."""
     run = resolve_run(store, run)
-    with store.read_connection(run=run) as con:
-        ranks = con.execute(RANK_SQL, {"run": run}).df()
-        ops = con.execute(TOP_OPS_SQL, {"run": run, "top": top}).df()
-        kernels = con.execute(TOP_KERNELS_SQL, {"run": run, "top": top}).df()
+    with store.read_connection(run=run, tables=("steps", "kernels", "comm_ops", "memory_samples", "operators")) as con:
+        ranks = _records(con.execute(RANK_SQL, {"run": run}))
+        ops = _records(con.execute(TOP_OPS_SQL, {"run": run, "top": top}))
+        kernels = _records(con.execute(TOP_KERNELS_SQL, {"run": run, "top": top}))
     out_ranks = []
-    for rec in ranks.to_dict("records"):
-        r = int(rec["rank"])
-        rec = {k: _plain(v) for k, v in rec.items()}
-        rec["top_operators"] = [
-            {k: _plain(v) for k, v in x.items() if k != "rank"} for x in ops[ops["rank"] == r].to_dict("records")
-        ]
-        rec["top_kernels"] = [
-            {k: _plain(v) for k, v in x.items() if k != "rank"}
-            for x in kernels[kernels["rank"] == r].to_dict("records")
-        ]
+    for rec in ranks:
+        r = rec["rank"]
+        rec["top_operators"] = [{k: v for k, v in x.items() if k != "rank"} for x in ops if x["rank"] == r]
+        rec["top_kernels"] = [{k: v for k, v in x.items() if k != "rank"} for x in kernels if x["rank"] == r]
         out_ranks.append(rec)
     return {"run": run, "ranks": out_ranks}
+
+
+def _records(cur: Any) -> list[dict[str, Any]]:
+    names = [d[0] for d in cur.description]
+    return [{k: _plain(v) for k, v in zip(names, row)} for row in cur.fetchall()]
 
 
 def _plain(v: Any) -> Any:
@@ -105,8 +101,8 @@ def _plain(v: Any) -> Any:
         return None
     if isinstance(v, float) and v != v:  # NaN
         return None
-    if hasattr(v, "item"):
-        v = v.item()
+    if isinstance(v, Decimal):
+        v = int(v) if v == v.to_integral_value() else float(v)
     if isinstance(v, float) and v.is_integer() and abs(v) < 2**62:
         return int(v)
     return v

@@ -13,16 +13,18 @@ from __future__ import annotations
 
 import shutil
 import unicodedata
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
-from rich.markup import escape
+if TYPE_CHECKING:  # rich is imported by the first console or markup escape (`analyze --help` needs neither)
+    from rich.console import Console
 
 WIDTH = shutil.get_terminal_size((160, 40)).columns
 
 
 def console(stderr: bool = False) -> Console:
     """A console that reads markup only in our own templates: no emoji codes, no highlighting."""
+    from rich.console import Console
+
     return Console(stderr=stderr, highlight=False, emoji=False, soft_wrap=True, width=WIDTH)
 
 
@@ -50,4 +52,6 @@ def visible(value: Any, lines: bool = False) -> str:
 
 def lit(value: Any, lines: bool = False) -> str:
     """``value`` for a rich markup template or a table cell: printed literally, escapes visible."""
+    from rich.markup import escape
+
     return escape(visible(value, lines))

@@ -14,6 +14,11 @@ exact results), ``runs`` (the run listing, ``resolve_run``, the run content key 
 connection for `analyze query`, the web app and an MCP server).
 """
 
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from .layout import (
     CATALOG_FILE,
     DEFAULT_STORE_DIRNAME,
@@ -23,11 +28,42 @@ from .layout import (
     resolve_store_path,
     slug,
 )
-from .query import DEFAULT_LIMITS, SHARED_LIMITS, Limits, QueryResult, execute
-from .results import ResultCache, copied, freeze
-from .runs import RUNS_SQL, Catalog, resolve_run, run_key, run_names
-from .sql import check_read_only, fact_select_sql
-from .store import Store, utcnow
+
+if TYPE_CHECKING:
+    from .query import DEFAULT_LIMITS, SHARED_LIMITS, Limits, QueryResult, execute
+    from .results import ResultCache, copied, freeze
+    from .runs import RUNS_SQL, Catalog, resolve_run, run_key, run_names
+    from .sql import check_read_only, fact_select_sql
+    from .store import Store, utcnow
+
+# the rest is imported when first named: `analyze --help` and the ingest's workers need no DuckDB
+_LAZY = {
+    "DEFAULT_LIMITS": "query",
+    "SHARED_LIMITS": "query",
+    "Limits": "query",
+    "QueryResult": "query",
+    "execute": "query",
+    "ResultCache": "results",
+    "copied": "results",
+    "freeze": "results",
+    "RUNS_SQL": "runs",
+    "Catalog": "runs",
+    "resolve_run": "runs",
+    "run_key": "runs",
+    "run_names": "runs",
+    "check_read_only": "sql",
+    "fact_select_sql": "sql",
+    "Store": "store",
+    "utcnow": "store",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f".{module}", __name__), name)
+
 
 __all__ = [
     "CATALOG_FILE",

@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
-
-import pyarrow as pa
-import pyarrow.compute as pc
+from typing import TYPE_CHECKING
 
 from ..errors import NoRunsError, UnknownRunError
 from .store import Store
 
-Catalog = Mapping[str, pa.Table]  # catalog tables by name (Store.load_catalog / catalog_snapshot)
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+Catalog = Mapping[str, "pa.Table"]  # catalog tables by name (Store.load_catalog / catalog_snapshot)
 
 # runs with ranks, collections, steps, formats, status, file problems and rows, most recently ingested first
 RUNS_SQL = """
@@ -69,6 +70,8 @@ def resolve_run(source: Store | Catalog, run: str | None) -> str:
 def run_key(source: Store | Catalog, run: str) -> str:
     """What identifies the content of ``run`` for a cache of results computed from it: a digest of
     its fact files (fresh names on every ingest) and its collections (id and ingest time)."""
+    import pyarrow.compute as pc
+
     catalog = _catalog(source)
     ff, co = catalog["fact_files"], catalog["collections"]
     ff = ff.filter(pc.equal(ff["run"], run))

@@ -6,12 +6,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-import duckdb
-
 from .. import schema
 from ..errors import QueryError
 
 if TYPE_CHECKING:  # pandas costs 0.4 s to import: only the query paths load it
+    import duckdb
     import pandas as pd
 
 
@@ -57,6 +56,8 @@ def check_read_only(sql: str) -> None:
     """Refuse anything but one statement DuckDB's parser calls SELECT or EXPLAIN. This is the
     friendly first word; what holds a query in is the lock-down of ``store.query`` (an EXPLAIN
     ANALYZE runs its statement, which the lock-down refuses)."""
+    import duckdb
+
     try:
         statements = duckdb.extract_statements(sql)
     except duckdb.Error as exc:

@@ -21,17 +21,18 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import duckdb
-import pyarrow as pa
-import pyarrow.compute as pc
-
 from .. import schema
 from ..errors import StoreError
 from .layout import CATALOG_FILE, FACTS_DIR, LOCK_FILE, STORE_ENV_VAR
 from .sql import fact_select_sql
 
 if TYPE_CHECKING:  # pandas costs 0.4 s to import: only the query paths load it
+    import duckdb
     import pandas as pd
+    import pyarrow as pa
+
+# DuckDB and pyarrow are imported by the methods that use them: a Store is made by every command,
+# and the ingest forks its readers before it opens the catalog
 
 _LOCK_RETRY_SECONDS = 30.0
 
@@ -52,6 +53,9 @@ def filter_fact_files(
     table: str | None = None,
 ) -> pa.Table:
     """The rows of the catalog's fact_files of one run / some ranks / one table."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     if table is not None:
         ff = ff.filter(pc.equal(ff["table_name"], table))
     if run is not None:
@@ -122,6 +126,8 @@ class Store:
     # -- connections ----------------------------------------------------------------------------
 
     def _connect(self, read_only: bool) -> duckdb.DuckDBPyConnection:
+        import duckdb
+
         deadline = time.monotonic() + _LOCK_RETRY_SECONDS
         delay = 0.02
         while True:
@@ -149,6 +155,18 @@ class Store:
         con = self._connect(read_only=True)
         try:
             return {n: con.sql(f'SELECT * FROM "{n}"').to_arrow_table() for n in names}
+        finally:
+            con.close()
+
+    def catalog_rows(self, sql: str, params: Sequence[Any] | None = None) -> list[dict[str, Any]]:
+        """Rows of a query over the catalog tables alone, as dicts (opens the catalog read-only
+        for as short as possible; no pyarrow, no pandas: what `analyze runs` needs to start fast)."""
+        self.require()
+        con = self._connect(read_only=True)
+        try:
+            cur = con.execute(sql, list(params) if params else None)
+            names = [d[0] for d in cur.description]
+            return [dict(zip(names, row)) for row in cur.fetchall()]
         finally:
             con.close()
 
@@ -193,6 +211,8 @@ class Store:
         ``tables`` creates only those fact views (binding a view reads the footer of each of its
         Parquet files: a web request that needs two tables of a 64-rank run opens much faster).
         """
+        import duckdb
+
         cat = self.load_catalog()
         con = duckdb.connect(":memory:")
         try:
@@ -339,6 +359,8 @@ class Store:
 
     @staticmethod
     def _insert(con: duckdb.DuckDBPyConnection, table: str, rows: Sequence[dict[str, Any]]) -> None:
+        import pyarrow as pa
+
         if not rows:
             return
         sch = schema.arrow_schema(table)

@@ -1,0 +1,73 @@
+"""What each command imports before it needs it: `analyze --help` and `analyze runs` start without
+DuckDB's fact views, pyarrow, pandas or numpy, and `analyze ingest` never imports pandas. Asserted
+on the modules a real process imported (sys.modules, ``-X importtime``), not on wall time."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from helpers import REPO, analyze
+
+HEAVY = ("duckdb", "pyarrow", "pandas", "numpy")
+
+
+def _imported(code: str) -> set[str]:
+    out = subprocess.run(
+        [sys.executable, "-c", code + "\nimport sys, json; print(json.dumps(sorted(sys.modules)))"],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=REPO,
+    )
+    return set(json.loads(out.stdout.splitlines()[-1]))
+
+
+def _imported_by_program(*args: str) -> set[str]:
+    """The modules a real `analyze ...` process imported, and their top-level packages (-X importtime
+    on stderr; an import that was refused is listed too, alone, without its submodules)."""
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "analyzer", *args],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, "COLUMNS": "120"},
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    names = set()
+    for line in proc.stderr.splitlines():
+        if line.startswith("import time:") and "|" in line:
+            name = line.rsplit("|", 1)[1].strip()
+            names.update((name, name.split(".")[0]))
+    return names
+
+
+def test_importing_the_cli_is_cheap() -> None:
+    mods = _imported("import analyzer.cli")
+    assert not {m for m in HEAVY if m in mods}, sorted(m for m in HEAVY if m in mods)
+    assert "rich" not in mods  # the consoles are made by the commands that print
+    assert not {m for m in HEAVY if m in _imported("import analyzer")}
+    assert not {m for m in HEAVY if m in _imported("from analyzer.store import Store, resolve_store_path")}
+
+
+def test_help_and_runs_import_no_heavy_library(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    analyze("ingest", str(REPO / "sample_data" / "kineto_gloo_2rank"), "--store", str(store))
+    assert not {m for m in HEAVY if m in _imported_by_program("--help")}
+    assert "pandas.core" in _imported_by_program("query", "SELECT 1", "--store", str(store))  # the check can see it
+    # runs reads the catalog with DuckDB, and nothing else heavy
+    assert not {"pyarrow", "pandas", "numpy"} & _imported_by_program("runs", "--store", str(store))
+
+
+def test_ingest_never_imports_pandas(tmp_path: Path) -> None:
+    got = _imported_by_program(
+        "ingest", str(REPO / "sample_data" / "kineto_gloo_2rank"), "--store", str(tmp_path / "s")
+    )
+    # pyarrow asks for pandas once and is refused: pandas itself (its core) is never loaded
+    assert "pyarrow" in got and "pandas.core" not in got and "pyarrow.pandas_compat" not in got
+    # and the store it wrote reads back through the usual (pandas) query path
+    out = analyze("query", "SELECT count(*) AS n FROM slices", "--format", "json", "--store", str(tmp_path / "s"))
+    assert json.loads(out.stdout)[0]["n"] > 0
