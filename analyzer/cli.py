@@ -9,6 +9,8 @@ import json
 import os
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -146,12 +148,24 @@ def ingest(folders: tuple[str, ...], run_name: str | None, workers: int | None, 
     file is reported with the reason and the rest is ingested; the exit code is non-zero only when
     nothing could be ingested.
     """
+    if run_name and len(folders) > 1:
+        raise AnalyzerError("--run names one run: give a single folder with it")
+    # a folder where nothing changed since its last ingest is answered from the catalog's digest,
+    # before anything heavy is imported; the others are ingested
+    answered = {folder: _unchanged(store, folder, run_name) for folder in folders}
+    if all(answered.values()):
+        for folder, rep in answered.items():
+            if not as_json:
+                console.print(f"ingesting [bold]{lit(folder)}[/] into {lit(store.path)}")
+                _print_problems(rep)
+                _print_done(rep)
+        if as_json:
+            out = [_report_json(r) for r in answered.values()]
+            click.echo(json.dumps(out[0] if len(folders) == 1 else out, indent=2, default=str))
+        return
     if _PROGRAM:
         _pyarrow_without_pandas()
     from .ingest import ingest as do_ingest
-
-    if run_name and len(folders) > 1:
-        raise AnalyzerError("--run names one run: give a single folder with it")
 
     def progress(kind: str, obj: Any) -> None:
         if as_json:
@@ -173,7 +187,7 @@ def ingest(folders: tuple[str, ...], run_name: str | None, workers: int | None, 
         if not as_json:
             console.print(f"ingesting [bold]{lit(folder)}[/] into {lit(store.path)}")
         try:
-            report = do_ingest(folder, store, run=run_name, workers=workers, on_progress=progress)
+            report = answered[folder] or do_ingest(folder, store, run=run_name, workers=workers, on_progress=progress)
         except NothingIngestedError as exc:
             rep = getattr(exc, "report", None)
             if rep is not None and not as_json:
@@ -186,18 +200,66 @@ def ingest(folders: tuple[str, ...], run_name: str | None, workers: int | None, 
         reports.append(report)
         if not as_json:
             _print_problems(report)
-            ranks = {r.plan.rank for r in report.read} | {p.rank for p in report.unchanged}
-            console.print(
-                f"run [bold]{lit(report.run)}[/]: read {len(report.read)} collection(s), "
-                f"{len(report.unchanged)} unchanged, "
-                f"{len(ranks)} rank(s), {len(report.problems)} file problem(s), {len(report.ignored)} file(s) ignored "
-                f"in {report.seconds:.2f} s"
-            )
+            _print_done(report)
     if as_json:
         out = [_report_json(r) for r in reports]
         click.echo(json.dumps(out[0] if len(folders) == 1 else out, indent=2, default=str))
     if failed and not reports:
         sys.exit(1)
+
+
+@dataclass
+class _Unchanged:
+    """A re-ingest of a folder where nothing changed since its last ingest, answered from the
+    catalog's digest (``store.digest``) without reading anything: the fields the printers use."""
+
+    run: str
+    root: str
+    store: str
+    unchanged: list[Any]
+    ignored: list[tuple[str, str]]
+    problems: list[dict[str, Any]]
+    seconds: float
+    read: tuple[()] = ()
+    gone: tuple[()] = ()
+    kept_previous: tuple[()] = ()
+
+
+def _unchanged(store: Store, folder: str, run_name: str | None) -> _Unchanged | None:
+    """The report of ingesting ``folder`` when nothing below it changed since its last ingest into
+    this store (every folder and file as then, same size and mtime, same analyzer code), else None."""
+    import time
+    from pathlib import Path
+
+    from .store import digest
+
+    t0 = time.perf_counter()
+    root = Path(folder).expanduser().resolve()
+    run = run_name or (root.name if root.is_dir() else root.stem.split(".")[0])
+    rec = digest.unchanged_ingest(store.path, run, root)
+    if rec is None:
+        return None
+    d = digest.read(store.path) or {}
+    problems = [p for p in d.get("problems", []) if p["run"] == run]
+    return _Unchanged(
+        run,
+        rec["given"],
+        str(store.path),
+        [SimpleNamespace(rel_root=u["path"], rank=u["rank"]) for u in rec["unchanged"]],
+        [(p, r) for p, r in rec["ignored"]],
+        problems,
+        time.perf_counter() - t0,
+    )
+
+
+def _print_done(report: Any) -> None:
+    ranks = {r.plan.rank for r in report.read} | {p.rank for p in report.unchanged}
+    console.print(
+        f"run [bold]{lit(report.run)}[/]: read {len(report.read)} collection(s), "
+        f"{len(report.unchanged)} unchanged, "
+        f"{len(ranks)} rank(s), {len(report.problems)} file problem(s), {len(report.ignored)} file(s) ignored "
+        f"in {report.seconds:.2f} s"
+    )
 
 
 def _print_problems(report: Any) -> None:
@@ -255,11 +317,15 @@ def _report_json(report: Any) -> dict[str, Any]:
 @handle_errors
 def runs(as_json: bool, problems: bool, store: Store) -> None:
     """List the runs in the store with ranks, steps, formats and status."""
+    from .store import digest
     from .summary import problems as get_problems
     from .summary import runs as get_runs
 
-    rows = get_runs(store)
-    probs = get_problems(store)
+    d = digest.read(store.path) if store.exists() else None
+    if d is not None:  # the catalog's digest, still the catalog's: no DuckDB to open
+        rows, probs = digest.runs_rows(d), d["problems"]
+    else:
+        rows, probs = get_runs(store), get_problems(store)
     if as_json:
         out = [{k: json_ready(v) for k, v in r.items()} for r in rows]
         for r in out:

@@ -5,15 +5,8 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
-from .store import RUNS_SQL, Store, resolve_run
+from .store import PROBLEMS_SQL, RUNS_SQL, Store, resolve_run
 from .vocabulary import computes_sql
-
-PROBLEMS_SQL = """
-SELECT f.run, f.path, f.status, f.reader, f.error
-FROM source_files f
-WHERE f.status IN ('warning', 'error') {where}
-ORDER BY f.run, f.status DESC, f.path
-"""
 
 
 def runs(store: Store) -> list[dict[str, Any]]:

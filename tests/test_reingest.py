@@ -99,3 +99,70 @@ def test_several_runs_side_by_side(tmp_path: Path) -> None:
     assert json.loads(only_a.stdout) == [{"run": "a"}]
     analyze("drop", "a", "--store", str(store))
     assert [r["run"] for r in analyze_json("runs", "--json", "--store", str(store))] == ["b"]
+
+
+def _imports(*args: str) -> set[str]:
+    """Modules a real `analyze ...` process imported (-X importtime)."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "analyzer", *args], capture_output=True, text=True, cwd=REPO
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return {ln.rsplit("|", 1)[1].strip() for ln in proc.stderr.splitlines() if ln.startswith("import time:")}
+
+
+def test_unchanged_folder_is_answered_from_the_digest(tmp_path: Path) -> None:
+    """An unchanged folder is answered from the catalog's digest: nothing imported but the CLI, the
+    catalog not touched (the run's update time stays), the same report as the full path gives."""
+    root = tmp_path / "job"
+    shutil.copytree(SAMPLES / "kineto_gloo_2rank", root)
+    (root / "notes.txt").write_text("not a profile")
+    store = tmp_path / "store"
+    first = analyze_json("ingest", str(root), "--store", str(store), "--json")
+    catalog = store / "catalog.duckdb"
+    stamp = (catalog.stat().st_mtime_ns, catalog.stat().st_size)
+    runs_before = analyze_json("runs", "--json", "--store", str(store))
+    # read-only commands leave the digest valid
+    analyze("summary", "--store", str(store))
+    query(store, "SELECT count(*) AS n FROM slices")
+
+    mods = _imports("ingest", str(root), "--store", str(store))
+    assert "duckdb" not in mods and "pyarrow" not in mods and "analyzer.readers" not in mods
+    fast = analyze_json("ingest", str(root), "--store", str(store), "--json")
+    assert (catalog.stat().st_mtime_ns, catalog.stat().st_size) == stamp
+    assert fast["collections"] == [] and sorted(fast["unchanged"]) == sorted(c["path"] for c in first["collections"])
+    assert fast["ignored"] == first["ignored"] and len(fast["ignored"]) == 1
+    assert analyze_json("runs", "--json", "--store", str(store)) == runs_before
+
+    # the full path (no digest) gives the same answer and changes nothing either
+    (store / "catalog.digest.json").unlink()
+    full = analyze_json("ingest", str(root), "--store", str(store), "--json")
+    assert {k: v for k, v in full.items() if k != "seconds"} == {k: v for k, v in fast.items() if k != "seconds"}
+    assert analyze_json("runs", "--json", "--store", str(store)) == runs_before
+    assert (store / "catalog.digest.json").exists()  # written again by that ingest
+
+    # a new file below the folder: the full path runs and sees it
+    (root / "more.txt").write_text("still not a profile")
+    again = analyze_json("ingest", str(root), "--store", str(store), "--json")
+    assert len(again["ignored"]) == 2
+
+
+def test_runs_without_a_valid_digest_reads_the_catalog(tmp_path: Path) -> None:
+    """The digest is trusted only while the catalog files are the ones it was written after: a
+    change made by another writer, or a digest from other code, sends runs to the catalog."""
+    import duckdb
+
+    store = tmp_path / "store"
+    analyze("ingest", str(SAMPLES / "kineto_gloo_2rank"), "--store", str(store), "--run", "a")
+    assert [r["run"] for r in analyze_json("runs", "--json", "--store", str(store))] == ["a"]
+    con = duckdb.connect(str(store / "catalog.duckdb"))  # a writer that knows nothing of the digest
+    con.execute("UPDATE runs SET run = 'renamed'")
+    con.close()
+    assert [r["run"] for r in analyze_json("runs", "--json", "--store", str(store))] == ["renamed"]
+    mods = _imports("runs", "--store", str(store))
+    assert "duckdb" in mods  # the catalog was read
+    analyze("drop", "renamed", "--store", str(store))
+    assert analyze_json("runs", "--json", "--store", str(store)) == []
+    assert "duckdb" not in _imports("runs", "--store", str(store))  # drop wrote the digest again

@@ -68,6 +68,15 @@ def discover(root: Path, run: str) -> Discovery:
     return disc
 
 
+def run_root(root: Path) -> Path:
+    """The folder a run holds when ``root`` is given: ``root``, or the parent of a file or of a
+    producer folder given on its own."""
+    root = root.resolve()
+    if root.is_file() or registry.folder_kind(root.name) in ("mindspore", "prof"):
+        return root.parent
+    return root
+
+
 def _start(root: Path) -> tuple[Discovery, Iterable[tuple[Path, list[str], list[str]]]]:
     """The run root (a file's or producer folder's parent when one was given) and the folders to walk."""
     if root.is_file():

@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import NothingIngestedError, RunConflictError
-from ..store import Store, utcnow
+from ..store import Store, digest, utcnow
 from .changes import Plan, Previous, plan_reads, source_file_row
-from .discover import Discovery, discover
+from .discover import Discovery, discover, run_root
 from .pool import Executor, read_all
 from .report import CollectionResult, IngestReport
 
@@ -39,11 +39,18 @@ def ingest(
         store.initialize()
     report = IngestReport(run_name, str(root_p), str(store.path))
     notify = on_progress or (lambda kind, obj: None)
+    # what is below the folder, before anything is read: a file that changes while the ingest
+    # reads it is seen changed by the next ingest (see store.digest)
+    listing = digest.folder_listing(run_root(root_p))
     with store.ingest_lock():
         if fresh and store.exists():  # another ingest created it while this one waited for the lock
             fresh = False
             store.initialize()
+        before = None if fresh else digest.read(store.path)
         if not fresh:
+            # until this ingest commits, the digest is not trusted (a kill before the commit leaves
+            # files to collect: the next ingest must take this path)
+            digest.remove(store.path)
             store.garbage_collect()
         disc = discover(root_p, run_name)
         prev = Previous() if fresh else _previous(store, run_name, disc.root)
@@ -60,7 +67,10 @@ def ingest(
         )
         batch = _batch(report, results, prev, todo)
         batch.file_rows += _discovery_rows(report, disc, run_name)
-        _commit(store, report, prev, run_name, disc.root, batch)
+        if _commit(store, report, prev, run_name, disc.root, batch):
+            store.garbage_collect()  # the files of the collections this commit replaced or removed
+        if store.exists():
+            _record(store, report, root_p, disc, listing, before)
     report.seconds = time.perf_counter() - t0
     if report.usable == 0:
         raise _nothing_ingested(report, disc, root_p)
@@ -144,15 +154,57 @@ def _discovery_rows(report: IngestReport, disc: Discovery, run: str) -> list[dic
     return rows
 
 
-def _commit(store: Store, report: IngestReport, prev: Previous, run: str, run_root: Path, batch: _Batch) -> None:
+def _commit(store: Store, report: IngestReport, prev: Previous, run: str, run_root: Path, batch: _Batch) -> bool:
+    """Commit the batch; whether collections were replaced or removed (their old files are garbage)."""
     if report.usable:  # the run mirrors the folder: what is no longer there leaves the run
         batch.replace.extend(c["collection_id"] for c in report.gone)
     else:  # nothing readable (a folder being rewritten, a missing mount): keep everything
         report.gone = []
+    if _nothing_new(prev, run_root, batch):
+        return False  # an unchanged folder changes nothing in the store (not even the run's update time)
     if report.usable or prev.existed:  # a run that never held data is not created
         store.commit(run, str(run_root), batch.replace, batch.collections, batch.fact_files, batch.file_rows)
-    else:
-        store.garbage_collect()  # the (empty) files the workers wrote
+        return bool(set(batch.replace) & set(prev.collections))
+    store.garbage_collect()  # the (empty) files the workers wrote
+    return False
+
+
+_WHEN = ("ingested_at",)  # what a re-ingest changes in a file's row even when the file did not change
+
+
+def _nothing_new(prev: Previous, run_root: Path, batch: _Batch) -> bool:
+    """Whether the commit would change nothing but ingest times: the run exists over this folder,
+    no collection is read, replaced or removed, and every file row is the row recorded before."""
+    if not prev.existed or prev.root != str(run_root) or batch.replace or batch.collections or batch.fact_files:
+        return False
+    for row in batch.file_rows:
+        old = prev.files.get(row["path"])
+        if old is None or any(old.get(k) != v for k, v in row.items() if k not in _WHEN):
+            return False
+    return True
+
+
+def _record(
+    store: Store,
+    report: IngestReport,
+    given: Path,
+    disc: Discovery,
+    listing: dict[str, Any] | None,
+    before: dict[str, Any] | None,
+) -> None:
+    """The catalog's digest after this ingest, with what this ingest found below the folder: the
+    next ingest of the same, unchanged folder answers from it (``store.digest``)."""
+    ingests = dict((before or {}).get("ingests", {}))
+    ingests.pop(report.run, None)
+    if listing is not None and report.usable:
+        ingests[report.run] = {
+            "given": str(given),
+            "root": str(disc.root),
+            "listing": listing,
+            "unchanged": [{"path": p.rel_root, "rank": p.rank} for p in disc.plans],
+            "ignored": [list(x) for x in report.ignored],
+        }
+    store.write_digest(ingests)
 
 
 def _nothing_ingested(report: IngestReport, disc: Discovery, root: Path) -> NothingIngestedError:

@@ -32,7 +32,7 @@ from .layout import (
 if TYPE_CHECKING:
     from .query import DEFAULT_LIMITS, SHARED_LIMITS, Limits, QueryResult, execute
     from .results import ResultCache, copied, freeze
-    from .runs import RUNS_SQL, Catalog, resolve_run, run_key, run_names
+    from .runs import PROBLEMS_SQL, RUNS_SQL, Catalog, resolve_run, run_key, run_names
     from .sql import check_read_only, fact_select_sql
     from .store import Store, utcnow
 
@@ -47,6 +47,7 @@ _LAZY = {
     "copied": "results",
     "freeze": "results",
     "RUNS_SQL": "runs",
+    "PROBLEMS_SQL": "runs",
     "Catalog": "runs",
     "resolve_run": "runs",
     "run_key": "runs",
@@ -71,6 +72,7 @@ __all__ = [
     "DEFAULT_STORE_DIRNAME",
     "FACTS_DIR",
     "LOCK_FILE",
+    "PROBLEMS_SQL",
     "SHARED_LIMITS",
     "RUNS_SQL",
     "STORE_ENV_VAR",

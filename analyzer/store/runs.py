@@ -39,6 +39,14 @@ GROUP BY r.run, r.updated_at, r.root_path
 ORDER BY r.updated_at DESC, r.run
 """
 
+# files with a warning or an error ({where}: "" for every run, "AND f.run = ?" for one)
+PROBLEMS_SQL = """
+SELECT f.run, f.path, f.status, f.reader, f.error
+FROM source_files f
+WHERE f.status IN ('warning', 'error') {where}
+ORDER BY f.run, f.status DESC, f.path
+"""
+
 MAX_NAMED = 20  # runs an error message lists
 
 

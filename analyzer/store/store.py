@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import schema
 from ..errors import StoreError
+from . import digest
 from .layout import CATALOG_FILE, FACTS_DIR, LOCK_FILE, STORE_ENV_VAR
 from .sql import fact_select_sql
 
@@ -88,15 +89,14 @@ class Store:
         return self.catalog_path.exists()
 
     def initialize(self) -> None:
-        """Create the folder and catalog tables if missing; check the schema version."""
+        """Create the folder and catalog tables if missing; check the schema version. A catalog that
+        has them all already is only read (its files, and so the digest's stamp, stay as they are)."""
         self.path.mkdir(parents=True, exist_ok=True)
         self.facts_dir.mkdir(exist_ok=True)
         with self.write_connection() as con:
             version = None
-            has_info = con.execute(
-                "SELECT count(*) FROM information_schema.tables WHERE table_name = 'store_info'"
-            ).fetchone()[0]
-            if has_info:
+            present = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+            if "store_info" in present:
                 row = con.execute("SELECT value FROM store_info WHERE key = 'schema_version'").fetchone()
                 version = int(row[0]) if row else None
             if version is not None and version != schema.SCHEMA_VERSION:
@@ -104,6 +104,8 @@ class Store:
                     f"{self.path} was written with schema version {version}, this rankscope uses "
                     f"{schema.SCHEMA_VERSION}: ingest into a new store (--store) or delete it"
                 )
+            if version is not None and all(t.name in present for t in schema.CATALOG_TABLES):
+                return
             con.execute("BEGIN")
             for t in schema.CATALOG_TABLES:
                 for stmt in schema.create_table_sql(t.name):
@@ -344,7 +346,8 @@ class Store:
         """Remove a run from the catalog and delete its files. Takes the ingest lock: a drop during an
         ingest of the same run waits for it (else that ingest's commit would bring the run back)."""
         self.require()
-        with self.ingest_lock(on_wait=on_wait):
+        with self.ingest_lock(on_wait=on_wait):  # one writer at a time: the digest after is this change's
+            before = digest.read(self.path)
             with self.write_connection() as con:
                 if not con.execute("SELECT count(*) FROM runs WHERE run = ?", [run]).fetchone()[0]:
                     return False
@@ -355,7 +358,20 @@ class Store:
                 self._create_fact_views(con, self._paths_by_table(ff))
                 con.execute("COMMIT")
             self.garbage_collect()
+            self.write_digest(dict((before or {}).get("ingests", {})))
         return True
+
+    def write_digest(self, ingests: dict[str, dict[str, Any]]) -> None:
+        """Write the catalog's digest (``digest``) as the catalog is now, with what the last ingest of
+        each run found (``ingests``: by run; a run no longer in the store is left out). Call after
+        a change, under ``ingest_lock``."""
+        from .runs import PROBLEMS_SQL, RUNS_SQL
+
+        stamp = digest.catalog_stamp(self.path)
+        runs = self.catalog_rows(RUNS_SQL)
+        problems = self.catalog_rows(PROBLEMS_SQL.format(where=""))
+        names = {r["run"] for r in runs}
+        digest.write(self.path, runs, problems, {k: v for k, v in ingests.items() if k in names}, stamp)
 
     @staticmethod
     def _insert(con: duckdb.DuckDBPyConnection, table: str, rows: Sequence[dict[str, Any]]) -> None:
