@@ -121,3 +121,29 @@ def test_summary_values_match_the_traces(kineto_store: Path) -> None:
 def test_schema_doc_is_current() -> None:
     doc = (REPO / "docs" / "schema.md").read_text()
     assert schema.describe() in doc, "docs/schema.md is stale: run `analyze schema --markdown` and update it"
+
+
+def test_read_connections_share_one_database_per_catalog(kineto_store: Path, tmp_path: Path) -> None:
+    """The analyses of a report open many read connections: they share one in-memory database per
+    catalog state and views; what one caller makes for itself (TEMP, registered, added tables of a
+    query) does not reach the next; a new ingest (new catalog) gets a new database."""
+    import pyarrow as pa
+
+    store = Store(kineto_store)
+    with store.read_connection() as a:
+        a.execute("CREATE TEMP TABLE mine AS SELECT 1 AS x")
+        n = a.execute("SELECT count(*) FROM slices").fetchone()[0]
+    with store.read_connection() as b:
+        assert b.execute("SELECT count(*) FROM slices").fetchone()[0] == n > 0
+        assert b.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'mine'").fetchone()[0] == 0
+    extra = {"analysis.t": pa.table({"x": [1, 2]})}
+    for _ in range(2):  # the added table lives in the query's own database only
+        assert store.query("SELECT sum(x) AS s FROM analysis.t", tables=extra)["s"].iloc[0] == 3
+    with store.read_connection() as c:
+        assert c.execute("SELECT count(*) FROM duckdb_tables() WHERE schema_name = 'analysis'").fetchone()[0] == 0
+
+    other = tmp_path / "store"
+    analyze("ingest", str(SAMPLES / "kineto_gloo_2rank"), "--store", str(other), "--run", "a")
+    before = Store(other).query("SELECT count(DISTINCT run) AS n FROM slices")["n"].iloc[0]
+    analyze("ingest", str(SAMPLES / "kineto_gloo_2rank"), "--store", str(other), "--run", "b")
+    assert Store(other).query("SELECT count(DISTINCT run) AS n FROM slices")["n"].iloc[0] == before + 1

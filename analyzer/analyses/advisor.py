@@ -271,6 +271,7 @@ def _gap_rules(store: Store, run: str, sb: pd.DataFrame) -> list[dict]:
     for rank, ra in acts.items():
         nm = names[names["rank"] == rank]
         ends, starts = nm["end_ns"].to_numpy(np.int64), nm["ts_ns"].to_numpy(np.int64)
+        task_names = nm["name"].tolist()
         order_end = np.argsort(ends)
         rows = []
         for step, sa in ra.by_step.items():
@@ -286,8 +287,8 @@ def _gap_rules(store: Store, run: str, sb: pd.DataFrame) -> list[dict]:
                 if len(nm):
                     j = int(np.searchsorted(ends[order_end], a, side="right")) - 1
                     k = int(np.searchsorted(starts, b, side="left"))
-                    row["task_before"] = nm["name"].iloc[order_end[j]] if j >= 0 else None
-                    row["task_after"] = nm["name"].iloc[k] if k < len(nm) else None
+                    row["task_before"] = task_names[order_end[j]] if j >= 0 else None
+                    row["task_after"] = task_names[k] if k < len(nm) else None
                 rows.append(row)
         gaps_by_rank[rank] = rows
     # high free time

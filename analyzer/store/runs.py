@@ -7,8 +7,9 @@ caller already holds (the web app's request): one definition for the CLI, the an
 from __future__ import annotations
 
 import hashlib
+import threading
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..errors import NoRunsError, UnknownRunError
 from .store import Store
@@ -54,11 +55,38 @@ def _catalog(source: Store | Catalog) -> Catalog:
     return source.catalog_snapshot() if isinstance(source, Store) else source
 
 
+# what run_names / run_key derive from one catalog snapshot (its tables are never changed in place):
+# {id(catalog): (catalog, {what: value})}, the catalog kept so that its id is not reused meanwhile
+_DERIVED: dict[int, tuple[Catalog, dict[Any, Any]]] = {}
+_DERIVED_KEEP = 16
+_DERIVED_LOCK = threading.Lock()
+
+
+def _derived(catalog: Catalog, what: Any, compute: Any) -> Any:
+    with _DERIVED_LOCK:
+        hit = _DERIVED.get(id(catalog))
+        if hit is None or hit[0] is not catalog:
+            while len(_DERIVED) >= _DERIVED_KEEP:
+                _DERIVED.pop(next(iter(_DERIVED)))
+            hit = _DERIVED[id(catalog)] = (catalog, {})
+        memo = hit[1]
+        if what in memo:
+            return memo[what]
+    value = compute()
+    with _DERIVED_LOCK:
+        memo[what] = value
+    return value
+
+
 def run_names(source: Store | Catalog) -> list[str]:
     """The runs of the store, most recently ingested first (the order of ``RUNS_SQL``)."""
-    runs = _catalog(source)["runs"]
-    ordered = runs.sort_by([("updated_at", "descending"), ("run", "ascending")])
-    return [str(r) for r in ordered["run"].to_pylist()]
+    catalog = _catalog(source)
+
+    def compute() -> list[str]:
+        ordered = catalog["runs"].sort_by([("updated_at", "descending"), ("run", "ascending")])
+        return [str(r) for r in ordered["run"].to_pylist()]
+
+    return list(_derived(catalog, "run_names", compute))
 
 
 def resolve_run(source: Store | Catalog, run: str | None) -> str:
@@ -78,12 +106,16 @@ def resolve_run(source: Store | Catalog, run: str | None) -> str:
 def run_key(source: Store | Catalog, run: str) -> str:
     """What identifies the content of ``run`` for a cache of results computed from it: a digest of
     its fact files (fresh names on every ingest) and its collections (id and ingest time)."""
-    import pyarrow.compute as pc
-
     catalog = _catalog(source)
-    ff, co = catalog["fact_files"], catalog["collections"]
-    ff = ff.filter(pc.equal(ff["run"], run))
-    co = co.filter(pc.equal(co["run"], run))
-    files = [str(p) for p in ff["path"].to_pylist()]
-    colls = [f"{c}:{t}" for c, t in zip(co["collection_id"].to_pylist(), co["ingested_at"].to_pylist())]
-    return hashlib.sha256("\n".join(sorted(files + colls)).encode()).hexdigest()
+
+    def compute() -> str:
+        import pyarrow.compute as pc
+
+        ff, co = catalog["fact_files"], catalog["collections"]
+        ff = ff.filter(pc.equal(ff["run"], run))
+        co = co.filter(pc.equal(co["run"], run))
+        files = [str(p) for p in ff["path"].to_pylist()]
+        colls = [f"{c}:{t}" for c, t in zip(co["collection_id"].to_pylist(), co["ingested_at"].to_pylist())]
+        return hashlib.sha256("\n".join(sorted(files + colls)).encode()).hexdigest()
+
+    return _derived(catalog, ("run_key", run), compute)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -69,6 +70,10 @@ def filter_fact_files(
 # Store.catalog_snapshot, per store folder: (stamp of the catalog files, tables), the most recent last
 _SNAPSHOTS: OrderedDict[str, tuple[tuple[Any, ...], dict[str, pa.Table]]] = OrderedDict()
 _SNAPSHOT_FOLDERS = 16
+# Store.read_connection: in-memory databases by (store folder, catalog stamp, run, ranks, tables)
+_READ_DBS: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
+_READ_DB_COUNT = 8
+_READ_LOCK = threading.Lock()
 
 
 class Store:
@@ -179,19 +184,24 @@ class Store:
         Every commit writes the catalog file or its write-ahead log, so their (inode, size, mtime)
         tell whether a snapshot is still the catalog; a snapshot read while a commit wrote is not kept.
         """
+        return self._snapshot()[1]
+
+    def _snapshot(self) -> tuple[tuple[Any, ...] | None, dict[str, pa.Table]]:
+        """(stamp, tables) of ``catalog_snapshot``; the stamp is None when the snapshot is not kept."""
         key = str(self.path)
         stamp = self._catalog_stamp()
         hit = _SNAPSHOTS.get(key)
         if hit is not None and hit[0] == stamp:
             _SNAPSHOTS.move_to_end(key)
-            return hit[1]
+            return stamp, hit[1]
         tables = self.load_catalog()
-        if self._catalog_stamp() == stamp:
-            _SNAPSHOTS[key] = (stamp, tables)
-            _SNAPSHOTS.move_to_end(key)
-            while len(_SNAPSHOTS) > _SNAPSHOT_FOLDERS:
-                _SNAPSHOTS.popitem(last=False)
-        return tables
+        if self._catalog_stamp() != stamp:
+            return None, tables
+        _SNAPSHOTS[key] = (stamp, tables)
+        _SNAPSHOTS.move_to_end(key)
+        while len(_SNAPSHOTS) > _SNAPSHOT_FOLDERS:
+            _SNAPSHOTS.popitem(last=False)
+        return stamp, tables
 
     def _catalog_stamp(self) -> tuple[Any, ...]:
         out: list[Any] = []
@@ -207,26 +217,60 @@ class Store:
     def read_connection(
         self, run: str | None = None, ranks: Sequence[int] | None = None, tables: Sequence[str] | None = None
     ) -> Iterator[duckdb.DuckDBPyConnection]:
-        """An in-memory DuckDB with every table as a view; the catalog file is not kept open.
+        """A DuckDB connection with every table: the catalog's as in-memory copies, the facts as
+        views over their Parquet files; the catalog file is not kept open.
 
         ``run`` / ``ranks`` restrict the fact views to those files (cheap for one rank of a big run).
         ``tables`` creates only those fact views (binding a view reads the footer of each of its
         Parquet files: a web request that needs two tables of a 64-rank run opens much faster).
-        """
-        import duckdb
 
-        cat = self.load_catalog()
-        con = duckdb.connect(":memory:")
+        The in-memory database is kept (per process, a few, the most recent) for the same catalog
+        and the same views, so the analyses of a report, or the requests of the web app, build it
+        once; each call gets a connection of its own to it (``cursor()``: safe across threads;
+        what a caller registers or creates as TEMP goes with it).
+        """
+        stamp, cat = self._snapshot()
+        key = (
+            str(self.path),
+            stamp,
+            run,
+            None if ranks is None else tuple(ranks),
+            None if tables is None else tuple(sorted(tables)),
+        )
+        with _READ_LOCK:
+            db = _READ_DBS.get(key) if stamp is not None else None
+            if db is not None:
+                _READ_DBS.move_to_end(key)
+        if db is None:
+            db = self._read_database(cat, run, ranks, tables)
+            if stamp is not None:
+                with _READ_LOCK:
+                    _READ_DBS[key] = db
+                    while len(_READ_DBS) > _READ_DB_COUNT:
+                        _READ_DBS.popitem(last=False)
+        con = db.cursor()
         try:
-            for name, tbl in cat.items():
-                con.register(f"__cat_{name}", tbl)
-                con.execute(f'CREATE TEMP TABLE "{name}" AS SELECT * FROM "__cat_{name}"')
-                con.unregister(f"__cat_{name}")
-            ff = filter_fact_files(cat["fact_files"], run=run, ranks=ranks)
-            self._create_fact_views(con, self._paths_by_table(ff), temp=True, only=tables)
             yield con
         finally:
             con.close()
+
+    def _read_database(
+        self,
+        cat: dict[str, pa.Table],
+        run: str | None,
+        ranks: Sequence[int] | None,
+        tables: Sequence[str] | None,
+    ) -> duckdb.DuckDBPyConnection:
+        import duckdb
+
+        con = duckdb.connect(":memory:")
+        for name, tbl in cat.items():
+            con.register(f"__cat_{name}", tbl)
+            con.execute(f'CREATE TABLE "{name}" AS SELECT * FROM "__cat_{name}"')
+            con.unregister(f"__cat_{name}")
+        ff = filter_fact_files(cat["fact_files"], run=run, ranks=ranks)
+        self._create_fact_views(con, self._paths_by_table(ff), only=tables, comments=False)
+        return con
 
     def _paths_by_table(self, fact_files: pa.Table) -> dict[str, list[str]]:
         out: dict[str, list[str]] = {}
@@ -238,15 +282,14 @@ class Store:
         self,
         con: duckdb.DuckDBPyConnection,
         paths: dict[str, list[str]],
-        temp: bool = False,
         only: Sequence[str] | None = None,
+        comments: bool = True,
     ) -> None:
-        kw = "TEMP " if temp else ""
         for t in schema.FACT_TABLES:
             if only is not None and t.name not in only:
                 continue
-            con.execute(f'CREATE OR REPLACE {kw}VIEW "{t.name}" AS {fact_select_sql(t.name, paths.get(t.name, []))}')
-            if not temp:
+            con.execute(f'CREATE OR REPLACE VIEW "{t.name}" AS {fact_select_sql(t.name, paths.get(t.name, []))}')
+            if comments:
                 con.execute(f"COMMENT ON VIEW \"{t.name}\" IS '{t.doc.replace(chr(39), chr(39) * 2)}'")
 
     def fact_files(self, table: str, run: str | None = None, ranks: Sequence[int] | None = None) -> list[str]:
