@@ -376,52 +376,61 @@ def summary(run_name: str | None, top: int, as_json: bool, store: Store) -> None
     if as_json:
         click.echo(json.dumps(s, indent=2, default=str))
         return
-    console.print(f"run [bold]{lit(s['run'])}[/]")
-    t = _table(
-        "rank",
-        "format",
-        "status",
-        "steps",
-        "step avg",
-        "step max",
-        "compute kernels",
-        "comm ops",
-        "comm time",
-        "comm wait",
-        "comm bytes",
-        "peak alloc",
-        "peak reserved",
-    )
-    for r in s["ranks"]:
-        t.add_row(
-            *map(
-                lit,
-                (
-                    r["rank"],
-                    r["formats"] or "-",
-                    r["status"] or "-",
-                    r["steps"] or 0,
-                    fmt_ns(r["step_avg_ns"]),
-                    fmt_ns(r["step_max_ns"]),
-                    fmt_ns(r["compute_kernel_ns"]),
-                    r["comm_ops"] or 0,
-                    fmt_ns(r["comm_ns"]),
-                    fmt_ns(r["comm_wait_ns"]),
-                    fmt_bytes(r["comm_bytes"]),
-                    fmt_bytes(r["peak_allocated_bytes"]),
-                    fmt_bytes(r["peak_reserved_bytes"]),
-                ),
+    _print_summary(s)
+
+
+def _print_summary(s: dict[str, Any]) -> None:
+    """The per-rank digest as four narrow tables (readable in an 80-column terminal): steps and
+    time, what each rank holds, top operators, top kernels; long names wrap, numbers never do."""
+    from rich import box
+    from rich.table import Table
+
+    def table(title: str, *headers: str) -> Table:
+        t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, show_edge=False, collapse_padding=True)
+        for h in headers:
+            text = h in ("format", "name")
+            t.add_column(
+                h, overflow="fold" if text else "ellipsis", no_wrap=not text, justify="left" if text else "right"
             )
+        return t
+
+    console.print(f"run [bold]{lit(str(s['run']))}[/]")
+    ranks = s["ranks"]
+    t = table("time per rank", "rank", "steps", "step avg", "step max", "compute", "comm", "comm wait")
+    for r in ranks:
+        t.add_row(
+            str(r["rank"]),
+            str(r["steps"] or 0),
+            fmt_ns(r["step_avg_ns"]),
+            fmt_ns(r["step_max_ns"]),
+            fmt_ns(r["compute_kernel_ns"]),
+            fmt_ns(r["comm_ns"]),
+            fmt_ns(r["comm_wait_ns"]),
         )
     console.print(t)
-    for r in s["ranks"]:
-        for key, label, field in (
-            ("top_operators", "operators (self time)", "self_ns"),
-            ("top_kernels", "kernels", "total_ns"),
-        ):
-            if r[key]:
-                tops = "; ".join(f"{x['name']} {fmt_ns(x.get(field))} ×{x['calls']}" for x in r[key])
-                console.print(f"  rank {r['rank']} top {label}: {lit(tops)}")
+    t = table("data per rank", "rank", "format", "status", "comm ops", "comm bytes", "peak alloc", "peak rsvd")
+    for r in ranks:
+        t.add_row(
+            str(r["rank"]),
+            lit((r["formats"] or "-").replace(",", ", ")),
+            lit(r["status"] or "-"),
+            str(r["comm_ops"] or 0),
+            fmt_bytes(r["comm_bytes"]),
+            fmt_bytes(r["peak_allocated_bytes"]),
+            fmt_bytes(r["peak_reserved_bytes"]),
+        )
+    console.print(t)
+    for key, title, field in (
+        ("top_operators", "top operators (self time)", "self_ns"),
+        ("top_kernels", "top kernels (time)", "total_ns"),
+    ):
+        if not any(r[key] for r in ranks):
+            continue
+        t = table(title, "rank", "name", "time", "calls")
+        for r in ranks:
+            for x in r[key]:
+                t.add_row(str(r["rank"]), lit(str(x["name"])), fmt_ns(x.get(field)), str(x["calls"]))
+        console.print(t)
 
 
 @main.command()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from pathlib import Path
@@ -13,6 +14,7 @@ from helpers import REPO, analyze
 
 from analyzer import schema
 from analyzer.cli import main
+from analyzer.format import fmt_ns
 from analyzer.store import Store
 
 SAMPLES = REPO / "sample_data"
@@ -147,3 +149,14 @@ def test_read_connections_share_one_database_per_catalog(kineto_store: Path, tmp
     before = Store(other).query("SELECT count(DISTINCT run) AS n FROM slices")["n"].iloc[0]
     analyze("ingest", str(SAMPLES / "kineto_gloo_2rank"), "--store", str(other), "--run", "b")
     assert Store(other).query("SELECT count(DISTINCT run) AS n FROM slices")["n"].iloc[0] == before + 1
+
+
+def test_summary_reads_in_80_columns(kineto_store: Path) -> None:
+    """Every line of `analyze summary` fits an 80-column terminal, and no number is cut short."""
+    out = analyze("summary", "--store", str(kineto_store), env={"COLUMNS": "80"}).stdout
+    lines = out.splitlines()
+    assert lines and max(len(ln) for ln in lines) <= 80, max(lines, key=len)
+    assert "…" not in out
+    s = json.loads(analyze("summary", "--json", "--store", str(kineto_store)).stdout)
+    for r in s["ranks"]:  # each rank's step time and top operator are printed whole
+        assert fmt_ns(r["step_avg_ns"]) in out and r["top_operators"][0]["name"] in out
