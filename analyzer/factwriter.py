@@ -9,7 +9,9 @@ of the store until the ingest commits them to the catalog.
 from __future__ import annotations
 
 import uuid
+from collections import deque
 from collections.abc import Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -78,10 +80,18 @@ def _dictionary_columns(table: str) -> list[str]:
     return [c.name for c in schema.TABLES[table].columns if c.type == "VARCHAR"]
 
 
-class FactWriter:
-    """Appends facts of one collection to per-table Parquet files under the store."""
+_IN_FLIGHT = 2  # row groups handed to the background thread and not yet written
 
-    def __init__(self, store_path: str | Path, run: str, rank: int, collection_id: str):
+
+class FactWriter:
+    """Appends facts of one collection to per-table Parquet files under the store.
+
+    ``background``: row groups are encoded and written by a thread of their own (Parquet encoding
+    and compression release the GIL), so a reader with a spare core decodes the next block
+    meanwhile; at most ``_IN_FLIGHT`` row groups wait for it, so memory stays bounded.
+    """
+
+    def __init__(self, store_path: str | Path, run: str, rank: int, collection_id: str, background: bool = False):
         self.store_path = Path(store_path)
         self.run = run
         self.rank = rank
@@ -94,6 +104,8 @@ class FactWriter:
         self.start_ns: int | None = None
         self.end_ns: int | None = None
         self.steps: set[int] = set()
+        self._thread = ThreadPoolExecutor(1, thread_name_prefix="parquet") if background else None
+        self._in_flight: deque[Future[None]] = deque()
 
     def _new_path(self, table: str) -> Path:
         return (
@@ -128,6 +140,18 @@ class FactWriter:
         if not pending:
             return
         tbl = pending[0] if len(pending) == 1 else pa.concat_tables(pending)
+        if self._thread is None:
+            self._write(table, tbl)
+            return
+        while len(self._in_flight) >= _IN_FLIGHT:
+            self._in_flight.popleft().result()
+        self._in_flight.append(self._thread.submit(self._write, table, tbl))
+
+    def _drain(self) -> None:
+        while self._in_flight:
+            self._in_flight.popleft().result()
+
+    def _write(self, table: str, tbl: pa.Table) -> None:
         w = self._writers.get(table)
         if w is None:
             path = self._new_path(table)
@@ -165,6 +189,11 @@ class FactWriter:
         """Close all files; return ``fact_files`` rows for the catalog."""
         for table in list(self._pending):
             self._flush(table)
+        try:
+            self._drain()
+        finally:
+            if self._thread is not None:
+                self._thread.shutdown()
         for w in self._writers.values():
             w.close()
         self._writers.clear()
@@ -186,6 +215,11 @@ class FactWriter:
     def abort(self) -> None:
         self._pending.clear()
         self._pending_rows.clear()
+        if self._thread is not None:
+            for fut in self._in_flight:
+                fut.cancel()
+            self._thread.shutdown(wait=True)
+            self._in_flight.clear()
         for w in self._writers.values():
             try:
                 w.close()

@@ -21,6 +21,7 @@ from typing import Any, Protocol
 import pyarrow as pa
 
 from ..readers.base import CollectionPlan
+from . import read
 from .changes import stat_file
 from .read import read_collection
 from .report import CollectionResult
@@ -128,6 +129,7 @@ def _init_worker(threads: int, parent: int | None) -> None:
     a forked worker dies with the ingest that forked it (it must not outlive a killed ingest and
     keep writing, or keep the store's ingest lock it inherited)."""
     pa.set_cpu_count(threads)
+    read.CORES = threads
     _keep_freed_memory()
     if parent is not None:
         with contextlib.suppress(OSError, AttributeError):

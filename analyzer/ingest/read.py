@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gc
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -18,13 +19,16 @@ from ..store import utcnow
 from .changes import source_file_row
 from .report import CollectionResult
 
+# cores one reader may use: all of them in this process; the pool gives each worker its share
+CORES = os.cpu_count() or 1
+
 
 def read_collection(plan: CollectionPlan, store_path: str, run_root: str) -> CollectionResult:
     """Read one collection into fresh Parquet files (runs in a worker process)."""
     t0 = time.perf_counter()
     rank = plan.rank if plan.rank is not None else 0
-    writer = FactWriter(store_path, plan.run, rank, plan.collection_id)
-    ctx = ReadContext(plan, writer)
+    writer = FactWriter(store_path, plan.run, rank, plan.collection_id, background=CORES > 1)
+    ctx = ReadContext(plan, writer, CORES)
     # Readers create millions of short-lived, acyclic objects (decoded events): reference counting
     # frees them, and the cyclic collector would only re-scan the heap again and again meanwhile.
     gc_was_enabled = gc.isenabled()

@@ -105,9 +105,10 @@ TABLE_CAPABILITIES = (
 
 
 class ReadContext:
-    def __init__(self, plan: CollectionPlan, writer: FactWriter):
+    def __init__(self, plan: CollectionPlan, writer: FactWriter, cores: int = 1):
         self.plan = plan
         self.writer = writer
+        self.cores = cores  # cores this reader may use (a spare one reads ahead and encodes Parquet in threads)
         self.meta = CollectionMeta()
         self.outcomes: dict[Path, FileOutcome] = {}
         self._scratch: Path | None = None

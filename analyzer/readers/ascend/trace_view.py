@@ -528,7 +528,7 @@ class AscendTrace:
     def feed(self, path: Path, shift_ns: int = 0) -> TraceStream:
         """Route every event of one trace file (``shift_ns``: added to every time, e.g. a device's
         monotonic clock -> epoch)."""
-        ts = TraceStream(path)
+        ts = TraceStream(path, read_ahead=self.ctx.cores > 1)
         for events in ts.blocks():
             self.router.route(events, shift_ns)
         return ts

@@ -7,7 +7,7 @@ These turn a block of events into Arrow columns with as little per-event Python 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from operator import attrgetter
 from typing import Any
 
@@ -207,11 +207,6 @@ class EventColumns:
             args=raw_json_column(events),
             event_id=pa.array(ids, type=pa.int64()),
         )
-
-    def take(self, positions: np.ndarray) -> EventColumns:
-        """The columns of the events at ``positions``."""
-        idx = pa.array(positions)
-        return EventColumns(*(getattr(self, f.name).take(idx) for f in fields(self)))
 
     def slices(self, mask: pa.Array | None = None) -> dict[str, pa.Array]:
         """Columns of the slices table (for the rows where ``mask`` is true)."""

@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any, Protocol
 
 import numpy as np
@@ -29,6 +30,8 @@ import pyarrow.compute as pc
 from .columns import Codes, EventColumns, counter_columns, field_values
 from .lanes import LaneInfo, LaneRules, lane_group
 from .stream import Event
+
+_NAME = attrgetter("name")
 
 
 @dataclass(frozen=True)
@@ -65,7 +68,6 @@ class RoutedBlock:
     held_idx: np.ndarray  # positions of the held instants (RouteRules.held_instants)
     m_idx: np.ndarray  # positions of the M events
     c_idx: np.ndarray  # positions of the C events
-    every: EventColumns | None  # columns of every event of the block (None when it holds no X / i event)
 
 
 class Picker(Protocol):
@@ -110,16 +112,14 @@ class EventRouter:
         is_x = phase("X")
         inst = phase("i", "I")
         sl_mask = is_x | inst
-        every = None
         held_idx = np.zeros(0, dtype=np.int64)
-        if sl_mask.any():
-            every = EventColumns.of(events, first, base_ns)  # one pass per field over the whole block
-            held = self.rules.held_instants
-            if held and inst.any():
-                named = pc.is_in(every.name, value_set=pa.array(sorted(held), pa.string()))
-                held_mask = inst & pc.fill_null(named, False).to_numpy(zero_copy_only=False)
-                held_idx = np.flatnonzero(held_mask)
-                sl_mask &= ~held_mask
+        held = self.rules.held_instants
+        if held and inst.any():  # the instants' names, through C-level maps: no Python loop per event
+            inst_idx = np.flatnonzero(inst)
+            names = pa.array(list(map(_NAME, map(events.__getitem__, inst_idx.tolist()))), pa.string())
+            is_held = pc.fill_null(pc.is_in(names, value_set=pa.array(sorted(held), pa.string())), False)
+            held_idx = inst_idx[is_held.to_numpy(zero_copy_only=False)]
+            sl_mask[held_idx] = False
         sl_idx = np.flatnonzero(sl_mask)
         m_idx = np.flatnonzero(phase("M"))
         if not self.rules.ordered_lanes:
@@ -128,8 +128,8 @@ class EventRouter:
         cols = x_sl = op_mask = None
         op_idx = np.zeros(0, dtype=np.int64)
         if len(sl_idx):
-            assert every is not None
-            cols = every if len(sl_idx) == n else every.take(sl_idx)
+            sl_events = events if len(sl_idx) == n else list(map(events.__getitem__, sl_idx.tolist()))
+            cols = EventColumns.of(sl_events, base_ns=base_ns, event_ids=sl_idx + first)
             sl = cols.slices()
             self._count_lanes(sl)
             self.write_slices(sl)
@@ -140,9 +140,7 @@ class EventRouter:
         c_idx = np.flatnonzero(phase("C"))
         self.picker.block(
             self,
-            RoutedBlock(
-                events, first, base_ns, is_x, sl_idx, cols, x_sl, op_idx, op_mask, held_idx, m_idx, c_idx, every
-            ),
+            RoutedBlock(events, first, base_ns, is_x, sl_idx, cols, x_sl, op_idx, op_mask, held_idx, m_idx, c_idx),
         )
         if len(c_idx):
             ctr = counter_columns([events[i] for i in c_idx.tolist()], base_ns)

@@ -17,7 +17,9 @@ from __future__ import annotations
 import gzip
 import hashlib
 import io
+import queue
 import re
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,6 +61,50 @@ def open_binary(path: Path) -> BinaryIO:
     if magic == b"\x1f\x8b":
         return gzip.GzipFile(fileobj=fh, mode="rb")  # type: ignore[return-value]
     return fh
+
+
+class _ReadAhead:
+    """Reads a stream ahead in a thread of its own while the caller decodes what came before: file
+    reads, gunzip and the SHA-256 of the bytes release the GIL, so a reader with a spare core
+    decodes and reads at once. ``readinto`` hands over the bytes in order; at most two blocks wait."""
+
+    def __init__(self, f: Any, size: int):
+        self.queue: queue.Queue[bytes | BaseException] = queue.Queue(maxsize=2)
+        self.rest = memoryview(b"")
+        self.stopped = False
+        self.thread = threading.Thread(target=self._run, args=(f, size), name="read-ahead", daemon=True)
+        self.thread.start()
+
+    def _run(self, f: Any, size: int) -> None:
+        try:
+            while not self.stopped:
+                b = f.read(size)
+                self.queue.put(b)
+                if not b:
+                    return
+        except BaseException as exc:  # noqa: BLE001 - handed to the reader, which decides
+            self.queue.put(exc)
+
+    def readinto(self, view: memoryview) -> int:
+        if not self.rest:
+            item = self.queue.get()
+            if isinstance(item, BaseException):
+                raise item
+            self.rest = memoryview(item)
+        n = min(len(view), len(self.rest))
+        view[:n] = self.rest[:n]
+        self.rest = self.rest[n:]
+        return n
+
+    def close(self) -> None:
+        """Stop reading ahead (the caller is done or gave up) and wait for the thread."""
+        self.stopped = True
+        while self.thread.is_alive():
+            try:
+                self.queue.get(timeout=0.05)
+            except queue.Empty:
+                pass
+        self.thread.join()
 
 
 class _HashingReader(io.RawIOBase):
@@ -120,6 +166,8 @@ class TraceStream:
     n_events: int = 0
     skipped_events: int = 0
     sha256: str | None = None  # of the file's bytes, once every byte has been read
+    read_ahead: bool = False  # read (gunzip, hash) the next block in a thread while this one is decoded
+    _carry: bytes = field(default=b"", init=False, repr=False)  # after the last block: the rest of the array
 
     def blocks(self) -> Iterator[list[Event]]:
         """Decoded events, block by block. Each block is read into a fresh buffer that starts with
@@ -146,47 +194,13 @@ class TraceStream:
                 self.truncated = True
             carry = self._start(f, bytes(head))
             retry_limit = max(4 * self.block_bytes, 1 << 20)
-            while not self.truncated:
-                data = bytearray(1 + len(carry) + self.block_bytes)
-                data[0] = 0x5B  # '['
-                data[1 : 1 + len(carry)] = carry
-                view = memoryview(data)
-                try:
-                    n = f.readinto(view[1 + len(carry) :])
-                except (OSError, EOFError) as exc:  # e.g. a gzip stream cut short
-                    self.warnings.append(f"compressed stream ends early ({exc}); kept the events before it")
-                    self.truncated = True
-                    n = 0
-                if not n:
-                    break
-                end = 1 + len(carry) + n
-                b = last_boundary(data, end, start=1)
-                if b is None:
-                    carry = bytes(view[1:end])
-                    continue
-                events = None
-                for _ in range(16):  # a '},{' inside a string or nested args is no boundary: try earlier
-                    k, j = b
-                    after = data[k + 1]
-                    data[k + 1] = 0x5D  # ']' over the ',' (or blank) after the last complete event
-                    try:
-                        events = _EVENTS.decode(view[: k + 2])
-                        break
-                    except msgspec.DecodeError:
-                        data[k + 1] = after
-                        b = last_boundary(data, j, start=1)
-                        if b is None:
-                            break
-                if events is None:
-                    if end < retry_limit:  # no boundary decodes yet: read more and retry bigger
-                        carry = bytes(view[1:end])
-                        continue
-                    k, j = last_boundary(data, end, start=1)  # type: ignore[misc]
-                    events = self._slow_decode(bytes(view[1 : k + 1]))  # broken events: skip them
-                carry = bytes(view[j:end])
-                self.n_events += len(events)
-                yield events
-            events = self._finish(carry)
+            source = _ReadAhead(f, self.block_bytes) if self.read_ahead and not self.truncated else f
+            try:
+                yield from self._blocks(source, carry, retry_limit)
+            finally:
+                if isinstance(source, _ReadAhead):
+                    source.close()
+            events = self._finish(self._carry)
             self.n_events += len(events)
             if not self.truncated:
                 while hashing.read(1 << 20):  # bytes after the compressed stream, if any
@@ -194,6 +208,52 @@ class TraceStream:
                 self.sha256 = hashing.digest.hexdigest()
             if events:
                 yield events
+
+    def _blocks(self, f: Any, carry: bytes, retry_limit: int) -> Iterator[list[Event]]:
+        """The blocks after the head; what is left after the last one is in ``self._carry``."""
+        self._carry = carry
+        while not self.truncated:
+            data = bytearray(1 + len(carry) + self.block_bytes)
+            data[0] = 0x5B  # '['
+            data[1 : 1 + len(carry)] = carry
+            view = memoryview(data)
+            try:
+                n = f.readinto(view[1 + len(carry) :])
+            except (OSError, EOFError) as exc:  # e.g. a gzip stream cut short
+                self.warnings.append(f"compressed stream ends early ({exc}); kept the events before it")
+                self.truncated = True
+                n = 0
+            if not n:
+                break
+            end = 1 + len(carry) + n
+            b = last_boundary(data, end, start=1)
+            if b is None:
+                carry = bytes(view[1:end])
+                continue
+            events = None
+            for _ in range(16):  # a '},{' inside a string or nested args is no boundary: try earlier
+                k, j = b
+                after = data[k + 1]
+                data[k + 1] = 0x5D  # ']' over the ',' (or blank) after the last complete event
+                try:
+                    events = _EVENTS.decode(view[: k + 2])
+                    break
+                except msgspec.DecodeError:
+                    data[k + 1] = after
+                    b = last_boundary(data, j, start=1)
+                    if b is None:
+                        break
+            if events is None:
+                if end < retry_limit:  # no boundary decodes yet: read more and retry bigger
+                    carry = bytes(view[1:end])
+                    continue
+                k, j = last_boundary(data, end, start=1)  # type: ignore[misc]
+                events = self._slow_decode(bytes(view[1 : k + 1]))  # broken events: skip them
+            carry = bytes(view[j:end])
+            self._carry = carry
+            self.n_events += len(events)
+            yield events
+        self._carry = carry
 
     # -- start / end ------------------------------------------------------------------------
 

@@ -92,7 +92,7 @@ def read_kineto(ctx: ReadContext) -> None:
     traces = [p for p in plan.files if p.suffix in (".json", ".gz") and p.name != SIDECAR_NAME]
     for file_idx, path in enumerate(sorted(traces)):
         with ctx.reading(path, "kineto") as outcome:
-            ts = TraceStream(path)
+            ts = TraceStream(path, read_ahead=ctx.cores > 1)
             base = 0
             direct = True
             first_block = True

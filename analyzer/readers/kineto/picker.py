@@ -16,7 +16,16 @@ import pyarrow.compute as pc
 from ...factwriter import conform
 from ...vocabulary import P2P_TYPES, is_comm_annotation, normalize_op_type
 from ..base import ReadContext
-from ..chrome.columns import Codes, EventColumns, decode_args, field_values, id_text, raw_text_array, times_ns
+from ..chrome.columns import (
+    Codes,
+    EventColumns,
+    decode_args,
+    field_values,
+    id_column,
+    id_text,
+    raw_text_array,
+    times_ns,
+)
 from ..chrome.lanes import LaneRules
 from ..chrome.router import EventRouter, RoutedBlock, RouteRules, where
 from ..chrome.stream import ANY, NO_RAW, Event
@@ -451,9 +460,8 @@ class KinetoPicker:
             g["group_id"] = desc
 
     def _memory(self, b: RoutedBlock, file_idx: int) -> None:
-        assert b.every is not None
-        mem = b.every.take(b.held_idx)
-        args = decode_args(mem.args, _MEM_DEC)
+        evs = list(map(b.events.__getitem__, b.held_idx.tolist()))
+        args = decode_args(raw_text_array(field_values(evs, "args")), _MEM_DEC)
         if None in args:
             args = [a if a is not None else _NO_MEM_ARGS for a in args]
         # device text per distinct (type, id) pair: there are only a few
@@ -462,8 +470,8 @@ class KinetoPicker:
         names = [_device_name(t, d) for t, d in kinds]
         t = pa.table(
             {
-                "ts_ns": mem.ts_ns,
-                "tid": mem.tid,
+                "ts_ns": times_ns(field_values(evs, "ts"), b.base_ns),
+                "tid": id_column(field_values(evs, "tid")),
                 "device": pa.DictionaryArray.from_arrays(pa.array(pair, pa.int32()), pa.array(names, pa.string())).cast(
                     pa.string()
                 ),
@@ -471,7 +479,7 @@ class KinetoPicker:
                 "allocated": pa.array(list(map(_GET_ALLOCATED, args)), pa.int64()),
                 "reserved": pa.array(list(map(_GET_RESERVED, args)), pa.int64()),
                 "addr": pa.array(list(map(_GET_ADDR, args)), pa.int64()),
-                "event_id": mem.event_id,
+                "event_id": pa.array(b.held_idx + b.first, pa.int64()),
                 "_file": pa.repeat(pa.scalar(file_idx, pa.int32()), len(args)),
             }
         )
