@@ -182,6 +182,22 @@ class FactWriter:
         if table == "steps":
             self.steps.update(s for s in tbl.column("step").to_pylist() if s is not None)
 
+    def tally(self) -> dict[str, Any]:
+        """What this writer wrote, for a writer of the same collection to ``adopt`` (a part read by
+        another process)."""
+        return {"rows": dict(self.rows), "start_ns": self.start_ns, "end_ns": self.end_ns, "steps": set(self.steps)}
+
+    def adopt(self, tally: dict[str, Any]) -> None:
+        """Count what another writer of this collection wrote (``tally``) as written here."""
+        for table, n in tally["rows"].items():
+            self.rows[table] = self.rows.get(table, 0) + n
+        for key, pick in (("start_ns", min), ("end_ns", max)):
+            v = tally[key]
+            if v is not None:
+                cur = getattr(self, key)
+                setattr(self, key, v if cur is None else pick(cur, v))
+        self.steps |= tally["steps"]
+
     def has(self, table: str) -> bool:
         return self.rows.get(table, 0) > 0
 

@@ -71,7 +71,6 @@ def build(store_path: Path) -> dict[str, dict[str, list[Any]]]:
     """Ingest every scenario into a fresh store at ``store_path`` and fingerprint it."""
     from analyzer.errors import NothingIngestedError
     from analyzer.ingest import ingest
-    from analyzer.schema import FACT_TABLES
     from analyzer.store import Store
 
     store = Store(store_path)
@@ -81,6 +80,13 @@ def build(store_path: Path) -> dict[str, dict[str, list[Any]]]:
             ingest(folder, store, run=run)
         except NothingIngestedError:
             pass
+    return fingerprint(store, list(runs))
+
+
+def fingerprint(store: Any, runs: list[str]) -> dict[str, dict[str, list[Any]]]:
+    """Per run and table of ``store``: [row count, content hash] (the volatile columns left out)."""
+    from analyzer.schema import FACT_TABLES
+
     out: dict[str, dict[str, list[Any]]] = {}
     if not store.exists():
         return out

@@ -426,3 +426,37 @@ def test_staged_rows_spilled_to_disk_give_the_same_tables(
                 for row in (spilled.query(q).values.tolist()[0], store.query(q).values.tolist()[0])
             ]
             assert same[0] == same[1], (run, name)
+
+
+def test_a_big_trace_read_in_parts_gives_the_same_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One big trace is read by several workers at once, each a byte range (kineto.parts): the store
+    holds the same rows as when it is read whole; ranges that do not meet are read again, whole."""
+    import os
+
+    from golden import fingerprint
+
+    from analyzer.ingest import ingest
+    from analyzer.readers.kineto import parts
+
+    if (os.cpu_count() or 1) < 2:
+        pytest.skip("parts are read in parallel only with two cores or more")
+    job = tmp_path / "job" / "rank_0"
+    job.mkdir(parents=True)
+    with gzip.open(DATA / "kineto_gloo_4rank_slow" / "rank_0" / "rank0.pt.trace.json.gz") as f:
+        (job / "rank0.pt.trace.json").write_bytes(f.read())  # torch 2.13's pretty layout, uncompressed
+    monkeypatch.setattr(parts, "SPLIT_BYTES", 1)
+
+    def read(name: str, **kw: Any) -> tuple[dict[str, Any], int]:
+        store = Store(tmp_path / name)
+        ingest(job.parent, store, run="r", **kw)
+        files = store.query("SELECT count(*) AS n FROM fact_files WHERE table_name = 'slices'")["n"].iloc[0]
+        return fingerprint(store, ["r"]), int(files)
+
+    whole, n_whole = read("whole", workers=1)
+    split, n_split = read("split")
+    assert (n_whole, n_split) == (1, 2)  # the parts wrote a slices file each
+    assert split == whole
+    # a range that does not begin where the one before it ended: read again, whole
+    monkeypatch.setattr(parts, "events_before", lambda path, point: 1)
+    again, n_again = read("again")
+    assert again == whole and n_again == 1

@@ -20,10 +20,10 @@ from typing import Any, Protocol
 
 import pyarrow as pa
 
-from ..readers.base import CollectionPlan
+from ..readers.base import PART_READERS, CollectionPlan
 from . import read
 from .changes import stat_file
-from .read import read_collection
+from .read import finish_parts, read_collection, read_part
 from .report import CollectionResult
 
 Notify = Callable[[str, Any], None]
@@ -56,9 +56,12 @@ class LocalPool:
         notify: Notify,
         meanwhile: Callable[[], None] | None = None,
     ) -> list[CollectionResult]:
-        n = self.workers if self.workers is not None else min(len(plans), os.cpu_count() or 1)
+        cores = os.cpu_count() or 1
+        parts = _parts(plans, cores) if self.workers is None else {}
+        tasks = len(plans) + sum(len(specs) - 1 for specs in parts.values())
+        n = self.workers if self.workers is not None else min(tasks, cores)
         out: list[CollectionResult] = []
-        if n <= 1 or len(plans) <= 1:
+        if n <= 1 or tasks <= 1:
             if meanwhile is not None:
                 meanwhile()
             for p in plans:
@@ -70,22 +73,51 @@ class LocalPool:
         ctx = _pool_context()
         parent = os.getpid() if ctx.get_start_method() == "fork" else None
         # largest collections first so the pool is not left waiting on one big rank at the end
-        order = sorted(plans, key=lambda p: -sum((stat_file(f) or (0, 0))[0] for f in p.files))
-        threads = max(1, (os.cpu_count() or 1) // n)
+        order = sorted(plans, key=lambda p: -_size(p))
+        threads = max(1, cores // n)
         with ProcessPoolExecutor(
             max_workers=n, mp_context=ctx, initializer=_init_worker, initargs=(threads, parent)
         ) as pool:
-            futs = []
+            futs: list[Any] = []
             for p in order:
                 notify("start", p)
-                futs.append(pool.submit(read_collection, p, store_path, run_root))
+                specs = parts.get(p.collection_id)
+                if specs:  # one big file read by several workers at once, joined once all are read
+                    futs.append([pool.submit(read_part, p, spec, store_path) for spec in specs])
+                else:
+                    futs.append(pool.submit(read_collection, p, store_path, run_root))
             if meanwhile is not None:
                 meanwhile()
-            for fut in futs:
+            for p, fut in zip(order, futs):
+                if isinstance(fut, list):
+                    done = [f.result() for f in fut]
+                    fut = pool.submit(finish_parts, p, parts[p.collection_id], done, store_path, run_root)
                 res = fut.result()
                 notify("done", res)
                 out.append(res)
         return out
+
+
+def _size(plan: CollectionPlan) -> int:
+    return sum((stat_file(f) or (0, 0))[0] for f in plan.files)
+
+
+def _parts(plans: list[CollectionPlan], cores: int) -> dict[str, list[dict[str, Any]]]:
+    """The collections read in parts (``PART_READERS``): the biggest first, while there are more
+    cores than collections; by collection id, the parts' specs."""
+    spare = cores - len(plans)
+    out: dict[str, list[dict[str, Any]]] = {}
+    for p in sorted(plans, key=lambda p: -_size(p)):
+        reader = PART_READERS.get(p.producer)
+        if spare <= 0:
+            break
+        if reader is None:
+            continue
+        specs = reader.split(p, spare + 1)
+        if specs:
+            out[p.collection_id] = specs
+            spare -= len(specs) - 1
+    return out
 
 
 def read_all(

@@ -6,14 +6,16 @@ from __future__ import annotations
 import gc
 import json
 import os
+import shutil
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .. import readers  # noqa: F401 - importing the readers registers them
 from ..errors import InputError
 from ..factwriter import FactWriter
-from ..readers.base import READERS, CollectionPlan, ReadContext
+from ..readers.base import PART_READERS, READERS, CollectionPlan, ReadContext
 from ..readers.registry import read_run_file
 from ..store import utcnow
 from .changes import source_file_row
@@ -45,6 +47,19 @@ def read_collection(plan: CollectionPlan, store_path: str, run_root: str) -> Col
         ctx.cleanup()
         if gc_was_enabled:
             gc.enable()
+    return _result(ctx, plan, writer, fact_files, run_root, t0)
+
+
+def _result(
+    ctx: ReadContext,
+    plan: CollectionPlan,
+    writer: FactWriter,
+    fact_files: list[dict[str, Any]],
+    run_root: str,
+    t0: float,
+) -> CollectionResult:
+    """The collection's result once its reader is done: every file's row, its status and row."""
+    rank = plan.rank if plan.rank is not None else 0
     for f in plan.files:  # files of the collection no reader looked at
         if f not in ctx.outcomes:
             ctx.ignore(f, "not used by the reader")
@@ -68,6 +83,78 @@ def read_collection(plan: CollectionPlan, store_path: str, run_root: str) -> Col
     status = _status(ctx, plan, writer.total_rows)
     row = _collection_row(ctx, writer, rank, status, now)
     return CollectionResult(plan, status, row, fact_files, file_rows, time.perf_counter() - t0)
+
+
+@dataclass
+class PartResult:
+    """One part of a collection read by ``read_part``: the producer's state for its ``finish``, the
+    fact files written, what they hold, and the part's own problems (None: the part failed)."""
+
+    index: int
+    state: Any
+    fact_files: list[dict[str, Any]]
+    tally: dict[str, Any]
+    error: str | None = None
+
+
+def read_part(plan: CollectionPlan, spec: dict[str, Any], store_path: str) -> PartResult:
+    """Read one part of a collection (``PART_READERS``) into fresh Parquet files (in a worker)."""
+    writer = FactWriter(store_path, plan.run, plan.rank if plan.rank is not None else 0, plan.collection_id)
+    ctx = ReadContext(plan, writer, CORES)
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        state = PART_READERS[plan.producer].read(ctx, spec)
+        return PartResult(spec["index"], state, writer.close(), writer.tally())
+    except Exception as exc:  # noqa: BLE001 - the collection is then read whole, which reports it
+        writer.abort()
+        return PartResult(spec["index"], None, [], {}, f"{type(exc).__name__}: {exc}")
+    finally:
+        ctx.cleanup()
+        if gc_was_enabled:
+            gc.enable()
+
+
+def finish_parts(
+    plan: CollectionPlan, specs: list[dict[str, Any]], parts: list[PartResult], store_path: str, run_root: str
+) -> CollectionResult:
+    """Join the parts of a collection (the producer's ``finish``) into one collection's result; when
+    a part failed or they do not join, their files go and the collection is read whole."""
+    t0 = time.perf_counter()
+    try:
+        if any(p.error for p in parts):
+            raise RuntimeError("; ".join(p.error for p in parts if p.error))
+        rank = plan.rank if plan.rank is not None else 0
+        writer = FactWriter(store_path, plan.run, rank, plan.collection_id, background=CORES > 1)
+        for p in parts:
+            writer.adopt(p.tally)
+        ctx = ReadContext(plan, writer, CORES)
+        gc_was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            PART_READERS[plan.producer].finish(ctx, [p.state for p in parts])
+            for kind, path in plan.run_files:
+                read_run_file(ctx, kind, path)
+            fact_files = [f for p in parts for f in p.fact_files] + writer.close()
+        except BaseException:
+            writer.abort()
+            raise
+        finally:
+            ctx.cleanup()
+            if gc_was_enabled:
+                gc.enable()
+    except Exception:  # noqa: BLE001 - read whole: the same data, the problems reported as usual
+        _remove(store_path, [f for p in parts for f in p.fact_files])
+        return read_collection(plan, store_path, run_root)
+    finally:
+        for scratch in {s.get("scratch") for s in specs if s.get("scratch")}:
+            shutil.rmtree(scratch, ignore_errors=True)
+    return _result(ctx, plan, writer, fact_files, run_root, t0)
+
+
+def _remove(store_path: str, fact_files: list[dict[str, Any]]) -> None:
+    for f in fact_files:
+        (Path(store_path) / f["path"]).unlink(missing_ok=True)
 
 
 def _run_reader(ctx: ReadContext) -> None:

@@ -20,7 +20,7 @@ import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from ..errors import InputError
 from ..factwriter import FactWriter
@@ -170,3 +170,20 @@ def register(producer: str) -> Callable[[Reader], Reader]:
         return fn
 
     return deco
+
+
+class PartReader(Protocol):
+    """A producer whose collection can be read by several processes at once (one big file cut in
+    ranges): ``split`` gives the parts (picklable specs) or None (read whole); ``read`` reads one
+    part into its own fact files and returns what ``finish`` needs (picklable); ``finish`` merges
+    the parts' states in a context of its own and writes the rest. ``finish`` raises when the parts
+    cannot be joined (the collection is then read whole)."""
+
+    def split(self, plan: CollectionPlan, parts: int) -> list[dict[str, Any]] | None: ...
+
+    def read(self, ctx: ReadContext, spec: dict[str, Any]) -> Any: ...
+
+    def finish(self, ctx: ReadContext, states: list[Any]) -> None: ...
+
+
+PART_READERS: dict[str, PartReader] = {}

@@ -17,6 +17,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import io
+import mmap
 import queue
 import re
 import threading
@@ -105,6 +106,28 @@ class _ReadAhead:
             except queue.Empty:
                 pass
         self.thread.join()
+
+
+class _Window(io.RawIOBase):
+    """The bytes ``[start, end)`` of an open file (``end`` None: to the file's end)."""
+
+    def __init__(self, raw: BinaryIO, start: int, end: int | None):
+        super().__init__()
+        self.raw = raw
+        self.left = None if end is None else end - start
+        raw.seek(start)
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b: Any) -> int:
+        view = memoryview(b)
+        if self.left is not None:
+            view = view[: self.left]
+        n = self.raw.readinto(view) or 0  # type: ignore[attr-defined]
+        if self.left is not None:
+            self.left -= n
+        return n
 
 
 class _HashingReader(io.RawIOBase):
@@ -208,6 +231,42 @@ class TraceStream:
                 self.sha256 = hashing.digest.hexdigest()
             if events:
                 yield events
+
+    def range_blocks(self, start: int, end: int | None) -> Iterator[list[Event]]:
+        """The events of the byte range ``[start, end)`` of an uncompressed trace split at event
+        boundaries (``split_points``): ``start`` is 0 (the header is read as usual) or where an event
+        begins; ``end`` is where the next range begins, or None (the file's end: the tail is read as
+        usual). No SHA-256 here: the whole file's is the caller's (``file_sha256``)."""
+        with open(self.path, "rb") as raw:
+            f = _Window(raw, start, end)
+            retry_limit = max(4 * self.block_bytes, 1 << 20)
+            if start == 0:
+                carry = self._start(f, f.read(self.block_bytes))  # type: ignore[arg-type]
+            else:
+                carry = b""
+            source = _ReadAhead(f, self.block_bytes) if self.read_ahead else f
+            try:
+                yield from self._blocks(source, carry, retry_limit)
+            finally:
+                if isinstance(source, _ReadAhead):
+                    source.close()
+            events = self._finish(self._carry) if end is None else self._finish_range(self._carry)
+            self.n_events += len(events)
+            if events:
+                yield events
+
+    def _finish_range(self, buf: bytes) -> list[Event]:
+        """The events left at the end of a range that stops where the next range's first event
+        begins: complete events, then ',' and blanks."""
+        piece = buf.rstrip(_WS)
+        if piece.endswith(b","):
+            piece = piece[:-1]
+        if not piece.strip(_WS):
+            return []
+        try:
+            return _EVENTS.decode(b"[" + piece + b"]")
+        except msgspec.DecodeError:
+            return self._slow_decode(piece)
 
     def _blocks(self, f: Any, carry: bytes, retry_limit: int) -> Iterator[list[Event]]:
         """The blocks after the head; what is left after the last one is in ``self._carry``."""
@@ -404,6 +463,68 @@ class TraceStream:
     @property
     def metadata(self) -> dict[str, Any]:
         return {**self.header, **self.tail}
+
+
+# torch.profiler's pretty-printed layout: events at an indent of two, one after the other. JSON
+# strings hold no raw newline, and deeper objects are indented deeper: between the event list's
+# start and the end, every occurrence is the boundary of two events.
+_PRETTY_SEP = b"},\n  {"
+_COUNT_CHUNK = 64 << 20
+
+
+def split_points(path: Path, parts: int) -> list[int] | None:
+    """Where to cut an uncompressed trace in torch.profiler's pretty layout into ``parts`` byte
+    ranges that each begin with an event (the first at 0): ``[0, p1, ...]``; None when the file is
+    compressed or not in that layout."""
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+        if m[:2] == b"\x1f\x8b":
+            return None
+        key = m.find(b'"traceEvents"', 0, 1 << 26)
+        first = m.find(_PRETTY_SEP, key) if key >= 0 else -1
+        if first < 0 or m.find(b"[", key, first) < 0:
+            return None
+        points = [0]
+        for share in _shares(parts)[:-1]:
+            at = m.find(_PRETTY_SEP, max(points[-1] + int(len(m) * share), points[-1] + 1))
+            if at < 0:
+                return None
+            points.append(at + len(_PRETTY_SEP) - 1)
+        return points
+
+
+_COUNT_COST = 0.1  # counting the events before a range (events_before) costs about this share of reading it
+
+
+def _shares(parts: int) -> list[float]:
+    """Byte shares of the ranges so that each reader is busy as long as the others: a later range
+    is smaller by what counting the bytes before it costs its reader."""
+    sizes, at = [], 0.0
+    for _ in range(parts):
+        sizes.append(1.0 - _COUNT_COST * at)
+        at += sizes[-1]
+    return [x / at for x in sizes]
+
+
+def events_before(path: Path, point: int) -> int:
+    """How many events a trace in torch.profiler's pretty layout holds before byte ``point`` (where
+    an event begins, from ``split_points``): the event boundaries before it, counted in the bytes.
+    The reader of the range before ``point`` counts its events by decoding them: a difference
+    means the layout was not what it looked like, and the ranges are read again as one."""
+    n = 0
+    width = len(_PRETTY_SEP) - 1
+    with open(path, "rb") as f:
+        head = f.read(1 << 26)
+        key = head.find(b'"traceEvents"')
+        pos = max(key, 0)
+        buf = bytearray(_COUNT_CHUNK + width)
+        view = memoryview(buf)
+        while pos <= point:
+            f.seek(pos)
+            want = min(_COUNT_CHUNK, point + 1 - pos) + width
+            got = f.readinto(view[:want])
+            n += view[:got].tobytes().count(_PRETTY_SEP) if got < want else buf.count(_PRETTY_SEP, 0, got)
+            pos += _COUNT_CHUNK
+    return n
 
 
 _TRACE_KEYS = (b'"traceEvents"', b'"schemaVersion"', b'"deviceProperties"', b'"distributedInfo"')

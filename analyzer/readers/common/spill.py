@@ -16,28 +16,40 @@ import pyarrow as pa
 
 
 class Staged:
-    """The rows of one name: in memory, or in a scratch Arrow IPC file."""
+    """The rows of one name: in memory, or in scratch Arrow IPC files (several when the rows of
+    one name were staged by several readers, one after the other: see ``joined``)."""
 
-    def __init__(self, tables: list[pa.Table] | None = None, path: str | None = None):
+    def __init__(self, tables: list[pa.Table] | None = None, path: str | None = None, paths: list[str] | None = None):
         self.tables = tables or []
-        self.path = path
+        self.paths = list(paths or ([] if path is None else [path]))
+
+    @classmethod
+    def joined(cls, parts: list[Staged]) -> Staged:
+        """The rows of ``parts``, in that order (each part's files, or its tables)."""
+        if all(not p.paths for p in parts):
+            return cls(tables=[t for p in parts for t in p.tables])
+        if any(p.tables for p in parts):
+            raise ValueError("staged rows in memory and in files cannot be joined")
+        return cls(paths=[f for p in parts for f in p.paths])
 
     def batches(self) -> Iterator[pa.RecordBatch]:
         """The rows, batch by batch (a file is read one batch at a time, not memory-mapped)."""
-        if self.path is None:
+        if not self.paths:
             for t in self.tables:
                 yield from t.to_batches()
             return
-        with pa.OSFile(self.path) as f:
-            r = pa.ipc.open_file(f)
-            for i in range(r.num_record_batches):
-                yield r.get_batch(i)
+        for path in self.paths:
+            with pa.OSFile(path) as f:
+                r = pa.ipc.open_file(f)
+                for i in range(r.num_record_batches):
+                    yield r.get_batch(i)
 
     def table(self) -> pa.Table:
-        """All rows (from a file: memory-mapped, so only the columns used are read)."""
-        if self.path is None:
+        """All rows (from files: memory-mapped, so only the columns used are read)."""
+        if not self.paths:
             return pa.concat_tables(self.tables) if len(self.tables) != 1 else self.tables[0]
-        return pa.ipc.open_file(pa.memory_map(self.path)).read_all()
+        parts = [pa.ipc.open_file(pa.memory_map(p)).read_all() for p in self.paths]
+        return parts[0] if len(parts) == 1 else pa.concat_tables(parts)
 
     def columns(self, names: list[str]) -> pa.Table:
         """Some columns of all rows, each in one chunk."""
@@ -49,8 +61,10 @@ class SpillStage:
 
     HOLD_BYTES = 64 << 20
 
-    def __init__(self, folder: Path):
+    def __init__(self, folder: Path, hold_bytes: int | None = None):
         self.folder = folder
+        # 0: every row to a file (rows another process finishes)
+        self.hold_bytes = self.HOLD_BYTES if hold_bytes is None else hold_bytes
         self.held: dict[str, list[pa.Table]] = {}
         self.held_bytes = 0
         self.writers: dict[str, pa.ipc.RecordBatchFileWriter] = {}
@@ -68,7 +82,7 @@ class SpillStage:
             return
         self.held.setdefault(name, []).append(table)
         self.held_bytes += table.nbytes
-        if self.held_bytes > self.HOLD_BYTES:
+        if self.held_bytes > self.hold_bytes:
             self._spill()
 
     def _spill(self) -> None:

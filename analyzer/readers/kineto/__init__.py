@@ -29,14 +29,16 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import InputError
-from ..base import SIDECAR_NAME, ReadContext, register
+from ..base import PART_READERS, SIDECAR_NAME, ReadContext, register
 from ..chrome.router import EventRouter
 from ..chrome.stream import Event, TraceStream, open_binary, sniff
 from ..common.spill import SpillStage
-from .finish import finish
+from . import parts
+from .finish import check_rank, finish
 from .picker import ROUTE, KinetoPicker
 
 TRACE_SUFFIXES = (".json", ".json.gz")
+PART_READERS["kineto"] = parts  # one big trace: read by several processes (kineto.parts)
 
 
 def peek_rank(path: Path) -> tuple[int | None, int | None]:
@@ -114,7 +116,7 @@ def read_kineto(ctx: ReadContext) -> None:
             outcome.warn_all(ts.warnings)
             if ts.n_events == 0:
                 raise InputError(str(path), "trace has no events")
-            _check_rank(ctx, path, meta, outcome)
+            check_rank(ctx, path, meta, outcome)
     staged = stage.close()
     if not staged and router.event_base == 0 and not ctx.writer.total_rows:
         return
@@ -127,14 +129,3 @@ def _relative_times(events: list[Event]) -> bool:
         if isinstance(e.ts, (int, float)) and e.ph in ("X", "i"):
             return e.ts < 1e14  # absolute epoch µs are ~1.6e15
     return False
-
-
-def _check_rank(ctx: ReadContext, path: Path, meta: dict[str, Any], outcome: Any) -> None:
-    dist = meta.get("distributedInfo")
-    if (
-        isinstance(dist, dict)
-        and isinstance(dist.get("rank"), int)
-        and dist["rank"] != ctx.rank
-        and ctx.plan.rank_source in ("sidecar", "rank_dir")
-    ):
-        outcome.warn(f"distributedInfo.rank is {dist['rank']} but the folder says rank {ctx.rank}; kept {ctx.rank}")

@@ -4,6 +4,7 @@ groups and the collection's metadata."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -407,3 +408,15 @@ def _fill_meta(ctx: ReadContext, router: KinetoPicker, metas: list[dict[str, Any
     if not w.has("comm_ops"):
         m.missing.append("no communication: single process or no collective in the window")
     m.missing.append("no communication matrix: Kineto does not record per-link transfers")
+
+
+def check_rank(ctx: ReadContext, path: Path, meta: dict[str, Any], outcome: Any) -> None:
+    """A warning when the trace's own rank is not the one its folder gave the collection."""
+    dist = meta.get("distributedInfo")
+    if (
+        isinstance(dist, dict)
+        and isinstance(dist.get("rank"), int)
+        and dist["rank"] != ctx.rank
+        and ctx.plan.rank_source in ("sidecar", "rank_dir")
+    ):
+        outcome.warn(f"distributedInfo.rank is {dist['rank']} but the folder says rank {ctx.rank}; kept {ctx.rank}")
