@@ -24,6 +24,7 @@ $(VENV)/.installed: pyproject.toml
 # real training, so they install the CPU wheel: exactly 2.13.0, which this machine has on disk.
 $(VENV)/.installed-test: $(VENV)/.installed
 	$(PIP) install -q torch==2.13.0
+	$(PIP) uninstall -q -y holistictraceanalysis 2>/dev/null || true  # HTA's old name: the same `hta` package
 	$(PIP) install -q -e '.[web,test,hf]'
 	touch $@
 

@@ -165,6 +165,7 @@ def test_step_breakdown_ranks_filter_and_default_run(tmp_path):
 
 
 def _hta_breakdown(trace_dir: Path, monkeypatch, ns_rounding: bool):
+    # HTA's maintained release, traceinsight (the test extra), installs the `hta` package
     hta = pytest.importorskip("hta.trace_analysis")
     if not ns_rounding:
         monkeypatch.setenv("HTA_DISABLE_NS_ROUNDING", "1")
