@@ -67,10 +67,12 @@ def ingest(
         )
         batch = _batch(report, results, prev, todo)
         batch.file_rows += _discovery_rows(report, disc, run_name)
-        if _commit(store, report, prev, run_name, disc.root, batch):
+        ingests = _ingests(report, root_p, disc, listing, before)
+        committed, replaced = _commit(store, report, prev, run_name, disc.root, batch, ingests)
+        if replaced:
             store.garbage_collect()  # the files of the collections this commit replaced or removed
-        if store.exists():
-            _record(store, report, root_p, disc, listing, before)
+        if not committed and store.exists():
+            store.write_digest(ingests)
     report.seconds = time.perf_counter() - t0
     if report.usable == 0:
         raise _nothing_ingested(report, disc, root_p)
@@ -154,19 +156,28 @@ def _discovery_rows(report: IngestReport, disc: Discovery, run: str) -> list[dic
     return rows
 
 
-def _commit(store: Store, report: IngestReport, prev: Previous, run: str, run_root: Path, batch: _Batch) -> bool:
-    """Commit the batch; whether collections were replaced or removed (their old files are garbage)."""
+def _commit(
+    store: Store,
+    report: IngestReport,
+    prev: Previous,
+    run: str,
+    run_root: Path,
+    batch: _Batch,
+    ingests: dict[str, dict[str, Any]],
+) -> tuple[bool, bool]:
+    """Commit the batch (and the catalog's digest with it): (committed, collections were replaced
+    or removed: their old files are garbage)."""
     if report.usable:  # the run mirrors the folder: what is no longer there leaves the run
         batch.replace.extend(c["collection_id"] for c in report.gone)
     else:  # nothing readable (a folder being rewritten, a missing mount): keep everything
         report.gone = []
     if _nothing_new(prev, run_root, batch):
-        return False  # an unchanged folder changes nothing in the store (not even the run's update time)
+        return False, False  # an unchanged folder changes nothing in the store (not even the run's update time)
     if report.usable or prev.existed:  # a run that never held data is not created
-        store.commit(run, str(run_root), batch.replace, batch.collections, batch.fact_files, batch.file_rows)
-        return bool(set(batch.replace) & set(prev.collections))
+        store.commit(run, str(run_root), batch.replace, batch.collections, batch.fact_files, batch.file_rows, ingests)
+        return True, bool(set(batch.replace) & set(prev.collections))
     store.garbage_collect()  # the (empty) files the workers wrote
-    return False
+    return False, False
 
 
 _WHEN = ("ingested_at",)  # what a re-ingest changes in a file's row even when the file did not change
@@ -184,16 +195,15 @@ def _nothing_new(prev: Previous, run_root: Path, batch: _Batch) -> bool:
     return True
 
 
-def _record(
-    store: Store,
+def _ingests(
     report: IngestReport,
     given: Path,
     disc: Discovery,
     listing: dict[str, Any] | None,
     before: dict[str, Any] | None,
-) -> None:
-    """The catalog's digest after this ingest, with what this ingest found below the folder: the
-    next ingest of the same, unchanged folder answers from it (``store.digest``)."""
+) -> dict[str, dict[str, Any]]:
+    """What the catalog's digest records of each run's last ingest, this one's included: the next
+    ingest of the same, unchanged folder answers from it (``store.digest``)."""
     ingests = dict((before or {}).get("ingests", {}))
     ingests.pop(report.run, None)
     if listing is not None and report.usable:
@@ -204,7 +214,7 @@ def _record(
             "unchanged": [{"path": p.rel_root, "rank": p.rank} for p in disc.plans],
             "ignored": [list(x) for x in report.ignored],
         }
-    store.write_digest(ingests)
+    return ingests
 
 
 def _nothing_ingested(report: IngestReport, disc: Discovery, root: Path) -> NothingIngestedError:

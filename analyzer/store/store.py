@@ -112,9 +112,8 @@ class Store:
             if version is not None and all(t.name in present for t in schema.CATALOG_TABLES):
                 return
             con.execute("BEGIN")
-            for t in schema.CATALOG_TABLES:
-                for stmt in schema.create_table_sql(t.name):
-                    con.execute(stmt)
+            # one call for every statement: DuckDB runs them in order, without a round trip each
+            con.execute(";\n".join(stmt for t in schema.CATALOG_TABLES for stmt in schema.create_table_sql(t.name)))
             if version is None:
                 con.execute(
                     "INSERT INTO store_info VALUES ('schema_version', ?), ('created_at', ?)",
@@ -285,12 +284,15 @@ class Store:
         only: Sequence[str] | None = None,
         comments: bool = True,
     ) -> None:
+        stmts = []
         for t in schema.FACT_TABLES:
             if only is not None and t.name not in only:
                 continue
-            con.execute(f'CREATE OR REPLACE VIEW "{t.name}" AS {fact_select_sql(t.name, paths.get(t.name, []))}')
+            stmts.append(f'CREATE OR REPLACE VIEW "{t.name}" AS {fact_select_sql(t.name, paths.get(t.name, []))}')
             if comments:
-                con.execute(f"COMMENT ON VIEW \"{t.name}\" IS '{t.doc.replace(chr(39), chr(39) * 2)}'")
+                stmts.append(f"COMMENT ON VIEW \"{t.name}\" IS '{t.doc.replace(chr(39), chr(39) * 2)}'")
+        if stmts:
+            con.execute(";\n".join(stmts))
 
     def fact_files(self, table: str, run: str | None = None, ranks: Sequence[int] | None = None) -> list[str]:
         """Absolute paths of the Parquet files of a table, optionally for one run / some ranks."""
@@ -350,13 +352,16 @@ class Store:
         collections: Sequence[dict[str, Any]],
         fact_files: Sequence[dict[str, Any]],
         source_files: Sequence[dict[str, Any]],
+        ingests: dict[str, dict[str, Any]] | None = None,
     ) -> None:
         """Apply one ingest to the catalog in a single transaction.
 
         ``replace_collections``: ids whose old collection / fact_files / source_files rows are dropped first.
         ``source_files``: rows replacing any existing rows with the same (run, path).
+        ``ingests``: when given, the catalog's digest is written after the commit (``write_digest``).
         """
         now = utcnow()
+        listing: tuple[list[dict[str, Any]], list[dict[str, Any]]] | None = None
         with self.write_connection() as con:
             con.execute("BEGIN")
             try:
@@ -384,6 +389,10 @@ class Store:
             except BaseException:
                 con.execute("ROLLBACK")
                 raise
+            if ingests is not None:
+                listing = _listing(con)
+        if ingests is not None and listing is not None:
+            self._digest(ingests, *listing, digest.catalog_stamp(self.path))
 
     def drop_run(self, run: str, on_wait: Callable[[], None] | None = None) -> bool:
         """Remove a run from the catalog and delete its files. Takes the ingest lock: a drop during an
@@ -408,11 +417,21 @@ class Store:
         """Write the catalog's digest (``digest``) as the catalog is now, with what the last ingest of
         each run found (``ingests``: by run; a run no longer in the store is left out). Call after
         a change, under ``ingest_lock``."""
-        from .runs import PROBLEMS_SQL, RUNS_SQL
-
         stamp = digest.catalog_stamp(self.path)
-        runs = self.catalog_rows(RUNS_SQL)
-        problems = self.catalog_rows(PROBLEMS_SQL.format(where=""))
+        con = self._connect(read_only=True)
+        try:
+            runs, problems = _listing(con)
+        finally:
+            con.close()
+        self._digest(ingests, runs, problems, stamp)
+
+    def _digest(
+        self,
+        ingests: dict[str, dict[str, Any]],
+        runs: list[dict[str, Any]],
+        problems: list[dict[str, Any]],
+        stamp: list[Any],
+    ) -> None:
         names = {r["run"] for r in runs}
         digest.write(self.path, runs, problems, {k: v for k, v in ingests.items() if k in names}, stamp)
 
@@ -453,3 +472,15 @@ class Store:
             with contextlib.suppress(OSError):
                 d.rmdir()
         return removed
+
+
+def _listing(con: duckdb.DuckDBPyConnection) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """What `analyze runs` shows: its rows of runs and of file problems."""
+    from .runs import PROBLEMS_SQL, RUNS_SQL
+
+    out = []
+    for sql in (RUNS_SQL, PROBLEMS_SQL.format(where="")):
+        cur = con.execute(sql)
+        names = [d[0] for d in cur.description]
+        out.append([dict(zip(names, row)) for row in cur.fetchall()])
+    return out[0], out[1]
