@@ -27,11 +27,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .columns import Codes, EventColumns, counter_columns, field_values
+from .columns import Codes, EventColumns, counter_columns
 from .lanes import LaneInfo, LaneRules, lane_group
 from .stream import Event
 
 _NAME = attrgetter("name")
+_PH = attrgetter("ph")
 
 
 @dataclass(frozen=True)
@@ -100,7 +101,7 @@ class EventRouter:
         n = len(events)
         self.event_base += n
         kinds = Codes()
-        code = np.fromiter(map(kinds.__getitem__, field_values(events, "ph")), dtype=np.int32, count=n)
+        code = np.fromiter(map(kinds.__getitem__, map(_PH, events)), dtype=np.int32, count=n)
 
         def phase(*values: str) -> np.ndarray:
             m = np.zeros(n, dtype=bool)
