@@ -138,18 +138,46 @@ def main() -> None:
 @click.argument("folders", nargs=-1, required=True, type=click.Path(exists=True))
 @run_option("Run name (default: the folder name; one folder only).")
 @click.option("--workers", type=int, default=None, help="Parallel readers (default: one per CPU core).")
+@click.option(
+    "--scheduler",
+    metavar="ADDRESS",
+    envvar="DASK_SCHEDULER_ADDRESS",
+    default=None,
+    help="Read the collections on the workers of this Dask scheduler (e.g. tcp://host:8786; default: "
+    "$DASK_SCHEDULER_ADDRESS, else the local processes). The store and the traces must be on a "
+    "filesystem every worker shares.",
+)
+@click.option(
+    "--scheduler-file",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="The Dask scheduler named by the file `dask scheduler --scheduler-file` wrote.",
+)
 @json_option("Print the ingest report(s) as JSON.")
 @store_option
 @handle_errors
-def ingest(folders: tuple[str, ...], run_name: str | None, workers: int | None, as_json: bool, store: Store) -> None:
+def ingest(
+    folders: tuple[str, ...],
+    run_name: str | None,
+    workers: int | None,
+    scheduler: str | None,
+    scheduler_file: str | None,
+    as_json: bool,
+    store: Store,
+) -> None:
     """Read every profiler output found below FOLDER (all ranks, all formats) into the store.
 
     Each FOLDER becomes one run. Unchanged files are skipped; changed ones are re-read. Each bad
     file is reported with the reason and the rest is ingested; the exit code is non-zero only when
-    nothing could be ingested.
+    nothing could be ingested. With --scheduler (or --scheduler-file) the collections are read on a
+    Dask cluster's workers, and this process alone commits the catalog.
     """
     if run_name and len(folders) > 1:
         raise AnalyzerError("--run names one run: give a single folder with it")
+    if scheduler_file:  # the file names the scheduler: $DASK_SCHEDULER_ADDRESS does not compete with it
+        scheduler = None
+    if (scheduler or scheduler_file) and workers is not None:
+        raise AnalyzerError("--workers sizes the local pool: the cluster's workers are started by `dask worker`")
     # a folder where nothing changed since its last ingest is answered from the catalog's digest,
     # before anything heavy is imported; the others are ingested
     answered = {folder: _unchanged(store, folder, run_name) for folder in folders}
@@ -166,6 +194,9 @@ def ingest(folders: tuple[str, ...], run_name: str | None, workers: int | None, 
     if _PROGRAM:
         _pyarrow_without_pandas()
     from .ingest import ingest as do_ingest
+    from .ingest.cluster import executor_for
+
+    executor = executor_for(scheduler, scheduler_file)
 
     def progress(kind: str, obj: Any) -> None:
         if as_json:
@@ -176,6 +207,7 @@ def ingest(folders: tuple[str, ...], run_name: str | None, workers: int | None, 
             console.print(
                 f"  rank {p.rank:<4} {p.producer:<17} [{colour}]{obj.status:<9}[/] "
                 f"{obj.collection_row['n_rows']:>10,} rows  {obj.seconds:6.2f} s  {lit(p.rel_root)}"
+                + (f"  [dim]on {lit(obj.read_by['host'])}[/]" if obj.read_by else "")
             )
             if obj.status in ("unparsed", "error"):  # say why (e.g. how to export / parse it offline)
                 for sentence in obj.collection_row.get("missing") or []:
@@ -187,7 +219,9 @@ def ingest(folders: tuple[str, ...], run_name: str | None, workers: int | None, 
         if not as_json:
             console.print(f"ingesting [bold]{lit(folder)}[/] into {lit(store.path)}")
         try:
-            report = answered[folder] or do_ingest(folder, store, run=run_name, workers=workers, on_progress=progress)
+            report = answered[folder] or do_ingest(
+                folder, store, run=run_name, workers=workers, on_progress=progress, executor=executor
+            )
         except NothingIngestedError as exc:
             rep = getattr(exc, "report", None)
             if rep is not None and not as_json:
@@ -297,6 +331,7 @@ def _report_json(report: Any) -> dict[str, Any]:
                 "status": r.status,
                 "rows": r.collection_row["n_rows"],
                 "seconds": round(r.seconds, 3),
+                **({"read_by": r.read_by} if r.read_by else {}),
             }
             for r in report.read
         ],

@@ -42,3 +42,8 @@ class RunConflictError(AnalyzerError):
 
 class NothingIngestedError(AnalyzerError):
     """`analyze ingest` found nothing it could ingest under the given folder."""
+
+
+class ClusterError(AnalyzerError):
+    """An ingest on a Dask cluster could not run: no scheduler, no workers, no shared filesystem,
+    or a collection that failed on the cluster (nothing is committed then)."""

@@ -33,6 +33,21 @@ def query(store: Path, sql: str) -> list[dict[str, Any]]:
     return json.loads(analyze("query", sql, "--format", "json", "--store", str(store)).stdout)
 
 
+def replicated_kineto_job(root: Path, ranks: int) -> Path:
+    """A job of ``ranks`` ranks made of the two real traces of sample_data/kineto_gloo_2rank (rank r
+    is rank r % 2's trace, with its rank and world size rewritten), one folder per rank."""
+    src = REPO / "sample_data" / "kineto_gloo_2rank"
+    for r in range(ranks):
+        d = root / f"rank_{r}"
+        d.mkdir(parents=True)
+        data = sorted((src / f"rank_{r % 2}").rglob("*.pt.trace.json"))[-1].read_bytes()
+        data = data.replace(
+            f'"rank": {r % 2}, "world_size": 2'.encode(), f'"rank": {r}, "world_size": {ranks}'.encode(), 1
+        )
+        (d / f"rank{r}.pt.trace.json").write_bytes(data)
+    return root
+
+
 def trace_events(path: Path) -> list[dict[str, Any]]:
     import gzip
 

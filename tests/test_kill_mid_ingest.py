@@ -8,7 +8,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from helpers import ANALYZE, REPO, analyze, query
+from helpers import ANALYZE, REPO, analyze, query, replicated_kineto_job
 
 from analyzer.store import Store
 
@@ -27,25 +27,11 @@ def _snapshot(store: Path) -> dict[str, list[dict]]:
     return {k: st.query(sql).to_dict("records") for k, sql in CATALOG_SQL.items()}
 
 
-def _big_job(tmp_path: Path, ranks: int = 8) -> Path:
-    root = tmp_path / "big"
-    src = SAMPLES / "kineto_gloo_2rank"
-    for r in range(ranks):
-        d = root / f"rank_{r}"
-        d.mkdir(parents=True)
-        data = sorted((src / f"rank_{r % 2}").rglob("*.pt.trace.json"))[-1].read_bytes()
-        data = data.replace(
-            f'"rank": {r % 2}, "world_size": 2'.encode(), f'"rank": {r}, "world_size": {ranks}'.encode(), 1
-        )
-        (d / f"rank{r}.pt.trace.json").write_bytes(data)
-    return root
-
-
 def test_kill_at_any_point_leaves_store_consistent(tmp_path: Path) -> None:
     store = tmp_path / "store"
     analyze("ingest", str(SAMPLES / "kineto_gloo_2rank"), "--store", str(store), "--run", "base")
     before = _snapshot(store)
-    big = _big_job(tmp_path)
+    big = replicated_kineto_job(tmp_path / "big", 8)
     outcomes = []
     finished = False
     delay = 0.4

@@ -16,6 +16,7 @@ class CollectionResult:
     fact_files: list[dict[str, Any]]
     file_rows: list[dict[str, Any]]
     seconds: float
+    read_by: dict[str, Any] | None = None  # where a cluster ingest read it: host, pid, Dask worker address
 
 
 @dataclass
