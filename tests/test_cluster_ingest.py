@@ -231,7 +231,7 @@ def test_worker_killed_mid_ingest_its_collections_are_read_elsewhere(
     assert len(report.read) == BIG_RANKS and all(r.status == "complete" for r in report.read)
     after = [r for r in report.read if r.read_by["at"] > killed["at"]]
     assert after and all(r.read_by["pid"] != killed["pid"] for r in after)
-    assert fingerprint(Store(store), ["big"]) == {"big": local["big"]}
+    assert fingerprint(store, ["big"]) == {"big": local["big"]}
 
 
 def test_failure_on_the_cluster_leaves_the_store_unchanged(cluster: Cluster, big_job: Path, tmp_path: Path) -> None:

@@ -21,14 +21,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+
 from ..errors import ClusterError
 from ..readers.base import CollectionPlan
+from . import read
 from .changes import stat_file
 from .pool import Notify, _keep_freed_memory
 from .read import read_collection
 from .report import CollectionResult
-
-ENV_ADDRESS = "DASK_SCHEDULER_ADDRESS"
 
 
 class DaskCluster:
@@ -93,11 +94,14 @@ def executor_for(scheduler: str | None, scheduler_file: str | None) -> DaskClust
     return None
 
 
-def read_on_worker(plan: CollectionPlan, store_path: str, run_root: str, probe: str, token: str) -> CollectionResult:
+def read_on_worker(
+    plan: CollectionPlan, store_path: str, run_root: str, probe: str, token: str, threads: dict[str, int]
+) -> CollectionResult:
     """One collection, on a worker: refuse to write unless this worker sees the driver's store
-    folder (its probe file) and the run's folder, then read it as the local pool does."""
+    folder (its probe file) and the run's folder, then read it as the local pool does, with this
+    host's cores shared between the worker threads the cluster runs on it (``threads``: by host)."""
     _require_shared(probe, token, run_root)
-    _keep_freed_memory()
+    _share_cores(threads)
     result = read_collection(plan, store_path, run_root)
     result.read_by = _where()
     return result
@@ -117,6 +121,9 @@ def _read(
 
     # largest collections first (Dask runs higher priorities first): no big rank left for the end
     order = sorted(plans, key=lambda p: -sum((stat_file(f) or (0, 0))[0] for f in p.files))
+    threads: dict[str, int] = {}  # worker threads per host, to share each host's cores between them
+    for w in client.scheduler_info(n_workers=-1)["workers"].values():
+        threads[w["host"]] = threads.get(w["host"], 0) + w["nthreads"]
     batch = uuid.uuid4().hex[:8]
     futures = {}
     for i, p in enumerate(order):
@@ -128,6 +135,7 @@ def _read(
             run_root,
             probe,
             token,
+            threads,
             key=f"rankscope-read-{p.collection_id}-{batch}",
             priority=len(order) - i,
             pure=False,
@@ -204,6 +212,21 @@ def _check_workers(client: Any, name: str, probe: tuple[Path, str], run_root: st
         raise
     except Exception as exc:
         raise ClusterError(f"a worker of {name} failed its check: {type(exc).__name__}: {exc}") from exc
+
+
+def _share_cores(threads: dict[str, int]) -> None:
+    """As the local pool's workers do: this worker's share of its host's cores for one reader
+    (Arrow's thread pool, a reader's read-ahead and encoding threads); freed memory kept."""
+    from distributed import get_worker
+    from distributed.comm import get_address_host
+
+    worker = get_worker()
+    on_host = threads.get(get_address_host(worker.address), worker.state.nthreads)
+    cores = max(1, (os.cpu_count() or 1) // max(1, on_host))
+    if cores != read.CORES:
+        pa.set_cpu_count(cores)
+        read.CORES = cores
+    _keep_freed_memory()
 
 
 def _where() -> dict[str, Any]:
