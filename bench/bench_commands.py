@@ -64,8 +64,8 @@ def _run(cmd: list[str], env: dict[str, str]) -> float:
     return secs
 
 
-def _export(rev: str, dest: Path) -> Path:
-    """The tree of ``rev`` (analyzer/ and what it imports) under ``dest``, via git archive."""
+def export_tree(rev: str, dest: Path) -> Path:
+    """The whole tree of ``rev`` under ``dest`` (its ``src/``), via git archive."""
     archive = dest / "src.tar"
     with open(archive, "wb") as fh:
         subprocess.run(["git", "-C", str(REPO), "archive", rev], stdout=fh, check=True)
@@ -102,6 +102,36 @@ def _make_store(store: Path, samples: Path, env: dict[str, str]) -> None:
         _run(cmd, env)
 
 
+def _table(
+    times: dict[str, dict[str, list[float]]],
+    floor: list[float],
+    names: list[str],
+    before_rev: str,
+    load0: tuple[float, float, float],
+    res: Path,
+) -> None:
+    med_floor = statistics.median(floor)
+    print(f"\n{'command':<44} {'ours s':>7} {'before s':>9} {'before/ours':>12} {'ours/python':>12}")
+    rows = []
+    for name in names:
+        ours, before = statistics.median(times[name]["ours"]), statistics.median(times[name]["before"])
+        rows.append({"command": name, "ours": ours, "before": before, "rounds": times[name]})
+        print(f"{name:<44} {ours:7.3f} {before:9.3f} {before / ours:11.2f}x {ours / med_floor:11.2f}x")
+    print(f"{'python -c pass':<44} {med_floor:7.3f}   ({len(floor)} rounds)")
+    load1 = os.getloadavg()
+    print(f"load now {tuple(round(x, 2) for x in load1)}", flush=True)
+    summary = {
+        "date": time.strftime("%Y-%m-%d %H:%M"),
+        "before": before_rev,
+        "load_start": load0,
+        "load_end": load1,
+        "python_seconds": floor,
+        "commands": rows,
+    }
+    res.write_text(json.dumps(summary, indent=1))
+    print(f"written {res.relative_to(REPO)}\n", flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--before", default=BEFORE, help=f"git revision of the baseline code (default {BEFORE})")
@@ -111,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     OUT.mkdir(exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix="commands-", dir=OUT))
     try:
-        before_src = _export(args.before, scratch)
+        before_src = export_tree(args.before, scratch)
         # each code reads its own copy of the samples (the re-ingest compares sizes and mtimes)
         sides = {
             "ours": (_env(None), scratch / "samples-ours", scratch / "store-ours"),
@@ -131,6 +161,7 @@ def main(argv: list[str] | None = None) -> int:
         times: dict[str, dict[str, list[float]]] = {}
         floor: list[float] = []
         names = list(_commands(scratch, scratch))
+        res = OUT / f"commands-{time.strftime('%Y%m%d-%H%M%S')}.json"
         for env, samples, store in sides.values():  # uncounted: compiles each side's modules once
             for cmd in _commands(store, samples).values():
                 _run(cmd, env)
@@ -142,31 +173,10 @@ def main(argv: list[str] | None = None) -> int:
                     cmd = _commands(store, samples)[name]
                     times.setdefault(name, {}).setdefault(side, []).append(_run(cmd, env))
                 floor.append(_run([sys.executable, "-c", "pass"], py_env))
-        med_floor = statistics.median(floor)
-        print(f"\n{'command':<44} {'ours s':>7} {'before s':>9} {'before/ours':>12} {'ours/python':>12}")
-        rows = []
-        for name in names:
-            ours, before = statistics.median(times[name]["ours"]), statistics.median(times[name]["before"])
-            rows.append({"command": name, "ours": ours, "before": before, "rounds": times[name]})
-            print(f"{name:<44} {ours:7.3f} {before:9.3f} {before / ours:11.2f}x {ours / med_floor:11.2f}x")
-        print(f"{'python -c pass':<44} {med_floor:7.3f}")
-        load1 = os.getloadavg()
-        print(f"load at the end {tuple(round(x, 2) for x in load1)}")
-        res = OUT / f"commands-{time.strftime('%Y%m%d-%H%M%S')}.json"
-        res.write_text(
-            json.dumps(
-                {
-                    "date": time.strftime("%Y-%m-%d %H:%M"),
-                    "before": args.before,
-                    "load_start": load0,
-                    "load_end": load1,
-                    "python_seconds": floor,
-                    "commands": rows,
-                },
-                indent=1,
-            )
-        )
-        print(f"written {res.relative_to(REPO)}")
+                line = ", ".join(f"{side} {times[name][side][-1]:.2f} s" for side in order)
+                print(f"  round {r + 1}: {name}: {line}", flush=True)
+            # the table so far after every round (a long run under load can be cut short)
+            _table(times, floor, names, args.before, load0, res)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return 0
