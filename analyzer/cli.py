@@ -17,7 +17,7 @@ import click
 
 from . import terminal
 from .errors import AnalyzerError, NothingIngestedError
-from .format import cell_text, fmt_bytes, fmt_ns, json_ready
+from .format import cell_text, fmt_bytes, fmt_ns, json_records
 from .store import STORE_ENV_VAR, resolve_store_path
 from .terminal import lit, visible
 
@@ -352,24 +352,11 @@ def _report_json(report: Any) -> dict[str, Any]:
 @handle_errors
 def runs(as_json: bool, problems: bool, store: Store) -> None:
     """List the runs in the store with ranks, steps, formats and status."""
-    from .store import digest
-    from .summary import problems as get_problems
-    from .summary import runs as get_runs
+    from .summary import runs_and_problems, runs_json
 
-    d = digest.read(store.path) if store.exists() else None
-    if d is not None:  # the catalog's digest, still the catalog's: no DuckDB to open
-        rows, probs = digest.runs_rows(d), d["problems"]
-    else:
-        rows, probs = get_runs(store), get_problems(store)
+    rows, probs = runs_and_problems(store)  # the catalog's digest while it is the catalog's: no DuckDB to open
     if as_json:
-        out = [{k: json_ready(v) for k, v in r.items()} for r in rows]
-        for r in out:
-            r["problems"] = [
-                {k: json_ready(p[k]) for k in ("path", "status", "reader", "error")}
-                for p in probs
-                if p["run"] == r["run"]
-            ]
-        click.echo(json.dumps(out, indent=2, default=str))
+        click.echo(json.dumps(runs_json(rows, probs), indent=2, default=str))
         return
     if not rows:
         console.print("the store is empty: run `analyze ingest <folder>`")
@@ -510,8 +497,7 @@ def query(sql: str, run_name: str | None, fmt: str, limit: int, time_limit: floa
         text = out.getvalue()
         click.echo(visible(text, lines=True) if sys.stdout.isatty() else text, nl=False)
     elif fmt == "json":
-        rows = [{str(c): json_ready(v) for c, v in zip(df.columns, row)} for row in df.itertuples(index=False)]
-        click.echo(json.dumps(rows, default=str))
+        click.echo(json.dumps(json_records(df), default=str))
     else:
         _print_df(df, limit)
     if res.truncated:
@@ -594,6 +580,41 @@ def serve(host: str, port: int, store: Store) -> None:
         serve_app(store, host=host, port=port, echo=lambda s: click.echo(s, nl=True))
     except OSError as exc:
         raise AnalyzerError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
+
+
+@main.command()
+@click.option(
+    "--url",
+    default=None,
+    envvar="RANKSCOPE_URL",
+    help="URL of a running `analyze serve` over the same store: answers carry links into it ($RANKSCOPE_URL).",
+)
+@click.option(
+    "--time-limit",
+    default=300.0,
+    show_default=True,
+    type=click.FloatRange(min=1),
+    help="Seconds a tool call may take before it answers with an error.",
+)
+@click.option(
+    "--max-rows", default=1000, show_default=True, type=click.IntRange(min=1), help="Rows an answer carries at most."
+)
+@store_option
+@handle_errors
+def mcp(url: str | None, time_limit: float, max_rows: int, store: Store) -> None:
+    """Serve the store to AI assistants over the Model Context Protocol (stdio).
+
+    Read-only tools (runs, ranks, analyses, stragglers, operators, communication, memory, advice,
+    a timeline window, locked-down SQL), resources (schema, analyses, metric definitions) and
+    prompts. Register it with an MCP client as the command `analyze mcp --store PATH`. Needs the
+    mcp extra (`pip install 'rankscope[mcp]'`).
+    """
+    try:
+        from agent.server import serve_stdio
+        from agent.tools import Settings
+    except ImportError as exc:  # the SDK missing
+        raise AnalyzerError(f"the MCP server needs the mcp extra: pip install 'rankscope[mcp]' ({exc})") from exc
+    serve_stdio(Settings(store, url=url, max_rows=max_rows), seconds=time_limit)
 
 
 @main.command()

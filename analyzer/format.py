@@ -37,6 +37,11 @@ def json_ready(v: Any) -> Any:
     return v
 
 
+def json_records(df: Any) -> list[dict[str, Any]]:
+    """A DataFrame's rows as plain JSON data (``json_ready``), one dict per row keyed by column name."""
+    return [{str(c): json_ready(v) for c, v in zip(df.columns, row)} for row in df.itertuples(index=False)]
+
+
 def cell_text(v: Any, missing: str = "") -> str:
     """One cell of a printed table or CSV: lists as JSON, missing values as ``missing``."""
     v = json_ready(v)

@@ -21,6 +21,29 @@ def problems(store: Store, run: str | None = None) -> list[dict[str, Any]]:
     return store.catalog_rows(PROBLEMS_SQL.format(where=where), [run] if run else None)
 
 
+def runs_and_problems(store: Store) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(runs, file problems) as `analyze runs` shows them: from the catalog's digest while it is the
+    catalog's (no DuckDB to open), else from the catalog."""
+    from .store import digest
+
+    d = digest.read(store.path) if store.exists() else None
+    if d is not None:
+        return digest.runs_rows(d), d["problems"]
+    return runs(store), problems(store)
+
+
+def runs_json(rows: list[dict[str, Any]], probs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`analyze runs --json`: every run as plain JSON data with its file problems."""
+    from .format import json_ready
+
+    out = [{k: json_ready(v) for k, v in r.items()} for r in rows]
+    for r in out:
+        r["problems"] = [
+            {k: json_ready(p[k]) for k in ("path", "status", "reader", "error")} for p in probs if p["run"] == r["run"]
+        ]
+    return out
+
+
 RANK_SQL = f"""
 WITH c AS (
   SELECT rank, string_agg(DISTINCT producer, ',') AS formats,

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-PACKAGES = ("analyzer", "collector", "webapp")
+PACKAGES = ("analyzer", "collector", "webapp", "agent")
 
 # the producer doors of the readers: thin modules over the file families
 DOORS = (
@@ -50,10 +50,20 @@ FORBIDDEN += [
     ("analyzer.analyses", "webapp", "the analyses serve the CLI and the web app alike"),
     ("analyzer.store", "webapp", "the store serves the CLI and the web app alike"),
 ]
+# the MCP server (agent) reads the store through the CLI's and the web app's library: it never writes
+FORBIDDEN += [
+    ("agent", "analyzer.ingest", "the MCP server reads the store; ingesting is the CLI's"),
+    ("agent", "analyzer.readers", "the MCP server reads the store, not profiler files"),
+    ("agent", "analyzer.factwriter", "the MCP server reads the store; writing facts is the ingest's"),
+    ("analyzer.analyses", "agent", "the analyses serve every front end alike"),
+    ("analyzer.store", "agent", "the store serves every front end alike"),
+    ("webapp", "agent", "the web app does not depend on the MCP server"),
+    ("collector", "agent", "the collector runs in the training job: it writes files, nothing more"),
+]
 # torch, torch_npu and mindspore belong to the training job (and to the collector's lazy imports)
 FORBIDDEN += [
     (p, f, "the analyzer and the web app never import a framework")
-    for p in ("analyzer", "webapp")
+    for p in ("analyzer", "webapp", "agent")
     for f in ("torch", "torch_npu", "mindspore")
 ]
 FORBIDDEN += [(f, d, "families do not import producer doors") for f in FAMILIES for d in DOORS]

@@ -1,0 +1,299 @@
+"""`analyze mcp`: the real server as a subprocess, talked to over stdio with the MCP SDK's own client.
+
+Each tool on the bundled sample runs answers what the CLI answers for the same question (`analyze
+runs / summary / report --json / query`); the SQL tool refuses every escape of the lock-down test of
+`analyze query` and leaves the store as it was; a scripted investigation of the real 4-rank gloo run
+with one slow rank (tests/data/make_slow_rank.py: rank 1 sleeps before a world all-reduce) reaches
+the straggler and its cause through tool calls alone.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from helpers import REPO, analyze, analyze_json, query
+from test_query_lockdown import escapes, fingerprint
+
+mcp = pytest.importorskip("mcp")
+from mcp import ClientSession, StdioServerParameters, stdio_client  # noqa: E402
+
+from analyzer.analyses import ANALYSES  # noqa: E402
+
+SAMPLES = ("kineto_gloo_2rank", "torch_npu_db_level1", "mindspore_cpu_2rank")
+GLOO4 = REPO / "tests" / "data" / "kineto_gloo_4rank_slow"
+URL = "http://rankscope.example:8050/"
+TIMEOUT = 300  # seconds one session may take (generous: the machine may be loaded)
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("mcp") / "store"
+    analyze("ingest", *(str(REPO / "sample_data" / s) for s in SAMPLES), "--store", str(path))
+    analyze("ingest", str(GLOO4), "--run", "gloo4", "--store", str(path))
+    return path
+
+
+def talk(store: Path, script: Callable[[ClientSession], Awaitable[Any]], *extra: str, cwd: Path | None = None) -> Any:
+    """Start `analyze mcp --store STORE` as a process, run ``script`` with a connected client session."""
+
+    async def main() -> Any:
+        params = StdioServerParameters(
+            command=sys.executable,
+            args=["-m", "analyzer", "mcp", "--store", str(store), *extra],
+            cwd=str(cwd or REPO),
+        )
+        with anyio.fail_after(TIMEOUT):
+            async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+                await session.initialize()
+                return await script(session)
+
+    return anyio.run(main)
+
+
+async def call(session: ClientSession, tool: str, **args: Any) -> dict[str, Any]:
+    res = await session.call_tool(tool, args)
+    assert not res.is_error, (tool, args, res.content)
+    out = res.structured_content
+    assert isinstance(out, dict)
+    # the text content is the same answer, for clients that read text only
+    assert json.loads(res.content[0].text) == out
+    return out
+
+
+async def refused(session: ClientSession, tool: str, **args: Any) -> str:
+    res = await session.call_tool(tool, args)
+    assert res.is_error, (tool, args, res.structured_content)
+    return res.content[0].text
+
+
+def plain(x: Any) -> Any:
+    return json.loads(json.dumps(x, default=str))
+
+
+def test_the_server_lists_its_tools_resources_and_prompts(store: Path) -> None:
+    async def script(s: ClientSession) -> Any:
+        tools = {t.name: t for t in (await s.list_tools()).tools}
+        resources = {str(r.uri): r for r in (await s.list_resources()).resources}
+        texts = {u: (await s.read_resource(u)).contents[0].text for u in resources}
+        prompts = {p.name for p in (await s.list_prompts()).prompts}
+        prompt = await s.get_prompt("find_straggler", {"run": "gloo4"})
+        regression = await s.get_prompt("explain_regression", {"run": "gloo4", "baseline": "kineto_gloo_2rank"})
+        return tools, texts, prompts, prompt, regression
+
+    tools, texts, prompts, prompt, regression = talk(store, script)
+    assert set(tools) == {
+        "list_runs",
+        "rank_summary",
+        "analysis",
+        "stragglers",
+        "top_operators",
+        "communication",
+        "memory_peaks",
+        "advice",
+        "timeline_window",
+        "sql",
+    }
+    for t in tools.values():  # read-only by declaration too
+        assert t.annotations.read_only_hint and not t.annotations.destructive_hint, t.name
+    # the analysis tool takes exactly the registry's names
+    assert tools["analysis"].input_schema["properties"]["name"]["enum"] == list(ANALYSES)
+    # resources: the schema with its column docs, the registry, the metric definitions
+    assert "### `slices`" in texts["rankscope://schema"] and "| `dur_ns` |" in texts["rankscope://schema"]
+    assert "analysis.step_breakdown" in texts["rankscope://schema"]
+    assert [a["name"] for a in json.loads(texts["rankscope://analyses"])] == list(ANALYSES)
+    metrics = texts["rankscope://metrics"]
+    for word in ("Communication(Not Overlapped)", "Dixon", "idle"):
+        assert word in metrics, word
+    assert prompts == {"find_straggler", "explain_regression"}
+    assert "gloo4" in prompt.messages[0].content.text and "stragglers" in prompt.messages[0].content.text
+    assert "kineto_gloo_2rank" in regression.messages[0].content.text
+
+
+def test_each_tool_answers_what_the_cli_answers(store: Path) -> None:
+    runs = analyze_json("runs", "--json", "--store", str(store))
+    summaries = {r: analyze_json("summary", "--run", r, "--json", "--store", str(store)) for r in SAMPLES}
+    reports = {r: analyze_json("report", "--run", r, "--json", "--store", str(store)) for r in SAMPLES}
+
+    async def script(s: ClientSession) -> dict[str, Any]:
+        out: dict[str, Any] = {"runs": await call(s, "list_runs")}
+        for run in SAMPLES:
+            out[("summary", run)] = await call(s, "rank_summary", run=run)
+            for name in ANALYSES:
+                out[("analysis", name, run)] = await call(s, "analysis", name=name, run=run, limit=1000)
+            out[("ops", run)] = await call(s, "top_operators", run=run, limit=1000)
+            out[("kernels", run)] = await call(s, "top_operators", run=run, source="kernels", limit=1000)
+            out[("comm", run)] = await call(s, "communication", run=run, limit=1000)
+            out[("memory", run)] = await call(s, "memory_peaks", run=run)
+            out[("advice", run)] = await call(s, "advice", run=run)
+        out["cut"] = await call(s, "analysis", name="communication", run="kineto_gloo_2rank", ranks=[1], limit=3)
+        out["sql"] = await call(
+            s,
+            "sql",
+            query="SELECT rank, name, count(*) AS n FROM kernels GROUP BY ALL ORDER BY ALL",
+            run="torch_npu_db_level1",
+        )
+        return out
+
+    got = talk(store, script, "--url", URL)
+    assert got["runs"]["rows"] == runs
+    for run in SAMPLES:
+        assert got[("summary", run)]["rows"] == plain(summaries[run]["ranks"])
+        colls = got[("summary", run)]["collections"]
+        assert {c["rank"] for c in colls} == {r["rank"] for r in summaries[run]["ranks"]}
+        assert all("missing" in c and "capabilities" in c for c in colls)
+        for name in ANALYSES:
+            ans = got[("analysis", name, run)]
+            assert ans["rows"] == reports[run][name][:1000], (run, name)
+            assert ans["total_rows"] == len(reports[run][name]) and ans["row"] == ANALYSES[name].doc
+        # the Operators grid: the same sums as the facts read with `analyze query`
+        for key, source, where in (
+            ("ops", "operators", "name NOT LIKE 'ProfilerStep#%' AND coalesce(category, '') <> 'python_function'"),
+            ("kernels", "kernels", "true"),
+        ):
+            facts = query(
+                store,
+                f"SELECT name AS key, count(*) AS count, sum(dur_ns) AS total_ns, count(DISTINCT rank) AS ranks "
+                f"FROM {source} WHERE run = '{run}' AND {where} AND dur_ns IS NOT NULL GROUP BY name",
+            )
+            ans = got[(key, run)]
+            assert ans["total_rows"] == len(facts) and not ans["truncated"]
+            mine = {r["key"]: (int(r["count"]), int(r["total_ns"]), int(r["ranks"])) for r in ans["rows"]}
+            assert mine == {f["key"]: (f["count"], int(f["total_ns"]), f["ranks"]) for f in facts}, (run, key)
+            totals = [r["total_ns"] for r in ans["rows"]]
+            assert totals == sorted(totals, reverse=True)
+        comm = got[("comm", run)]
+        assert comm["rows"] == reports[run]["communication_groups"]
+        assert [c["instance"] for c in comm["collectives"]] == [
+            c["instance"] for c in reports[run]["collective_instances"]
+        ]
+        advice = got[("advice", run)]
+        assert [(a["rule"], a["title"], a["ranks"]) for a in advice["rows"]] == [
+            (a["rule"], a["title"], a["ranks"]) for a in reports[run]["advice"]
+        ]
+        for a, b in zip(advice["rows"], reports[run]["advice"]):
+            assert a["evidence"] == (b["evidence"] or [])[:20] and a["evidence_total"] == len(b["evidence"] or [])
+    # memory peaks: the maxima `analyze query` finds in the samples of the same counter
+    mem = got[("memory", "torch_npu_db_level1")]
+    assert mem["component"] and mem["rows"]
+    facts = query(
+        store,
+        "SELECT rank, coalesce(device, '') AS device, max(allocated_bytes) AS a, max(reserved_bytes) AS r "
+        f"FROM memory_samples WHERE run = 'torch_npu_db_level1' AND component = '{mem['component']}' GROUP BY ALL",
+    )
+    assert {(m["rank"], m["device"], m["peak_allocated_bytes"], m["peak_reserved_bytes"]) for m in mem["rows"]} == {
+        (f["rank"], f["device"], f["a"], f["r"]) for f in facts
+    }
+    assert any("/memory?run=torch_npu_db_level1" in link["url"] for link in mem["links"])
+    assert sum("at its peak" in link["label"] for link in mem["links"]) == len(mem["rows"])
+    # a bounded answer says it was cut; the rank filter holds
+    cut = got["cut"]
+    assert len(cut["rows"]) == 3 and cut["truncated"] and {r["rank"] for r in cut["rows"]} == {1}
+    assert cut["total_rows"] == sum(r["rank"] == 1 for r in reports["kineto_gloo_2rank"]["communication"])
+    # SQL: what `analyze query --format json` prints
+    sql_cli = query(
+        store,
+        "SELECT rank, name, count(*) AS n FROM kernels WHERE run = 'torch_npu_db_level1' GROUP BY ALL ORDER BY ALL",
+    )
+    assert got["sql"]["rows"] == sql_cli and got["sql"]["limits"]["seconds"] == 5.0
+    # links go to the configured web app
+    links = [link["url"] for v in got.values() if isinstance(v, dict) for link in v.get("links", [])]
+    assert links and all(u.startswith(URL.rstrip("/") + "/") for u in links)
+    assert any("/timeline?run=" in u and "hl=" in u for u in links)
+
+
+def test_the_sql_tool_refuses_every_escape_of_the_lockdown(store: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    work = tmp_path / "cwd"  # the server's working directory: a relative path (':memory:') would land here
+    work.mkdir()
+    before = fingerprint(store)
+    tries = escapes(store, out)
+
+    async def script(s: ClientSession) -> list[str]:
+        msgs = [await refused(s, "sql", query=sql) for _, sql in tries]
+        msgs.append(await refused(s, "sql", query="SELECT 1", run="no such run"))
+        # and the store still answers
+        n = await call(s, "sql", query="SELECT count(*) AS n FROM slices")
+        assert n["rows"][0]["n"] > 1000
+        return msgs
+
+    msgs = talk(store, script, cwd=work)
+    for (what, _), msg in zip(tries, msgs):
+        assert msg.strip() and "Traceback" not in msg, what
+    assert "no such run" in msgs[-1]
+    assert fingerprint(store) == before
+    assert list(out.iterdir()) == [] and list(work.iterdir()) == []
+
+
+def test_bad_arguments_are_refused_with_a_reason(store: Path) -> None:
+    async def script(s: ClientSession) -> list[str]:
+        return [
+            await refused(s, "analysis", name="no_such_analysis"),
+            await refused(s, "rank_summary", run="no such run"),
+            await refused(s, "top_operators", run="gloo4", ranks=[99]),
+            await refused(s, "timeline_window", run="gloo4", ranks=[0], start_ns=10, end_ns=5),
+            await refused(s, "memory_peaks", run="gloo4", component="HBM"),
+            await refused(s, "analysis", name="step_breakdown", limit=0),
+        ]
+
+    msgs = talk(store, script)
+    assert "step_breakdown" in msgs[0]  # the allowed names
+    assert "no such run" in msgs[1]
+    assert "no rank 99" in msgs[2]
+    assert "after" in msgs[3]
+    assert "no memory component 'HBM'" in msgs[4]
+    assert "at least 1" in msgs[5]
+
+
+def test_an_investigation_reaches_the_straggler_and_its_cause(store: Path) -> None:
+    """The real 4-rank gloo run: rank 1 sleeps 30 ms before a world all-reduce in some steps."""
+
+    async def script(s: ClientSession) -> dict[str, Any]:
+        runs = await call(s, "list_runs")
+        assert "gloo4" in [r["run"] for r in runs["rows"]]
+        st = await call(s, "stragglers", run="gloo4")
+        ev = st["evidence"][0]
+        before = ev["before_entry"]
+        on_time = min((m for m in ev["members"] if m["rank"] != before["rank"]), key=lambda m: m["late_ns"])
+        win = await call(
+            s,
+            "timeline_window",
+            run="gloo4",
+            ranks=[before["rank"], on_time["rank"]],
+            start_ns=before["start_ns"],
+            end_ns=before["end_ns"],
+        )
+        steps = await call(s, "analysis", name="step_breakdown", run="gloo4", limit=1000)
+        return {"st": st, "ev": ev, "on_time": on_time, "win": win, "steps": steps}
+
+    r = talk(store, script)
+    st, ev, win = r["st"], r["ev"], r["win"]
+    # the straggler: rank 1, by the vote, in world all-reduces where the three others waited for it
+    assert st["straggler"]["rank"] == 1 and st["straggler"]["votes"] >= 1
+    assert "rank 1 is the straggler" in st["verdict"]
+    assert ev["slow_ranks"] == [1] and ev["op_type"] == "allreduce" and ev["count"] == 4
+    late = {m["rank"]: m["late_ns"] for m in ev["members"]}
+    assert late[1] > 20e6 and all(v < 5e6 for k, v in late.items() if k != 1)  # it came ~30 ms late
+    waits = {m["rank"]: m["wait_ns"] for m in ev["members"]}
+    assert all(waits[k] > 20e6 for k in waits if k != 1)  # the others waited that long
+    # its cause: in the window before it entered, rank 1 ran nothing the profiler saw (the sleep)
+    # while the punctual rank sat in the all-reduce
+    ranks = {x["rank"]: x for x in win["ranks"]}
+    span = win["window"]["ns"]
+    assert span > 20e6
+    assert ranks[1]["idle_ns"] > 0.9 * span, ranks[1]
+    punctual = ranks[r["on_time"]["rank"]]
+    assert punctual["busy_ns"] > 0.9 * span
+    assert any(n["name"] == "gloo:all_reduce" and n["total"] > 0.9 * span for n in punctual["names"])
+    # and the step breakdown of that step shows rank 1's time as free, the others' as communication
+    step = [x for x in r["steps"]["rows"] if x["step"] == ev["step"]]
+    by_rank = {x["rank"]: x for x in step}
+    assert by_rank[1]["free_ns"] > 20e6
+    assert all(by_rank[k]["comm_not_overlapped_ns"] > by_rank[1]["comm_not_overlapped_ns"] for k in (0, 2, 3))
+    assert not st["links"]  # no --url: no links
