@@ -4,7 +4,8 @@ bare interpreter, in the same run.
     python bench/bench_commands.py                  # the code before the speed work (1a1c576), 7 rounds
     python bench/bench_commands.py --before main --repeat 5
 
-What is timed (wall time, start to exit, of one `analyze ...` process; medians over the rounds):
+What is timed (wall time, start to exit, of one `analyze ...` process, and its CPU time with its
+children's: the figure to read on a loaded machine; medians over the rounds):
 
 - ``analyze --help``;
 - ``analyze runs`` on a store holding the bundled 2-rank samples (``sample_data/``);
@@ -28,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -55,13 +57,16 @@ def _env(pythonpath: Path | None) -> dict[str, str]:
     return env
 
 
-def _run(cmd: list[str], env: dict[str, str]) -> float:
+def _run(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of the process and the children it waited for) of one command."""
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, env=env, cwd=tempfile.gettempdir(), capture_output=True, text=True)
     secs = time.perf_counter() - t0
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} exited {proc.returncode}: {proc.stderr[-2000:]}")
-    return secs
+    return secs, (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
 
 
 def export_tree(rev: str, dest: Path) -> Path:
@@ -104,6 +109,7 @@ def _make_store(store: Path, samples: Path, env: dict[str, str]) -> None:
 
 def _table(
     times: dict[str, dict[str, list[float]]],
+    cpus: dict[str, dict[str, list[float]]],
     floor: list[float],
     names: list[str],
     before_rev: str,
@@ -111,12 +117,29 @@ def _table(
     res: Path,
 ) -> None:
     med_floor = statistics.median(floor)
-    print(f"\n{'command':<44} {'ours s':>7} {'before s':>9} {'before/ours':>12} {'ours/python':>12}")
+    print(
+        f"\n{'command':<44} {'ours s':>7} {'before s':>9} {'before/ours':>12} {'ours/python':>12}"
+        f" {'CPU ours s':>11} {'CPU before s':>13} {'CPU before/ours':>16}"
+    )
     rows = []
     for name in names:
         ours, before = statistics.median(times[name]["ours"]), statistics.median(times[name]["before"])
-        rows.append({"command": name, "ours": ours, "before": before, "rounds": times[name]})
-        print(f"{name:<44} {ours:7.3f} {before:9.3f} {before / ours:11.2f}x {ours / med_floor:11.2f}x")
+        c_ours, c_before = statistics.median(cpus[name]["ours"]), statistics.median(cpus[name]["before"])
+        rows.append(
+            {
+                "command": name,
+                "ours": ours,
+                "before": before,
+                "cpu_ours": c_ours,
+                "cpu_before": c_before,
+                "rounds": times[name],
+                "cpu_rounds": cpus[name],
+            }
+        )
+        print(
+            f"{name:<44} {ours:7.3f} {before:9.3f} {before / ours:11.2f}x {ours / med_floor:11.2f}x"
+            f" {c_ours:11.3f} {c_before:13.3f} {c_before / c_ours:15.2f}x"
+        )
     print(f"{'python -c pass':<44} {med_floor:7.3f}   ({len(floor)} rounds)")
     load1 = os.getloadavg()
     print(f"load now {tuple(round(x, 2) for x in load1)}", flush=True)
@@ -159,6 +182,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         py_env = _env(None)
         times: dict[str, dict[str, list[float]]] = {}
+        cpus: dict[str, dict[str, list[float]]] = {}
         floor: list[float] = []
         names = list(_commands(scratch, scratch))
         res = OUT / f"commands-{time.strftime('%Y%m%d-%H%M%S')}.json"
@@ -171,12 +195,14 @@ def main(argv: list[str] | None = None) -> int:
                 for side in order:
                     env, samples, store = sides[side]
                     cmd = _commands(store, samples)[name]
-                    times.setdefault(name, {}).setdefault(side, []).append(_run(cmd, env))
-                floor.append(_run([sys.executable, "-c", "pass"], py_env))
+                    wall, cpu = _run(cmd, env)
+                    times.setdefault(name, {}).setdefault(side, []).append(wall)
+                    cpus.setdefault(name, {}).setdefault(side, []).append(cpu)
+                floor.append(_run([sys.executable, "-c", "pass"], py_env)[0])
                 line = ", ".join(f"{side} {times[name][side][-1]:.2f} s" for side in order)
                 print(f"  round {r + 1}: {name}: {line}", flush=True)
             # the table so far after every round (a long run under load can be cut short)
-            _table(times, floor, names, args.before, load0, res)
+            _table(times, cpus, floor, names, args.before, load0, res)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return 0
