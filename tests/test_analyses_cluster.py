@@ -180,9 +180,24 @@ def test_clock_offsets_recover_a_known_shift(gloo4, tmp_path):
 
 
 def test_clock_offsets_warn_when_a_rank_cannot_be_aligned(tmp_path):
-    """HTA's 2-rank NCCL sample only has send/recv kernels: no blocking collective to align on."""
-    store = ingest(HTA_TRACE_FILTER, tmp_path / "store", "hta")
-    df = clock_offsets(store, "hta").set_index("rank")
+    """HTA's 2-rank NCCL sample (trace_filter) aligns on its matched collectives; with all but two of
+    rank 1's collective kernels deleted, rank 1 has too few to align on and keeps its own clock."""
+    import json
+
+    aligned = clock_offsets(ingest(HTA_TRACE_FILTER, tmp_path / "store", "hta"), "hta").set_index("rank")
+    assert list(aligned["status"]) == ["reference", "aligned"]
+    cut = tmp_path / "cut"
+    shutil.copytree(HTA_TRACE_FILTER, cut)
+    path = cut / "sampled_rank-1.json.gz"
+    with gzip.open(path, "rt") as f:
+        doc = json.load(f)
+    nccl = [e for e in doc["traceEvents"] if e.get("cat") == "kernel" and "nccl" in e.get("name", "")]
+    nccl.sort(key=lambda e: e["ts"])
+    drop = {id(e) for e in nccl[2:]}
+    doc["traceEvents"] = [e for e in doc["traceEvents"] if id(e) not in drop]
+    with gzip.open(path, "wt") as f:
+        json.dump(doc, f)
+    df = clock_offsets(ingest(cut, tmp_path / "store2", "cut"), "cut").set_index("rank")
     assert df.loc[0, "status"] == "reference"
     assert df.loc[1, "status"] == "not aligned"
     assert pd.isna(df.loc[1, "offset_ns"])

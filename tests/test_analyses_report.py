@@ -113,12 +113,16 @@ def test_slow_link_judges():
             "dst_rank": [1, 2, 3, 4],
             "src_local": [0] * 4,
             "dst_local": [1, 2, 3, 4],
+            "bytes": [2 * (64 << 20)] * 4,
+            "steps": [2] * 4,
             "bandwidth_bytes_per_s": [16e9, 16.2e9, 15.9e9, 14e9],
         }
     )
     (j,), bad = judge_links(links)
     assert j["slow"] and (j["slow_src"], j["slow_dst"]) == (0, 4)
     assert list(bad["dst_rank"]) == [4]
+    # the rank level's floor: links moving less than 1 MiB per step are latency-bound, not judged
+    assert judge_links(links.assign(bytes=2 * 96))[0] == []
 
 
 def test_slow_links_on_npu_sample(tmp_path):

@@ -32,7 +32,7 @@ from ..store import Store
 from . import activity, collectives
 from .cache import per_run
 
-BLOCKING = {"allreduce", "allgather", "reduce_scatter", "alltoall", "barrier"}
+BLOCKING = collectives.BLOCKING
 MIN_COLLECTIVES = 3
 MAX_RESIDUAL_NS = 1_000_000
 COLUMNS = [
@@ -126,7 +126,12 @@ def align(con: duckdb.DuckDBPyConnection, run: str) -> Alignment:
             off = fit_offsets(ends, ref, off)
         if needs_attribution:
             ops, members = match(off, collectives.DEFAULT_TOLERANCE_NS)
-    return Alignment(ranks, ref, coarse, off, ops, members)
+    checked = collectives.verify_by_time(ops, off)
+    if not checked["instance"].equals(ops["instance"]):  # some calls were paired again: refit on them
+        ends = _blocking_ends(checked)
+        if not ends.empty:
+            off = fit_offsets(ends, ref, off)
+    return Alignment(ranks, ref, coarse, off, checked, members)
 
 
 @per_run

@@ -15,7 +15,10 @@ collective when its last member arrives: the latest start precedes the earliest 
 each process group on its own threads, the decision is taken per thread, on the median over the
 thread's collectives.
 A gloo send/recv names neither its group nor its peer: in a rank with several groups it stays
-unattributed (``group_name`` NULL) and is left out of instances.
+unattributed (``group_name`` NULL) and is left out of instances. When nothing in the run names a
+group (MindSpore on CPU writes ``Default/AllReduce-op0`` and no group), every collective is in the
+world group (``WORLD``, ``group_source`` = ``implied_world``): the one group a job that declares
+none has.
 """
 
 from __future__ import annotations
@@ -30,6 +33,8 @@ from ..store import Store
 from .cache import per_run
 
 DEFAULT_TOLERANCE_NS = 200_000  # slack on "all members' intervals overlap" (clock error allowance)
+WORLD = "world"  # the group of collectives in a run that names no group at all
+SIZE_VARIES = frozenset({"alltoall", "gather", "scatter", "batch_send_recv", "other"})  # per-rank sizes differ
 
 
 def load_ops(con: duckdb.DuckDBPyConnection, run: str) -> pd.DataFrame:
@@ -101,6 +106,14 @@ def attribute_groups(
     ops["group_source"] = np.where(ops["group_name"].notna(), "producer", None)
     unknown = ops.index[ops["group_name"].isna()]
     if len(unknown) == 0:
+        return ops
+    if not members:
+        # nothing in the run names a group (MindSpore on CPU, a trace without process-group
+        # metadata): a job that declares no group runs its collectives in the world group
+        ops.loc[unknown, "group_name"] = WORLD
+        ops.loc[unknown, "group_source"] = "implied_world"
+        ranks = sorted({int(r) for r in ops["rank"]})
+        ops["group_ranks"] = [ranks if g == WORLD else r for g, r in zip(ops["group_name"], ops["group_ranks"])]
         return ops
     by_rank: dict[int, list[str]] = defaultdict(list)
     for g, ranks in members.items():
@@ -206,37 +219,61 @@ def _na(v):
 
 
 def match_instances(ops: pd.DataFrame, members: dict[str, tuple[int, ...]]) -> pd.DataFrame:
-    """Add ``ordinal``, ``instance`` (a string key), ``n_seen`` (ranks that recorded the instance)
-    and ``n_members`` (members of the group present in the run) per op."""
+    """Add ``ordinal``, ``instance`` (a string key), ``n_seen`` (ranks that recorded the instance),
+    ``n_members`` (members of the group present in the run) and ``match_key`` (what the key is made
+    of: ``step``, ``size``, both or neither) per op.
+
+    The key is (group, step, kind, size, order): the step only when every op of the group has one
+    (a rank that recorded no step markers would otherwise match nothing), the size only when every
+    op of the group and kind has one (a byte count missing on some ranks — a trace without ``In msg
+    nelems``, a torch_npu export without trace_view.json — must not split one call into several) and
+    the members of one call move the same amount (not all-to-all, gather, scatter: each rank's
+    share differs with uneven splits).
+    Missing values never enter a key as NaN (pandas turns them into NaN inside string concatenation).
+    """
     ops = ops.copy()
-    step = ops["step"].astype("Int64").astype(str)
-    nbytes = ops["bytes"].astype("Int64").astype(str)
-    kind = np.where(ops["is_p2p"], "p2p", ops["op_type"])
-    base = ops["group_name"].astype(str) + "|" + step + "|" + kind + "|" + nbytes
     if "ordinal" in ops:
         ops = ops.drop(columns=["ordinal"])
-    ops = ops.assign(_base=base, _kind=kind)
+    group = ops["group_name"].astype(object)
+    has_group = group.notna()
+    kind = pd.Series(np.where(ops["is_p2p"], "p2p", ops["op_type"].astype(object)), index=ops.index)
+    step_known = ops["step"].notna()
+    size_known = ops["bytes"].notna()
+    use_step = step_known.groupby(group.fillna("")).transform("all") if len(ops) else step_known
+    use_size = size_known.groupby([group.fillna(""), kind]).transform("all") if len(ops) else size_known
+    use_size &= ~kind.isin(SIZE_VARIES)
+    step_txt = _text(ops["step"]).where(use_step, "*")
+    size_txt = _text(ops["bytes"]).where(use_size, "*")
+    base = group.fillna("").astype(str) + "|" + step_txt + "|" + kind.astype(str) + "|" + size_txt
+    ops["match_key"] = np.select(
+        [use_step & use_size, use_step, use_size], ["step+size", "step", "size"], default="order"
+    )
+    ops = ops.assign(_base=base)
     # p2p in a two-member group: the k-th send of A is the k-th recv of B; the key names the sender
-    sender = [
+    ops["_sender"] = [
         _sender(r, t, members.get(g, ())) if p else -1
         for r, t, g, p in zip(ops["rank"], ops["op_type"], ops["group_name"], ops["is_p2p"])
     ]
-    ops["_sender"] = sender
-    ops["ordinal"] = ops.sort_values("ts_ns").groupby(["rank", "_base", "op_type", "_sender"]).cumcount()
-    ok = ops["group_name"].notna() & (~ops["is_p2p"] | (ops["_sender"] >= 0))
+    ops["ordinal"] = ops.sort_values("ts_ns", kind="stable").groupby(["rank", "_base", "op_type", "_sender"]).cumcount()
+    ok = has_group & (~ops["is_p2p"] | (ops["_sender"] >= 0))
     key = (
         ops["_base"]
         + "|"
         + np.where(ops["is_p2p"], "from" + ops["_sender"].astype(str) + "|", "")
         + ops["ordinal"].astype(str)
     )
-    ops["instance"] = np.where(ok, key, None)
+    ops["instance"] = pd.Series(np.where(ok, key, None), index=ops.index, dtype=object)
     ops["n_seen"] = ops.groupby("instance")["rank"].transform("nunique").where(ops["instance"].notna())
     present = {int(r) for r in ops["rank"].unique()}
     ops["n_members"] = ops["group_name"].map(
         lambda g: len(set(members.get(g, ())) & present) if isinstance(g, str) else None
     )
-    return ops.drop(columns=["_base", "_kind", "_sender"])
+    return ops.drop(columns=["_base", "_sender"])
+
+
+def _text(values: pd.Series) -> pd.Series:
+    """Integer values as text ("?" where missing), never NaN."""
+    return pd.to_numeric(values, errors="coerce").astype("Int64").astype("string").fillna("?").astype(object)
 
 
 def _sender(rank: int, op_type: str, group: tuple[int, ...]) -> int:
@@ -267,3 +304,81 @@ def run_groups(store: Store, run: str) -> pd.DataFrame:
     """``load_groups`` of a run, cached per run content."""
     with store.read_connection(run=run) as con:
         return load_groups(con, run)
+
+
+BLOCKING = frozenset({"allreduce", "allgather", "reduce_scatter", "alltoall", "barrier"})
+MIN_END_TOLERANCE_NS = 1_000_000  # members of a blocking collective leave it within this of each other, at least
+END_TOLERANCE_FACTOR = 10  # ... or within this many times the typical spread of the size-checked instances
+REPAIR_SHARE = 0.5  # re-pair a group's op type when at least this share of its instances fail the check
+
+
+def verify_by_time(ops: pd.DataFrame, offsets: dict[int, int]) -> pd.DataFrame:
+    """Check the matched blocking collectives against the clocks, and re-pair the ones that fail.
+
+    The members of a blocking collective leave it together, so once clocks are corrected their ends
+    agree (within ``tolerance``: ``END_TOLERANCE_FACTOR`` × the median spread of the instances whose
+    match the message size confirms, at least ``MIN_END_TOLERANCE_NS``). When most instances of a
+    group and op type matched by order alone (``REPAIR_SHARE``) disagree by more, the order paired
+    different calls — a rank's trace lacks calls (sampled or cut traces), or the calls ran in groups
+    the trace does not name (a member leaving late now and then is noise, and stays matched). The
+    failing instances' ops, with the ops of that group and type that found no partner, are paired
+    again by their corrected end:
+    ops of different ranks whose ends lie within the tolerance are one instance (``match`` =
+    ``time``); an op left alone is not matched (``n_seen`` 1). ``match`` is ``order`` elsewhere.
+    """
+    ops = ops.copy()
+    ops["match"] = np.where(ops["instance"].notna(), "order", None)
+    cand = ops["instance"].notna() & ~ops["is_p2p"] & ops["op_type"].isin(BLOCKING)
+    if not cand.any():
+        return ops
+    off = ops["rank"].map(lambda r: offsets.get(int(r), 0)).astype("int64")
+    end_c = ops["end_ns"].astype("int64") - off
+    spread = end_c[cand].groupby(ops.loc[cand, "instance"]).agg(lambda x: int(x.max() - x.min()))
+    seen = ops.loc[cand].groupby("instance")["rank"].nunique()
+    multi = spread[seen[spread.index] >= 2]
+    if multi.empty:
+        return ops
+    checked = ops.loc[cand & ops["match_key"].isin(["size", "step+size"]), "instance"].unique()
+    ref = multi[multi.index.isin(checked)] if len(checked) and multi.index.isin(checked).any() else multi
+    tolerance = max(MIN_END_TOLERANCE_NS, END_TOLERANCE_FACTOR * int(ref.median()))
+    kind_key = ops["group_name"].astype(str) + "|" + ops["op_type"].astype(str)
+    inst_kind = kind_key[cand].groupby(ops.loc[cand, "instance"]).first().reindex(multi.index)
+    failing = (multi > tolerance) & ~multi.index.isin(checked)
+    # a kind is mismatched when most of its instances fail: one member leaving late now and then (a
+    # rank descheduled on a loaded host) is noise, and pairing by time would only move the error
+    share = failing.groupby(inst_kind).mean()
+    redo_kinds = set(share[share >= REPAIR_SHARE].index)
+    bad = set(failing[failing & inst_kind.isin(redo_kinds)].index)
+    if not bad:
+        return ops
+    bad_rows = ops["instance"].isin(bad)
+    lonely = cand & (ops["n_seen"] < ops["n_members"]) & kind_key.isin(redo_kinds)
+    redo = ops.index[bad_rows | lonely]
+    inst = ops["instance"].to_numpy(object, copy=True)
+    how = ops["match"].to_numpy(object, copy=True)
+    pos = {ix: k for k, ix in enumerate(ops.index)}
+    for kk, rows in pd.Series(redo, index=redo).groupby(kind_key[redo].to_numpy()):
+        order = sorted(rows.index, key=lambda i: int(end_c[i]))
+        cluster: list = []
+        n = 0
+
+        def close(cl: list, n: int, kk: str = kk) -> None:
+            for i in cl:
+                inst[pos[i]] = f"{kk}|t{n}" if len(cl) >= 2 else f"{kk}|t{n}|alone"
+                how[pos[i]] = "time" if len(cl) >= 2 else None
+
+        for i in order:
+            if cluster and (
+                int(end_c[i]) - int(end_c[cluster[0]]) > tolerance
+                or int(ops.at[i, "rank"]) in {int(ops.at[j, "rank"]) for j in cluster}
+            ):
+                close(cluster, n)
+                n += 1
+                cluster = []
+            cluster.append(i)
+        if cluster:
+            close(cluster, n)
+    ops["instance"] = inst
+    ops["match"] = how
+    ops["n_seen"] = ops.groupby("instance")["rank"].transform("nunique").where(ops["instance"].notna())
+    return ops

@@ -9,7 +9,8 @@ than 5 % between the best and the worst relative to the mean):
   moving less than 1 MiB per rank are latency-bound and not judged; Kineto
   transit times are estimated per instance, identical for all members: no rank is ever slow there);
 - ``link``: per group, op type and transport, each link of the communication matrix (global src →
-  dst, summed over steps); a link below the median of its peers by more than 5 % is slow.
+  dst, summed over steps) that moves at least 1 MiB per step (the rank level's floor); a link below
+  the median of its peers by more than 5 % is slow.
 
 ``slow_links`` returns one row per judged set (slow or not); ``slow_link_evidence`` the rows behind
 the slow ones (per-op bandwidth of the slow rank, or the slow link itself).
@@ -86,7 +87,12 @@ def judge_rank_bandwidth(per_rank: pd.DataFrame) -> list[dict]:
 def judge_links(links: pd.DataFrame) -> tuple[list[dict], pd.DataFrame]:
     """Matrix links -> one judgement per (group, op type, transport); slow = more than 5 % below the median."""
     out, bad = [], []
-    ok = links[links["bandwidth_bytes_per_s"].notna() & ~links["transport"].isin(_SKIP_TRANSPORTS)]
+    per_step = links["bytes"].astype("float64") / links["steps"].astype("float64").clip(lower=1)
+    ok = links[
+        links["bandwidth_bytes_per_s"].notna()
+        & ~links["transport"].isin(_SKIP_TRANSPORTS)
+        & per_step.ge(MIN_BYTES)  # the rank-level floor: below it a link's "bandwidth" is latency
+    ]
     for (group, op, transport), g in ok.groupby(["group_name", "op_type", "transport"], dropna=False):
         if len(g) < 3:
             continue

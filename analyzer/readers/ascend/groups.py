@@ -34,6 +34,17 @@ def double_hash(s: str) -> str:
     return str((h0 << 32) | h1)
 
 
+def group_key(name: str | None) -> str | None:
+    """The store's key of an HCCL group: a raw group id (``90.91.105.46%enp189s0f0_60000_0_1736...``)
+    is hashed as msprof-analyze hashes it; a name that is already that hash (older torch_npu db
+    exports write the number itself into ``COMMUNICATION_OP.groupName``, as analysis.db does) is
+    kept, so ops, links and bandwidth rows of one group share one key."""
+    if name is None or name == "":
+        return None
+    s = str(name).strip()
+    return s if s.isdigit() else double_hash(s)
+
+
 def parse_link_key(lk: str) -> tuple[int | None, int | None]:
     m = _SELF_LINK.match(lk.strip())
     if not m:

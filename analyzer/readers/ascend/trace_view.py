@@ -603,6 +603,14 @@ class AscendTrace:
                     }
                 )
             ctx.write("comm_ops", pa.Table.from_pylist(rows))
+            named = sorted({str(c["group"]) for c in p.comms if c["group"]})
+            if named:  # the groups the ops name (their lanes): every table of a run knows the same groups
+                ctx.write(
+                    "comm_groups",
+                    pa.Table.from_pylist(
+                        [{"group_name": g, "backend": "hccl", "source": "msprof timeline"} for g in named]
+                    ),
+                )
         return n
 
 

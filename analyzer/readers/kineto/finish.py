@@ -82,13 +82,15 @@ def finish(
         for b in staged["kernels"].batches():
             ts = _add_base(b.column("ts_ns"), _file_base(b, late_base))
             ctx.write("kernels", _with(b, "kernels", {"ts_ns": ts, "step": steps.of(ts)}))
+    default_group = _default_group(metas)
     if "comm_ops" in staged:
         # GPU traces: the NCCL kernels are the real communication time; CPU (gloo) traces: the
         # gloo:* / nccl:* ranges on the communication threads.
-        default_group = _default_group(metas)
-        for b in staged["comm_ops"].batches():
-            if picker.comm_kernel_rows:
-                b = b.filter(pc.equal(b.column("source"), "kineto:kernel"))
+        comm = staged["comm_ops"].table()  # a few rows per step
+        if picker.comm_kernel_rows:
+            comm = type_kernels_by_launch(comm, staged["launches"].table() if "launches" in staged else None)
+            comm = comm.filter(pc.equal(comm.column("source"), "kineto:kernel"))
+        for b in comm.to_batches():
             ts = _add_base(b.column("ts_ns"), _file_base(b, late_base))
             rep = {"ts_ns": ts, "step": steps.of(ts)}
             if default_group is not None:
@@ -106,8 +108,64 @@ def finish(
             )
     if router.lane_counts:
         ctx.write("lanes", router.lane_rows(lambda pid, group: f"Device {pid}" if group == "device" else pid))
-    _write_groups(ctx, picker, metas)
+    _write_groups(ctx, picker, metas, default_group if "comm_ops" in staged else None)
     _fill_meta(ctx, picker, metas)
+
+
+_FROM_LAUNCH = ("bytes", "dtype", "count", "group_name", "group_ranks")
+
+
+def type_kernels_by_launch(comm: pa.Table, launches: pa.Table | None) -> pa.Table:
+    """Collective kernels typed by the ``nccl:*`` range their launch call ran in.
+
+    A kernel is named by its implementation: ``ncclKernel_SendRecv`` runs ``nccl:all_to_all``
+    (``c10d::alltoall_base_``) as well as send and recv, so a kernel name alone made an all_to_all
+    two one-sided sends. The kernel's ``correlation`` id names its launch call (thread, time); the
+    innermost communication range of that thread holding the launch is the operation: it gives the
+    kernel its op type (and is_p2p), and its size and group where the kernel has none. Kernels whose
+    launch is not in the trace keep their own names."""
+    if launches is None or launches.num_rows == 0 or "_corr" not in comm.column_names:
+        return comm
+    rows = comm.to_pydict()
+    ann = [i for i, src in enumerate(rows["source"]) if src == "kineto:annotation"]
+    if not ann:
+        return comm
+    by_corr = {
+        (f, c): (t, ts)
+        for f, c, t, ts in zip(
+            launches.column("_file").to_pylist(),
+            launches.column("corr").to_pylist(),
+            launches.column("tid").to_pylist(),
+            launches.column("ts_ns").to_pylist(),
+        )
+    }
+    ranges: dict[tuple[int, str], list[int]] = {}
+    for i in ann:
+        ranges.setdefault((rows["_file"][i], rows["_tid"][i]), []).append(i)
+    for idx in ranges.values():
+        idx.sort(key=lambda i: rows["ts_ns"][i])
+    for i, src in enumerate(rows["source"]):
+        if src != "kineto:kernel" or rows["_corr"][i] is None:
+            continue
+        hit = by_corr.get((rows["_file"][i], rows["_corr"][i]))
+        if hit is None:
+            continue
+        tid, t = hit
+        inner = None
+        for j in ranges.get((rows["_file"][i], tid), ()):
+            start = rows["ts_ns"][j]
+            if start > t:
+                break
+            if t < start + (rows["dur_ns"][j] or 0):
+                inner = j  # the latest-starting range that holds the launch: the innermost
+        if inner is None:
+            continue
+        rows["op_type"][i] = rows["op_type"][inner]
+        rows["is_p2p"][i] = rows["is_p2p"][inner]
+        for c in _FROM_LAUNCH:
+            if rows[c][i] is None:
+                rows[c][i] = rows[c][inner]
+    return pa.Table.from_pydict(rows, schema=comm.schema)
 
 
 def _finish_steps(ctx: ReadContext, staged: dict[str, Staged], late_base: dict[int, int]) -> Steps:
@@ -329,7 +387,11 @@ def _default_group(metas: list[dict[str, Any]]) -> tuple[str, list[int]] | None:
     return None
 
 
-def _write_groups(ctx: ReadContext, picker: KinetoPicker, metas: list[dict[str, Any]]) -> None:
+def _write_groups(
+    ctx: ReadContext, picker: KinetoPicker, metas: list[dict[str, Any]], default: tuple[str, list[int]] | None
+) -> None:
+    """The process groups the trace names, and the default group its collectives without one were
+    given (``_default_group``), so that every table of the run knows the same groups."""
     groups = dict(picker.groups)
     backend = None
     for meta in metas:
@@ -348,6 +410,12 @@ def _write_groups(ctx: ReadContext, picker: KinetoPicker, metas: list[dict[str, 
             if g.get("global_ranks") is None and isinstance(pg.get("ranks"), list):
                 g["global_ranks"] = [int(r) for r in pg["ranks"]]
             g["backend"] = pg.get("backend_config") or backend
+    if default is not None and default[0] not in groups:
+        groups[default[0]] = {
+            "group_name": default[0],
+            "global_ranks": default[1],
+            "source": "distributedInfo.world_size",
+        }
     if not groups:
         return
     rows = []
@@ -362,7 +430,8 @@ def _write_groups(ctx: ReadContext, picker: KinetoPicker, metas: list[dict[str, 
                 "global_ranks": ranks,
                 "local_rank": ranks.index(ctx.rank) if ranks and ctx.rank in ranks else None,
                 "backend": g.get("backend") or backend,
-                "source": "distributedInfo.pg_config" if g.get("backend") else "record_param_comms",
+                "source": g.get("source")
+                or ("distributedInfo.pg_config" if g.get("backend") else "record_param_comms"),
             }
         )
     ctx.write("comm_groups", pa.Table.from_pylist(rows))

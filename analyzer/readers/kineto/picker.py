@@ -78,6 +78,7 @@ class CommArgs(msgspec.Struct, gc=False):
     input_type: list[Any] | None = msgspec.field(default=None, name="Input type")
     device: int | None = None
     stream: int | None = None
+    correlation: int | None = None  # a kernel's: the id of its launch call (cudaLaunchKernel...)
 
 
 class KernelArgs(msgspec.Struct, gc=False):
@@ -154,6 +155,11 @@ def _int_ids(values: list[int | str | None]) -> pa.Array:
         return pa.array(values, pa.int64())
     except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError):
         return pa.array([v if isinstance(v, int) and not isinstance(v, bool) else None for v in values], pa.int64())
+
+
+# host calls that launch device work (cudaLaunchKernel, cudaLaunchKernelExC, cuLaunchKernel, hipLaunchKernel, ...)
+_RUNTIME_CATS = pa.array(["cuda_runtime", "cuda_driver", "Runtime"], pa.string())
+_CORRELATION = r'"correlation":\s*(?P<c>\d+)'
 
 
 def _device_name(device_type: int | None, device_id: int | None) -> str:
@@ -307,6 +313,7 @@ class KinetoPicker:
             kmask = pc.and_(b.x_sl, pc.is_in(cat, value_set=_KERNEL_CATS))
             if pc.any(kmask).as_py():
                 self._kernels(b, kmask, file_idx)
+            self._launches(cols, b.x_sl, file_idx)
         if steps:
             self._steps(events, steps, file_idx, base_ns)
         if len(comm_idx):
@@ -405,6 +412,27 @@ class KinetoPicker:
             sub = [evs[j] for j in comm_rows]
             self._comm_rows(sub, comm_args, file_idx, b.base_ns, "kineto:kernel")
 
+    def _launches(self, cols: EventColumns, x_sl: pa.Array, file_idx: int) -> None:
+        """Kernel launch calls (thread, time, correlation id): a collective's kernel is named by its
+        implementation (``ncclKernel_SendRecv`` runs all_to_all, send and recv alike); the
+        ``nccl:*`` range its launch ran in names the operation (``finish.type_kernels_by_launch``)."""
+        mask = pc.and_(
+            pc.and_(x_sl, pc.is_in(cols.cat, value_set=_RUNTIME_CATS)),
+            pc.fill_null(pc.match_substring(cols.name, "Launch"), False),
+        )
+        if not pc.any(mask).as_py():
+            return
+        corr = pc.struct_field(pc.extract_regex(cols.args.filter(mask), _CORRELATION), "c")
+        t = pa.table(
+            {
+                "tid": cols.tid.filter(mask),
+                "ts_ns": cols.ts_ns.filter(mask),
+                "corr": pc.cast(corr, pa.int64()),
+                "_file": pa.repeat(pa.scalar(file_idx, pa.int32()), pc.sum(pc.cast(mask, pa.int64())).as_py()),
+            }
+        )
+        self.stage.write("launches", t.filter(pc.is_valid(t.column("corr"))))
+
     def _annotation_comms(self, events: list[Event], idx: list[int], file_idx: int, base_ns: int) -> None:
         evs = [events[i] for i in idx]
         self._comm_rows(evs, [decode_or_none(_COMM_DEC, e.args) for e in evs], file_idx, base_ns, "kineto:annotation")
@@ -445,6 +473,7 @@ class KinetoPicker:
         }
         t = staged_table("comm_ops", cols, file_idx)
         t = t.append_column("_tid", pa.array([id_text(e.tid) for e in evs], pa.string()))
+        t = t.append_column("_corr", pa.array([a.correlation if a is not None else None for a in args], pa.int64()))
         self.stage.write("comm_ops", t)
 
     def _note_group(self, e: Event) -> None:

@@ -14,7 +14,7 @@ from .... import schema
 from ...base import ReadContext
 from ...chrome.nesting import self_time, subtree_sum
 from ...common.spill import SpillStage, Staged
-from ..groups import Groups, double_hash
+from ..groups import Groups, group_key
 from .sqlite import Db, DbExport, args_json, columns_of, enum_names, sql_string
 
 _CANN_PREFIX = {"acl": "AscendCL", "runtime": "Runtime", "node": "Node", "model": "Model", "hccl": "Hccl"}
@@ -291,9 +291,9 @@ def read_comm_op(st: DbExport, groups: Groups) -> None:
     rows = db.all(sql)
     pid, tid, names, ts, end, args = [], [], [], [], [], []
     for s, e, name, _gid, gname, dt, alg, count, optype, wait, conn, relay, retry, dev in rows:
-        h = double_hash(gname) if gname else None
-        if gname:
-            groups.get(h, group_id=gname)
+        h = group_key(gname)
+        if h is not None:
+            groups.get(h, group_id=None if h == gname else gname)
         if h is not None and h not in st.group_lane:
             st.group_lane[h] = str(len(st.group_lane))
         dtype = dtypes.get(int(dt), str(dt)) if dt is not None else None
