@@ -63,6 +63,16 @@ def test_collectives_without_sizes_match(tmp_path):
     assert s["instance"].nunique() == 4 and (s["n_seen"] == 2).all()
     off = clock_offsets(store, "no_tv").set_index("rank")
     assert off.loc[1, "status"] == "aligned" and off.loc[1, "n_collectives"] == 4
+    # §1.7: the missing step ranges are put down to the missing file, not to a profiler without a
+    # schedule (profiler_info records one)
+    with store.read_connection(run="no_tv") as con:
+        missing = [
+            m for (ms,) in con.execute("SELECT missing FROM collections WHERE run = 'no_tv'").fetchall() for m in ms
+        ]
+    steps = [m for m in missing if m.startswith("no step ranges")]
+    assert len(steps) == 2, missing
+    assert all("trace_view.json" in m and "records a schedule" in m for m in steps), steps
+    assert not any("without a schedule" in m for m in missing)
 
 
 def test_nccl_kernels_without_message_sizes_match(tmp_path):

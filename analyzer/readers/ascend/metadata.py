@@ -152,6 +152,28 @@ def switch_sentences(ctx: ReadContext, pf: ProducerFiles) -> None:
     elif "comm_matrix" not in caps and level != "Level0":
         say("no communication matrix in the export")
     if "steps" not in caps:
-        say("no step ranges: the profiler ran without a schedule / prof.step()")
+        say(_no_steps_sentence(ctx, pf))
     if ctx.plan.rank_source in ("single", "assigned"):
         say("no rank found in profiler_info / db name / metadata: rank assigned by discovery")
+
+
+def _no_steps_sentence(ctx: ReadContext, pf: ProducerFiles) -> str:
+    """Why a torch_npu / msprof collection has no step ranges, from what it holds: the file that
+    carries them missing, or a profiler run without a schedule (its profiler_info says which)."""
+    names = {f.name for f in ctx.plan.files}
+    ids = sorted(ctx.writer.steps)
+    known = (
+        f"; step id{'s' if len(ids) != 1 else ''} {', '.join(map(str, ids))} known from its other files" if ids else ""
+    )
+    scheduled = isinstance(pf.common("schedule"), dict)
+    if "trace_view.json" not in names and any(n.endswith(".csv") for n in names):
+        return (
+            "no step ranges: trace_view.json, which holds the ProfilerStep ranges, is not in the export"
+            + (" (profiler_info records a schedule)" if scheduled else "")
+            + known
+        )
+    if scheduled:
+        return (
+            "no step ranges: the export holds no ProfilerStep marker although profiler_info records a schedule" + known
+        )
+    return "no step ranges: the profiler ran without a schedule / prof.step()" + known
