@@ -29,7 +29,8 @@ the process are the resource:
 Step attribution: a task belongs to the step given by its producer (torch_npu ``Step Id``), else,
 for Kineto GPU kernels, to the host step in which it was *launched* (``cudaLaunchKernel`` and
 friends, matched by ``correlation`` id: the device may run a step's kernels after the host step
-ended), else to the host step its start falls in.
+ended), else to the host step its start falls in (host operators and communication ops without a
+step too: MindSpore on CPU, whose step comes from the collector's sidecar).
 """
 
 from __future__ import annotations
@@ -151,6 +152,17 @@ def _host_ops(con: duckdb.DuckDBPyConnection, run: str, ranks: list[int]) -> pd.
     ).df()
 
 
+def step_of(steps: pd.DataFrame, ts: pd.Series) -> pd.Series:
+    """The step (of ``steps``: step, start_ns, end_ns) each time falls in, else NA."""
+    st = steps.sort_values("start_ns")
+    starts, ends = st["start_ns"].to_numpy(np.int64), st["end_ns"].to_numpy(np.int64)
+    t = pd.to_numeric(ts, errors="coerce").fillna(-1).to_numpy(np.int64)
+    k = np.searchsorted(starts, t, side="right") - 1
+    ok = (k >= 0) & (t < ends[np.maximum(k, 0)])
+    vals = st["step"].to_numpy()[np.maximum(k, 0)]
+    return pd.Series(pd.array(np.where(ok, vals, 0), dtype="Int64"), index=ts.index).where(ok)
+
+
 def _sets(df: pd.DataFrame) -> iv.Intervals:
     if df.empty:
         return iv.empty()
@@ -213,6 +225,8 @@ def load(con: duckdb.DuckDBPyConnection, run: str, ranks: list[int] | None = Non
         for name, df in parts.items():
             if df.empty:
                 continue
+            if has_steps and df["step"].isna().any():  # no step from the producer: the step its start is in
+                df = df.assign(step=df["step"].astype("Int64").fillna(step_of(st, df["ts_ns"])))
             for key, sub in df.groupby(df["step"].astype("Int64"), dropna=False, sort=False):
                 k = None if pd.isna(key) else int(key)
                 if has_steps and k is None:

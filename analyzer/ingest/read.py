@@ -16,6 +16,7 @@ from .. import readers  # noqa: F401 - importing the readers registers them
 from ..errors import InputError
 from ..factwriter import FactWriter
 from ..readers.base import PART_READERS, READERS, CollectionPlan, ReadContext
+from ..readers.collector import sidecar_sentences, steps_from_sidecar
 from ..readers.registry import read_run_file
 from ..store import utcnow
 from .changes import source_file_row
@@ -37,6 +38,8 @@ def read_collection(plan: CollectionPlan, store_path: str, run_root: str) -> Col
     gc.disable()
     try:
         _run_reader(ctx)
+        steps_from_sidecar(ctx)
+        sidecar_sentences(ctx)
         for kind, path in plan.run_files:
             read_run_file(ctx, kind, path)
         fact_files = writer.close()

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
-from .base import SIDECAR_NAME, ReadContext, register
+from .base import SIDECAR_NAME, CollectionPlan, ReadContext, register
 
 SCALARS_NAME = "rankscope_scalars.jsonl"  # the collector's per-step scalars of one rank
 RANK_DIR_RE = re.compile(r"^rank_(\d+)$")  # the collector's rank_{id}/ folders
@@ -80,4 +80,69 @@ def read_empty_window(ctx: ReadContext) -> None:
     ctx.meta.status = "partial"
     ctx.meta.missing.append(
         f"profiling window started (status {sc.get('status', 'unknown')}) but no profiler output was written"
+    )
+
+
+def segment_steps(plan: CollectionPlan) -> list[int] | None:
+    """The steps the collector's sidecar says this collection's folder holds (its ``segments``:
+    one folder per step, or per window, for backends that write a folder per segment), or None."""
+    sc = plan.sidecar or {}
+    segs = sc.get("segments")
+    if not isinstance(segs, list):
+        return None
+    root = plan.root.as_posix().rstrip("/")
+    for seg in segs:
+        if not isinstance(seg, dict) or not isinstance(seg.get("path"), str):
+            continue
+        path = seg["path"].strip("/")
+        if path and (root == path or root.endswith("/" + path)):
+            steps = seg.get("steps")
+            if isinstance(steps, list) and all(isinstance(s, int) for s in steps):
+                return sorted(steps)
+    return None
+
+
+NO_STEP_SENTENCE = "no step"  # how the producers' sentences about missing step markers begin
+
+
+def steps_from_sidecar(ctx: ReadContext) -> None:
+    """A collection whose producer wrote no step markers (MindSpore on CPU) while the collector's
+    sidecar says which step its folder holds: that step spans the collection's events (``steps``
+    row with source ``collector``, which the analyses use only where the producer gave none)."""
+    if ctx.writer.has("steps") or ctx.meta.status == "unparsed":
+        return
+    steps = segment_steps(ctx.plan)
+    if not steps:
+        return
+    lo, hi = ctx.writer.start_ns, ctx.writer.end_ns
+    if len(steps) != 1 or lo is None or hi is None:
+        ctx.meta.missing.append(
+            f"this folder holds steps {steps[0]}-{steps[-1]} (collector sidecar) but the producer wrote no step "
+            "markers: its events are not split by step"
+        )
+        return
+    ctx.write("steps", {"step": steps, "start_ns": [lo], "end_ns": [hi], "dur_ns": [hi - lo], "source": ["collector"]})
+    ctx.meta.capabilities.add("steps")
+    ctx.meta.missing[:] = [s for s in ctx.meta.missing if not s.lower().startswith(NO_STEP_SENTENCE)]
+    ctx.meta.missing.append(
+        f"step {steps[0]} from the collector's sidecar (this folder holds that step; the producer writes no step "
+        "markers here): the step spans the folder's events"
+    )
+
+
+def sidecar_sentences(ctx: ReadContext) -> None:
+    """A folder of a collector window that the sidecar does not list among its segments: the job
+    died while the profiler was writing that step (``os._exit``, a kill): say so, instead of the
+    producer's sentences about a folder it could not parse."""
+    sc = ctx.plan.sidecar or {}
+    segs = sc.get("segments")
+    if not isinstance(segs, list) or segment_steps(ctx.plan) is not None:
+        return
+    captured = sc.get("captured_steps") or []
+    after = f" after step {max(captured)}" if captured else ""
+    ctx.meta.missing.insert(
+        0,
+        f"not a completed step of the collector's window (its sidecar lists {len(segs)} folder(s), not this one): "
+        f"the job stopped{after} while the profiler was writing this step's data (status "
+        f"{sc.get('status', 'unknown')}{', ' + str(sc['reason']) if sc.get('reason') else ''})",
     )
