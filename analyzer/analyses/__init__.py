@@ -18,13 +18,17 @@ import pandas as pd
 
 from ..store import Store
 from .advisor import advise
+from .arrivals import arrivals, critical_steps
+from .blame import blame_chains, blame_of
 from .clock_alignment import clock_offsets
 from .comm_rollups import collective_instances, comm_per_rank, rank_pairs, transport_bandwidth
 from .communication import comm_bandwidth, comm_group_totals, comm_matrix, communication_summary, group_coverage
+from .matching import collective_matching
 from .parallel_layout import layout_metric, parallel_dims, parallel_layout
 from .slow_link import slow_link_evidence, slow_links
 from .slow_rank import slow_rank_evidence, slow_ranks
 from .step_breakdown import step_breakdown
+from .straggler import stragglers
 from .temporal_breakdown import temporal_breakdown
 
 LAYOUT_METRIC = "step_ns"  # the per-rank metric of the layout grid (mean over steps)
@@ -99,6 +103,32 @@ ANALYSES: dict[str, Analysis] = {
             "One row per collective instance (a call matched across its ranks): elapsed spread, slowest rank.",
         ),
         Analysis(
+            "collective_matching",
+            collective_matching,
+            "One row per communication group: ops, instances matched across ranks, incomplete ones, and why not.",
+        ),
+        Analysis(
+            "stragglers",
+            stragglers,
+            "One row per rank: named straggler or not (arrival order), its cause and operators, what-if gain, "
+            "msprof-analyze's vote.",
+        ),
+        Analysis(
+            "critical_steps",
+            critical_steps,
+            "One row per step: the rank that set its length and how much shorter it would be at the median time.",
+        ),
+        Analysis(
+            "blame_chains",
+            blame_chains,
+            "One row per late collective: who arrived last, by how much, why (vs its peers), whom it waited for.",
+        ),
+        Analysis(
+            "arrivals",
+            arrivals,
+            "One row per member of a matched collective: entry on the reference clock, lateness, last, margin.",
+        ),
+        Analysis(
             "slow_ranks",
             slow_ranks,
             "One row per rank: slow-rank votes (msprof-analyze: the shortest wait in an outlying collective).",
@@ -136,12 +166,17 @@ __all__ = [
     "ANALYSES",
     "Analysis",
     "advise",
+    "arrivals",
+    "blame_chains",
+    "blame_of",
     "clock_offsets",
     "collective_instances",
+    "collective_matching",
     "comm_bandwidth",
     "comm_group_totals",
     "comm_matrix",
     "comm_per_rank",
+    "critical_steps",
     "communication_summary",
     "group_coverage",
     "layout_metric",
@@ -153,6 +188,7 @@ __all__ = [
     "slow_rank_evidence",
     "slow_ranks",
     "step_breakdown",
+    "stragglers",
     "temporal_breakdown",
     "transport_bandwidth",
 ]

@@ -98,6 +98,8 @@ def print_report(report: dict[str, Any], console: Any) -> None:
     console.print(f"run [bold]{lit(report['run'])}[/]")
     _print_steps(report, console)
     _print_communication(report, console)
+    _print_matching(report, console)
+    _print_stragglers(report, console)
     _print_slow_rank(report, console)
     _print_slow_links(report, console)
     _print_layout(report, console)
@@ -327,6 +329,117 @@ def _end(global_rank: Any, local: Any) -> str:
     return "-"
 
 
+def _print_matching(report: dict[str, Any], console: Any) -> None:
+    cm = report.get("collective_matching")
+    if cm is None or cm.empty:
+        return
+    for r in cm.itertuples():
+        if isinstance(r.note, str) and r.note:
+            group = "ops without a group" if is_missing(r.group_name) else f"group {r.group_name}"
+            _say(console, f"matching, {group}: {r.note}")
+
+
+def _print_stragglers(report: dict[str, Any], console: Any) -> None:
+    st = report.get("stragglers")
+    if st is None:
+        return
+    if st.empty:
+        cm = report.get("collective_matching")
+        why = "no collective was matched across two or more profiled ranks"
+        if cm is not None and not cm.empty and cm["note"].notna().any():
+            why += " (see the matching notes above)"
+        _say(console, f"straggler: not judged, {why}")
+        return
+    named = st[st["straggler"].astype(bool)]
+    unit = "step" if report.get("critical_steps") is not None and not report["critical_steps"].empty else "collective"
+    for r in named.itertuples():
+        ops = ", ".join(f"{t['name']} +{_ms(t['excess_ns'])} ms" for t in (r.top_ops or [])[:3])
+        share = f" ({r.gain_share:.1%} of the profiled step time)" if not is_missing(r.gain_share) else ""
+        _say(
+            console,
+            f"straggler: rank {r.rank} holds the others back (arrival order, group {r.group_name}): "
+            f"{r.cause_text or 'cause not explained'}{f' ({ops})' if ops else ''}; it arrives last by a median "
+            f"{_ms(r.median_gain_ns)} ms per {unit}; had it taken its peers' time the run would be "
+            f"{_ms(r.whatif_gain_ns)} ms shorter{share}",
+        )
+    if named.empty:
+        judged = st[~st["verdict"].str.startswith("not judged")]
+        if judged.empty:
+            _say(console, f"straggler: not judged, {st['verdict'].iloc[0].removeprefix('not judged: ')}")
+        else:
+            worst = judged.assign(_r=judged["median_gain_ns"] / judged["threshold_ns"].clip(lower=1)).sort_values("_r")
+            w = worst.iloc[-1]
+            _say(
+                console,
+                f"straggler: none — every rank's lateness is within the noise (largest: rank {w['rank']}, a median "
+                f"{_ms(w['median_gain_ns'])} ms per {unit} against a threshold of {_ms(w['threshold_ns'])} ms)",
+            )
+    rows = [
+        [
+            str(r.rank),
+            "yes" if r.straggler else "-",
+            str(r.cause) if isinstance(r.cause, str) else "-",
+            _ms(r.median_gain_ns),
+            _ms(r.threshold_ns),
+            _ms(r.whatif_gain_ns),
+            "-" if is_missing(r.gain_share) else f"{r.gain_share:.1%}",
+            str(r.slow_rank_votes),
+        ]
+        for r in st.itertuples()
+    ]
+    _table(
+        console,
+        f"Stragglers (arrival order after clock alignment; ms; gain = how much earlier the collectives would "
+        f"start had the rank arrived with its peers, median per {unit})",
+        ["rank", "straggler", "cause", "median gain", "threshold", "what-if total", "of step time", "msprof votes"],
+        rows,
+    )
+    cs = report.get("critical_steps")
+    if cs is not None and not cs.empty:
+        rows = [
+            [
+                _num(r.step),
+                _ms(r.step_ns),
+                "-" if is_missing(r.critical_rank) else str(int(r.critical_rank)),
+                _ms(r.gain_ns) if r.gain_ns else "-",
+            ]
+            for r in cs.itertuples()
+        ]
+        _table(
+            console,
+            "Critical rank per step (the rank that set its length; the step would be 'shorter by' ms had it taken "
+            "its peers' time; - = balanced, within the noise)",
+            ["step", "step ms", "critical rank", "shorter by"],
+            rows,
+        )
+    bc = report.get("blame_chains")
+    if bc is not None and not bc.empty:
+        rows = []
+        for r in bc.itertuples():
+            top = (r.top_ops or [{}])[0]
+            chain = " → ".join(f"{c['rank']} ({c['cause']})" for c in r.chain)
+            rows.append(
+                [
+                    _num(r.step),
+                    str(r.op_type),
+                    str(r.group_name),
+                    str(r.last_rank),
+                    _ms(r.margin_ns),
+                    str(r.cause),
+                    _ms(r.excess_ns),
+                    f"{top['name']} +{_ms(top['excess_ns'])}" if top and r.cause == "compute" else "-",
+                    chain,
+                ]
+            )
+        _table(
+            console,
+            "Blame: late collectives (ms; last = the rank that arrived last; excess = its time in the cause beyond "
+            "its peers' median since the group's previous collective)",
+            ["step", "op", "group", "last", "by", "cause", "excess", "top operator", "waiting chain"],
+            rows,
+        )
+
+
 def _print_slow_rank(report: dict[str, Any], console: Any) -> None:
     sr = report["slow_ranks"]
     judged = int(sr["instances"].sum()) if not sr.empty else 0
@@ -345,7 +458,8 @@ def _print_slow_rank(report: dict[str, Any], console: Any) -> None:
         ]
         _table(
             console,
-            "Slow rank votes (msprof-analyze: shortest elapsed per collective, Dixon 99.5 % / 3σ)",
+            "Slow rank votes, for cross-checking with msprof-analyze (shortest elapsed per collective, "
+            "Dixon 99.5 % / 3σ)",
             ["rank", "votes", "collectives seen", f"testable (≥ {MIN_TESTABLE} members)"],
             rows,
         )

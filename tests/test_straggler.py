@@ -1,0 +1,191 @@
+"""The straggler analysis on real training made here (issue 11 §2).
+
+``tests/data/make_straggler_jobs.py`` trains a small MLP with data parallelism over gloo on 2, 3 and
+4 CPU ranks, one job per world size, each running four profiled modes one after the other: a
+control (nobody slow) and one slow rank that sleeps before the gradient all-reduce, computes longer,
+or reads its batches from a slow dataset. Each mode is ingested as its own run. The straggler must
+be named alone with the right cause, and its what-if gain per step must be within 15 % of the delay
+it really injected per step (the job measures it) and of the lateness the job saw on the machine's
+own clock (no trace involved); in the controls nobody is named.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from analyzer.analyses import ANALYSES, advise, blame_chains, critical_steps, stragglers
+from analyzer.analyses.arrivals import arrival_analysis
+from analyzer.cli import main
+from analyzer.store import Store
+
+DATA = Path(__file__).resolve().parent / "data"
+JOB = DATA / "make_straggler_jobs.py"
+WORLDS = {2: 1, 3: 2, 4: 1}  # world size -> slow rank
+DELAY_MS = 50
+CAUSE = {"sleep": "idle", "compute": "compute", "input": "dataloader"}
+TOLERANCE = 0.15
+
+
+@pytest.fixture(scope="module")
+def jobs(tmp_path_factory) -> tuple[Store, dict[int, Path]]:
+    """Every world size's job run once, every mode ingested as run ``w{world}_{mode}``."""
+    root = tmp_path_factory.mktemp("straggler")
+    store_dir = root / "store"
+    folders = {}
+    for world, slow in WORLDS.items():
+        out = root / f"w{world}"
+        cmd = [sys.executable, str(JOB), str(out), "--world", str(world), "--slow-rank", str(slow)]
+        proc = subprocess.run(
+            [*cmd, "--delay-ms", str(DELAY_MS)], capture_output=True, text=True, timeout=900, cwd=DATA.parent.parent
+        )
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        for mode in ("control", *CAUSE):
+            res = CliRunner().invoke(
+                main, ["ingest", str(out / mode), "--run", f"w{world}_{mode}", "--store", str(store_dir)]
+            )
+            assert res.exit_code == 0, res.output
+        folders[world] = out
+    return Store(store_dir), folders
+
+
+def _job_record(folder: Path, mode: str, rank: int, steps: list[int]) -> tuple[list[float], list[float]]:
+    """(injected, truth) per profiled step, ns. ``injected``: what the job did to the slow rank
+    (the measured sleep or compute; for a slow input pipeline, how much longer its
+    ``next(loader)`` took than its peers' median). ``truth``: how much later the slow rank called
+    the gradient all-reduce than the latest of its peers, on the machine's monotonic clock (no trace,
+    no clock alignment, no matching): the what-if gain as the job itself saw it."""
+    docs = {
+        int(p.name.removeprefix("rank_")): json.loads((p / "injected.json").read_text())
+        for p in (folder / mode).glob("rank_*")
+    }
+    peers = [r for r in docs if r != rank]
+    if mode == "input":
+        injected = [
+            docs[rank]["fetch_ns"][str(s)] - float(np.median([docs[r]["fetch_ns"][str(s)] for r in peers]))
+            for s in steps
+        ]
+    else:
+        injected = [float(docs[rank]["injected_ns"][str(s)]) for s in steps]
+    truth = [float(docs[rank]["enter_ns"][str(s)] - max(docs[r]["enter_ns"][str(s)] for r in peers)) for s in steps]
+    return injected, truth
+
+
+@pytest.mark.parametrize("mode", list(CAUSE))
+@pytest.mark.parametrize("world", list(WORLDS))
+def test_straggler_named_alone_with_its_cause_and_cost(jobs, world, mode):
+    store, folders = jobs
+    run, slow = f"w{world}_{mode}", WORLDS[world]
+    st = stragglers(store, run).set_index("rank")
+    assert sorted(st.index) == list(range(world))
+    named = st.index[st["straggler"]].tolist()
+    assert named == [slow], st[["straggler", "median_gain_ns", "threshold_ns", "verdict"]].to_string()
+    assert st.loc[slow, "cause"] == CAUSE[mode], st.loc[slow].to_dict()
+    if mode == "compute":
+        assert st.loc[slow, "top_ops"][0]["name"] == "aten::mm"  # the extra matrix products
+    # what-if: per step, the gain had the slow rank arrived with its peers, vs what the job saw on the
+    # machine's clock (tight: same quantity, another instrument) and vs what it injected
+    a = arrival_analysis(store, run)
+    steps = sorted(int(s) for s in a.steps["step"])
+    assert len(steps) == 8
+    gain = a.gains[a.gains["rank"] == slow].groupby("sample")["gain_ns"].sum().reindex(steps).fillna(0).to_numpy()
+    injected, truth = (np.asarray(x) for x in _job_record(folders[world], mode, slow, steps))
+    vs_truth = float(np.median(gain)) / float(np.median(truth))
+    vs_injected = float(np.median(gain)) / float(np.median(injected))
+    # steps where nothing but the injection made the slow rank late (the machine's own load can
+    # slow one rank by tens of ms now and then: that lateness is real, but not injected)
+    clean = np.abs(truth / injected - 1) <= TOLERANCE
+    vs_injected_clean = float(np.median(gain[clean])) / float(np.median(injected[clean])) if clean.sum() else None
+    print(
+        f"{run}: rank {slow} named alone, cause {st.loc[slow, 'cause']}; what-if per step (median) "
+        f"{np.median(gain) / 1e6:.1f} ms, the job's clock {np.median(truth) / 1e6:.1f} ms (x{vs_truth:.3f}), "
+        f"injected {np.median(injected) / 1e6:.1f} ms (x{vs_injected:.3f}; x{vs_injected_clean} on the "
+        f"{int(clean.sum())} steps the machine left alone); run total {gain.sum() / 1e6:.1f} / "
+        f"{truth.sum() / 1e6:.1f} / {injected.sum() / 1e6:.1f} ms; threshold "
+        f"{st.loc[slow, 'threshold_ns'] / 1e6:.2f} ms; msprof votes {st.loc[slow, 'slow_rank_votes']}"
+    )
+    assert abs(vs_truth - 1) <= TOLERANCE
+    assert abs(gain.sum() / truth.sum() - 1) <= TOLERANCE
+    assert clean.sum() >= 3, "the machine slowed the slow rank beyond its injection in most steps"
+    assert abs(vs_injected_clean - 1) <= TOLERANCE
+    # every step where the job's clock says the slow rank came late beyond the floor: that rank is
+    # the step's critical rank, and the step's late collective is blamed on it, with that cause
+    floor = float(st.loc[slow, "floor_ns"])
+    late_steps = {s for s, t in zip(steps, truth) if t > 1.5 * floor}
+    assert len(late_steps) >= len(steps) - 2
+    cs = critical_steps(store, run).set_index("step")
+    assert all(cs.loc[s, "critical_rank"] == slow for s in late_steps)
+    bc = blame_chains(store, run)
+    mine = bc[bc["last_rank"] == slow]
+    assert late_steps <= set(mine["step"])
+    assert (mine["cause"] == CAUSE[mode]).mean() >= 0.75
+    first = mine.iloc[0]
+    assert first["chain"][0]["rank"] == slow
+    assert {h[0] for h in first["highlights"]} == set(range(world))
+    lo, hi = first["start_ns"], first["end_ns"]
+    assert hi - lo > first["peer_interval_ns"]  # its interval is the longer one
+
+
+@pytest.mark.parametrize("world", list(WORLDS))
+def test_nobody_named_without_a_slow_rank(jobs, world):
+    """The controls: every rank's median gain stays below its threshold. The figures are the noise
+    the thresholds are checked against (docs/analyses.md)."""
+    store, _ = jobs
+    st = stragglers(store, f"w{world}_control")
+    assert len(st) == world
+    assert not st["straggler"].any(), st[["rank", "median_gain_ns", "threshold_ns", "verdict"]].to_string()
+    worst = (st["median_gain_ns"] / st["threshold_ns"].clip(lower=1)).max()
+    print(
+        f"w{world}_control: nobody named; largest median gain / threshold = {worst:.3f}; "
+        f"median gains {list(st['median_gain_ns'] // 1000)} µs, others' p90 {list(st['others_p90_ns'] // 1000)} µs, "
+        f"floors {list(st['floor_ns'] // 1000)} µs"
+    )
+    assert worst < 1
+    # §1.9: msprof-analyze's "differs across ranks by > 5 %" rule must not fire on noise
+    adv = advise(store, f"w{world}_control")
+    assert not adv["title"].str.contains("differs across ranks").any(), adv[["title", "detail"]].to_string()
+
+
+def test_report_and_tables_name_the_straggler(jobs):
+    store, _ = jobs
+    res = CliRunner().invoke(main, ["report", "--run", "w3_sleep", "--store", str(store.path)])
+    assert res.exit_code == 0, res.output
+    text = " ".join(res.output.split())
+    assert "straggler: rank 2 holds the others back" in text
+    assert "Python code, a sleep" in text
+    res = CliRunner().invoke(main, ["report", "--run", "w3_control", "--store", str(store.path)])
+    assert "straggler: none" in " ".join(res.output.split())
+    doc = json.loads(
+        CliRunner().invoke(main, ["report", "--run", "w4_compute", "--json", "--store", str(store.path)]).output
+    )
+    for name in ("stragglers", "critical_steps", "blame_chains", "arrivals", "collective_matching"):
+        assert name in ANALYSES and doc[name], name
+    top = doc["stragglers"][0]
+    assert top["rank"] == 1 and top["straggler"] and top["cause"] == "compute"
+    assert "slow_rank_votes" in top  # msprof-analyze's vote, for cross-checking
+    res = CliRunner().invoke(
+        main,
+        [
+            "query",
+            "SELECT rank, cause FROM analysis.stragglers WHERE straggler",
+            "--run",
+            "w2_input",
+            "--store",
+            str(store.path),
+            "--format",
+            "json",
+        ],
+    )
+    assert res.exit_code == 0, res.output
+    assert [(r["rank"], r["cause"]) for r in json.loads(res.output)] == [(1, "dataloader")]
+    adv = json.loads(
+        CliRunner().invoke(main, ["report", "--run", "w2_input", "--json", "--store", str(store.path)]).output
+    )["advice"]
+    finding = next(f for f in adv if f["rule"] == "straggler")
+    assert finding["ranks"] == [1] and "input pipeline" in finding["title"]
