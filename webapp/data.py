@@ -783,6 +783,33 @@ def slow_ranks(rd: Reader, run: str) -> pd.DataFrame:
     return analyses.slow_ranks(rd.store, run)
 
 
+def stragglers(rd: Reader, run: str) -> pd.DataFrame:
+    """The arrival-order verdict per rank, with its cause and what-if gain (``analyses.stragglers``)."""
+    return analyses.stragglers(rd.store, run)
+
+
+def blame_chains(rd: Reader, run: str) -> pd.DataFrame:
+    """The late collectives with who arrived last, why, and their timeline window (``analyses.blame_chains``)."""
+    return analyses.blame_chains(rd.store, run)
+
+
+def blame_of(rd: Reader, run: str, instance: str) -> pd.DataFrame:
+    """The blame row of one collective instance, late or not (``analyses.blame.blame_of``)."""
+    return analyses.blame_of(rd.store, run, instance)
+
+
+def collective_matching(rd: Reader, run: str) -> pd.DataFrame:
+    """Per group: what matched across ranks, and why not (``analyses.collective_matching``)."""
+    return analyses.collective_matching(rd.store, run)
+
+
+def last_arrivals(rd: Reader, run: str) -> pd.DataFrame:
+    """Per matched collective instance: the rank that arrived last and its margin (``analyses.arrivals``)."""
+    a = analyses.arrivals(rd.store, run)
+    last = a[a["is_last"].astype(bool)] if not a.empty else a
+    return last[["instance", "rank", "margin_ns", "lateness_ns"]].rename(columns={"rank": "last_rank"})
+
+
 @run_cached
 def comm_per_rank(rd: Reader, run: str, ranks: Sequence[int] | None) -> pd.DataFrame:
     """Per rank: operations, elapsed, wait, transit, bytes (``analyses.comm_per_rank``)."""
@@ -830,4 +857,7 @@ def collectives(
         for k, g in kept.groupby(key[kept.index], sort=False)
     }
     out["members"] = [members.get(k, []) for k in out["instance"]]
+    last = last_arrivals(rd, run).set_index("instance")
+    out["last_rank"] = out["instance"].map(last["last_rank"]).astype("Int64")
+    out["late_ns"] = out["instance"].map(last["margin_ns"]).astype("Int64")
     return out, len(df)

@@ -11,7 +11,7 @@ import dash
 import dash_ag_grid as dag
 import numpy as np
 import pandas as pd
-from dash import Dash, Input, Output, dcc, html
+from dash import Dash, Input, Output, State, dcc, html
 
 from webapp import data, links, page, ui
 from webapp.errors import WebappError
@@ -70,6 +70,7 @@ def _layout(v: page.View, matrix_q: Any) -> html.Div:
                 [
                     html.H2("Collectives"),
                     html.Div(id=f"{P}-ops-status", className="status"),
+                    html.Div(id=f"{P}-matching"),
                     dag.AgGrid(
                         id=f"{P}-ops",
                         rowData=[],
@@ -86,8 +87,14 @@ def _layout(v: page.View, matrix_q: Any) -> html.Div:
                             "paginationPageSize": 20,
                             "animateRows": False,
                             "domLayout": "autoHeight",
+                            "rowSelection": {"mode": "singleRow", "enableClickSelection": True, "checkboxes": False},
                         },
+                        getRowId="params.data.id",
                         className="ag-theme-alpine",
+                    ),
+                    html.Div(
+                        html.P("Select a collective to see who arrived last, and why.", className="note"),
+                        id=f"{P}-blame",
                     ),
                 ],
                 className="card",
@@ -118,6 +125,20 @@ def _op_columns() -> list[dict[str, Any]]:
         {"field": "max_ms", "headerName": "max (ms)", **num, "valueFormatter": _MS, "sort": "desc"},
         {"field": "min_ms", "headerName": "min (ms)", **num, "valueFormatter": _MS},
         {"field": "avg_ms", "headerName": "avg (ms)", **num, "valueFormatter": _MS},
+        {
+            "field": "last_rank",
+            "headerName": "last to arrive",
+            **num,
+            "headerTooltip": "the member that entered last (clocks aligned); the others waited for it",
+        },
+        {
+            "field": "late_ms",
+            "headerName": "late by (ms)",
+            **num,
+            "valueFormatter": _MS,
+            "headerTooltip": "how much later than the next-latest member it entered: what the collective would "
+            "have started earlier had it arrived with its peers",
+        },
         {"field": "slowest_rank", "headerName": "slowest rank", **num},
         {"field": "fastest_rank", "headerName": "fastest rank", **num},
         {"field": "max_wait_ms", "headerName": "max wait (ms)", **num, "valueFormatter": _MS},
@@ -373,8 +394,9 @@ def matrix(df: pd.DataFrame, metric: str) -> list[Any]:
     return [head, ui.graph(f"{P}-matrix", fig), html.P(note, className="note")]
 
 
-def op_rows(df: pd.DataFrame, run: str) -> list[dict]:
-    """The collectives grid's rows; ``timeline`` links each instance's window on all its ranks."""
+def op_rows(df: pd.DataFrame, run: str, token: str = "0") -> list[dict]:
+    """The collectives grid's rows; ``timeline`` links each instance's window on all its ranks;
+    ``id`` = ``token``-position (the token tells rows of one rendering from the next)."""
     if df.empty:
         return []
     group = df["pg_name"].astype(object).where(df["pg_name"].notna(), df["group_name"].astype(object))
@@ -393,6 +415,11 @@ def op_rows(df: pd.DataFrame, run: str) -> list[dict]:
     )
     for c in ("max", "min", "avg", "max_wait"):
         out[f"{c}_ms"] = (pd.to_numeric(df[f"{c}_ns"], errors="coerce") / 1e6).round(6)
+    if "last_rank" in df:
+        out["last_rank"] = df["last_rank"].astype("Int64").astype(object)
+        out["late_ms"] = (pd.to_numeric(df["late_ns"], errors="coerce") / 1e6).round(6)
+    out["instance"] = df["instance"].astype(object)
+    out["id"] = [f"{token}-{i}" for i in range(len(out))]
     out["mib"] = (pd.to_numeric(df["bytes"], errors="coerce") / 2**20).round(6)
     rows = out.astype(object).where(out.notna(), None).to_dict("records")
     for row, members in zip(rows, df["members"]):
@@ -408,11 +435,14 @@ def op_rows(df: pd.DataFrame, run: str) -> list[dict]:
 
 
 def register_callbacks(app: Dash) -> None:
+    _register_selection(app)
+
     @app.callback(
         Output(f"{P}-content", "children"),
         Output(f"{P}-ops", "rowData"),
         Output(f"{P}-ops", "columnDefs"),
         Output(f"{P}-ops-status", "children"),
+        Output(f"{P}-matching", "children"),
         Output(f"{P}-ranks", "options"),
         Output("view-url", "data", allow_duplicate=True),
         Input(f"{P}-run", "value"),
@@ -420,12 +450,13 @@ def register_callbacks(app: Dash) -> None:
         Input(f"{P}-metric", "value"),
         prevent_initial_call="initial_duplicate",
     )
-    @ui.guard(6, message_index=0)
+    @ui.guard(7, message_index=0)
     def update(run: str, ranks: Any, metric: str) -> Any:
         with page.view(run, ranks) as v:
             all_ranks, selected = v.all_ranks, v.selected
             content = render(v.rd, run, selected, metric if metric in MATRIX_METRICS else "bytes")
             ops, n = data.collectives(v.rd, run, selected)
+            notes = matching_notes(data.collective_matching(v.rd, run))
         cut = f" (the {len(ops):,} slowest of {n:,})" if n > len(ops) else ""
         status = (
             f"{len(ops):,} collectives (an instance = one call matched across its ranks) over ranks "
@@ -441,16 +472,110 @@ def register_callbacks(app: Dash) -> None:
                 "matrix": None if metric == "bytes" else metric,
             },
         )
-        rows = op_rows(ops, run)
+        rows = op_rows(ops, run, _token(run, selected))
         # columns as wide as their content: the slowest / fastest rank stay in view
         return (
             content,
             rows,
             ui.fit_columns(_op_columns(), rows),
             status,
+            notes,
             [{"label": f"rank {r}", "value": r} for r in all_ranks],
             url,
         )
+
+
+def _register_selection(app: Dash) -> None:
+    @app.callback(
+        Output(f"{P}-blame", "children"),
+        Input(f"{P}-ops", "selectedRows"),
+        Input(f"{P}-ops", "rowData"),
+        State(f"{P}-run", "value"),
+    )
+    @ui.guard(1)
+    def update_blame(sel: Any, rows: Any, run: str) -> Any:
+        row = sel[0] if sel else None
+        token = str((rows or [{}])[0].get("id", "")).split("-")[0] if rows else None
+        if not row or str(row.get("id", "")).split("-")[0] != token or not row.get("instance"):
+            return blame_panel(pd.DataFrame(), run, None)
+        with page.view(run, None) as v:
+            return blame_panel(data.blame_of(v.rd, run, str(row["instance"])), run, str(row["instance"]))
+
+
+def _token(run: str, ranks: Sequence[int]) -> str:
+    """A short tag of the data a grid shows (run and ranks), carried in its row ids."""
+    import hashlib
+
+    return hashlib.sha1(f"{run}|{format_ranks(ranks)}".encode()).hexdigest()[:8]
+
+
+def matching_notes(cm: pd.DataFrame) -> list[Any]:
+    """Why some communication could not be matched across ranks (``collective_matching``)."""
+    if cm.empty or not cm["note"].notna().any():
+        return []
+    items = []
+    for r in cm.to_dict("records"):
+        if isinstance(r["note"], str) and r["note"]:
+            g = (
+                "ops without a group"
+                if r["group_name"] is None or pd.isna(r["group_name"])
+                else f"group {r['group_name']}"
+            )
+            items.append(html.Li([html.Span(g + ": ", className="who"), r["note"]]))
+    return [html.Ul(items, className="missing", id=f"{P}-matching-notes")]
+
+
+def blame_panel(b: pd.DataFrame, run: str, instance: str | None) -> html.Div:
+    """Who arrived last at one collective, by how much, and what it did since the group's previous
+    collective compared with its peers (``analyses.blame_of``), with that window in the timeline."""
+    if b.empty:
+        return html.Div(
+            html.P(
+                "No arrival order for this collective: it was not seen by every profiled member of its group, "
+                "or a member's clock cannot be aligned, or it is the first of its group with no step around it."
+                if instance
+                else "Select a collective to see who arrived last, and why.",
+                className="note",
+            )
+        )
+    r = b.iloc[0]
+    rows = [[c, fmt_ns(v)] for c, v in sorted(r["excess_by_cause"].items(), key=lambda kv: -kv[1]) if v != 0]
+    ops = [[t["name"], fmt_ns(t["excess_ns"]), fmt_ns(t["ns"])] for t in (r["top_ops"] or [])]
+    chain = " → ".join(
+        f"rank {c['rank']} ({c['cause']}{', waited ' + fmt_ns(c['waited_ns']) if c.get('waited_ns') else ''})"
+        for c in r["chain"]
+    )
+    hl = [tuple(h) for h in r["highlights"]]
+    kids: list[Any] = [
+        html.H3(f"Blame: {r['op_type']} of group {r['group_name']}, step {r['step']}"),
+        html.P(
+            f"Rank {int(r['last_rank'])} arrived last, {fmt_ns(r['lateness_ns'])} after the first member and "
+            f"{fmt_ns(r['margin_ns'])} after the next-latest: the collective would have started that much earlier "
+            f"had it arrived with its peers. Since the group's previous collective it spent "
+            f"{fmt_ns(int(r['end_ns']) - int(r['start_ns']))} against its peers' {fmt_ns(r['peer_interval_ns'])} "
+            f"(median); the difference went to {r['cause_text']}.",
+            className="note",
+            id=f"{P}-blame-text",
+        ),
+        ui.table(["cause", "excess over the peers' median"], rows, id_=f"{P}-blame-causes"),
+    ]
+    if ops and r["cause"] == "compute":
+        kids.append(ui.table(["operator", "excess", "its time"], ops, id_=f"{P}-blame-ops"))
+    kids.append(html.P(f"Waiting chain: {chain}", className="note"))
+    kids.append(
+        html.Div(
+            [
+                "In the timeline: ",
+                dcc.Link(
+                    "the interval on every member",
+                    href=links.timeline_url(run, sorted({int(h[0]) for h in hl}), hl),
+                    id=f"{P}-blame-link",
+                ),
+            ],
+            className="note",
+        )
+    )
+    return html.Div(kids)
 
 
 def render(rd: Reader, run: str, ranks: Sequence[int], metric: str) -> list[Any]:

@@ -167,9 +167,11 @@ def render(rd: Reader, run: str, ranks: Sequence[int], step: int | None) -> list
     cols = data.collections(rd, run)
     cols = cols[cols["rank"].isin(list(ranks))]
     out: list[Any] = [_facts(run, cols), _availability(cols)]
+    st = data.stragglers(rd, run)
+    out.append(straggler_card(st, data.blame_chains(rd, run), data.collective_matching(rd, run), run))
     bd = data.step_breakdown(rd, run)
     bd_sel = bd[bd["rank"].isin(list(ranks))] if not bd.empty else bd
-    out.append(_step_bars(bd_sel, step, run, data.slow_ranks(rd, run)))
+    out.append(_step_bars(bd_sel, step, run, data.slow_ranks(rd, run), st))
     out.append(_heatmap(bd_sel, run))
     out.append(_scalars(data.scalars(rd, run, ranks)))
     probs = data.problems(rd, run)
@@ -191,6 +193,77 @@ def render(rd: Reader, run: str, ranks: Sequence[int], step: int | None) -> list
 
 
 MAX_EVIDENCE_LINKS = 5
+
+
+def straggler_card(st: pd.DataFrame, chains: pd.DataFrame, matching: pd.DataFrame, run: str) -> html.Div:
+    """Who holds the others back (``analyzer.analyses.stragglers``, arrival order after clock
+    alignment): the straggler named with its cause, the figures behind it and its latest late
+    collective in the timeline; or why nobody is named, or why nobody can be judged."""
+    kids: list[Any] = []
+    named = st[st["straggler"].astype(bool)] if not st.empty else st
+    if st.empty:
+        why = "no collective was matched across two or more of its profiled ranks"
+        notes = [str(n) for n in matching["note"].dropna()] if not matching.empty else []
+        kids = [
+            html.H2("Straggler: not judged"),
+            html.P(why + (": " + "; ".join(notes) if notes else "") + ".", className="note", id=f"{P}-straggler"),
+        ]
+        return html.Div(kids, className="card")
+    if named.empty:
+        judged = st[~st["verdict"].astype(str).str.startswith("not judged")]
+        if judged.empty:
+            text = "Not judged: " + str(st["verdict"].iloc[0]).removeprefix("not judged: ") + "."
+        else:
+            ratio = judged["median_gain_ns"] / judged["threshold_ns"].clip(lower=1)
+            w = judged.loc[ratio.idxmax()]
+            text = (
+                f"No rank holds the others back: every rank's lateness at the collectives is within the noise "
+                f"(the largest, rank {int(w['rank'])}: a median {fmt_ns(w['median_gain_ns'])} per step against a "
+                f"threshold of {fmt_ns(w['threshold_ns'])})."
+            )
+        return html.Div(
+            [html.H2("Straggler: none"), html.P(text, className="note", id=f"{P}-straggler")], className="card"
+        )
+    for r in named.to_dict("records"):
+        rank = int(r["rank"])
+        ops = ", ".join(f"{t['name']} +{fmt_ns(t['excess_ns'])}" for t in (r["top_ops"] or [])[:3])
+        share = (
+            ""
+            if r["gain_share"] is None or pd.isna(r["gain_share"])
+            else f" ({r['gain_share']:.1%} of the profiled step time)"
+        )
+        kids.append(html.H2(f"Straggler: rank {rank} — {r['cause_text'] or 'cause not explained'}"))
+        kids.append(
+            html.P(
+                f"Rank {rank} arrives last at the collectives of group {r['group_name']} by a median "
+                f"{fmt_ns(r['median_gain_ns'])} per step (threshold {fmt_ns(r['threshold_ns'])}); before each late "
+                f"collective its extra time went to {r['cause_text'] or 'nothing that stands out'}"
+                + (f" ({ops})" if ops else "")
+                + f". Had it taken its peers' time, the profiled steps would be {fmt_ns(r['whatif_gain_ns'])} "
+                f"shorter{share}. msprof-analyze's vote: {int(r['slow_rank_votes'])} collective(s).",
+                className="note",
+                id=f"{P}-straggler",
+            )
+        )
+        mine = chains[chains["last_rank"] == rank] if not chains.empty else chains
+        if not mine.empty:
+            worst = mine.iloc[0]
+            hl = [tuple(h) for h in worst["highlights"]]
+            kids.append(
+                html.Div(
+                    [
+                        "In the timeline: ",
+                        dcc.Link(
+                            f"its latest late collective (step {worst['step']}, {fmt_ns(worst['margin_ns'])} late)",
+                            href=links.timeline_url(run, sorted({int(h[0]) for h in hl}), hl),
+                            id=f"{P}-straggler-link-{rank}",
+                        ),
+                        " — the interval since the group's previous collective on every member.",
+                    ],
+                    className="note",
+                )
+            )
+    return html.Div(kids, className="card")
 
 
 def findings(adv: pd.DataFrame, run: str) -> html.Div:
@@ -324,7 +397,9 @@ def _availability(cols: pd.DataFrame) -> html.Div:
     return html.Div(kids, className="card")
 
 
-def _step_bars(bd: pd.DataFrame, step: int | None, run: str, votes: pd.DataFrame) -> html.Div:
+def _step_bars(
+    bd: pd.DataFrame, step: int | None, run: str, votes: pd.DataFrame, st: pd.DataFrame | None = None
+) -> html.Div:
     title = "Step time per rank" + (f" — step {step}" if step is not None else " — mean over steps")
     if bd.empty:
         return html.Div(
@@ -389,6 +464,21 @@ def _step_bars(bd: pd.DataFrame, step: int | None, run: str, votes: pd.DataFrame
             arrowhead=2,
             ay=-28,
             font=dict(color="#b03030"),
+        )
+    named = st[st["straggler"].astype(bool)] if st is not None and not st.empty else pd.DataFrame()
+    for r in named.to_dict("records"):
+        if int(r["rank"]) not in set(per["rank"].astype(int)):
+            continue
+        i = per.index[per["rank"] == int(r["rank"])][0]
+        top = float(np.nansum([per.loc[i, c] for c, _, _ in SEGMENTS] + [0])) / 1e6
+        fig.add_annotation(
+            x=f"rank {int(r['rank'])}",
+            y=max(top, float(per.loc[i, "step_ns"]) / 1e6),
+            text=plot_text(f"straggler: {r['cause'] or '?'}"),
+            showarrow=True,
+            arrowhead=2,
+            ay=-52,
+            font=dict(color="#8a1c1c"),
         )
     mode = ", ".join(sorted({str(m) for m in df["mode"].dropna()}))
     note = (
