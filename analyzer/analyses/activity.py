@@ -66,6 +66,28 @@ class RankActivity:
     mode: str  # "device" | "host"
     steps: pd.DataFrame  # step, start_ns, end_ns (host step ranges; may be empty)
     by_step: dict[int | None, StepActivity]
+    # a device rank whose files hold no device task (kernel_details.csv / the db's task tables not
+    # copied): its compute and idle time cannot be computed from events
+    no_tasks: bool = False
+
+
+# producers that profile an NPU: a rank of theirs is a device rank even when its task files are missing
+DEVICE_PRODUCERS = ("torch_npu_text", "torch_npu_db", "torch_npu_raw", "msprof")
+
+
+def device_ranks_without_tasks(con: duckdb.DuckDBPyConnection, run: str) -> set[int]:
+    """Ranks recorded by a device producer (or with the producer's own step breakdown) whose
+    collections hold no device task: users often copy only the summaries of some ranks."""
+    rows = con.execute(
+        f"""
+        SELECT DISTINCT rank FROM collections
+        WHERE run = $run AND (producer IN ({", ".join(f"'{p}'" for p in DEVICE_PRODUCERS)})
+                              OR list_contains(capabilities, 'step_trace'))
+        EXCEPT SELECT DISTINCT rank FROM kernels WHERE run = $run
+        """,
+        {"run": run},
+    ).fetchall()
+    return {int(r) for (r,) in rows}
 
 
 def _df(con: duckdb.DuckDBPyConnection, sql: str, params: list) -> pd.DataFrame:
@@ -192,7 +214,8 @@ def load(con: duckdb.DuckDBPyConnection, run: str, ranks: list[int] | None = Non
     all_ranks = set(steps["rank"]) | set(tasks["rank"]) | set(comm_ops["rank"])
     if ranks is not None:
         all_ranks &= set(ranks)
-    device_ranks = sorted(set(tasks["rank"]) & all_ranks)
+    no_tasks = device_ranks_without_tasks(con, run) & all_ranks
+    device_ranks = sorted((set(tasks["rank"]) | no_tasks) & all_ranks)
     host_ranks = sorted(all_ranks - set(device_ranks))
     ops = _host_ops(con, run, host_ranks)
     out: dict[int, RankActivity] = {}
@@ -234,7 +257,7 @@ def load(con: duckdb.DuckDBPyConnection, run: str, ranks: list[int] | None = Non
                 setattr(by_step.setdefault(k, StepActivity()), name, _sets(sub))
         for s in st["step"]:
             by_step.setdefault(int(s), StepActivity())
-        out[rank] = RankActivity(rank=rank, mode=mode, steps=st, by_step=by_step)
+        out[rank] = RankActivity(rank=rank, mode=mode, steps=st, by_step=by_step, no_tasks=rank in no_tasks)
     return out
 
 

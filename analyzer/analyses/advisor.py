@@ -384,8 +384,13 @@ def _gap_rules(store: Store, run: str, sb: pd.DataFrame) -> list[dict]:
                 f"Free (no task on {where}) is {_ms(free_ns[rank] / n_steps[rank])} of "
                 f"{_ms(step_ns[rank] / n_steps[rank])} "
                 f"step time on rank {rank} (mean over {n_steps[rank]} step{'s' if n_steps[rank] != 1 else ''}; "
-                f"{_pct(share)}, threshold {FREE_THRESHOLD:.0%}); the biggest idle gap is "
-                f"{_ms(top[0]['dur_ns']) if top else '-'}.",
+                f"{_pct(share)}, threshold {FREE_THRESHOLD:.0%}); "
+                + (
+                    "the figures are the producer's own (step_trace_time.csv): this rank's files hold no device "
+                    "task, so the idle gaps cannot be shown."
+                    if acts[rank].no_tasks
+                    else f"the biggest idle gap is {_ms(top[0]['dur_ns']) if top else '-'}."
+                ),
                 [rank],
                 share,
                 FREE_THRESHOLD,

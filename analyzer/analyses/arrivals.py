@@ -112,13 +112,14 @@ def arrival_table(
     allg = ops[ops["group_name"].notna()].sort_values(["rank", "ts_ns"], kind="stable")
     prev_end = allg.groupby(["rank", "group_name"])["end_ns"].shift(1)
     a = ops.loc[ok].copy()
-    a["prev_end_ns"] = prev_end.reindex(a.index)
+    a["prev_end_ns"] = pd.array(prev_end.reindex(a.index), dtype="Int64")
     # the first collective of a group in the trace: since the start of its step on that rank
     first = a["prev_end_ns"].isna()
     if first.any() and step_starts:
-        a.loc[first, "prev_end_ns"] = [
+        starts = [
             _step_start(step_starts.get(int(r)), int(t)) for r, t in zip(a.loc[first, "rank"], a.loc[first, "ts_ns"])
         ]
+        a.loc[first, "prev_end_ns"] = pd.array(starts, dtype="Int64")
     off = a["rank"].map(lambda r: int(offsets[int(r)])).astype("int64")
     untraced = []
     for r, ts, pe in zip(a["rank"], a["ts_ns"], a["prev_end_ns"]):

@@ -133,6 +133,16 @@ def _print_steps(report: dict[str, Any], console: Any) -> None:
             ["rank", "steps", "mode"] + [c.removesuffix("_ns") for c in cols],
             rows,
         )
+        for mode, text in (
+            (
+                "producer",
+                "the producer's own rows (step_trace_time.csv / StepTraceTime): their files hold no device task",
+            ),
+            ("no tasks", "no device task in their files and no producer row: their device columns are unknown"),
+        ):
+            ranks = sorted({int(r) for r in sb.loc[sb["mode"] == mode, "rank"]})
+            if ranks:
+                _say(console, f"step breakdown, rank(s) {', '.join(map(str, ranks))}: {text}")
     tb = report.get("temporal_breakdown")
     if tb is None:
         return
@@ -156,9 +166,16 @@ def _print_steps(report: dict[str, Any], console: Any) -> None:
     _table(
         console,
         "Temporal breakdown (ms, HTA's definition: all profiled steps but the last)",
-        ["rank", "steps", "kernel", "idle", "compute", "non-compute", "idle / compute / non-compute %"],
+        ["rank", "step ids", "kernel", "idle", "compute", "non-compute", "idle / compute / non-compute %"],
         rows,
     )
+    left = (
+        sorted(set(sb.loc[sb["mode"].isin(["producer", "no tasks"]), "rank"]) - set(tb["rank"])) if not sb.empty else []
+    )
+    if left:
+        _say(
+            console, f"temporal breakdown: rank(s) {', '.join(map(str, left))} left out (no device task in their files)"
+        )
 
 
 def _steps_text(steps: Any) -> str:

@@ -20,6 +20,12 @@ counts as compute and communication on device and on CPU-only ranks). For one (r
 
 So ``computing + comm_not_overlapped + memory_not_overlapped + free = stage + bubble``, and, as in
 torch_npu, ``step_ns`` ≈ ``preparing + stage + bubble`` plus the host tail after the last task.
+
+A device rank whose files hold no device task (only ``step_trace_time.csv`` and the communication
+files copied, a big ``kernel_details.csv`` dropped) cannot have its Computing or Free computed from
+events: its rows are the producer's own (``step_trace``, ``mode`` = ``producer``; ``step_ns`` = the
+host step when known, else Preparing + Stage + Bubble), and without a producer row its device columns
+are NULL (``mode`` = ``no tasks``) — never a zero that reads as an idle device.
 """
 
 from __future__ import annotations
@@ -120,9 +126,77 @@ def step_breakdown(store: Store, run: str | None = None, ranks: list[int] | None
     ``run`` defaults to the most recently ingested run; ``ranks`` restricts the ranks read.
     """
     acts = activity.run_activity(store, run, ranks)
+    missing = [r for r, ra in acts.items() if ra.no_tasks]
+    producer = _producer_rows(store, str(run), missing) if missing else pd.DataFrame()
     rows: list[dict] = []
     for rank, ra in acts.items():
         host = {int(r.step): (int(r.start_ns), int(r.end_ns)) for r in ra.steps.itertuples()}
+        if ra.no_tasks:
+            rows += _rows_without_tasks(rank, ra, host, producer)
+            continue
         for step, sa in ra.by_step.items():
             rows.append(breakdown_row(rank, step, sa, host.get(step) if step is not None else None, ra.mode))
     return frame(rows)
+
+
+_PRODUCER_COLS = [
+    "computing_ns",
+    "comm_not_overlapped_ns",
+    "overlapped_ns",
+    "communication_ns",
+    "free_ns",
+    "preparing_ns",
+    "stage_ns",
+    "bubble_ns",
+    "comm_not_overlapped_excl_receive_ns",
+]
+
+
+def _producer_rows(store: Store, run: str, ranks: list[int]) -> pd.DataFrame:
+    with store.read_connection(run=run) as con:
+        return con.execute(
+            f"SELECT rank, step, {', '.join(f'max({c}) AS {c}' for c in _PRODUCER_COLS)} FROM step_trace "
+            "WHERE run = $run AND list_contains($ranks, rank) GROUP BY rank, step",
+            {"run": run, "ranks": ranks},
+        ).df()
+
+
+def _rows_without_tasks(
+    rank: int, ra: activity.RankActivity, host: dict[int, tuple[int, int]], producer: pd.DataFrame
+) -> list[dict]:
+    """A device rank without device tasks: the producer's own rows, else its steps with NULL columns."""
+    mine = producer[producer["rank"] == rank] if not producer.empty else producer
+    empty = dict.fromkeys(COLUMNS)
+    if not mine.empty:
+        out = []
+        for r in mine.to_dict("records"):
+            step = None if pd.isna(r["step"]) else int(r["step"])
+            h = host.get(step) if step is not None else None
+            vals = {c: (None if pd.isna(r[c]) else int(r[c])) for c in _PRODUCER_COLS}
+            span = sum(vals[c] or 0 for c in ("preparing_ns", "stage_ns", "bubble_ns"))
+            out.append(
+                {
+                    **empty,
+                    **vals,
+                    "rank": rank,
+                    "step": step,
+                    "step_ns": (h[1] - h[0]) if h else span,
+                    "host_start_ns": h[0] if h else None,
+                    "host_end_ns": h[1] if h else None,
+                    "mode": "producer",
+                }
+            )
+        return out
+    steps = list(ra.by_step) or [None]
+    return [
+        {
+            **empty,
+            "rank": rank,
+            "step": s,
+            "step_ns": (host[s][1] - host[s][0]) if s in host else None,
+            "host_start_ns": host[s][0] if s in host else None,
+            "host_end_ns": host[s][1] if s in host else None,
+            "mode": "no tasks",
+        }
+        for s in steps
+    ]

@@ -47,7 +47,7 @@ def temporal_breakdown(
     acts = activity.run_activity(store, run, ranks)
     rows = []
     for rank, ra in acts.items():
-        if ra.mode != "device":
+        if ra.mode != "device" or ra.no_tasks:  # HTA's breakdown is of device tasks: none in this rank's files
             continue
         if steps is None:
             keys = default_steps(ra)
