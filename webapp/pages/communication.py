@@ -125,6 +125,8 @@ def _op_columns() -> list[dict[str, Any]]:
         {"field": "max_ms", "headerName": "max (ms)", **num, "valueFormatter": _MS, "sort": "desc"},
         {"field": "min_ms", "headerName": "min (ms)", **num, "valueFormatter": _MS},
         {"field": "avg_ms", "headerName": "avg (ms)", **num, "valueFormatter": _MS},
+        {"field": "slowest_rank", "headerName": "slowest rank", **num},
+        {"field": "fastest_rank", "headerName": "fastest rank", **num},
         {
             "field": "last_rank",
             "headerName": "last to arrive",
@@ -139,8 +141,6 @@ def _op_columns() -> list[dict[str, Any]]:
             "headerTooltip": "how much later than the next-latest member it entered: what the collective would "
             "have started earlier had it arrived with its peers",
         },
-        {"field": "slowest_rank", "headerName": "slowest rank", **num},
-        {"field": "fastest_rank", "headerName": "fastest rank", **num},
         {"field": "max_wait_ms", "headerName": "max wait (ms)", **num, "valueFormatter": _MS},
         {
             "field": "wait_source",
