@@ -564,20 +564,30 @@ def drop(run_name: str, store: Store) -> None:
 @click.option(
     "--port", default=8050, show_default=True, type=click.IntRange(0, 65535), help="Port (0: any free port, printed)."
 )
+@click.option(
+    "--threads",
+    default=8,
+    show_default=True,
+    type=click.IntRange(1, 256),
+    help="Requests served at once (waitress' thread pool); more wait in its queue.",
+)
 @store_option
 @handle_errors
-def serve(host: str, port: int, store: Store) -> None:
+def serve(host: str, port: int, threads: int, store: Store) -> None:
     """Serve the web app (overview, timeline, operators, memory, communication) over the store.
 
     The store is opened briefly and read-only per request: `analyze ingest` can run meanwhile
-    and a reload shows the new data. Needs the web extra (`pip install rankscope[web]`).
+    and a reload shows the new data. The server is waitress, a production WSGI server: --threads
+    requests at once, the others queued. Needs the web extra (`pip install rankscope[web]`).
     """
     try:
+        import waitress  # noqa: F401 - the server
+
         from webapp.app import serve as serve_app
-    except ImportError as exc:  # dash / dash-ag-grid / plotly missing
+    except ImportError as exc:  # dash / dash-ag-grid / plotly / waitress missing
         raise AnalyzerError(f"the web app needs the web extra: pip install 'rankscope[web]' ({exc})") from exc
     try:
-        serve_app(store, host=host, port=port, echo=lambda s: click.echo(s, nl=True))
+        serve_app(store, host=host, port=port, echo=lambda s: click.echo(s, nl=True), threads=threads)
     except OSError as exc:
         raise AnalyzerError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
 

@@ -11,7 +11,18 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from webapp_helpers import ANALYZE, KINETO, NPU, DashClient, ingest, start_server, stop_server, texts, trace_events
+from webapp_helpers import (
+    ANALYZE,
+    KINETO,
+    NPU,
+    DashClient,
+    ingest,
+    iter_pages,
+    start_server,
+    stop_server,
+    texts,
+    trace_events,
+)
 
 from webapp import create_app
 
@@ -285,6 +296,29 @@ def test_serve_reports_a_busy_port(tmp_path: Path) -> None:
         assert res.returncode != 0
         assert "in use" in (res.stdout + res.stderr).lower()
         assert "Traceback" not in res.stdout + res.stderr
+    finally:
+        stop_server(proc)
+
+
+def test_serve_is_a_production_server_serving_requests_at_once(tmp_path: Path) -> None:
+    """`analyze serve` runs on waitress (not a development server) and serves concurrent users:
+    every page and the app's layout, 8 clients at once, all answered."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    ingest(KINETO / "rank_0", tmp_path / "s", "r")
+    proc, url = start_server(tmp_path / "s")
+    try:
+        paths = [*iter_pages(), "_dash-layout", "_dash-dependencies"] * 4
+
+        def get(path: str) -> tuple[int, str]:
+            with urllib.request.urlopen(url + path.lstrip("/"), timeout=120) as res:
+                res.read()
+                return res.status, res.headers.get("Server", "")
+
+        with ThreadPoolExecutor(8) as pool:
+            answers = list(pool.map(get, paths))
+        assert all(code == 200 for code, _ in answers), answers
+        assert {server for _, server in answers} == {"waitress"}
     finally:
         stop_server(proc)
 

@@ -117,31 +117,37 @@ def serve(
     port: int = 8050,
     echo: Callable[[str], None] = print,
     quiet: bool = True,
+    threads: int = 8,
 ) -> None:
-    """Serve the app until interrupted; port 0 picks a free port. Prints the URL once listening."""
-    from werkzeug.serving import make_server
+    """Serve the app until interrupted, on waitress (a production WSGI server: a pool of ``threads``
+    request threads, requests buffered before they reach the app, connections queued rather than
+    a thread per connection); port 0 picks a free port. Prints the URL once listening."""
+    from waitress import create_server
 
     app = create_app(store)
     if quiet:
-        logging.getLogger("werkzeug").setLevel(logging.WARNING)
-    server = make_server(host, port, app.server, threaded=True)
+        logging.getLogger("waitress").setLevel(logging.WARNING)
+    server = create_server(app.server, host=host, port=port, threads=threads)
+    listening = getattr(server, "effective_port", None)
+    if listening is None:  # a host name with several addresses: one socket each
+        listening = server.effective_listen[0][1]
     shown_host = host if host not in ("0.0.0.0", "::", "") else "127.0.0.1"
     if ":" in shown_host:
         shown_host = f"[{shown_host}]"
-    url = f"http://{shown_host}:{server.server_port}/"
+    url = f"http://{shown_host}:{listening}/"
     st: Store = app.server.config[STORE_KEY]
-    echo(f"rankscope web app: serving {st.path} at {url}")
+    echo(f"rankscope web app: serving {st.path} at {url} ({threads} request threads)")
     if not st.exists():
         echo(f"(no store at {st.path} yet: the page tells how to fill it with `analyze ingest`)")
     if host in ("0.0.0.0", "::"):
-        echo(f"(listening on all interfaces, port {server.server_port})")
+        echo(f"(listening on all interfaces, port {listening})")
     echo("press Ctrl+C to stop")
     try:
-        server.serve_forever()
+        server.run()
     except KeyboardInterrupt:
         pass
     finally:
-        server.server_close()
+        server.close()
 
 
 __all__ = ["create_app", "serve"]
