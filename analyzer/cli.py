@@ -566,7 +566,7 @@ def drop(run_name: str, store: Store) -> None:
 )
 @click.option(
     "--threads",
-    default=8,
+    default=32,
     show_default=True,
     type=click.IntRange(1, 256),
     help="Requests served at once (waitress' thread pool); more wait in its queue.",

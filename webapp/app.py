@@ -117,7 +117,7 @@ def serve(
     port: int = 8050,
     echo: Callable[[str], None] = print,
     quiet: bool = True,
-    threads: int = 8,
+    threads: int = 32,
 ) -> None:
     """Serve the app until interrupted, on waitress (a production WSGI server: a pool of ``threads``
     request threads, requests buffered before they reach the app, connections queued rather than
