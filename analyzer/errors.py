@@ -47,3 +47,11 @@ class NothingIngestedError(AnalyzerError):
 class ClusterError(AnalyzerError):
     """An ingest on a Dask cluster could not run: no scheduler, no workers, no shared filesystem,
     or a collection that failed on the cluster (nothing is committed then)."""
+
+
+class UnknownBaselineError(QueryError):
+    """A baseline named by the user does not exist."""
+
+
+class InvalidNameError(AnalyzerError):
+    """A baseline or tag name that cannot be used (empty, too long, control characters)."""

@@ -148,6 +148,18 @@ CATALOG_TABLES: tuple[Table, ...] = (
         ),
     ),
     Table(
+        "run_tags",
+        "Names users give runs: baselines (`analyze baseline tag NAME RUN`: a name for one run, moved by "
+        "tagging another run with it) and tags (`analyze tag add TAG RUN...`: a label any number of runs carry). "
+        "A run's names leave with it (`analyze drop`).",
+        (
+            _c("kind", "VARCHAR", "baseline (the name points at exactly one run) | tag (a label on several runs)."),
+            _c("name", "VARCHAR", "The baseline or tag name (`analyze check --against baseline:NAME`)."),
+            _c("run", "VARCHAR", "Run the name is on."),
+            _c("tagged_at", "TIMESTAMP", "When the name was put on the run (UTC)."),
+        ),
+    ),
+    Table(
         "fact_files",
         "The Parquet files that hold the facts: one per (table, collection). Only files listed here are part of the "
         "store.",

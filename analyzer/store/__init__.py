@@ -11,7 +11,8 @@ atomic commits, the ingest lock, garbage collection), ``sql`` (fact SELECTs, the
 exact results), ``runs`` (the run listing, ``resolve_run``, the run content key ``run_key``),
 ``results`` (:class:`ResultCache`: results kept per content of a run, for the analyses and the web app),
 ``query`` (``execute``: a user's SQL under DuckDB's lock-down and limits, the one owner of that
-connection for `analyze query`, the web app and an MCP server).
+connection for `analyze query`, the web app and an MCP server),
+``tags`` (baselines and tags: names users give runs, in the catalog table ``run_tags``).
 """
 
 from __future__ import annotations
@@ -35,6 +36,19 @@ if TYPE_CHECKING:
     from .runs import PROBLEMS_SQL, RUNS_SQL, Catalog, resolve_run, run_key, run_names
     from .sql import check_read_only, fact_select_sql
     from .store import Store, utcnow
+    from .tags import (
+        BASELINE,
+        TAG,
+        RunTag,
+        add_tag,
+        baseline_run,
+        remove_baseline,
+        remove_tag,
+        resolve_ref,
+        run_tags,
+        tag_baseline,
+        tags_by_run,
+    )
 
 # the rest is imported when first named: `analyze --help` and the ingest's workers need no DuckDB
 _LAZY = {
@@ -56,6 +70,17 @@ _LAZY = {
     "fact_select_sql": "sql",
     "Store": "store",
     "utcnow": "store",
+    "BASELINE": "tags",
+    "TAG": "tags",
+    "RunTag": "tags",
+    "add_tag": "tags",
+    "baseline_run": "tags",
+    "remove_baseline": "tags",
+    "remove_tag": "tags",
+    "resolve_ref": "tags",
+    "run_tags": "tags",
+    "tag_baseline": "tags",
+    "tags_by_run": "tags",
 }
 
 
@@ -67,6 +92,17 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "BASELINE",
+    "TAG",
+    "RunTag",
+    "add_tag",
+    "baseline_run",
+    "remove_baseline",
+    "remove_tag",
+    "resolve_ref",
+    "run_tags",
+    "tag_baseline",
+    "tags_by_run",
     "CATALOG_FILE",
     "DEFAULT_LIMITS",
     "DEFAULT_STORE_DIRNAME",

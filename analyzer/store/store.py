@@ -160,7 +160,15 @@ class Store:
         names = list(tables) if tables is not None else [t.name for t in schema.CATALOG_TABLES]
         con = self._connect(read_only=True)
         try:
-            return {n: con.sql(f'SELECT * FROM "{n}"').to_arrow_table() for n in names}
+            have = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+            # a table added to the schema after the store was made (run_tags) reads as empty until
+            # the first write creates it (``initialize``: CREATE TABLE IF NOT EXISTS)
+            return {
+                n: con.sql(f'SELECT * FROM "{n}"').to_arrow_table()
+                if n in have
+                else schema.arrow_schema(n).empty_table()
+                for n in names
+            }
         finally:
             con.close()
 
@@ -404,8 +412,10 @@ class Store:
                 if not con.execute("SELECT count(*) FROM runs WHERE run = ?", [run]).fetchone()[0]:
                     return False
                 con.execute("BEGIN")
-                for t in ("runs", "collections", "source_files", "fact_files"):
-                    con.execute(f'DELETE FROM "{t}" WHERE run = ?', [run])
+                tables = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+                for t in ("runs", "collections", "source_files", "fact_files", "run_tags"):
+                    if t in tables:  # run_tags: absent from stores made before it existed
+                        con.execute(f'DELETE FROM "{t}" WHERE run = ?', [run])
                 ff = con.sql("SELECT table_name, path FROM fact_files").to_arrow_table()
                 self._create_fact_views(con, self._paths_by_table(ff))
                 con.execute("COMMIT")
