@@ -458,6 +458,8 @@ def _print_summary(s: dict[str, Any]) -> None:
 @main.command()
 @click.argument("sql")
 @run_option("Restrict fact tables to one run (faster on big stores).")
+@click.option("--base", default=None, help="The base run of the analysis.diff* tables (or baseline:NAME).")
+@click.option("--new", default=None, help="The new run of the analysis.diff* tables (or baseline:NAME).")
 @click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table", show_default=True)
 @click.option("--limit", default=200, show_default=True, help="Rows printed in table format (0 = all).")
 @click.option(
@@ -476,17 +478,29 @@ def _print_summary(s: dict[str, Any]) -> None:
 )
 @store_option
 @handle_errors
-def query(sql: str, run_name: str | None, fmt: str, limit: int, time_limit: float, max_rows: int, store: Store) -> None:
+def query(
+    sql: str,
+    run_name: str | None,
+    base: str | None,
+    new: str | None,
+    fmt: str,
+    limit: int,
+    time_limit: float,
+    max_rows: int,
+    store: Store,
+) -> None:
     """Run a read-only SQL query over every rank and run (tables: see `analyze schema`).
 
     The analyses are tables too: `SELECT * FROM analysis.step_breakdown` (computed for --run, or for
-    every run, when a query names them; `analyze schema` lists them). The query runs under DuckDB's
-    lock-down: it reads the store's tables only (no file, network, extension, setting or write).
+    every run, when a query names them; `analyze schema` lists them). The comparisons of two runs
+    (`analysis.diff`, `analysis.diff_operators`, ...) compare the runs named by --base and --new. The
+    query runs under DuckDB's lock-down: it reads the store's tables only (no file, network, extension,
+    setting or write).
     """
     from .analyses.views import query as run_query
     from .store import Limits
 
-    res = run_query(store, sql, run_name, limits=Limits(seconds=time_limit, rows=max_rows))
+    res = run_query(store, sql, run_name, limits=Limits(seconds=time_limit, rows=max_rows), base=base, new=new)
     df = res.frame
     if fmt == "csv":
         out = io.StringIO()
@@ -530,12 +544,15 @@ def schema_cmd(markdown: bool) -> None:
         click.echo(f"{t.name} ({kind}): {t.doc}")
         for c in t.columns:
             click.echo(f"    {c.name:<36} {c.type:<10} {c.doc}")
-    from .analyses import ANALYSES
+    from .analyses import ANALYSES, COMPARISONS
     from .analyses.views import SCHEMA
 
     click.echo("\nanalysis tables (computed when a query names them; a `run` column first; docs/analyses.md):")
     for name, analysis in ANALYSES.items():
         click.echo(f"  {SCHEMA}.{name:<28} {analysis.doc}")
+    click.echo("\ncomparisons of two runs (`analyze query --base A --new B`; `base_run`, `new_run` columns first):")
+    for name, comparison in COMPARISONS.items():
+        click.echo(f"  {SCHEMA}.{name:<28} {comparison.doc}")
 
 
 schema_cmd.name = "schema"
@@ -641,6 +658,297 @@ def report(run_name: str | None, as_json: bool, store: Store) -> None:
         click.echo(report_json(rep))
         return
     print_report(rep, _consoles()[0])
+
+
+# ---------------------------------------------------------------------------------------------
+# comparing runs: diff, baselines and tags, the CI gate, trends
+# ---------------------------------------------------------------------------------------------
+
+
+class RanksParam(click.ParamType):
+    """``0,1,4-7`` → [0, 1, 4, 5, 6, 7]."""
+
+    name = "ranks"
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> list[int]:
+        if isinstance(value, list):
+            return value
+        out: set[int] = set()
+        for part in str(value).split(","):
+            part = part.strip()
+            if not part:
+                continue
+            lo, sep, hi = part.partition("-")
+            if not lo.isdigit() or (sep and not hi.isdigit()):
+                self.fail(f"{value!r}: expected rank numbers like 0,1,4-7", param, ctx)
+            a, b = int(lo), int(hi) if sep else int(lo)
+            if b < a:
+                self.fail(f"{value!r}: bad range {part!r}", param, ctx)
+            out.update(range(a, b + 1))
+        if not out:
+            self.fail(f"{value!r}: no rank given", param, ctx)
+        return sorted(out)
+
+
+def compare_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """--base-step N --new-step M --ranks 0,1,4-7 (the steps and ranks two runs are compared on)."""
+    fn = click.option("--ranks", type=RanksParam(), default=None, help="Compare only these ranks (e.g. 0,1,4-7).")(fn)
+    fn = click.option("--new-step", type=int, default=None, help="Step of NEW to compare (default: as BASE).")(fn)
+    fn = click.option(
+        "--base-step",
+        type=int,
+        default=None,
+        help="Step of BASE to compare (default: the step numbers both runs have; else every step, per step).",
+    )(fn)
+    return fn
+
+
+@main.command()
+@click.argument("base")
+@click.argument("new")
+@compare_options
+@click.option("--top", default=10, show_default=True, help="Operators / kernels listed.")
+@json_option("Print the whole diff (every table) as one JSON document.")
+@store_option
+@handle_errors
+def diff(
+    base: str,
+    new: str,
+    base_step: int | None,
+    new_step: int | None,
+    ranks: list[int] | None,
+    top: int,
+    as_json: bool,
+    store: Store,
+) -> None:
+    """Compare NEW with BASE: a verdict, then per rank the step breakdown, operators and kernels,
+    communication, memory peaks and stragglers, per step.
+
+    BASE and NEW are run names, or baseline:NAME. Steps are aligned by number unless --base-step /
+    --new-step choose one of each; ranks by number, or by layout coordinate when the world sizes differ.
+    """
+    from .analyses.compare_report import diff_json, dumps, print_diff
+    from .analyses.diff import run_diff
+    from .store import resolve_ref
+
+    store.require()
+    d = run_diff(
+        store, resolve_ref(store, base), resolve_ref(store, new), base_step, new_step, tuple(ranks) if ranks else None
+    )
+    if as_json:
+        click.echo(dumps(diff_json(d)))
+        return
+    print_diff(d, console, top=top)
+
+
+@main.group()
+def baseline() -> None:
+    """Name runs as baselines (`analyze check RUN --against baseline:NAME`)."""
+
+
+@baseline.command("tag")
+@click.argument("name")
+@click.argument("run_name", metavar="RUN")
+@store_option
+@handle_errors
+def baseline_tag(name: str, run_name: str, store: Store) -> None:
+    """Make NAME the baseline RUN (tagging another run with NAME later moves it there)."""
+    from .store import tag_baseline
+
+    before = tag_baseline(store, name, run_name)
+    moved = "" if before is None or before == run_name else f" (was {before})"
+    console.print(f"baseline {name} → run {run_name}{moved}", markup=False)
+
+
+@baseline.command("list")
+@json_option()
+@store_option
+@handle_errors
+def baseline_list(as_json: bool, store: Store) -> None:
+    """List the baselines and the run each names."""
+    from .store import BASELINE, run_tags
+
+    store.require()
+    rows = run_tags(store, BASELINE)
+    if as_json:
+        click.echo(json.dumps([{"name": t.name, "run": t.run, "tagged_at": t.tagged_at} for t in rows], default=str))
+        return
+    if not rows:
+        console.print("no baseline yet: `analyze baseline tag NAME RUN`", markup=False)
+    for t in rows:
+        console.print(f"{t.name} → {t.run} (since {str(t.tagged_at)[:19]} UTC)", markup=False)
+
+
+@baseline.command("rm")
+@click.argument("name")
+@store_option
+@handle_errors
+def baseline_rm(name: str, store: Store) -> None:
+    """Remove the baseline NAME (the run stays)."""
+    from .store import remove_baseline
+
+    run = remove_baseline(store, name)
+    if run is None:
+        raise AnalyzerError(f"no baseline named {name!r}")
+    console.print(f"removed baseline {name} (was run {run})", markup=False)
+
+
+@main.group()
+def tag() -> None:
+    """Label runs (`analyze trend --tag NAME` follows the runs carrying a label)."""
+
+
+@tag.command("add")
+@click.argument("name")
+@click.argument("runs", nargs=-1, required=True)
+@store_option
+@handle_errors
+def tag_add(name: str, runs: tuple[str, ...], store: Store) -> None:
+    """Put the tag NAME on RUNS."""
+    from .store import add_tag
+
+    added = add_tag(store, name, runs)
+    console.print(f"tag {name}: added to {', '.join(added) or 'no run (all had it)'}", markup=False)
+
+
+@tag.command("rm")
+@click.argument("name")
+@click.argument("runs", nargs=-1)
+@store_option
+@handle_errors
+def tag_rm(name: str, runs: tuple[str, ...], store: Store) -> None:
+    """Take the tag NAME off RUNS (off every run when none is named)."""
+    from .store import remove_tag
+
+    gone = remove_tag(store, name, runs or None)
+    if not gone:
+        raise AnalyzerError(f"no run carries the tag {name!r}" + (f" among {', '.join(runs)}" if runs else ""))
+    console.print(f"tag {name}: removed from {', '.join(gone)}", markup=False)
+
+
+@tag.command("list")
+@json_option()
+@store_option
+@handle_errors
+def tag_list(as_json: bool, store: Store) -> None:
+    """List the tags and the runs carrying each."""
+    from .store import TAG, run_tags
+
+    store.require()
+    by_tag: dict[str, list[str]] = {}
+    for t in run_tags(store, TAG):
+        by_tag.setdefault(t.name, []).append(t.run)
+    if as_json:
+        click.echo(json.dumps(by_tag))
+        return
+    if not by_tag:
+        console.print("no tag yet: `analyze tag add NAME RUN...`", markup=False)
+    for name, runs in by_tag.items():
+        console.print(f"{name}: {', '.join(runs)}", markup=False)
+
+
+def _rules(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> list[Any]:
+    from .analyses.rules import RuleError, parse_rule
+
+    try:
+        return [parse_rule(v) for v in values]
+    except RuleError as exc:
+        raise click.BadParameter(str(exc), ctx=ctx, param=param) from None
+
+
+@main.command()
+@click.argument("run_name", metavar="RUN")
+@click.option("--against", required=True, help="The baseline: baseline:NAME, or a run name.")
+@click.option(
+    "--fail-if",
+    "rules",
+    multiple=True,
+    required=True,
+    callback=_rules,
+    help='A rule, e.g. "step_time > +5%", "comm_not_overlapped > +3ms", "peak_memory > +100MB" (repeatable).',
+)
+@compare_options
+@click.option(
+    "--no-noise-test",
+    is_flag=True,
+    help="Count a change that exceeds its threshold even when it is within the step-to-step noise.",
+)
+@json_option("Print the result as JSON.")
+@store_option
+def check(
+    run_name: str,
+    against: str,
+    rules: list[Any],
+    base_step: int | None,
+    new_step: int | None,
+    ranks: list[int] | None,
+    no_noise_test: bool,
+    as_json: bool,
+    store: Store,
+) -> None:
+    """The CI gate: compare RUN with a baseline; exit 1 when a --fail-if rule is broken.
+
+    Exit codes: 0 every rule holds; 1 a rule is broken (explained, and --json); 2 bad usage, or the
+    check cannot be made (unknown run or baseline, a metric the runs do not have).
+    A change counts only when it is beyond the step-to-step noise of the two runs (Welch's t, 99 %)
+    unless --no-noise-test. Rules: METRIC COMPARATOR THRESHOLD with metrics step_time, computing,
+    comm_not_overlapped, overlapped, communication, free, preparing, stage, bubble, peak_memory,
+    peak_reserved, op:NAME, kernel:NAME (max(...), min(...), sum(...) over ranks) and thresholds
+    +N% / -N% (relative), +N ms / +N MB (absolute change), N ms / N MB (the run's own value).
+    """
+    from .analyses.compare_report import check_json, dumps, print_check
+    from .analyses.diff import run_diff
+    from .analyses.rules import evaluate_all
+    from .analyses.run_pairing import pair_runs
+    from .store import resolve_ref
+
+    try:
+        store.require()
+        base, new = resolve_ref(store, against), resolve_ref(store, run_name)
+        rk = tuple(ranks) if ranks else None
+        pairing = pair_runs(store, base, new, base_step, new_step, rk)
+        results = evaluate_all(store, pairing, rules, noise_test=not no_noise_test)
+        failed = any(r.failed for r in results)
+        verdict = run_diff(store, base, new, base_step, new_step, rk).verdict if failed else None
+    except AnalyzerError as exc:
+        err_console.print(f"error: {exc}", markup=False, style="bold red")
+        sys.exit(2)
+    if as_json:
+        click.echo(dumps(check_json(pairing, results, verdict)))
+    else:
+        print_check(pairing, results, verdict, console)
+    sys.exit(1 if failed else 0)
+
+
+@main.command()
+@click.option("--metric", default="step_time", show_default=True, help="What to follow (the metrics of `check`).")
+@click.option("--last", default=20, show_default=True, type=click.IntRange(1), help="The most recent runs shown.")
+@click.option("--tag", "tags", multiple=True, help="Only runs carrying this tag (repeatable: any of them).")
+@click.option(
+    "--by",
+    type=click.Choice(["ingest", "collection"]),
+    default="ingest",
+    show_default=True,
+    help="Order runs by when they were first ingested, or by when they were collected.",
+)
+@json_option()
+@store_option
+@handle_errors
+def trend(metric: str, last: int, tags: tuple[str, ...], by: str, as_json: bool, store: Store) -> None:
+    """A metric over the runs of the store, oldest first, with baselines and tags marked."""
+    from .analyses.compare_report import dumps, print_trend, trend_json
+    from .analyses.run_metrics import parse_metric
+    from .analyses.trend import trend as run_trend
+
+    try:
+        m = parse_metric(metric)
+    except AnalyzerError as exc:
+        raise click.BadParameter(str(exc), param_hint="--metric") from None
+    df = run_trend(store, m, last, tags, by)
+    if as_json:
+        click.echo(dumps(trend_json(df, m)))
+        return
+    print_trend(df, m, console)
 
 
 def run() -> None:

@@ -123,6 +123,18 @@ def computes_sql(is_comm: str = "is_communication", core_type: str = "core_type"
 COMM_CALL_SQL = "(name LIKE 'c10d::%' OR name = 'record_param_comms' OR name LIKE 'gloo:%' OR name LIKE 'nccl:%')"
 
 
+# HCCL op names carry their group: 'hcom_allReduce__586_0_1' is an all-reduce of the group whose hash
+# ends in 586 (communication.json keys it 'hcom_allReduce__586_0_1@17522688603477080586'); the hash
+# changes from one run of a job to the next, so two runs name the same op differently
+_HCOM_GROUP = re.compile(r"^(hcom_[A-Za-z0-9]+__)\d+(?=_\d)")
+
+
+def comparable_name(name: str) -> str:
+    """An op or kernel name as two runs can match it: the group part of an HCCL op's name replaced by
+    ``*`` ('hcom_allReduce__586_0_1' -> 'hcom_allReduce__*_0_1'); other names unchanged."""
+    return _HCOM_GROUP.sub(r"\1*", name) if name.startswith(COMM_OP_PREFIX) else name
+
+
 def is_comm_task(task_type: str | None, *names: str | None) -> bool:
     """The compute rule's communication half: a device task of an HCCL / communication task type,
     or one whose name (or op type) is an ``hcom_*`` operator."""

@@ -14,3 +14,40 @@ TEST_DATA = Path(__file__).resolve().parent / "data"
 @pytest.fixture
 def store_dir(tmp_path: Path) -> Path:
     return tmp_path / "store"
+
+
+@pytest.fixture(scope="session")
+def compare_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Real runs that differ in known ways (tests/data/make_compare_runs.py: base, rerun, hidden,
+    bucket, slow, micro), trained once per session in child processes (this process never imports
+    torch); config -> profile folder. ``RANKSCOPE_COMPARE_RUNS=DIR`` uses runs made before into DIR
+    by ``python tests/data/make_compare_runs.py DIR`` (to iterate on the tests without retraining)."""
+    import os
+    import subprocess
+    import sys
+
+    made = os.environ.get("RANKSCOPE_COMPARE_RUNS")
+    if made:
+        return {d.name: d for d in sorted(Path(made).iterdir()) if d.is_dir()}
+    out = tmp_path_factory.mktemp("compare_runs")
+    script = TEST_DATA / "make_compare_runs.py"
+    proc = subprocess.run([sys.executable, str(script), str(out)], capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, f"training failed ({proc.returncode}):\n{proc.stderr[-3000:]}"
+    return {d.name: d for d in sorted(out.iterdir()) if d.is_dir()}
+
+
+@pytest.fixture(scope="session")
+def compare_store(compare_runs: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One store with every run of ``compare_runs`` ingested under its configuration's name, in the
+    order of make_compare_runs.CONFIGS (so `base` is the oldest)."""
+    from click.testing import CliRunner
+
+    from analyzer.cli import main
+
+    store = tmp_path_factory.mktemp("compare_store") / "store"
+    order = ["base", "rerun", "hidden", "bucket", "slow", "micro"]
+    assert sorted(order) == sorted(compare_runs)
+    for name in order:
+        res = CliRunner().invoke(main, ["ingest", str(compare_runs[name]), "--run", name, "--store", str(store)])
+        assert res.exit_code == 0, res.output
+    return store

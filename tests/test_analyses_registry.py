@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from analyzer.analyses import ANALYSES, activity, comm_per_rank, communication_summary, step_breakdown
+from analyzer.analyses import ANALYSES, COMPARISONS, activity, comm_per_rank, communication_summary, step_breakdown
 from analyzer.analyses.cache import RESULTS
 from analyzer.analyses.report import SECTIONS, build_report
 from analyzer.analyses.views import SCHEMA, referenced
@@ -38,10 +38,11 @@ def gloo(tmp_path_factory: pytest.TempPathFactory) -> Store:
 def test_every_registered_analysis_is_documented() -> None:
     doc = (REPO / "docs" / "analyses.md").read_text()
     named = set(re.findall(r"`([a-z_]+)`", doc))
-    missing = [name for name in ANALYSES if name not in named]
+    missing = [name for name in (*ANALYSES, *COMPARISONS) if name not in named]
     assert not missing, f"docs/analyses.md does not name {missing}"
-    for a in ANALYSES.values():
+    for a in (*ANALYSES.values(), *COMPARISONS.values()):
         assert a.doc.strip() and "\n" not in a.doc, a.name
+    assert not set(ANALYSES) & set(COMPARISONS)
 
 
 def test_the_report_the_tables_and_the_warm_up_iterate_the_registry() -> None:
@@ -52,8 +53,10 @@ def test_the_report_the_tables_and_the_warm_up_iterate_the_registry() -> None:
 
     assert [name for name, _ in _jobs("r", [0])][1:] == list(ANALYSES)
     schema_out = CliRunner().invoke(main, ["schema"]).output
-    for name, a in ANALYSES.items():
+    for name, a in (*ANALYSES.items(), *COMPARISONS.items()):
         assert f"{SCHEMA}.{name}" in schema_out and a.doc in schema_out
+    for name in COMPARISONS:
+        assert referenced(f"SELECT * FROM {SCHEMA}.{name}") == [name]
 
 
 def test_every_analysis_computes_on_a_real_run(gloo: Store) -> None:

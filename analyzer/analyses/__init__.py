@@ -7,6 +7,10 @@ recently ingested run) and returns a pandas DataFrame, computed once per content
 is a table ``analysis.<name>`` of `analyze query` (``views``), docs/analyses.md documents each (a
 test checks it) and the web app computes them ahead when a run is opened (``webapp.warmup``). A new
 analysis is a function in its module and one ``Analysis`` line here.
+
+``COMPARISONS`` lists the analyses of two runs (``analyze diff BASE NEW``): each is a table
+``analysis.<name>`` too, computed for the two runs ``analyze query`` names with ``--base`` and
+``--new`` (columns ``base_run`` and ``new_run`` first); docs/analyses.md §8 documents each.
 """
 
 from __future__ import annotations
@@ -23,8 +27,10 @@ from .blame import blame_chains, blame_of
 from .clock_alignment import clock_offsets
 from .comm_rollups import collective_instances, comm_per_rank, rank_pairs, transport_bandwidth
 from .communication import comm_bandwidth, comm_group_totals, comm_matrix, communication_summary, group_coverage
+from .diff import RunDiff, run_diff
 from .matching import collective_matching
 from .parallel_layout import layout_metric, parallel_dims, parallel_layout
+from .run_metrics import run_metrics
 from .slow_link import slow_link_evidence, slow_links
 from .slow_rank import slow_rank_evidence, slow_ranks
 from .step_breakdown import step_breakdown
@@ -159,12 +165,74 @@ ANALYSES: dict[str, Analysis] = {
             advise,
             "One row per advisor finding: rule, severity, title, detail, ranks, value, threshold, evidence.",
         ),
+        Analysis(
+            "run_metrics",
+            run_metrics,
+            "One row: the run's ranks, steps, producers, collection time, mean step breakdown, peak memory "
+            "(over every run: the trend).",
+        ),
+    )
+}
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One analysis of two runs: ``compute(store, base, new)``; ``doc`` says what one row is."""
+
+    name: str  # the table analysis.<name>
+    compute: Callable[[Store, str, str], pd.DataFrame]
+    doc: str
+
+
+def _part(part: str) -> Callable[[Store, str, str], pd.DataFrame]:
+    def compute(store: Store, base: str, new: str) -> pd.DataFrame:
+        return getattr(run_diff(store, base, new), part).copy()
+
+    compute.__name__ = f"diff_{part}"
+    return compute
+
+
+COMPARISONS: dict[str, Comparison] = {
+    c.name: c
+    for c in (
+        Comparison(
+            "diff",
+            _part("breakdown"),
+            "One row per (matched rank or layout class, and total; step breakdown column): base, new, change, "
+            "beyond the noise or not.",
+        ),
+        Comparison(
+            "diff_operators",
+            _part("operators"),
+            "One row per operator / kernel by name and by name + input shapes: calls and time per rank and step "
+            "in each run, change, new / vanished.",
+        ),
+        Comparison(
+            "diff_communication",
+            _part("communication"),
+            "One row per (collective type, group): calls, bytes per call, elapsed / wait / transit per rank and "
+            "step, bandwidth, in each run.",
+        ),
+        Comparison(
+            "diff_memory",
+            _part("memory"),
+            "One row per (matched rank, and total; peak allocated / reserved): base, new, change.",
+        ),
+        Comparison("diff_stragglers", _part("stragglers"), "One row per slow rank of either run (slow-rank votes)."),
+        Comparison(
+            "diff_findings",
+            _part("findings"),
+            "One row per change the verdict names: kind, text, base, new, change.",
+        ),
     )
 }
 
 __all__ = [
     "ANALYSES",
+    "COMPARISONS",
     "Analysis",
+    "Comparison",
+    "RunDiff",
     "advise",
     "arrivals",
     "blame_chains",
@@ -183,6 +251,8 @@ __all__ = [
     "parallel_dims",
     "parallel_layout",
     "rank_pairs",
+    "run_diff",
+    "run_metrics",
     "slow_link_evidence",
     "slow_links",
     "slow_rank_evidence",

@@ -6,7 +6,8 @@ report, the ``analysis.*`` tables and the web app ask for several analyses of on
 means the most recently ingested run (``analyzer.store.resolve_run``), and its result is kept under
 the run's content (``analyzer.store.run_key``: a re-ingest writes new Parquet files, so new keys)
 and its arguments. Callers get their own copy of a DataFrame; other results (the activity
-intervals, the clock alignment) are shared: treat them as read-only.
+intervals, the clock alignment) are shared: treat them as read-only. :func:`per_pair` does the same
+for a comparison of two runs ``fn(store, base, new, ...)``, kept under the content of both.
 """
 
 from __future__ import annotations
@@ -36,6 +37,25 @@ def per_run(fn: F) -> F:
         bound.apply_defaults()
         rest = tuple(freeze(v) for v in list(bound.arguments.values())[2:])
         key = (str(store.path), run, run_key(catalog, run), name, rest)
+        return copied(RESULTS.get(key, lambda: fn(*bound.args, **bound.kwargs)))
+
+    return wrapper  # type: ignore[return-value]
+
+
+def per_pair(fn: F) -> F:
+    """``fn(store, base, new, ...)``: both runs resolved (named, checked) and the result cached under
+    the content of both runs and the other arguments."""
+    sig = inspect.signature(fn)
+    name = f"{fn.__module__}.{fn.__qualname__}"
+
+    @functools.wraps(fn)
+    def wrapper(store: Store, base: str, new: str, *args: Any, **kw: Any) -> Any:
+        catalog = store.catalog_snapshot()
+        base, new = resolve_run(catalog, base), resolve_run(catalog, new)
+        bound = sig.bind(store, base, new, *args, **kw)
+        bound.apply_defaults()
+        rest = tuple(freeze(v) for v in list(bound.arguments.values())[3:])
+        key = (str(store.path), base, run_key(catalog, base), new, run_key(catalog, new), name, rest)
         return copied(RESULTS.get(key, lambda: fn(*bound.args, **bound.kwargs)))
 
     return wrapper  # type: ignore[return-value]
