@@ -757,7 +757,7 @@ def baseline_tag(name: str, run_name: str, store: Store) -> None:
 
     before = tag_baseline(store, name, run_name)
     moved = "" if before is None or before == run_name else f" (was {before})"
-    console.print(f"baseline {name} → run {run_name}{moved}", markup=False)
+    console.print(visible(f"baseline {name} → run {run_name}{moved}"), markup=False)
 
 
 @baseline.command("list")
@@ -776,7 +776,7 @@ def baseline_list(as_json: bool, store: Store) -> None:
     if not rows:
         console.print("no baseline yet: `analyze baseline tag NAME RUN`", markup=False)
     for t in rows:
-        console.print(f"{t.name} → {t.run} (since {str(t.tagged_at)[:19]} UTC)", markup=False)
+        console.print(visible(f"{t.name} → {t.run} (since {str(t.tagged_at)[:19]} UTC)"), markup=False)
 
 
 @baseline.command("rm")
@@ -790,7 +790,7 @@ def baseline_rm(name: str, store: Store) -> None:
     run = remove_baseline(store, name)
     if run is None:
         raise AnalyzerError(f"no baseline named {name!r}")
-    console.print(f"removed baseline {name} (was run {run})", markup=False)
+    console.print(visible(f"removed baseline {name} (was run {run})"), markup=False)
 
 
 @main.group()
@@ -808,7 +808,7 @@ def tag_add(name: str, runs: tuple[str, ...], store: Store) -> None:
     from .store import add_tag
 
     added = add_tag(store, name, runs)
-    console.print(f"tag {name}: added to {', '.join(added) or 'no run (all had it)'}", markup=False)
+    console.print(visible(f"tag {name}: added to {', '.join(added) or 'no run (all had it)'}"), markup=False)
 
 
 @tag.command("rm")
@@ -823,7 +823,7 @@ def tag_rm(name: str, runs: tuple[str, ...], store: Store) -> None:
     gone = remove_tag(store, name, runs or None)
     if not gone:
         raise AnalyzerError(f"no run carries the tag {name!r}" + (f" among {', '.join(runs)}" if runs else ""))
-    console.print(f"tag {name}: removed from {', '.join(gone)}", markup=False)
+    console.print(visible(f"tag {name}: removed from {', '.join(gone)}"), markup=False)
 
 
 @tag.command("list")
@@ -844,7 +844,7 @@ def tag_list(as_json: bool, store: Store) -> None:
     if not by_tag:
         console.print("no tag yet: `analyze tag add NAME RUN...`", markup=False)
     for name, runs in by_tag.items():
-        console.print(f"{name}: {', '.join(runs)}", markup=False)
+        console.print(visible(f"{name}: {', '.join(runs)}"), markup=False)
 
 
 def _rules(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> list[Any]:
@@ -911,7 +911,7 @@ def check(
         failed = any(r.failed for r in results)
         verdict = run_diff(store, base, new, base_step, new_step, rk).verdict if failed else None
     except AnalyzerError as exc:
-        err_console.print(f"error: {exc}", markup=False, style="bold red")
+        err_console.print("error: " + lit(exc, lines=True), style="bold red")
         sys.exit(2)
     if as_json:
         click.echo(dumps(check_json(pairing, results, verdict)))

@@ -95,3 +95,23 @@ def test_drop_prints_names_literally(store: tuple[Path, str], tmp_path: Path) ->
     shutil.copytree(store[0], copy)
     out = analyze("drop", RUN, "--store", str(copy))
     shows(out.stdout + out.stderr, "dropped run " + SHOWN_RUN)
+
+
+def test_compare_commands_print_names_literally(store: tuple[Path, str], tmp_path: Path) -> None:
+    copy = tmp_path / "store"
+    shutil.copytree(store[0], copy)
+    s = str(copy)
+    analyze("ingest", str(KINETO), "--run", "plain", "--store", s)
+    out = analyze("diff", "plain", RUN, "--top", "50", "--store", s)  # aten::mm became OP: a new operator
+    shows(out.stdout + out.stderr, SHOWN_RUN, SHOWN_OP)
+    out = analyze("baseline", "tag", "b [/x]", RUN, "--store", s)
+    shows(out.stdout, SHOWN_RUN, "b [/x]")
+    out = analyze("tag", "add", "t [bold]\x1b[2J", RUN, "--store", s, check=False)  # names we give: no controls
+    assert out.returncode == 1
+    shows(out.stderr, "cannot hold control characters")
+    out = analyze("tag", "add", "t [bold] :x:", RUN, "--store", s)
+    shows(out.stdout, SHOWN_RUN, "t [bold] :x:")
+    out = analyze("trend", "--store", s)
+    shows(out.stdout, SHOWN_RUN, "baseline:b [/x]", "#t [bold] :x:")
+    out = analyze("check", RUN, "--against", "plain", "--fail-if", "step_time > +1000%", "--store", s)
+    shows(out.stdout + out.stderr, SHOWN_RUN)

@@ -1,7 +1,8 @@
 """What ``analyze diff``, ``check`` and ``trend`` print: tables for people, one JSON document for programs.
 
 Every name that comes from a trace (operators, kernels, groups, runs) goes into the tables as plain
-text (``rich.text.Text``), never as rich markup.
+text (``rich.text.Text`` of ``terminal.visible``): never read as rich markup, control characters shown
+as escapes.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..format import fmt_bytes, fmt_ns, is_missing, json_ready
+from ..terminal import visible
 from .diff import TOTAL, RunDiff
 from .rules import RuleResult
 from .run_metrics import LABELS, Metric
@@ -71,8 +73,13 @@ def _pct(v: Any) -> str:
     return f"{float(v):+.1f} %"
 
 
+def _text(value: Any, style: str | None = None) -> Text:
+    """A table cell or line: literal text, control characters visible."""
+    return Text(visible(value), style=style or "")
+
+
 def _say(console: Any, text: str, style: str | None = None) -> None:
-    console.print(Text(text, style=style or ""))
+    console.print(_text(text, style))
 
 
 def print_diff(d: RunDiff, console: Any, top: int = 10) -> None:
@@ -83,19 +90,19 @@ def print_diff(d: RunDiff, console: Any, top: int = 10) -> None:
         _say(console, f"note: {note}", "dim")
 
     bd = d.breakdown
-    t = Table(title=Text(f"Step breakdown per step, {p.base} → {p.new}"))
+    t = Table(title=_text(f"Step breakdown per step, {p.base} → {p.new}"))
     t.add_column("ranks")
     for col in SHOWN:
-        t.add_column(Text(LABELS[col]))
+        t.add_column(_text(LABELS[col]))
     t.add_column("noise")
     labels = [g.label for g in p.groups]
     shown = labels if len(labels) <= MAX_RANK_ROWS else labels[:MAX_RANK_ROWS]
     for label in [*shown, TOTAL]:
         rows = bd[bd["label"] == label].set_index("metric")
-        cells = [Text(label)]
+        cells = [_text(label)]
         for col in SHOWN:
             if col not in rows.index:
-                cells.append(Text("-"))
+                cells.append(_text("-"))
                 continue
             r = rows.loc[col]
             text = f"{fmt_ns(r['base_value'])} → {fmt_ns(r['new_value'])}"
@@ -103,9 +110,9 @@ def print_diff(d: RunDiff, console: Any, top: int = 10) -> None:
                 text += f" ({_pct(r['delta_pct'])})"
             else:
                 text += f" ({_delta_ns(r['delta'])})"
-            cells.append(Text(text))
+            cells.append(_text(text))
         sig = rows.loc["step_ns", "significant"] if "step_ns" in rows.index else None
-        cells.append(Text("-" if is_missing(sig) else ("beyond" if sig else "within")))
+        cells.append(_text("-" if is_missing(sig) else ("beyond" if sig else "within")))
         t.add_row(*cells, style="bold" if label == TOTAL else None)
     console.print(t)
     if len(labels) > MAX_RANK_ROWS:
@@ -116,16 +123,16 @@ def print_diff(d: RunDiff, console: Any, top: int = 10) -> None:
         rows = ops[(ops["kind"] == kind) & (ops["grouping"] == "name") & (ops["status"] != "same")]
         if rows.empty:
             continue
-        t = Table(title=Text(f"{title} whose time per rank and step changed most"))
+        t = Table(title=_text(f"{title} whose time per rank and step changed most"))
         for c in ("name", "status", "calls", "time", "change"):
             t.add_column(c)
         for r in rows.head(top).to_dict("records"):
             t.add_row(
-                Text(str(r["name"])),
-                Text(str(r["status"])),
-                Text(f"{r['base_calls']:g} → {r['new_calls']:g}"),
-                Text(f"{fmt_ns(r['base_ns'])} → {fmt_ns(r['new_ns'])}"),
-                Text(f"{_delta_ns(r['delta_ns'])} ({_pct(r['delta_pct'])})"),
+                _text(r["name"]),
+                _text(r["status"]),
+                _text(f"{r['base_calls']:g} → {r['new_calls']:g}"),
+                _text(f"{fmt_ns(r['base_ns'])} → {fmt_ns(r['new_ns'])}"),
+                _text(f"{_delta_ns(r['delta_ns'])} ({_pct(r['delta_pct'])})"),
             )
         console.print(t)
         if len(rows) > top:
@@ -133,19 +140,19 @@ def print_diff(d: RunDiff, console: Any, top: int = 10) -> None:
 
     comm = d.communication
     if not comm.empty:
-        t = Table(title=Text("Communication per rank and step"))
+        t = Table(title=_text("Communication per rank and step"))
         for c in ("op", "group", "calls", "bytes per call", "elapsed", "wait", "transit", "bandwidth"):
             t.add_column(c)
         for r in comm.to_dict("records"):
             t.add_row(
-                Text(str(r["op_type"])),
-                Text(str(r["group"])),
-                Text(f"{r['base_calls']:g} → {r['new_calls']:g}"),
-                Text(f"{fmt_bytes(r['base_bytes_per_call'])} → {fmt_bytes(r['new_bytes_per_call'])}"),
-                Text(f"{fmt_ns(r['base_elapsed_ns'])} → {fmt_ns(r['new_elapsed_ns'])}"),
-                Text(f"{fmt_ns(r['base_wait_ns'])} → {fmt_ns(r['new_wait_ns'])}"),
-                Text(f"{fmt_ns(r['base_transit_ns'])} → {fmt_ns(r['new_transit_ns'])}"),
-                Text(f"{_gbps(r['base_bandwidth_bytes_per_s'])} → {_gbps(r['new_bandwidth_bytes_per_s'])}"),
+                _text(r["op_type"]),
+                _text(r["group"]),
+                _text(f"{r['base_calls']:g} → {r['new_calls']:g}"),
+                _text(f"{fmt_bytes(r['base_bytes_per_call'])} → {fmt_bytes(r['new_bytes_per_call'])}"),
+                _text(f"{fmt_ns(r['base_elapsed_ns'])} → {fmt_ns(r['new_elapsed_ns'])}"),
+                _text(f"{fmt_ns(r['base_wait_ns'])} → {fmt_ns(r['new_wait_ns'])}"),
+                _text(f"{fmt_ns(r['base_transit_ns'])} → {fmt_ns(r['new_transit_ns'])}"),
+                _text(f"{_gbps(r['base_bandwidth_bytes_per_s'])} → {_gbps(r['new_bandwidth_bytes_per_s'])}"),
             )
         console.print(t)
 
@@ -198,7 +205,7 @@ def print_trend(df: pd.DataFrame, metric: Metric, console: Any) -> None:
     if df.empty:
         _say(console, "no run to show (analyze ingest one; --tag keeps the runs carrying that tag)")
         return
-    t = Table(title=Text(f"{metric.label} per run ({metric.text})"))
+    t = Table(title=_text(f"{metric.label} per run ({metric.text})"))
     for c in ("run", "ingested (UTC)", "collected", "value", "change", "", "names"):
         t.add_column(c)
     top = df["value"].abs().max()
@@ -208,13 +215,13 @@ def print_trend(df: pd.DataFrame, metric: Metric, console: Any) -> None:
         bar = "" if is_missing(v) or not top else "█" * max(1, round(20 * abs(float(v)) / float(top)))
         names = [f"baseline:{b}" for b in r["baselines"]] + [f"#{t}" for t in r["tags"]]
         t.add_row(
-            Text(str(r["run"])),
-            Text(str(r["ingested_at"])[:19]),
-            Text("-" if is_missing(r["collected_at"]) else str(r["collected_at"])[:19]),
-            Text(value),
-            Text(_pct(r["change_pct"])),
-            Text(bar),
-            Text(", ".join(names)),
+            _text(r["run"]),
+            _text(str(r["ingested_at"])[:19]),
+            _text("-" if is_missing(r["collected_at"]) else str(r["collected_at"])[:19]),
+            _text(value),
+            _text(_pct(r["change_pct"])),
+            _text(bar),
+            _text(", ".join(names)),
         )
     console.print(t)
 
