@@ -1,8 +1,10 @@
-"""Shared fixtures: the repo's sample data and fresh stores."""
+"""Shared fixtures: the repo's sample data, fresh stores, real compare runs, the browser of the web app tests."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -51,3 +53,33 @@ def compare_store(compare_runs: dict[str, Path], tmp_path_factory: pytest.TempPa
         res = CliRunner().invoke(main, ["ingest", str(compare_runs[name]), "--run", name, "--store", str(store)])
         assert res.exit_code == 0, res.output
     return store
+
+
+@pytest.fixture(scope="module")
+def browser(browser_type: Any) -> Iterator[Any]:
+    """Debian chromium (webapp_helpers.CHROMIUM), one per test module."""
+    from webapp_helpers import ARGS, CHROMIUM
+
+    b = browser_type.launch(executable_path=CHROMIUM, args=ARGS)
+    yield b
+    b.close()
+
+
+@pytest.fixture
+def page(browser: Any) -> Iterator[Any]:
+    """A fresh browser page; the test fails on a console error, a page error or a dialog (a trace
+    name run as script)."""
+    ctx = browser.new_context(viewport={"width": 1400, "height": 900})
+    pg = ctx.new_page()
+    pg.set_default_timeout(30_000)
+    problems: list[str] = []
+    dialogs: list[str] = []
+    pg.on("console", lambda m: problems.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
+    pg.on("pageerror", lambda e: problems.append(f"page error: {e}"))
+    pg.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    pg.problems = problems  # type: ignore[attr-defined]
+    pg.dialogs = dialogs  # type: ignore[attr-defined]
+    yield pg
+    ctx.close()
+    assert not problems, problems
+    assert not dialogs, f"a trace name ran as script: {dialogs}"

@@ -9,6 +9,7 @@ import threading
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import pytest
 from webapp_helpers import (
@@ -46,6 +47,40 @@ def test_every_page_renders_with_real_values(client: DashClient) -> None:
     for path in ("/timeline", "/operators", "/memory", "/communication"):
         page = client.page(path, "?run=npu")
         assert "npu" in page and "msg-error" not in page, path
+    page = client.page("/compare", "?base=gloo&new=npu")
+    assert '"gloo"' in page and '"npu"' in page and "msg-error" not in page
+
+
+def test_compare_page_compares_two_formats(client: DashClient, store: Path) -> None:
+    """A torch_npu run against a Kineto run: the same metric names, the different operators listed as such."""
+    from analyzer.analyses import run_diff
+    from analyzer.store import Store
+
+    d = run_diff(Store(store), "gloo", "npu")
+    inputs = {"cmp-base.value": "gloo", "cmp-new.value": "npu", "cmp-base-step.value": "aligned"}
+    out = client.call("cmp-content.children", {**inputs, "cmp-new-step.value": "aligned"})
+    words = texts(out["cmp-content"]["children"])
+    assert d.verdict in words and "different formats" in " ".join(words)
+    assert out["view-url"]["data"] == "/compare?base=gloo&new=npu"
+    rows = next(c for c in _components(out["cmp-content"]["children"]) if c["props"].get("id") == "cmp-ops")
+    ops = d.operators[d.operators["status"] != "same"]
+    assert {r["status"] for r in rows["props"]["rowData"]} >= {"new", "vanished"}
+    assert len(rows["props"]["rowData"]) == min(len(ops), 200)
+    # the same run on both sides is a message, not an error
+    out = client.call("cmp-content.children", {**inputs, "cmp-new-step.value": "aligned", "cmp-base.value": "npu"})
+    assert "the same run" in json.dumps(out) and out["view-url"]["data"] == "/compare?base=npu&new=npu"
+
+
+def _components(tree: Any) -> list[dict[str, Any]]:
+    """Every component in a (JSON) component tree."""
+    out: list[dict[str, Any]] = []
+    if isinstance(tree, list):
+        for c in tree:
+            out += _components(c)
+    elif isinstance(tree, dict) and "props" in tree:
+        out.append(tree)
+        out += _components(tree["props"].get("children"))
+    return out
 
 
 def test_overview_callback_has_the_step_breakdown(client: DashClient) -> None:
@@ -194,6 +229,9 @@ def test_bad_urls_give_inline_messages_never_tracebacks(client: DashClient) -> N
         ("/memory", "?run=gloo&start_ns=1&end_ns=5", "lies outside the run"),
         ("/memory", "?run=gloo&start_ns=5", "start_ns and end_ns go together"),
         ("/communication", "?run=gloo&matrix=speed", "must be one of"),
+        ("/compare", "?base=nope&new=npu", "URL parameter base: no run named 'nope'"),
+        ("/compare", "?base=gloo&new=npu&new_step=9999", "run 'npu' has no step 9999"),
+        ("/compare", "?base=gloo&new_step=x", "not an integer"),
         ("/overview-typo", "", "Page not found"),
     ]
     for path, search, want in cases:
@@ -216,7 +254,7 @@ def test_bad_urls_give_inline_messages_never_tracebacks(client: DashClient) -> N
 
 def test_empty_store_page_tells_how_to_ingest(tmp_path: Path) -> None:
     c = DashClient(create_app(tmp_path / "nothing_here"))
-    for path in ("/", "/timeline", "/operators", "/memory", "/communication"):
+    for path in ("/", "/timeline", "/operators", "/memory", "/communication", "/compare"):
         page = c.page(path)
         assert "No profiling data yet" in page and "analyze ingest" in page, path
 

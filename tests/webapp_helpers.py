@@ -26,6 +26,20 @@ ANALYZE = (
 )
 
 
+# the browser tests: Debian chromium driven by Playwright (never `playwright install`)
+CHROMIUM = "/usr/bin/chromium"
+ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-quic",
+    "--no-first-run",
+]
+
+
 def ingest(folder: Path, store: Path, run: str) -> None:
     """`analyze ingest FOLDER --run RUN --store STORE` through the real CLI (in process)."""
     from analyzer.cli import main
@@ -155,3 +169,28 @@ def stop_server(proc: subprocess.Popen[str]) -> None:
 
 def iter_pages() -> Iterator[str]:
     yield from ("/", "/timeline", "/operators", "/memory", "/communication")
+
+
+def choose(pg: Any, dropdown: str, label: str) -> None:
+    """Pick ``label`` in the dcc.Dropdown ``dropdown`` the way a user does."""
+    pg.click(dropdown)
+    pg.locator(".dash-dropdown-option", has_text=re.compile(rf"^\s*{re.escape(label)}\s*$")).first.click()
+    pg.keyboard.press("Escape")
+
+
+def grid_rows(pg: Any, grid: str) -> list[dict[str, str]]:
+    """The rendered rows of an AG Grid as {column id: text}, in display order (pinned and
+    scrolled parts of a row joined by row index)."""
+    return pg.evaluate(
+        """(sel) => {
+            const rows = {};
+            for (const row of document.querySelectorAll(sel + ' .ag-row')) {
+                const i = row.getAttribute('row-index');
+                rows[i] = rows[i] || {};
+                for (const cell of row.querySelectorAll('[col-id]'))
+                    rows[i][cell.getAttribute('col-id')] = cell.innerText;
+            }
+            return Object.keys(rows).sort((a, b) => a - b).map(k => rows[k]);
+        }""",
+        grid,
+    )

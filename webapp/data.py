@@ -861,3 +861,20 @@ def collectives(
     out["last_rank"] = out["instance"].map(last["last_rank"]).astype("Int64")
     out["late_ns"] = out["instance"].map(last["margin_ns"]).astype("Int64")
     return out, len(df)
+
+
+# ---------------------------------------------------------------------------------------------
+# two runs compared, and runs over time (analyzer.analyses: kept per content of the runs by them)
+# ---------------------------------------------------------------------------------------------
+
+
+def run_diff(
+    rd: Reader, base: str, new: str, base_step: int | None = None, new_step: int | None = None
+) -> analyses.RunDiff:
+    """``new`` compared with ``base`` (``analyses.run_diff``, what `analyze diff` prints)."""
+    return analyses.run_diff(rd.store, resolve_run(rd, base), resolve_run(rd, new), base_step, new_step)
+
+
+def trend(rd: Reader, metric: str = "step_time", last: int | None = 50) -> pd.DataFrame:
+    """A metric over the runs, oldest ingested first, with their baselines and tags (``analyses.trend``)."""
+    return analyses.trend(rd.store, metric, last=last)

@@ -36,6 +36,7 @@ from .slow_rank import slow_rank_evidence, slow_ranks
 from .step_breakdown import step_breakdown
 from .straggler import stragglers
 from .temporal_breakdown import temporal_breakdown
+from .trend import trend
 
 LAYOUT_METRIC = "step_ns"  # the per-rank metric of the layout grid (mean over steps)
 
@@ -261,4 +262,5 @@ __all__ = [
     "stragglers",
     "temporal_breakdown",
     "transport_bandwidth",
+    "trend",
 ]

@@ -1,6 +1,8 @@
-"""Overview: the runs in the store; for one run its ranks, steps, formats, what data each rank has
-(and a plain sentence for what is missing), per-rank step time broken down msprof-analyze's way
-with the slowest ranks marked, a rank x step heat map, and the collector's per-step scalars."""
+"""Overview: the runs in the store and a metric over them (runs over time, baselines and tags marked,
+each run linked to its comparison with the run before); for one run its ranks, steps, formats, what
+data each rank has (and a plain sentence for what is missing), per-rank step time broken down
+msprof-analyze's way with the slowest ranks marked, a rank x step heat map, and the collector's
+per-step scalars."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ from dash import Dash, Input, Output, State, dcc, html
 
 from webapp import data, links, page, ui
 from webapp.errors import BadParameter
-from webapp.format import fmt_int, fmt_ns, plot_text
+from webapp.format import fmt_bytes, fmt_int, fmt_ns, plot_text
 from webapp.params import format_ranks, parse_int
 from webapp.reader import Reader
 
@@ -75,6 +77,7 @@ def _layout(v: page.View, step_q: Any) -> html.Div:
         [
             ui.header("Overview", "Runs in the store, what each rank recorded, and where each rank's step time goes."),
             _runs_table(data.runs(rd), run),
+            _trend_card(len(v.runs)),
             html.Div(
                 [
                     ui.run_control(P, v.runs, run),
@@ -155,6 +158,98 @@ def _runs_table(runs: pd.DataFrame, current: str | None) -> html.Div:
         ],
         className="card",
     )
+
+
+TREND_METRICS = {  # analyze trend --metric: what the runs-over-time chart can follow
+    "step_time": "step time",
+    "computing": "computing",
+    "comm_not_overlapped": "communication not overlapped",
+    "free": "free",
+    "peak_memory": "peak allocated memory (highest rank)",
+}
+TREND_RUNS = 50  # the most recently ingested runs shown over time
+
+
+def _trend_card(n_runs: int) -> html.Div:
+    """Runs over time: a metric of every run (``analyze trend``), filled by its own callback (it
+    computes the step breakdown of every run once)."""
+    if n_runs < 2:
+        return html.Div()  # nothing to follow over runs (and no trend callback fires)
+    return html.Div(
+        [
+            html.H2("Runs over time"),
+            html.Div(
+                html.Div(
+                    [
+                        html.Label("Metric", htmlFor=f"{P}-trend-metric"),
+                        dcc.Dropdown(
+                            id=f"{P}-trend-metric",
+                            options=[{"label": v, "value": k} for k, v in TREND_METRICS.items()],
+                            value="step_time",
+                            clearable=False,
+                            className="dd dd-run",
+                        ),
+                    ],
+                    className="control",
+                ),
+                className="controls",
+            ),
+            dcc.Loading(html.Div(id=f"{P}-trend"), type="dot", delay_show=300),
+        ],
+        className="card",
+        id=f"{P}-trend-card",
+    )
+
+
+def trend_content(df: pd.DataFrame, metric: str, current: str | None) -> list[Any]:
+    """The metric of each run (oldest ingested first; ``analyses.trend``) as a line over the runs
+    with the baselines and tags written at their run, and a table linking each run's comparison with
+    the run before it (the Compare page)."""
+    label = TREND_METRICS.get(metric, metric)
+    is_bytes = metric.startswith("peak_")
+    scale, unit = (2**20, "MiB") if is_bytes else (1e6, "ms")
+    y = [None if pd.isna(v) else float(v) / scale for v in df["value"]]
+    names = [
+        ", ".join([f"baseline:{b}" for b in bs] + [f"#{t}" for t in ts]) for bs, ts in zip(df["baselines"], df["tags"])
+    ]
+    x = [plot_text(r) for r in df["run"]]
+    fig = ui.figure(height=300, yaxis_title=f"{label} ({unit})", xaxis_title="run (oldest ingested first)")
+    fig.add_scatter(
+        x=x,
+        y=y,
+        mode="lines+markers+text",
+        text=[plot_text(n) for n in names],
+        textposition="top center",
+        marker=dict(size=[12 if r == current else 8 for r in df["run"]], color="#2f6fb0"),
+        line=dict(color="#9bb7d4"),
+        name=label,
+        hovertemplate="%{x}: %{y:.3f} " + unit + "<extra>%{text}</extra>",
+    )
+    fig.update_xaxes(type="category")
+    rows = []
+    runs = list(df["run"])
+    for i, r in enumerate(df.to_dict("records")):
+        v = r["value"]
+        value = "-" if pd.isna(v) else (fmt_bytes(v) if is_bytes else fmt_ns(v))
+        change = "-" if pd.isna(r["change_pct"]) else f"{float(r['change_pct']):+.1f} %"
+        link: Any = ""
+        if i > 0:
+            link = dcc.Link(f"vs {runs[i - 1]}", href=ui.page_url("/compare", {"base": runs[i - 1], "new": r["run"]}))
+        rows.append(
+            html.Tr(
+                [html.Td(str(r["run"])), html.Td(value), html.Td(change), html.Td(names[i]), html.Td(link)],
+                className="current" if r["run"] == current else None,
+            )
+        )
+    table = html.Table(
+        [
+            html.Thead(html.Tr([html.Th(h) for h in ("run", label, "change", "baselines and tags", "compare")])),
+            html.Tbody(rows),
+        ],
+        className="tbl",
+        id=f"{P}-trend-table",
+    )
+    return [ui.graph(f"{P}-trend-graph", fig), html.Details([html.Summary("numbers"), table], open=len(rows) <= 12)]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -666,6 +761,18 @@ def register_callbacks(app: Dash) -> None:
     def advice(run: str) -> Any:
         with page.view(run, None) as v:
             return findings(data.advice(v.rd, run), run)
+
+    @app.callback(
+        Output(f"{P}-trend", "children"),
+        Input(f"{P}-trend-metric", "value"),
+        Input(f"{P}-run", "value"),  # the chosen run is marked
+    )
+    @ui.guard(1)
+    def runs_over_time(metric: Any, run: str) -> Any:
+        if metric not in TREND_METRICS:
+            return dash.no_update
+        with page.view(run, None, check_run=False) as v:
+            return trend_content(data.trend(v.rd, metric, last=TREND_RUNS), metric, run)
 
     @app.callback(
         Output("navigate", "href", allow_duplicate=True),
