@@ -1,5 +1,10 @@
 """``analyze mcp``: the tools of ``agent.tools`` and the resources and prompts of ``agent.catalog``
-as an MCP server of the official Python SDK (``mcp.server.mcpserver.MCPServer``), over stdio.
+as an MCP server of the official Python SDK (``mcp.server.mcpserver.MCPServer``), over stdio or
+streamable HTTP.
+
+Over HTTP the rule of a shared server holds: a bind that is not loopback needs a token (``--token`` /
+``$RANKSCOPE_TOKEN``), and with a token every request must carry it (``Authorization: Bearer``);
+the SDK's DNS-rebinding guard checks the Host header on loopback.
 
 Every tool call runs in a worker thread under a time limit (``seconds``): past it the call answers
 with an error saying so (the computation goes on and its result is cached per run, so asking again
@@ -10,6 +15,10 @@ as tool errors with the library's message.
 from __future__ import annotations
 
 import functools
+import hmac
+import ipaddress
+import socket
+import sys
 from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
@@ -188,3 +197,82 @@ def _version() -> str:
 def serve_stdio(settings: Settings, seconds: float = DEFAULT_SECONDS) -> None:
     """Serve over stdin / stdout until the client closes them."""
     build_server(settings, seconds).run("stdio")
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+class TokenRequired:
+    """ASGI middleware: every HTTP request carries ``Authorization: Bearer <token>`` (compared in
+    constant time), else 401."""
+
+    def __init__(self, app: Any, token: str):
+        self.app = app
+        self.token = token.encode()
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            given = dict(scope.get("headers") or []).get(b"authorization", b"")
+            if not hmac.compare_digest(given, b"Bearer " + self.token):
+                body = b'{"error": "this server needs its token: Authorization: Bearer <token>"}'
+                await send(
+                    {
+                        "type": "http.response.start",
+                        "status": 401,
+                        "headers": [(b"content-type", b"application/json"), (b"www-authenticate", b"Bearer")],
+                    }
+                )
+                await send({"type": "http.response.body", "body": body})
+                return
+        await self.app(scope, receive, send)
+
+
+def serve_http(
+    settings: Settings,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    token: str | None = None,
+    seconds: float = DEFAULT_SECONDS,
+    echo: Callable[[str], None] = lambda s: print(s, file=sys.stderr, flush=True),
+) -> None:
+    """Serve streamable HTTP at ``http://host:port/mcp`` until interrupted (port 0: a free one, printed)."""
+    import uvicorn
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    if not is_loopback(host) and not token:
+        raise AgentError(
+            f"{host} is reachable from other hosts: give a token (--token or $RANKSCOPE_TOKEN) that every "
+            "request must carry, or bind 127.0.0.1"
+        )
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host.strip("[]"), port))
+    sock.listen(128)
+    bound = sock.getsockname()[1]
+    security = None
+    if is_loopback(host):  # the SDK's DNS-rebinding guard: a page elsewhere cannot reach a loopback server
+        names = ["127.0.0.1", "localhost", "[::1]"]
+        security = TransportSecuritySettings(
+            allowed_hosts=[f"{n}:{bound}" for n in names] + names,
+            allowed_origins=[f"http://{n}:{bound}" for n in names],
+        )
+    app = build_server(settings, seconds).streamable_http_app(transport_security=security, host=host)
+    asgi: Any = TokenRequired(app, token) if token else app
+    shown = f"[{host.strip('[]')}]" if ":" in host else host
+    echo(f"rankscope MCP server: serving {settings.store.path} at http://{shown}:{bound}/mcp")
+    if token:
+        echo("(every request must carry the header 'Authorization: Bearer <token>')")
+    server = uvicorn.Server(uvicorn.Config(asgi, log_level="warning", lifespan="on"))
+    try:
+        server.run(sockets=[sock])
+    except KeyboardInterrupt:
+        pass
+    finally:
+        sock.close()

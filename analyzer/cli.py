@@ -626,10 +626,30 @@ def serve(host: str, port: int, threads: int, store: Store) -> None:
 @click.option(
     "--max-rows", default=1000, show_default=True, type=click.IntRange(min=1), help="Rows an answer carries at most."
 )
+@click.option("--http", "http", is_flag=True, help="Serve streamable HTTP at http://HOST:PORT/mcp instead of stdio.")
+@click.option("--host", default="127.0.0.1", show_default=True, help="With --http: the interface to listen on.")
+@click.option(
+    "--port", default=0, show_default=True, type=click.IntRange(0, 65535), help="With --http: port (0: any, printed)."
+)
+@click.option(
+    "--token",
+    default=None,
+    envvar="RANKSCOPE_TOKEN",
+    help="With --http: every request must carry 'Authorization: Bearer TOKEN' (needed off loopback; $RANKSCOPE_TOKEN).",
+)
 @store_option
 @handle_errors
-def mcp(url: str | None, time_limit: float, max_rows: int, store: Store) -> None:
-    """Serve the store to AI assistants over the Model Context Protocol (stdio).
+def mcp(
+    url: str | None,
+    time_limit: float,
+    max_rows: int,
+    http: bool,
+    host: str,
+    port: int,
+    token: str | None,
+    store: Store,
+) -> None:
+    """Serve the store to AI assistants over the Model Context Protocol (stdio, or --http).
 
     Read-only tools (runs, ranks, analyses, stragglers, operators, communication, memory, advice,
     a timeline window, locked-down SQL), resources (schema, analyses, metric definitions) and
@@ -637,11 +657,20 @@ def mcp(url: str | None, time_limit: float, max_rows: int, store: Store) -> None
     mcp extra (`pip install 'rankscope[mcp]'`).
     """
     try:
-        from agent.server import serve_stdio
-        from agent.tools import Settings
+        from agent.server import serve_http, serve_stdio
+        from agent.tools import AgentError, Settings
     except ImportError as exc:  # the SDK missing
         raise AnalyzerError(f"the MCP server needs the mcp extra: pip install 'rankscope[mcp]' ({exc})") from exc
-    serve_stdio(Settings(store, url=url, max_rows=max_rows), seconds=time_limit)
+    settings = Settings(store, url=url, max_rows=max_rows)
+    if not http:
+        serve_stdio(settings, seconds=time_limit)
+        return
+    try:
+        serve_http(settings, host=host, port=port, token=token, seconds=time_limit)
+    except AgentError as exc:
+        raise AnalyzerError(str(exc)) from exc
+    except OSError as exc:
+        raise AnalyzerError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
 
 
 @main.command()
