@@ -1,6 +1,7 @@
 # rankscope — two commands matter:
 #   make demo   set up everything on a fresh machine, run the main job on the bundled sample data and
-#               serve the web app over it (URL printed; PORT=0 picks a free port, HOST=0.0.0.0 to share)
+#               serve the web app over it (URL printed; PORT=0 picks a free port; to share:
+#               HOST=0.0.0.0 with $RANKSCOPE_TOKEN set, see README 'Sharing the server')
 #   make test   set up everything and run the whole test suite (.ci/run calls this)
 
 PYTHON ?= python3

@@ -588,23 +588,45 @@ def drop(run_name: str, store: Store) -> None:
     type=click.IntRange(1, 256),
     help="Requests served at once (waitress' thread pool); more wait in its queue.",
 )
+@click.option(
+    "--token",
+    envvar="RANKSCOPE_TOKEN",
+    default=None,
+    help="Access token every request must carry (default: $RANKSCOPE_TOKEN, which `ps` does not show); "
+    "required on any address but loopback.",
+)
+@click.option(
+    "--insecure", is_flag=True, help="Serve a non-loopback address without a token (a network of yours alone)."
+)
 @store_option
 @handle_errors
-def serve(host: str, port: int, threads: int, store: Store) -> None:
+def serve(host: str, port: int, threads: int, token: str | None, insecure: bool, store: Store) -> None:
     """Serve the web app (overview, timeline, operators, memory, communication) over the store.
 
     The store is opened briefly and read-only per request: `analyze ingest` can run meanwhile
     and a reload shows the new data. The server is waitress, a production WSGI server: --threads
-    requests at once, the others queued. Needs the web extra (`pip install rankscope[web]`).
+    requests at once, the others queued. With a token, the printed address carries it once; the
+    browser keeps a cookie. Needs the web extra (`pip install rankscope[web]`).
     """
     try:
         import waitress  # noqa: F401 - the server
 
         from webapp.app import serve as serve_app
+        from webapp.errors import WebappError
     except ImportError as exc:  # dash / dash-ag-grid / plotly / waitress missing
         raise AnalyzerError(f"the web app needs the web extra: pip install 'rankscope[web]' ({exc})") from exc
     try:
-        serve_app(store, host=host, port=port, echo=lambda s: click.echo(s, nl=True), threads=threads)
+        serve_app(
+            store,
+            host=host,
+            port=port,
+            echo=lambda s: click.echo(s, nl=True),
+            threads=threads,
+            token=token or None,
+            insecure=insecure,
+        )
+    except WebappError as exc:
+        raise AnalyzerError(str(exc)) from exc
     except OSError as exc:
         raise AnalyzerError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
 

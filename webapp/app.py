@@ -21,6 +21,7 @@ from dash import Dash, Input, Output, dcc, html
 
 from analyzer.store import Store, resolve_store_path
 
+from . import auth
 from .ui import PAGE_KEYS, STORE_KEY
 
 HERE = Path(__file__).resolve().parent
@@ -80,8 +81,9 @@ function(url) {
 """
 
 
-def create_app(store: Store | str | os.PathLike[str] | None = None) -> Dash:
-    """A Dash app serving ``store`` (a Store, a path, or None for $RANKSCOPE_STORE / ./rankscope_store)."""
+def create_app(store: Store | str | os.PathLike[str] | None = None, token: str | None = None) -> Dash:
+    """A Dash app serving ``store`` (a Store, a path, or None for $RANKSCOPE_STORE / ./rankscope_store).
+    With ``token``, every request must prove it knows it (``webapp.auth``)."""
     if not isinstance(store, Store):
         store = Store(resolve_store_path(store))
     app = Dash(
@@ -95,6 +97,8 @@ def create_app(store: Store | str | os.PathLike[str] | None = None) -> Dash:
         serve_locally=True,
     )
     app.server.config[STORE_KEY] = store
+    if token:
+        auth.protect(app.server, token)
     app.layout = _shell
     pages = nav_pages()
     app.clientside_callback(
@@ -118,13 +122,18 @@ def serve(
     echo: Callable[[str], None] = print,
     quiet: bool = True,
     threads: int = 32,
+    token: str | None = None,
+    insecure: bool = False,
 ) -> None:
     """Serve the app until interrupted, on waitress (a production WSGI server: a pool of ``threads``
     request threads, requests buffered before they reach the app, connections queued rather than
-    a thread per connection); port 0 picks a free port. Prints the URL once listening."""
+    a thread per connection); port 0 picks a free port. Prints the URL once listening (with the
+    token, when there is one: the browser trades it for a cookie). A non-loopback ``host`` needs a
+    ``token`` unless ``insecure`` (``auth.check_bind``)."""
     from waitress import create_server
 
-    app = create_app(store)
+    auth.check_bind(host, token, insecure)
+    app = create_app(store, token=token)
     if quiet:
         logging.getLogger("waitress").setLevel(logging.WARNING)
     server = create_server(app.server, host=host, port=port, threads=threads)
@@ -136,11 +145,16 @@ def serve(
         shown_host = f"[{shown_host}]"
     url = f"http://{shown_host}:{listening}/"
     st: Store = app.server.config[STORE_KEY]
-    echo(f"rankscope web app: serving {st.path} at {url} ({threads} request threads)")
+    shown = url + (f"?{auth.QUERY_PARAM}={token}" if token else "")
+    echo(f"rankscope web app: serving {st.path} at {shown} ({threads} request threads)")
+    if token:
+        echo("(open that address once: the browser keeps a cookie and the token leaves the address bar)")
     if not st.exists():
         echo(f"(no store at {st.path} yet: the page tells how to fill it with `analyze ingest`)")
     if host in ("0.0.0.0", "::"):
         echo(f"(listening on all interfaces, port {listening})")
+    if not token and not auth.is_loopback(host):
+        echo("WARNING: no token (--insecure): anyone who can reach this address can read the store")
     echo("press Ctrl+C to stop")
     try:
         server.run()
