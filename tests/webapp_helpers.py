@@ -16,6 +16,17 @@ from typing import Any
 from click.testing import CliRunner
 
 REPO = Path(__file__).resolve().parent.parent
+CHROMIUM = "/usr/bin/chromium"  # Debian's; never `playwright install`
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-quic",
+    "--no-first-run",
+]
 SAMPLES = REPO / "sample_data"
 KINETO = SAMPLES / "kineto_gloo_2rank"
 NPU = SAMPLES / "torch_npu_text_level1"

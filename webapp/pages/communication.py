@@ -15,7 +15,7 @@ from dash import Dash, Input, Output, State, dcc, html
 
 from webapp import data, links, page, ui
 from webapp.errors import WebappError
-from webapp.format import fmt_bytes, fmt_int, fmt_ns, fmt_rate, plot_text
+from webapp.format import fmt_bytes, fmt_int, fmt_ns, fmt_rate
 from webapp.params import format_ranks, parse_choice
 from webapp.reader import Reader
 
@@ -292,10 +292,10 @@ def bandwidth(df: pd.DataFrame) -> list[Any]:
     fig = ui.figure(height=320, barmode="group", yaxis_title="GB/s")
     for transport, g in df.groupby("transport", sort=True):
         fig.add_bar(
-            name=plot_text(transport),
+            name=str(transport),
             x=[f"rank {r}" for r in g["rank"]],
             y=pd.to_numeric(g["bandwidth_bytes_per_s"], errors="coerce") / 1e9,
-            hovertemplate="%{x}: %{y:.3f} GB/s<extra>" + plot_text(transport) + "</extra>",
+            hovertemplate="%{x}: %{y:.3f} GB/s<extra>%{fullData.name}</extra>",
         )
     rows = [
         [

@@ -246,7 +246,7 @@ def bars_figure(d: RunDiff) -> Any:
     fig = ui.figure(height=380, barmode="stack", yaxis_title="ms per step")
     if not labels:
         return fig
-    x = [[plot_text(lb) for lb in labels for _ in (0, 1)], [plot_text(r) for _ in labels for r in (p.base, p.new)]]
+    x = [[lb for lb in labels for _ in (0, 1)], [r for _ in labels for r in (p.base, p.new)]]  # escaped when sent
     for col, color in SEGMENTS:
         y: list[float | None] = []
         for lb in labels:

@@ -261,7 +261,7 @@ def curves_figure(
                 name=label,
                 line=dict(color=color, dash=DASH[s], width=1.6),
                 line_shape="hv",
-                hovertemplate="%{y:.2f} MiB<extra>" + label + "</extra>",
+                hovertemplate="%{y:.2f} MiB<extra>%{fullData.name}</extra>",
             )
     # peaks (exact, from the full series, not the downsampled one)
     for _, r in peaks.iterrows():

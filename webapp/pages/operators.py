@@ -17,7 +17,7 @@ from dash import Dash, Input, Output, Patch, State, dcc, html
 
 from webapp import data, links, page, ui
 from webapp.errors import WebappError
-from webapp.format import fmt_int, fmt_ns, plot_text, shorten
+from webapp.format import fmt_int, fmt_ns, shorten
 from webapp.params import format_ranks, parse_choice, parse_int, single
 from webapp.reader import Reader
 
@@ -368,10 +368,10 @@ def top_chart(rows: list[dict], metric: str, n: int, source: str) -> Any:
     fig.update_layout(margin=dict(l=10, r=20, t=10, b=40))
     fig.add_bar(
         x=df[col],
-        y=[plot_text(shorten(s, 60)) for s in df["label"]],
+        y=[shorten(s, 60) for s in df["label"]],
         orientation="h",
         marker_color=ui.COLORS["computing"],
-        hovertext=[plot_text(shorten(s, 200)) for s in df["label"]],
+        hovertext=[shorten(s, 200) for s in df["label"]],
         hovertemplate="%{hovertext}<br>%{x:,.3f}<extra></extra>",
     )
     fig.update_yaxes(autorange="reversed", automargin=True)

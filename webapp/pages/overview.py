@@ -16,7 +16,7 @@ from dash import Dash, Input, Output, State, dcc, html
 
 from webapp import data, links, page, ui
 from webapp.errors import BadParameter
-from webapp.format import fmt_bytes, fmt_int, fmt_ns, plot_text
+from webapp.format import fmt_bytes, fmt_int, fmt_ns
 from webapp.params import format_ranks, parse_int
 from webapp.reader import Reader
 
@@ -212,13 +212,13 @@ def trend_content(df: pd.DataFrame, metric: str, current: str | None) -> list[An
     names = [
         ", ".join([f"baseline:{b}" for b in bs] + [f"#{t}" for t in ts]) for bs, ts in zip(df["baselines"], df["tags"])
     ]
-    x = [plot_text(r) for r in df["run"]]
+    x = list(df["run"])  # every string of a figure is escaped when it is sent (ui.Figure)
     fig = ui.figure(height=300, yaxis_title=f"{label} ({unit})", xaxis_title="run (oldest ingested first)")
     fig.add_scatter(
         x=x,
         y=y,
         mode="lines+markers+text",
-        text=[plot_text(n) for n in names],
+        text=list(names),
         textposition="top center",
         marker=dict(size=[12 if r == current else 8 for r in df["run"]], color="#2f6fb0"),
         line=dict(color="#9bb7d4"),
@@ -569,7 +569,7 @@ def _step_bars(
         fig.add_annotation(
             x=f"rank {int(r['rank'])}",
             y=max(top, float(per.loc[i, "step_ns"]) / 1e6),
-            text=plot_text(f"straggler: {r['cause'] or '?'}"),
+            text=f"straggler: {r['cause'] or '?'}",
             showarrow=True,
             arrowhead=2,
             ay=-52,
@@ -701,9 +701,7 @@ def _scalars(sc: pd.DataFrame) -> html.Div:
         d = sc[sc["name"] == name]
         scale, unit = (1e6, " (ms)") if str(name).endswith("_ns") else (1.0, "")
         label = scalar_label(str(name))
-        fig = ui.figure(
-            height=260, xaxis_title="step", yaxis_title=plot_text(label) + unit, title=plot_text(label + unit)
-        )
+        fig = ui.figure(height=260, xaxis_title="step", yaxis_title=label + unit, title=label + unit)
         for rank, g in d.groupby("rank"):
             fig.add_scatter(
                 x=g["step"],
