@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -23,6 +24,14 @@ def analyze(
     if check and proc.returncode != 0:
         raise AssertionError(f"analyze {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
     return proc
+
+
+def sigint_as_on_a_terminal() -> None:
+    """``preexec_fn`` of a child a test interrupts with SIGINT: the default disposition, as a program
+    started from a terminal has it. A suite run as a background job (``make test &``) ignores SIGINT,
+    an ignored signal stays ignored across exec, and Python then installs no KeyboardInterrupt
+    handler: the interrupt would never arrive."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def analyze_json(*args: str) -> Any:

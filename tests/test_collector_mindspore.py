@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import analyze, query
+from helpers import analyze, query, sigint_as_on_a_terminal
 
 REPO = Path(__file__).resolve().parent.parent
 SCRIPT = Path(__file__).resolve().parent / "collector_scripts" / "ms_train.py"
@@ -57,6 +57,7 @@ class Job:
             stderr=subprocess.PIPE,
             text=True,
             start_new_session=True,  # its own process group: killed as a whole on timeout
+            preexec_fn=sigint_as_on_a_terminal,  # the crash jobs interrupt themselves
         )
         self.stdout = self.stderr = ""
         self.returncode: int | None = None

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import analyze, query
+from helpers import analyze, query, sigint_as_on_a_terminal
 
 REPO = Path(__file__).resolve().parent.parent
 SCRIPTS = Path(__file__).resolve().parent / "collector_scripts"
@@ -374,7 +374,15 @@ def crashed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, s
         procs[mode] = (
             d,
             cmd,
-            subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO, env=ENV),
+            subprocess.Popen(
+                cmd,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                cwd=REPO,
+                env=ENV,
+                preexec_fn=sigint_as_on_a_terminal,
+            ),
         )
     d = root / "first_step"  # killed in the window's first step: a sidecar and no trace at all
     cmd = [
