@@ -40,6 +40,10 @@ class RunConflictError(AnalyzerError):
     """`analyze ingest` was asked to put a folder into a run that holds another folder."""
 
 
+class RunNameError(AnalyzerError):
+    """A run name the store cannot hold (empty, too long, control characters)."""
+
+
 class NothingIngestedError(AnalyzerError):
     """`analyze ingest` found nothing it could ingest under the given folder."""
 

@@ -14,6 +14,16 @@ def is_missing(v: Any) -> bool:
     return v is None or (isinstance(v, float) and math.isnan(v)) or type(v).__name__ in ("NAType", "NaTType")
 
 
+def safe_text(s: str) -> str:
+    """Text that can be stored and printed: a file name's bytes that are not UTF-8 (held by Python
+    as surrogate escapes) written as ``\\xNN``. Unchanged when it is valid text already."""
+    try:
+        s.encode("utf-8")
+        return s
+    except UnicodeEncodeError:
+        return s.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
 def a_or_an(word: str) -> str:
     """'an op_statistic.csv', 'a kernel_details.csv'."""
     return f"{'an' if word[:1].lower() in 'aeiou' else 'a'} {word}"

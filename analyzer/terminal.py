@@ -36,7 +36,9 @@ def _shown(ch: str, lines: bool) -> str:
         return ch
     if ch in _SHORT:
         return _SHORT[ch]
-    if unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp"):  # C0/C1 controls, DEL, bidi and zero-width marks
+    if 0xDC80 <= ord(ch) <= 0xDCFF:  # a file name's byte that is not UTF-8 (surrogate escape): as \xNN
+        return f"\\x{ord(ch) - 0xDC00:02x}"
+    if unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp", "Cs"):  # controls, DEL, bidi / zero-width marks
         o = ord(ch)
         return f"\\x{o:02x}" if o < 0x100 else f"\\u{o:04x}" if o < 0x10000 else f"\\U{o:08x}"
     return ch

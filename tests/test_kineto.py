@@ -388,12 +388,14 @@ def test_streaming_survives_false_boundaries_and_a_broken_event(tmp_path: Path) 
     victim = [i for i, e in enumerate(evs) if e.get("cat") == "cpu_op"][100]
     kept = [e["name"] for i, e in enumerate(evs) if i != victim]
     evs[victim]["name"] = "@victim@"
-    (tmp_path / "bad.json").write_text(json.dumps(data, indent=2).replace('"@victim@"', "BROKEN"))
+    bad = json.dumps(data, indent=2).replace('"@victim@"', "BROKEN")
+    (tmp_path / "bad.json").write_text(bad)
+    at = bad.rindex("{", 0, bad.index("BROKEN"))  # the broken event starts there
     for block in (1000, 8 << 20):
         stream = TraceStream(tmp_path / "bad.json", block_bytes=block)
         got = [e for b in stream.blocks() for e in b]
         assert [e.name for e in got] == kept
-        assert stream.warnings == ["1 malformed event(s) skipped"]
+        assert stream.warnings == [f"1 malformed event(s) skipped (invalid character; at byte {at} of the file)"]
         assert stream.metadata["baseTimeNanoseconds"] == data["baseTimeNanoseconds"]
 
 

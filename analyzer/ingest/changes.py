@@ -13,6 +13,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from ..format import safe_text
 from ..readers.base import CollectionPlan
 
 _HASH_BLOCK = 4 << 20
@@ -42,11 +43,17 @@ def stat_file(path: Path) -> tuple[int, int] | None:
     return st.st_size, st.st_mtime_ns
 
 
+def path_text(path: Path | str) -> str:
+    """A path as the store and the terminal show it (``safe_text``: bytes that are not UTF-8 as \\xNN)."""
+    return safe_text(str(path))
+
+
 def relpath(path: Path, run_root: Path) -> str:
+    """A file's ``source_files.path``: relative to the run root, as text."""
     try:
-        return str(path.relative_to(run_root))
+        return path_text(path.relative_to(run_root))
     except ValueError:
-        return str(path)
+        return path_text(path)
 
 
 def source_file_row(
@@ -80,9 +87,11 @@ def source_file_row(
     }
 
 
-def unchanged(plan: CollectionPlan, prev_files: dict[str, dict[str, Any]], run_root: Path) -> bool | list[str]:
-    """True if every file has the recorded size and mtime; else the list of files to hash (same
-    size, new mtime), or False when the collection changed."""
+def unchanged(
+    plan: CollectionPlan, prev_files: dict[str, dict[str, Any]], run_root: Path
+) -> bool | list[tuple[Path, str]]:
+    """True if every file has the recorded size and mtime; else the files to hash (same size, new
+    mtime: (path, its ``source_files.path``)), or False when the collection changed."""
     files = plan.all_files
     rels = [relpath(f, run_root) for f in files]
     recorded = {p for p, r in prev_files.items() if r["collection_id"] == plan.collection_id}
@@ -97,7 +106,7 @@ def unchanged(plan: CollectionPlan, prev_files: dict[str, dict[str, Any]], run_r
         if (st[0], st[1]) != (r["size_bytes"], r["mtime_ns"]):
             if r["sha256"] is None or st[0] != r["size_bytes"]:
                 return False
-            changed.append(rel)
+            changed.append((f, rel))
     return changed or True
 
 
@@ -133,11 +142,11 @@ def plan_reads(plans: list[CollectionPlan], prev: Previous, run_root: Path) -> P
             out.unchanged.append(plan)
         elif verdict is False:
             out.to_read.append(plan)
-        elif _same_content(verdict, prev.files, run_root):  # same size, new mtime, same bytes
+        elif _same_content(verdict, prev.files):  # same size, new mtime, same bytes
             out.unchanged.append(plan)
-            for rel in verdict:
+            for path, rel in verdict:
                 row = dict(prev.files[rel])
-                st = stat_file(run_root / rel)
+                st = stat_file(path)
                 row["mtime_ns"] = st[1] if st else row["mtime_ns"]
                 out.touched.append(row)
         else:
@@ -145,9 +154,9 @@ def plan_reads(plans: list[CollectionPlan], prev: Previous, run_root: Path) -> P
     return out
 
 
-def _same_content(rels: list[str], prev_files: dict[str, dict[str, Any]], run_root: Path) -> bool:
-    for rel in rels:
-        digest = file_sha256(run_root / rel)
+def _same_content(files: list[tuple[Path, str]], prev_files: dict[str, dict[str, Any]]) -> bool:
+    for path, rel in files:
+        digest = file_sha256(path)
         if digest is None or digest != prev_files[rel]["sha256"]:
             return False
     return True

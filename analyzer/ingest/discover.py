@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,7 +23,8 @@ from ..readers import collector, kineto, mindspore, msprof, registry, torch_npu
 from ..readers.ascend.names import EXPORT_DIR, PROF_DIR_RE
 from ..readers.ascend.prof import prof_identity
 from ..readers.base import SIDECAR_NAME, CollectionPlan
-from ..readers.common.jsonfile import peek_json
+from ..readers.common.jsonfile import json_or_none
+from .changes import path_text
 
 Sidecars = dict[Path, dict[str, Any]]
 
@@ -84,13 +85,45 @@ def _start(root: Path) -> tuple[Discovery, Iterable[tuple[Path, list[str], list[
     if registry.folder_kind(root.name) in ("mindspore", "prof"):  # the producer folder itself was given
         return Discovery(root.parent), [(root.parent, [root.name], [])]
     disc = Discovery(root)
+    # lazily: pruning dirnames in _walk keeps the walk out of producer folders (*_ascend_pt, PROF_*, ...)
+    return disc, _tree(root, disc.problems)
 
-    def unreadable(exc: OSError) -> None:
-        if exc.filename is not None:
-            disc.problems.append((Path(exc.filename), f"cannot list this folder: {exc.strerror or exc}"))
 
-    # lazily: pruning dirnames in _walk keeps os.walk out of producer folders (*_ascend_pt, PROF_*, ...)
-    return disc, ((Path(a), b, c) for a, b, c in os.walk(root, onerror=unreadable))
+def _listing(d: Path, problems: list[tuple[Path, str]]) -> tuple[list[str], list[str], list[str]] | None:
+    """(sub-folders, of which symbolic links, files) of one folder, by name; None, with the problem
+    recorded, when the folder cannot be listed. Names are the file system's bytes as ``str``
+    (surrogate escapes for bytes that are not UTF-8: every path still opens the right file)."""
+    try:
+        with os.scandir(d) as it:
+            entries = list(it)
+    except OSError as exc:
+        problems.append((d, f"cannot list this folder: {exc.strerror or exc}"))
+        return None
+    dirs, links, files = [], [], []
+    for e in entries:
+        try:
+            is_dir = e.is_dir()
+            if is_dir and e.is_symlink():
+                links.append(e.name)
+        except OSError:  # cannot tell (no search permission on the folder): a file, reported when read
+            is_dir = False
+        (dirs if is_dir else files).append(e.name)
+    return sorted(dirs), links, sorted(files)
+
+
+def _tree(top: Path, problems: list[tuple[Path, str]]) -> Iterator[tuple[Path, list[str], list[str]]]:
+    """``os.walk`` top-down with problems recorded instead of raised: (folder, sub-folder names, file
+    names); the caller prunes the sub-folder list in place. Folders reached through a symbolic link
+    are not walked into (no loops), as ``os.walk`` does."""
+    stack = [top]
+    while stack:
+        d = stack.pop()
+        listing = _listing(d, problems)
+        if listing is None:
+            continue
+        dirs, links, files = listing
+        yield d, dirs, files
+        stack.extend(d / n for n in reversed(dirs) if n not in links)
 
 
 def _walk(disc: Discovery, walk: Iterable[tuple[Path, list[str], list[str]]]) -> Found:
@@ -101,7 +134,7 @@ def _walk(disc: Discovery, walk: Iterable[tuple[Path, list[str], list[str]]]) ->
             full = dirpath / dn
             kind = registry.folder_kind(dn)
             if kind == "torch_npu_op_args":
-                for f in _all_files(full):
+                for f in _all_files(full, disc):
                     disc.ignored.append((f, "operator-argument dump for AOE (record_op_args), not profiling data"))
             elif kind == "torch_npu":
                 found.npu_dirs.append(full)
@@ -128,17 +161,25 @@ def _walk(disc: Discovery, walk: Iterable[tuple[Path, list[str], list[str]]]) ->
 
 
 def _file(disc: Discovery, found: Found, f: Path) -> None:
+    """Classify one file outside the producer folders; one that cannot be looked at is a problem."""
+    try:
+        _classify(disc, found, f)
+    except OSError as exc:
+        disc.problems.append((f, f"cannot read: {exc.strerror or exc}"))
+
+
+def _classify(disc: Discovery, found: Found, f: Path) -> None:
     run_kind = registry.run_file(f.relative_to(disc.root))
     if run_kind is not None:
         found.run_files.append((run_kind, f))
         return
     kind = registry.file_kind(f)
     if kind == "collector_sidecar":
-        sc = peek_json(f)
+        sc = json_or_none(f.read_bytes())  # unreadable: a problem (_file), not "not valid JSON"
         if isinstance(sc, dict):
             found.sidecars[f.parent] = sc
         else:
-            disc.ignored.append((f, "collector sidecar is not valid JSON"))
+            disc.ignored.append((f, "collector sidecar is not valid JSON (or not a JSON object)"))
     elif kind == "collector_scalars":
         found.scalar_files.append(f)
     elif kind == "msprof_db":
@@ -159,8 +200,12 @@ def _file(disc: Discovery, found: Found, f: Path) -> None:
 def _torch_npu_plans(root: Path, run: str, found: Found, disc: Discovery) -> list[CollectionPlan]:
     plans = []
     for d in found.npu_dirs:
-        rank, source, producer = torch_npu.resolve(d)
-        plans.append(_plan(root, run, found.sidecars, producer, d, _all_files(d), rank, source))
+        try:
+            rank, source, producer = torch_npu.resolve(d)
+        except OSError as exc:
+            _unreadable_folder(disc, d, exc)
+            continue
+        plans.append(_plan(root, run, found.sidecars, producer, d, _all_files(d, disc), rank, source))
     for f in found.loose_trace_views:  # read by the torch_npu text reader as a folder holding only its trace
         p = _plan(root, run, found.sidecars, "torch_npu_text", f.parent, [f], None, None, rel=_rel(root, f))
         p.hints["loose_trace_view"] = True
@@ -177,8 +222,12 @@ def _mindspore_and_msprof_plans(root: Path, run: str, found: Found, disc: Discov
     plans: list[CollectionPlan] = []
     ms_ranks: dict[Path, set[int | None]] = {}
     for d in found.ms_dirs:
-        rank, source = mindspore.resolve_rank(d)
-        p = _plan(root, run, found.sidecars, "mindspore", d, _all_files(d), rank, source)
+        try:
+            rank, source = mindspore.resolve_rank(d)
+        except OSError as exc:
+            _unreadable_folder(disc, d, exc)
+            continue
+        p = _plan(root, run, found.sidecars, "mindspore", d, _all_files(d, disc), rank, source)
         ms_ranks.setdefault(d.parent, set()).add(p.rank)
         plans.append(p)
     for folder, r, files in found.legacy_sets:
@@ -190,14 +239,22 @@ def _mindspore_and_msprof_plans(root: Path, run: str, found: Found, disc: Discov
         plans.append(_plan(root, run, found.sidecars, "mindspore_legacy", folder, files, r, "file_suffix", rel))
     prof: list[CollectionPlan] = []
     for d in found.prof_dirs:
-        ident = prof_identity(d)
+        try:
+            ident = prof_identity(d)
+        except OSError as exc:
+            _unreadable_folder(disc, d, exc)
+            continue
         if d.parent in ms_ranks and (ident.rank is None or ident.rank in ms_ranks[d.parent]):
-            for f in _all_files(d):
+            for f in _all_files(d, disc):
                 disc.ignored.append(
                     (f, "raw CANN data of the MindSpore run; the *_ascend_ms folder next to it was read")
                 )
             continue
-        files = _all_files(d) if PROF_DIR_RE.match(d.name) else _all_files(d / EXPORT_DIR) + found.loose_dbs.get(d, [])
+        if PROF_DIR_RE.match(d.name):
+            files = _all_files(d, disc)
+        else:
+            export = d / EXPORT_DIR  # absent when only a loose msprof db was found
+            files = (_all_files(export, disc) if _is_dir(export) else []) + found.loose_dbs.get(d, [])
         source = "PROF_info" if ident.rank is not None else None
         p = _plan(root, run, found.sidecars, "msprof", d, files, ident.rank, source)
         p.hints["msprof"] = {"hostname": ident.hostname, "device_ids": ident.device_ids}
@@ -281,21 +338,39 @@ def _attach_run_files(disc: Discovery, found: Found) -> None:
 # -- helpers ----------------------------------------------------------------------------------------------
 
 
+def _is_dir(p: Path) -> bool:
+    """``p.is_dir()``, False when it cannot be told (a folder without search permission)."""
+    try:
+        return p.is_dir()
+    except OSError:
+        return False
+
+
+def _unreadable_folder(disc: Discovery, d: Path, exc: OSError) -> None:
+    """A producer folder whose rank or producer cannot be found out: a problem, the walk goes on."""
+    what = exc.strerror or str(exc)
+    if isinstance(exc.filename, str) and Path(exc.filename) != d:
+        try:
+            what += f" ({path_text(Path(exc.filename).relative_to(d))})"
+        except ValueError:
+            what += f" ({path_text(exc.filename)})"
+    disc.problems.append((d, f"cannot read this folder: {what}"))
+
+
 def _rel(root: Path, p: Path) -> str:
-    rel = str(p.relative_to(root))
-    return "." if rel == "." else rel
+    return path_text(p.relative_to(root))
 
 
-def _all_files(d: Path) -> list[Path]:
+def _all_files(d: Path, disc: Discovery) -> list[Path]:
+    """Every file below a producer folder; a part that cannot be listed is a problem of the run."""
     out = []
-    for dirpath, _dirs, files in os.walk(d):  # a producer folder: an unlistable part shows as missing files
-        for name in files:
-            out.append(Path(dirpath) / name)
+    for dirpath, _dirs, files in _tree(d, disc.problems):
+        out.extend(dirpath / name for name in files)
     return sorted(out)
 
 
 def _rank_from_dirs(root: Path, p: Path) -> int | None:
-    cur = p if p.is_dir() else p.parent
+    cur = p if _is_dir(p) else p.parent
     while True:
         m = collector.RANK_DIR_RE.match(cur.name)
         if m:
@@ -306,7 +381,7 @@ def _rank_from_dirs(root: Path, p: Path) -> int | None:
 
 
 def _nearest_sidecar(root: Path, p: Path, sidecars: Sidecars) -> tuple[Path, dict[str, Any]] | None:
-    cur = p if p.is_dir() else p.parent
+    cur = p if _is_dir(p) else p.parent
     while True:
         if cur in sidecars:
             return cur, sidecars[cur]

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import NothingIngestedError, RunConflictError
+from ..errors import NothingIngestedError, RunConflictError, RunNameError
+from ..format import safe_text
 from ..store import Store, digest, utcnow
-from .changes import Plan, Previous, plan_reads, source_file_row
+from .changes import Plan, Previous, path_text, plan_reads, source_file_row
 from .discover import Discovery, discover, run_root
 from .pool import Executor, read_all
 from .report import CollectionResult, IngestReport
@@ -31,13 +34,13 @@ def ingest(
     root_p = Path(root).expanduser().resolve()
     if not root_p.exists():
         raise NothingIngestedError(f"{root_p}: no such file or folder")
-    run_name = run or (root_p.name if root_p.is_dir() else root_p.stem.split(".")[0])
+    run_name = run_name_for(root_p, run)
     # a store that does not exist yet holds nothing to compare with or to collect: reading starts
     # at once and the empty catalog is created while the workers read
     fresh = not store.exists()
     if not fresh:
         store.initialize()
-    report = IngestReport(run_name, str(root_p), str(store.path))
+    report = IngestReport(run_name, path_text(root_p), str(store.path))
     notify = on_progress or (lambda kind, obj: None)
     # what is below the folder, before anything is read: a file that changes while the ingest
     # reads it is seen changed by the next ingest (see store.digest)
@@ -79,11 +82,55 @@ def ingest(
     return report
 
 
+MAX_RUN_NAME = 120  # characters; the store's folder for a run is a slug of at most 100 (store.slug)
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def run_name_for(root: Path, given: str | None) -> str:
+    """The run's name, checked once here: ``--run NAME`` as given, refused (``RunNameError``) when it
+    is empty, longer than MAX_RUN_NAME or holds control characters (a terminal escape, a newline);
+    else the folder's name (a file's name without its suffixes) made storable: bytes that are not
+    UTF-8 and control characters written as ``\\xNN``, cut to MAX_RUN_NAME with a hash of the whole
+    name kept at the end (two long names that differ after the cut stay two runs). Characters that
+    mean something to a terminal or a markup language (``[/]``) are text: every printer escapes them."""
+    if given is not None:
+        bad = _CONTROL.search(given)
+        if not given.strip() or bad or len(given) > MAX_RUN_NAME or given != safe_text(given):
+            why = (
+                "is empty"
+                if not given.strip()
+                else f"holds the control character {bad.group()!r}"
+                if bad
+                else f"is {len(given)} characters long (at most {MAX_RUN_NAME})"
+                if len(given) > MAX_RUN_NAME
+                else "is not valid text"
+            )
+            raise RunNameError(f"run name {safe_text(given)!r} {why}: give another with --run NAME")
+        return given
+    name = root.name if root.is_dir() else root.name.split(".")[0]
+    text = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", safe_text(name)).strip() or "run"
+    if len(text) > MAX_RUN_NAME:
+        digest = hashlib.sha1(text.encode()).hexdigest()[:8]
+        text = f"{text[: MAX_RUN_NAME - 10]}~{digest}"
+    return text
+
+
+def _text_safe(rows: list[dict[str, Any]]) -> None:
+    """Catalog rows made storable in place: text from file names and OS messages may hold bytes that
+    are not UTF-8 (surrogate escapes), which DuckDB refuses (``safe_text``)."""
+    for row in rows:
+        for k, v in row.items():
+            if isinstance(v, str):
+                row[k] = safe_text(v)
+            elif isinstance(v, list) and any(isinstance(x, str) for x in v):
+                row[k] = [safe_text(x) if isinstance(x, str) else x for x in v]
+
+
 def _previous(store: Store, run: str, run_root: Path) -> Previous:
     """What the store holds of ``run``; a run of that name over another folder is a conflict."""
     cat = store.load_catalog(["runs", "collections", "source_files"])
     prev_root = next((r["root_path"] for r in cat["runs"].to_pylist() if r["run"] == run), None)
-    if prev_root is not None and prev_root != str(run_root):
+    if prev_root is not None and prev_root != path_text(run_root):
         raise RunConflictError(
             f"run {run!r} in the store holds {prev_root}, not {run_root}: give this folder "
             f"its own name (--run NAME), or `analyze drop {run}` first to replace it"
@@ -149,7 +196,7 @@ def _discovery_rows(report: IngestReport, disc: Discovery, run: str) -> list[dic
         row = source_file_row(run, path, disc.root, now, "ignored", "ignored", reason)
         rows.append(row)
         report.ignored.append((row["path"], reason))
-    for path, reason in disc.problems:
+    for path, reason in dict(disc.problems).items():  # one row per path (a folder met twice)
         row = source_file_row(run, path, disc.root, now, "discover", "error", reason)
         rows.append(row)
         report.unreadable.append(row)
@@ -171,10 +218,12 @@ def _commit(
         batch.replace.extend(c["collection_id"] for c in report.gone)
     else:  # nothing readable (a folder being rewritten, a missing mount): keep everything
         report.gone = []
+    _text_safe(batch.collections)
+    _text_safe(batch.file_rows)
     if _nothing_new(prev, run_root, batch):
         return False, False  # an unchanged folder changes nothing in the store (not even the run's update time)
     if report.usable or prev.existed:  # a run that never held data is not created
-        store.commit(run, str(run_root), batch.replace, batch.collections, batch.fact_files, batch.file_rows, ingests)
+        store.commit(run, path_text(run_root), batch.replace, batch.collections, batch.fact_files, batch.file_rows, ingests)
         return True, bool(set(batch.replace) & set(prev.collections))
     store.garbage_collect()  # the (empty) files the workers wrote
     return False, False
@@ -186,7 +235,7 @@ _WHEN = ("ingested_at",)  # what a re-ingest changes in a file's row even when t
 def _nothing_new(prev: Previous, run_root: Path, batch: _Batch) -> bool:
     """Whether the commit would change nothing but ingest times: the run exists over this folder,
     no collection is read, replaced or removed, and every file row is the row recorded before."""
-    if not prev.existed or prev.root != str(run_root) or batch.replace or batch.collections or batch.fact_files:
+    if not prev.existed or prev.root != path_text(run_root) or batch.replace or batch.collections or batch.fact_files:
         return False
     for row in batch.file_rows:
         old = prev.files.get(row["path"])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 from pathlib import Path
@@ -24,6 +25,9 @@ def resolve_store_path(path: str | os.PathLike[str] | None = None) -> Path:
 
 
 def slug(text: str) -> str:
-    """A file-system-safe rendering of a run name for partition folders."""
-    s = re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("._")
-    return s or "run"
+    """A file-system-safe rendering of a run name for partition folders: at most 100 characters (a
+    longer one is cut and ends with a hash of the whole name), whatever the name holds."""
+    s = re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("._") or "run"
+    if len(s) > 100:
+        s = f"{s[:87]}-{hashlib.sha1(text.encode('utf-8', 'surrogateescape')).hexdigest()[:12]}"
+    return s

@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ...units import US_NULL_TOKENS, us_array_to_ns, us_text_to_ns
+from ..common.jsonfile import DECODE_ERRORS
 from .stream import ANY, Event
 
 _FIELDS = ("ph", "name", "cat", "pid", "tid", "ts", "dur", "args")
@@ -236,7 +237,7 @@ def counter_columns(events: list[Event], base_ns: int = 0) -> dict[str, pa.Array
     for e in events:
         try:
             a = ANY.decode(e.args) if len(e.args) else None
-        except msgspec.DecodeError:
+        except DECODE_ERRORS:
             continue
         if not isinstance(a, dict):
             continue
@@ -286,7 +287,7 @@ def _decode_buffer(arr: pa.Array, decoder: msgspec.json.Decoder) -> list[Any] | 
     start, end = int(offsets[arr.offset]), int(offsets[arr.offset + len(arr)])
     try:
         out = decoder.decode_lines(memoryview(arr.buffers()[2])[start:end])
-    except msgspec.DecodeError:
+    except DECODE_ERRORS:
         return None
     return out if len(out) == len(arr) else None
 
@@ -294,5 +295,5 @@ def _decode_buffer(arr: pa.Array, decoder: msgspec.json.Decoder) -> list[Any] | 
 def _decode_one(decoder: msgspec.json.Decoder, text: str) -> Any:
     try:
         return decoder.decode(text)
-    except msgspec.DecodeError:
+    except DECODE_ERRORS:
         return None

@@ -11,8 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-import msgspec
-
+from ..common.jsonfile import DECODE_ERRORS
 from .columns import id_text
 from .stream import ANY, Event
 
@@ -32,7 +31,7 @@ class LaneInfo:
         tid = id_text(e.tid) or ""
         try:
             args = ANY.decode(e.args) if len(e.args) else {}
-        except msgspec.DecodeError:
+        except DECODE_ERRORS:
             return
         if not isinstance(args, dict):
             return

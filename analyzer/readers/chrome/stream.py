@@ -8,15 +8,17 @@ SHA-256 is computed on the way. ``columns`` turns a block into Arrow arrays with
 per field (no Python loop per event).
 
 Handles: an object with ``traceEvents`` (header keys before it, tail keys after it: older Kineto
-writes ``baseTimeNanoseconds`` at the end) or a bare array (torch_npu, MindSpore); ``.gz``; an
-unterminated array (a crash mid-write) — complete events are kept and a warning says what was lost.
+writes ``baseTimeNanoseconds`` at the end) or a bare array (torch_npu, MindSpore); ``.gz`` (through
+``common.opener``: a stream cut short keeps what came before it, a decompression bomb is refused);
+an unterminated array (a crash mid-write) — complete events are kept and a warning says what was
+lost. A broken event (a flipped byte, bytes that are not UTF-8, nesting deeper than the decoder
+goes) is skipped and named by its byte offset; decoding resumes at the next event boundary. Time
+and memory stay proportional to the bytes read: whitespace between events is not accumulated, and
+an "event" longer than ``MAX_EVENT_BYTES`` is skipped.
 """
 
 from __future__ import annotations
 
-import gzip
-import hashlib
-import io
 import mmap
 import queue
 import re
@@ -24,13 +26,16 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 import msgspec
 
 from ...errors import InputError
+from ..common.jsonfile import DECODE_ERRORS
+from ..common.opener import InputStream, open_input
 
 BLOCK_BYTES = 4 << 20  # smaller blocks: fewer fresh pages to fault in, same speed
+MAX_EVENT_BYTES = 16 << 20  # one event (or header) longer than this is not profiler data: skipped
 _WS = b" \t\r\n"
 _END_RE = re.compile(rb"\}\s*\]")
 
@@ -54,14 +59,9 @@ _ONE_EVENT = msgspec.json.Decoder(Event)
 ANY = msgspec.json.Decoder()  # any JSON value (metadata, args of rare events)
 
 
-def open_binary(path: Path) -> BinaryIO:
+def open_binary(path: Path) -> InputStream:
     """Open a file for reading, transparently gunzipping (by magic bytes, not by name)."""
-    fh = open(path, "rb")  # noqa: SIM115 - returned open: the caller closes it (with ... as f)
-    magic = fh.read(2)
-    fh.seek(0)
-    if magic == b"\x1f\x8b":
-        return gzip.GzipFile(fileobj=fh, mode="rb")  # type: ignore[return-value]
-    return fh
+    return open_input(path)
 
 
 class _ReadAhead:
@@ -115,6 +115,7 @@ class _Window(io.RawIOBase):
         super().__init__()
         self.raw = raw
         self.left = None if end is None else end - start
+        self.bytes_out = 0  # given to the caller so far
         raw.seek(start)
 
     def readable(self) -> bool:
@@ -127,30 +128,8 @@ class _Window(io.RawIOBase):
         n = self.raw.readinto(view) or 0  # type: ignore[attr-defined]
         if self.left is not None:
             self.left -= n
+        self.bytes_out += n
         return n
-
-
-class _HashingReader(io.RawIOBase):
-    """A file read through here feeds every byte to a SHA-256 (the ingest records the hash of each
-    source file: computed on the way, the file is not read twice)."""
-
-    def __init__(self, raw: BinaryIO):
-        super().__init__()
-        self.raw = raw
-        self.digest = hashlib.sha256()
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, b: Any) -> int:
-        n = self.raw.readinto(b)  # type: ignore[attr-defined]
-        if n:
-            self.digest.update(memoryview(b)[:n])
-        return n or 0
-
-    def close(self) -> None:
-        self.raw.close()
-        super().close()
 
 
 def _skip_ws_back(buf: bytes | bytearray, k: int) -> int:
@@ -175,6 +154,52 @@ def last_boundary(buf: bytes | bytearray, end: int | None = None, start: int = 0
         pos = j
 
 
+def next_boundary(buf: bytes | bytearray, pos: int, end: int) -> tuple[int, int] | None:
+    """The first '},{' boundary whose '}' is at or after ``pos`` (its '{' before ``end``), or None."""
+    j = pos
+    while True:
+        j = buf.find(b"{", j + 1, end)
+        if j < 0:
+            return None
+        k = _skip_ws_back(buf, j - 1)
+        if k >= pos and buf[k] == 0x2C:  # ','
+            k = _skip_ws_back(buf, k - 1)
+            if k >= pos and buf[k] == 0x7D:  # '}'
+                return k, j
+
+
+_BYTE_RE = re.compile(r"\(byte (\d+)\)")
+
+
+def _reason(exc: Exception) -> str:
+    """What is wrong with one event, in a few words."""
+    if isinstance(exc, RecursionError):
+        return "nested too deeply"
+    return _BYTE_RE.sub("", str(exc)).removeprefix("JSON is malformed: ").strip()
+
+
+def _compact(carry: bytes) -> bytes:
+    """The undecided rest of a block with a run of whitespace at its end shortened to one blank,
+    when what comes before the run is a complete event (or nothing): whitespace between events,
+    however long, is not carried from block to block (2 GiB of it cost minutes)."""
+    if carry[-_RUN:].translate(None, _WS):  # no long run of blanks at the end: nothing to do
+        return carry
+    cut = len(carry) - _RUN
+    while cut > 0 and not carry[max(0, cut - _RUN) : cut].translate(None, _WS):
+        cut -= _RUN
+    body = carry[: max(0, cut - _RUN)] + carry[max(0, cut - _RUN) : cut].rstrip(_WS)
+    event = body.rstrip(_WS).rstrip(b",").rstrip(_WS)
+    if event:
+        try:
+            _ONE_EVENT.decode(event)
+        except DECODE_ERRORS:
+            return carry  # the blanks may be inside a string: keep them
+    return body + b" "
+
+
+_RUN = 1 << 16
+
+
 @dataclass
 class TraceStream:
     """Iterate the events of one Chrome trace file in decoded blocks."""
@@ -189,7 +214,9 @@ class TraceStream:
     n_events: int = 0
     skipped_events: int = 0
     sha256: str | None = None  # of the file's bytes, once every byte has been read
+    compressed: bool = False
     read_ahead: bool = False  # read (gunzip, hash) the next block in a thread while this one is decoded
+    _carry_at: int = 0  # offset of the undecided rest's first byte in the (decompressed) data
     _carry: bytes = field(default=b"", init=False, repr=False)  # after the last block: the rest of the array
 
     def blocks(self) -> Iterator[list[Event]]:
@@ -197,38 +224,29 @@ class TraceStream:
         '[' (the rest of the previous block's last event after it); the ',' after the block's last
         complete event is overwritten with ']' and the buffer decoded in place: one copy of the
         data, however big the file."""
-        raw = open(self.path, "rb")  # noqa: SIM115 - closed by the `with hashing` that wraps it
-        magic = raw.read(2)
-        raw.seek(0)
-        hashing = _HashingReader(raw)
-        with hashing, gzip.GzipFile(fileobj=hashing, mode="rb") if magic == b"\x1f\x8b" else hashing as f:
+        with open_input(self.path, hashing=True) as f:
+            self.compressed = f.compressed
             head = bytearray()
-            read_some = getattr(f, "read1", f.read)  # a gzip stream cut short: keep what came before
-            try:
-                while len(head) < self.block_bytes:
-                    chunk = read_some(self.block_bytes - len(head))
-                    if not chunk:
-                        break
-                    head += chunk
-            except (OSError, EOFError) as exc:
-                if not head:
-                    raise InputError(str(self.path), f"cannot read: {exc}") from exc
-                self.warnings.append(f"compressed stream ends early ({exc}); kept the events before it")
-                self.truncated = True
+            while len(head) < self.block_bytes and (chunk := f.read(self.block_bytes - len(head))):
+                head += chunk
+            if not head and f.problem:
+                raise InputError(str(self.path), f.problem)
             carry = self._start(f, bytes(head))
+            self._carry_at = f.bytes_out - len(carry)  # offset of carry[0] in the (decompressed) data
             retry_limit = max(4 * self.block_bytes, 1 << 20)
-            source = _ReadAhead(f, self.block_bytes) if self.read_ahead and not self.truncated else f
+            source = _ReadAhead(f, self.block_bytes) if self.read_ahead and not f.problem else f
             try:
                 yield from self._blocks(source, carry, retry_limit)
             finally:
                 if isinstance(source, _ReadAhead):
                     source.close()
+            if f.problem:
+                self.warnings.append(f"{f.problem}; kept the events before it" if f.truncated else f.problem)
+                self.truncated = self.truncated or f.truncated
             events = self._finish(self._carry)
             self.n_events += len(events)
-            if not self.truncated:
-                while hashing.read(1 << 20):  # bytes after the compressed stream, if any
-                    pass
-                self.sha256 = hashing.digest.hexdigest()
+            f.finish()
+            self.sha256 = f.sha256
             if events:
                 yield events
 
@@ -236,14 +254,13 @@ class TraceStream:
         """The events of the byte range ``[start, end)`` of an uncompressed trace split at event
         boundaries (``split_points``): ``start`` is 0 (the header is read as usual) or where an event
         begins; ``end`` is where the next range begins, or None (the file's end: the tail is read as
-        usual). No SHA-256 here: the whole file's is the caller's (``file_sha256``)."""
+        usual). No SHA-256 here: the whole file's is the caller's (``file_sha256``). Offsets in
+        warnings are the file's."""
         with open(self.path, "rb") as raw:
             f = _Window(raw, start, end)
             retry_limit = max(4 * self.block_bytes, 1 << 20)
-            if start == 0:
-                carry = self._start(f, f.read(self.block_bytes))  # type: ignore[arg-type]
-            else:
-                carry = b""
+            carry = self._start(f, f.read(self.block_bytes)) if start == 0 else b""
+            self._carry_at = start + f.bytes_out - len(carry)
             source = _ReadAhead(f, self.block_bytes) if self.read_ahead else f
             try:
                 yield from self._blocks(source, carry, retry_limit)
@@ -265,78 +282,85 @@ class TraceStream:
             return []
         try:
             return _EVENTS.decode(b"[" + piece + b"]")
-        except msgspec.DecodeError:
-            return self._slow_decode(piece)
+        except DECODE_ERRORS:
+            return self._each_event(piece, self._carry_at)
 
     def _blocks(self, f: Any, carry: bytes, retry_limit: int) -> Iterator[list[Event]]:
-        """The blocks after the head; what is left after the last one is in ``self._carry``."""
+        """The blocks after the head (``f``: the stream, or its read-ahead); what is left after the
+        last one is in ``self._carry``."""
         self._carry = carry
-        while not self.truncated:
+        while True:
+            if len(carry) > MAX_EVENT_BYTES:
+                self._skip(f"{len(carry) >> 20} MiB without an event boundary", 1)
+                self._carry_at += len(carry)
+                carry = b""
             data = bytearray(1 + len(carry) + self.block_bytes)
             data[0] = 0x5B  # '['
             data[1 : 1 + len(carry)] = carry
             view = memoryview(data)
-            try:
-                n = f.readinto(view[1 + len(carry) :])
-            except (OSError, EOFError) as exc:  # e.g. a gzip stream cut short
-                self.warnings.append(f"compressed stream ends early ({exc}); kept the events before it")
-                self.truncated = True
-                n = 0
+            n = f.readinto(view[1 + len(carry) :])
             if not n:
                 break
             end = 1 + len(carry) + n
             b = last_boundary(data, end, start=1)
             if b is None:
-                carry = bytes(view[1:end])
+                carry = _compact(bytes(view[1:end]))
                 continue
             events = None
             for _ in range(16):  # a '},{' inside a string or nested args is no boundary: try earlier
                 k, j = b
-                after = data[k + 1]
-                data[k + 1] = 0x5D  # ']' over the ',' (or blank) after the last complete event
-                try:
-                    events = _EVENTS.decode(view[: k + 2])
+                events = self._decode_region(data, k)
+                if events is not None:
                     break
-                except msgspec.DecodeError:
-                    data[k + 1] = after
-                    b = last_boundary(data, j, start=1)
-                    if b is None:
-                        break
+                b = last_boundary(data, j, start=1)
+                if b is None:
+                    break
             if events is None:
                 if end < retry_limit:  # no boundary decodes yet: read more and retry bigger
                     carry = bytes(view[1:end])
                     continue
                 k, j = last_boundary(data, end, start=1)  # type: ignore[misc]
-                events = self._slow_decode(bytes(view[1 : k + 1]))  # broken events: skip them
+                events = self._each_event(bytes(view[1 : k + 1]), self._carry_at)  # broken: skip them
             carry = bytes(view[j:end])
-            self._carry = carry
+            self._carry_at += j - 1
             self.n_events += len(events)
             yield events
         self._carry = carry
 
+    def _skip(self, what: str, n: int, at: list[int] | None = None) -> None:
+        """Record ``n`` events skipped (``what`` was wrong), naming where they start."""
+        self.skipped_events += n
+        where = at if at is not None else [self._carry_at]
+        data = "decompressed data" if self.compressed else "file"
+        sample = ", ".join(str(x) for x in where[:3]) + (", ..." if len(where) > 3 else "")
+        self.warnings.append(f"{n} malformed event(s) skipped ({what}; at byte {sample} of the {data})")
+
     # -- start / end ------------------------------------------------------------------------
 
-    def _start(self, f: BinaryIO, buf: bytes) -> bytes:
+    def _start(self, f: Any, buf: bytes) -> bytes:
         i = 0
         if buf.startswith(b"\xef\xbb\xbf"):
             i = 3
         while i < len(buf) and buf[i] in _WS:
             i += 1
         if i >= len(buf):
-            raise InputError(str(self.path), "empty file")
+            raise InputError(str(self.path), "empty file" if not buf else "empty file (only whitespace)")
         if buf[i] == 0x5B:  # '['
             self.bare_array = True
             return buf[i + 1 :]
         if buf[i] != 0x7B:  # '{'
             raise InputError(str(self.path), "not JSON (does not start with '{' or '[')")
         key = b'"traceEvents"'
-        pos = buf.find(key)
-        while pos < 0:
+        grown = bytearray(buf)
+        pos = grown.find(key)
+        while pos < 0:  # header keys before the events: read on, searching only what is new
             more = f.read(self.block_bytes)
-            if not more or len(buf) > 256 << 20:
+            if not more or len(grown) > MAX_EVENT_BYTES:
                 raise InputError(str(self.path), "no traceEvents array: not a Chrome/Kineto trace")
-            buf += more
-            pos = buf.find(key)
+            seen = len(grown)
+            grown += more
+            pos = grown.find(key, max(0, seen - len(key)))
+        buf = bytes(grown)
         j = pos + len(key)
         while j < len(buf) and buf[j] in _WS + b":":
             j += 1
@@ -347,7 +371,7 @@ class TraceStream:
             head = head[:-1]
         try:
             self.header = ANY.decode(head + b"}") if head != b"{" else {}
-        except msgspec.DecodeError as exc:
+        except DECODE_ERRORS as exc:
             self.warnings.append(f"unreadable trace header ({exc}); event data still read")
         return buf[j + 1 :]
 
@@ -359,42 +383,40 @@ class TraceStream:
         for m in _END_RE.finditer(buf):
             try:
                 events = _EVENTS.decode(b"[" + buf[: m.start() + 1] + b"]")
-            except msgspec.DecodeError:
+            except DECODE_ERRORS:
                 continue
             self._parse_tail(buf[m.end() :])
             return events
         # the array is closed but an event in it is broken: skip that event, keep the others
         for m in reversed(list(_END_RE.finditer(buf))):
             if self._tail_ok(buf[m.end() :]):
-                events = self._slow_decode(buf[: m.start() + 1])
+                events = self._each_event(buf[: m.start() + 1], self._carry_at)
                 self._parse_tail(buf[m.end() :])
                 return events
         # no closing bracket that makes sense: the file was cut inside the event list
         self.truncated = True
-        end = len(buf)
-        for _ in range(64):
-            b = last_boundary(buf, end)
+        data = bytearray(b"[" + buf + b" ")  # as in blocks(): '[' first, room for ']' after the last event
+        b = last_boundary(data, len(data), start=1)
+        for _ in range(16):
             if b is None:
                 break
-            try:
-                events = _EVENTS.decode(b"[" + buf[: b[0] + 1] + b"]")
-            except msgspec.DecodeError:
-                end = b[1]
-                continue
-            self.warnings.append(
-                f"file ends inside the event list (unterminated JSON array): kept {self.n_events + len(events)} "
-                f"complete events, dropped {len(buf) - b[0] - 1} trailing bytes"
-            )
-            return events
+            events = self._decode_region(data, b[0])
+            if events is not None:
+                self.warnings.append(
+                    f"file ends inside the event list (unterminated JSON array): kept {self.n_events + len(events)} "
+                    f"complete events, dropped the last {len(buf) - b[0]} bytes (from byte {self._carry_at + b[0]})"
+                )
+                return events
+            b = last_boundary(data, b[1], start=1)
         try:  # a single complete event without a closing bracket
             ev = _ONE_EVENT.decode(stripped.rstrip(b","))
             self.warnings.append("file ends after the last event without closing the JSON array")
             return [ev]
-        except msgspec.DecodeError:
+        except DECODE_ERRORS:
             pass
         self.warnings.append(
             f"file ends inside the event list (unterminated JSON array): kept {self.n_events} complete events, "
-            f"dropped {len(buf)} trailing bytes"
+            f"dropped the last {len(buf)} bytes (from byte {self._carry_at})"
         )
         return []
 
@@ -407,7 +429,7 @@ class TraceStream:
             rest = rest[1:].strip(_WS)
         try:
             return isinstance(ANY.decode(b"{" + rest), dict)
-        except msgspec.DecodeError:
+        except DECODE_ERRORS:
             return False
 
     def _parse_tail(self, rest: bytes) -> None:
@@ -426,13 +448,70 @@ class TraceStream:
             tail = ANY.decode(b"{" + rest)
             if isinstance(tail, dict):
                 self.tail = tail
-        except msgspec.DecodeError:
+        except DECODE_ERRORS:
             self.warnings.append("unreadable keys after traceEvents ignored")
 
-    def _slow_decode(self, piece: bytes) -> list[Event]:
-        """Decode event by event when a block will not decode as a whole; skip broken events. A
-        piece that does not decode is retried joined with the next ones (a '},{' inside a string
-        is no boundary) before it is given up."""
+    def _decode_region(self, data: bytearray, k: int) -> list[Event] | None:
+        """The events of ``data[1 : k + 1]`` (``data[0]`` is '['; ``data[k]`` the '}' that ends the
+        last of them), decoded in place at C speed; a broken event is skipped, named by its byte
+        offset and the reason, and decoding resumes at the next event boundary. None when the
+        region does not end where an event ends (``k`` lies inside a string): try an earlier ``k``."""
+        out: list[Event] = []
+        start = 1
+        while start <= k:
+            before, after = data[start - 1], data[k + 1]
+            data[start - 1], data[k + 1] = 0x5B, 0x5D  # '[' before the first event, ']' after the last
+            try:
+                out.extend(_EVENTS.decode(memoryview(data)[start - 1 : k + 2]))
+                return out
+            except msgspec.DecodeError as exc:
+                if isinstance(exc, msgspec.ValidationError):  # an event of the wrong shape: event by event
+                    out.extend(self._each_event(bytes(data[start : k + 1]), self._carry_at + start - 1))
+                    return out
+                m = _BYTE_RE.search(str(exc))
+                p = start - 1 + int(m.group(1)) if m else k + 1  # "truncated": at the end
+                reason = _reason(exc)
+            except (UnicodeDecodeError, RecursionError):
+                out.extend(self._each_event(bytes(data[start : k + 1]), self._carry_at + start - 1))
+                return out
+            finally:
+                data[start - 1], data[k + 1] = before, after
+            if p >= k:
+                if not out and start == 1:
+                    return None  # the region ends inside a string, or its last event is cut
+                out.extend(self._each_event(bytes(data[start : k + 1]), self._carry_at + start - 1))
+                return out
+            b = last_boundary(data, p + 1, start)  # the events before the broken one
+            if b is not None:
+                good = self._decode_region_part(data, start, b[0])
+                out.extend(good)
+                bad = b[1]
+            else:
+                bad = start
+            self._skip(reason, 1, [self._carry_at + bad - 1])
+            nxt = next_boundary(data, p, k + 1)
+            if nxt is None:  # the broken event was the region's last
+                return out
+            start = nxt[1]
+        return out
+
+    def _decode_region_part(self, data: bytearray, start: int, k: int) -> list[Event]:
+        """``_decode_region`` of ``data[start : k + 1]``: events before a broken one."""
+        before, after = data[start - 1], data[k + 1]
+        data[start - 1], data[k + 1] = 0x5B, 0x5D
+        try:
+            return _EVENTS.decode(memoryview(data)[start - 1 : k + 2])
+        except DECODE_ERRORS:
+            pass
+        finally:
+            data[start - 1], data[k + 1] = before, after
+        return self._each_event(bytes(data[start : k + 1]), self._carry_at + start - 1)
+
+    def _each_event(self, piece: bytes, at: int) -> list[Event]:
+        """Decode event by event (``piece`` starts at byte ``at`` of the data) when a region will not
+        decode as a whole; skip broken events, naming their offsets. A piece that does not decode is
+        retried joined with the next ones (a '},{' inside a string is no boundary) before it is
+        given up; one with bytes that are not UTF-8 is kept with them replaced (and said so)."""
         cuts: list[tuple[int, int]] = []
         end = len(piece)
         while (b := last_boundary(piece, end)) is not None:
@@ -442,27 +521,82 @@ class TraceStream:
         starts = [0] + [j for _, j in cuts]
         ends = [k + 1 for k, _ in cuts] + [len(piece)]
         out: list[Event] = []
-        skipped = 0
+        skipped: list[int] = []
+        reasons: set[str] = set()
+        repaired: list[int] = []
         i = 0
         while i < len(starts):
+            first = ""
             for m in range(i, min(i + 8, len(starts))):
+                raw = piece[starts[i] : ends[m]].strip(_WS)
                 try:
-                    out.append(_ONE_EVENT.decode(piece[starts[i] : ends[m]].strip(_WS)))
-                except msgspec.DecodeError:
+                    out.append(_ONE_EVENT.decode(raw))
+                except UnicodeDecodeError:
+                    try:
+                        out.append(_ONE_EVENT.decode(raw.decode("utf-8", "replace").encode()))
+                    except DECODE_ERRORS:
+                        continue
+                    repaired.append(at + starts[i])
+                except DECODE_ERRORS as exc:
+                    first = first or _reason(exc)
                     continue
                 i = m + 1
                 break
             else:
-                skipped += 1
+                skipped.append(at + starts[i])
+                reasons.add(first)
                 i += 1
         if skipped:
-            self.skipped_events += skipped
-            self.warnings.append(f"{skipped} malformed event(s) skipped")
+            self._skip("; ".join(sorted(r for r in reasons if r)) or "not a JSON object", len(skipped), skipped)
+        if repaired:
+            sample = ", ".join(str(x) for x in repaired[:3]) + (", ..." if len(repaired) > 3 else "")
+            self.warnings.append(
+                f"{len(repaired)} event(s) with bytes that are not UTF-8, kept with them replaced by U+FFFD "
+                f"(at byte {sample})"
+            )
         return out
 
     @property
     def metadata(self) -> dict[str, Any]:
         return {**self.header, **self.tail}
+
+
+_TRACE_KEYS = (b'"traceEvents"', b'"schemaVersion"', b'"deviceProperties"', b'"distributedInfo"')
+_TRACE_NAME = re.compile(r"(\.pt\.trace\.json(\.gz)?$|trace.*\.json(\.gz)?$)", re.I)
+
+
+def sniff(path: Path) -> str:
+    """What a JSON file is, from its first 64 KiB: 'object' for a trace object (traceEvents, or Kineto's
+    header keys); 'array' for a bare array of Chrome trace events (torch_npu, MindSpore, msprof);
+    'ignore:<reason>' for an unrelated JSON file; otherwise the problem that stops the file from
+    being read (it looks like a trace but is not usable)."""
+    named_trace = bool(_TRACE_NAME.search(path.name))
+    try:
+        if path.stat().st_size == 0:
+            return "empty file"
+        with open_input(path) as f:  # a compressed file cut short: its first bytes still tell
+            head = f.read(64 << 10)
+            if not head and f.problem:
+                return f"cannot read: {f.problem}"
+    except OSError as exc:
+        return f"cannot read: {exc.strerror or exc}"
+    except InputError as exc:
+        return exc.problem
+    s = head.lstrip()
+    if s.startswith(b"\xef\xbb\xbf"):
+        s = s[3:].lstrip()
+    if not s:
+        return "empty file (only whitespace)"
+    if s[:1] not in (b"{", b"["):
+        kind = "binary data" if b"\x00" in s[:512] else "text"
+        return f"not JSON: the file holds {kind} (starts with {s[:20]!r})"
+    if any(k in head for k in _TRACE_KEYS):
+        return "object"
+    if s[:1] == b"[" and b'"ph"' in head:  # Chrome's JSON array format (torch_npu / msprof write it)
+        return "array"
+    if named_trace:
+        return "JSON but not a Kineto/Chrome trace (no traceEvents array)"
+    return "ignore:JSON file that is not a profiler trace"
 
 
 # torch.profiler's pretty-printed layout: events at an indent of two, one after the other. JSON

@@ -5,7 +5,10 @@
 - ``peek_json``: a file looked at to decide something (discovery's rank, a clock, a layout): None
   when it cannot be used;
 - ``decode_or_none``: one raw JSON value of a trace (an event's ``args``) through a typed msgspec
-  decoder, None when absent or not of that shape.
+  decoder, None when absent or not of that shape;
+- ``json_value``: JSON text (bytes or str) to Python objects, ``ValueError`` for anything that is not
+  JSON — nesting too deep for the decoder included (``DECODE_ERRORS``: what a msgspec decode raises
+  on bad input, for the decoders of big files).
 
 Both file loaders skip a UTF-8 byte-order mark and replace bytes that are not UTF-8.
 """
@@ -20,6 +23,19 @@ import msgspec
 
 from ...errors import InputError
 from ...format import a_or_an
+
+# what a msgspec decode raises on bad input: its own error, UnicodeDecodeError for bytes that are not
+# UTF-8 inside a string, RecursionError for nesting deeper than the interpreter's recursion limit
+# (``[[[[...`` in a stray file must not stop an ingest)
+DECODE_ERRORS = (msgspec.DecodeError, UnicodeDecodeError, RecursionError)
+
+
+def json_value(data: bytes | str) -> Any:
+    """JSON text as Python objects; ``ValueError`` when it is not JSON (or nests too deep)."""
+    try:
+        return json.loads(data)
+    except RecursionError as exc:
+        raise ValueError("nested too deeply") from exc
 
 
 def _text(data: bytes) -> str:
@@ -38,7 +54,7 @@ def load_json(path: Path, kind: str, obj: bool = False) -> Any:
     if not data.strip():
         raise InputError(str(path), f"empty file: no {kind} data")
     try:
-        out = json.loads(_text(data))
+        out = json_value(_text(data))
     except ValueError as exc:
         raise InputError(str(path), f"not valid JSON ({kind}): {exc}") from exc
     if obj and not isinstance(out, dict):
@@ -49,8 +65,16 @@ def load_json(path: Path, kind: str, obj: bool = False) -> Any:
 def peek_json(path: Path) -> Any:
     """A small JSON file as Python objects, or None when it cannot be read or is not JSON."""
     try:
-        return json.loads(_text(path.read_bytes()))
-    except (OSError, ValueError):
+        return json_or_none(path.read_bytes())
+    except OSError:
+        return None
+
+
+def json_or_none(data: bytes) -> Any:
+    """The bytes of a small JSON file as Python objects, or None when they are not JSON."""
+    try:
+        return json_value(_text(data))
+    except ValueError:
         return None
 
 
@@ -60,5 +84,5 @@ def decode_or_none(decoder: msgspec.json.Decoder, raw: msgspec.Raw | bytes) -> A
         return None
     try:
         return decoder.decode(raw)
-    except msgspec.DecodeError:
+    except DECODE_ERRORS:
         return None

@@ -46,7 +46,7 @@ def peek_rank(path: Path) -> tuple[int | None, int | None]:
     try:
         with open_binary(path) as f:
             head = f.read(1 << 20)
-    except (OSError, EOFError):
+    except (OSError, InputError):
         return None, None
     return _rank_from_bytes(head)
 

@@ -29,7 +29,7 @@ from ..chrome.columns import (
 from ..chrome.lanes import LaneRules
 from ..chrome.router import EventRouter, RoutedBlock, RouteRules, where
 from ..chrome.stream import ANY, NO_RAW, Event
-from ..common.jsonfile import decode_or_none
+from ..common.jsonfile import DECODE_ERRORS, decode_or_none
 from ..common.spill import SpillStage
 
 OP_CATS = {"cpu_op", "user_annotation", "Operator"}
@@ -178,7 +178,7 @@ def _parse_ranks(v: str | list[int] | None) -> list[int] | None:
     try:
         out = ANY.decode(v.encode())
         return [int(x) for x in out] if isinstance(out, list) else None
-    except (msgspec.DecodeError, ValueError, TypeError):
+    except (*DECODE_ERRORS, ValueError, TypeError):
         return None
 
 
