@@ -8,6 +8,7 @@ of the store until the ingest commits them to the catalog.
 
 from __future__ import annotations
 
+import math
 import uuid
 from collections import deque
 from collections.abc import Mapping
@@ -15,28 +16,44 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from . import schema
+from .format import safe_text
 from .store import FACTS_DIR, slug
+from .units import INT64_MAX, INT64_MIN, time_problems
 
 _KEY = ("run", "rank", "collection_id")
 
 
-def conform(table: str, data: pa.Table | pa.RecordBatch | Mapping[str, Any], key: Mapping[str, Any]) -> pa.Table:
-    """Return ``data`` as a table with exactly the schema of ``table`` (key columns filled in)."""
+def conform(
+    table: str,
+    data: pa.Table | pa.RecordBatch | Mapping[str, Any] | list[Mapping[str, Any]],
+    key: Mapping[str, Any],
+    notes: list[str] | None = None,
+) -> pa.Table:
+    """Return ``data`` as a table with exactly the schema of ``table`` (key columns filled in).
+
+    A value its column's type cannot hold (an integer beyond 64 bits, inf or NaN for an integer,
+    text that is not UTF-8) does not fail the batch when ``notes`` is given: in a ``*_ns`` column
+    it saturates to INT64_MAX / INT64_MIN (``units.time_problems`` then keeps the row out and
+    names it), elsewhere it is stored as empty; each such column gets a sentence in ``notes``."""
     sch = schema.arrow_schema(table)
     if isinstance(data, pa.RecordBatch):
         data = pa.Table.from_batches([data])
-    elif not isinstance(data, pa.Table):
+    elif isinstance(data, list):  # rows: columns typed by the schema, not guessed from the values
+        names = list(dict.fromkeys(k for row in data for k in row))
+        data = {k: [row.get(k) for row in data] for k in names}
+    if not isinstance(data, pa.Table):
         cols = {}
         for name, values in data.items():
             if isinstance(values, (pa.Array, pa.ChunkedArray)):
                 cols[name] = values
             else:
-                cols[name] = pa.array(values, type=sch.field(name).type if name in sch.names else None)
+                cols[name] = _array(values, sch.field(name).type if name in sch.names else None, name, notes)
         data = pa.table(cols)
     unknown = set(data.column_names) - set(sch.names)
     if unknown:
@@ -49,11 +66,118 @@ def conform(table: str, data: pa.Table | pa.RecordBatch | Mapping[str, Any], key
         elif field.name in data.column_names:
             col = data.column(field.name)
             if col.type != field.type:
-                col = pc.cast(col, field.type)
+                col = _cast(col, field.type, field.name, notes)
             arrays.append(col)
         else:
             arrays.append(pa.nulls(n, type=field.type))
     return pa.Table.from_arrays(arrays, schema=sch)
+
+
+_ARRAY_ERRORS = (OverflowError, pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, UnicodeError)
+
+
+def _array(values: Any, typ: pa.DataType | None, name: str, notes: list[str] | None) -> pa.Array:
+    """``pa.array(values, typ)``; values it refuses are made storable (``conform``) when ``notes`` is given."""
+    try:
+        return pa.array(values, type=typ)
+    except _ARRAY_ERRORS:
+        if notes is None or typ is None:
+            raise
+    if isinstance(values, np.ndarray):
+        return _cast(pa.array(values), typ, name, notes)
+    if pa.types.is_integer(typ):
+        fixed, bad = _ints(list(values), name.endswith("_ns"))
+    elif pa.types.is_floating(typ):
+        fixed, bad = _floats(list(values))
+    elif pa.types.is_list(typ) and pa.types.is_integer(typ.value_type):
+        fixed, bad = [], []
+        for v in values:
+            items, wrong = _ints(list(v), False) if isinstance(v, (list, tuple)) else (None, [v])
+            fixed.append(items)
+            bad += [x for x in wrong if x is not None]
+    elif pa.types.is_string(typ) or pa.types.is_large_string(typ):
+        fixed, bad = [safe_text(v) if isinstance(v, str) else v for v in values], []
+        if any(isinstance(v, str) and v is not w for v, w in zip(values, fixed)):
+            notes.append(f"{name}: text with bytes that are not UTF-8, kept with them written as \\xNN")
+    else:
+        raise ValueError(f"column {name}: values that are not {typ}")
+    _note(notes, name, bad)
+    return pa.array(fixed, type=typ)
+
+
+def _ints(values: list[Any], saturate: bool) -> tuple[list[int | None], list[Any]]:
+    out: list[int | None] = []
+    bad: list[Any] = []
+    for v in values:
+        x = _as_int(v)
+        if x is None:
+            out.append(None)
+            if v is not None:
+                bad.append(v)
+        elif isinstance(x, int) and INT64_MIN < x < INT64_MAX:
+            out.append(x)
+        elif saturate:  # a time out of range: kept for time_problems to name
+            out.append(INT64_MAX if x > 0 else INT64_MIN)
+        else:
+            out.append(None)
+            bad.append(v)
+    return out, bad
+
+
+def _as_int(v: Any) -> int | float | None:
+    """An integer cell as an int (inf as itself, to saturate); None when it is no number."""
+    if isinstance(v, int):
+        return int(v)
+    if isinstance(v, float):
+        return None if math.isnan(v) else v if math.isinf(v) else round(v)
+    if isinstance(v, str):
+        try:
+            return _as_int(float(v)) if any(c in v for c in ".eEinfINF") else int(v)
+        except ValueError:
+            return None
+    return None
+
+
+def _floats(values: list[Any]) -> tuple[list[float | None], list[Any]]:
+    out: list[float | None] = []
+    bad: list[Any] = []
+    for v in values:
+        try:
+            out.append(None if v is None else float(v))
+        except (TypeError, ValueError, OverflowError):
+            out.append(None)
+            bad.append(v)
+    return out, bad
+
+
+def _cast(col: pa.Array | pa.ChunkedArray, typ: pa.DataType, name: str, notes: list[str] | None) -> pa.Array:
+    """``pc.cast``; a float column that does not fit an integer one is made storable (``conform``)."""
+    try:
+        return pc.cast(col, typ)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        if notes is None or not (pa.types.is_integer(typ) and pa.types.is_floating(col.type)):
+            raise
+    x = pc.cast(col, pa.float64()).to_numpy(zero_copy_only=False)  # nulls as NaN
+    null = pc.is_null(col).to_numpy(zero_copy_only=False)
+    fits = np.abs(x) < float(INT64_MAX)  # False for NaN / inf
+    out = np.zeros(len(x), dtype=np.int64)
+    out[fits] = np.rint(x[fits]).astype(np.int64)
+    unfit = ~fits & ~null
+    if name.endswith("_ns"):  # saturated: time_problems names the row
+        out[unfit & (x > 0)] = INT64_MAX
+        out[unfit & ~(x > 0)] = INT64_MIN
+        mask = null
+    else:
+        mask = null | unfit
+        _note(notes, name, x[unfit].tolist())
+    return pc.cast(pa.array(out, mask=mask), typ)
+
+
+def _note(notes: list[str], name: str, bad: list[Any]) -> None:
+    if bad:
+        notes.append(
+            f"{name}: {len(bad)} value(s) that are not numbers or do not fit 64 bits, stored as empty (e.g. {bad[0]!r})"
+        )
 
 
 ROW_GROUP_ROWS = 64 * 1024
@@ -106,6 +230,8 @@ class FactWriter:
         self.steps: set[int] = set()
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="parquet") if background else None
         self._in_flight: deque[Future[None]] = deque()
+        self.problems: list[str] = []  # values that could not be stored as given (take_problems)
+        self._offered: dict[str, int] = {}  # rows offered per table, kept or not (row numbers in problems)
 
     def _new_path(self, table: str) -> Path:
         return (
@@ -117,12 +243,18 @@ class FactWriter:
             / f"{self.collection_id}-{uuid.uuid4().hex[:10]}.parquet"
         )
 
-    def write(self, table: str, data: pa.Table | pa.RecordBatch | Mapping[str, Any]) -> int:
+    def write(self, table: str, data: pa.Table | pa.RecordBatch | Mapping[str, Any] | list[Mapping[str, Any]]) -> int:
         """Append rows to ``table``; returns the number of rows written. Rows are gathered into
         row groups of ``ROW_GROUP_ROWS`` before they are encoded (fewer, fuller row groups: less
         encoding work, better compression), so at most one row group per table is held."""
         key = {"run": self.run, "rank": self.rank, "collection_id": self.collection_id}
-        tbl = conform(table, data, key)
+        notes: list[str] = []
+        tbl = conform(table, data, key, notes)
+        keep, bad_times = time_problems(table, tbl, self._offered.get(table, 0))
+        self._offered[table] = self._offered.get(table, 0) + tbl.num_rows
+        if keep is not None:
+            tbl = tbl.filter(keep)
+        self.problems.extend(notes + bad_times)
         if tbl.num_rows == 0:
             return 0
         self._track(table, tbl)
@@ -197,6 +329,11 @@ class FactWriter:
                 cur = getattr(self, key)
                 setattr(self, key, v if cur is None else pick(cur, v))
         self.steps |= tally["steps"]
+
+    def take_problems(self) -> list[str]:
+        """The sentences about values not stored as given since the last call (``write``)."""
+        out, self.problems = self.problems, []
+        return out
 
     def has(self, table: str) -> bool:
         return self.rows.get(table, 0) > 0

@@ -1,4 +1,9 @@
-"""Unit conversions, applied once at ingest: times to integer ns, memory to bytes, bandwidth to B/s."""
+"""Unit conversions, applied once at ingest: times to integer ns, memory to bytes, bandwidth to B/s.
+
+Every time becomes ns here, and what a stored time may be is checked here (``time_problems``, run
+on every batch the fact writer stores): a conversion never wraps around or raises on a value int64
+ns cannot hold (beyond ±9.2e18 ns, inf) but saturates it to INT64_MAX / INT64_MIN (``fit_ns``),
+which the check then names, with the row and the reason, and keeps out of the store."""
 
 from __future__ import annotations
 
@@ -6,6 +11,8 @@ import math
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 KIB = 1024
 # Ascend communication files (communication.json, communication_matrix.json, analysis.db) write
@@ -15,6 +22,9 @@ KIB = 1024
 COMM_MB = 1_000_000
 ASCEND_GB_PER_S = 1_000_000_000
 US_NULL_TOKENS = frozenset({"", "N/A", "NA", "n/a", "None", "null", "nan", "NaN"})  # us_text_to_ns: None
+INT64_MAX = (1 << 63) - 1
+INT64_MIN = -(1 << 63)
+_US_LIMIT = INT64_MAX / 1000
 
 
 def us_text_to_ns(text: str | None) -> int | None:
@@ -27,20 +37,34 @@ def us_text_to_ns(text: str | None) -> int | None:
     neg = s.startswith("-")
     if neg or s.startswith("+"):
         s = s[1:]
-    if "e" in s or "E" in s:
+    if "e" in s or "E" in s or s.lower() in ("inf", "infinity"):
         v = float(s)
-        return round(-v * 1000 if neg else v * 1000)
+        return fit_ns(-v * 1000 if neg else v * 1000)
     whole, _, frac = s.partition(".")
     frac = (frac + "000")[:3] if len(frac) <= 3 else frac
     if len(frac) > 3:  # more than ns precision: round half up on the 4th digit
         ns = int((whole or "0") + frac[:3]) + (1 if frac[3] >= "5" else 0)
     else:
         ns = int((whole or "0") + frac)
-    return -ns if neg else ns
+    return fit_ns(-ns if neg else ns)
 
 
-def _scaled(value: Any, factor: float) -> int | None:
-    """round(value * factor); None for missing, boolean, NaN or unparseable cells."""
+def fit_ns(v: float | int | None) -> int | None:
+    """A computed ns value as int64 holds it: rounded; beyond the int64 range (inf included)
+    saturated to INT64_MAX / INT64_MIN, for ``time_problems`` to name; NaN is None."""
+    if v is None:
+        return None
+    if isinstance(v, float):
+        if math.isnan(v):
+            return None
+        if not math.isfinite(v) or abs(v) >= 9.2e18:
+            return INT64_MAX if v > 0 else INT64_MIN
+        v = round(v)
+    return v if INT64_MIN < v < INT64_MAX else INT64_MAX if v > 0 else INT64_MIN
+
+
+def _scaled(value: Any, factor: float) -> float | None:
+    """value * factor; None for missing, boolean, NaN or unparseable cells."""
     if value is None or isinstance(value, bool):
         return None
     try:
@@ -49,16 +73,18 @@ def _scaled(value: Any, factor: float) -> int | None:
         return None
     if math.isnan(v):
         return None
-    return round(v * factor)
+    return v * factor
 
 
 def ms_to_ns(value: Any) -> int | None:
-    return _scaled(value, 1_000_000)
+    return fit_ns(_scaled(value, 1_000_000))
 
 
-def mb_to_bytes(value: Any) -> int | None:
-    """MB as written in Ascend communication files (10^6 bytes, see COMM_MB) to bytes."""
-    return _scaled(value, COMM_MB)
+def mb_to_bytes(value: Any) -> int | float | None:
+    """MB as written in Ascend communication files (10^6 bytes, see COMM_MB) to bytes (a value no
+    int64 holds stays a float: the fact writer stores it as empty and says so)."""
+    v = _scaled(value, COMM_MB)
+    return round(v) if v is not None and abs(v) < 9.2e18 else v
 
 
 def ascend_gbps_to_bytes_per_s(value: float | str | None) -> float | None:
@@ -94,7 +120,73 @@ def to_int(text: str | None, sentinel_null: bool = True) -> int | None:
 
 
 def us_array_to_ns(values: np.ndarray) -> np.ndarray:
-    """Float µs (relative or < 2^53) to int64 ns, exact to the ns for values written with 3 decimals."""
+    """Float µs (relative or < 2^53) to int64 ns, exact to the ns for values written with 3 decimals.
+    A value int64 ns cannot hold (beyond ±9.2e15 µs, or not finite) saturates to INT64_MAX /
+    INT64_MIN instead of wrapping around: ``time_problems`` names such rows and keeps them out."""
     whole = np.floor(values)
     frac = np.rint((values - whole) * 1000.0)
-    return whole.astype(np.int64) * 1000 + frac.astype(np.int64)
+    fits = np.abs(values) < _US_LIMIT  # False for NaN and inf too
+    if fits.all():
+        return whole.astype(np.int64) * 1000 + frac.astype(np.int64)
+    out = np.where(values > 0, INT64_MAX, INT64_MIN).astype(np.int64)
+    out[fits] = whole[fits].astype(np.int64) * 1000 + frac[fits].astype(np.int64)
+    return out
+
+
+# -- what a stored time may be ------------------------------------------------------------------
+
+# no profile is timed after 2100-01-01T00:00:00Z, and nothing it holds lasts longer than that date
+MAX_TIME_NS = 4_102_444_800 * 1_000_000_000
+# the *_ns columns that are instants (the others are durations)
+TIME_POINT_COLUMNS = frozenset({"ts_ns", "start_ns", "end_ns", "alloc_ns", "release_ns", "active_release_ns"})
+
+
+def time_problems(
+    table: str, data: pa.Table, first_row: int = 0, row: str = "row", numbers: np.ndarray | None = None
+) -> tuple[pa.Array | None, list[str]]:
+    """The one check of every stored time (each ``*_ns`` column of a fact table, integer ns): an
+    instant or a duration is never negative and never reaches MAX_TIME_NS (2100, or an overflow
+    saturated by a conversion). Returns (the rows to keep, or None when all are good; a sentence
+    per column naming the bad rows — ``first_row`` + their index, counted from 1 — their values in
+    ns and the reason; ``row`` names what a row is, ``numbers`` their numbers when they are not
+    consecutive). Vectorised: one min/max pass per column when everything is in range."""
+    keep: pa.Array | None = None
+    notes: list[str] = []
+    for name in data.column_names:
+        if not name.endswith("_ns"):
+            continue
+        col = data.column(name)
+        lo, hi = (v.as_py() for v in pc.min_max(col).values())
+        if lo is None or (lo >= 0 and hi < MAX_TIME_NS):
+            continue
+        bad = pc.fill_null(pc.or_(pc.less(col, 0), pc.greater_equal(col, MAX_TIME_NS)), False)
+        rows = pc.indices_nonzero(bad).to_pylist()
+        values = pc.filter(col, bad).to_pylist()
+        by_reason: dict[str, list[tuple[int, int]]] = {}
+        for r, v in zip(rows, values):
+            by_reason.setdefault(_why(name, v), []).append((r, v))
+        for why, bad_rows in by_reason.items():
+            labels = [(int(numbers[r]) if numbers is not None else first_row + r + 1, v) for r, v in bad_rows[:3]]
+            where = "; ".join(f"{row} {n}: {v}" for n, v in labels) + ("; ..." if len(bad_rows) > 3 else "")
+            notes.append(f"{table}: {len(bad_rows)} {row}(s) not stored, {name} {why} ({where})")
+        keep = pc.invert(bad) if keep is None else pc.and_(keep, pc.invert(bad))
+    if "ts_ns" in data.column_names and "dur_ns" in data.column_names:  # each in range: their sum fits
+        ts, dur = data.column("ts_ns"), data.column("dur_ns")
+        if keep is not None:
+            ts, dur = pc.if_else(keep, ts, 0), pc.if_else(keep, dur, 0)
+        late = pc.fill_null(pc.greater_equal(pc.add(ts, dur), MAX_TIME_NS), False)
+        if pc.any(late).as_py():
+            rows = pc.indices_nonzero(late).to_pylist()
+            labels = [int(numbers[r]) if numbers is not None else first_row + r + 1 for r in rows[:3]]
+            where = "; ".join(f"{row} {n}" for n in labels) + ("; ..." if len(rows) > 3 else "")
+            notes.append(f"{table}: {len(rows)} {row}(s) not stored, ending after the year 2100 ({where})")
+            keep = pc.invert(late) if keep is None else pc.and_(keep, pc.invert(late))
+    return keep, notes
+
+
+def _why(name: str, value: int) -> str:
+    if value in (INT64_MAX, INT64_MIN):
+        return "beyond what 64-bit ns hold (overflow, or not a number)"
+    if value < 0:
+        return "negative"
+    return "after the year 2100" if name in TIME_POINT_COLUMNS else "longer than 130 years"

@@ -5,18 +5,28 @@ system would choke on. Each problem is a row of ``source_files`` with the reason
 from __future__ import annotations
 
 import ctypes
+import gzip
+import hashlib
+import json
 import os
+import re
 import shutil
+import sqlite3
 import stat
 import subprocess
+import sys
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from helpers import ANALYZE, REPO, analyze, analyze_json, query
 
-from analyzer.errors import RunNameError
+from analyzer.errors import InputError, RunNameError
 from analyzer.ingest import ingest
+from analyzer.readers.chrome import stream
+from analyzer.readers.chrome.stream import TraceStream
+from analyzer.readers.common.opener import RATIO_AFTER_BYTES, open_input
 from analyzer.store import Store, slug
 
 SAMPLES = REPO / "sample_data"
@@ -82,9 +92,10 @@ def test_json_nested_deeper_than_the_decoder_goes(tmp_path: Path) -> None:
     probs = _problems(store)
     assert probs["npu/rank0_ascend_pt/profiler_info_0.json"][0] == "error"
     assert "nested too deeply" in probs["npu/rank0_ascend_pt/profiler_info_0.json"][1]
+    at = text.rindex(b"{", 0, i)  # where the event with the deep args starts
     assert probs["rank_1/window_step2/rank1_step000002.pt.trace.json"] == (
         "warning",
-        "1 malformed event(s) skipped",
+        f"1 malformed event(s) skipped (nested too deeply; at byte {at} of the file)",
     )
     ignored = query(store, "SELECT path, error FROM source_files WHERE status = 'ignored'")
     assert {"path": "rank_0/window_step2/rankscope_window.json", "error": _SIDECAR_NOT_JSON} in ignored
@@ -183,3 +194,266 @@ def test_run_names_a_terminal_or_a_file_system_would_choke_on(tmp_path: Path) ->
     assert [r["run"] for r in analyze_json("runs", "--json", "--store", str(store))] == [name, "[/]"]
     summary = analyze_json("summary", "--json", "--run", "[/]", "--store", str(store))
     assert [r["rank"] for r in summary["ranks"]] == [0, 1]
+
+
+# -- profiler dbs: rows still in a WAL, tables missing ------------------------------------------------
+
+_NPU_DB = DATA / "torch_npu_db_level0" / "rank0_ascend_pt"
+_DB_NAME = "ASCEND_PROFILER_OUTPUT/ascend_pytorch_profiler_0.db"
+
+_WAL_WRITER = """
+import os, sqlite3, sys
+con = sqlite3.connect(sys.argv[1], isolation_level=None)
+con.execute("PRAGMA journal_mode=WAL")
+rows = con.execute("SELECT * FROM TASK").fetchall()
+con.execute("DELETE FROM TASK")
+con.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # the file itself now holds no task
+con.execute("PRAGMA wal_autocheckpoint=0")
+con.execute("BEGIN")
+con.executemany("INSERT INTO TASK VALUES (" + ",".join("?" * len(rows[0])) + ")", rows)
+con.execute("COMMIT")  # committed to the WAL only
+os._exit(0)  # as a killed profiler: no checkpoint at close
+"""
+
+
+def _snapshot(folder: Path) -> dict[str, tuple[int, int, bytes]]:
+    return {
+        str(p.relative_to(folder)): (p.stat().st_size, p.stat().st_mtime_ns, p.read_bytes())
+        for p in folder.rglob("*")
+        if p.is_file()
+    }
+
+
+@pytest.mark.parametrize("keep_shm", [True, False])
+def test_rows_of_an_uncheckpointed_wal_are_read_and_nothing_is_written(tmp_path: Path, keep_shm: bool) -> None:
+    """A torch_npu db whose TASK rows are committed in its -wal only (the writer died before a
+    checkpoint): every kernel is read, as from the clean db; the user's folder is left byte for
+    byte as it was (no -shm created, the WAL not checkpointed into the db)."""
+    clean = Store(tmp_path / "clean")
+    ingest(_NPU_DB.parent, clean, run="clean", workers=1)
+    root = tmp_path / "job"
+    shutil.copytree(_NPU_DB, root / "rank0_ascend_pt")
+    db = root / "rank0_ascend_pt" / _DB_NAME
+    subprocess.run([sys.executable, "-c", _WAL_WRITER, str(db)], check=True, timeout=120)
+    wal = db.with_name(db.name + "-wal")
+    shm = db.with_name(db.name + "-shm")
+    assert wal.stat().st_size > 0
+    if not keep_shm:  # a copy of the folder taken without the shared-memory file
+        shm.unlink()
+    with sqlite3.connect(f"{db.as_uri()}?mode=ro&immutable=1", uri=True) as con:  # what immutable=1 saw
+        assert con.execute("SELECT count(*) FROM TASK").fetchone()[0] == 0
+    before = _snapshot(root)
+    store = Store(tmp_path / "store")
+    report = ingest(root, store, workers=1)
+    assert _snapshot(root) == before
+    assert shm.exists() == keep_shm
+    n = "SELECT count(*) AS n, sum(dur_ns) AS d FROM kernels"
+    assert store.query(n).to_dict("records") == clean.query(n).to_dict("records")
+    assert store.query(n)["n"][0] == 191
+    files = {p["path"]: p["status"] for p in report.problems}
+    assert not any(p.endswith(".db") for p in files), files
+
+
+def test_a_db_without_the_tables_it_should_hold_says_so(tmp_path: Path) -> None:
+    """TASK, COMPUTE_TASK_INFO, CANN_API, PYTORCH_API, SESSION_TIME_INFO dropped one at a time from a
+    torch_npu db: the file is a warning naming the table and what is lost; the rest is read."""
+    full = Store(tmp_path / "full")
+    ingest(_NPU_DB.parent, full, run="full", workers=1)
+    rows = {t: full.query(f"SELECT count(*) AS n FROM {t}")["n"][0] for t in ("kernels", "operators", "slices")}
+    for table, lost in (
+        ("TASK", "no device tasks"),
+        ("COMPUTE_TASK_INFO", "no kernel names"),
+        ("CANN_API", "no CANN API calls"),
+        ("PYTORCH_API", "no framework operators"),
+        ("SESSION_TIME_INFO", "no session start and end times"),
+    ):
+        root = tmp_path / table
+        shutil.copytree(_NPU_DB, root / "rank0_ascend_pt")
+        with sqlite3.connect(root / "rank0_ascend_pt" / _DB_NAME) as con:
+            con.execute(f"DROP TABLE {table}")
+        store = Store(tmp_path / f"store_{table}")
+        report = ingest(root, store, workers=1)
+        (prob,) = [p for p in report.problems if p["path"].endswith(".db")]
+        assert prob["status"] == "warning" and prob["error"].startswith(f"table {table} missing: {lost}"), prob
+        assert report.read[0].status == "partial"
+        got = {t: store.query(f"SELECT count(*) AS n FROM {t}")["n"][0] for t in rows}
+        assert got["slices"] > 0 and (table != "PYTORCH_API" or got["kernels"] == rows["kernels"])
+    # a torch_npu recording without the NPU activity is not expected to hold the device tables
+    from analyzer.readers.ascend.db import expected_tables
+
+    cpu_only = {"common_config": {"activities": ["ProfilerActivity.CPU"]}}
+    assert expected_tables(True, cpu_only) == ("PYTORCH_API", "SESSION_TIME_INFO")
+    assert expected_tables(False) == ("TASK", "COMPUTE_TASK_INFO", "CANN_API", "SESSION_TIME_INFO")
+
+
+# -- compressed input, the streaming decoder ------------------------------------------------------------
+
+_TRACE = SAMPLES / "kineto_gloo_2rank" / "rank_0" / "window_step2" / "rank0_step000002.pt.trace.json"
+
+
+def _events(path: Path, block: int = 1 << 16) -> tuple[list, TraceStream]:
+    ts = TraceStream(path, block_bytes=block)
+    return [e for b in ts.blocks() for e in b], ts
+
+
+@pytest.mark.parametrize("fraction", [0.1, 0.35, 0.8])
+def test_a_cut_gzip_keeps_what_the_same_bytes_uncompressed_keep(tmp_path: Path, fraction: float) -> None:
+    """A .json.gz cut short gives the events of its decompressed prefix, exactly as those bytes
+    written as .json do (discovery used to call the cut gzip unreadable: 0 events against 14)."""
+    data = gzip.compress(_TRACE.read_bytes())
+    cut = tmp_path / "cut.pt.trace.json.gz"
+    cut.write_bytes(data[: int(len(data) * fraction)])
+    prefix = zlib.decompressobj(wbits=31).decompress(cut.read_bytes())
+    plain = tmp_path / "plain.pt.trace.json"
+    plain.write_bytes(prefix)
+    got, ts = _events(cut)
+    want, _ = _events(plain)
+    assert got and [(e.name, e.ts) for e in got] == [(e.name, e.ts) for e in want]
+    assert any(w.startswith("compressed stream ends early") for w in ts.warnings)
+    assert ts.truncated and ts.sha256 == hashlib.sha256(cut.read_bytes()).hexdigest()
+    store = Store(tmp_path / "store")
+    report = ingest(cut, store, workers=1)
+    (prob,) = report.problems
+    assert prob["status"] == "warning" and "compressed stream ends early" in prob["error"]
+
+
+def test_a_gzip_bomb_is_refused_early_and_named(tmp_path: Path) -> None:
+    """2 GiB of blanks after a trace's first event, 2 MB gzipped: refused once more than 200 bytes
+    came out per byte read (past 64 MiB), never decompressed further."""
+    bomb = tmp_path / "job" / "bomb.pt.trace.json.gz"
+    bomb.parent.mkdir()
+    head = b'{"traceEvents": [{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 1},'
+    bomb.write_bytes(gzip.compress(head) + gzip.compress(b" " * (16 << 20), 9) * 128 + gzip.compress(b"]}"))
+    assert bomb.stat().st_size < 3 << 20
+    with open_input(bomb) as f, pytest.raises(InputError, match="decompresses to more than 200 times its size"):
+        while f.read(4 << 20):
+            pass
+    assert f.bytes_out <= RATIO_AFTER_BYTES + (4 << 20) and f.bytes_in < 1 << 20  # stopped at once
+    out = analyze("ingest", str(bomb.parent), "--store", str(tmp_path / "store"), check=False)
+    assert out.returncode == 1 and "bomb.pt.trace.json.gz: decompresses to more than 200 times its size" in out.stdout
+
+
+def test_whitespace_between_events_is_not_carried_and_giant_events_are_skipped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """8 MiB of blanks between two events read with 4 KiB blocks: both events, no warning (the
+    blanks are dropped block by block, not accumulated); a string of 3 MiB blanks inside an event
+    is kept as it is (blanks inside a string are data); an event over MAX_EVENT_BYTES is skipped
+    and named, the events after it kept."""
+    ev = b'{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 2}'
+    p = tmp_path / "ws.json"
+    p.write_bytes(b'{"traceEvents": [' + ev + b"," + b" \n" * (4 << 20) + ev + b"]}")
+    got, ts = _events(p, 4096)
+    assert [e.name for e in got] == ["a", "a"] and not ts.warnings
+    s = tmp_path / "str.json"
+    s.write_bytes(b'{"traceEvents": [' + ev + b', {"ph": "X", "name": "' + b" " * (3 << 20) + b'b"}, ' + ev + b"]}")
+    got, ts = _events(s, 4096)
+    assert [e.name for e in got] == ["a", " " * (3 << 20) + "b", "a"] and not ts.warnings
+    monkeypatch.setattr(stream, "MAX_EVENT_BYTES", 1 << 20)
+    big = tmp_path / "big.json"
+    big.write_bytes(b"[" + ev + b', {"ph": "X", "name": "' + b"x" * (2 << 20) + b'"}, ' + ev + b"]")
+    got, ts = _events(big, 4096)
+    assert [e.name for e in got] == ["a", "a"]
+    assert ts.warnings[0].startswith("1 malformed event(s) skipped (1 MiB without an event boundary")
+
+
+def test_a_broken_event_is_skipped_by_its_offset_and_the_rest_kept(tmp_path: Path) -> None:
+    """One event each: a flipped structure byte, bytes that are not UTF-8 in its name, a name of the
+    wrong type, a number too big for a float: the first, third and fourth are skipped and named by
+    the offset of their first byte; the second is kept with U+FFFD; every other event is kept."""
+    events = [
+        {"ph": "X", "name": f"e{i}", "pid": 1, "tid": 1, "ts": 10 * i + 1, "dur": 1, "args": {"k": [1, {"a": 2}]}}
+        for i in range(400)
+    ]
+    text = json.dumps({"traceEvents": events}).encode()
+    broken = (
+        text.replace(b'"name": "e50"', b'"name"; "e50"')  # a flipped structure byte
+        .replace(b'"name": "e150"', b'"name": "e\xff\xfe150"')  # bytes that are not UTF-8
+        .replace(b'"name": "e250"', b'"name": 7777')  # the wrong type
+        .replace(b'"ts": 3501,', b'"ts": 1e999,')  # no float holds it (event e350)
+    )
+    flip, utf8, typ, big = (broken.rindex(b"{", 0, broken.index(m)) for m in (b'"e50"', b"e\xff", b"7777", b"1e999"))
+    p = tmp_path / "t.json"
+    p.write_bytes(broken)
+    for block in (512, 1 << 20):
+        got, ts = _events(p, block)
+        names = [e.name for e in got]
+        assert "e50" not in names and "e250" not in names and "e350" not in names
+        assert len(names) == 400 - 3 and "e\ufffd\ufffd150" in names
+        offsets, utf = [], []
+        for w in ts.warnings:
+            m = re.fullmatch(r"(\d+) malformed event\(s\) skipped \((.+); at byte ([\d, ]+) of the file\)", w)
+            if m:
+                offsets += [int(x) for x in m.group(3).split(", ")]
+            else:
+                utf.append(w)
+        assert sorted(offsets) == [flip, typ, big], (block, ts.warnings)
+        assert utf == [f"1 event(s) with bytes that are not UTF-8, kept with them replaced by U+FFFD (at byte {utf8})"]
+        assert "`$.name`" in " ".join(ts.warnings) and "Number out of range" in " ".join(ts.warnings)
+
+
+# -- times: one check, every format ---------------------------------------------------------------------
+
+
+def test_impossible_times_are_named_and_kept_out_in_every_format(tmp_path: Path) -> None:
+    """A µs duration that overflows int64 ns (9.5e15, inf), a negative duration, a timestamp after 2100:
+    in a Kineto trace, a torch_npu kernel_details.csv, a torch_npu db and the collector's scalars.
+    The rows are not stored, the file is a warning naming each row and reason; the rest is stored."""
+    # Kineto
+    d = json.loads(_TRACE.read_text())
+    ops = [i for i, e in enumerate(d["traceEvents"]) if e.get("ph") == "X" and e.get("cat") == "cpu_op"]
+    d["traceEvents"][ops[5]]["dur"] = 9.5e15
+    d["traceEvents"][ops[6]]["dur"] = -5
+    d["traceEvents"][ops[7]]["ts"] = 4_200_000_000_000_000.0
+    (tmp_path / "k").mkdir()
+    (tmp_path / "k" / "r.pt.trace.json").write_text(json.dumps(d))
+    clean = Store(tmp_path / "clean")
+    ingest(_TRACE, clean, run="clean", workers=1)
+    store = Store(tmp_path / "s")
+    (prob,) = ingest(tmp_path / "k", store, workers=1).problems
+    assert prob["status"] == "warning"
+    for reason in ("ts_ns after the year 2100", "dur_ns beyond what 64-bit ns hold", "dur_ns negative (event"):
+        assert reason in prob["error"]
+    n = "SELECT count(*) AS n, min(ts_ns) AS lo, max(ts_ns + dur_ns) AS hi FROM slices"
+    got, want = store.query(n).iloc[0], clean.query(n).iloc[0]
+    assert got["n"] == want["n"] - 3 and got["lo"] >= want["lo"] and got["hi"] <= want["hi"]
+    # torch_npu kernel_details.csv
+    root = tmp_path / "npu"
+    shutil.copytree(DATA / "torch_npu_text_level0" / "rank0_ascend_pt", root / "rank0_ascend_pt")
+    csv_path = root / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv"
+    lines = csv_path.read_text().split("\n")
+    for row, value in ((3, "9.5e15"), (5, "-5"), (7, "inf")):
+        cells = lines[row].split(",")
+        cells[5] = value  # Duration(us)
+        lines[row] = ",".join(cells)
+    csv_path.write_text("\n".join(lines))
+    store = Store(tmp_path / "s2")
+    report = ingest(root, store, workers=1)
+    prob = next(p for p in report.problems if p["path"].endswith("kernel_details.csv"))
+    assert prob["status"] == "warning"
+    assert prob["error"] == (
+        "kernels: 2 row(s) not stored, dur_ns beyond what 64-bit ns hold (overflow, or not a number) "
+        f"(row 3: {2**63 - 1}; row 7: {2**63 - 1}); kernels: 1 row(s) not stored, dur_ns negative (row 5: -5000)"
+    )
+    assert store.query("SELECT count(*) AS n FROM kernels")["n"][0] == 191 - 3
+    # torch_npu db: a task that ends before it starts
+    root = tmp_path / "db"
+    shutil.copytree(_NPU_DB, root / "rank0_ascend_pt")
+    with sqlite3.connect(root / "rank0_ascend_pt" / _DB_NAME) as con:
+        con.execute("UPDATE TASK SET endNs = startNs - 5000 WHERE rowid = (SELECT min(rowid) FROM TASK)")
+    store = Store(tmp_path / "s3")
+    report = ingest(root, store, workers=1)
+    prob = next(p for p in report.problems if p["path"].endswith(".db"))
+    assert prob["status"] == "warning" and "not stored, dur_ns negative" in prob["error"], prob
+    # the collector's scalars
+    root = tmp_path / "sc"
+    shutil.copytree(SAMPLES / "kineto_gloo_2rank" / "rank_0", root / "rank_0")
+    sc = root / "rank_0" / "rankscope_scalars.jsonl"
+    lines = sc.read_text().splitlines()
+    lines[1] = lines[1].replace('"ts_ns":', '"ts_ns":9', 1)  # a 20-digit ts: beyond int64
+    sc.write_text("\n".join(lines) + "\n")
+    store = Store(tmp_path / "s4")
+    report = ingest(root, store, workers=1)
+    prob = next(p for p in report.problems if p["path"].endswith(".jsonl"))
+    assert "scalars: 2 row(s) not stored, ts_ns beyond what 64-bit ns hold" in prob["error"]
+    assert store.query("SELECT count(*) AS n FROM scalars")["n"][0] == 2 * len(lines) - 2  # step time + loss

@@ -223,7 +223,8 @@ def _commit(
     if _nothing_new(prev, run_root, batch):
         return False, False  # an unchanged folder changes nothing in the store (not even the run's update time)
     if report.usable or prev.existed:  # a run that never held data is not created
-        store.commit(run, path_text(run_root), batch.replace, batch.collections, batch.fact_files, batch.file_rows, ingests)
+        root = path_text(run_root)
+        store.commit(run, root, batch.replace, batch.collections, batch.fact_files, batch.file_rows, ingests)
         return True, bool(set(batch.replace) & set(prev.collections))
     store.garbage_collect()  # the (empty) files the workers wrote
     return False, False

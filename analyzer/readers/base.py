@@ -111,6 +111,7 @@ class ReadContext:
         self.cores = cores  # cores this reader may use (a spare one reads ahead and encodes Parquet in threads)
         self.meta = CollectionMeta()
         self.outcomes: dict[Path, FileOutcome] = {}
+        self._reading: list[FileOutcome] = []  # the files being read (``reading`` blocks), innermost last
         self._scratch: Path | None = None
 
     @property
@@ -118,7 +119,24 @@ class ReadContext:
         return self.writer.rank
 
     def write(self, table: str, data: Any) -> int:
-        return self.writer.write(table, data)
+        """Rows to a fact table; values that could not be stored as given (``FactWriter.write``:
+        times out of range, numbers beyond 64 bits) are named on the file being read (``note``)."""
+        n = self.writer.write(table, data)
+        for problem in self.writer.take_problems():
+            self.note(problem)
+        return n
+
+    def note(self, problem: str) -> None:
+        """A warning on the file being read (inside ``reading``), else on the file read last: the
+        rows a reader writes after its files were read (staged rows) come from them."""
+        if self._reading:
+            self._reading[-1].warn(problem)
+            return
+        for outcome in reversed(self.outcomes.values()):
+            if outcome.status != "ignored":
+                outcome.warn(problem)
+                return
+        self.meta.missing.append(problem)
 
     @contextlib.contextmanager
     def reading(self, path: Path, reader: str) -> Iterator[FileOutcome]:
@@ -126,6 +144,7 @@ class ReadContext:
         if outcome is None or outcome.status == "ignored":
             outcome = FileOutcome(path, reader)
             self.outcomes[path] = outcome
+        self._reading.append(outcome)
         try:
             yield outcome
         except InputError as exc:
@@ -137,6 +156,8 @@ class ReadContext:
         except Exception as exc:  # noqa: BLE001 - any failure is recorded against the file
             outcome.status = "error"
             outcome.error = f"{type(exc).__name__}: {exc}"
+        finally:
+            self._reading.pop()
 
     def add_table_capabilities(self) -> None:
         """A capability for every fact table this collection wrote (TABLE_CAPABILITIES)."""

@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from .ascend.db import read_ascend_db
+from .ascend.db import expected_tables, read_ascend_db
 from .ascend.groups import Groups
 from .ascend.msprof_export import ExportState, export_files, file_size, legacy_timelines, read_export, read_legacy
 from .ascend.names import EXPORT_DIR, MSPROF_ANALYSIS_DB, MSPROF_DB_RE, MSPROF_EXPORT_HINT
@@ -90,7 +90,15 @@ def _read_db(ctx: ReadContext, dbs: list[Path]) -> None:
         ctx.ignore(old, f"older msprof db export ({main.name} is read)")
     analysis = root.joinpath(*MSPROF_ANALYSIS_DB)
     groups = Groups(ctx.rank, ctx.plan.hints, None)
-    read_ascend_db(ctx, main, analysis if analysis in ctx.plan.files else None, groups, "msprof.db", "an msprof db")
+    read_ascend_db(
+        ctx,
+        main,
+        analysis if analysis in ctx.plan.files else None,
+        groups,
+        "msprof.db",
+        "an msprof db",
+        expected_tables(False),
+    )
     if analysis not in ctx.plan.files:
         ctx.meta.missing.append(
             "no analyze/communication_analyzer.db (msprof --analyze=on): no wait/transit split, "

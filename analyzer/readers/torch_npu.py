@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-from .ascend.db import rank_device_map, read_ascend_db
+from .ascend.db import expected_tables, rank_device_map, read_ascend_db
 from .ascend.groups import Groups, share_group_layouts
 from .ascend.metadata import fill_meta, read_producer_files, switch_sentences
 from .ascend.names import (
@@ -130,7 +130,8 @@ def read_torch_npu_db(ctx: ReadContext) -> None:
             ctx.ignore(p, "not a file the db reader ingests")
     if main is None:
         ctx.meta.missing.append("no ascend_pytorch_profiler_{rank}.db in ASCEND_PROFILER_OUTPUT/")
-    extra = read_ascend_db(ctx, main, analysis, groups, "ascend_pytorch_profiler.db", "a torch_npu profiler db")
+    tables = expected_tables(True, pf.config)
+    extra = read_ascend_db(ctx, main, analysis, groups, "ascend_pytorch_profiler.db", "a torch_npu profiler db", tables)
     fill_meta(ctx, pf, extra)
     if analysis is None:
         ctx.meta.missing.append("no analysis.db: no wait/transit split, bandwidth or communication matrix")

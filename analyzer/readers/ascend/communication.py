@@ -16,8 +16,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-
 from ...errors import InputError
 from ...format import a_or_an
 from ...units import ascend_gbps_to_bytes_per_s, mb_to_bytes, ms_to_ns, us_text_to_ns
@@ -241,7 +239,7 @@ def read_matrix_json(ctx: ReadContext, path: Path, groups: Groups) -> None:
                         }
                     )
         rows = link_rows(entries, groups)
-        outcome.rows = ctx.write("comm_links", pa.Table.from_pylist(rows)) if rows else 0
+        outcome.rows = ctx.write("comm_links", rows) if rows else 0
         if not rows:
             outcome.warn("no communication link in the file (empty collective / p2p sections)")
 
@@ -368,4 +366,4 @@ def write_comm_ops(
             if r["group_name"]:
                 g = groups.get(r["group_name"])
                 r["group_ranks"] = g.global_ranks if g else None
-    ctx.write("comm_ops", pa.Table.from_pylist(rows))
+    ctx.write("comm_ops", rows)

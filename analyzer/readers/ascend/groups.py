@@ -76,16 +76,15 @@ def _self_links_text(path: Path) -> dict[str, int]:
 
 
 def _self_links_db(path: Path) -> dict[str, int]:
+    from .db.sqlite import read_only  # the db package imports this module: imported when used
+
     out: dict[str, int] = {}
     try:
-        con = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
-        try:
+        with read_only(path) as con:
             rows = con.execute(
                 "SELECT DISTINCT group_name, src_rank FROM CommAnalyzerMatrix WHERE src_rank = dst_rank"
             ).fetchall()
-        finally:
-            con.close()
-    except sqlite3.Error:
+    except (sqlite3.Error, OSError):
         return out
     for g, r in rows:
         try:

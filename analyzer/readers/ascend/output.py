@@ -220,7 +220,7 @@ def _finish(ctx: ReadContext, st: TextExport) -> None:
         groups.finish()
         rows = groups.rows()
         if rows:
-            ctx.write("comm_groups", pa.Table.from_pylist(rows))
+            ctx.write("comm_groups", rows)
     _fill_text_meta(ctx, st)
 
 

@@ -523,7 +523,7 @@ class AscendTrace:
         self.ctx = ctx
         self.stage = SpillStage(ctx.scratch_dir())
         self.picker = AscendPicker(self.stage, op_processes, device_tasks, timeline, collectives)
-        self.router = EventRouter(ROUTE, self.picker, lambda sl: ctx.write("slices", sl))
+        self.router = EventRouter(ROUTE, self.picker, lambda sl: ctx.write("slices", sl), ctx.note)
 
     def feed(self, path: Path, shift_ns: int = 0) -> TraceStream:
         """Route every event of one trace file (``shift_ns``: added to every time, e.g. a device's
@@ -602,14 +602,11 @@ class AscendTrace:
                         "source": "msprof timeline",
                     }
                 )
-            ctx.write("comm_ops", pa.Table.from_pylist(rows))
+            ctx.write("comm_ops", rows)
             named = sorted({str(c["group"]) for c in p.comms if c["group"]})
             if named:  # the groups the ops name (their lanes): every table of a run knows the same groups
                 ctx.write(
-                    "comm_groups",
-                    pa.Table.from_pylist(
-                        [{"group_name": g, "backend": "hccl", "source": "msprof timeline"} for g in named]
-                    ),
+                    "comm_groups", [{"group_name": g, "backend": "hccl", "source": "msprof timeline"} for g in named]
                 )
         return n
 

@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ...units import US_NULL_TOKENS, us_array_to_ns, us_text_to_ns
+from ...units import INT64_MAX, US_NULL_TOKENS, fit_ns, us_array_to_ns, us_text_to_ns
 from ..common.jsonfile import DECODE_ERRORS
 from .stream import ANY, Event
 
@@ -66,14 +66,20 @@ def times_ns(values: list[float | str | None], base_ns: int = 0) -> pa.Array:
     except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError):
         return _text_or_mixed_times_ns(values, base_ns)
     if fa.null_count:
-        arr = us_array_to_ns(fa.fill_null(0.0).to_numpy())
-        if base_ns:
-            arr += base_ns
+        arr = _with_base(us_array_to_ns(fa.fill_null(0.0).to_numpy()), base_ns)
         return pa.array(arr, type=pa.int64(), mask=fa.is_null().to_numpy(zero_copy_only=False))
-    arr = us_array_to_ns(fa.to_numpy())
+    return pa.array(_with_base(us_array_to_ns(fa.to_numpy()), base_ns), type=pa.int64())
+
+
+def _with_base(arr: np.ndarray, base_ns: int) -> np.ndarray:
+    """Event times plus the trace's time base, except those already impossible (negative, or
+    saturated by the conversion): they stay as they are, for the time check to name."""
     if base_ns:
+        bad = (arr < 0) | (arr == INT64_MAX)
+        if bad.any():
+            return np.where(bad, arr, arr + base_ns)
         arr += base_ns
-    return pa.array(arr, type=pa.int64())
+    return arr
 
 
 _US_TEXT = r"^(?P<sign>-?)(?P<whole>\d{0,16})(?:\.(?P<frac>\d*))?$"
@@ -119,7 +125,11 @@ def _text_or_mixed_times_ns(values: list[float | str | None], base_ns: int) -> p
     except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError):
         return _mixed_times_ns(values, base_ns)
     ns = text_times_ns(text)
-    return pc.add(ns, base_ns) if base_ns else ns
+    if not base_ns:
+        return ns
+    # as _with_base: a time already impossible (negative, saturated) stays as it is, to be named
+    bad = pc.fill_null(pc.or_(pc.less(ns, 0), pc.greater_equal(ns, INT64_MAX)), False)
+    return pc.if_else(bad, ns, pc.add(ns, base_ns))
 
 
 def _mixed_times_ns(values: list[float | str | None], base_ns: int) -> pa.Array:
@@ -128,11 +138,9 @@ def _mixed_times_ns(values: list[float | str | None], base_ns: int) -> pa.Array:
     for v in values:
         if v is None:
             out.append(None)
-        elif isinstance(v, str):
-            ns = us_text_to_ns(v)
-            out.append(None if ns is None else ns + base_ns)
         else:
-            out.append(int(us_array_to_ns(np.array([float(v)]))[0]) + base_ns)
+            ns = us_text_to_ns(v) if isinstance(v, str) else int(us_array_to_ns(np.array([float(v)]))[0])
+            out.append(None if ns is None else ns if ns < 0 or ns >= INT64_MAX else fit_ns(ns + base_ns))
     return pa.array(out, type=pa.int64())
 
 

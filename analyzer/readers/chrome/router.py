@@ -27,12 +27,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ...units import time_problems
 from .columns import Codes, EventColumns, counter_columns
 from .lanes import LaneInfo, LaneRules, lane_group
 from .stream import Event
 
 _NAME = attrgetter("name")
 _PH = attrgetter("ph")
+_NOTHING = Event()  # what an event whose times cannot be stored is replaced with (routed nowhere)
 
 
 @dataclass(frozen=True)
@@ -91,6 +93,7 @@ class EventRouter:
     rules: RouteRules
     picker: Picker
     write_slices: Callable[[dict[str, pa.Array]], None]
+    note: Callable[[str], None]  # a problem of the file being read (ReadContext.note)
     lanes: LaneInfo = field(default_factory=LaneInfo)
     lane_counts: Counter[tuple[str, str]] = field(default_factory=Counter)
     lane_cats: dict[tuple[str, str], Counter[str]] = field(default_factory=dict)
@@ -131,6 +134,17 @@ class EventRouter:
         if len(sl_idx):
             sl_events = events if len(sl_idx) == n else list(map(events.__getitem__, sl_idx.tolist()))
             cols = EventColumns.of(sl_events, base_ns=base_ns, event_ids=sl_idx + first)
+            times = pa.table({"ts_ns": cols.ts_ns, "dur_ns": cols.dur_ns})
+            keep, notes = time_problems("trace", times, row="event", numbers=sl_idx + first + 1)
+            if keep is not None:  # out-of-range times: the events go before anything is derived from them
+                for note in notes:
+                    self.note(note)
+                self.event_base = first
+                block = list(events)
+                for i in sl_idx[where(pc.invert(keep))].tolist():
+                    block[i] = _NOTHING  # an event of no phase: every other event keeps its id
+                self.route(block, base_ns)
+                return
             sl = cols.slices()
             self._count_lanes(sl)
             self.write_slices(sl)

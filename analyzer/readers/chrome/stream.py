@@ -19,6 +19,7 @@ an "event" longer than ``MAX_EVENT_BYTES`` is skipped.
 
 from __future__ import annotations
 
+import io
 import mmap
 import queue
 import re
@@ -26,7 +27,7 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import msgspec
 
@@ -659,39 +660,3 @@ def events_before(path: Path, point: int) -> int:
             n += view[:got].tobytes().count(_PRETTY_SEP) if got < want else buf.count(_PRETTY_SEP, 0, got)
             pos += _COUNT_CHUNK
     return n
-
-
-_TRACE_KEYS = (b'"traceEvents"', b'"schemaVersion"', b'"deviceProperties"', b'"distributedInfo"')
-_TRACE_NAME = re.compile(r"(\.pt\.trace\.json(\.gz)?$|trace.*\.json(\.gz)?$)", re.I)
-
-
-def sniff(path: Path) -> str:
-    """What a JSON file is, from its first 64 KiB: 'object' for a trace object (traceEvents, or Kineto's
-    header keys); 'array' for a bare array of Chrome trace events (torch_npu, MindSpore, msprof);
-    'ignore:<reason>' for an unrelated JSON file; otherwise the problem that stops the file from
-    being read (it looks like a trace but is not usable)."""
-    import zlib
-
-    named_trace = bool(_TRACE_NAME.search(path.name))
-    try:
-        if path.stat().st_size == 0:
-            return "empty file"
-        with open_binary(path) as f:
-            head = f.read(64 << 10)
-    except (OSError, EOFError, zlib.error) as exc:
-        return f"cannot read: {exc}"
-    s = head.lstrip()
-    if s.startswith(b"\xef\xbb\xbf"):
-        s = s[3:].lstrip()
-    if not s:
-        return "empty file (only whitespace)"
-    if s[:1] not in (b"{", b"["):
-        kind = "binary data" if b"\x00" in s[:512] else "text"
-        return f"not JSON: the file holds {kind} (starts with {s[:20]!r})"
-    if any(k in head for k in _TRACE_KEYS):
-        return "object"
-    if s[:1] == b"[" and b'"ph"' in head:  # Chrome's JSON array format (torch_npu / msprof write it)
-        return "array"
-    if named_trace:
-        return "JSON but not a Kineto/Chrome trace (no traceEvents array)"
-    return "ignore:JSON file that is not a profiler trace"

@@ -12,7 +12,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ...units import us_text_to_ns
+from ...units import fit_ns, us_text_to_ns
 
 # cell texts that mean "no value"
 NULL_TOKENS = frozenset({"", "N/A", "NA", "n/a", "None", "null", "nan", "NaN", "-"})
@@ -102,11 +102,11 @@ def decimal_text_to_ns(v: str | None, unit_ms: bool = True) -> int | None:
         return None
     neg = s.startswith("-")
     s = s.lstrip("+-")
-    if "e" in s.lower():
+    if "e" in s.lower() or "inf" in s.lower():
         x = float(s) * (1e6 if unit_ms else 1e3)
-        return -round(x) if neg else round(x)
+        return fit_ns(-x if neg else x)
     digits = 6 if unit_ms else 3
     whole, _, frac = s.partition(".")
     frac = (frac + "0" * 9)[: digits + 1]
     ns = int(whole or "0") * 10**digits + int(frac[:digits]) + (1 if frac[digits] >= "5" else 0)
-    return -ns if neg else ns
+    return fit_ns(-ns if neg else ns)

@@ -87,7 +87,7 @@ def read_kineto(ctx: ReadContext) -> None:
     plan = ctx.plan
     stage = SpillStage(ctx.scratch_dir())
     picker = KinetoPicker(ctx, stage)
-    router = EventRouter(ROUTE, picker, picker.write_slices)
+    router = EventRouter(ROUTE, picker, picker.write_slices, ctx.note)
     late_base: dict[int, int] = {}
     metas: list[dict[str, Any]] = []
     # the collector's window sidecar belongs to the collection (its status) but is not a trace

@@ -434,7 +434,7 @@ def _write_groups(
                 or ("distributedInfo.pg_config" if g.get("backend") else "record_param_comms"),
             }
         )
-    ctx.write("comm_groups", pa.Table.from_pylist(rows))
+    ctx.write("comm_groups", rows)
 
 
 def _fill_meta(ctx: ReadContext, router: KinetoPicker, metas: list[dict[str, Any]]) -> None:

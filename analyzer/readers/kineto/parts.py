@@ -69,7 +69,7 @@ def read(ctx: ReadContext, spec: dict[str, Any]) -> dict[str, Any]:
     folder = Path(tempfile.mkdtemp(prefix=f"part{spec['index']}-", dir=spec["scratch"]))
     stage = SpillStage(folder, hold_bytes=0)
     picker = KinetoPicker(ctx, stage)
-    router = EventRouter(ROUTE, picker, picker.write_slices)
+    router = EventRouter(ROUTE, picker, picker.write_slices, ctx.note)
     header = _header(path)
     base = int(header.get("baseTimeNanoseconds") or 0)
     router.event_base = 0 if start == 0 else events_before(path, start)
@@ -117,7 +117,7 @@ def finish(ctx: ReadContext, states: list[dict[str, Any]]) -> None:
     assert path is not None
     stage = SpillStage(ctx.scratch_dir())
     picker = KinetoPicker(ctx, stage)
-    router = EventRouter(ROUTE, picker, picker.write_slices)
+    router = EventRouter(ROUTE, picker, picker.write_slices, ctx.note)
     router.event_base = seen
     staged: dict[str, list[Staged]] = {}
     for s in states:

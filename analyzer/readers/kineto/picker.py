@@ -254,8 +254,11 @@ def _message_bytes(args: CommArgs | None) -> tuple[int | None, str | None, int |
 _STAGE_KEY = {"run": "", "rank": 0, "collection_id": ""}
 
 
-def staged_table(table: str, cols: dict[str, Any], file_idx: int) -> pa.Table:
-    t = conform(table, cols, _STAGE_KEY)
+def staged_table(ctx: ReadContext, table: str, cols: dict[str, Any], file_idx: int) -> pa.Table:
+    notes: list[str] = []
+    t = conform(table, cols, _STAGE_KEY, notes)
+    for note in notes:  # values that do not fit their column: named on the file being read
+        ctx.note(note)
     return t.append_column("_file", pa.repeat(pa.scalar(file_idx, pa.int32()), t.num_rows))
 
 
@@ -277,7 +280,7 @@ class KinetoPicker:
         if self.direct_slices:
             self.ctx.write("slices", sl)
         else:
-            self.stage.write("slices", staged_table("slices", sl, self.file_idx))
+            self.stage.write("slices", staged_table(self.ctx, "slices", sl, self.file_idx))
 
     def block(self, router: EventRouter, b: RoutedBlock) -> None:
         """Every table takes its rows from the router's columns through masks — no per-event Python
@@ -323,7 +326,7 @@ class KinetoPicker:
 
     def counters(self, cols: dict[str, pa.Array]) -> None:
         cols["process"] = cols.pop("pid")
-        self.stage.write("counters", staged_table("counters", cols, self.file_idx))
+        self.stage.write("counters", staged_table(self.ctx, "counters", cols, self.file_idx))
 
     # -- per kind --------------------------------------------------------------------------------
 
@@ -357,7 +360,7 @@ class KinetoPicker:
             "sequence_number": pa.array(list(map(_GET_SEQ, present)), pa.int64()),
             "event_id": cols.event_id.filter(mask),
         }
-        t = staged_table("operators", ops, file_idx)
+        t = staged_table(self.ctx, "operators", ops, file_idx)
         self.stage.write("operators", t.append_column("_pid", cols.pid.filter(mask)))
 
     def _steps(self, events: list[Event], steps: list[tuple[int, int]], file_idx: int, base_ns: int) -> None:
@@ -372,7 +375,7 @@ class KinetoPicker:
             "dur_ns": dur,
             "source": ["ProfilerStep"] * len(evs),
         }
-        self.stage.write("steps", staged_table("steps", cols, file_idx))
+        self.stage.write("steps", staged_table(self.ctx, "steps", cols, file_idx))
 
     def _kernels(self, b: RoutedBlock, kmask: pa.Array, file_idx: int) -> None:
         """Device kernels of the block (the slices where ``kmask`` is true): device and stream from
@@ -406,7 +409,7 @@ class KinetoPicker:
             "ts_ns": cols.ts_ns.filter(kmask),
             "dur_ns": cols.dur_ns.filter(kmask),
         }
-        self.stage.write("kernels", staged_table("kernels", cols_out, file_idx))
+        self.stage.write("kernels", staged_table(self.ctx, "kernels", cols_out, file_idx))
         if comm_rows:
             self.comm_kernel_rows += len(comm_rows)
             sub = [evs[j] for j in comm_rows]
@@ -471,7 +474,7 @@ class KinetoPicker:
             "count": counts,
             "source": [source] * len(evs),
         }
-        t = staged_table("comm_ops", cols, file_idx)
+        t = staged_table(self.ctx, "comm_ops", cols, file_idx)
         t = t.append_column("_tid", pa.array([id_text(e.tid) for e in evs], pa.string()))
         t = t.append_column("_corr", pa.array([a.correlation if a is not None else None for a in args], pa.int64()))
         self.stage.write("comm_ops", t)

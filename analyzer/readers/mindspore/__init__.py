@@ -28,7 +28,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ..ascend.db import read_ascend_db
+from ..ascend.db import expected_tables, read_ascend_db
 from ..ascend.groups import Groups
 from ..ascend.msprof_export import ExportState, export_files, read_export
 from ..ascend.names import COMM_ANALYZER_DB, EXPORT_DIR, MINDSPORE_DB_RE, OUTPUT_DIR, PROFILER_INFO_RE, TEXT_MARKERS
@@ -291,7 +291,8 @@ def _read_db(ctx: ReadContext, dbs: list[Path]) -> None:
     analysis = out / COMM_ANALYZER_DB
     analysis = analysis if analysis in ctx.plan.files else None
     groups = Groups(ctx.rank, ctx.plan.hints, ctx.meta.extra.get("user_metadata"))  # read by _read_profiler_info
-    read_ascend_db(ctx, main, analysis, groups, "ascend_mindspore_profiler.db", "a MindSpore profiler db")
+    tables = expected_tables(False)
+    read_ascend_db(ctx, main, analysis, groups, "ascend_mindspore_profiler.db", "a MindSpore profiler db", tables)
     if analysis is None:
         ctx.meta.missing.append(
             "no communication_analyzer.db: no wait/transit split, bandwidth or communication matrix"

@@ -1,8 +1,9 @@
 """The CANN family's profiler db (SQLite; docs/formats.md §1.13, §2.1, §3.4): torch_npu's
 ``ascend_pytorch_profiler_{rank}.db``, MindSpore's ``ascend_mindspore_profiler_{rank}.db`` and msprof's
 own ``msprof_{ts}.db`` hold the same CANN tables (and the framework ones when the framework wrote
-them), read with Python's sqlite3 (read-only, immutable), text columns resolved through ``STRING_IDS``
-/ ``ENUM_*``, ``PYTORCH_API.startNs/endNs`` (declared TEXT) cast to exact integers. Their
+them), read with Python's sqlite3 (read-only, with the rows of a ``-wal``: ``sqlite.read_only``), text
+columns resolved through ``STRING_IDS`` / ``ENUM_*``, ``PYTORCH_API.startNs/endNs`` (declared TEXT)
+cast to exact integers. Their
 communication analysis db (torch_npu's ``analysis.db``, ``communication_analyzer.db``) holds the
 ``CommAnalyzer*`` tables.
 
@@ -46,8 +47,6 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-
 from ....errors import InputError
 from ...base import ReadContext
 from ...common.spill import SpillStage
@@ -55,7 +54,7 @@ from ..groups import Groups
 from .analysis import read_analysis, write_comm_ops
 from .kernels import api_statistic, read_kernels, read_pmu
 from .memory import read_memory_record, read_module_mem, read_npu_mem, read_npu_op_mem, read_op_memory
-from .sqlite import Db, DbExport
+from .sqlite import Db, DbExport, read_only
 from .timeline import (
     finish_operators,
     read_cann_api,
@@ -69,6 +68,32 @@ from .timeline import (
     write_lanes,
 )
 
+# what is lost without each table a profiler db normally holds (expected_tables)
+_TABLE_HOLDS = {
+    "TASK": "device tasks (kernels, communication tasks, the device timeline)",
+    "COMPUTE_TASK_INFO": "kernel names, types and shapes",
+    "CANN_API": "CANN API calls (the host launch timeline, api statistics)",
+    "PYTORCH_API": "framework operators (operators, the host timeline)",
+    "SESSION_TIME_INFO": "session start and end times",
+}
+
+
+def expected_tables(framework_ops: bool, config: dict[str, Any] | None = None) -> tuple[str, ...]:
+    """The tables a profiler db holds when it recorded what its producer's ``config`` asked for:
+    the device tables (TASK, COMPUTE_TASK_INFO, CANN_API) unless the NPU activity was off or the
+    level was Level_none, PYTORCH_API for torch_npu (``framework_ops``) unless the CPU activity was
+    off, SESSION_TIME_INFO always. torch_npu's profiler_info ``config`` is understood; without it
+    everything is expected."""
+    common = (config or {}).get("common_config") or {}
+    activities = [str(a) for a in common.get("activities") or []] if isinstance(common, dict) else []
+    level = str(((config or {}).get("experimental_config") or {}).get("_profiler_level") or "")
+    npu = not activities or any(a.endswith("NPU") for a in activities)
+    cpu = not activities or any(a.endswith("CPU") for a in activities)
+    out = ["TASK", "COMPUTE_TASK_INFO", "CANN_API"] if npu and level != "Level_none" else []
+    if framework_ops and cpu:
+        out.append("PYTORCH_API")
+    return (*out, "SESSION_TIME_INFO")
+
 
 def read_ascend_db(
     ctx: ReadContext,
@@ -77,12 +102,15 @@ def read_ascend_db(
     groups: Groups,
     reader: str,
     expected: str,
+    tables: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """Read an msprof-style profiler db (torch_npu's ``ascend_pytorch_profiler_{r}.db``, MindSpore's
     ``ascend_mindspore_profiler_{r}.db`` or msprof's own ``msprof_{ts}.db``: the same CANN tables, the
     framework ones when present) and its communication analysis db (``analysis.db`` /
     ``communication_analyzer.db``: the same ``CommAnalyzer*`` tables). Writes every table it finds,
-    the communication ops and groups; returns facts for the collection meta."""
+    the communication ops and groups; returns facts for the collection meta. ``tables``: the tables
+    this db should hold (``expected_tables``): each one missing is a warning on the file that says
+    what is lost, never a silent ``ok`` with fewer rows."""
     st: DbExport | None = None
     extra: dict[str, Any] = {}
     if main is not None:
@@ -96,6 +124,13 @@ def read_ascend_db(
                         "COMPUTE_TASK_INFO, CANN_API, ...)",
                     )
                 st = DbExport(ctx, db)
+                absent = [t for t in tables if not db.has(t)]
+                if absent:
+                    outcome.warn(
+                        f"table{'s' if len(absent) > 1 else ''} {', '.join(absent)} missing: no "
+                        + "; no ".join(_TABLE_HOLDS[t] for t in absent)
+                        + " (not recorded, or the db is incomplete); the other tables were read"
+                    )
                 extra = _read_main(ctx, st, groups)
                 if st.notes:
                     extra["notes"] = st.notes
@@ -121,7 +156,7 @@ def read_ascend_db(
     groups.finish()
     rows = groups.rows()
     if rows:
-        ctx.write("comm_groups", pa.Table.from_pylist(rows))
+        ctx.write("comm_groups", rows)
     m = ctx.meta
     if st is not None:
         if len(st.devices) == 1:
@@ -214,11 +249,8 @@ def _read_main(ctx: ReadContext, st: DbExport, groups: Groups) -> dict[str, Any]
 def rank_device_map(db: Path) -> int | None:
     """The rank a profiler db names in RANK_DEVICE_MAP (discovery's rank source), or None."""
     try:
-        con = sqlite3.connect(f"file:{db}?mode=ro&immutable=1", uri=True)
-        try:
+        with read_only(db) as con:
             row = con.execute("SELECT rankId FROM RANK_DEVICE_MAP WHERE rankId >= 0 LIMIT 1").fetchone()
-        finally:
-            con.close()
-    except sqlite3.Error:
+    except (sqlite3.Error, OSError):
         return None
     return int(row[0]) if row and row[0] is not None else None

@@ -8,8 +8,6 @@ from collections import Counter, defaultdict
 from collections.abc import Callable
 from typing import Any
 
-import pyarrow as pa
-
 from ....errors import InputError
 from ....units import mb_to_bytes, ms_to_ns, us_text_to_ns
 from ....vocabulary import P2P_TYPES, normalize_op_type
@@ -131,7 +129,7 @@ def read_analysis(
             )
         rows = link_rows(entries, groups)
         if rows:
-            ctx.write("comm_links", pa.Table.from_pylist(rows))
+            ctx.write("comm_links", rows)
 
     def step_trace() -> None:
         cols = adb.columns("StepTraceTime")
@@ -249,4 +247,4 @@ def write_comm_ops(
             }
         )
     if rows:
-        ctx.write("comm_ops", pa.Table.from_pylist(rows))
+        ctx.write("comm_ops", rows)

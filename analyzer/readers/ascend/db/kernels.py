@@ -61,7 +61,7 @@ def read_kernels(ctx: ReadContext, st: DbExport) -> None:
                 "stream_id": stream,
                 "task_id": task,
                 "ts_ns": int(s),
-                "dur_ns": max(int(e) - int(s), 0),
+                "dur_ns": int(e) - int(s),  # a negative one is named by the fact writer, not clamped
                 "wait_ns": max(int(gap), 0) if gap is not None else 0,
                 "block_dim": blk,
                 "mix_block_dim": mixb,

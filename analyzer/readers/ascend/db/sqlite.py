@@ -1,10 +1,22 @@
 """A profiler db opened read-only, the SQL helpers every table reader uses, and the state of one
-collection while its tables are read (``DbExport``)."""
+collection while its tables are read (``DbExport``).
+
+``read_only(path)`` is the one way a profiler db is opened (the table readers, discovery's rank
+lookup, the group layouts): nothing is ever written next to the user's file. A db alone is opened
+``immutable`` (no lock, no ``-shm``). A db with a ``-wal`` (rows committed but not yet checkpointed:
+the profiler was killed, or the copy was taken while it ran) or a hot ``-journal`` is copied with
+it into a private temporary folder and opened there, where SQLite may create its ``-shm`` or roll the
+journal back: ``immutable=1`` on the original would silently hide the WAL's rows (one db kept 4 of
+its 191 kernels), and a plain read-only open would create ``-shm`` beside the user's file.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import shutil
 import sqlite3
+import tempfile
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -18,6 +30,37 @@ from ...common.cells import text_cell
 from ...common.steps import last_step_started
 
 BATCH = 100_000
+
+
+def _has_bytes(p: Path) -> bool:
+    try:
+        return p.stat().st_size > 0
+    except OSError:
+        return False
+
+
+@contextlib.contextmanager
+def read_only(path: Path) -> Iterator[sqlite3.Connection]:
+    """A connection to the profiler db ``path`` that sees every committed row and writes nothing
+    beside it (see the module's text); ``sqlite3.Error`` / ``OSError`` when it cannot be opened."""
+    side = [q for q in (path.with_name(path.name + "-wal"), path.with_name(path.name + "-journal")) if _has_bytes(q)]
+    if not side:
+        con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro&immutable=1", uri=True)
+        try:
+            yield con
+        finally:
+            con.close()
+        return
+    with tempfile.TemporaryDirectory(prefix="rankscope-db-") as tmp:
+        copy = Path(tmp) / "profiler.db"
+        shutil.copyfile(path, copy)
+        for q in side:  # the same suffix beside the copy: -wal or -journal
+            shutil.copyfile(q, Path(tmp) / f"profiler.db{q.name[len(path.name) :]}")
+        con = sqlite3.connect(copy)  # a private copy: SQLite may replay the WAL, roll a journal back
+        try:
+            yield con
+        finally:
+            con.close()
 
 
 class Db:
@@ -36,10 +79,12 @@ class Db:
             magic = f.read(16)
         if magic != b"SQLite format 3\x00":
             raise InputError(str(path), f"not a SQLite database (no SQLite header; expected: {kind})")
+        self._open = contextlib.ExitStack()
         try:
-            self.con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro&immutable=1", uri=True)
+            self.con = self._open.enter_context(read_only(path))
             rows = self.con.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
         except sqlite3.Error as exc:
+            self._open.close()
             raise InputError(str(path), f"corrupt SQLite database ({kind}): {exc}") from exc
         self.tables = {r[0] for r in rows}
         self._cols: dict[str, set[str]] = {}
@@ -67,7 +112,7 @@ class Db:
             yield rows
 
     def close(self) -> None:
-        self.con.close()
+        self._open.close()
 
 
 def columns_of(rows: list[tuple[Any, ...]], n: int) -> list[list[Any]]:
@@ -142,7 +187,7 @@ class DbExport:
         if not n:
             return
         ts_a = np.asarray(ts, dtype=np.int64)
-        dur = np.maximum(np.asarray(end, dtype=np.int64) - ts_a, 0)
+        dur = np.asarray(end, dtype=np.int64) - ts_a  # a negative one is named by the fact writer, not clamped
         self.ctx.write(
             "slices",
             {

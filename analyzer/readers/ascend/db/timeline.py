@@ -121,7 +121,7 @@ def read_pytorch_api(ctx: ReadContext, st: DbExport, stage: SpillStage) -> None:
                     "tid": pa.array([tid[i] for i in idx], pa.string()),
                     "_pid": pa.array([pid[i] for i in idx], pa.string()),
                     "ts_ns": pa.array([ts[i] for i in idx], pa.int64()),
-                    "dur_ns": pa.array([max(end[i] - ts[i], 0) for i in idx], pa.int64()),
+                    "dur_ns": pa.array([end[i] - ts[i] for i in idx], pa.int64()),
                     "input_shapes": pa.array([shp[i] for i in idx], pa.string()),
                     "input_types": pa.array([dty[i] for i in idx], pa.string()),
                     "call_stack": pa.array(
