@@ -7,13 +7,13 @@ A line cut by a crash (the last one) is dropped with a warning.
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
 from .base import SIDECAR_NAME, CollectionPlan, ReadContext, register
+from .common.jsonfile import json_value
 
 SCALARS_NAME = "rankscope_scalars.jsonl"  # the collector's per-step scalars of one rank
 RANK_DIR_RE = re.compile(r"^rank_(\d+)$")  # the collector's rank_{id}/ folders
@@ -39,31 +39,34 @@ def read_scalars(ctx: ReadContext) -> None:
         bad = 0
         with open(path, encoding="utf-8", errors="replace") as f:
             lines = f.read().splitlines()
+        first_bad = 0
         for i, line in enumerate(lines):
             if not line.strip():
                 continue
             try:
-                rec: Any = json.loads(line)
+                rec: Any = json_value(line)
                 step = int(rec["step"])
-            except (ValueError, KeyError, TypeError):
+                t = rec.get("ts_ns")  # a value int64 cannot hold is named by the writer
+                row = [] if rec.get("step_time_ns") is None else [("step_time_ns", float(rec["step_time_ns"]))]
+                scalars = rec.get("scalars") or {}
+                row += [
+                    (str(k), float(v))
+                    for k, v in scalars.items()
+                    if isinstance(v, (int, float)) and not isinstance(v, bool)
+                ]
+            except (ValueError, KeyError, TypeError, AttributeError, OverflowError):
                 bad += 1
+                first_bad = first_bad or i + 1
                 if i == len(lines) - 1:
                     outcome.warn("last line is incomplete (the job stopped while writing it); dropped")
                 continue
-            t = rec.get("ts_ns")
-            if rec.get("step_time_ns") is not None:
+            for name, value in row:
                 steps.append(step)
                 ts.append(t)
-                names.append("step_time_ns")
-                values.append(float(rec["step_time_ns"]))
-            for k, v in (rec.get("scalars") or {}).items():
-                if isinstance(v, (int, float)) and not isinstance(v, bool):
-                    steps.append(step)
-                    ts.append(t)
-                    names.append(str(k))
-                    values.append(float(v))
+                names.append(name)
+                values.append(value)
         if bad > 1 or (bad == 1 and outcome.status == "ok"):
-            outcome.warn(f"{bad} unreadable line(s) skipped")
+            outcome.warn(f"{bad} unreadable line(s) skipped (the first: line {first_bad})")
         if not values:
             raise InputError(str(path), "no step records")
         outcome.rows = ctx.write("scalars", {"step": steps, "ts_ns": ts, "name": names, "value": values})

@@ -489,6 +489,8 @@ class TraceStream:
                 bad = b[1]
             else:
                 bad = start
+            while bad < k and data[bad] in _WS:  # name the event's first byte
+                bad += 1
             self._skip(reason, 1, [self._carry_at + bad - 1])
             nxt = next_boundary(data, p, k + 1)
             if nxt is None:  # the broken event was the region's last
@@ -537,14 +539,16 @@ class TraceStream:
                         out.append(_ONE_EVENT.decode(raw.decode("utf-8", "replace").encode()))
                     except DECODE_ERRORS:
                         continue
-                    repaired.append(at + starts[i])
+                    seg = piece[starts[i] : ends[m]]
+                    repaired.append(at + starts[i] + len(seg) - len(seg.lstrip(_WS)))
                 except DECODE_ERRORS as exc:
                     first = first or _reason(exc)
                     continue
                 i = m + 1
                 break
             else:
-                skipped.append(at + starts[i])
+                seg = piece[starts[i] : ends[i]]
+                skipped.append(at + starts[i] + len(seg) - len(seg.lstrip(_WS)))  # the event's first byte
                 reasons.add(first)
                 i += 1
         if skipped:
