@@ -76,6 +76,18 @@ def _scaled(value: Any, factor: float) -> float | None:
     return v * factor
 
 
+def scaled_int(v: float | None, factor: float) -> int | float | None:
+    """``v * factor`` rounded, for an integer column that is not a time (bytes): a product no int64
+    holds (inf, beyond 9.2e18) stays a float, which the fact writer stores as empty and names; NaN
+    and None are None."""
+    if v is None:
+        return None
+    x = v * factor
+    if math.isnan(x):
+        return None
+    return round(x) if abs(x) < 9.2e18 else x
+
+
 def ms_to_ns(value: Any) -> int | None:
     return fit_ns(_scaled(value, 1_000_000))
 

@@ -15,6 +15,7 @@ from typing import Any
 from .. import readers  # noqa: F401 - importing the readers registers them
 from ..errors import InputError
 from ..factwriter import FactWriter
+from ..format import safe_text
 from ..readers.base import PART_READERS, READERS, CollectionPlan, ReadContext
 from ..readers.collector import sidecar_sentences, steps_from_sidecar
 from ..readers.registry import read_run_file
@@ -177,6 +178,14 @@ def _run_reader(ctx: ReadContext) -> None:
     except InputError as exc:
         with ctx.reading(Path(exc.path), plan.producer):
             raise
+    except OSError as exc:  # a file or folder the reader could not open (permissions, vanished)
+        where = Path(exc.filename) if isinstance(exc.filename, str) else None
+        target = where if where in plan.files else plan.files[0] if plan.files else plan.root
+        what = f"cannot read: {exc.strerror or exc}"
+        if where is not None and where != target:
+            what += f" ({safe_text(where.name)})"
+        with ctx.reading(target, plan.producer):
+            raise InputError(str(target), what) from exc
     except Exception as exc:
         with ctx.reading(plan.files[0] if plan.files else plan.root, plan.producer):
             raise RuntimeError(f"reader {plan.producer} failed: {type(exc).__name__}: {exc}") from exc

@@ -14,7 +14,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ...units import KIB
+from ...units import KIB, scaled_int
 from ..base import ReadContext
 from ..common.csvfile import CsvTable, iter_csv, read_csv
 
@@ -161,7 +161,7 @@ def read_operator_memory(ctx: ReadContext, path: Path) -> None:
                 "operator_memory",
                 {
                     "name": t.text("name"),
-                    "size_bytes": [round(v * 1024) if v is not None else None for v in size],
+                    "size_bytes": [scaled_int(v, 1024) for v in size],
                     "alloc_ns": t.ns_from_us("alloc"),
                     "release_ns": t.ns_from_us("release"),
                     "active_release_ns": t.ns_from_us("active_release"),
@@ -186,7 +186,7 @@ def _kb(values: list[float | None], minus_one_null: bool = False) -> list[int | 
         if v is None or (minus_one_null and v == -1):
             out.append(None)
         else:
-            out.append(round(v * KIB))
+            out.append(scaled_int(v, KIB))
     return out
 
 

@@ -34,6 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ...errors import InputError
+from ...units import fit_ns
 from ...vocabulary import P2P_TYPES
 from ..base import ReadContext
 from ..chrome.nesting import self_time
@@ -100,7 +101,7 @@ def read_memory_record(ctx: ReadContext, path: Path) -> None:
 
 
 def _ms_ns(values: list[float | None]) -> list[int | None]:
-    return [None if v is None else round(v * 1_000_000) for v in values]
+    return [None if v is None else fit_ns(v * 1_000_000) for v in values]
 
 
 def read_op_type_info(ctx: ReadContext, path: Path) -> None:

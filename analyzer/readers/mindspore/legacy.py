@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import InputError
+from ...units import fit_ns, scaled_int
 from ..ascend.prof import prof_hwts_hz
 from ..base import ReadContext, register
 from ..chrome.columns import times_ns
@@ -518,15 +519,15 @@ def _read_operator_memory(ctx: ReadContext, path: Path) -> None:
         dur = t.ns_from_us("duration")
 
         def mb(key: str) -> list[int | None]:
-            return [None if v is None else round(v * 1024 * 1024) for v in t.floats(key)]
+            return [scaled_int(v, 1024 * 1024) for v in t.floats(key)]
 
         outcome.rows = ctx.write(
             "operator_memory",
             {
                 "name": t.text("name"),
-                "size_bytes": [None if v is None else round(v * 1024) for v in t.floats("size")],
+                "size_bytes": [scaled_int(v, 1024) for v in t.floats("size")],
                 "alloc_ns": alloc,
-                "release_ns": [a + d if a is not None and d is not None else None for a, d in zip(alloc, dur)],
+                "release_ns": [fit_ns(a + d) if a is not None and d is not None else None for a, d in zip(alloc, dur)],
                 "duration_ns": dur,
                 "alloc_allocated_bytes": mb("a_alloc"),
                 "alloc_reserved_bytes": mb("a_res"),

@@ -9,10 +9,10 @@ from collections.abc import Callable
 from typing import Any
 
 from ....errors import InputError
-from ....units import mb_to_bytes, ms_to_ns, us_text_to_ns
+from ....units import fit_ns, mb_to_bytes, ms_to_ns, us_text_to_ns
 from ....vocabulary import P2P_TYPES, normalize_op_type
 from ...base import ReadContext
-from ...common.cells import step_number
+from ...common.cells import number, step_number
 from ..communication import gbps, hccl_bytes, link_rows, step_from_key
 from ..groups import Groups
 from .sqlite import Db, DbExport
@@ -165,7 +165,8 @@ def read_analysis(
         for r in rows:
             out["step"].append(step_number(r[0]))
             for col, v in zip(targets, r[1:]):
-                out[col].append(round(float(v) * factor) if v is not None else None)
+                x = number(v)
+                out[col].append(fit_ns(x * factor) if x is not None else None)
         ctx.write("step_trace", dict(out))
 
     guard("CommAnalyzerTime", comm_time)
