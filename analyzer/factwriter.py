@@ -53,7 +53,9 @@ def conform(
             if isinstance(values, (pa.Array, pa.ChunkedArray)):
                 cols[name] = values
             else:
-                cols[name] = _array(values, sch.field(name).type if name in sch.names else None, name, notes)
+                cols[name] = _array(
+                    values, sch.field(name).type if name in sch.names else None, f"{table}.{name}", notes
+                )
         data = pa.table(cols)
     unknown = set(data.column_names) - set(sch.names)
     if unknown:
@@ -66,7 +68,7 @@ def conform(
         elif field.name in data.column_names:
             col = data.column(field.name)
             if col.type != field.type:
-                col = _cast(col, field.type, field.name, notes)
+                col = _cast(col, field.type, f"{table}.{field.name}", notes)
             arrays.append(col)
         else:
             arrays.append(pa.nulls(n, type=field.type))
@@ -96,13 +98,21 @@ def _array(values: Any, typ: pa.DataType | None, name: str, notes: list[str] | N
             fixed.append(items)
             bad += [x for x in wrong if x is not None]
     elif pa.types.is_string(typ) or pa.types.is_large_string(typ):
-        fixed, bad = [safe_text(v) if isinstance(v, str) else v for v in values], []
-        if any(isinstance(v, str) and v is not w for v, w in zip(values, fixed)):
-            notes.append(f"{name}: text with bytes that are not UTF-8, kept with them written as \\xNN")
+        fixed, bad = [_text(v) for v in values], []
+        if any(v is not w for v, w in zip(values, fixed)):
+            notes.append(f"{name}: values that are not UTF-8 text (bytes, numbers) stored as text")
     else:
         raise ValueError(f"column {name}: values that are not {typ}")
     _note(notes, name, bad)
     return pa.array(fixed, type=typ)
+
+
+def _text(v: Any) -> str | None:
+    if v is None or isinstance(v, str):
+        return None if v is None else safe_text(v)
+    if isinstance(v, (bytes, bytearray)):
+        return bytes(v).decode("utf-8", "replace")
+    return str(v)
 
 
 def _ints(values: list[Any], saturate: bool) -> tuple[list[int | None], list[Any]]:

@@ -49,6 +49,15 @@ def us_text_to_ns(text: str | None) -> int | None:
     return fit_ns(-ns if neg else ns)
 
 
+def us_text_or_bad_ns(text: str | None) -> int | None:
+    """``us_text_to_ns`` for a time that must be one: text that is no number is INT64_MIN, a time
+    that cannot be true, which ``time_problems`` names (with its row) and keeps out."""
+    try:
+        return us_text_to_ns(text)
+    except (ValueError, ArithmeticError):
+        return INT64_MIN
+
+
 def fit_ns(v: float | int | None) -> int | None:
     """A computed ns value as int64 holds it: rounded; beyond the int64 range (inf included)
     saturated to INT64_MAX / INT64_MIN, for ``time_problems`` to name; NaN is None."""

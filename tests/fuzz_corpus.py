@@ -160,11 +160,16 @@ def cases(n: int, seed: int = 12) -> list[Case]:
     rng = random.Random(seed)
     targets = {fmt: _targets(src) for fmt, src in SOURCES.items()}
     fmts = sorted(targets)
+    # each kind of file goes through its mutations in a shuffled cycle: every mutation runs early
+    cycles = {kind: rng.sample(ms, len(ms)) for kind, ms in sorted(MUTATIONS.items())}
+    turns: dict[str, int] = dict.fromkeys(cycles, 0)
     out = []
     for i in range(n):
         fmt = fmts[i % len(fmts)]
         target = rng.choice(targets[fmt])
-        mutation = rng.choice(MUTATIONS[_kind(target)])
+        kind = _kind(target)
+        mutation = cycles[kind][turns[kind] % len(cycles[kind])]
+        turns[kind] += 1
         out.append(Case(i, fmt, target, mutation, rng.randrange(1 << 30)))
     return out
 

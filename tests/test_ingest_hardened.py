@@ -457,3 +457,23 @@ def test_impossible_times_are_named_and_kept_out_in_every_format(tmp_path: Path)
     prob = next(p for p in report.problems if p["path"].endswith(".jsonl"))
     assert "scalars: 2 row(s) not stored, ts_ns beyond what 64-bit ns hold" in prob["error"]
     assert store.query("SELECT count(*) AS n FROM scalars")["n"][0] == 2 * len(lines) - 2  # step time + loss
+
+
+def test_a_quote_never_closed_in_a_csv_is_named(tmp_path: Path) -> None:
+    """A stray quote in a kernel_details.csv cell swallows every line after it into that cell (the
+    csv module reads on to the end of the file): the rows before it are kept, and the file says
+    what was lost instead of storing one garbage row."""
+    root = tmp_path / "npu"
+    shutil.copytree(DATA / "torch_npu_text_level0" / "rank0_ascend_pt", root / "rank0_ascend_pt")
+    path = root / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv"
+    lines = path.read_bytes().split(b"\n")
+    lines[101] = lines[101].replace(b",", b',"', 1)  # data row 100: a quote opened, never closed
+    path.write_bytes(b"\n".join(lines))
+    store = Store(tmp_path / "store")
+    report = ingest(root, store, workers=1)
+    prob = next(p for p in report.problems if p["path"].endswith("kernel_details.csv"))
+    assert prob["status"] == "warning"
+    assert prob["error"].startswith(
+        "a quote opened in record 102 is never closed: the 91 line(s) after it"
+    )  # record 1: the header
+    assert store.query("SELECT count(*) AS n FROM kernels")["n"][0] == 100

@@ -66,6 +66,8 @@ class FileOutcome:
     def warn(self, message: str) -> None:
         if self.status == "ok":
             self.status = "warning"
+        if self.error and message in self.error.split("; "):  # said once (a problem of every batch)
+            return
         self.error = message if not self.error else f"{self.error}; {message}"
 
     def warn_all(self, messages: list[str]) -> None:

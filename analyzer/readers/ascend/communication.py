@@ -18,7 +18,7 @@ from typing import Any
 
 from ...errors import InputError
 from ...format import a_or_an
-from ...units import ascend_gbps_to_bytes_per_s, mb_to_bytes, ms_to_ns, us_text_to_ns
+from ...units import ascend_gbps_to_bytes_per_s, mb_to_bytes, ms_to_ns, us_text_or_bad_ns
 from ...vocabulary import P2P_TYPES, normalize_op_type
 from ..base import ReadContext
 from ..common.cells import number, us_number_to_ns
@@ -257,7 +257,7 @@ def write_comm_ops(
     communication.json; each matched by name and order with its trace op (dtype, count, algorithm)
     and its communication.json op (wait / transit split, group)."""
     by_trace: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for h in sorted(trace_ops, key=lambda h: us_text_to_ns(str(h["ts"])) or 0 if h["ts"] is not None else 0):
+    for h in sorted(trace_ops, key=lambda h: us_text_or_bad_ns(str(h["ts"])) or 0 if h["ts"] is not None else 0):
         by_trace[h["name"]].append(h)
     by_time: dict[str, list[CommTime]] = defaultdict(list)
     for c in comm_times:
@@ -267,7 +267,7 @@ def write_comm_ops(
         base = [dict(k, source="kernel_details.csv") for k in kernel_comm]
     elif trace_ops:
         for h in trace_ops:
-            ts = us_text_to_ns(h["ts"]) if isinstance(h["ts"], str) else us_number_to_ns(h["ts"])
+            ts = us_text_or_bad_ns(h["ts"]) if isinstance(h["ts"], str) else us_number_to_ns(h["ts"])
             base.append(
                 {
                     "name": h["name"],

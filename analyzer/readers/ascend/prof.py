@@ -113,11 +113,15 @@ def read_prof_meta(ctx: ReadContext, root: Path, device_ids: set[int]) -> dict[i
         elif name.startswith("start_info") and dev is not None:
             with ctx.reading(p, "msprof start_info"):
                 info = load_json(p, "start_info", obj=True)
-                begin = us_text_to_ns(str(info.get("collectionTimeBegin")))
                 mono = info.get("clockMonotonicRaw")
+                try:
+                    begin = us_text_to_ns(str(info.get("collectionTimeBegin")))
+                    mono = int(str(mono)) if mono is not None else None
+                except ValueError as exc:
+                    raise InputError(str(p), f"not a start_info file: a clock that is no number ({exc})") from exc
                 if begin is None or mono is None:
                     raise InputError(str(p), "not a start_info file: no collectionTimeBegin / clockMonotonicRaw")
-                clocks[dev] = DeviceClock(int(str(mono)), begin)
+                clocks[dev] = DeviceClock(mono, begin)
         elif name.startswith("end_info") or name == "host_start.log" or name == "start_info":
             with ctx.reading(p, "msprof clock info"):
                 if p.stat().st_size == 0:

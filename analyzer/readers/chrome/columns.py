@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ...units import INT64_MAX, US_NULL_TOKENS, fit_ns, us_array_to_ns, us_text_to_ns
+from ...units import INT64_MAX, US_NULL_TOKENS, fit_ns, us_array_to_ns, us_text_or_bad_ns
 from ..common.jsonfile import DECODE_ERRORS
 from .stream import ANY, Event
 
@@ -88,9 +88,9 @@ _TRIM = ' \t\r\n"'
 
 def text_times_ns(values: pa.Array) -> pa.Array:
     """Exact µs decimal strings (torch_npu's ``"1736408883704643.212"``) to int64 ns, vectorised,
-    value for value what ``units.us_text_to_ns`` gives: half up on the 4th decimal, null for the
-    null-like tokens; the rare text this pattern does not take (exponents, a '+' sign, 17+ digits)
-    goes through ``us_text_to_ns`` itself."""
+    value for value what ``units.us_text_or_bad_ns`` gives: half up on the 4th decimal, null for
+    the null-like tokens; the rare text this pattern does not take (exponents, a '+' sign, 17+
+    digits, text that is no number) goes through ``us_text_or_bad_ns`` itself."""
     s = pc.utf8_trim(values, _TRIM)
     s = pc.if_else(pc.is_in(s, value_set=_NULL_TEXT), pa.scalar(None, pa.string()), s)
     m = pc.extract_regex(s, _US_TEXT)
@@ -104,7 +104,7 @@ def text_times_ns(values: pa.Array) -> pa.Array:
     try:
         ns = pc.cast(pc.if_else(ok, digits, pa.scalar(None, pa.string())), pa.int64())
     except pa.ArrowInvalid:  # beyond int64 ns: value by value, as before
-        return pa.array([us_text_to_ns(v) for v in values.to_pylist()], pa.int64())
+        return pa.array([us_text_or_bad_ns(v) for v in values.to_pylist()], pa.int64())
     ns = pc.add(ns, pc.cast(pc.greater_equal(pc.utf8_slice_codeunits(frac, 3, 4), "5"), pa.int64()))
     ns = pc.if_else(pc.equal(pc.struct_field(m, "sign"), "-"), pc.negate(ns), ns)
     todo = pc.and_(pc.is_valid(s), pc.invert(pc.fill_null(ok, False)))
@@ -112,7 +112,7 @@ def text_times_ns(values: pa.Array) -> pa.Array:
         return ns
     out = ns.to_pylist()
     for i in pc.indices_nonzero(todo).to_pylist():
-        out[i] = us_text_to_ns(values[i].as_py())
+        out[i] = us_text_or_bad_ns(values[i].as_py())
     return pa.array(out, pa.int64())
 
 
@@ -139,7 +139,7 @@ def _mixed_times_ns(values: list[float | str | None], base_ns: int) -> pa.Array:
         if v is None:
             out.append(None)
         else:
-            ns = us_text_to_ns(v) if isinstance(v, str) else int(us_array_to_ns(np.array([float(v)]))[0])
+            ns = us_text_or_bad_ns(v) if isinstance(v, str) else int(us_array_to_ns(np.array([float(v)]))[0])
             out.append(None if ns is None else ns if ns < 0 or ns >= INT64_MAX else fit_ns(ns + base_ns))
     return pa.array(out, type=pa.int64())
 

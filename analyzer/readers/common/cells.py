@@ -94,6 +94,19 @@ def us_number_to_ns(v: Any) -> int | None:
     return us_text_to_ns(repr(f) if isinstance(v, float) else str(v))
 
 
+def decimal_cells_to_ns(values: list[str | None], unit_ms: bool = True) -> tuple[list[int | None], list[str]]:
+    """``decimal_text_to_ns`` of a column: (the values, a cell that is no number as None; those cells)."""
+    out: list[int | None] = []
+    bad: list[str] = []
+    for v in values:
+        try:
+            out.append(decimal_text_to_ns(v, unit_ms))
+        except (ValueError, ArithmeticError):
+            out.append(None)
+            bad.append(str(v))
+    return out, bad
+
+
 def decimal_text_to_ns(v: str | None, unit_ms: bool = True) -> int | None:
     """An exact decimal ms (or, with ``unit_ms=False``, µs) text to ns, rounded half up below the ns:
     '0.002584' ms -> 2584. Null-like text is None; exponent notation goes through float."""

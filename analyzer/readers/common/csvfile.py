@@ -227,7 +227,8 @@ def iter_csv(
         raise InputError(str(path), f"empty file (0 bytes): no {kind} data")
     with fh:
         try:
-            ends_with_newline = _ends_with_newline(path)
+            tail = _tail(path)
+            ends_with_newline = tail[-1:] in (b"\n", b"\r")
             reader = csv.reader(fh)
             header = next(reader, None)
             while header is not None and not any(c.strip() for c in header):
@@ -299,6 +300,13 @@ def iter_csv(
             raise InputError(str(path), f"not a readable CSV ({kind}): {exc}") from exc
         finally:
             replaced = _DECODE_ERRORS[0] - decode_errors_before
+    if held is not None and unclosed_quote(held, tail):
+        lines = sum(c.count("\n") for c in held)
+        warnings.append(
+            f"a quote opened in record {record + 1} is never closed: the {lines} line(s) after it were read as "
+            "one cell; that record dropped"
+        )
+        held = None
     if held is not None:
         n = len(held)
         if not ends_with_newline:
@@ -333,10 +341,16 @@ def _first_alias(columns: Mapping[str, Iterable[str]], key: str) -> str:
     return key
 
 
-def _ends_with_newline(path: Path) -> bool:
+def _tail(path: Path) -> bytes:
+    """The file's last bytes."""
     with open(path, "rb") as f:
         f.seek(0, 2)
-        if f.tell() == 0:
-            return False
-        f.seek(-1, 2)
-        return f.read(1) in (b"\n", b"\r")
+        f.seek(max(0, f.tell() - 8))
+        return f.read()
+
+
+def unclosed_quote(last: list[str], tail: bytes) -> bool:
+    """Whether the last record ran to the end of the file inside a quoted cell (a quote opened and
+    never closed swallows every line after it into that cell): its last cell spans lines and the
+    file does not end with the closing quote."""
+    return bool(last) and ("\n" in last[-1] or "\r" in last[-1]) and not tail.rstrip(b"\r\n").endswith(b'"')

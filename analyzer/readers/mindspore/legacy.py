@@ -30,12 +30,12 @@ from typing import Any
 from ...errors import InputError
 from ...units import fit_ns, scaled_int
 from ..ascend.prof import prof_hwts_hz
-from ..base import ReadContext, register
+from ..base import FileOutcome, ReadContext, register
 from ..chrome.columns import times_ns
 from ..chrome.stream import TraceStream
-from ..common.cells import decimal_text_to_ns
+from ..common.cells import decimal_cells_to_ns, decimal_text_to_ns
 from ..common.csvfile import read_csv
-from ..common.jsonfile import load_json
+from ..common.jsonfile import json_value, load_json
 from ..common.steps import step_containing
 from .host import (
     cpu_files,
@@ -268,7 +268,7 @@ def _read_framework(ctx: ReadContext, st: LegacyState, path: Path) -> None:
                 continue
             rec: dict[str, Any] = {"type": typ, "task": task, "stream": stream, "block": block}
             try:
-                oi = json.loads(info) if info else {}
+                oi = json_value(info) if info else {}
             except ValueError:
                 oi = {}
             if isinstance(oi, dict):
@@ -425,9 +425,13 @@ def _read_aicpu(ctx: ReadContext, st: LegacyState, path: Path) -> None:
         t = read_csv(path, "aicpu_intermediate", AICPU_COLS, required=("type", "start", "end"))
         outcome.warn_all(t.warnings)
         rows: dict[str, list[Any]] = defaultdict(list)
-        for name, a, b in zip(t.text("type"), t.get("start"), t.get("end")):
-            ts = decimal_text_to_ns(a, unit_ms=False)
-            te = decimal_text_to_ns(b, unit_ms=False)
+        starts, bad_a = decimal_cells_to_ns(t.get("start"), unit_ms=False)
+        ends, bad_b = decimal_cells_to_ns(t.get("end"), unit_ms=False)
+        if bad_a or bad_b:
+            outcome.warn(
+                f"{len(bad_a) + len(bad_b)} time cell(s) are no numbers (e.g. {(bad_a or bad_b)[0]!r}); rows skipped"
+            )
+        for name, ts, te in zip(t.text("type"), starts, ends):
             if ts is None or te is None:
                 continue
             rows["name"].append(name)
@@ -450,7 +454,7 @@ def _read_display(ctx: ReadContext, st: LegacyState, path: Path) -> None:
             d0 = times_ns([e.dur if e.dur is not None else 0.0 for e in xs]).to_pylist()
             for e, a, d in zip(xs, t0, d0):
                 try:
-                    args = json.loads(bytes(e.args)) if len(e.args) else {}
+                    args = json_value(bytes(e.args)) if len(e.args) else {}
                 except ValueError:
                     args = {}
                 full = args.get("fullname") if isinstance(args, dict) else None
@@ -489,10 +493,18 @@ def _read_aicore_type(ctx: ReadContext, path: Path) -> None:
                 "name": t.text("type"),
                 "core_type": ["AI_CORE"] * t.n_rows,
                 "count": t.ints("count"),
-                "total_ns": [decimal_text_to_ns(v) for v in t.get("total")],
+                "total_ns": _ms_cells(outcome, t.get("total"), "total"),
                 "ratio_pct": t.floats("percent"),
             },
         )
+
+
+def _ms_cells(outcome: FileOutcome, values: list[str | None], column: str) -> list[int | None]:
+    """ms cells to ns; a cell that is no number is empty, and said so."""
+    out, bad = decimal_cells_to_ns(values)
+    if bad:
+        outcome.warn(f"{len(bad)} cell(s) of column {column!r} are no numbers (e.g. {bad[0]!r}); read as empty")
+    return out
 
 
 def _read_aicore_detail(ctx: ReadContext, path: Path) -> None:
@@ -506,7 +518,7 @@ def _read_aicore_detail(ctx: ReadContext, path: Path) -> None:
                 "name": t.text("name"),
                 "core_type": t.text("type"),
                 "count": t.ints("count"),
-                "avg_ns": [decimal_text_to_ns(v) for v in t.get("time")],
+                "avg_ns": _ms_cells(outcome, t.get("time"), "time"),
             },
         )
 

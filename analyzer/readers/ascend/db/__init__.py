@@ -42,13 +42,14 @@ same stream, as msprof defines it.
 
 from __future__ import annotations
 
-import json
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from ....errors import InputError
 from ...base import ReadContext
+from ...common.jsonfile import json_value
 from ...common.spill import SpillStage
 from ..groups import Groups
 from .analysis import read_analysis, write_comm_ops
@@ -176,36 +177,9 @@ def read_ascend_db(
 def _read_main(ctx: ReadContext, st: DbExport, groups: Groups) -> dict[str, Any]:
     db = st.db
     extra: dict[str, Any] = {}
-    if db.has("META_DATA"):
-        meta = dict(db.all("SELECT name, value FROM META_DATA"))
-        if meta.get("SCHEMA_VERSION"):
-            ctx.meta.producer_version = f"torch_npu db schema {meta['SCHEMA_VERSION']}"
-            extra["db_schema_version"] = meta["SCHEMA_VERSION"]
-        if meta.get("ENV_VARIABLES"):
-            try:
-                extra["env_variables"] = json.loads(meta["ENV_VARIABLES"])
-            except ValueError:
-                extra["env_variables"] = meta["ENV_VARIABLES"]
-    if db.has("HOST_INFO"):
-        row = db.all("SELECT hostName FROM HOST_INFO LIMIT 1")
-        if row and row[0][0]:
-            ctx.meta.hostname = str(row[0][0])
-    if db.has("NPU_INFO"):
-        extra["npu"] = [{"id": i, "name": n} for i, n in db.all("SELECT id, name FROM NPU_INFO")]
-    if db.has("RANK_DEVICE_MAP"):
-        rd = db.all("SELECT rankId, deviceId FROM RANK_DEVICE_MAP")
-        extra["rank_device_map"] = [{"rank": r, "device": d} for r, d in rd]
-        st.devices.update(d for _r, d in rd if d is not None and d >= 0)
-        if rd and rd[0][0] is not None and rd[0][0] >= 0 and rd[0][0] != ctx.rank:
-            st.problems.append(
-                f"RANK_DEVICE_MAP says rank {rd[0][0]} but the collection is rank {ctx.rank}; kept {ctx.rank}"
-            )
-    if db.has("SESSION_TIME_INFO"):
-        row = db.all("SELECT startTimeNs, endTimeNs FROM SESSION_TIME_INFO LIMIT 1")
-        if row:
-            extra["session_time_ns"] = list(row[0])
-    if db.has("ENUM_API_TYPE"):
-        st.api_types = {int(i): str(n) for i, n in db.all("SELECT id, name FROM ENUM_API_TYPE")}
+    for table, read in _META_TABLES:
+        if db.has(table):
+            st.guard(table, lambda read=read: read(ctx, st, extra))
     stage = SpillStage(ctx.scratch_dir())
     if db.has("STEP_TIME"):
         st.guard("STEP_TIME", lambda: read_steps(ctx, st))
@@ -244,6 +218,59 @@ def _read_main(ctx: ReadContext, st: DbExport, groups: Groups) -> dict[str, Any]
         finish_operators(ctx, st, staged["operators"])
     write_lanes(ctx, st)
     return extra
+
+
+def _meta_data(ctx: ReadContext, st: DbExport, extra: dict[str, Any]) -> None:
+    meta = dict(st.db.all("SELECT name, value FROM META_DATA"))
+    if meta.get("SCHEMA_VERSION"):
+        ctx.meta.producer_version = f"torch_npu db schema {meta['SCHEMA_VERSION']}"
+        extra["db_schema_version"] = meta["SCHEMA_VERSION"]
+    if meta.get("ENV_VARIABLES"):
+        try:
+            extra["env_variables"] = json_value(meta["ENV_VARIABLES"])
+        except ValueError:
+            extra["env_variables"] = meta["ENV_VARIABLES"]
+
+
+def _host_info(ctx: ReadContext, st: DbExport, extra: dict[str, Any]) -> None:
+    row = st.db.all("SELECT hostName FROM HOST_INFO LIMIT 1")
+    if row and row[0][0]:
+        ctx.meta.hostname = str(row[0][0])
+
+
+def _npu_info(ctx: ReadContext, st: DbExport, extra: dict[str, Any]) -> None:
+    extra["npu"] = [{"id": i, "name": n} for i, n in st.db.all("SELECT id, name FROM NPU_INFO")]
+
+
+def _rank_device_map(ctx: ReadContext, st: DbExport, extra: dict[str, Any]) -> None:
+    rd = st.db.all("SELECT rankId, deviceId FROM RANK_DEVICE_MAP")
+    extra["rank_device_map"] = [{"rank": r, "device": d} for r, d in rd]
+    st.devices.update(d for _r, d in rd if d is not None and d >= 0)
+    if rd and rd[0][0] is not None and rd[0][0] >= 0 and rd[0][0] != ctx.rank:
+        st.problems.append(
+            f"RANK_DEVICE_MAP says rank {rd[0][0]} but the collection is rank {ctx.rank}; kept {ctx.rank}"
+        )
+
+
+def _session_time(ctx: ReadContext, st: DbExport, extra: dict[str, Any]) -> None:
+    row = st.db.all("SELECT startTimeNs, endTimeNs FROM SESSION_TIME_INFO LIMIT 1")
+    if row:
+        extra["session_time_ns"] = list(row[0])
+
+
+def _api_types(ctx: ReadContext, st: DbExport, extra: dict[str, Any]) -> None:
+    st.api_types = {int(i): str(n) for i, n in st.db.all("SELECT id, name FROM ENUM_API_TYPE")}
+
+
+# the db's metadata tables and what reads each (a damaged one is skipped with its reason, as any table)
+_META_TABLES: tuple[tuple[str, Callable[[ReadContext, DbExport, dict[str, Any]], None]], ...] = (
+    ("META_DATA", _meta_data),
+    ("HOST_INFO", _host_info),
+    ("NPU_INFO", _npu_info),
+    ("RANK_DEVICE_MAP", _rank_device_map),
+    ("SESSION_TIME_INFO", _session_time),
+    ("ENUM_API_TYPE", _api_types),
+)
 
 
 def rank_device_map(db: Path) -> int | None:

@@ -3,19 +3,18 @@ CommAnalyzerTime / Bandwidth / Matrix and StepTraceTime; and the ``comm_ops`` ro
 
 from __future__ import annotations
 
-import sqlite3
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from typing import Any
 
 from ....errors import InputError
-from ....units import fit_ns, mb_to_bytes, ms_to_ns, us_text_to_ns
+from ....units import fit_ns, mb_to_bytes, ms_to_ns
 from ....vocabulary import P2P_TYPES, normalize_op_type
 from ...base import ReadContext
-from ...common.cells import number, step_number
+from ...common.cells import number, step_number, us_number_to_ns
 from ..communication import gbps, hccl_bytes, link_rows, step_from_key
 from ..groups import Groups
-from .sqlite import Db, DbExport
+from .sqlite import Db, DbExport, table_problem
 
 
 def read_analysis(
@@ -29,10 +28,9 @@ def read_analysis(
     def guard(name: str, fn: Callable[[], None]) -> None:
         if not adb.has(name):
             return
-        try:
-            fn()
-        except sqlite3.Error as exc:
-            problems.append(f"{name}: table unreadable ({exc}); skipped")
+        problem = table_problem(name, fn)
+        if problem:
+            problems.append(problem)
 
     def comm_time() -> None:
         for name, g, start, el, tr, wt, sy, idle, step, typ in adb.all(
@@ -205,7 +203,7 @@ def write_comm_ops(
                 raw.append(
                     {
                         "name": name,
-                        "ts": us_text_to_ns(repr(float(start))) if start is not None else None,
+                        "ts": us_number_to_ns(start),
                         "dur": t["elapse"],
                         "group": t["group"],
                         "dtype": None,

@@ -119,8 +119,25 @@ def columns_of(rows: list[tuple[Any, ...]], n: int) -> list[list[Any]]:
     return [list(c) for c in zip(*rows)] if rows else [[] for _ in range(n)]
 
 
+def table_problem(table: str, fn: Callable[[], None]) -> str | None:
+    """Run ``fn`` (the reader of one table); the sentence that says why the table was skipped when it
+    could not be read: SQLite's error, or a value of a type the table's reader cannot use (text in a
+    time column, a blob for a number) or that no 64-bit integer holds. The other tables are read."""
+    try:
+        fn()
+    except sqlite3.Error as exc:
+        return f"{table}: table unreadable ({exc}); skipped"
+    except (ValueError, TypeError, OverflowError, UnicodeError) as exc:
+        return f"{table}: a value of the wrong type or out of range ({type(exc).__name__.lower()}: {exc}); skipped"
+    return None
+
+
+def _json_default(o: Any) -> Any:
+    return o.decode("utf-8", "replace") if isinstance(o, (bytes, bytearray)) else str(o)
+
+
 def args_json(d: dict[str, Any]) -> str:
-    return json.dumps({k: v for k, v in d.items() if v is not None}, ensure_ascii=False)
+    return json.dumps({k: v for k, v in d.items() if v is not None}, ensure_ascii=False, default=_json_default)
 
 
 def sql_string(col: str, alias: str) -> str:
@@ -168,10 +185,9 @@ class DbExport:
         return last_step_started(self.steps, [ts])[0]
 
     def guard(self, what: str, fn: Callable[[], None]) -> None:
-        try:
-            fn()
-        except sqlite3.Error as exc:
-            self.problems.append(f"{what}: table unreadable ({exc}); skipped")
+        problem = table_problem(what, fn)
+        if problem:
+            self.problems.append(problem)
 
     def slices(
         self,
