@@ -459,6 +459,24 @@ def test_impossible_times_are_named_and_kept_out_in_every_format(tmp_path: Path)
     assert store.query("SELECT count(*) AS n FROM scalars")["n"][0] == 2 * len(lines) - 2  # step time + loss
 
 
+def test_time_problems_per_column_and_for_an_end_after_2100() -> None:
+    """The one check of stored times on batches of the shapes the fact tables have: instants alone
+    (a bad one named, no duration looked for), an instant and a duration each in range whose end is
+    after 2100, and a batch that is all in range (nothing kept out)."""
+    import pyarrow as pa
+
+    from analyzer.units import MAX_TIME_NS, time_problems
+
+    keep, notes = time_problems("scalars", pa.table({"ts_ns": [1, MAX_TIME_NS + 1, None], "value": [1.0, 2.0, 3.0]}))
+    assert keep is not None and keep.to_pylist() == [True, False, True]
+    assert notes == [f"scalars: 1 row(s) not stored, ts_ns after the year 2100 (row 2: {MAX_TIME_NS + 1})"]
+    half = MAX_TIME_NS // 2 + 1
+    keep, notes = time_problems("slices", pa.table({"ts_ns": [half, 5], "dur_ns": [half, 7]}), first_row=10)
+    assert keep is not None and keep.to_pylist() == [False, True]
+    assert notes == ["slices: 1 row(s) not stored, ending after the year 2100 (row 11)"]
+    assert time_problems("slices", pa.table({"ts_ns": [5, None], "dur_ns": [None, 7]})) == (None, [])
+
+
 def test_a_quote_never_closed_in_a_csv_is_named(tmp_path: Path) -> None:
     """A stray quote in a kernel_details.csv cell swallows every line after it into that cell (the
     csv module reads on to the end of the file): the rows before it are kept, and the file says
