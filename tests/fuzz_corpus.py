@@ -27,8 +27,8 @@ numbers, impossible time values (checked as above), wrong types, deep nesting, e
 encodings and bytes that are not UTF-8, gzip bombs and cut gzip streams, renamed files, foreign
 content, a db's tables dropped or its pages damaged, files the process may not read.
 
-``python bench/fuzz_ingest.py`` runs 1 000+ cases and prints the counts per outcome and format;
-``tests/test_fuzz_ingest.py`` runs a few hundred of the same generator in the suite.
+``python bench/fuzz_ingest.py`` runs 1 000+ cases (``cases``) and prints the counts per outcome and
+format; ``tests/test_fuzz_ingest.py`` runs ``covering``: every mutation and every format once, seeded.
 """
 
 from __future__ import annotations
@@ -171,6 +171,33 @@ def cases(n: int, seed: int = 12) -> list[Case]:
         mutation = cycles[kind][turns[kind] % len(cycles[kind])]
         turns[kind] += 1
         out.append(Case(i, fmt, target, mutation, rng.randrange(1 << 30)))
+    return out
+
+
+def covering(seed: int = 12) -> list[Case]:
+    """Few cases that run every mutation and every format (about 35, the suite's share): for each
+    mutation in turn, the next format (in a seeded rotation) that has a file it applies to; then
+    an impossible time in the biggest file of each format that has none yet (what the ``silent``
+    verdict checks). The same for the same seed."""
+    rng = random.Random(seed)
+    targets = {fmt: _targets(src) for fmt, src in SOURCES.items()}
+    fmts = sorted(targets)
+    turn = rng.randrange(len(fmts))
+    out: list[Case] = []
+    for mutation in sorted({m for ms in MUTATIONS.values() for m in ms}):
+        for k in range(len(fmts)):
+            fmt = fmts[(turn + k) % len(fmts)]
+            fits = [t for t in targets[fmt] if mutation in MUTATIONS[_kind(t)]]
+            if fits:
+                out.append(Case(len(out), fmt, rng.choice(fits), mutation, rng.randrange(1 << 30)))
+                turn += k + 1
+                break
+    for fmt in fmts:  # an impossible time in each format's main file (the silent check)
+        timed = [t for t in targets[fmt] if CHECKED & set(MUTATIONS[_kind(t)])]
+        if timed and not any(c.fmt == fmt and c.mutation in CHECKED for c in out):
+            target = max(timed, key=lambda t: (REPO / SOURCES[fmt].folder / t).stat().st_size)
+            mutation = sorted(CHECKED & set(MUTATIONS[_kind(target)]))[0]
+            out.append(Case(len(out), fmt, target, mutation, rng.randrange(1 << 30)))
     return out
 
 

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from ....units import fit_ns
 from ...base import ReadContext
 from ..kernels import pmu_metric_name
 from .sqlite import DbExport, columns_of, db_text, sql_string
@@ -60,8 +61,8 @@ def read_kernels(ctx: ReadContext, st: DbExport) -> None:
                 "device_id": dev,
                 "stream_id": stream,
                 "task_id": task,
-                "ts_ns": int(s),
-                "dur_ns": int(e) - int(s),  # a negative one is named by the fact writer, not clamped
+                "ts_ns": fit_ns(s),  # a REAL beyond 64 bits (SQLite keeps it so) saturates, to be named
+                "dur_ns": fit_ns(e) - fit_ns(s),  # a negative one is named by the fact writer, not clamped
                 "wait_ns": max(int(gap), 0) if gap is not None else 0,
                 "block_dim": blk,
                 "mix_block_dim": mixb,

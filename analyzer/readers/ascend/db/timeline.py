@@ -11,6 +11,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .... import schema
+from ....units import fit_ns
 from ...base import ReadContext
 from ...chrome.nesting import self_time, subtree_sum
 from ...common.spill import SpillStage, Staged
@@ -28,7 +29,7 @@ _PY_CATEGORY = {"op": "cpu_op", "trace": "python_function", "mstx": "mstx"}
 
 def read_steps(ctx: ReadContext, st: DbExport) -> None:
     rows = st.db.all("SELECT id, startNs, endNs FROM STEP_TIME ORDER BY startNs")
-    st.steps = [(int(i), int(s), int(e)) for i, s, e in rows if i is not None and s is not None and e is not None]
+    st.steps = [(int(i), fit_ns(s), fit_ns(e)) for i, s, e in rows if i is not None and s is not None and e is not None]
     if st.steps:
         ctx.write(
             "steps",
@@ -304,8 +305,8 @@ def read_comm_op(st: DbExport, groups: Groups) -> None:
         tid.append(f"group {lane}")
         st.lane(p, f"group {lane}", "HCCL", f"Group {lane} Communication", "communication")
         names.append(name or "")
-        ts.append(int(s))
-        end.append(int(e))
+        ts.append(fit_ns(s))
+        end.append(fit_ns(e))
         args.append(
             args_json(
                 {
@@ -321,8 +322,8 @@ def read_comm_op(st: DbExport, groups: Groups) -> None:
         st.comm_ops_raw.append(
             {
                 "name": name,
-                "ts": int(s),
-                "dur": int(e) - int(s),
+                "ts": ts[-1],
+                "dur": end[-1] - ts[-1],  # beyond 64 bits when a time is: saturated and named on writing
                 "group": h,
                 "group_id": gname,
                 "dtype": dtype,
