@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from . import terminal
-from .errors import AnalyzerError, NothingIngestedError
+from .errors import AnalyzerError, ClusterError
 from .format import cell_text, fmt_bytes, fmt_ns, json_records
 from .store import STORE_ENV_VAR, resolve_store_path
 from .terminal import lit, visible
@@ -222,14 +222,16 @@ def ingest(
             report = answered[folder] or do_ingest(
                 folder, store, run=run_name, workers=workers, on_progress=progress, executor=executor
             )
-        except NothingIngestedError as exc:
+        except ClusterError:  # the cluster, not this folder: no use trying the next
+            raise
+        except AnalyzerError as exc:  # this folder refused (nothing to ingest, a run name taken): go on
             rep = getattr(exc, "report", None)
             if rep is not None and not as_json:
                 _print_problems(rep)
             if len(folders) == 1:
                 raise
-            err_console.print("error: " + lit(exc, lines=True), style="bold red")
-            failed.append(folder)
+            err_console.print(f"error: {lit(folder)}: " + lit(exc, lines=True), style="bold red")
+            failed.append((folder, str(exc).splitlines()[0] if str(exc) else type(exc).__name__))
             continue
         reports.append(report)
         if not as_json:
@@ -238,7 +240,14 @@ def ingest(
     if as_json:
         out = [_report_json(r) for r in reports]
         click.echo(json.dumps(out[0] if len(folders) == 1 else out, indent=2, default=str))
-    if failed and not reports:
+    if failed:
+        # every folder was tried: say which were ingested and which not, and fail the command
+        done = ", ".join(lit(r.root) for r in reports) or "none"
+        err_console.print(
+            f"{len(reports)} of {len(folders)} folder(s) ingested ({done}); not ingested: "
+            + "; ".join(f"{lit(f)} ({lit(why)})" for f, why in failed),
+            style="bold red",
+        )
         sys.exit(1)
 
 

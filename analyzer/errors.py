@@ -59,3 +59,7 @@ class UnknownBaselineError(QueryError):
 
 class InvalidNameError(AnalyzerError):
     """A baseline or tag name that cannot be used (empty, too long, control characters)."""
+
+
+class SeparateJobsError(AnalyzerError):
+    """`analyze ingest` was given a folder holding the outputs of unrelated jobs."""

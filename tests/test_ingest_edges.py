@@ -203,3 +203,43 @@ def test_gzip_trace_cut_short_keeps_its_complete_events(tmp_path: Path) -> None:
     assert "rank_0/r.pt.trace.json.gz: compressed stream ends early" in out.stdout
     n = {r["rank"]: r["n"] for r in query(store, "SELECT rank, n_rows AS n FROM collections WHERE producer = 'kineto'")}
     assert 0 < n[0] < n[1]
+
+
+def test_a_refused_folder_does_not_skip_the_next(tmp_path: Path) -> None:
+    """issue 11 §1.8: `analyze ingest A B` where A is refused (its run name holds another folder)
+    still ingests B, names A and why, and fails the command."""
+    a, other = tmp_path / "x" / "job", tmp_path / "y" / "job"
+    b = tmp_path / "next"
+    shutil.copytree(SAMPLES / "kineto_gloo_2rank", other)
+    shutil.copytree(SAMPLES / "kineto_gloo_2rank" / "rank_0", a / "rank_0")
+    shutil.copytree(SAMPLES / "kineto_gloo_2rank", b)
+    store = tmp_path / "store"
+    analyze("ingest", str(other), "--store", str(store))  # run 'job' holds another folder
+    out = analyze("ingest", str(a), str(b), "--store", str(store), check=False)
+    assert out.returncode == 1
+    err = " ".join(out.stderr.split())
+    assert f"error: {a}: run 'job' in the store holds {other}" in err
+    assert f"1 of 2 folder(s) ingested ({b}); not ingested: {a}" in err
+    assert sorted(r["run"] for r in analyze_json("runs", "--json", "--store", str(store))) == ["job", "next"]
+
+
+def test_unrelated_jobs_under_one_folder_are_not_one_run(tmp_path: Path) -> None:
+    """issue 11 §1.8: a parent folder holding two unrelated jobs (a 2-rank and a 4-rank gloo job) is
+    not merged into one run: the ingest is refused, names each job's folder and what it holds, and
+    says what to do; each folder then ingests as its own run. One job's rank folders still ingest
+    as one run."""
+    parent = tmp_path / "jobs"
+    shutil.copytree(SAMPLES / "kineto_gloo_2rank", parent / "gloo2")
+    shutil.copytree(DATA / "kineto_gloo_4rank_slow", parent / "gloo4")
+    store = tmp_path / "store"
+    out = analyze("ingest", str(parent), "--store", str(store), check=False)
+    assert out.returncode == 1
+    err = " ".join(out.stderr.split())
+    assert f"{parent} holds separate jobs (gloo2 and gloo4: their world sizes differ)" in err
+    assert "gloo2: world size 2, ranks 0-1" in err and "gloo4: world size 4, ranks 0-3" in err
+    assert f"analyze ingest {parent / 'gloo2'} {parent / 'gloo4'}" in err
+    assert analyze_json("runs", "--json", "--store", str(store)) == []
+    analyze("ingest", str(parent / "gloo2"), str(parent / "gloo4"), "--store", str(store))
+    runs = {r["run"]: r for r in analyze_json("runs", "--json", "--store", str(store))}
+    assert sorted(runs) == ["gloo2", "gloo4"]
+    assert query(store, "SELECT count(DISTINCT rank) AS n FROM collections WHERE run = 'gloo4'") == [{"n": 4}]

@@ -11,11 +11,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import NothingIngestedError, RunConflictError, RunNameError
+from ..errors import NothingIngestedError, RunConflictError, RunNameError, SeparateJobsError
 from ..format import safe_text
 from ..store import Store, digest, utcnow
 from .changes import Plan, Previous, path_text, plan_reads, source_file_row
 from .discover import Discovery, discover, run_root
+from .jobs import separate_jobs
 from .pool import Executor, read_all
 from .report import CollectionResult, IngestReport
 
@@ -69,6 +70,7 @@ def ingest(
             executor,
         )
         batch = _batch(report, results, prev, todo)
+        _refuse_separate_jobs(store, root_p, batch, prev, todo)
         batch.file_rows += _discovery_rows(report, disc, run_name)
         ingests = _ingests(report, root_p, disc, listing, before)
         committed, replaced = _commit(store, report, prev, run_name, disc.root, batch, ingests)
@@ -124,6 +126,24 @@ def _text_safe(rows: list[dict[str, Any]]) -> None:
                 row[k] = safe_text(v)
             elif isinstance(v, list) and any(isinstance(x, str) for x in v):
                 row[k] = [safe_text(x) if isinstance(x, str) else x for x in v]
+
+
+def _refuse_separate_jobs(store: Store, root: Path, batch: _Batch, prev: Previous, todo: Plan) -> None:
+    """A folder holding unrelated jobs is not one run (``jobs``): refused before the commit, with
+    the folders to ingest instead; the files the workers wrote are collected."""
+    kept = {p.collection_id for p in todo.unchanged}
+    rows = batch.collections + [c for cid, c in prev.collections.items() if cid in kept]
+    found = separate_jobs(rows)
+    if found is None:
+        return
+    why, folders = found
+    store.garbage_collect()
+    raise SeparateJobsError(
+        f"{path_text(root)} holds separate jobs ({why}): "
+        + "; ".join(f"{name}: {what}" for name, what in folders)
+        + ". Ingest each as its own run: analyze ingest "
+        + " ".join(path_text(root / name) if name != "." else path_text(root) for name, _ in folders)
+    )
 
 
 def _previous(store: Store, run: str, run_root: Path) -> Previous:
