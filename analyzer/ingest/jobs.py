@@ -4,11 +4,11 @@ merged into one run (a "step" would then span both jobs).
 The collections are grouped by the top-level folder they sit in. Two groups cannot be one job when:
 
 - their known world sizes differ;
-- one rank was recorded on two different hosts;
-- one rank was recorded twice at the same time by the same producer (overlapping time spans).
+- one rank was recorded on two different hosts.
 
-Time alone does not separate jobs (the profiling windows of one job may be hours apart), so two
-runs of the same job one after the other are not told apart here.
+Time does not separate jobs: a collection's span may reach back to the process start (MindSpore's
+windows of one rank overlap so), and the windows of one job may be hours apart; so two runs of the
+same job one after the other are not told apart here.
 """
 
 from __future__ import annotations
@@ -35,10 +35,6 @@ def _conflict(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> str | None:
                 continue
             if x.get("hostname") and y.get("hostname") and x["hostname"] != y["hostname"]:
                 return f"rank {x['rank']} was recorded on two hosts"
-            spans = [x.get("start_ns"), x.get("end_ns"), y.get("start_ns"), y.get("end_ns")]
-            timed = x.get("producer") == y.get("producer") and all(isinstance(v, int) for v in spans)
-            if timed and x["start_ns"] < y["end_ns"] and y["start_ns"] < x["end_ns"]:
-                return f"rank {x['rank']} was recorded twice at the same time"
     return None
 
 
