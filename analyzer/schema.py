@@ -49,6 +49,11 @@ def _c(name: str, type_: str, doc: str) -> Column:
     return Column(name, type_, doc)
 
 
+# Every *_ns column of a fact table (an instant or a duration) lies in [0, MAX_TIME_NS): no profile is
+# timed after 2100-01-01T00:00:00Z, and nothing it holds lasts longer (units.time_problems keeps
+# other values out at ingest; the analyses' views leave out rows of older stores that hold them)
+MAX_TIME_NS = 4_102_444_800 * 1_000_000_000
+
 # Columns every fact row starts with.
 FACT_KEY = (
     _c("run", "VARCHAR", "Run name (one ingested profile root)."),

@@ -14,6 +14,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .schema import MAX_TIME_NS
+
 KIB = 1024
 # Ascend communication files (communication.json, communication_matrix.json, analysis.db) write
 # sizes in decimal MB: a packet of "2.064384" MB in a Size Distribution is the 2 064 384-byte
@@ -156,8 +158,6 @@ def us_array_to_ns(values: np.ndarray) -> np.ndarray:
 
 # -- what a stored time may be ------------------------------------------------------------------
 
-# no profile is timed after 2100-01-01T00:00:00Z, and nothing it holds lasts longer than that date
-MAX_TIME_NS = 4_102_444_800 * 1_000_000_000
 # the *_ns columns that are instants (the others are durations)
 TIME_POINT_COLUMNS = frozenset({"ts_ns", "start_ns", "end_ns", "alloc_ns", "release_ns", "active_release_ns"})
 

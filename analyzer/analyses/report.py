@@ -28,7 +28,9 @@ def build_report(store: Store, run: str | None = None) -> dict[str, Any]:
     """{"run": name, <analysis>: DataFrame, ...} for every analysis of ``ANALYSES`` (plus
     ``slow_rank_skipped_groups`` after ``slow_rank_evidence``)."""
     run = resolve_run(store, run)
-    out: dict[str, Any] = {"run": run}
+    # rows whose times cannot be placed (NULL, a negative duration, an overflow) are left out of every
+    # analysis (Store.read_connection); the report says how many
+    out: dict[str, Any] = {"run": run, "unusable_rows": store.unusable_rows(run)}
     for name, analysis in ANALYSES.items():
         out[name] = analysis.compute(store, run)
         if name == "slow_rank_evidence":
@@ -96,6 +98,13 @@ def _say(console: Any, text: str) -> None:
 def print_report(report: dict[str, Any], console: Any) -> None:
     """Render the report as rich tables (times in ms, sizes in B/KiB/MiB/GiB, bandwidth in GB/s = 10⁹ B/s)."""
     console.print(f"run [bold]{lit(report['run'])}[/]")
+    left = report.get("unusable_rows") or {}
+    if left:
+        console.print(
+            "[yellow]warning:[/] left out of every analysis, their times unusable (missing, negative, "
+            "after the year 2100 or overflowed; stored by an earlier version): "
+            + lit(", ".join(f"{n} {t} row(s)" for t, n in left.items()))
+        )
     _print_steps(report, console)
     _print_communication(report, console)
     _print_matching(report, console)

@@ -18,14 +18,31 @@ def _sql_list(paths: Sequence[str]) -> str:
     return "[" + ", ".join("'" + p.replace("'", "''") + "'" for p in paths) + "]"
 
 
-def fact_select_sql(table: str, paths: Sequence[str]) -> str:
-    """SELECT over the given Parquet files with the table's columns in schema order."""
+def usable_times_sql(table: str) -> str | None:
+    """The condition a row of a fact table meets when its times can be placed on a clock and added,
+    the rule ``units.time_problems`` applies at ingest: every ``*_ns`` column NULL or in
+    [0, schema.MAX_TIME_NS), and a step that ends after it starts. (A time may be NULL: an
+    operator of an export that gives no timestamps.) None: the table has no time column."""
+    cols = [c.name for c in schema.FACTS[table].columns if c.name.endswith("_ns")]
+    if not cols:
+        return None
+    conds = [f'("{c}" IS NULL OR ("{c}" >= 0 AND "{c}" < {schema.MAX_TIME_NS}))' for c in cols]
+    if "start_ns" in cols and "end_ns" in cols:
+        conds.append('("start_ns" IS NULL OR "end_ns" IS NULL OR "end_ns" >= "start_ns")')
+    return " AND ".join(conds)
+
+
+def fact_select_sql(table: str, paths: Sequence[str], usable_only: bool = False) -> str:
+    """SELECT over the given Parquet files with the table's columns in schema order; with
+    ``usable_only``, only the rows whose times are usable (``usable_times_sql``)."""
     if not paths:
         return schema.empty_select_sql(table)
     t = schema.FACTS[table]
     cols = ", ".join(f'CAST("{c.name}" AS {c.type}) AS "{c.name}"' for c in t.columns)
     # run / rank come from the files, not from the folder names (a run name is slugged there)
-    return f"SELECT {cols} FROM read_parquet({_sql_list(paths)}, union_by_name=true, hive_partitioning=false)"
+    sql = f"SELECT {cols} FROM read_parquet({_sql_list(paths)}, union_by_name=true, hive_partitioning=false)"
+    cond = usable_times_sql(table) if usable_only else None
+    return f"SELECT * FROM ({sql}) WHERE {cond}" if cond else sql
 
 
 def exact_frame(rel: duckdb.DuckDBPyRelation | None) -> pd.DataFrame:

@@ -26,7 +26,7 @@ from .. import schema
 from ..errors import StoreError
 from . import digest
 from .layout import CATALOG_FILE, FACTS_DIR, LOCK_FILE, STORE_ENV_VAR
-from .sql import fact_select_sql
+from .sql import fact_select_sql, usable_times_sql
 
 if TYPE_CHECKING:  # pandas costs 0.4 s to import: only the query paths load it
     import duckdb
@@ -222,11 +222,18 @@ class Store:
 
     @contextlib.contextmanager
     def read_connection(
-        self, run: str | None = None, ranks: Sequence[int] | None = None, tables: Sequence[str] | None = None
+        self,
+        run: str | None = None,
+        ranks: Sequence[int] | None = None,
+        tables: Sequence[str] | None = None,
+        usable_only: bool = True,
     ) -> Iterator[duckdb.DuckDBPyConnection]:
         """A DuckDB connection with every table: the catalog's as in-memory copies, the facts as
         views over their Parquet files; the catalog file is not kept open.
 
+        The fact views hold the rows whose times are usable (``sql.usable_times_sql``: no NULL or
+        overflowing timestamp, no negative duration), what the analyses and the web app compute
+        with; `analyze query` shows every row (``store.query``), and so does ``usable_only=False``.
         ``run`` / ``ranks`` restrict the fact views to those files (cheap for one rank of a big run).
         ``tables`` creates only those fact views (binding a view reads the footer of each of its
         Parquet files: a web request that needs two tables of a 64-rank run opens much faster).
@@ -243,13 +250,14 @@ class Store:
             run,
             None if ranks is None else tuple(ranks),
             None if tables is None else tuple(sorted(tables)),
+            usable_only,
         )
         with _READ_LOCK:
             db = _READ_DBS.get(key) if stamp is not None else None
             if db is not None:
                 _READ_DBS.move_to_end(key)
         if db is None:
-            db = self._read_database(cat, run, ranks, tables)
+            db = self._read_database(cat, run, ranks, tables, usable_only)
             if stamp is not None:
                 with _READ_LOCK:
                     _READ_DBS[key] = db
@@ -267,6 +275,7 @@ class Store:
         run: str | None,
         ranks: Sequence[int] | None,
         tables: Sequence[str] | None,
+        usable_only: bool = True,
     ) -> duckdb.DuckDBPyConnection:
         import duckdb
 
@@ -276,8 +285,18 @@ class Store:
             con.execute(f'CREATE TABLE "{name}" AS SELECT * FROM "__cat_{name}"')
             con.unregister(f"__cat_{name}")
         ff = filter_fact_files(cat["fact_files"], run=run, ranks=ranks)
-        self._create_fact_views(con, self._paths_by_table(ff), only=tables, comments=False)
+        self._create_fact_views(con, self._paths_by_table(ff), only=tables, comments=False, usable_only=usable_only)
         return con
+
+    def unusable_rows(self, run: str) -> dict[str, int]:
+        """Rows of ``run`` the fact views of ``read_connection`` leave out because their times are not
+        usable (``sql.usable_times_sql``), by table (tables without any left out are not listed)."""
+        conds = {t.name: usable_times_sql(t.name) for t in schema.FACT_TABLES}
+        parts = [f'(SELECT count(*) FROM "{t}" WHERE NOT ({c})) AS "{t}"' for t, c in conds.items() if c]
+        with self.read_connection(run=run, tables=[t for t, c in conds.items() if c], usable_only=False) as con:
+            row = con.execute("SELECT " + ", ".join(parts)).fetchone()
+        counts = dict(zip([t for t, c in conds.items() if c], row))
+        return {t: int(n) for t, n in counts.items() if n}
 
     def _paths_by_table(self, fact_files: pa.Table) -> dict[str, list[str]]:
         out: dict[str, list[str]] = {}
@@ -291,12 +310,14 @@ class Store:
         paths: dict[str, list[str]],
         only: Sequence[str] | None = None,
         comments: bool = True,
+        usable_only: bool = False,
     ) -> None:
         stmts = []
         for t in schema.FACT_TABLES:
             if only is not None and t.name not in only:
                 continue
-            stmts.append(f'CREATE OR REPLACE VIEW "{t.name}" AS {fact_select_sql(t.name, paths.get(t.name, []))}')
+            select = fact_select_sql(t.name, paths.get(t.name, []), usable_only=usable_only)
+            stmts.append(f'CREATE OR REPLACE VIEW "{t.name}" AS {select}')
             if comments:
                 stmts.append(f"COMMENT ON VIEW \"{t.name}\" IS '{t.doc.replace(chr(39), chr(39) * 2)}'")
         if stmts:
