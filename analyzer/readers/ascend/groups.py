@@ -84,7 +84,7 @@ def _self_links_db(path: Path) -> dict[str, int]:
             rows = con.execute(
                 "SELECT DISTINCT group_name, src_rank FROM CommAnalyzerMatrix WHERE src_rank = dst_rank"
             ).fetchall()
-    except (sqlite3.Error, OSError):
+    except (sqlite3.Error, OSError, UnicodeDecodeError):  # a damaged db: its reader names the problem
         return out
     for g, r in rows:
         try:

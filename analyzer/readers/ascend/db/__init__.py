@@ -278,6 +278,6 @@ def rank_device_map(db: Path) -> int | None:
     try:
         with read_only(db) as con:
             row = con.execute("SELECT rankId FROM RANK_DEVICE_MAP WHERE rankId >= 0 LIMIT 1").fetchone()
-    except (sqlite3.Error, OSError):
+        return int(row[0]) if row and row[0] is not None else None
+    except (sqlite3.Error, OSError, UnicodeDecodeError, TypeError, ValueError):  # a damaged db: read, named later
         return None
-    return int(row[0]) if row and row[0] is not None else None
