@@ -2,7 +2,8 @@
 #   make demo   set up everything on a fresh machine, run the main job on the bundled sample data and
 #               serve the web app over it (URL printed; PORT=0 picks a free port; to share:
 #               HOST=0.0.0.0 with $RANKSCOPE_TOKEN set, see README 'Sharing the server')
-#   make test   set up everything and run the whole test suite (.ci/run calls this)
+#   make test   set up everything, check the plain install serves the web app, run the whole test suite
+#               (.ci/run calls this)
 
 PYTHON ?= python3
 VENV   ?= .venv
@@ -13,12 +14,12 @@ DEMO_STORE ?= .demo/store
 PORT   ?= 8050
 HOST   ?= 127.0.0.1
 
-.PHONY: setup setup-test demo test clean
+.PHONY: setup setup-test check-install demo test clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
-	$(PIP) install -q -e '.[web]'
+	$(PIP) install -q -e .
 	touch $@
 
 # torch is not a dependency of rankscope (the training environment brings its own); the tests run
@@ -26,7 +27,7 @@ $(VENV)/.installed: pyproject.toml
 $(VENV)/.installed-test: $(VENV)/.installed
 	$(PIP) install -q torch==2.13.0
 	$(PIP) uninstall -q -y holistictraceanalysis 2>/dev/null || true  # HTA's old name: the same `hta` package
-	$(PIP) install -q -e '.[web,test,hf]'
+	$(PIP) install -q -e '.[test,hf]'
 	touch $@
 
 setup: $(VENV)/.installed
@@ -52,7 +53,11 @@ demo: setup
 	@for s in $(notdir $(SCENARIOS)); do $(VENV)/bin/analyze summary --run $$s --store $(DEMO_STORE) || exit 1; done
 	$(VENV)/bin/analyze serve --store $(DEMO_STORE) --host $(HOST) --port $(PORT)
 
-test: setup-test
+# `pip install rankscope` (no extra) into a fresh venv, then `analyze serve` answers with the page and its assets
+check-install:
+	$(PYTHON) tests/plain_install.py
+
+test: setup-test check-install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(PY) -m pytest -q

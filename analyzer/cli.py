@@ -615,15 +615,15 @@ def serve(host: str, port: int, threads: int, token: str | None, insecure: bool,
     The store is opened briefly and read-only per request: `analyze ingest` can run meanwhile
     and a reload shows the new data. The server is waitress, a production WSGI server: --threads
     requests at once, the others queued. With a token, the printed address carries it once; the
-    browser keeps a cookie. Needs the web extra (`pip install rankscope[web]`).
+    browser keeps a cookie.
     """
     try:
         import waitress  # noqa: F401 - the server
 
         from webapp.app import serve as serve_app
         from webapp.errors import WebappError
-    except ImportError as exc:  # dash / dash-ag-grid / plotly / waitress missing
-        raise AnalyzerError(f"the web app needs the web extra: pip install 'rankscope[web]' ({exc})") from exc
+    except ImportError as exc:  # a broken environment: dash, dash-ag-grid, plotly, waitress are dependencies
+        raise AnalyzerError(f"the web app cannot start, a dependency is missing: {exc} (reinstall rankscope)") from exc
     try:
         serve_app(
             store,
