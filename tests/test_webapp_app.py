@@ -3,6 +3,7 @@ bad URLs, the empty store, and `analyze serve` serving while `analyze ingest` wr
 
 from __future__ import annotations
 
+import base64
 import json
 import subprocess
 import threading
@@ -11,6 +12,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from webapp_helpers import (
     ANALYZE,
@@ -405,3 +407,167 @@ def test_small_display_rules(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) ->
         budget_px=350,
     )
     assert cols[0]["width"] == 350 - cols[1]["width"] and cols[1]["width"] >= len("1,234,567") * 7
+
+
+def test_memory_counters_grouped_largest_first_and_curves_hold_their_value(client: DashClient, store: Path) -> None:
+    from analyzer.store import Store
+
+    st = Store(store)
+    peaks = st.query(
+        "SELECT component, count(allocated_bytes) AS n_alloc, max(greatest(coalesce(allocated_bytes, 0), "
+        "coalesce(reserved_bytes, 0), coalesce(active_bytes, 0))) AS peak FROM memory_samples WHERE run = 'npu' "
+        "GROUP BY ALL",
+        run="npu",
+    )
+    page = json.loads(client.page("/memory", "?run=npu"))
+    dd = _find(page, "mem-component")
+    opts = dd["props"]["options"]
+    values = [o["value"] for o in opts if not o.get("disabled")]
+    assert sorted(values) == sorted(peaks["component"])  # every counter, once
+    heads = [i for i, o in enumerate(opts) if o.get("disabled")]
+    groups = [opts[a + 1 : b] for a, b in zip(heads, heads[1:] + [len(opts)])]
+    alloc = peaks[peaks["n_alloc"] > 0].sort_values("peak", ascending=False)["component"].tolist()
+    modules = peaks[(peaks["n_alloc"] == 0) & (peaks["peak"] > 0)].sort_values("peak", ascending=False)
+    assert [o["value"] for o in groups[0]] == alloc  # the allocators first, largest peak first
+    assert [o["value"] for o in groups[1]] == modules["component"].tolist()
+    assert {o["value"] for o in groups[2]} == set(peaks[peaks["peak"] <= 0]["component"])  # never above 0: last
+    assert len(groups[2]) > 40 and "never above 0" in opts[heads[2]]["label"].lower()
+    # zoomed between two samples of a driver-module counter: each rank's curve holds its value across
+    # the window (not an empty chart), and the status counts the samples inside the window: none
+    s = st.query(
+        "SELECT rank, ts_ns, reserved_bytes FROM memory_samples WHERE run = 'npu' AND component = 'HCCL' "
+        "AND rank = 0 ORDER BY ts_ns",
+        run="npu",
+    )
+    i = int(s["reserved_bytes"].to_numpy().argmax())
+    a, b = int(s["ts_ns"].iloc[i]) + 1, int(s["ts_ns"].iloc[i + 1]) - 1
+    out = client.call(
+        "mem-curves.figure",
+        {
+            "mem-run.value": "npu",
+            "mem-ranks.value": [0],
+            "mem-component.value": "HCCL",
+            "mem-series.value": ["allocated", "reserved", "active"],
+        },
+        state={"mem-window.data": None, "mem-want.data": {"start_ns": str(a), "end_ns": str(b)}},
+    )
+    traces = [t for t in out["mem-curves"]["figure"]["data"] if t.get("name")]
+    assert [t["name"] for t in traces] == ["rank 0 reserved"]  # allocated / active: not recorded by HCCL
+    assert len(_arr(traces[0]["x"])) == 2
+    assert list(_arr(traces[0]["y"])) == [float(s["reserved_bytes"].iloc[i]) / 2**20] * 2
+    assert "HCCL: 0 samples in view" in json.dumps(out["mem-status"])
+
+
+def test_cpu_memory_draws_no_flat_reserved_line(client: DashClient) -> None:
+    out = client.call(
+        "mem-curves.figure",
+        {
+            "mem-run.value": "gloo",
+            "mem-ranks.value": [0, 1],
+            "mem-component.value": "allocator",
+            "mem-series.value": ["allocated", "reserved", "active"],
+        },
+        state={"mem-window.data": None, "mem-want.data": {}},
+    )
+    names = [t["name"] for t in out["mem-curves"]["figure"]["data"] if t.get("name")]
+    assert "rank 0 allocated" in names and "rank 1 allocated" in names
+    assert not [n for n in names if "reserved" in n]  # a CPU run's allocator reserves nothing: 0 throughout
+
+
+def test_matrix_draws_self_links_apart_from_the_colour_scale(client: DashClient, store: Path) -> None:
+    from analyzer import analyses
+    from analyzer.store import Store
+
+    pairs = analyses.rank_pairs(Store(store), "npu", None)
+    local = pairs["transport"] == "LOCAL"
+    assert local.any() and (pairs[local]["src_rank"] == pairs[local]["dst_rank"]).all()
+    out = client.call("cm-content.children", {"cm-run.value": "npu", "cm-ranks.value": [], "cm-metric.value": "x"})
+    body = out["cm-content"]["children"]
+    graph = _find(body, "cm-matrix")
+    between, selfs = graph["props"]["figure"]["data"]
+    # the colour scale spans the links between ranks; the local copies (~0.4 TB/s) are grey, apart
+    assert between["zmax"] * 2**20 == pytest.approx(float(pairs[~local]["bytes"].max()))
+    z, z_self = _arr(between["z"]), _arr(selfs["z"])
+    assert sorted(z_self[np.isfinite(z_self)]) == pytest.approx(sorted(pairs[local]["bytes"] / 2**20))
+    assert np.isnan(np.diag(z)).all() and np.isfinite(np.diag(z_self)).all()  # the diagonal is grey, not coloured
+    assert "Grey: a rank's copies inside its own device" in json.dumps(body)
+
+
+def test_operators_drill_forgets_an_operator_the_view_does_not_have(client: DashClient) -> None:
+    state = {
+        "op-run.value": "npu",
+        "op-ranks.value": [],
+        "op-source.value": "kernels",
+        "op-group.value": "name",
+    }
+    # the URL's operator is not in this run: the drill says so and drops it from the address
+    out = client.call(
+        "op-drill.children",
+        {"op-grid.selectedRows": None, "op-grid.rowData": []},
+        state={**state, "op-want-drill.data": {"op": "aten::mm", "shape": None, "group": "name"}},
+    )
+    assert "not found" in json.dumps(out["op-drill"]) and out["op-drill-key"]["data"] == {}
+    # once the page cleared its drill, the URL's operator does not come back (it would be stale)
+    out = client.call(
+        "op-drill.children",
+        {"op-grid.selectedRows": None, "op-grid.rowData": []},
+        state={
+            **state,
+            "op-want-drill.data": {"op": "aclnnMm_MatMulCommon_MatMulV2", "shape": None, "group": "name"},
+            "op-drill-key.data": {},
+        },
+    )
+    assert out["op-drill-key"]["data"] == {} and "Select a row" in json.dumps(out["op-drill"])
+
+
+def test_grid_columns_keep_header_words_whole_and_wrap_long_names(tmp_path: Path) -> None:
+    from webapp import ui
+
+    name = "aclnnFlashAttentionScoreGrad_FlashAttentionScoreGrad_FlashAttentionScoreGrad_0123456789"
+    cols = ui.fit_columns(
+        [
+            {"field": "key", "headerName": "name", "filter": "agTextColumnFilter"},
+            {"field": "n", "headerName": "rank max total (ms)", "filter": "agNumberColumnFilter"},
+        ],
+        [{"key": name, "n": 1.5}],
+        max_px=420,
+        budget_px=400,
+    )
+    key, num = cols
+    assert key["width"] < len(name) * ui.GRID_CHAR_PX  # cut by the budget: so it wraps, whole
+    assert key["wrapText"] and key["autoHeight"] and key["cellClass"] == "cell-wrap"
+    assert "wrapText" not in num  # numbers fit
+    assert num["minWidth"] >= len("total") * ui.GRID_CHAR_PX  # never narrower than a header word
+
+
+def _arr(v: object) -> np.ndarray:
+    """A figure's array as JSON carries it: a list, or Plotly's typed array (dtype, bdata, shape)."""
+    if isinstance(v, dict) and "bdata" in v:
+        a = np.frombuffer(base64.b64decode(v["bdata"]), dtype=np.dtype(v["dtype"]))
+        shape = [int(x) for x in str(v.get("shape", len(a))).split(",")]
+        return a.reshape(shape).astype(float)
+    return np.array(
+        [np.nan if x is None else x for x in v]
+        if not v or not isinstance(v[0], list)
+        else [[np.nan if x is None else x for x in row] for row in v],
+        dtype=float,
+    )
+
+
+def _find(tree: object, id_: str) -> dict:
+    """The component with ``id_`` in a (JSON) layout tree."""
+    if isinstance(tree, dict):
+        if tree.get("props", {}).get("id") == id_:
+            return tree
+        for v in tree.get("props", {}).values() if "props" in tree else tree.values():
+            try:
+                return _find(v, id_)
+            except KeyError:
+                pass
+    elif isinstance(tree, list):
+        for v in tree:
+            try:
+                return _find(v, id_)
+            except KeyError:
+                pass
+    raise KeyError(id_)

@@ -582,6 +582,42 @@ def test_operators_drill_link_by_shape_and_grouping_switch(server: dict, page: A
     assert "not found" not in page.inner_text("#op-drill")
 
 
+def test_operators_status_counts_the_search_and_headers_survive_a_two_column_sort(server: dict, page: Any) -> None:
+    page.goto(server["url"] + "operators?run=npu&source=kernels&group=name&scope=across")
+    page.wait_for_selector("#op-grid .ag-row")
+    settle(page)
+    names = server["store"].query("SELECT DISTINCT name FROM kernels WHERE run = 'npu'", run="npu")["name"]
+    q = "MatMul"
+    want = sum(1 for n in names if q.lower() in str(n).lower())
+    assert 0 < want < len(names)
+    page.fill("#op-search", q)
+    said = f"Showing {want} of {len(names)} (search \u201c{q}\u201d)."
+    page.wait_for_function("(s) => document.querySelector('#op-shown').innerText.trim() === s", arg=said)
+    assert len(grid_rows(page, "#op-grid")) == want
+    page.fill("#op-search", "")
+    page.wait_for_function("() => document.querySelector('#op-shown').innerText === ''")
+    # sort by calls, then shift-click avg: the sort order numbers must not squeeze the header words
+    page.locator("#op-grid .ag-header-cell[col-id=count] .ag-header-cell-label").click()
+    page.keyboard.down("Shift")
+    page.locator("#op-grid .ag-header-cell[col-id=avg_ms] .ag-header-cell-label").click()
+    page.keyboard.up("Shift")
+    page.wait_for_selector("#op-grid .ag-header-cell[col-id=avg_ms] .ag-sort-order:not(.ag-hidden)")
+    squeezed = page.evaluate(
+        """() => [...document.querySelectorAll('#op-grid .ag-header-row-column .ag-header-cell-text')]
+            .filter(t => { const r = document.createRange(); r.selectNodeContents(t);
+                           const words = t.innerText.split(/\\s+/).length;
+                           return r.getClientRects().length > words; })
+            .map(t => t.innerText)"""
+    )
+    assert squeezed == [], squeezed  # no header has more lines than words
+    # the key column shows whole names (wrapped when longer than the column), never cut
+    cut = page.evaluate(
+        "() => [...document.querySelectorAll('#op-grid .ag-row [col-id=key]')]"
+        ".filter(c => c.scrollWidth > c.clientWidth + 1).map(c => c.innerText)"
+    )
+    assert cut == []
+
+
 def test_memory_curves_peaks_and_blocks(server: dict, page: Any) -> None:
     page.goto(server["url"] + "memory?run=gloo")
     page.wait_for_selector("#mem-peaks-table")

@@ -591,7 +591,9 @@ def operator_drill(
 
 MEMORY_KINDS_SQL = f"""
 SELECT component, coalesce(device, '') AS device, count(*) AS samples,
-       count(allocated_bytes) AS n_allocated, count(reserved_bytes) AS n_reserved, count(active_bytes) AS n_active
+       count(allocated_bytes) AS n_allocated, count(reserved_bytes) AS n_reserved, count(active_bytes) AS n_active,
+       max(greatest(coalesce(allocated_bytes, 0), coalesce(reserved_bytes, 0), coalesce(active_bytes, 0)))
+         AS peak_bytes
 FROM memory_samples WHERE run = $run AND {RANK_FILTER}
 GROUP BY ALL ORDER BY samples DESC, component, device
 """
@@ -599,7 +601,8 @@ GROUP BY ALL ORDER BY samples DESC, component, device
 
 @run_cached
 def memory_components(rd: Reader, run: str, ranks: Sequence[int] | None) -> pd.DataFrame:
-    """Which memory counters exist (component, device) with how many samples of each series."""
+    """Which memory counters exist (component, device) with how many samples of each series and
+    the highest value any of them reached (``peak_bytes``)."""
     con = rd.facts(run, ranks, ("memory_samples",))
     return _df(con, MEMORY_KINDS_SQL, {"run": run, "ranks": _ranks_param(ranks)})
 
@@ -676,31 +679,48 @@ def memory_curves(
     n_buckets: int = 1000,
 ) -> pd.DataFrame:
     """Allocated / reserved / active per (rank, device), downsampled to ``n_buckets`` per curve by
-    keeping each bucket's maximum (so peaks survive) and its minimum allocated."""
+    keeping each bucket's maximum (so peaks survive) and its minimum allocated.
+
+    A counter holds its value until its next sample, so each curve also starts at ``start_ns`` with
+    the value of the last sample before the window and ends at ``end_ns`` with its last value when
+    the series goes on after the window (``samples`` counts only the samples inside the window: a
+    window between two samples draws the held value, with 0 samples in view)."""
     n_buckets = max(1, min(int(n_buckets), MAX_BUCKETS))
     width = max((end_ns - start_ns) / n_buckets, 1.0)
     ranks = ranks_of(rd, run) if ranks is None else list(ranks)
+    series = ("allocated_bytes", "reserved_bytes", "active_bytes")
     parts = []
     for rank, devices in memory_series(rd, run, ranks, component).items():
         for device, ser in (devices or {}).items():
             ts = ser["ts_ns"]
             lo, hi = np.searchsorted(ts, start_ns, side="left"), np.searchsorted(ts, end_ns, side="right")
-            if hi <= lo:
+            held_before, held_after = 0 < lo < len(ts), 0 < hi < len(ts)  # a sample before and one after the edge
+            if hi <= lo and not held_before:
                 continue
-            t = ts[lo:hi]
-            bucket = np.minimum(((t - start_ns) / width).astype(np.int64), n_buckets - 1)
-            cut = np.r_[0, np.flatnonzero(np.diff(bucket)) + 1]  # samples are in time order: buckets are runs
-            part = {
-                "rank": rank,
-                "device": device,
-                "bucket": bucket[cut],
-                "ts_ns": t[cut],
-                "samples": np.diff(np.r_[cut, len(t)]),
-            }
-            for c in ("allocated_bytes", "reserved_bytes", "active_bytes"):
-                part[c] = np.fmax.reduceat(ser[c][lo:hi], cut)
-            part["allocated_min_bytes"] = np.fmin.reduceat(ser["allocated_bytes"][lo:hi], cut)
-            parts.append(pd.DataFrame(part))
+            frames = []
+
+            def held(i: int, t: int, bucket: int, ser: dict[str, np.ndarray] = ser) -> dict[str, Any]:
+                """Sample ``i``'s value, held at time ``t`` (no sample of its own there)."""
+                row: dict[str, Any] = {"bucket": [bucket], "ts_ns": [t], "samples": [0]}
+                row.update({c: [ser[c][i]] for c in series})
+                row["allocated_min_bytes"] = [ser["allocated_bytes"][i]]
+                return row
+
+            if held_before:  # the value when the window opens
+                frames.append(held(lo - 1, start_ns, 0))
+            if hi > lo:
+                t = ts[lo:hi]
+                bucket = np.minimum(((t - start_ns) / width).astype(np.int64), n_buckets - 1)
+                cut = np.r_[0, np.flatnonzero(np.diff(bucket)) + 1]  # samples are in time order: buckets are runs
+                part = {"bucket": bucket[cut], "ts_ns": t[cut], "samples": np.diff(np.r_[cut, len(t)])}
+                for c in series:
+                    part[c] = np.fmax.reduceat(ser[c][lo:hi], cut)
+                part["allocated_min_bytes"] = np.fmin.reduceat(ser["allocated_bytes"][lo:hi], cut)
+                frames.append(part)
+            if held_after:  # the value still held when the window closes
+                frames.append(held(hi - 1, end_ns, n_buckets - 1))
+            df = pd.concat([pd.DataFrame(f) for f in frames], ignore_index=True)
+            parts.append(df.assign(rank=rank, device=device))
     cols = [
         "rank",
         "device",

@@ -322,9 +322,10 @@ def fit_columns(
 ) -> list[dict[str, Any]]:
     """Column widths from their content (header words and the first ``sample`` rows' values), so
     that a grid shows its key columns without a horizontal scroll; headers wrap onto two lines.
-    A column wider than ``max_px`` is cut (its tooltip shows the whole value); a column with
+    A column is at most ``max_px`` wide (its tooltip shows the whole value); a column with
     ``flex`` keeps it and grows into the space left, never below its content width. ``budget_px``:
-    the first (name) column gives up width, down to 200 px, until the whole row fits in it."""
+    the first (name) column gives up width, down to 200 px, until the whole row fits in it. A text
+    column narrower than its content wraps its cells (the whole name shows, on several lines)."""
     out = []
     for c in cols:
         c = dict(c)
@@ -337,10 +338,12 @@ def fit_columns(
             chars = max(chars, len(_cell_text(r.get(field), pct)))
         need = max(head * GRID_CHAR_PX + GRID_HEADER_PAD_PX, chars * GRID_CHAR_PX + GRID_CELL_PAD_PX, 64)
         width = int(min(need, c.get("maxWidth", max_px), max_px))
-        c["minWidth"] = width if c.get("flex") else min(width, 64)
+        # a header is never narrower than its longest word (the CSS keeps words whole)
+        c["minWidth"] = width if c.get("flex") else min(width, max(64, int(head * GRID_CHAR_PX + GRID_CELL_PAD_PX)))
         c["width"] = width
         c.setdefault("wrapHeaderText", True)
         c.setdefault("autoHeaderHeight", True)
+        c["_need"] = chars * GRID_CHAR_PX + GRID_CELL_PAD_PX
         out.append(c)
     if budget_px and out:
         over = sum(c["width"] for c in out) - budget_px
@@ -348,4 +351,10 @@ def fit_columns(
             first = out[0]
             first["width"] = max(200, first["width"] - over)
             first["minWidth"] = min(first["minWidth"], first["width"])
+    for c in out:
+        # text longer than its column (a long name, a cut key column) wraps instead of being cut
+        if c.pop("_need") > c["width"] and c.get("filter") != "agNumberColumnFilter" and not c.get("cellRenderer"):
+            c.setdefault("wrapText", True)
+            c.setdefault("autoHeight", True)
+            c.setdefault("cellClass", "cell-wrap")
     return out

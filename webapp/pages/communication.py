@@ -356,10 +356,16 @@ def matrix(df: pd.DataFrame, metric: str) -> list[Any]:
     ys = sorted(set(df["src"]), key=_label_key)
     xs = sorted(set(df["dst"]), key=_label_key)
     yi, xi = {r: i for i, r in enumerate(ys)}, {r: i for i, r in enumerate(xs)}
-    z = np.full((len(ys), len(xs)), np.nan)
     v = pd.to_numeric(df[metric], errors="coerce").to_numpy(dtype="float64")
     scale, unit = {"bytes": (2**20, "MiB"), "transit_ns": (1e6, "ms"), "bandwidth_bytes_per_s": (1e9, "GB/s")}[metric]
-    z[df["src"].map(yi).to_numpy(), df["dst"].map(xi).to_numpy()] = v / scale
+    # a rank's link to itself is a copy inside the device (transport LOCAL, ~400 GB/s): drawn apart in
+    # grey, so the colour scale is the one of the links between ranks
+    local = ((df["src"] == df["dst"]) | (df["transport"].astype(str).str.upper() == "LOCAL")).to_numpy()
+    z = np.full((len(ys), len(xs)), np.nan)
+    z_local = np.full((len(ys), len(xs)), np.nan)
+    rows_i, cols_i = df["src"].map(yi).to_numpy(), df["dst"].map(xi).to_numpy()
+    z[rows_i[~local], cols_i[~local]] = v[~local] / scale
+    z_local[rows_i[local], cols_i[local]] = v[local] / scale
     labels = ys + xs
     fig = ui.figure(
         height=max(260, min(900, 110 + 26 * len(ys))), xaxis_title="destination rank", yaxis_title="source rank"
@@ -377,6 +383,16 @@ def matrix(df: pd.DataFrame, metric: str) -> list[Any]:
         colorbar=dict(title=unit),
         hovertemplate="%{y} → %{x}: %{z:.3f} " + unit + "<extra></extra>",
     )
+    if np.isfinite(z_local).any():
+        fig.add_heatmap(
+            z=z_local,
+            x=xs,
+            y=ys,
+            colorscale=[[0, "#d5dbe1"], [1, "#d5dbe1"]],
+            showscale=False,
+            name="local",
+            hovertemplate="%{y} → %{x} (local, inside the device): %{z:.3f} " + unit + "<extra></extra>",
+        )
     fig.update_yaxes(autorange="reversed", type="category")
     fig.update_xaxes(type="category")
     note = (
@@ -386,6 +402,12 @@ def matrix(df: pd.DataFrame, metric: str) -> list[Any]:
         note += f" (from {finite.min():,.3f} to {finite.max():,.3f} {unit}; the colour scale starts at 0)."
     else:
         note += "."
+    if np.isfinite(z_local).any():
+        lv = z_local[np.isfinite(z_local)]
+        note += (
+            f" Grey: a rank's copies inside its own device (local links, {lv.min():,.3f}–{lv.max():,.3f} {unit}), "
+            "kept out of the colour scale."
+        )
     if any(str(x).startswith("L") for x in labels):
         note += (
             " L<k>: local rank k of the group, whose global rank the profiler did not record (its rank was not "

@@ -67,7 +67,8 @@ def _url_window(rd: Reader, run: str, start_q: Any, end_q: Any) -> dict[str, str
 def _layout(v: page.View, component_q: Any, series_q: Any, start_q: Any = None, end_q: Any = None) -> html.Div:
     rd, run, selected, notes = v.rd, v.run, v.selected, v.notes
     comps = data.memory_components(rd, run, None)
-    comp_names = list(dict.fromkeys(str(c) for c in comps["component"])) if not comps.empty else []
+    options = component_options(comps)
+    comp_names = [o["value"] for o in options if not o.get("disabled")]
     component = single("component", component_q)
     if component is not None and component not in comp_names:
         notes.append(
@@ -101,7 +102,7 @@ def _layout(v: page.View, component_q: Any, series_q: Any, start_q: Any = None, 
                             html.Label("Counter", htmlFor=f"{P}-component"),
                             dcc.Dropdown(
                                 id=f"{P}-component",
-                                options=[{"label": c, "value": c} for c in comp_names],
+                                options=options,
                                 value=component,
                                 clearable=False,
                                 className="dd dd-small",
@@ -182,6 +183,41 @@ def _layout(v: page.View, component_q: Any, series_q: Any, start_q: Any = None, 
     )
 
 
+COUNTER_GROUPS = (
+    ("allocators", "Allocators (allocated / reserved / active)"),
+    ("modules", "Processes and driver modules (reserved)"),
+    ("zero", "Never above 0 B"),
+)
+
+
+def component_options(comps: pd.DataFrame) -> list[dict[str, Any]]:
+    """The memory counters as dropdown options, in groups, each group's largest peak first: the
+    allocators' counters (they record allocated memory: PTA, GE, Kineto's allocator, ...), then
+    the process and driver-module counters (npu_module_mem: reserved only) that ever rose above
+    0, then those that never did. A group starts with a disabled heading; a label names the peak."""
+    if comps.empty:
+        return []
+    per = (
+        comps.assign(component=comps["component"].astype(str))
+        .groupby("component", sort=False)
+        .agg(n_allocated=("n_allocated", "sum"), peak=("peak_bytes", "max"))
+        .reset_index()
+    )
+    per["peak"] = pd.to_numeric(per["peak"], errors="coerce").fillna(0)
+    per["group"] = np.where(per["peak"] <= 0, "zero", np.where(per["n_allocated"] > 0, "allocators", "modules"))
+    out: list[dict[str, Any]] = []
+    for group, heading in COUNTER_GROUPS:
+        g = per[per["group"] == group].sort_values(["peak", "component"], ascending=[False, True])
+        if g.empty:
+            continue
+        out.append({"label": f"— {heading} ({len(g)}) —", "value": f"\0{group}", "disabled": True})
+        out += [
+            {"label": c if p <= 0 else f"{c} · peak {fmt_bytes(p)}", "value": c}
+            for c, p in zip(g["component"], g["peak"])
+        ]
+    return out
+
+
 def _default_component(names: Sequence[str]) -> str:
     for pref in ("PTA+GE", "PTA", "allocator", "APP"):
         if pref in names:
@@ -246,18 +282,26 @@ def curves_figure(
         "#9c755f",
         "#bab0ac",
     )
+    # a series that never rose above 0 over the whole run was not recorded (reserved on a CPU run):
+    # no flat 0 line for it (judged on the exact peaks, so a window where a counter sits at 0 still draws)
+    recorded = {
+        (r["rank"], r["device"], s)
+        for r in peaks.to_dict("records")
+        for s in SERIES
+        if pd.notna(r.get(f"peak_{s}_bytes")) and float(r[f"peak_{s}_bytes"]) > 0
+    }
     for i, ((rank, device), g) in enumerate(curves.groupby(["rank", "device"], sort=True)):
         color = palette[i % len(palette)]
         x = (g["ts_ns"].astype("int64") - origin) / 1e6
         for s in series:
             y = pd.to_numeric(g[f"{s}_bytes"], errors="coerce")
-            if y.isna().all():
+            if (rank, device, s) not in recorded or y.isna().all():
                 continue
             label = f"rank {rank}" + (f" {device}" if device and curves["device"].nunique() > 1 else "") + f" {s}"
             fig.add_scatter(
                 x=x,
                 y=y / 2**20,
-                mode="lines",
+                mode="lines" if len(x) > 2 else "lines+markers",  # a lone sample still shows
                 name=label,
                 line=dict(color=color, dash=DASH[s], width=1.6),
                 line_shape="hv",

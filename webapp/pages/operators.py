@@ -121,7 +121,7 @@ def _layout(
             html.Div(notes, id=f"{P}-notes"),
             dcc.Store(id=f"{P}-want-drill", data=drill),
             dcc.Store(id=f"{P}-drill-key"),
-            html.Div(id=f"{P}-status", className="status"),
+            html.Div([html.Span(id=f"{P}-status"), html.Span(id=f"{P}-shown")], className="status"),
             dag.AgGrid(
                 id=f"{P}-grid",
                 rowData=[],
@@ -385,7 +385,7 @@ def drill(
     df = data.operator_drill(rd, run, source, group, key, shape, ranks)
     title = key + ((f" {shape}" if shape is not None else " (all input shapes)") if group == "shape" else "")
     if df.empty:
-        return [ui.message(f"{title}: not found on the selected ranks", "info")]
+        return [ui.message(f"{title}: not found on the selected ranks", "info", id=f"{P}-drill-missing")]
     for c in ("total_ns", "avg_ns", "min_ns", "p25_ns", "p50_ns", "p75_ns", "p99_ns", "max_ns", "self_ns"):
         df[c] = pd.to_numeric(df[c], errors="coerce").astype("float64")
     x = [f"rank {r}" for r in df["rank"]]
@@ -450,6 +450,21 @@ def drill(
 # ---------------------------------------------------------------------------------------------
 
 
+# How many of the loaded rows the grid shows after its search box and column filters (the status
+# line counts what was loaded): computed in the browser, where the grid filters.
+_SHOWN_JS = """
+function(shown, rows, q, filters) {
+    if (!rows || !rows.length || !Array.isArray(shown)) { return ''; }
+    var why = [];
+    if (q) { why.push('search \u201c' + q + '\u201d'); }
+    if (filters && Object.keys(filters).length) { why.push('column filters'); }
+    if (!why.length && shown.length === rows.length) { return ''; }
+    return ' Showing ' + shown.length.toLocaleString('en-US') + ' of ' + rows.length.toLocaleString('en-US') +
+        ' (' + why.join(', ') + ').';
+}
+"""
+
+
 def register_callbacks(app: Dash) -> None:
     @app.callback(
         Output(f"{P}-grid", "rowData"),
@@ -494,6 +509,15 @@ def register_callbacks(app: Dash) -> None:
             params["op"] = drill_key.get("op")
             params["shape"] = drill_key.get("shape")
         return ui.page_url("/operators", params)
+
+    app.clientside_callback(
+        _SHOWN_JS,
+        Output(f"{P}-shown", "children"),
+        Input(f"{P}-grid", "virtualRowData"),
+        Input(f"{P}-grid", "rowData"),
+        Input(f"{P}-search", "value"),
+        Input(f"{P}-grid", "filterModel"),
+    )
 
     @app.callback(
         Output(f"{P}-grid", "dashGridOptions"),
@@ -542,11 +566,19 @@ def register_callbacks(app: Dash) -> None:
     def update_drill(
         sel: Any, rows: Any, want: Any, current: Any, run: str, ranks: Any, source: str, group: str
     ) -> Any:
-        key = drill_key(sel, rows, current or want, group)
+        # the URL's operator applies until the page has a drill state of its own ({} once cleared)
+        key = drill_key(sel, rows, want if current is None else current, group)
         if not key:
-            return html.P("Select a row of the grid to see that operator on every rank.", className="note"), None
+            return html.P("Select a row of the grid to see that operator on every rank.", className="note"), {}
         with page.view(run, ranks, (source,)) as v:
-            return drill(v.rd, run, source, group, str(key["op"]), key.get("shape"), v.selected), key
+            content = drill(v.rd, run, source, group, str(key["op"]), key.get("shape"), v.selected)
+        # an operator the current run / ranks / source do not have leaves the address (op= would be stale)
+        return content, key if drill_found(content) else {}
+
+
+def drill_found(content: list[Any]) -> bool:
+    """Whether ``drill`` found the operator (it answers with a lone message when not)."""
+    return not (len(content) == 1 and getattr(content[0], "id", None) == f"{P}-drill-missing")
 
 
 def _token(row: Any) -> str:
