@@ -11,6 +11,7 @@ import time
 import urllib.request
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 import numpy as np
 import pytest
@@ -571,3 +572,48 @@ def _find(tree: object, id_: str) -> dict:
             except KeyError:
                 pass
     raise KeyError(id_)
+
+
+def test_advisor_page_lists_every_finding_with_numbers_thresholds_and_evidence_links(
+    client: DashClient, store: Path
+) -> None:
+    from analyzer.analyses import advise
+    from analyzer.store import Store
+
+    adv = advise(Store(store), "npu")
+    assert len(adv) >= 3
+    inputs = {"adv-run.value": "npu", "adv-ranks.value": [], "adv-severity.value": ["high", "medium", "low"]}
+    out = client.call(
+        "adv-content.children",
+        {**inputs, "adv-rule.value": None},
+        state={"adv-want.data": {"run": "npu", "finding": 1}},
+    )
+    body = out["adv-content"]["children"]
+    words = texts(body)
+    assert f"{len(adv)} findings ({(adv['severity'] == 'medium').sum()} medium); {len(adv)} shown." in words
+    for i, f in enumerate(adv.to_dict("records")):
+        card = _find(body, f"adv-f-{i}")
+        w = texts(card)
+        assert f["title"] in w and f["detail"] in w
+        # the measured value against the rule's threshold, as the sentence rounds them
+        assert f"{f['value']:.1%}" in texts(_find(card, f"adv-value-{i}"))
+        assert f"{f['threshold']:.0%}" in texts(_find(card, f"adv-threshold-{i}"))
+        assert len(json.dumps(_find(card, f"adv-ev-{i}")).split('"Tr"')) - 2 == len(f["evidence"])  # every row
+    assert "current" in _find(body, "adv-f-1")["props"]["className"]  # the finding the link names
+    assert out["view-url"]["data"] == "/advisor?run=npu&finding=1"
+    # each idle gap links to its window in the timeline and to the kernel after it on the Operators page
+    i, gaps = next((i, f["evidence"]) for i, f in enumerate(adv.to_dict("records")) if f["rule"] == "high_free")
+    table = json.dumps(_find(body, f"adv-ev-{i}"))
+    for g in gaps:
+        assert f"/timeline?run=npu&ranks={g['rank']}&hl={g['rank']}:{g['start_ns']}:{g['end_ns']}" in table
+        op = urlencode({"run": "npu", "source": "kernels", "group": "name", "op": g["task_after"]})
+        assert "/operators?" + op in table
+    # filters: a rule and a rank; the address says so
+    out = client.call("adv-content.children", {**inputs, "adv-rule.value": "host_bound", "adv-ranks.value": [1]})
+    shown = [f for f in adv.to_dict("records") if f["rule"] == "host_bound" and 1 in f["ranks"]]
+    assert len(shown) == 1 and shown[0]["title"] in texts(out["adv-content"]["children"])
+    assert f"{len(adv)} findings ({len(adv)} medium); 1 shown." in texts(out["adv-content"]["children"])
+    assert out["view-url"]["data"] == "/advisor?run=npu&ranks=1&rule=host_bound"
+    # the layout restores the filters from the address; a wrong value is a note
+    page = client.page("/advisor", "?run=npu&ranks=1&rule=host_bound&severity=high,bogus")
+    assert '"value": "host_bound"' in page and "bogus is not one of" in page

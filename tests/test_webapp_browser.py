@@ -775,6 +775,39 @@ def test_links_into_the_timeline_from_operators_collectives_memory_and_findings(
     assert covers(st, int(m.group(1)), int(m.group(2)), int(m.group(3)))
 
 
+def test_advisor_page_opens_a_finding_and_its_evidence(server: dict, page: Any) -> None:
+    from analyzer.analyses import advise
+
+    adv = advise(server["store"], "npu")
+    i = next(k for k, f in enumerate(adv.to_dict("records")) if f["rule"] == "high_free")
+    gap = adv["evidence"].iloc[i][0]
+    # from the Overview's findings card to the Advisor page
+    page.goto(server["url"] + "?run=npu")
+    page.click("#ov-to-advisor")
+    page.wait_for_selector("#adv-summary")
+    assert page.inner_text("#adv-summary").startswith(f"{len(adv)} findings")
+    # a link to one finding opens it, marked and scrolled into view
+    page.goto(server["url"] + f"advisor?run=npu&finding={i}")
+    page.wait_for_selector(f"#adv-f-{i}.current")
+    assert in_viewport(page, f"#adv-f-{i}")
+    assert page.inner_text(f"#adv-value-{i}") == f"{adv['value'].iloc[i]:.1%}"
+    assert page.inner_text(f"#adv-threshold-{i}") == f"{adv['threshold'].iloc[i]:.0%}"
+    assert gap["task_after"] in page.inner_text(f"#adv-ev-{i}")
+    page.locator(f"#adv-ev-{i} tbody tr").first.locator("a", has_text="timeline").click()
+    st = landed(page)
+    assert covers(st, int(gap["rank"]), int(gap["start_ns"]), int(gap["end_ns"]))
+    page.go_back()
+    page.wait_for_selector(f"#adv-f-{i}")
+    # the severity filter: none of this run's findings is high; the address keeps the choice
+    page.locator("#adv-severity label", has_text="medium").click()
+    page.wait_for_function("() => location.search.includes('severity=high,low')")
+    page.wait_for_function("() => document.querySelector('#adv-content').innerText.includes('No finding matches')")
+    page.reload()
+    page.wait_for_selector("#adv-summary")
+    assert "No finding matches" in page.inner_text("#adv-content")
+    shot(page, "advisor")
+
+
 def test_trace_names_are_shown_as_text(server: dict, page: Any) -> None:
     page.goto(server["url"] + "operators?run=xss&source=operators&group=name&scope=across")
     page.wait_for_selector("#op-grid .ag-row")

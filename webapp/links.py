@@ -1,5 +1,6 @@
 """Links into the timeline from what the other pages name: an operator or kernel call, a collective
-instance on all its member ranks, a memory peak, a rank and step, an advisor finding's evidence.
+instance on all its member ranks, a memory peak, a rank and step, an advisor finding's evidence;
+and to an operator on the Operators page, a rank on the Cluster page.
 
 A link names the ranks to show and the ranges to highlight (``hl=RANK:START_NS:END_NS,...``, each on
 that rank's own clock); the timeline opens on the highlighted ranges (on the aligned clock when the
@@ -74,3 +75,9 @@ def evidence_url(run: str, evidence: Mapping[str, Any]) -> str | None:
     if not is_missing(evidence.get("step")):
         return timeline_url(run, [r], step=int(evidence["step"]))
     return None
+
+
+def operator_url(run: str, source: str, name: str) -> str:
+    """An operator (``source``: operators) or kernel (kernels) by name on the Operators page,
+    drilled into across ranks."""
+    return "/operators" + query_string({"run": run, "source": source, "group": "name", "op": name})

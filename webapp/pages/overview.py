@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 from dash import Dash, Input, Output, State, dcc, html
 
-from webapp import data, links, page, ui
+from webapp import data, findings, links, page, ui
 from webapp.errors import BadParameter
 from webapp.format import fmt_bytes, fmt_int, fmt_ns
 from webapp.params import format_ranks, parse_int
@@ -287,9 +287,6 @@ def render(rd: Reader, run: str, ranks: Sequence[int], step: int | None) -> list
     return out
 
 
-MAX_EVIDENCE_LINKS = 5
-
-
 def straggler_card(st: pd.DataFrame, chains: pd.DataFrame, matching: pd.DataFrame, run: str) -> html.Div:
     """Who holds the others back (``analyzer.analyses.stragglers``, arrival order after clock
     alignment): the straggler named with its cause, the figures behind it and its latest late
@@ -359,43 +356,6 @@ def straggler_card(st: pd.DataFrame, chains: pd.DataFrame, matching: pd.DataFram
                 )
             )
     return html.Div(kids, className="card")
-
-
-def findings(adv: pd.DataFrame, run: str) -> html.Div:
-    """The advisor's findings (``analyzer.analyses.advise``): severity, title, the sentence with the
-    numbers, and links into the timeline for the evidence that names a rank and a time."""
-    if adv.empty:
-        return html.Div(
-            [html.H2("Findings"), html.P("No advisor rule fired for this run.", className="note")],
-            className="card",
-        )
-    items = []
-    for i, f in enumerate(adv.to_dict("records")):
-        urls = [u for u in (links.evidence_url(run, e) for e in (f.get("evidence") or [])) if u]
-        kids: list[Any] = [
-            html.Span(str(f["severity"]), className=f"sev sev-{f['severity']}"),
-            " ",
-            html.B(str(f["title"])),
-            html.Div(str(f["detail"]), className="note"),
-        ]
-        if urls:
-            kids.append(
-                html.Div(
-                    ["In the timeline: "]
-                    + [
-                        x
-                        for k, u in enumerate(urls[:MAX_EVIDENCE_LINKS])
-                        for x in ((", " if k else ""), dcc.Link(f"evidence {k + 1}", href=u, id=f"{P}-ev-{i}-{k}"))
-                    ]
-                    + ([f" (and {len(urls) - MAX_EVIDENCE_LINKS} more)"] if len(urls) > MAX_EVIDENCE_LINKS else []),
-                    className="note",
-                )
-            )
-        items.append(html.Li(kids))
-    return html.Div(
-        [html.H2(f"Findings ({len(adv)})"), html.Ul(items, className="findings")],
-        className="card",
-    )
 
 
 def _facts(run: str, cols: pd.DataFrame) -> html.Div:
@@ -758,7 +718,7 @@ def register_callbacks(app: Dash) -> None:
     @ui.guard(1)
     def advice(run: str) -> Any:
         with page.view(run, None) as v:
-            return findings(data.advice(v.rd, run), run)
+            return findings.overview_card(data.advice(v.rd, run), run, P)
 
     @app.callback(
         Output(f"{P}-trend", "children"),

@@ -1,0 +1,182 @@
+"""The advisor's findings (``analyzer.analyses.advise``) on a page: what the Overview's card and the
+Advisor page share — a finding's heading (severity, title), its measured value against the rule's
+threshold, and the links of each evidence row (timeline, collective, operator, rank on the layout).
+
+Everything a trace wrote (operator and task names) is rendered as text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pandas as pd
+from dash import dcc, html
+
+from analyzer.format import is_missing
+
+from . import links
+from .format import fmt_bytes, fmt_int, fmt_ns
+from .params import query_string
+
+SEVERITIES = ("high", "medium", "low")
+RULES = {  # rule -> what it looks at (the advisor's module docstring has the full rules)
+    "slow_rank": "slow rank",
+    "slow_link": "slow link",
+    "high_free": "idle device",
+    "host_bound": "host-bound dispatch",
+    "small_packets": "small packets",
+    "aicpu": "AI CPU operators",
+}
+MAX_OVERVIEW_LINKS = 5  # evidence links per finding on the Overview card
+
+
+def heading(f: Mapping[str, Any]) -> list[Any]:
+    """Severity badge and title."""
+    return [html.Span(str(f["severity"]), className=f"sev sev-{f['severity']}"), " ", html.B(str(f["title"]))]
+
+
+def measured(f: Mapping[str, Any]) -> tuple[str, str]:
+    """(value, threshold) of a finding as people read them: a share or spread in %, the slow-rank
+    vote as a count of votes, AI CPU time as a duration (the threshold: the shortest task counted)."""
+    v, t, rule = f.get("value"), f.get("threshold"), str(f.get("rule"))
+    if is_missing(v):
+        return "-", "-"
+    if rule == "aicpu":
+        return f"{fmt_ns(v)} in total", f"tasks longer than {fmt_ns(t)}"
+    if rule == "slow_rank" and not is_missing(t) and float(t) >= 1:
+        return f"{int(v)} vote{'s' if int(v) != 1 else ''}", f"at least {int(t)} vote"
+    return f"{float(v):.1%}", "-" if is_missing(t) else f"{float(t):.0%}"
+
+
+def evidence(f: Mapping[str, Any]) -> list[dict[str, Any]]:
+    ev = f.get("evidence")
+    return [dict(e) for e in ev] if ev is not None and len(ev) else []
+
+
+def evidence_links(
+    run: str, f: Mapping[str, Any], row: Mapping[str, Any], collectives: pd.DataFrame | None = None
+) -> list[tuple[str, str]]:
+    """(label, href) for one evidence row: the timeline at its time (a gap, a task, a rank's step),
+    the collective instance on all its ranks (``collectives``: ``data.collectives`` rows with
+    ``instance`` and ``members``), the operator on the Operators page, the rank on the Cluster page."""
+    out: list[tuple[str, str]] = []
+    url = links.evidence_url(run, row)
+    if url:
+        out.append(("timeline", url))
+    inst = row.get("instance")
+    if not is_missing(inst) and collectives is not None and not collectives.empty:
+        hit = collectives[collectives["instance"].astype(str) == str(inst)]
+        if not hit.empty:
+            out.append(("collective", links.collective_url(run, list(hit["members"].iloc[0]))))
+    op = next((row.get(k) for k in ("name", "next_task", "task_after") if not is_missing(row.get(k))), None)
+    if op is not None and str(f.get("rule")) in ("aicpu", "host_bound", "high_free"):
+        out.append(("operator", links.operator_url(run, "kernels", str(op))))
+    return out
+
+
+def _cell(key: str, v: Any, origin: int | None) -> str:
+    """An evidence value as text: times relative to the run's start, durations, sizes, rates."""
+    if is_missing(v) if not isinstance(v, (list, dict, tuple)) else False:
+        return ""
+    if isinstance(v, dict):
+        return ", ".join(f"{k}: {_cell(key, x, origin)}" for k, x in v.items())
+    if isinstance(v, (list, tuple)):
+        return ", ".join(_cell(key, x, origin) for x in v)
+    if isinstance(v, bool):
+        return str(v)
+    if key in ("start_ns", "end_ns", "ts_ns", "launch_ns") and origin is not None:
+        return f"+{(int(v) - origin) / 1e6:,.3f} ms"
+    if key.endswith("_ns") and isinstance(v, (int, float)):
+        return fmt_ns(v)
+    if key == "bytes" or key.endswith("_bytes"):
+        return fmt_bytes(v)
+    if key.endswith("bytes_per_s") and isinstance(v, (int, float)):
+        return f"{float(v) / 1e9:,.2f} GB/s"
+    if isinstance(v, float):
+        return f"{v:,.4g}"
+    if isinstance(v, int):
+        return fmt_int(v) if key not in ("rank", "step", "src_rank", "dst_rank", "slow_rank") else str(v)
+    return str(v)
+
+
+def evidence_columns(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Every key of the rows, in first-seen order."""
+    return list(dict.fromkeys(k for r in rows for k in r))
+
+
+def evidence_table(
+    run: str,
+    f: Mapping[str, Any],
+    origin: int | None,
+    collectives: pd.DataFrame | None,
+    id_: str,
+    rank_url: Any = None,
+) -> html.Table:
+    """The evidence rows of a finding with their links (``rank_url(rank)``: a link for the rank cell)."""
+    rows = evidence(f)
+    cols = evidence_columns(rows)
+    body = []
+    for r in rows:
+        cells: list[Any] = []
+        for c in cols:
+            text = _cell(c, r.get(c), origin)
+            if c == "rank" and rank_url is not None and not is_missing(r.get(c)):
+                cells.append(html.Td(dcc.Link(text, href=rank_url(int(r[c])))))
+            else:
+                cells.append(html.Td(text))
+        cells.append(
+            html.Td(
+                [
+                    x
+                    for k, (label, url) in enumerate(evidence_links(run, f, r, collectives))
+                    for x in ((" · " if k else ""), dcc.Link(label, href=url))
+                ]
+            )
+        )
+        body.append(html.Tr(cells))
+    return html.Table(
+        [
+            html.Thead(html.Tr([html.Th(c.removesuffix("_ns").replace("_", " ")) for c in cols] + [html.Th("see")])),
+            html.Tbody(body),
+        ],
+        className="tbl tbl-evidence",
+        id=id_,
+    )
+
+
+def overview_card(adv: pd.DataFrame, run: str, prefix: str) -> html.Div:
+    """The Overview's card: each finding's heading and sentence with up to five links into the
+    timeline, and a link to the Advisor page for the numbers and every piece of evidence."""
+    more = dcc.Link("Advisor page", href="/advisor" + query_string({"run": run}), id=f"{prefix}-to-advisor")
+    if adv.empty:
+        return html.Div(
+            [html.H2("Findings"), html.P(["No advisor rule fired for this run (", more, ")."], className="note")],
+            className="card",
+        )
+    items = []
+    for i, f in enumerate(adv.to_dict("records")):
+        urls = [u for u in (links.evidence_url(run, e) for e in evidence(f)) if u]
+        kids: list[Any] = [*heading(f), html.Div(str(f["detail"]), className="note")]
+        if urls:
+            kids.append(
+                html.Div(
+                    ["In the timeline: "]
+                    + [
+                        x
+                        for k, u in enumerate(urls[:MAX_OVERVIEW_LINKS])
+                        for x in ((", " if k else ""), dcc.Link(f"evidence {k + 1}", href=u, id=f"{prefix}-ev-{i}-{k}"))
+                    ]
+                    + ([f" (and {len(urls) - MAX_OVERVIEW_LINKS} more)"] if len(urls) > MAX_OVERVIEW_LINKS else []),
+                    className="note",
+                )
+            )
+        items.append(html.Li(kids))
+    return html.Div(
+        [
+            html.H2(f"Findings ({len(adv)})"),
+            html.Ul(items, className="findings"),
+            html.P(["Every finding with its numbers, threshold and evidence: the ", more, "."], className="note"),
+        ],
+        className="card",
+    )

@@ -1,0 +1,237 @@
+"""Advisor: every finding of the advisor (``analyzer.analyses.advise``) with its severity, the
+sentence with the numbers, the measured value against the rule's threshold, the ranks it names, and
+every evidence row with links to it (the timeline window, the collective on all its ranks, the
+operator, the rank on the layout grid). Filters: severity, rule, ranks; ``finding=N`` opens one."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import dash
+import pandas as pd
+from dash import Dash, Input, Output, State, dcc, html
+
+from webapp import data, findings, page, ui
+from webapp.errors import WebappError
+from webapp.params import format_ranks, parse_int, single
+from webapp.reader import Reader
+
+dash.register_page(__name__, path="/advisor", name="Advisor", title="rankscope · advisor", order=5)
+
+P = "adv"
+
+
+def layout(
+    run: Any = None, ranks: Any = None, severity: Any = None, rule: Any = None, finding: Any = None, **_: Any
+) -> Any:
+    return page.layout("Advisor", run, ranks, lambda v: _layout(v, severity, rule, finding))
+
+
+def _layout(v: page.View, severity_q: Any, rule_q: Any, finding_q: Any) -> html.Div:
+    notes = v.notes
+    sev = list(findings.SEVERITIES)
+    rule = None
+    want = None
+    try:
+        text = single("severity", severity_q)
+        if text is not None:
+            asked = [s.strip() for s in text.split(",") if s.strip() and s.strip() != "none"]
+            bad = [s for s in asked if s not in findings.SEVERITIES]
+            if bad:
+                raise WebappError(
+                    f"URL parameter severity={text!r}: {', '.join(bad)} is not one of {', '.join(findings.SEVERITIES)}"
+                )
+            sev = asked
+    except WebappError as exc:
+        notes.append(ui.message(f"{exc}; showing every severity."))
+    try:
+        rule = single("rule", rule_q)
+        if rule is not None and rule not in findings.RULES:
+            raise WebappError(f"URL parameter rule={rule!r}: must be one of {', '.join(findings.RULES)}")
+    except WebappError as exc:
+        notes.append(ui.message(f"{exc}; showing every rule."))
+        rule = None
+    try:
+        want = parse_int("finding", finding_q, minimum=0)
+    except WebappError as exc:
+        notes.append(ui.message(str(exc)))
+    return html.Div(
+        [
+            ui.header(
+                "Advisor",
+                "What the rules found in this run, with the numbers, the thresholds they were held to, and the "
+                "evidence behind each finding.",
+            ),
+            html.Div(
+                [
+                    ui.run_control(P, v.runs, v.run),
+                    ui.ranks_control(P, v.all_ranks, [] if v.selected == v.all_ranks else v.selected),
+                    html.Div(
+                        [
+                            html.Label("Severity", htmlFor=f"{P}-severity"),
+                            dcc.Checklist(
+                                id=f"{P}-severity",
+                                options=[{"label": s, "value": s} for s in findings.SEVERITIES],
+                                value=sev,
+                                inline=True,
+                                className="checks",
+                            ),
+                        ],
+                        className="control",
+                    ),
+                    html.Div(
+                        [
+                            html.Label("Rule", htmlFor=f"{P}-rule"),
+                            dcc.Dropdown(
+                                id=f"{P}-rule",
+                                options=[{"label": f"{k} ({t})", "value": k} for k, t in findings.RULES.items()],
+                                value=rule,
+                                placeholder="every rule",
+                                className="dd dd-small",
+                            ),
+                        ],
+                        className="control",
+                    ),
+                ],
+                className="controls",
+            ),
+            html.Div(notes, id=f"{P}-notes"),
+            dcc.Store(id=f"{P}-want", data=None if want is None else {"run": v.run, "finding": want}),
+            dcc.Loading(html.Div(id=f"{P}-content"), type="dot", delay_show=300),
+        ],
+        className="page",
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# content (a pure function of the store: unit tests call it directly)
+# ---------------------------------------------------------------------------------------------
+
+
+def render(
+    rd: Reader,
+    run: str,
+    ranks: Sequence[int] | None,
+    severities: Sequence[str],
+    rule: str | None,
+    opened: int | None,
+) -> list[Any]:
+    """The findings of ``run`` that touch ``ranks`` (None: every finding), of the given severities
+    and rule, each as a card; finding ``opened`` (its index in the advisor's list) opened and marked."""
+    adv = data.advice(rd, run)
+    if adv.empty:
+        return [ui.message("No advisor rule fired for this run.", "info", id=f"{P}-none")]
+    counts = adv["severity"].value_counts()
+    keep = adv["severity"].isin(list(severities))
+    if rule:
+        keep &= adv["rule"] == rule
+    if ranks is not None:
+        sel = set(ranks)
+        keep &= adv["ranks"].map(lambda rs: rs is None or len(rs) == 0 or bool(sel & {int(r) for r in rs}))
+    shown = adv[keep]
+    summary = ", ".join(f"{int(counts[s])} {s}" for s in findings.SEVERITIES if s in counts.index)
+    head = html.P(
+        f"{len(adv)} finding{'s' if len(adv) != 1 else ''} ({summary}); {len(shown)} shown.",
+        className="status",
+        id=f"{P}-summary",
+    )
+    if shown.empty:
+        return [head, ui.message("No finding matches the filters.", "info")]
+    bounds = data.time_bounds(rd, run, None)
+    origin = bounds[0] if bounds else None
+    has_instances = any("instance" in e for ev in shown["evidence"] for e in (ev if ev is not None else []))
+    colls = data.collectives(rd, run, None)[0] if has_instances else None
+    cards = [head]
+    for i, f in shown.iterrows():
+        cards.append(_card(int(i), f.to_dict(), run, origin, colls, opened))
+    return cards
+
+
+def _card(i: int, f: dict[str, Any], run: str, origin: int | None, colls: pd.DataFrame | None, opened: Any) -> Any:
+    value, threshold = findings.measured(f)
+    ranks = [int(r) for r in (f.get("ranks") if f.get("ranks") is not None else [])]
+    ev = findings.evidence(f)
+    current = opened is not None and int(opened) == i
+    return html.Div(
+        [
+            html.H2([*findings.heading(f), html.Span(f" · {f['rule']}", className="muted")]),
+            html.P(str(f["detail"]), className="note"),
+            html.Div(
+                [
+                    ui.stat("measured", value, id_=f"{P}-value-{i}"),
+                    ui.stat("threshold", threshold, id_=f"{P}-threshold-{i}"),
+                    ui.stat("ranks", format_ranks(ranks) or "-", id_=f"{P}-ranks-{i}"),
+                    ui.stat("evidence rows", str(len(ev))),
+                ],
+                className="stats",
+            ),
+            html.Details(
+                [
+                    html.Summary(f"evidence ({len(ev)})"),
+                    findings.evidence_table(run, f, origin, colls, id_=f"{P}-ev-{i}")
+                    if ev
+                    else html.P("The rule keeps no rows for this finding.", className="note"),
+                ],
+                open=current or len(ev) <= 5,
+            ),
+            dcc.Link("link to this finding", href=_finding_url(run, i), className="note", id=f"{P}-link-{i}"),
+        ],
+        className="card finding" + (" current" if current else ""),
+        id=f"{P}-f-{i}",
+    )
+
+
+def _finding_url(run: str, i: int) -> str:
+    return ui.page_url("/advisor", {"run": run, "finding": i})
+
+
+# ---------------------------------------------------------------------------------------------
+# callbacks
+# ---------------------------------------------------------------------------------------------
+
+# the finding a link names, scrolled into view once the cards are in
+_SCROLL_JS = """
+function(children) {
+    var el = document.querySelector('.finding.current');
+    if (el) { el.scrollIntoView({block: 'start'}); }
+    return window.dash_clientside.no_update;
+}
+"""
+
+
+def register_callbacks(app: Dash) -> None:
+    @app.callback(
+        Output(f"{P}-content", "children"),
+        Output(f"{P}-ranks", "options"),
+        Output("view-url", "data", allow_duplicate=True),
+        Input(f"{P}-run", "value"),
+        Input(f"{P}-ranks", "value"),
+        Input(f"{P}-severity", "value"),
+        Input(f"{P}-rule", "value"),
+        State(f"{P}-want", "data"),
+        prevent_initial_call="initial_duplicate",
+    )
+    @ui.guard(3, message_index=0)
+    def update(run: str, ranks: Any, severity: Any, rule: Any, want: Any) -> Any:
+        sev = [s for s in (severity or []) if s in findings.SEVERITIES]
+        with page.view(run, ranks) as v:
+            asked = None if v.selected == v.all_ranks else v.selected
+            # the finding a link opened stays open while the run is the one it was named in
+            opened = want.get("finding") if isinstance(want, dict) and want.get("run") == run else None
+            content = render(v.rd, run, asked, sev, rule or None, opened)
+        url = ui.page_url(
+            "/advisor",
+            {
+                "run": run,
+                "ranks": ui.ranks_param(v.selected, v.all_ranks),
+                "severity": None if sorted(sev) == sorted(findings.SEVERITIES) else ",".join(sev) or "none",
+                "rule": rule or None,
+                "finding": opened,
+            },
+        )
+        return content, [{"label": f"rank {r}", "value": r} for r in v.all_ranks], url
+
+    app.clientside_callback(
+        _SCROLL_JS, Output(f"{P}-want", "clear_data"), Input(f"{P}-content", "children"), prevent_initial_call=True
+    )
