@@ -617,3 +617,46 @@ def test_advisor_page_lists_every_finding_with_numbers_thresholds_and_evidence_l
     # the layout restores the filters from the address; a wrong value is a note
     page = client.page("/advisor", "?run=npu&ranks=1&rule=host_bound&severity=high,bogus")
     assert '"value": "host_bound"' in page and "bogus is not one of" in page
+
+
+def test_cluster_grid_places_every_rank_and_draws_slow_links(tmp_path: Path) -> None:
+    import pandas as pd
+
+    from analyzer.analyses.parallel_layout import infer_layout
+    from analyzer.analyses.slow_link import COLUMNS
+
+    create_app(tmp_path / "store")  # the pages register themselves with an app
+    from webapp.pages import cluster
+
+    # Megatron's tp-dp-pp order on 8 ranks: TP 2 (stride 1), DP 2 (stride 2), PP 2 (stride 4, p2p)
+    groups = pd.DataFrame(
+        [((0, 1), "tp"), ((2, 3), "tp"), ((4, 5), "tp"), ((6, 7), "tp"), ((0, 2), "dp"), ((1, 3), "dp")]
+        + [((4, 6), "dp"), ((5, 7), "dp"), ((0, 4), "pp"), ((1, 5), "pp"), ((2, 6), "pp"), ((3, 7), "pp")],
+        columns=["ranks", "label"],
+    ).assign(traffic=None, source="comm_groups", group_name="g")
+    _, lay = infer_layout(groups, list(range(8)))
+    cells, x_title, rows = cluster.grid_cells(lay)
+    assert x_title.startswith("tp") and rows == ["pp 0 · dp 0", "pp 0 · dp 1", "pp 1 · dp 0", "pp 1 · dp 1"]
+    at = {int(r): (int(x), int(y)) for r, x, y in cells.itertuples(index=False)}
+    assert at == {r: (r % 2, r // 2) for r in range(8)}  # rank = tp + 2 dp + 4 pp
+    judged = pd.DataFrame(
+        [
+            {"level": "link", "transport": "HCCS", "n": 8, "min_bytes_per_s": 9e9, "gap_ratio": 0.4,
+             "slow": True, "slow_src": 2, "slow_dst": 6},
+            {"level": "rank", "step": 3, "transport": "RDMA", "min_bytes_per_s": 5e9, "max_bytes_per_s": 20e9,
+             "slow": True, "slow_rank": 5, "fast_rank": 4},
+            {"level": "rank", "step": 3, "transport": "<b>SDMA</b>", "slow": False},
+        ],
+        columns=COLUMNS,
+    )  # fmt: skip
+    steps = lay.assign(metric="step_ns", value=[1e6 * (r + 1) for r in range(8)])
+    fig, said, n = cluster.figure(steps, "step_ns", judged)
+    assert n == 2 and "slow HCCS link 2 → 6: 9.00 GB/s, 40.0% below the median of its 8 peer links" in said
+    (arrow,) = [a for a in fig.layout.annotations if a.showarrow]
+    assert (arrow.ax, arrow.ay, arrow.x, arrow.y) == (*at[2], *at[6])  # from the slow link's source to its destination
+    (box,) = fig.layout.shapes  # the rank slow on RDMA
+    assert ((box.x0 + box.x1) / 2, (box.y0 + box.y1) / 2) == at[5]
+    assert fig.data[0].z[at[7][1]][at[7][0]] == 8.0  # ms
+    # no layout: the ranks in order, row by row
+    cells, x_title, rows = cluster.grid_cells(pd.DataFrame({"rank": [0, 1, 2, 3, 4]}))
+    assert "no parallel layout" in x_title and rows == ["0-2", "3-4"]

@@ -35,6 +35,7 @@ from analyzer.store import Store
 from webapp.format import fmt_bytes, fmt_ns
 
 SHOTS = REPO / "docs" / "screenshots"
+GLOO_4RANK = REPO / "tests" / "data" / "kineto_gloo_4rank_slow"
 XSS_SCRIPT = "<script>alert(1)</script>"
 XSS_IMG = "<img src=x onerror=alert(2)>"
 
@@ -58,6 +59,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
         text = text.replace('"name": "aten::addmm"', '"name": ' + json.dumps(XSS_IMG))
         f.write_text(text)
     ingest(xss, store, "xss")
+    ingest(GLOO_4RANK, store, "gloo4")  # PP 2 x DP 2, rank 1 deliberately slow (tests/data/make_slow_rank.py)
     proc, url = start_server(store)
     yield {"url": url, "store": Store(store)}
     stop_server(proc)
@@ -806,6 +808,49 @@ def test_advisor_page_opens_a_finding_and_its_evidence(server: dict, page: Any) 
     page.wait_for_selector("#adv-summary")
     assert "No finding matches" in page.inner_text("#adv-content")
     shot(page, "advisor")
+
+
+def test_cluster_grid_colours_the_layout_and_opens_a_rank(server: dict, page: Any) -> None:
+    from analyzer.analyses import layout_metric, slow_ranks
+
+    lay = layout_metric(server["store"], "gloo4", "step_ns").set_index("rank")
+    page.goto(server["url"] + "cluster?run=gloo4&rank=1")
+    page.wait_for_selector("#cl-grid .heatmaplayer")
+    settle(page)
+    assert page.inner_text("#cl-found").startswith("Layout: DP 2 × PP 2.")
+    fig = page.evaluate(
+        "() => { const g = document.querySelector('#cl-grid .js-plotly-plot'), d = g._fullData[0];"
+        " const rows = (a) => Array.from(a, (r) => Array.from(r));"
+        " return {z: rows(d.z), ranks: rows(d.customdata), ticks: g.layout.yaxis.ticktext,"
+        " shapes: g.layout.shapes}; }"
+    )
+    # rows: the pipeline stages; columns: the index inside the DP group; each cell its rank's mean step time
+    assert fig["ticks"] == ["pp 0", "pp 1"]
+    for y, row in enumerate(fig["ranks"]):
+        for x, rank in enumerate(row):
+            assert (lay.loc[rank, "pp"], lay.loc[rank, "dp"]) == (y, x)
+            assert fig["z"][y][x] == pytest.approx(lay.loc[rank, "value"] / 1e6)
+    (mark,) = fig["shapes"]  # rank 1 marked, as the link asked
+    assert (mark["x0"] + mark["x1"]) / 2 == lay.loc[1, "dp"] and (mark["y0"] + mark["y1"]) / 2 == lay.loc[1, "pp"]
+    # colour by slow-rank votes: rank 1, the sleeping one, has them; the address keeps the metric
+    choose(page, "#cl-metric", "slow-rank votes (the rank others waited for)")
+    page.wait_for_function("() => location.search.includes('metric=slow_rank_votes')")
+    votes = slow_ranks(server["store"], "gloo4").set_index("rank")["votes"]
+    page.wait_for_function(
+        "(v) => (document.querySelector('#cl-found') || {}).innerText?.includes(v)",
+        arg=f"Highest: rank 1 ({int(votes[1])})",
+    )
+    page.reload()
+    page.wait_for_selector("#cl-grid .heatmaplayer")
+    assert "Highest: rank 1" in page.inner_text("#cl-found")
+    assert "judged" in page.inner_text("#cl-slow")  # Kineto: no per-link bandwidth to judge, none slow
+    # a click on rank 2's cell opens rank 2 in the timeline
+    box = page.locator("#cl-grid .nsewdrag").first.bounding_box()
+    x, y = int(lay.loc[2, "dp"]), int(lay.loc[2, "pp"])
+    page.mouse.click(box["x"] + box["width"] * (x + 0.5) / 2, box["y"] + box["height"] * (y + 0.5) / 2)
+    page.wait_for_function("() => location.pathname === '/timeline'")
+    assert "ranks=2" in page.url
+    drawn(page)
 
 
 def test_trace_names_are_shown_as_text(server: dict, page: Any) -> None:

@@ -351,6 +351,37 @@ def advice(rd: Reader, run: str) -> pd.DataFrame:
     return analyses.advise(rd.store, run)
 
 
+def parallel_dims(rd: Reader, run: str) -> pd.DataFrame:
+    """The parallel dimensions found (``analyses.parallel_dims``): dim, size, groups, stride, source."""
+    return analyses.parallel_dims(rd.store, run)
+
+
+def layout_metric(rd: Reader, run: str, metric: str, agg: str = "mean") -> pd.DataFrame:
+    """Every rank of the job with its coordinates and a per-rank step-breakdown metric (or
+    ``slow_rank_votes``) as ``value`` (``analyses.layout_metric``)."""
+    return analyses.layout_metric(rd.store, run, metric, agg)
+
+
+def slow_links(rd: Reader, run: str) -> pd.DataFrame:
+    """The judged bandwidth sets, slow or not (``analyses.slow_links``)."""
+    return analyses.slow_links(rd.store, run)
+
+
+MEMORY_PEAK_PER_RANK_SQL = f"""
+SELECT rank, max(allocated_bytes) AS peak_allocated_bytes
+FROM memory_samples WHERE run = $run AND {RANK_FILTER} AND allocated_bytes IS NOT NULL
+GROUP BY rank ORDER BY rank
+"""
+
+
+@run_cached
+def memory_peak_per_rank(rd: Reader, run: str, ranks: Sequence[int] | None) -> pd.DataFrame:
+    """Per rank: the highest allocated memory of any counter that records allocations (the
+    allocator's total: PTA+GE on torch_npu, Kineto's allocator)."""
+    con = rd.facts(run, ranks, ("memory_samples",))
+    return _df(con, MEMORY_PEAK_PER_RANK_SQL, {"run": run, "ranks": _ranks_param(ranks)})
+
+
 def clock_offsets(rd: Reader, run: str) -> pd.DataFrame:
     """Per rank: the estimated clock offset to the reference rank and its residual
     (``analyzer.analyses.clock_offsets``)."""

@@ -100,6 +100,11 @@ def _cell(key: str, v: Any, origin: int | None) -> str:
     return str(v)
 
 
+def joined(items: Sequence[Any], sep: str) -> list[Any]:
+    """``items`` with ``sep`` between them (the children of one element)."""
+    return [x for k, item in enumerate(items) for x in ((sep, item) if k else (item,))]
+
+
 def evidence_columns(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     """Every key of the rows, in first-seen order."""
     return list(dict.fromkeys(k for r in rows for k in r))
@@ -126,13 +131,7 @@ def evidence_table(
             else:
                 cells.append(html.Td(text))
         cells.append(
-            html.Td(
-                [
-                    x
-                    for k, (label, url) in enumerate(evidence_links(run, f, r, collectives))
-                    for x in ((" · " if k else ""), dcc.Link(label, href=url))
-                ]
-            )
+            html.Td(joined([dcc.Link(label, href=url) for label, url in evidence_links(run, f, r, collectives)], " · "))
         )
         body.append(html.Tr(cells))
     return html.Table(
@@ -162,11 +161,13 @@ def overview_card(adv: pd.DataFrame, run: str, prefix: str) -> html.Div:
             kids.append(
                 html.Div(
                     ["In the timeline: "]
-                    + [
-                        x
-                        for k, u in enumerate(urls[:MAX_OVERVIEW_LINKS])
-                        for x in ((", " if k else ""), dcc.Link(f"evidence {k + 1}", href=u, id=f"{prefix}-ev-{i}-{k}"))
-                    ]
+                    + joined(
+                        [
+                            dcc.Link(f"evidence {k + 1}", href=u, id=f"{prefix}-ev-{i}-{k}")
+                            for k, u in enumerate(urls[:MAX_OVERVIEW_LINKS])
+                        ],
+                        ", ",
+                    )
                     + ([f" (and {len(urls) - MAX_OVERVIEW_LINKS} more)"] if len(urls) > MAX_OVERVIEW_LINKS else []),
                     className="note",
                 )

@@ -81,3 +81,8 @@ def operator_url(run: str, source: str, name: str) -> str:
     """An operator (``source``: operators) or kernel (kernels) by name on the Operators page,
     drilled into across ranks."""
     return "/operators" + query_string({"run": run, "source": source, "group": "name", "op": name})
+
+
+def layout_url(run: str, rank: int) -> str:
+    """A rank on the Cluster page's layout grid (its cell marked)."""
+    return "/cluster" + query_string({"run": run, "rank": int(rank)})

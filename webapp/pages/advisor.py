@@ -12,7 +12,7 @@ import dash
 import pandas as pd
 from dash import Dash, Input, Output, State, dcc, html
 
-from webapp import data, findings, page, ui
+from webapp import data, findings, links, page, ui
 from webapp.errors import WebappError
 from webapp.params import format_ranks, parse_int, single
 from webapp.reader import Reader
@@ -20,6 +20,7 @@ from webapp.reader import Reader
 dash.register_page(__name__, path="/advisor", name="Advisor", title="rankscope · advisor", order=5)
 
 P = "adv"
+MAX_RANK_LINKS = 16  # ranks of a finding linked one by one
 
 
 def layout(
@@ -161,7 +162,22 @@ def _card(i: int, f: dict[str, Any], run: str, origin: int | None, colls: pd.Dat
                 [
                     ui.stat("measured", value, id_=f"{P}-value-{i}"),
                     ui.stat("threshold", threshold, id_=f"{P}-threshold-{i}"),
-                    ui.stat("ranks", format_ranks(ranks) or "-", id_=f"{P}-ranks-{i}"),
+                    html.Div(
+                        [
+                            html.Div(
+                                findings.joined(
+                                    [dcc.Link(str(r), href=links.layout_url(run, r)) for r in ranks[:MAX_RANK_LINKS]]
+                                    + ([f"… ({format_ranks(ranks)})"] if len(ranks) > MAX_RANK_LINKS else []),
+                                    ", ",
+                                )
+                                or "-",
+                                className="stat-value",
+                                id=f"{P}-ranks-{i}",
+                            ),
+                            html.Div("ranks (on the layout)", className="stat-label"),
+                        ],
+                        className="stat",
+                    ),
                     ui.stat("evidence rows", str(len(ev))),
                 ],
                 className="stats",
@@ -169,7 +185,9 @@ def _card(i: int, f: dict[str, Any], run: str, origin: int | None, colls: pd.Dat
             html.Details(
                 [
                     html.Summary(f"evidence ({len(ev)})"),
-                    findings.evidence_table(run, f, origin, colls, id_=f"{P}-ev-{i}")
+                    findings.evidence_table(
+                        run, f, origin, colls, id_=f"{P}-ev-{i}", rank_url=lambda r: links.layout_url(run, r)
+                    )
                     if ev
                     else html.P("The rule keeps no rows for this finding.", className="note"),
                 ],
