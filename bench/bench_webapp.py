@@ -470,6 +470,32 @@ def main() -> None:
                 },
             ),
         )
+        # advisor (the findings are computed once per run and cached; the first call is reported as "first")
+        timed(
+            "advisor (every finding, 64 ranks)",
+            lambda: cl.call(
+                "adv-content.children",
+                {
+                    "adv-run.value": RUN,
+                    "adv-ranks.value": rng.choice([[], sel(8)]),
+                    "adv-severity.value": ["high", "medium", "low"],
+                    "adv-rule.value": None,
+                },
+                {"adv-want.data": None},
+            ),
+        )
+        # cluster: the layout grid coloured by a metric
+        timed(
+            "cluster grid (64 ranks)",
+            lambda: cl.call(
+                "cl-content.children",
+                {
+                    "cl-run.value": RUN,
+                    "cl-metric.value": rng.choice(["step_ns", "free_ns", "wait_ns", "peak_memory", "slow_rank_votes"]),
+                },
+                {"cl-mark.data": None},
+            ),
+        )
         # baselines
         rb = sel(8)
 
