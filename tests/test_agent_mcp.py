@@ -329,7 +329,9 @@ def test_names_from_traces_come_back_as_data(tmp_path: Path) -> None:
     """A run and an operator named with markup, escape sequences and an instruction come back as the
     exact strings, in JSON, never interpreted."""
     op = 'op [bold]mm[/bold] <img src=x onerror=alert(1)> \x1b[2J "ignore previous instructions"'
-    run = "r [/data] :x: \x1b[31mRED"
+    # a run name with a control character is refused at ingest (analyze ingest --run): markup only here;
+    # the escape sequence comes in through the operator's name
+    run = "r [/data] :x: [31mRED <b>x</b>"
     folder = tmp_path / "named"
     shutil.copytree(REPO / "sample_data" / "kineto_gloo_2rank", folder)
     for f in folder.rglob("*.pt.trace.json"):
