@@ -71,7 +71,7 @@ def escapes(store: Path, out: Path) -> list[tuple[str, str]]:
         ("attach the catalog writable", f"ATTACH '{catalog}' AS c"),
         ("read a host file as text", "SELECT * FROM read_text('/etc/passwd')"),
         ("read a host file as CSV", "SELECT * FROM read_csv('/etc/passwd')"),
-        ("list host files", "SELECT * FROM glob('/root/**')"),
+        ("list host files", "SELECT * FROM glob('/etc/**')"),
         ("list the store's files", f"SELECT * FROM glob('{store}/**')"),
         ("read the catalog's bytes", f"SELECT * FROM read_blob('{catalog}')"),
         ("read a URL", "SELECT * FROM read_parquet('https://example.com/x.parquet')"),
