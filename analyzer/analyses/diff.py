@@ -147,6 +147,21 @@ def _scope(p: Pairing) -> str:
     return p.match
 
 
+def _metric_row(p: Pairing, g: RankGroup, metric: str, bv: float | None, nv: float | None) -> dict[str, object]:
+    """The columns every per-group metric row of a diff starts with: who is compared, and the change."""
+    return {
+        "label": g.label,
+        "scope": TOTAL if g.label == TOTAL else _scope(p),
+        "base_ranks": list(g.base_ranks),
+        "new_ranks": list(g.new_ranks),
+        "metric": metric,
+        "base_value": bv,
+        "new_value": nv,
+        "delta": None if bv is None or nv is None else nv - bv,
+        "delta_pct": _pct(bv, nv),
+    }
+
+
 # ---------------------------------------------------------------------------------------------
 # step breakdown
 # ---------------------------------------------------------------------------------------------
@@ -194,15 +209,7 @@ def breakdown_diff(store: Store, p: Pairing) -> pd.DataFrame:
             )
             rows.append(
                 {
-                    "label": g.label,
-                    "scope": TOTAL if g.label == TOTAL else _scope(p),
-                    "base_ranks": list(g.base_ranks),
-                    "new_ranks": list(g.new_ranks),
-                    "metric": col,
-                    "base_value": bv,
-                    "new_value": nv,
-                    "delta": None if bv is None or nv is None else nv - bv,
-                    "delta_pct": _pct(bv, nv),
+                    **_metric_row(p, g, col, bv, nv),
                     "significant": noise.significant,
                     "t": noise.t,
                     "base_steps": noise.n_base,
@@ -529,15 +536,7 @@ def memory_diff(p: Pairing, base: _Side, new: _Side) -> pd.DataFrame:
                 continue
             rows.append(
                 {
-                    "label": g.label,
-                    "scope": TOTAL if g.label == TOTAL else _scope(p),
-                    "base_ranks": list(g.base_ranks),
-                    "new_ranks": list(g.new_ranks),
-                    "metric": col,
-                    "base_value": bv,
-                    "new_value": nv,
-                    "delta": None if bv is None or nv is None else nv - bv,
-                    "delta_pct": _pct(bv, nv),
+                    **_metric_row(p, g, col, bv, nv),
                 }
             )
     out = pd.DataFrame(rows, columns=MEMORY_COLUMNS)
