@@ -3,7 +3,6 @@ bad URLs, the empty store, and `analyze serve` serving while `analyze ingest` wr
 
 from __future__ import annotations
 
-import base64
 import json
 import subprocess
 import threading
@@ -22,6 +21,7 @@ from webapp_helpers import (
     DashClient,
     ingest,
     iter_pages,
+    plotly_array,
     start_server,
     stop_server,
     texts,
@@ -454,8 +454,8 @@ def test_memory_counters_grouped_largest_first_and_curves_hold_their_value(clien
     )
     traces = [t for t in out["mem-curves"]["figure"]["data"] if t.get("name")]
     assert [t["name"] for t in traces] == ["rank 0 reserved"]  # allocated / active: not recorded by HCCL
-    assert len(_arr(traces[0]["x"])) == 2
-    assert list(_arr(traces[0]["y"])) == [float(s["reserved_bytes"].iloc[i]) / 2**20] * 2
+    assert len(plotly_array(traces[0]["x"])) == 2
+    assert list(plotly_array(traces[0]["y"])) == [float(s["reserved_bytes"].iloc[i]) / 2**20] * 2
     assert "HCCL: 0 samples in view" in json.dumps(out["mem-status"])
 
 
@@ -488,7 +488,7 @@ def test_matrix_draws_self_links_apart_from_the_colour_scale(client: DashClient,
     between, selfs = graph["props"]["figure"]["data"]
     # the colour scale spans the links between ranks; the local copies (~0.4 TB/s) are grey, apart
     assert between["zmax"] * 2**20 == pytest.approx(float(pairs[~local]["bytes"].max()))
-    z, z_self = _arr(between["z"]), _arr(selfs["z"])
+    z, z_self = plotly_array(between["z"]), plotly_array(selfs["z"])
     assert sorted(z_self[np.isfinite(z_self)]) == pytest.approx(sorted(pairs[local]["bytes"] / 2**20))
     assert np.isnan(np.diag(z)).all() and np.isfinite(np.diag(z_self)).all()  # the diagonal is grey, not coloured
     assert "Grey: a rank's copies inside its own device" in json.dumps(body)
@@ -539,20 +539,6 @@ def test_grid_columns_keep_header_words_whole_and_wrap_long_names(tmp_path: Path
     assert key["wrapText"] and key["autoHeight"] and key["cellClass"] == "cell-wrap"
     assert "wrapText" not in num  # numbers fit
     assert num["minWidth"] >= len("total") * ui.GRID_CHAR_PX  # never narrower than a header word
-
-
-def _arr(v: object) -> np.ndarray:
-    """A figure's array as JSON carries it: a list, or Plotly's typed array (dtype, bdata, shape)."""
-    if isinstance(v, dict) and "bdata" in v:
-        a = np.frombuffer(base64.b64decode(v["bdata"]), dtype=np.dtype(v["dtype"]))
-        shape = [int(x) for x in str(v.get("shape", len(a))).split(",")]
-        return a.reshape(shape).astype(float)
-    return np.array(
-        [np.nan if x is None else x for x in v]
-        if not v or not isinstance(v[0], list)
-        else [[np.nan if x is None else x for x in row] for row in v],
-        dtype=float,
-    )
 
 
 def _find(tree: object, id_: str) -> dict:

@@ -11,7 +11,7 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
 import pytest
-from webapp_helpers import DashClient, ingest, texts
+from webapp_helpers import DashClient, ingest, plotly_array, texts
 
 from analyzer.analyses import arrivals, stragglers
 from analyzer.store import Store
@@ -103,3 +103,24 @@ def test_pages_say_why_nothing_can_be_matched(client: DashClient) -> None:
     assert "Straggler: not judged" in words and "only rank 0 of the group's 2 was profiled" in words
     cm = client.call("cm-content.children", {"cm-run.value": "nccl", "cm-ranks.value": [], "cm-metric.value": "bytes"})
     assert "only rank 0 of the group's 2 was profiled" in " ".join(texts(cm["cm-matching"]["children"]))
+
+
+def test_cluster_grid_colours_ranks_by_straggler_lateness(client: DashClient, store: Path) -> None:
+    """The Cluster page's "straggler lateness": each cell is the rank's median per-step gain from the
+    arrival order (``stragglers``); rank 1, the one that sleeps, is the highest, by about its sleep."""
+    st = stragglers(Store(store), "g4").set_index("rank")
+    out = client.call(
+        "cl-content.children",
+        {"cl-run.value": "g4", "cl-metric.value": "straggler_lateness_ns"},
+        {"cl-mark.data": None},
+    )
+    assert "metric=straggler_lateness_ns" in out["view-url"]["data"]
+    (heat,) = out["cl-content"]["children"][0]["props"]["children"][2]["props"]["figure"]["data"]
+    z, ranks = plotly_array(heat["z"]), plotly_array(heat["customdata"])
+    cells = {int(r): float(v) for r, v in zip(ranks.ravel(), z.ravel()) if r >= 0}
+    assert set(cells) == set(st.index)
+    for r, z in cells.items():
+        assert z == pytest.approx(st.loc[r, "median_gain_ns"] / 1e6)  # ms
+    assert max(cells, key=cells.get) == 1 and cells[1] > 25  # the 30 ms sleep
+    words = " ".join(texts(out["cl-content"]["children"]))
+    assert "Ranks by straggler lateness" in words and "Highest: rank 1" in words

@@ -3,6 +3,7 @@ values, call Dash callbacks over HTTP, start the real server."""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -13,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from click.testing import CliRunner
 
 REPO = Path(__file__).resolve().parent.parent
@@ -126,6 +128,20 @@ class DashClient:
         """The page layout the router renders for path?search, as JSON text."""
         out = self.call("_pages_content.children", {"_pages_location.pathname": path, "_pages_location.search": search})
         return json.dumps(out["_pages_content"]["children"])
+
+
+def plotly_array(v: object) -> np.ndarray:
+    """A figure's array as JSON carries it: a list, or Plotly's typed array (dtype, bdata, shape)."""
+    if isinstance(v, dict) and "bdata" in v:
+        a = np.frombuffer(base64.b64decode(v["bdata"]), dtype=np.dtype(v["dtype"]))
+        shape = [int(x) for x in str(v.get("shape", len(a))).split(",")]
+        return a.reshape(shape).astype(float)
+    return np.array(
+        [np.nan if x is None else x for x in v]
+        if not v or not isinstance(v[0], list)
+        else [[np.nan if x is None else x for x in row] for row in v],
+        dtype=float,
+    )
 
 
 def texts(component: Any) -> list[str]:

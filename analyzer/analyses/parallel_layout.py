@@ -266,17 +266,26 @@ def parallel_layout(store: Store, run: str | None = None) -> pd.DataFrame:
 @per_run
 def layout_metric(store: Store, run: str | None = None, metric: str = "free_ns", agg: str = "mean") -> pd.DataFrame:
     """``parallel_layout`` plus ``value``: a per-rank metric — any numeric ``step_breakdown`` column
-    aggregated over steps (``agg``: mean, max, sum, median), or ``slow_rank_votes``."""
+    aggregated over steps (``agg``: mean, max, sum, median), ``slow_rank_votes``, or
+    ``straggler_lateness_ns``: the median per step (per collective when the run has no steps) of
+    how much sooner the step would start had the rank not arrived last (``stragglers``'
+    ``median_gain_ns``, in the group where the rank stands out most; no value for a rank with no
+    collective matched across its members)."""
     from .slow_rank import slow_ranks
     from .step_breakdown import step_breakdown
+    from .straggler import stragglers
 
     lay = parallel_layout(store, run)
     if metric == "slow_rank_votes":
         v = slow_ranks(store, run).set_index("rank")["votes"]
+    elif metric == "straggler_lateness_ns":
+        v = stragglers(store, run).set_index("rank")["median_gain_ns"]
     else:
         sb = step_breakdown(store, run)
         if metric not in sb.columns or metric in ("rank", "step", "mode"):
-            raise QueryError(f"unknown metric {metric!r}: use a step_breakdown column or slow_rank_votes")
+            raise QueryError(
+                f"unknown metric {metric!r}: use a step_breakdown column, slow_rank_votes or straggler_lateness_ns"
+            )
         v = sb.groupby("rank")[metric].agg(agg)
     lay["metric"] = metric
     lay["value"] = lay["rank"].map(v.to_dict())

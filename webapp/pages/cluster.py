@@ -33,6 +33,7 @@ METRICS = {  # key -> (label, unit: ns / bytes / count)
     "free_ns": ("free (mean over steps)", "ns"),
     "peak_memory": ("peak memory allocated", "bytes"),
     "slow_rank_votes": ("slow-rank votes (the rank others waited for)", "count"),
+    "straggler_lateness_ns": ("straggler lateness (median per step, arrival order)", "ns"),
 }
 
 
