@@ -23,10 +23,13 @@ from webapp_helpers import (
     NPU,
     REPO,
     choose,
+    drawn,
     grid_rows,
     ingest,
+    settle,
     start_server,
     stop_server,
+    tl_state,
     trace_events,
 )
 
@@ -101,21 +104,6 @@ def shown_window_ms(pg: Any) -> float:
     return (st["b"] - st["a"]) / 1e6
 
 
-def tl_state(pg: Any) -> dict[str, Any]:
-    return pg.evaluate("() => window.rankscopeTimeline.state()")
-
-
-def drawn(pg: Any, after: int = -1) -> dict[str, Any]:
-    """Wait until the timeline has drawn a frame after frame ``after`` with every tile it needs in,
-    and return its state."""
-    pg.wait_for_function(
-        "(after) => { const b = document.querySelector('#tl-box');"
-        " return b && b.dataset.ready === '1' && Number(b.dataset.seq) > after; }",
-        arg=after,
-    )
-    return tl_state(pg)
-
-
 def canvas_box(pg: Any) -> dict[str, float]:
     return pg.locator("#tl-box canvas").bounding_box()
 
@@ -146,12 +134,6 @@ def aligned_offsets(store: Store, run: str) -> dict[int, int]:
         int(r): int(o) if s in ("aligned", "reference") and not pd.isna(o) else 0
         for r, o, s in zip(off["rank"], off["offset_ns"], off["status"])
     }
-
-
-def settle(pg: Any) -> None:
-    """Wait until Dash has no callback in flight."""
-    pg.wait_for_load_state("networkidle")
-    pg.wait_for_function("() => !document.querySelector('[data-dash-is-loading=\"true\"]')")
 
 
 # ---------------------------------------------------------------------------------------------

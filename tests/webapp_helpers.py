@@ -161,11 +161,13 @@ def texts(component: Any) -> list[str]:
     return out
 
 
-def start_server(store: Path, extra_env: dict[str, str] | None = None) -> tuple[subprocess.Popen[str], str]:
-    """`analyze serve --store STORE --port 0`: the real server on a free port; returns (process, URL)."""
+def start_server(
+    store: Path, extra_env: dict[str, str] | None = None, args: tuple[str, ...] = ()
+) -> tuple[subprocess.Popen[str], str]:
+    """`analyze serve --store STORE --port 0 [ARGS]`: the real server on a free port; returns (process, URL)."""
     env = {**os.environ, **(extra_env or {})}
     proc = subprocess.Popen(
-        [*ANALYZE, "serve", "--store", str(store), "--port", "0"],
+        [*ANALYZE, "serve", "--store", str(store), "--port", "0", *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -221,3 +223,24 @@ def grid_rows(pg: Any, grid: str) -> list[dict[str, str]]:
         }""",
         grid,
     )
+
+
+def settle(pg: Any) -> None:
+    """Wait until Dash has no callback in flight."""
+    pg.wait_for_load_state("networkidle")
+    pg.wait_for_function("() => !document.querySelector('[data-dash-is-loading=\"true\"]')")
+
+
+def tl_state(pg: Any) -> dict[str, Any]:
+    return pg.evaluate("() => window.rankscopeTimeline.state()")
+
+
+def drawn(pg: Any, after: int = -1) -> dict[str, Any]:
+    """Wait until the timeline has drawn a frame after frame ``after`` with every tile it needs in,
+    and return its state."""
+    pg.wait_for_function(
+        "(after) => { const b = document.querySelector('#tl-box');"
+        " return b && b.dataset.ready === '1' && Number(b.dataset.seq) > after; }",
+        arg=after,
+    )
+    return tl_state(pg)

@@ -180,7 +180,7 @@ WITH s AS (
   SELECT rank, name, step, value, ts_ns,
          row_number() OVER (PARTITION BY rank, name ORDER BY step, ts_ns) AS i,
          count(*) OVER (PARTITION BY rank, name) AS n
-  FROM scalars WHERE run = $run AND {RANK_FILTER})
+  FROM scalars WHERE run = $run AND {RANK_FILTER} AND ($name::VARCHAR IS NULL OR name = $name::VARCHAR))
 SELECT rank, name, step, value FROM s
 WHERE n <= $maxp OR (i - 1) % CAST(ceil(n / $maxp) AS BIGINT) = 0 OR i = n
 ORDER BY name, rank, step
@@ -188,10 +188,42 @@ ORDER BY name, rank, step
 
 
 @run_cached
-def scalars(rd: Reader, run: str, ranks: Sequence[int] | None) -> pd.DataFrame:
-    """Per-step training scalars (step_time_ns, loss, ...), thinned to ~2000 points per (rank, name)."""
+def scalars(rd: Reader, run: str, ranks: Sequence[int] | None, name: str | None = None) -> pd.DataFrame:
+    """Per-step training scalars (step_time_ns, loss, ...; only ``name`` when given), thinned to
+    ~2000 points per (rank, name)."""
     con = rd.facts(run, ranks, ("scalars",))
-    return _df(con, SCALARS_SQL, {"run": run, "ranks": _ranks_param(ranks), "maxp": MAX_SCALAR_POINTS})
+    return _df(con, SCALARS_SQL, {"run": run, "ranks": _ranks_param(ranks), "name": name, "maxp": MAX_SCALAR_POINTS})
+
+
+SCALAR_NAMES_SQL = """
+SELECT name, count(*) AS n, count(DISTINCT rank) AS ranks, min(step) AS first_step, max(step) AS last_step
+FROM scalars WHERE run = $run GROUP BY name ORDER BY name <> 'step_time_ns', name
+"""
+
+
+@run_cached
+def scalar_names(rd: Reader, run: str) -> pd.DataFrame:
+    """The run's training scalars: name (step_time_ns first), records, ranks, first and last step."""
+    con = rd.facts(run, None, ("scalars",))
+    return _df(con, SCALAR_NAMES_SQL, {"run": run})
+
+
+PROFILED_STEPS_SQL = f"""
+SELECT DISTINCT rank, step FROM steps WHERE run = $run AND {RANK_FILTER} AND step IS NOT NULL ORDER BY rank, step
+"""
+
+
+@run_cached
+def profiled_steps(rd: Reader, run: str, ranks: Sequence[int] | None) -> pd.DataFrame:
+    """(rank, step) of every step a profile of the rank holds (any producer, also the collector's
+    sidecar steps): the steps the timeline can open on."""
+    con = rd.facts(run, ranks, ("steps",))
+    return _df(con, PROFILED_STEPS_SQL, {"run": run, "ranks": _ranks_param(ranks)})
+
+
+def step_outliers(rd: Reader, run: str) -> pd.DataFrame:
+    """Steps of a rank much longer than their neighbours (``analyses.step_outliers``)."""
+    return analyses.step_outliers(rd.store, run)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -34,6 +34,7 @@ from .run_metrics import run_metrics
 from .slow_link import slow_link_evidence, slow_links
 from .slow_rank import slow_rank_evidence, slow_ranks
 from .step_breakdown import step_breakdown
+from .step_outliers import step_outliers
 from .straggler import stragglers
 from .temporal_breakdown import temporal_breakdown
 from .trend import trend
@@ -167,6 +168,12 @@ ANALYSES: dict[str, Analysis] = {
             "One row per advisor finding: rule, severity, title, detail, ranks, value, threshold, evidence.",
         ),
         Analysis(
+            "step_outliers",
+            step_outliers,
+            "One row per step of a rank much longer than its neighbours (collector step times): time, local "
+            "median, threshold, profiled or not.",
+        ),
+        Analysis(
             "run_metrics",
             run_metrics,
             "One row: the run's ranks, steps, producers, collection time, mean step breakdown, peak memory "
@@ -259,6 +266,7 @@ __all__ = [
     "slow_rank_evidence",
     "slow_ranks",
     "step_breakdown",
+    "step_outliers",
     "stragglers",
     "temporal_breakdown",
     "transport_bandwidth",

@@ -1,0 +1,133 @@
+"""The Training page (issue 17 §5) in a real browser over a real training run made by the collector:
+torch 2.13 CPU, 60 steps, a static profiling window on steps 40..42, steps 20 and 41 sleeping 1 s
+(step-time outliers: one outside the window, one inside), and a scalar whose name is markup (a name
+from the user). Expected values come from the collector's own rankscope_scalars.jsonl."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from webapp_helpers import CHROMIUM, REPO, choose, drawn, ingest, settle, start_server, stop_server
+
+from analyzer.analyses import step_outliers
+from analyzer.store import Store
+
+SCRIPTS = Path(__file__).resolve().parent / "collector_scripts"
+MARKUP = "<img src=x onerror=alert(3)>"
+SLEEPS = (20, 41)
+WINDOW = (40, 43)  # [start, end)
+
+pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian chromium is not installed")
+
+
+@pytest.fixture(scope="module")
+def job(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    tmp = tmp_path_factory.mktemp("webapp_training")
+    out = tmp / "job"
+    cfg = {
+        "backend": "torch",
+        "static_param": {"save_path": str(out), "start_step": WINDOW[0], "end_step": WINDOW[1]},
+    }
+    cmd = [sys.executable, str(SCRIPTS / "train.py"), "--config", json.dumps(cfg), "--steps", "60"]
+    cmd += ["--sleep-at", ",".join(map(str, SLEEPS)), "--sleep-s", "1.0", "--scalar", MARKUP]
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    store = tmp / "store"
+    ingest(out, store, "job")
+    server, url = start_server(store)
+    lines = (out / "rank_0" / "rankscope_scalars.jsonl").read_text().splitlines()
+    yield {"url": url, "store": Store(store), "records": [json.loads(x) for x in lines]}
+    stop_server(server)
+
+
+def test_step_outliers_name_the_slept_steps(job: dict) -> None:
+    out = step_outliers(job["store"], "job").set_index("step")
+    times = {r["step"]: r["step_time_ns"] for r in job["records"]}
+    for s in SLEEPS:  # both slept steps, whatever else a busy machine made slow
+        assert s in out.index and out.loc[s, "step_time_ns"] == times[s] >= 1e9
+        assert out.loc[s, "step_time_ns"] > out.loc[s, "threshold_ns"] > out.loc[s, "median_ns"]
+    assert bool(out.loc[41, "profiled"]) and not bool(out.loc[20, "profiled"])
+
+
+def _figure(page: Any, graph: str) -> dict[str, Any]:
+    return page.evaluate(
+        "(sel) => { const g = document.querySelector(sel + ' .js-plotly-plot');"
+        " return {data: g._fullData.map(t => ({name: t.name, x: Array.from(t.x), y: Array.from(t.y),"
+        " mode: t.mode})), shapes: g.layout.shapes || [], title: g.layout.title.text}; }",
+        graph,
+    )
+
+
+def test_training_page_shows_scalars_outliers_and_opens_a_profiled_step(job: dict, page: Any) -> None:
+    rec = {r["step"]: r for r in job["records"]}
+    page.goto(job["url"] + "training?run=job&scalar=lr")
+    page.wait_for_selector("#tr-chart .scatterlayer")
+    page.wait_for_selector("#tr-steptime .scatterlayer")
+    settle(page)
+    # the chosen scalar per step, as the collector wrote it
+    lr = _figure(page, "#tr-chart")
+    (line,) = [t for t in lr["data"] if t["name"] == "rank 0"]
+    assert line["x"] == sorted(rec) and line["y"] == [rec[s]["scalars"]["lr"] for s in sorted(rec)]
+    # step time in ms, the slept steps marked as outliers, the profiled steps shaded
+    st = _figure(page, "#tr-steptime")
+    (times,) = [t for t in st["data"] if t["name"] == "rank 0"]
+    assert times["y"] == pytest.approx([rec[s]["step_time_ns"] / 1e6 for s in sorted(rec)])
+    (marks,) = [t for t in st["data"] if t["name"] == "outlier step"]
+    assert set(SLEEPS) <= set(marks["x"])
+    for s in SLEEPS:
+        assert marks["y"][marks["x"].index(s)] == pytest.approx(rec[s]["step_time_ns"] / 1e6)
+    (shade,) = st["shapes"]
+    assert (shade["x0"], shade["x1"]) == (WINDOW[0] - 0.5, WINDOW[1] - 1 + 0.5)
+    # the outlier table: step 41 links to its profile, step 20 is not profiled
+    rows = page.locator("#tr-outliers tbody tr")
+    by_step = {rows.nth(i).locator("td").nth(1).inner_text(): rows.nth(i) for i in range(rows.count())}
+    assert by_step["20"].locator("td").last.inner_text() == "not profiled"
+    window = page.locator("#tr-windows tbody tr")
+    assert window.count() == 1 and window.locator("td").nth(1).inner_text() == f"{WINDOW[0]}..{WINDOW[1] - 1}"
+    assert window.locator("a").all_inner_texts() == [str(s) for s in range(*WINDOW)]
+    # the deep link keeps run and scalar; a reload restores them
+    page.wait_for_function("() => location.search.includes('scalar=lr')")
+    page.reload()
+    page.wait_for_selector("#tr-chart .scatterlayer")
+    assert page.inner_text("#tr-scalar").strip().startswith("lr")
+    # a click on the outlier of step 41 opens that step of rank 0 in the timeline
+    settle(page)
+    box = page.locator("#tr-steptime .nsewdrag").first.bounding_box()
+    px = page.evaluate(
+        "(s) => { const l = document.querySelector('#tr-steptime .js-plotly-plot')._fullLayout;"
+        " return [l.xaxis.l2p(s[0]), l.yaxis.l2p(s[1])]; }",
+        [41, rec[41]["step_time_ns"] / 1e6],
+    )
+    page.mouse.click(box["x"] + px[0], box["y"] + px[1])
+    page.wait_for_function("() => location.pathname === '/timeline'")
+    assert "step=41" in page.url and "ranks=0" in page.url
+    drawn(page)
+    page.go_back()
+    page.wait_for_selector("#tr-outliers")
+    # the link of step 41 in the outlier table opens the same view
+    by_step = {r.locator("td").nth(1).inner_text(): r for r in page.locator("#tr-outliers tbody tr").all()}
+    by_step["41"].locator("a", has_text="timeline").click()
+    page.wait_for_function("() => location.pathname === '/timeline'")
+    assert "step=41" in page.url
+    drawn(page)
+
+
+def test_a_scalar_named_with_markup_is_shown_as_text(job: dict, page: Any) -> None:
+    page.goto(job["url"] + "training?run=job")
+    page.wait_for_selector("#tr-chart .scatterlayer")
+    settle(page)
+    assert page.inner_text("#tr-scalar").strip().startswith("loss")  # the default: the loss
+    choose(page, "#tr-scalar", MARKUP)
+    page.wait_for_function("(m) => document.querySelector('#tr-content h2').innerText === m", arg=MARKUP)
+    settle(page)
+    assert page.locator("#tr-content img").count() == 0  # no element made of the name
+    title = page.evaluate("() => document.querySelector('#tr-chart .gtitle').textContent")
+    assert title == MARKUP
+    assert MARKUP in page.evaluate("() => decodeURIComponent(location.search.replace(/\\+/g, ' '))")
+    assert page.locator("#tr-chart img").count() == 0

@@ -1,0 +1,338 @@
+"""Training: the collector's always-on per-step scalars (step time, loss, learning rate, throughput,
+any value passed to ``prof.step()``) per rank over steps, as MindInsight's training dashboard shows
+them; step-time outliers (``analyses.step_outliers``) marked on the step-time chart and listed; the
+steps a profile holds shaded, and a click on one of them (or its link) opens that rank's step in
+the timeline. ``scalar=NAME`` chooses the scalar; ``run`` and ``ranks`` as on every page."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dash
+import pandas as pd
+from dash import Dash, Input, Output, State, dcc, html
+
+from webapp import data, links, page, ui
+from webapp.format import fmt_ns
+from webapp.params import single
+from webapp.reader import Reader
+
+dash.register_page(__name__, path="/training", name="Training", title="rankscope · training", order=7)
+
+P = "tr"
+STEP_TIME = "step_time_ns"
+MAX_OUTLIER_ROWS = 30  # rows of the outlier table (the longest excess first)
+MAX_WINDOW_ROWS = 40  # profiled windows listed
+MAX_WINDOW_SHADES = 60  # profiled step ranges shaded on the charts
+MAX_STEP_LINKS = 12  # step links of one profiled window
+
+
+def layout(run: Any = None, ranks: Any = None, scalar: Any = None, **_: Any) -> Any:
+    return page.layout("Training", run, ranks, lambda v: _layout(v, scalar))
+
+
+def scalar_label(name: str) -> str:
+    """A scalar's name for people: ``step_time_ns`` → ``step time (ms)``; other names as written."""
+    return "step time (ms)" if name == STEP_TIME else name
+
+
+def _layout(v: page.View, scalar_q: Any) -> html.Div:
+    names = data.scalar_names(v.rd, v.run)
+    want = single("scalar", scalar_q)
+    options = [{"label": scalar_label(str(n)), "value": str(n)} for n in names["name"]]
+    known = {o["value"] for o in options}
+    if want is not None and want not in known:
+        v.notes.append(ui.message(f"URL parameter scalar={want!r}: the run has no such scalar; showing the default."))
+        want = None
+    return html.Div(
+        [
+            ui.header(
+                "Training",
+                "The training job's per-step values as the rankscope collector recorded them, every step, profiled "
+                "or not: step time (outliers marked), loss, learning rate and whatever the job passes to "
+                "prof.step(). Shaded steps are in a profile: click one to open it in the timeline.",
+            ),
+            html.Div(
+                [
+                    ui.run_control(P, v.runs, v.run),
+                    ui.ranks_control(P, v.all_ranks, v.selected),
+                    html.Div(
+                        [
+                            html.Label("Scalar", htmlFor=f"{P}-scalar"),
+                            dcc.Dropdown(
+                                id=f"{P}-scalar",
+                                options=options,
+                                value=want or _default_scalar(list(known)),
+                                clearable=False,
+                                className="dd dd-small",
+                            ),
+                        ],
+                        className="control",
+                    ),
+                ],
+                className="controls",
+            ),
+            html.Div(v.notes, id=f"{P}-notes"),
+            dcc.Store(id=f"{P}-want-scalar", data=want),
+            dcc.Loading(html.Div(id=f"{P}-content"), type="dot", delay_show=300),
+            html.Div(id=f"{P}-click", className="note"),
+        ],
+        className="page",
+    )
+
+
+def _default_scalar(names: list[str]) -> str | None:
+    """The loss when the job records one, else the step time."""
+    for n in names:
+        if n.lower() == "loss":
+            return n
+    return STEP_TIME if STEP_TIME in names else (names[0] if names else None)
+
+
+# ---------------------------------------------------------------------------------------------
+# content (pure functions: unit tests call them directly)
+# ---------------------------------------------------------------------------------------------
+
+
+def windows(prof: pd.DataFrame) -> pd.DataFrame:
+    """Contiguous profiled step ranges per rank: rank, first, last, steps (list)."""
+    rows = []
+    for rank, g in prof.sort_values(["rank", "step"]).groupby("rank"):
+        steps = [int(s) for s in g["step"]]
+        start = 0
+        for i in range(1, len(steps) + 1):
+            if i == len(steps) or steps[i] != steps[i - 1] + 1:
+                rows.append({"rank": int(rank), "first": steps[start], "last": steps[i - 1], "steps": steps[start:i]})
+                start = i
+    return pd.DataFrame(rows, columns=["rank", "first", "last", "steps"])
+
+
+def _shade(fig: Any, prof: pd.DataFrame) -> None:
+    """Shade the step ranges some selected rank's profile holds (union over the ranks)."""
+    if prof.empty:
+        return
+    steps = sorted({int(s) for s in prof["step"]})
+    ranges: list[list[int]] = []
+    for s in steps:
+        if ranges and s == ranges[-1][1] + 1:
+            ranges[-1][1] = s
+        else:
+            ranges.append([s, s])
+    for a, b in ranges[:MAX_WINDOW_SHADES]:
+        fig.add_vrect(x0=a - 0.5, x1=b + 0.5, fillcolor="#5bc0de", opacity=0.18, line_width=0, layer="below")
+
+
+def scalar_figure(sc: pd.DataFrame, name: str, prof: pd.DataFrame, outliers: pd.DataFrame | None) -> Any:
+    """One scalar per rank over steps; profiled steps shaded; ``outliers`` (step time) marked.
+    Every point carries its rank (customdata) for the click into the timeline."""
+    scale = 1e6 if name == STEP_TIME else 1.0
+    label = scalar_label(name)
+    fig = ui.figure(height=340, xaxis_title="step", yaxis_title=label, title=label)
+    for rank, g in sc.groupby("rank", sort=True):
+        fig.add_scatter(
+            x=g["step"],
+            y=g["value"] / scale,
+            mode="lines+markers" if len(g) <= 60 else "lines",
+            name=f"rank {int(rank)}",
+            customdata=[int(rank)] * len(g),
+            hovertemplate=f"rank {int(rank)}<br>step %{{x}}<br>%{{y:.6g}}<extra></extra>",
+        )
+    if outliers is not None and not outliers.empty:
+        fig.add_scatter(
+            x=outliers["step"],
+            y=outliers["step_time_ns"] / 1e6,
+            mode="markers",
+            marker=dict(symbol="x", size=11, color="#d9534f", line=dict(width=2)),
+            name="outlier step",
+            customdata=outliers["rank"].astype(int).tolist(),
+            text=[
+                f"rank {int(r.rank)} step {int(r.step)}: {fmt_ns(r.step_time_ns)}, {r.ratio:.2f}× the local median "
+                f"{fmt_ns(r.median_ns)}"
+                for r in outliers.itertuples()
+            ],
+            hovertemplate="%{text}<extra>outlier</extra>",
+        )
+    _shade(fig, prof)
+    if not sc.empty and sc["step"].nunique() <= 20:
+        fig.update_xaxes(dtick=1)
+    return fig
+
+
+def _outlier_table(run: str, out: pd.DataFrame) -> Any:
+    if out.empty:
+        return html.P("No step-time outlier on the selected ranks.", className="note", id=f"{P}-outliers")
+    rows = []
+    for r in out.head(MAX_OUTLIER_ROWS).itertuples():
+        url = links.timeline_url(run, [int(r.rank)], step=int(r.step)) if r.profiled else None
+        rows.append(
+            html.Tr(
+                [
+                    html.Td(str(int(r.rank))),
+                    html.Td(str(int(r.step))),
+                    html.Td(fmt_ns(r.step_time_ns)),
+                    html.Td(fmt_ns(r.median_ns)),
+                    html.Td(f"{r.ratio:.2f}×"),
+                    html.Td(dcc.Link("timeline", href=url) if url else "not profiled"),
+                ]
+            )
+        )
+    head = ["rank", "step", "step time", "local median", "× median", "profile"]
+    more = len(out) - MAX_OUTLIER_ROWS
+    return html.Div(
+        [
+            html.Table(
+                [html.Thead(html.Tr([html.Th(h) for h in head])), html.Tbody(rows)], className="tbl", id=f"{P}-outliers"
+            ),
+            html.P(f"… {more} more", className="note") if more > 0 else None,
+        ]
+    )
+
+
+def _window_table(run: str, prof: pd.DataFrame) -> Any:
+    w = windows(prof)
+    if w.empty:
+        return html.P(
+            "No step of the selected ranks is in a profile (the collector records scalars at every step; a profiling "
+            "window adds the traces of its steps).",
+            className="note",
+            id=f"{P}-windows",
+        )
+    rows = []
+    for r in w.head(MAX_WINDOW_ROWS).itertuples():
+        steps = list(r.steps)
+        step_links: list[Any] = []
+        for s in steps[:MAX_STEP_LINKS]:
+            if step_links:
+                step_links.append(" · ")
+            step_links.append(dcc.Link(str(s), href=links.timeline_url(run, [int(r.rank)], step=s)))
+        if len(steps) > MAX_STEP_LINKS:
+            step_links.append(f" … {len(steps) - MAX_STEP_LINKS} more")
+        span = f"{r.first}" if r.first == r.last else f"{r.first}..{r.last}"
+        rows.append(html.Tr([html.Td(str(int(r.rank))), html.Td(span), html.Td(step_links)]))
+    return html.Table(
+        [html.Thead(html.Tr([html.Th(h) for h in ("rank", "steps", "open a step in the timeline")])), html.Tbody(rows)],
+        className="tbl",
+        id=f"{P}-windows",
+    )
+
+
+def render(rd: Reader, run: str, ranks: list[int], all_ranks: list[int], scalar: str | None) -> list[Any]:
+    names = data.scalar_names(rd, run)
+    if names.empty:
+        return [
+            ui.message(
+                "No per-step scalars in this run: the rankscope collector writes rankscope_scalars.jsonl (step time "
+                "and the values passed to prof.step()) at every step; ingest the job's output folder with it.",
+                "info",
+            )
+        ]
+    known = [str(n) for n in names["name"]]
+    scalar = scalar if scalar in known else _default_scalar(known)
+    sel = None if sorted(ranks) == sorted(all_ranks) else ranks
+    prof = data.profiled_steps(rd, run, sel)
+    outliers = data.step_outliers(rd, run)
+    outliers = outliers[outliers["rank"].isin(ranks)] if not outliers.empty else outliers
+    st = data.scalars(rd, run, sel, STEP_TIME) if STEP_TIME in known else pd.DataFrame()
+    cards: list[Any] = []
+    steps_row = names.set_index("name")
+    first, last = int(steps_row["first_step"].min()), int(steps_row["last_step"].max())
+    n_prof = len(prof)
+    summary = (
+        f"Steps {first}..{last}; {len(known)} scalar(s): {', '.join(known)}. "
+        f"{len(outliers)} step-time outlier(s) on the selected ranks"
+        + (f" ({int(outliers['profiled'].sum())} in a profile)" if len(outliers) else "")
+        + f"; {n_prof} (rank, step) pair(s) profiled."
+    )
+    cards.append(html.P(summary, className="note", id=f"{P}-summary"))
+    if scalar is not None and scalar != STEP_TIME:
+        sc = data.scalars(rd, run, sel, scalar)
+        cards.append(
+            html.Div(
+                [html.H2(scalar_label(scalar)), ui.graph(f"{P}-chart", scalar_figure(sc, scalar, prof, None))],
+                className="card",
+            )
+        )
+    if not st.empty:
+        cards.append(
+            html.Div(
+                [
+                    html.H2("Step time, outliers marked"),
+                    ui.graph(f"{P}-steptime", scalar_figure(st, STEP_TIME, prof, outliers)),
+                    html.P(
+                        "An outlier is a step longer than the median of the 51 steps around it by more than 3 robust "
+                        "standard deviations and by at least 10 % (analyses.step_outliers).",
+                        className="note",
+                    ),
+                ],
+                className="card",
+            )
+        )
+    cards.append(html.Div([html.H2("Step-time outliers"), _outlier_table(run, outliers)], className="card"))
+    cards.append(html.Div([html.H2("Profiled steps"), _window_table(run, prof)], className="card"))
+    return cards
+
+
+# ---------------------------------------------------------------------------------------------
+# callbacks
+# ---------------------------------------------------------------------------------------------
+
+
+def register_callbacks(app: Dash) -> None:
+    @app.callback(
+        Output(f"{P}-scalar", "options"),
+        Output(f"{P}-scalar", "value"),
+        Input(f"{P}-run", "value"),
+        State(f"{P}-scalar", "value"),
+        State(f"{P}-want-scalar", "data"),
+        prevent_initial_call=True,
+    )
+    @ui.guard(2, message_index=0)
+    def run_changed(run: str, current: Any, want: Any) -> Any:
+        with page.view(run, None, ("scalars",), check_run=False) as v:
+            known = [str(n) for n in data.scalar_names(v.rd, run)["name"]]
+        value = next((s for s in (current, want) if s in known), None) or _default_scalar(known)
+        return [{"label": scalar_label(n), "value": n} for n in known], value
+
+    @app.callback(
+        Output(f"{P}-content", "children"),
+        Output("view-url", "data", allow_duplicate=True),
+        Input(f"{P}-run", "value"),
+        Input(f"{P}-ranks", "value"),
+        Input(f"{P}-scalar", "value"),
+        prevent_initial_call="initial_duplicate",
+    )
+    @ui.guard(2, message_index=0)
+    def update(run: str, ranks: Any, scalar: Any) -> Any:
+        with page.view(run, ranks, ("scalars", "steps")) as v:
+            content = render(v.rd, run, v.selected, v.all_ranks, scalar if isinstance(scalar, str) else None)
+            params = {"run": run, "ranks": ui.ranks_param(v.selected, v.all_ranks), "scalar": scalar or None}
+        return content, ui.page_url("/training", params)
+
+    for graph in (f"{P}-chart", f"{P}-steptime"):  # one callback per chart: either may be absent
+
+        @app.callback(
+            Output("navigate", "href", allow_duplicate=True),
+            Output(f"{P}-click", "children", allow_duplicate=True),
+            Input(graph, "clickData"),
+            State(f"{P}-run", "value"),
+            prevent_initial_call=True,
+        )
+        def open_step(click: Any, run: str) -> Any:
+            return step_link(click, run)
+
+
+def step_link(click: Any, run: str) -> tuple[Any, Any]:
+    """A click on a chart's point: that rank's step in the timeline when a profile holds it, else a
+    sentence saying it is not profiled."""
+    if not click or not click.get("points"):
+        return dash.no_update, dash.no_update
+    pt = click["points"][0]
+    rank, step = pt.get("customdata"), pt.get("x")
+    if rank is None or step is None:
+        return dash.no_update, dash.no_update
+    rank, step = int(rank), int(round(float(step)))
+    with page.view(run, [rank], ("steps",)) as v:
+        prof = data.profiled_steps(v.rd, run, [rank])
+    if ((prof["rank"] == rank) & (prof["step"] == step)).any():
+        return links.timeline_url(run, [rank], step=step), ""
+    return dash.no_update, f"Step {step} of rank {rank} is not in a profile (only shaded steps are)."
