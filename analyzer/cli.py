@@ -10,6 +10,7 @@ import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
@@ -607,15 +608,26 @@ def drop(run_name: str, store: Store) -> None:
 @click.option(
     "--insecure", is_flag=True, help="Serve a non-loopback address without a token (a network of yours alone)."
 )
+@click.option(
+    "--control",
+    "control",
+    default=None,
+    type=click.Path(file_okay=True, dir_okay=True, path_type=Path),
+    help="A training job's dynamic profiling folder (the collector's dynamic_param.config_path): the Profiling "
+    "page shows its profiler_config.json, log and armed ranks and writes windows into it. Needs a token.",
+)
 @store_option
 @handle_errors
-def serve(host: str, port: int, threads: int, token: str | None, insecure: bool, store: Store) -> None:
+def serve(
+    host: str, port: int, threads: int, token: str | None, insecure: bool, control: Path | None, store: Store
+) -> None:
     """Serve the web app (overview, timeline, operators, memory, communication) over the store.
 
     The store is opened briefly and read-only per request: `analyze ingest` can run meanwhile
     and a reload shows the new data. The server is waitress, a production WSGI server: --threads
     requests at once, the others queued. With a token, the printed address carries it once; the
-    browser keeps a cookie.
+    browser keeps a cookie. --control DIR turns on dynamic profiling from the browser (off by
+    default; then a token is required, also on 127.0.0.1).
     """
     try:
         import waitress  # noqa: F401 - the server
@@ -633,6 +645,7 @@ def serve(host: str, port: int, threads: int, token: str | None, insecure: bool,
             threads=threads,
             token=token or None,
             insecure=insecure,
+            control=control,
         )
     except WebappError as exc:
         raise AnalyzerError(str(exc)) from exc

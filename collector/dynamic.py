@@ -23,6 +23,11 @@ Keys (our names; torch_npu's ``dynamic_profile`` and MindSpore's names are accep
   the collector's config.
 
 While a window is running the file is not re-read; an edit made then is read when the window ends.
+
+Outside the job (``analyze serve --control``): :func:`write_config` writes an edit the way the
+watcher wants it (validated by :func:`parse_request` first, then replaced atomically), and
+:func:`read_log` / :func:`rank_states` read the log back: which rank watches the file, which is
+armed for a window, which is recording one.
 """
 
 from __future__ import annotations
@@ -31,13 +36,14 @@ import dataclasses
 import difflib
 import json
 import os
+import re
 import socket
 import time
 from pathlib import Path
 from typing import Any
 
 from .config import ProfileOptions, check_options, check_ranks, coerce, option_names
-from .window import WindowPlan
+from .window import WindowPlan, described_selects
 
 CONFIG_NAME = "profiler_config.json"
 LOG_NAME = "rankscope_dynamic.log"
@@ -415,3 +421,138 @@ class DynamicWatcher:
         self.last_request = req
         self.log(f"accepted: window {plan.describe()}, output below {plan.save_path} (read with {req.described})")
         return plan
+
+
+# ---------------------------------------------------------------------------------------------
+# outside the job: write an edit, read the log back
+# ---------------------------------------------------------------------------------------------
+
+
+def write_config(path: str | os.PathLike[str], data: dict[str, Any]) -> list[str]:
+    """Write ``data`` as the watched ``profiler_config.json`` at ``path`` when :func:`parse_request`
+    accepts it; returns its problems (nothing written) or []. The file is replaced atomically (a
+    temporary file in the same folder, flushed, then renamed over it): the watcher reads either the
+    old file or the new one, never half of one."""
+    _, problems = parse_request(data)
+    if problems:
+        return problems
+    target = Path(path)
+    tmp = target.parent / f".{target.name}.{os.getpid()}.{time.monotonic_ns()}.tmp"
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(json.dumps(data, indent=2) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return []
+
+
+LOG_LINE = re.compile(r"^(\S+ \S+) host=(\S*) pid=(\d+) rank=(\S+) (.*)$")
+
+
+@dataclasses.dataclass(frozen=True)
+class LogLine:
+    """One line of ``rankscope_dynamic.log``."""
+
+    time: str
+    host: str
+    pid: int
+    rank: int | None
+    message: str
+
+
+def read_log(path: str | os.PathLike[str], max_bytes: int = 1 << 20) -> list[LogLine]:
+    """The lines of a maintenance log (its last ``max_bytes``; a line that is not the collector's
+    is kept as a message of no rank)."""
+    p = Path(path)
+    try:
+        with open(p, "rb") as f:
+            size = f.seek(0, os.SEEK_END)
+            f.seek(max(0, size - max_bytes))
+            raw = f.read()
+    except FileNotFoundError:
+        return []
+    lines = raw.decode("utf-8", "replace").splitlines()
+    if len(raw) >= max_bytes and lines:
+        lines = lines[1:]  # cut by the read
+    out = []
+    for line in lines:
+        m = LOG_LINE.match(line)
+        if m is None:
+            if line.strip():
+                out.append(LogLine("", "", 0, None, line))
+            continue
+        rank = int(m.group(4)) if m.group(4).isdigit() else None
+        out.append(LogLine(m.group(1), m.group(2), int(m.group(3)), rank, m.group(5)))
+    return out
+
+
+@dataclasses.dataclass
+class RankState:
+    """What one collector process (host, pid) last said in the log."""
+
+    rank: int | None
+    host: str
+    pid: int
+    state: str  # watching | armed | not selected | recording | done | stopped
+    window: str | None  # the window it concerns, as the collector described it
+    since: str  # time of the line that set the state
+    last: str  # its last line's message
+
+
+_WINDOW_EVENTS = (  # (message prefix, state); the window description follows the prefix
+    ("accepted: window ", "armed"),
+    ("starting window ", "recording"),
+    ("stopped window ", "done"),
+)
+
+
+def rank_states(lines: list[LogLine]) -> list[RankState]:
+    """Per collector process of the log (by rank, the latest process of a rank first), its state: ``watching``
+    the file with no window asked, ``armed`` (a window it will record was accepted), ``not
+    selected`` (the accepted window is for other ranks), ``recording``, ``done`` (its window
+    stopped: the status follows the description), ``stopped`` (the collector stopped: the job ended)."""
+    states: dict[tuple[str, int], RankState] = {}
+    for ln in lines:
+        if ln.pid == 0:
+            continue
+        key = (ln.host, ln.pid)
+        st = states.get(key)
+        if st is None:
+            st = states[key] = RankState(ln.rank, ln.host, ln.pid, "watching", None, ln.time, ln.message)
+        st.last = ln.message
+        if ln.rank is not None:
+            st.rank = ln.rank
+        msg = ln.message
+        if msg == "collector stopped":
+            st.state, st.since = "stopped", ln.time
+            continue
+        if msg.startswith("watching "):
+            st.state, st.window, st.since = "watching", None, ln.time
+            continue
+        if msg.startswith("read ") and msg.endswith("profiling off"):
+            if st.state == "armed":
+                st.state, st.window, st.since = "watching", None, ln.time  # a pending window replaced by 'off'
+            continue
+        if " not selected for window " in msg:
+            st.state, st.since = "not selected", ln.time
+            st.window = msg.split(" not selected for window ", 1)[1].removesuffix("; not profiling")
+            continue
+        for prefix, state in _WINDOW_EVENTS:
+            if msg.startswith(prefix):
+                rest = msg[len(prefix) :]
+                if state == "armed":
+                    window = rest.split(", output below ", 1)[0]
+                    selected = described_selects(window, st.rank) if st.rank is not None else None
+                    state = "not selected" if selected is False else "armed"
+                elif state == "recording":
+                    window = rest.rsplit(" in ", 1)[0]
+                else:
+                    window = rest
+                st.state, st.window, st.since = state, window, ln.time
+                break
+    latest_first = sorted(states.values(), key=lambda s: s.since, reverse=True)
+    return sorted(latest_first, key=lambda s: (s.rank is None, s.rank if s.rank is not None else 0))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from .config import ProfileOptions
@@ -40,3 +41,15 @@ class WindowPlan:
         warm = f" after {self.warmup} warm-up step(s)" if self.warmup else ""
         ranks = "all ranks" if -1 in self.ranks else "ranks " + ",".join(map(str, self.ranks))
         return f"{rng}{warm}, {ranks}"
+
+
+_DESCRIBED_RANKS = re.compile(r", (all ranks|ranks ([0-9,]+))$")
+
+
+def described_selects(described: str, rank: int) -> bool | None:
+    """Whether the window :meth:`WindowPlan.describe` wrote as ``described`` selects ``rank``
+    (None when the text does not end with its ranks)."""
+    m = _DESCRIBED_RANKS.search(described)
+    if m is None:
+        return None
+    return m.group(1) == "all ranks" or rank in {int(r) for r in m.group(2).split(",") if r}

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 from pathlib import Path
 
 import pytest
@@ -450,3 +451,41 @@ def test_config_path_may_be_the_file_itself(tmp_path: Path, backend: RecordingBa
     prof.stop()
     assert backend.calls == [("start", 1), ("finish", 1)]
     assert sorted(p.name for p in folder.iterdir()) == sorted({name, LOG_NAME})
+
+
+def test_the_log_read_back_says_which_rank_is_armed(tmp_path: Path) -> None:
+    """``rank_states`` over the log the watcher writes: the rank a window selects is armed, another
+    is not selected; the earlier process of a rank and a line that is not the collector's are kept
+    apart; 'profiling off' disarms; ``write_config`` refuses what the watcher would reject."""
+    from collector.dynamic import rank_states, read_log, write_config
+
+    folder = tmp_path / "dyn"
+    clock = Clock()
+    w = _watcher(folder, clock)
+    w.init(next_step=0)
+    with open(folder / LOG_NAME, "a") as f:  # another process of the job (rank 1), and a foreign line
+        f.write("2026-01-01 00:00:00 host=node2 pid=4242 rank=1 watching /x (checked at step boundaries)\n")
+        f.write("not a line of the collector\n")
+    assert write_config(folder / CONFIG_NAME, {"start_step": 4, "active": 0}) == [
+        "active: 0 steps records nothing (must be at least 1)"
+    ]
+    assert write_config(folder / CONFIG_NAME, {"start_step": 4, "active": 2, "ranks": [1]}) == []
+    clock.t += 5
+    assert w.poll(next_step=1, busy=False) is not None
+    lines = read_log(folder / LOG_NAME)
+    assert any(ln.pid == 0 and ln.message == "not a line of the collector" for ln in lines)
+    st = {(s.host, s.rank): s for s in rank_states(lines)}
+    me = st[(socket.gethostname(), 0)]
+    assert (me.state, me.window) == ("not selected", "steps 4..5, ranks 1")  # rank 0: the window is rank 1's
+    assert st[("node2", 1)].state == "watching"
+    w.rank = lambda: 1  # the same watcher as rank 1: the accepted window is its own
+    write_config(folder / CONFIG_NAME, {"start_step": 6, "active": 1, "ranks": [-1]})
+    clock.t += 5
+    w.poll(next_step=2, busy=False)
+    me = {s.pid: s for s in rank_states(read_log(folder / LOG_NAME))}[os.getpid()]
+    assert (me.rank, me.state, me.window) == (1, "armed", "step 6, all ranks")
+    write_config(folder / CONFIG_NAME, {"start_step": 0})
+    clock.t += 5
+    w.poll(next_step=3, busy=False)
+    me = {s.pid: s for s in rank_states(read_log(folder / LOG_NAME))}[os.getpid()]
+    assert (me.state, me.window) == ("watching", None)  # 'off' replaced the pending window

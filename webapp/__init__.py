@@ -8,11 +8,11 @@ from __future__ import annotations
 from typing import Any
 
 
-def create_app(store: Any = None, token: str | None = None) -> Any:
+def create_app(store: Any = None, token: str | None = None, control: Any = None) -> Any:
     """Build the Dash app for a store (see :func:`webapp.app.create_app`)."""
     from .app import create_app as _create_app
 
-    return _create_app(store, token=token)
+    return _create_app(store, token=token, control=control)
 
 
 def serve(store: Any = None, host: str = "127.0.0.1", port: int = 8050, **kw: Any) -> None:

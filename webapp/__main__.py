@@ -1,4 +1,5 @@
-"""``python -m webapp [--store PATH] [--host H] [--port N] [--token T] [--insecure]``: same as ``analyze serve``."""
+"""``python -m webapp [--store PATH] [--host H] [--port N] [--token T] [--insecure] [--control DIR]``: same as
+``analyze serve``."""
 
 from __future__ import annotations
 
@@ -18,9 +19,10 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--port", type=int, default=8050, help="0 = any free port")
     p.add_argument("--token", default=os.environ.get(TOKEN_ENV_VAR) or None, help=f"access token (${TOKEN_ENV_VAR})")
     p.add_argument("--insecure", action="store_true", help="serve a non-loopback address without a token")
+    p.add_argument("--control", default=None, help="a job's dynamic profiling folder: the Profiling page writes it")
     a = p.parse_args(argv)
     try:
-        serve(a.store, host=a.host, port=a.port, token=a.token, insecure=a.insecure)
+        serve(a.store, host=a.host, port=a.port, token=a.token, insecure=a.insecure, control=a.control)
     except WebappError as exc:
         sys.exit(f"error: {exc}")
 

@@ -22,7 +22,8 @@ from dash import Dash, Input, Output, dcc, html
 from analyzer.store import Store, resolve_store_path
 
 from . import auth
-from .ui import PAGE_KEYS, STORE_KEY
+from .errors import WebappError
+from .ui import CONTROL_KEY, PAGE_KEYS, STORE_KEY
 
 HERE = Path(__file__).resolve().parent
 
@@ -81,9 +82,20 @@ function(url) {
 """
 
 
-def create_app(store: Store | str | os.PathLike[str] | None = None, token: str | None = None) -> Dash:
+def create_app(
+    store: Store | str | os.PathLike[str] | None = None,
+    token: str | None = None,
+    control: str | os.PathLike[str] | None = None,
+) -> Dash:
     """A Dash app serving ``store`` (a Store, a path, or None for $RANKSCOPE_STORE / ./rankscope_store).
-    With ``token``, every request must prove it knows it (``webapp.auth``)."""
+    With ``token``, every request must prove it knows it (``webapp.auth``). ``control``: the folder
+    (or file) of a training job's watched ``profiler_config.json``: the Profiling page then writes
+    windows into it; it needs a ``token``."""
+    if control is not None and not token:
+        raise WebappError(
+            "--control lets the browser start profiling windows in a running training job: it needs a token "
+            f"(--token or ${auth.TOKEN_ENV_VAR}, e.g. `export {auth.TOKEN_ENV_VAR}=$(openssl rand -hex 16)`)"
+        )
     if not isinstance(store, Store):
         store = Store(resolve_store_path(store))
     app = Dash(
@@ -97,6 +109,7 @@ def create_app(store: Store | str | os.PathLike[str] | None = None, token: str |
         serve_locally=True,
     )
     app.server.config[STORE_KEY] = store
+    app.server.config[CONTROL_KEY] = None if control is None else os.fspath(control)
     if token:
         auth.protect(app.server, token)
     app.layout = _shell
@@ -124,16 +137,18 @@ def serve(
     threads: int = 32,
     token: str | None = None,
     insecure: bool = False,
+    control: str | os.PathLike[str] | None = None,
 ) -> None:
     """Serve the app until interrupted, on waitress (a production WSGI server: a pool of ``threads``
     request threads, requests buffered before they reach the app, connections queued rather than
     a thread per connection); port 0 picks a free port. Prints the URL once listening (with the
     token, when there is one: the browser trades it for a cookie). A non-loopback ``host`` needs a
-    ``token`` unless ``insecure`` (``auth.check_bind``)."""
+    ``token`` unless ``insecure`` (``auth.check_bind``); so does ``control`` (the Profiling page
+    writing a job's ``profiler_config.json``), whatever the address."""
     from waitress import create_server
 
     auth.check_bind(host, token, insecure)
-    app = create_app(store, token=token)
+    app = create_app(store, token=token, control=control)
     if quiet:
         logging.getLogger("waitress").setLevel(logging.WARNING)
     server = create_server(app.server, host=host, port=port, threads=threads)
@@ -149,6 +164,8 @@ def serve(
     echo(f"rankscope web app: serving {st.path} at {shown} ({threads} request threads)")
     if token:
         echo("(open that address once: the browser keeps a cookie and the token leaves the address bar)")
+    if control is not None:
+        echo(f"dynamic profiling from the browser: the Profiling page writes into {os.fspath(control)}")
     if not st.exists():
         echo(f"(no store at {st.path} yet: the page tells how to fill it with `analyze ingest`)")
     if host in ("0.0.0.0", "::"):

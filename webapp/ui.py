@@ -22,12 +22,18 @@ from .params import format_ranks, query_string
 log = logging.getLogger("webapp")
 
 STORE_KEY = "RANKSCOPE_STORE"
+CONTROL_KEY = "RANKSCOPE_CONTROL"  # the watched profiler_config.json's folder (analyze serve --control), or None
 PAGE_KEYS = ("run", "ranks")  # parameters every page understands and the navigation carries
 
 
 def current_store() -> Store:
     """The store of the app serving the current request."""
     return current_app.config[STORE_KEY]
+
+
+def current_control() -> str | None:
+    """The dynamic-profiling folder the app may write into (``analyze serve --control``), or None."""
+    return current_app.config.get(CONTROL_KEY)
 
 
 # ---------------------------------------------------------------------------------------------
