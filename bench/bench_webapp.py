@@ -56,6 +56,7 @@ OUT = REPO / "bench" / "out"
 RUN = "bench64"
 TIME_COLS = ("ts_ns", "start_ns", "end_ns", "alloc_ns", "release_ns", "active_release_ns")
 NOT_REPLICATED = {"lanes", "comm_groups", "statistics"}
+TRAIN_STEPS = 20_000  # steps of the collector's per-step scalars of each rank (step time, loss, lr: every step)
 TIMELINE_PX = 1150  # the canvas' data area on a 1920 px wide screen (lane names and the details panel beside it)
 
 
@@ -146,6 +147,8 @@ def build_store(source: Path, dest: Path, n_ranks: int, target_slices: int) -> d
             if t.name == "comm_links":
                 big = _remap_links(big, sr, r, n_ranks)
             w.write(t.name, big)
+        if f["scalars"].num_rows == 0:  # the collector's scalars of a long run (the source has none)
+            w.write("scalars", _scalars(r, start + jitter, TRAIN_STEPS))
         fact_files += w.close()
         total_rows += w.total_rows
         row = {k: crow.get(k) for k in schema.TABLES["collections"].column_names}
@@ -184,6 +187,28 @@ def build_store(source: Path, dest: Path, n_ranks: int, target_slices: int) -> d
         ).fetchone()[0]
     info["size_bytes"] = sum(p.stat().st_size for p in dest.rglob("*") if p.is_file())
     return info
+
+
+def _scalars(rank: int, t0: int, n_steps: int) -> pa.Table:
+    """What the collector writes for ``n_steps`` steps of a rank: step_time_ns (about 100 ms, noisy,
+    one step in 500 a few times longer), loss (decaying) and lr (warm-up then constant)."""
+    import numpy as np
+
+    rng = np.random.default_rng(rank)
+    step = np.arange(n_steps, dtype=np.int32)
+    dt = rng.lognormal(np.log(100e6), 0.05, n_steps) * np.where(rng.random(n_steps) < 0.002, 4.0, 1.0)
+    ts = t0 + np.cumsum(dt).astype(np.int64)
+    loss = 4.0 * np.exp(-step / 5000) + rng.normal(0, 0.05, n_steps)
+    lr = np.minimum(1.0, (step + 1) / 1000) * 3e-4
+    names = ["step_time_ns", "loss", "lr"]
+    return pa.table(
+        {
+            "step": np.tile(step, 3),
+            "ts_ns": np.tile(ts, 3),
+            "name": pa.array(np.repeat(names, n_steps)),
+            "value": np.concatenate([dt, loss, lr]),
+        }
+    )
 
 
 def _remap_links(tbl: pa.Table, src_rank: int, rank: int, n_ranks: int) -> pa.Table:
@@ -258,6 +283,36 @@ class Client:
         )
 
 
+def control_client(store: Store, folder: Path) -> Client:
+    """An app with ``--control`` over a dynamic-profiling folder whose log has what 64 ranks write
+    for 20 windows (the page reads at most its last MiB), asked with the token as a program would."""
+    from collector.dynamic import CONFIG_NAME, LOG_NAME
+    from webapp import create_app
+
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / CONFIG_NAME).write_text(json.dumps({"start_step": 0, "active": 1, "ranks": [-1]}))
+    lines = []
+    for r in range(64):
+        lines.append(f"2026-01-01 00:00:00 host=node{r // 8} pid={1000 + r} rank={r} watching {folder}/{CONFIG_NAME}")
+    for k in range(20):
+        for r in range(64):
+            head = f"2026-01-01 00:{k:02d}:00 host=node{r // 8} pid={1000 + r} rank={r}"
+            w = f"steps {100 * k}..{100 * k + 1}, all ranks"
+            lines += [
+                f"{head} accepted: window {w}, output below /out (read with torch_npu's meaning)",
+                f"{head} starting window {w} in /out/rank_{r}/window_step{100 * k}",
+                f"{head} stopped window {w}: complete, captured steps [{100 * k}, {100 * k + 1}]",
+            ]
+    (folder / LOG_NAME).write_text("\n".join(lines) + "\n")
+    app = create_app(store, token="bench-token", control=folder)
+    c = Client.__new__(Client)
+    c.app, c.http = app, app.server.test_client()
+    c.http.environ_base["HTTP_AUTHORIZATION"] = "Bearer bench-token"
+    c.http.get("/")
+    c.deps = c.http.get("/_dash-dependencies").get_json()
+    return c
+
+
 def pct(xs: list[float], q: float) -> float:
     s = sorted(xs)
     return s[min(len(s) - 1, max(0, math.ceil(q * len(s)) - 1))]
@@ -277,7 +332,12 @@ def main() -> None:
 
     dest = Path(args.store)
     meta = dest / "bench_meta.json"
-    want = {"source": str(Path(args.source).resolve()), "ranks": args.ranks, "slices": args.slices}
+    want = {
+        "source": str(Path(args.source).resolve()),
+        "ranks": args.ranks,
+        "slices": args.slices,
+        "train_steps": TRAIN_STEPS,
+    }
     if args.rebuild or not meta.exists() or json.loads(meta.read_text()).get("want") != want:
         print(f"building {dest} from {args.source}: {args.ranks} ranks, ~{args.slices:,} slices ...")
         info = build_store(Path(args.source).resolve(), dest, args.ranks, args.slices)
@@ -362,6 +422,8 @@ def main() -> None:
             keys = [f"{ln['rank']}.{ln['group']}" for ln in m["lanes"] if ln["group"] != "other"]
             return list(dict.fromkeys(keys))[:limit]
         return [ln["key"] for ln in m["lanes"] if ln["group"] != "other"][:limit]
+
+    ctl = control_client(store, Path(args.store).parent / "control")
 
     for i in range(args.repeat):
         timed("layout /", lambda: cl.layout("/", f"?run={RUN}"))
@@ -491,10 +553,45 @@ def main() -> None:
                 "cl-content.children",
                 {
                     "cl-run.value": RUN,
-                    "cl-metric.value": rng.choice(["step_ns", "free_ns", "wait_ns", "peak_memory", "slow_rank_votes"]),
+                    "cl-metric.value": rng.choice(
+                        ["step_ns", "free_ns", "wait_ns", "peak_memory", "slow_rank_votes", "straggler_lateness_ns"]
+                    ),
                 },
                 {"cl-mark.data": None},
             ),
+        )
+        timed(
+            "cluster grid by straggler lateness (64 ranks)",
+            lambda: cl.call(
+                "cl-content.children",
+                {"cl-run.value": RUN, "cl-metric.value": "straggler_lateness_ns"},
+                {"cl-mark.data": None},
+            ),
+        )
+        # training: a scalar and the step time of 20 000 steps per rank, outliers, profiled steps
+        timed(
+            f"training ({TRAIN_STEPS:,} steps x 64 or 8 ranks)",
+            lambda: cl.call(
+                "tr-content.children",
+                {
+                    "tr-run.value": RUN,
+                    "tr-ranks.value": rng.choice([[], sel(8)]),
+                    "tr-scalar.value": rng.choice(["loss", "lr", "step_time_ns"]),
+                },
+            ),
+        )
+        timed(
+            "training: a click on a step",
+            lambda: cl.call(
+                "navigate.href",
+                {"tr-steptime.clickData": {"points": [{"customdata": rng.choice(ranks), "x": rng.choice(step_ids)}]}},
+                {"tr-run.value": RUN},
+            ),
+        )
+        # profiling: the file, the log of 64 ranks and their states (analyze serve --control)
+        timed(
+            "profiling page refresh (64 ranks' log)",
+            lambda: ctl.call("pf-config.children", {"pf-tick.n_intervals": i}),
         )
         # baselines
         rb = sel(8)
