@@ -188,11 +188,14 @@ ORDER BY name, rank, step
 
 
 @run_cached
-def scalars(rd: Reader, run: str, ranks: Sequence[int] | None, name: str | None = None) -> pd.DataFrame:
+def scalars(
+    rd: Reader, run: str, ranks: Sequence[int] | None, name: str | None = None, max_points: int = MAX_SCALAR_POINTS
+) -> pd.DataFrame:
     """Per-step training scalars (step_time_ns, loss, ...; only ``name`` when given), thinned to
-    ~2000 points per (rank, name)."""
+    about ``max_points`` points per (rank, name) (every k-th step, and the last)."""
     con = rd.facts(run, ranks, ("scalars",))
-    return _df(con, SCALARS_SQL, {"run": run, "ranks": _ranks_param(ranks), "name": name, "maxp": MAX_SCALAR_POINTS})
+    params = {"run": run, "ranks": _ranks_param(ranks), "name": name, "maxp": max(1, int(max_points))}
+    return _df(con, SCALARS_SQL, params)
 
 
 SCALAR_NAMES_SQL = """

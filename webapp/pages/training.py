@@ -25,6 +25,8 @@ MAX_OUTLIER_ROWS = 30  # rows of the outlier table (the longest excess first)
 MAX_WINDOW_ROWS = 40  # profiled windows listed
 MAX_WINDOW_SHADES = 60  # profiled step ranges shaded on the charts
 MAX_STEP_LINKS = 12  # step links of one profiled window
+CHART_POINTS = 16_000  # points of one chart over all its ranks: each rank's curve is thinned to its share
+MIN_RANK_POINTS = 200  # (outliers are marked from every step, not from the thinned curves)
 
 
 def layout(run: Any = None, ranks: Any = None, scalar: Any = None, **_: Any) -> Any:
@@ -232,7 +234,8 @@ def render(rd: Reader, run: str, ranks: list[int], all_ranks: list[int], scalar:
     prof = data.profiled_steps(rd, run, sel)
     outliers = data.step_outliers(rd, run)
     outliers = outliers[outliers["rank"].isin(ranks)] if not outliers.empty else outliers
-    st = data.scalars(rd, run, sel, STEP_TIME) if STEP_TIME in known else pd.DataFrame()
+    per_rank = max(MIN_RANK_POINTS, CHART_POINTS // max(1, len(ranks)))
+    st = data.scalars(rd, run, sel, STEP_TIME, per_rank) if STEP_TIME in known else pd.DataFrame()
     cards: list[Any] = []
     steps_row = names.set_index("name")
     first, last = int(steps_row["first_step"].min()), int(steps_row["last_step"].max())
@@ -245,7 +248,7 @@ def render(rd: Reader, run: str, ranks: list[int], all_ranks: list[int], scalar:
     )
     cards.append(html.P(summary, className="note", id=f"{P}-summary"))
     if scalar is not None and scalar != STEP_TIME:
-        sc = data.scalars(rd, run, sel, scalar)
+        sc = data.scalars(rd, run, sel, scalar, per_rank)
         cards.append(
             html.Div(
                 [html.H2(scalar_label(scalar)), ui.graph(f"{P}-chart", scalar_figure(sc, scalar, prof, None))],
