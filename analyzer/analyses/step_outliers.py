@@ -6,7 +6,7 @@ the rank's step times over the ``WINDOW`` steps centred on it: a run whose step 
 a growing sequence length or a learning-rate warm-up, is compared with its own recent past) by
 more than ``SIGMAS`` robust standard deviations (1.4826 × the median absolute deviation of the
 rank's step times from their local medians) and by at least ``MIN_EXCESS`` of the local median
-(steps of near-identical length have a tiny deviation: a 2 % wobble is not an outlier). The first
+(steps of near-identical length have a tiny deviation: a 10 % wobble is not an outlier). The first
 step, with its one-off set-up, usually is one.
 
 Each outlier says whether that rank's profile holds the step (a ``steps`` row of any producer):
@@ -22,8 +22,8 @@ from ..store import Store
 from .cache import per_run
 
 WINDOW = 51  # steps in the local median (centred)
-SIGMAS = 3.0  # robust standard deviations above the local median
-MIN_EXCESS = 0.10  # and at least this share of the local median
+SIGMAS = 5.0  # robust standard deviations above the local median
+MIN_EXCESS = 0.25  # and at least this share of the local median
 MAD_SIGMA = 1.4826  # MAD -> standard deviation of a normal distribution
 COLUMNS = [
     "rank",

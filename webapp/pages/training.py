@@ -262,8 +262,8 @@ def render(rd: Reader, run: str, ranks: list[int], all_ranks: list[int], scalar:
                     html.H2("Step time, outliers marked"),
                     ui.graph(f"{P}-steptime", scalar_figure(st, STEP_TIME, prof, outliers)),
                     html.P(
-                        "An outlier is a step longer than the median of the 51 steps around it by more than 3 robust "
-                        "standard deviations and by at least 10 % (analyses.step_outliers).",
+                        "An outlier is a step longer than the median of the 51 steps around it by more than 5 robust "
+                        "standard deviations and by at least 25 % (analyses.step_outliers).",
                         className="note",
                     ),
                 ],
