@@ -234,9 +234,13 @@ class Client:
         self.http.get("/")  # first request: Dash sets up the routes
         self.deps = self.http.get("/_dash-dependencies").get_json()
 
-    def _find(self, first_output: str) -> dict[str, Any]:
+    def _find(self, first_output: str, inputs: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The callback of ``first_output`` whose inputs include those given (several callbacks may
+        write one output, e.g. navigate.href)."""
         for d in self.deps:
-            if d["output"].lstrip(".").startswith(first_output):
+            if d["output"].lstrip(".").startswith(first_output) and (
+                not inputs or {f"{i['id']}.{i['property']}" for i in d["inputs"]} >= set(inputs)
+            ):
                 return d
         raise KeyError(first_output)
 
@@ -247,7 +251,7 @@ class Client:
         state: dict[str, Any] | None = None,
         changed: list[str] | None = None,
     ) -> tuple[float, int, dict[str, Any]]:
-        d = self._find(first_output)
+        d = self._find(first_output, inputs)
 
         def items(specs: list[dict[str, Any]], values: dict[str, Any]) -> list[dict[str, Any]]:
             return [

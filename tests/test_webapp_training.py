@@ -131,3 +131,30 @@ def test_a_scalar_named_with_markup_is_shown_as_text(job: dict, page: Any) -> No
     assert title == MARKUP
     assert MARKUP in page.evaluate("() => decodeURIComponent(location.search.replace(/\\+/g, ' '))")
     assert page.locator("#tr-chart img").count() == 0
+
+
+def test_many_ranks_are_drawn_as_a_band_that_keeps_a_spike(job: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Over more than MAX_RANK_LINES ranks a chart draws the lowest, median and highest value per
+    bucket of steps; the bucket holding a slept step keeps its full length."""
+    from dash import dcc
+
+    from webapp import create_app, data
+    from webapp.reader import reader
+
+    create_app(job["store"])  # the pages register themselves with an app
+    from webapp.pages import training
+
+    rec = {r["step"]: r for r in job["records"]}
+    with reader(job["store"], "job", None, ("scalars", "steps")) as rd:
+        band = data.scalar_band(rd, "job", None, "step_time_ns", 10)
+        assert len(band) == 10 and list(band["step"]) == list(range(0, 60, 6))
+        (b,) = band[band["step"] == 18].itertuples()  # steps 18..23
+        assert b.hi == rec[20]["step_time_ns"] and b.lo == min(rec[s]["step_time_ns"] for s in range(18, 24))
+        monkeypatch.setattr(training, "MAX_RANK_LINES", 0)
+        cards = training.render(rd, "job", [0], [0], "loss")
+    graphs = [k for c in cards if isinstance(getattr(c, "children", None), list) for k in c.children]
+    figs = [g.figure for g in graphs if isinstance(g, dcc.Graph)]
+    names = [[t.name for t in f.data] for f in figs]
+    assert names[0] == [None, "lowest to highest rank", "median over the ranks"]
+    assert names[1] == [None, "lowest to highest rank", "median over the ranks", "outlier step"]
+    assert max(figs[1].data[1].y) == pytest.approx(max(r["step_time_ns"] for r in job["records"]) / 1e6)

@@ -198,6 +198,26 @@ def scalars(
     return _df(con, SCALARS_SQL, params)
 
 
+SCALAR_BAND_SQL = f"""
+WITH s AS (SELECT step, value FROM scalars WHERE run = $run AND {RANK_FILTER} AND name = $name AND step IS NOT NULL),
+w AS (SELECT min(step) AS first, greatest(1, CAST(ceil((max(step) - min(step) + 1) / $maxp) AS BIGINT)) AS width FROM s)
+SELECT min(step) AS step, min(value) AS lo, median(value) AS mid, max(value) AS hi, count(DISTINCT step) AS steps
+FROM s, w GROUP BY (step - first) // width ORDER BY step
+"""
+
+
+@run_cached
+def scalar_band(
+    rd: Reader, run: str, ranks: Sequence[int] | None, name: str, max_points: int = MAX_SCALAR_POINTS
+) -> pd.DataFrame:
+    """One scalar over the ranks, per bucket of consecutive steps (about ``max_points`` buckets):
+    the first step of the bucket, the lowest, median and highest value of any rank in it (so a
+    spike of one rank in one step survives)."""
+    con = rd.facts(run, ranks, ("scalars",))
+    params = {"run": run, "ranks": _ranks_param(ranks), "name": name, "maxp": max(1, int(max_points))}
+    return _df(con, SCALAR_BAND_SQL, params)
+
+
 SCALAR_NAMES_SQL = """
 SELECT name, count(*) AS n, count(DISTINCT rank) AS ranks, min(step) AS first_step, max(step) AS last_step
 FROM scalars WHERE run = $run GROUP BY name ORDER BY name <> 'step_time_ns', name

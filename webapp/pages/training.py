@@ -26,7 +26,9 @@ MAX_WINDOW_ROWS = 40  # profiled windows listed
 MAX_WINDOW_SHADES = 60  # profiled step ranges shaded on the charts
 MAX_STEP_LINKS = 12  # step links of one profiled window
 CHART_POINTS = 16_000  # points of one chart over all its ranks: each rank's curve is thinned to its share
-MIN_RANK_POINTS = 200  # (outliers are marked from every step, not from the thinned curves)
+MIN_RANK_POINTS = 400  # (outliers are marked from every step, not from the thinned curves)
+MAX_RANK_LINES = 8  # more ranks: the lowest, median and highest value over them per step instead of a line each
+BAND_POINTS = 2000  # buckets of steps of that band
 
 
 def layout(run: Any = None, ranks: Any = None, scalar: Any = None, **_: Any) -> Any:
@@ -124,12 +126,36 @@ def _shade(fig: Any, prof: pd.DataFrame) -> None:
         fig.add_vrect(x0=a - 0.5, x1=b + 0.5, fillcolor="#5bc0de", opacity=0.18, line_width=0, layer="below")
 
 
-def scalar_figure(sc: pd.DataFrame, name: str, prof: pd.DataFrame, outliers: pd.DataFrame | None) -> Any:
-    """One scalar per rank over steps; profiled steps shaded; ``outliers`` (step time) marked.
-    Every point carries its rank (customdata) for the click into the timeline."""
+def scalar_figure(
+    sc: pd.DataFrame, name: str, prof: pd.DataFrame, outliers: pd.DataFrame | None, band: pd.DataFrame | None = None
+) -> Any:
+    """One scalar per rank over steps (``sc``), or, for many ranks, its lowest / median / highest
+    value over them per bucket of steps (``band``); profiled steps shaded; ``outliers`` (step time)
+    marked. Every point of a rank carries it (customdata) for the click into the timeline."""
     scale = 1e6 if name == STEP_TIME else 1.0
     label = scalar_label(name)
     fig = ui.figure(height=340, xaxis_title="step", yaxis_title=label, title=label)
+    if band is not None:
+        x = band["step"]
+        fig.add_scatter(x=x, y=band["lo"] / scale, mode="lines", line=dict(width=0), hoverinfo="skip", showlegend=False)
+        fig.add_scatter(
+            x=x,
+            y=band["hi"] / scale,
+            mode="lines",
+            line=dict(width=0),
+            fill="tonexty",
+            fillcolor="rgba(47,111,176,0.25)",
+            name="lowest to highest rank",
+            hovertemplate="step %{x}: highest %{y:.6g}<extra></extra>",
+        )
+        fig.add_scatter(
+            x=x,
+            y=band["mid"] / scale,
+            mode="lines",
+            name="median over the ranks",
+            line=dict(color="#2f6fb0"),
+            hovertemplate="step %{x}: median %{y:.6g}<extra></extra>",
+        )
     for rank, g in sc.groupby("rank", sort=True):
         fig.add_scatter(
             x=g["step"],
@@ -235,7 +261,16 @@ def render(rd: Reader, run: str, ranks: list[int], all_ranks: list[int], scalar:
     outliers = data.step_outliers(rd, run)
     outliers = outliers[outliers["rank"].isin(ranks)] if not outliers.empty else outliers
     per_rank = max(MIN_RANK_POINTS, CHART_POINTS // max(1, len(ranks)))
-    st = data.scalars(rd, run, sel, STEP_TIME, per_rank) if STEP_TIME in known else pd.DataFrame()
+    many = len(ranks) > MAX_RANK_LINES
+
+    def series(name: str) -> tuple[pd.DataFrame, pd.DataFrame | None]:
+        if many:
+            return pd.DataFrame(columns=["rank", "name", "step", "value"]), data.scalar_band(
+                rd, run, sel, name, BAND_POINTS
+            )
+        return data.scalars(rd, run, sel, name, per_rank), None
+
+    st, st_band = series(STEP_TIME) if STEP_TIME in known else (pd.DataFrame(), None)
     cards: list[Any] = []
     steps_row = names.set_index("name")
     first, last = int(steps_row["first_step"].min()), int(steps_row["last_step"].max())
@@ -248,19 +283,19 @@ def render(rd: Reader, run: str, ranks: list[int], all_ranks: list[int], scalar:
     )
     cards.append(html.P(summary, className="note", id=f"{P}-summary"))
     if scalar is not None and scalar != STEP_TIME:
-        sc = data.scalars(rd, run, sel, scalar, per_rank)
+        sc, band = series(scalar)
         cards.append(
             html.Div(
-                [html.H2(scalar_label(scalar)), ui.graph(f"{P}-chart", scalar_figure(sc, scalar, prof, None))],
+                [html.H2(scalar_label(scalar)), ui.graph(f"{P}-chart", scalar_figure(sc, scalar, prof, None, band))],
                 className="card",
             )
         )
-    if not st.empty:
+    if not st.empty or st_band is not None:
         cards.append(
             html.Div(
                 [
                     html.H2("Step time, outliers marked"),
-                    ui.graph(f"{P}-steptime", scalar_figure(st, STEP_TIME, prof, outliers)),
+                    ui.graph(f"{P}-steptime", scalar_figure(st, STEP_TIME, prof, outliers, st_band)),
                     html.P(
                         "An outlier is a step longer than the median of the 51 steps around it by more than 5 robust "
                         "standard deviations and by at least 25 % (analyses.step_outliers).",
