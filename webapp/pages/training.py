@@ -25,10 +25,11 @@ MAX_OUTLIER_ROWS = 30  # rows of the outlier table (the longest excess first)
 MAX_WINDOW_ROWS = 40  # profiled windows listed
 MAX_WINDOW_SHADES = 60  # profiled step ranges shaded on the charts
 MAX_STEP_LINKS = 12  # step links of one profiled window
-CHART_POINTS = 16_000  # points of one chart over all its ranks: each rank's curve is thinned to its share
+CHART_POINTS = 8_000  # points of one chart over all its ranks: each rank's curve is thinned to its share
 MIN_RANK_POINTS = 400  # (outliers are marked from every step, not from the thinned curves)
 MAX_RANK_LINES = 8  # more ranks: the lowest, median and highest value over them per step instead of a line each
 BAND_POINTS = 2000  # buckets of steps of that band
+MAX_OUTLIER_MARKS = 400  # outliers marked on the chart (the longest excess first; the table and the analysis have all)
 
 
 def layout(run: Any = None, ranks: Any = None, scalar: Any = None, **_: Any) -> Any:
@@ -166,19 +167,16 @@ def scalar_figure(
             hovertemplate=f"rank {int(rank)}<br>step %{{x}}<br>%{{y:.6g}}<extra></extra>",
         )
     if outliers is not None and not outliers.empty:
+        top = outliers.head(MAX_OUTLIER_MARKS)
         fig.add_scatter(
-            x=outliers["step"],
-            y=outliers["step_time_ns"] / 1e6,
+            x=top["step"],
+            y=top["step_time_ns"] / 1e6,
             mode="markers",
             marker=dict(symbol="x", size=11, color="#d9534f", line=dict(width=2)),
             name="outlier step",
-            customdata=outliers["rank"].astype(int).tolist(),
-            text=[
-                f"rank {int(r.rank)} step {int(r.step)}: {fmt_ns(r.step_time_ns)}, {r.ratio:.2f}× the local median "
-                f"{fmt_ns(r.median_ns)}"
-                for r in outliers.itertuples()
-            ],
-            hovertemplate="%{text}<extra>outlier</extra>",
+            customdata=[[int(r), round(float(q), 2)] for r, q in zip(top["rank"], top["ratio"].fillna(0))],
+            hovertemplate="rank %{customdata[0]} step %{x}: %{y:.3f} ms, %{customdata[1]}× the local median"
+            "<extra>outlier</extra>",
         )
     _shade(fig, prof)
     if not sc.empty and sc["step"].nunique() <= 20:
@@ -366,6 +364,8 @@ def step_link(click: Any, run: str) -> tuple[Any, Any]:
         return dash.no_update, dash.no_update
     pt = click["points"][0]
     rank, step = pt.get("customdata"), pt.get("x")
+    if isinstance(rank, list):  # an outlier's marker: [rank, ratio]
+        rank = rank[0] if rank else None
     if rank is None or step is None:
         return dash.no_update, dash.no_update
     rank, step = int(rank), int(round(float(step)))
