@@ -109,6 +109,18 @@ def test_training_page_shows_scalars_outliers_and_opens_a_profiled_step(job: dic
     assert "step=41" in page.url and "ranks=0" in page.url
     drawn(page)
     page.go_back()
+    page.wait_for_selector("#tr-steptime .scatterlayer")
+    settle(page)
+    # a click on the rank's curve itself (its trace names the rank): the outlier markers taken away first
+    page.evaluate(
+        "() => { const g = document.querySelector('#tr-steptime .js-plotly-plot');"
+        " return Plotly.deleteTraces(g, g.data.length - 1); }"
+    )
+    assert [t["name"] for t in _figure(page, "#tr-steptime")["data"]] == ["rank 0"]
+    page.mouse.click(box["x"] + px[0], box["y"] + px[1])
+    page.wait_for_function("() => location.pathname === '/timeline'")
+    assert "step=41" in page.url and "ranks=0" in page.url
+    page.go_back()
     page.wait_for_selector("#tr-outliers")
     # the link of step 41 in the outlier table opens the same view
     by_step = {r.locator("td").nth(1).inner_text(): r for r in page.locator("#tr-outliers tbody tr").all()}

@@ -132,7 +132,9 @@ def scalar_figure(
 ) -> Any:
     """One scalar per rank over steps (``sc``), or, for many ranks, its lowest / median / highest
     value over them per bucket of steps (``band``); profiled steps shaded; ``outliers`` (step time)
-    marked. Every point of a rank carries it (customdata) for the click into the timeline."""
+    marked. Each rank's trace names its rank in ``meta`` (:func:`chart` keeps them for the click
+    into the timeline: a list of customdata per point costs plotly ~30 µs a point); an outlier's
+    marker carries [rank, ratio] as customdata."""
     scale = 1e6 if name == STEP_TIME else 1.0
     label = scalar_label(name)
     fig = ui.figure(height=340, xaxis_title="step", yaxis_title=label, title=label)
@@ -163,7 +165,7 @@ def scalar_figure(
             y=g["value"] / scale,
             mode="lines+markers" if len(g) <= 60 else "lines",
             name=f"rank {int(rank)}",
-            customdata=[int(rank)] * len(g),
+            meta=int(rank),
             hovertemplate=f"rank {int(rank)}<br>step %{{x}}<br>%{{y:.6g}}<extra></extra>",
         )
     if outliers is not None and not outliers.empty:
@@ -182,6 +184,12 @@ def scalar_figure(
     if not sc.empty and sc["step"].nunique() <= 20:
         fig.update_xaxes(dtick=1)
     return fig
+
+
+def chart(id_: str, fig: Any) -> list[Any]:
+    """The graph and, beside it, the rank of each of its traces (None: not one rank's)."""
+    ranks = [t.meta if isinstance(t.meta, int) else None for t in fig.data]
+    return [ui.graph(id_, fig), dcc.Store(id=f"{id_}-ranks", data=ranks)]
 
 
 def _outlier_table(run: str, out: pd.DataFrame) -> Any:
@@ -284,7 +292,7 @@ def render(rd: Reader, run: str, ranks: list[int], all_ranks: list[int], scalar:
         sc, band = series(scalar)
         cards.append(
             html.Div(
-                [html.H2(scalar_label(scalar)), ui.graph(f"{P}-chart", scalar_figure(sc, scalar, prof, None, band))],
+                [html.H2(scalar_label(scalar)), *chart(f"{P}-chart", scalar_figure(sc, scalar, prof, None, band))],
                 className="card",
             )
         )
@@ -293,7 +301,7 @@ def render(rd: Reader, run: str, ranks: list[int], all_ranks: list[int], scalar:
             html.Div(
                 [
                     html.H2("Step time, outliers marked"),
-                    ui.graph(f"{P}-steptime", scalar_figure(st, STEP_TIME, prof, outliers, st_band)),
+                    *chart(f"{P}-steptime", scalar_figure(st, STEP_TIME, prof, outliers, st_band)),
                     html.P(
                         "An outlier is a step longer than the median of the 51 steps around it by more than 5 robust "
                         "standard deviations and by at least 25 % (analyses.step_outliers).",
@@ -351,13 +359,14 @@ def register_callbacks(app: Dash) -> None:
             Output(f"{P}-click", "children", allow_duplicate=True),
             Input(graph, "clickData"),
             State(f"{P}-run", "value"),
+            State(f"{graph}-ranks", "data"),
             prevent_initial_call=True,
         )
-        def open_step(click: Any, run: str) -> Any:
-            return step_link(click, run)
+        def open_step(click: Any, run: str, trace_ranks: Any) -> Any:
+            return step_link(click, run, trace_ranks)
 
 
-def step_link(click: Any, run: str) -> tuple[Any, Any]:
+def step_link(click: Any, run: str, trace_ranks: Any = None) -> tuple[Any, Any]:
     """A click on a chart's point: that rank's step in the timeline when a profile holds it, else a
     sentence saying it is not profiled."""
     if not click or not click.get("points"):
@@ -366,6 +375,9 @@ def step_link(click: Any, run: str) -> tuple[Any, Any]:
     rank, step = pt.get("customdata"), pt.get("x")
     if isinstance(rank, list):  # an outlier's marker: [rank, ratio]
         rank = rank[0] if rank else None
+    elif rank is None and isinstance(trace_ranks, list):  # a rank's curve: its trace says which
+        cn = pt.get("curveNumber")
+        rank = trace_ranks[cn] if isinstance(cn, int) and 0 <= cn < len(trace_ranks) else None
     if rank is None or step is None:
         return dash.no_update, dash.no_update
     rank, step = int(rank), int(round(float(step)))
