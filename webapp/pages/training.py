@@ -28,7 +28,7 @@ MAX_STEP_LINKS = 12  # step links of one profiled window
 CHART_POINTS = 8_000  # points of one chart over all its ranks: each rank's curve is thinned to its share
 MIN_RANK_POINTS = 400  # (outliers are marked from every step, not from the thinned curves)
 MAX_RANK_LINES = 8  # more ranks: the lowest, median and highest value over them per step instead of a line each
-BAND_POINTS = 2000  # buckets of steps of that band
+BAND_POINTS = 1000  # buckets of steps of that band (a chart is about 1000 px wide)
 MAX_OUTLIER_MARKS = 400  # outliers marked on the chart (the longest excess first; the table and the analysis have all)
 
 
