@@ -70,10 +70,13 @@ def metrics_text() -> str:
 
 FIND_STRAGGLER = """Find the straggler of run {run} in the rankscope store and its cause, with evidence.
 
-1. `stragglers` (run={run}): the slow-rank vote; note the straggler, the convicting collectives and
-   how late the straggler entered each (`late_ns`), and each one's `before_entry` window.
-2. `timeline_window` on the straggler for a `before_entry` window (and on a rank that was on time, same
-   window): where the straggler's time went (the slice names, busy vs idle time) before it arrived.
+1. `stragglers` (run={run}): the verdict from the arrival order at the collectives: the named rank(s),
+   the cause (idle, compute, dataloader, device_sync, communication, untraced) with the operators behind
+   it, the median lateness per step against its threshold, the what-if gain, msprof-analyze's vote; the
+   late collectives as evidence (who arrived last, by how much, the excess per cause over the peers, every
+   member's arrival, the chain of ranks waited for) and each step's critical rank.
+2. `timeline_window` on the straggler and on a member that came on time, over a late collective's
+   `interval`: where the straggler's time went (the slice names, busy vs idle time) before it arrived.
 3. `analysis` step_breakdown for the ranks involved: which category (Computing, Communication(Not
    Overlapped), Free, ...) differs on the straggler.
 4. `advice` for the advisor's findings on it.
@@ -83,6 +86,8 @@ person can check each claim in the web app. Say what the evidence does not show.
 EXPLAIN_REGRESSION = """Explain why run {run} is slower than run {baseline} (both in the rankscope store).
 
 1. `list_runs`: check both exist and what they recorded (ranks, steps, formats, problems).
+   Then `diff` (base={baseline}, new={run}): the verdict, the step breakdown per rank with the noise
+   test, the operators that changed most, communication, memory, slow ranks; the steps below go deeper.
 2. `analysis` step_breakdown of each run: compare the mean step time and each category per rank.
 3. `top_operators` of each (source operators, then kernels): the names whose total grew most,
    and whether the growth is on all ranks or some (spread_pct, max_rank).

@@ -156,88 +156,218 @@ def analysis(
 # ---------------------------------------------------------------------------------------------
 
 
-def _members(s: Settings, run: str, instances: Sequence[str]) -> pd.DataFrame:
-    """Every member rank of the collective ``instances`` (``analyses.communication_summary``) with
-    its entry on the reference clock (``clock_offsets``) and how late it came."""
-    comm = ANALYSES["communication"].compute(s.store, run)
-    m = comm[comm["instance"].isin(list(instances))][["instance", "rank", "ts_ns", "dur_ns", "wait_ns"]].copy()
-    offsets = ANALYSES["clock_offsets"].compute(s.store, run)
-    off = dict(zip(offsets["rank"].astype(int), offsets["offset_ns"])) if not offsets.empty else {}
-    m["entry_aligned_ns"] = [
-        int(t) - int(0 if is_missing(off.get(int(r))) else off[int(r)]) for r, t in zip(m["rank"], m["ts_ns"])
-    ]
-    m["late_ns"] = m["entry_aligned_ns"] - m.groupby("instance")["entry_aligned_ns"].transform("min")
-    return m.sort_values(["instance", "rank"]).reset_index(drop=True)
+STRAGGLER_FIELDS = (
+    "rank",
+    "group_name",
+    "cause",
+    "cause_text",
+    "top_ops",
+    "median_gain_ns",
+    "threshold_ns",
+    "whatif_gain_ns",
+    "gain_share",
+    "late_samples",
+    "samples",
+    "slow_rank_votes",
+    "verdict",
+)
+ARRIVAL_FIELDS = ("rank", "ts_ns", "entry_ns", "lateness_ns", "untraced_ns", "is_last", "margin_ns")
 
 
-def _previous_comm_end(s: Settings, run: str, rank: int, ts_ns: int) -> int | None:
-    comm = ANALYSES["communication"].compute(s.store, run)
-    mine = comm[(comm["rank"] == rank) & (pd.to_numeric(comm["ts_ns"]) < ts_ns)]
-    if mine.empty:
-        return None
-    ends = pd.to_numeric(mine["ts_ns"]) + pd.to_numeric(mine["dur_ns"]).fillna(0)
-    return int(min(ends.max(), ts_ns))
+def _straggler_verdict(st: pd.DataFrame, named: pd.DataFrame) -> str:
+    """One sentence: who holds the others back and why, or why nobody is named (the Overview's card)."""
+    if st.empty:
+        return "not judged: no collective was matched across two or more of the run's profiled ranks"
+    if named.empty:
+        judged = st[~st["verdict"].astype(str).str.startswith("not judged")]
+        if judged.empty:
+            return str(st["verdict"].iloc[0])
+        ratio = judged["median_gain_ns"] / judged["threshold_ns"].clip(lower=1)
+        w = judged.loc[ratio.idxmax()]
+        return (
+            "no rank holds the others back: every rank's lateness at the collectives is within the noise (the "
+            f"largest, rank {int(w['rank'])}: a median {int(w['median_gain_ns']) / 1e6:.3f} ms per step against a "
+            f"threshold of {int(w['threshold_ns']) / 1e6:.3f} ms)"
+        )
+    parts = []
+    for r in named.to_dict("records"):
+        ops = ", ".join(f"{t['name']} +{int(t['excess_ns']) / 1e6:.3f} ms" for t in (r["top_ops"] or [])[:3])
+        share = "" if is_missing(r["gain_share"]) else f" ({float(r['gain_share']):.1%} of the profiled step time)"
+        parts.append(
+            f"rank {int(r['rank'])} is the straggler: it arrives last at the collectives of group {r['group_name']} "
+            f"by a median {int(r['median_gain_ns']) / 1e6:.3f} ms per step (threshold "
+            f"{int(r['threshold_ns']) / 1e6:.3f} ms); before them its extra time went to "
+            f"{r['cause_text'] or 'nothing that stands out'}" + (f" ({ops})" if ops else "") + "; at its peers' pace "
+            f"the profiled steps would be {int(r['whatif_gain_ns']) / 1e6:.3f} ms shorter{share}; msprof-analyze's "
+            f"vote: {int(r['slow_rank_votes'])} collective(s)"
+        )
+    return "; ".join(parts)
 
 
 def stragglers(s: Settings, run: str | None = None, limit: int | None = None) -> dict[str, Any]:
-    """The slow-rank vote (``analyses.slow_ranks``, msprof-analyze's rule) and, for the most voted
-    rank, the collectives that convict it (``slow_rank_evidence``) with every member's entry on the
-    reference clock, its elapsed and wait time and how late it came; and the window on the slow
-    rank from its previous communication to its late entry, to look into with ``timeline_window``."""
+    """Who holds the others back, from the arrival order at the collectives (``analyses.stragglers``:
+    the verdict per rank with its cause, operators, lateness figures, what-if gain and msprof-analyze's
+    vote beside it); as evidence the late collectives of the named rank(s) (``blame_chains``: who
+    arrived last, by how much, the cause with its excess over the peers per cause, the interval since
+    the group's previous collective on every member, the chain of ranks waited for), each with every
+    member's arrival (``arrivals``) and a timeline link highlighting the intervals; and the step that
+    each rank made longer (``critical_steps``). With nobody named, the latest late collectives."""
     run = resolve_run(s.store, run)
     n = s.bound(limit)
-    votes = ANALYSES["slow_ranks"].compute(s.store, run)
-    evidence = ANALYSES["slow_rank_evidence"].compute(s.store, run)
-    out: dict[str, Any] = {
+    st = ANALYSES["stragglers"].compute(s.store, run)
+    chains = ANALYSES["blame_chains"].compute(s.store, run)
+    crit = ANALYSES["critical_steps"].compute(s.store, run)
+    arr = ANALYSES["arrivals"].compute(s.store, run)
+    named = st[st["straggler"].astype(bool)] if not st.empty else st
+    names = [int(r) for r in named["rank"]]
+    blamed = chains[chains["last_rank"].isin(names)] if names else chains
+    blamed = blamed.head(MAX_EVIDENCE)
+    members = arr[arr["instance"].isin(list(blamed["instance"]))]
+    evidence, pairs = [], []
+    for rec in json_records(blamed):
+        mem = members[members["instance"] == rec["instance"]].sort_values("rank")
+        rec["members"] = json_records(mem[list(ARRIVAL_FIELDS)])
+        rec["interval"] = {"rank": rec["last_rank"], "start_ns": rec["start_ns"], "end_ns": rec["end_ns"]}
+        evidence.append(rec)
+        hl = [(int(r), int(a), int(b)) for r, a, b in rec["highlights"]]
+        pairs.append(
+            (
+                f"{rec['op_type']} of group {rec['group_name']} (step {rec['step']}): rank {rec['last_rank']} "
+                f"{int(rec['margin_ns']) / 1e6:.3f} ms late",
+                links.timeline_url(run, sorted({r for r, _, _ in hl}), hl),
+            )
+        )
+    crit_rows = json_records(crit.head(n))
+    for c in crit_rows[:MAX_EVIDENCE]:
+        if c.get("critical_rank") is not None:
+            pairs.append(
+                (
+                    f"step {c['step']} on rank {c['critical_rank']} (its critical rank)",
+                    links.timeline_url(run, [int(c["critical_rank"])], step=int(c["step"])),
+                )
+            )
+    pairs += [(f"rank {r} on the Cluster page", links.layout_url(run, r)) for r in names]
+    return {
         "run": run,
-        "row": ANALYSES["slow_ranks"].doc,
-        **_rows(votes, n),
-        "straggler": None,
-        "evidence": [],
-        "links": [],
+        "row": ANALYSES["stragglers"].doc,
+        **_rows(st, n),
+        "verdict": _straggler_verdict(st, named),
+        "stragglers": [{k: json_ready(r[k]) for k in STRAGGLER_FIELDS} for r in named.to_dict("records")],
+        "evidence": evidence,
+        "evidence_row": ANALYSES["blame_chains"].doc
+        + " With members: every member's arrival (arrivals; entry_ns on the reference clock), and interval: "
+        "the window on the late rank's own clock to look into with timeline_window.",
+        "evidence_total": int(len(chains[chains["last_rank"].isin(names)]) if names else len(chains)),
+        "critical_steps": crit_rows,
+        "critical_steps_row": ANALYSES["critical_steps"].doc,
+        "links": s.links(*pairs),
     }
-    voted = votes[votes["votes"] > 0]
-    if voted.empty:
-        out["verdict"] = "no rank was voted slow" + (
-            " (no collective with at least 4 profiled members to test)" if int(votes["testable"].sum()) == 0 else ""
-        )
-        return out
-    top = int(voted.iloc[0]["rank"])
-    mine = evidence[evidence["slow_ranks"].map(lambda xs: top in list(xs))].head(MAX_EVIDENCE)
-    members = _members(s, run, list(mine["instance"]))
-    ev_rows, link_pairs = [], []
-    for rec in json_records(mine):
-        mem = members[members["instance"] == rec["instance"]]
-        rec["members"] = json_records(mem.drop(columns=["instance"]))
-        me = mem[mem["rank"] == top]
-        if not me.empty:
-            entry = int(me["ts_ns"].iloc[0])
-            prev = _previous_comm_end(s, run, top, entry)
-            rec["before_entry"] = {"rank": top, "start_ns": prev, "end_ns": entry}
-            rec["late_ns"] = int(me["late_ns"].iloc[0])
-        ev_rows.append(rec)
-        members_t = list(zip(mem["rank"].astype(int), mem["ts_ns"].astype("int64"), mem["dur_ns"]))
-        link_pairs.append((f"collective {rec['name']} (step {rec['step']})", links.collective_url(run, members_t)))
-    row = voted.iloc[0]
-    late = [r["late_ns"] for r in ev_rows if r.get("late_ns") is not None]
-    out["straggler"] = {
-        "rank": top,
-        "votes": int(row["votes"]),
-        "instances": int(row["instances"]),
-        "vote_ratio": json_ready(row["vote_ratio"]),
-        "median_late_ns": int(pd.Series(late).median()) if late else None,
-    }
-    out["verdict"] = (
-        f"rank {top} is the straggler: {int(row['votes'])} of the {int(row['instances'])} collectives it took part "
-        "in convict it (it waited least: the others waited for it)"
-        + (
-            f"; it entered them a median {int(pd.Series(late).median()) / 1e6:.3f} ms after the first member"
-            if late
-            else ""
-        )
+
+
+# ---------------------------------------------------------------------------------------------
+# two runs: diff and check
+# ---------------------------------------------------------------------------------------------
+
+DIFF_TABLES = ("findings", "breakdown", "operators", "communication", "memory", "stragglers")
+
+
+def _cut_diff_table(name: str, rows: list[dict[str, Any]], n: int) -> list[dict[str, Any]]:
+    """The first ``n`` rows of a table of `analyze diff --json`; of the operators, the first ``n``
+    of each (kind, grouping): they come sorted by kind and grouping, the most changed first."""
+    if name != "operators":
+        return rows[:n]
+    seen: dict[tuple[Any, Any], int] = {}
+    out = []
+    for r in rows:
+        k = (r.get("kind"), r.get("grouping"))
+        seen[k] = seen.get(k, 0) + 1
+        if seen[k] <= n:
+            out.append(r)
+    return out
+
+
+def diff(
+    s: Settings,
+    base: str,
+    new: str,
+    base_step: int | None = None,
+    new_step: int | None = None,
+    ranks: Sequence[int] | None = None,
+    limit: int | None = None,
+) -> dict[str, Any]:
+    """`analyze diff BASE NEW --json` (``analyses.run_diff``, ``compare_report.diff_json``): the
+    verdict, how the runs were paired (steps, ranks), and its tables (findings, step breakdown,
+    operators and kernels, communication, memory, stragglers), each cut to ``limit`` rows (the
+    operators to ``limit`` per kind and grouping, the most changed first; ``total_rows`` and
+    ``truncated`` per table). Evidence: the operators and kernels that changed most, each with the
+    rank and step where it changed most in both runs, linked to both timelines; the Compare page."""
+    from analyzer.analyses.compare_report import diff_json
+    from analyzer.analyses.diff import run_diff
+    from analyzer.store import resolve_ref
+
+    n = s.bound(limit)
+    s.store.require()
+    b, nw = resolve_ref(s.store, base), resolve_ref(s.store, new)
+    d = run_diff(s.store, b, nw, base_step, new_step, tuple(_ranks(ranks)) if ranks else None)
+    out = json_ready(diff_json(d))
+    totals = {k: len(out[k]) for k in DIFF_TABLES}
+    for k in DIFF_TABLES:
+        out[k] = _cut_diff_table(k, out[k], n)
+    out["total_rows"] = totals
+    out["truncated"] = [k for k in DIFF_TABLES if len(out[k]) < totals[k]]
+    ops = d.operators[(d.operators["grouping"] == "name") & (d.operators["status"] != "same")]
+    ops = ops.assign(_abs=ops["delta_ns"].abs()).sort_values("_abs", ascending=False).head(MAX_EVIDENCE)
+    evidence = json_records(ops.drop(columns="_abs"))
+    one_step = (d.pairing.base_steps[0], d.pairing.new_steps[0]) if d.pairing.step_mode == "chosen" else (None, None)
+    pairs = [("these runs on the Compare page", links.compare_url(d.pairing.base, d.pairing.new, *one_step))]
+    for e in evidence:
+        for side, run in (("base", d.pairing.base), ("new", d.pairing.new)):
+            rank, step = e.get(f"{side}_rank"), e.get(f"{side}_step")
+            if rank is not None and step is not None:
+                label = f"{e['kind']} {e['name']} in {side} (rank {rank}, step {step})"
+                pairs.append((label, links.timeline_url(run, [int(rank)], step=int(step))))
+    out["evidence"] = evidence
+    out["evidence_row"] = (
+        "one operator or kernel by name whose time per rank and step changed most (times ns), with the rank and "
+        "step where it changed most in each run"
     )
-    out["evidence"] = ev_rows
-    out["links"] = s.links(*link_pairs)
+    out["links"] = s.links(*pairs)
+    return out
+
+
+def check(
+    s: Settings,
+    run: str,
+    against: str,
+    rules: Sequence[str],
+    base_step: int | None = None,
+    new_step: int | None = None,
+    ranks: Sequence[int] | None = None,
+    noise_test: bool = True,
+) -> dict[str, Any]:
+    """`analyze check RUN --against BASELINE --fail-if RULE... --json` (``analyses.rules.check``):
+    passed or not, each rule with the base and new values, the change, the noise test and an
+    explanation (the evidence rows), and the diff's verdict when a rule is broken; links to the
+    Compare page and, for op:/kernel: rules, to the operator in both runs."""
+    from analyzer.analyses.compare_report import check_json
+    from analyzer.analyses.rules import check as run_check
+    from analyzer.analyses.rules import parse_rule
+
+    if not rules:
+        raise AgentError('give at least one rule, e.g. "step_time > +5%"')
+    parsed = [parse_rule(r) for r in rules]
+    c = run_check(s.store, run, against, parsed, base_step, new_step, _ranks(ranks), noise_test=noise_test)
+    out = json_ready(check_json(c.pairing, c.results, c.verdict))
+    p = c.pairing
+    one_step = (p.base_steps[0], p.new_steps[0]) if p.step_mode == "chosen" else (None, None)
+    pairs = [("these runs on the Compare page", links.compare_url(p.base, p.new, *one_step))]
+    for r in parsed:
+        if r.metric.kind in ("op", "kernel") and "*" not in r.metric.name:  # a name, not a pattern
+            source = "operators" if r.metric.kind == "op" else "kernels"
+            for run_name in (p.base, p.new):
+                pairs.append((f"{r.metric.text} in {run_name}", links.operator_url(run_name, source, r.metric.name)))
+    out["row"] = "one rule: the base and new values, the change, the noise test, failed or not"
+    out["links"] = s.links(*pairs)
     return out
 
 

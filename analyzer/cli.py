@@ -970,27 +970,18 @@ def check(
     +N% / -N% (relative), +N ms / +N MB (absolute change), N ms / N MB (the run's own value).
     """
     from .analyses.compare_report import check_json, dumps, print_check
-    from .analyses.diff import run_diff
-    from .analyses.rules import evaluate_all
-    from .analyses.run_pairing import pair_runs
-    from .store import resolve_ref
+    from .analyses.rules import check as run_check
 
     try:
-        store.require()
-        base, new = resolve_ref(store, against), resolve_ref(store, run_name)
-        rk = tuple(ranks) if ranks else None
-        pairing = pair_runs(store, base, new, base_step, new_step, rk)
-        results = evaluate_all(store, pairing, rules, noise_test=not no_noise_test)
-        failed = any(r.failed for r in results)
-        verdict = run_diff(store, base, new, base_step, new_step, rk).verdict if failed else None
+        c = run_check(store, run_name, against, rules, base_step, new_step, ranks, noise_test=not no_noise_test)
     except AnalyzerError as exc:
         err_console.print("error: " + lit(exc, lines=True), style="bold red")
         sys.exit(2)
     if as_json:
-        click.echo(dumps(check_json(pairing, results, verdict)))
+        click.echo(dumps(check_json(c.pairing, c.results, c.verdict)))
     else:
-        print_check(pairing, results, verdict, console)
-    sys.exit(1 if failed else 0)
+        print_check(c.pairing, c.results, c.verdict, console)
+    sys.exit(1 if c.failed else 0)
 
 
 @main.command()

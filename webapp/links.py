@@ -1,6 +1,6 @@
 """Links into the timeline from what the other pages name: an operator or kernel call, a collective
 instance on all its member ranks, a memory peak, a rank and step, an advisor finding's evidence;
-and to an operator on the Operators page, a rank on the Cluster page.
+and to an operator on the Operators page, a rank on the Cluster page, two runs on the Compare page.
 
 A link names the ranks to show and the ranges to highlight (``hl=RANK:START_NS:END_NS,...``, each on
 that rank's own clock); the timeline opens on the highlighted ranges (on the aligned clock when the
@@ -86,3 +86,8 @@ def operator_url(run: str, source: str, name: str) -> str:
 def layout_url(run: str, rank: int) -> str:
     """A rank on the Cluster page's layout grid (its cell marked)."""
     return "/cluster" + query_string({"run": run, "rank": int(rank)})
+
+
+def compare_url(base: str, new: str, base_step: int | None = None, new_step: int | None = None) -> str:
+    """Two runs side by side on the Compare page (the steps compared: None, aligned by number)."""
+    return "/compare" + query_string({"base": base, "new": new, "base_step": base_step, "new_step": new_step})

@@ -36,7 +36,7 @@ from ..format import fmt_bytes, fmt_ns
 from ..store import Store
 from .noise import Noise, welch
 from .run_metrics import Metric, Sample, metric_sample, parse_metric
-from .run_pairing import Pairing
+from .run_pairing import Pairing, pair_runs
 
 TIME_UNITS = {"ns": 1.0, "us": 1e3, "µs": 1e3, "μs": 1e3, "ms": 1e6, "s": 1e9}
 BYTE_UNITS = {"b": 1.0, "kb": 1e3, "mb": 1e6, "gb": 1e9, "kib": 1024.0, "mib": 1024.0**2, "gib": 1024.0**3}
@@ -179,3 +179,43 @@ def evaluate(store: Store, p: Pairing, rule: Rule, noise_test: bool = True) -> R
 
 def evaluate_all(store: Store, p: Pairing, rules: Sequence[Rule], noise_test: bool = True) -> list[RuleResult]:
     return [evaluate(store, p, r, noise_test) for r in rules]
+
+
+@dataclass(frozen=True)
+class Check:
+    """What ``analyze check`` decides: the runs compared, each rule's result, and the diff's verdict
+    when a rule is broken (None when every rule holds)."""
+
+    pairing: Pairing
+    results: list[RuleResult]
+    verdict: str | None
+
+    @property
+    def failed(self) -> bool:
+        return any(r.failed for r in self.results)
+
+
+def check(
+    store: Store,
+    run: str,
+    against: str,
+    rules: Sequence[Rule],
+    base_step: int | None = None,
+    new_step: int | None = None,
+    ranks: Sequence[int] | None = None,
+    noise_test: bool = True,
+) -> Check:
+    """``run`` against ``against`` (a run name, or ``baseline:NAME``) under ``rules``: the CI gate of
+    ``analyze check`` (the CLI, the MCP server's ``check`` tool). AnalyzerError when it cannot be
+    made (an unknown run or baseline, a step the run does not have, a metric the runs lack)."""
+    from ..store import resolve_ref
+    from .diff import run_diff
+
+    store.require()
+    base, new = resolve_ref(store, against), resolve_ref(store, run)
+    rk = tuple(ranks) if ranks else None
+    pairing = pair_runs(store, base, new, base_step, new_step, rk)
+    results = evaluate_all(store, pairing, rules, noise_test=noise_test)
+    failed = any(r.failed for r in results)
+    verdict = run_diff(store, base, new, base_step, new_step, rk).verdict if failed else None
+    return Check(pairing, results, verdict)

@@ -161,10 +161,6 @@ def _step_arg(v: Any) -> int | None:
     return None if v in (None, "", ALIGNED) else int(v)
 
 
-def compare_url(base: str, new: str, base_step: int | None = None, new_step: int | None = None) -> str:
-    return ui.page_url("/compare", {"base": base, "new": new, "base_step": base_step, "new_step": new_step})
-
-
 # ---------------------------------------------------------------------------------------------
 # content (pure functions of a diff: unit tests call them directly)
 # ---------------------------------------------------------------------------------------------
@@ -473,7 +469,7 @@ def register_callbacks(app: Dash) -> None:
     @ui.guard(2, message_index=0)
     def update(base: str, new: str, base_step: Any, new_step: Any) -> Any:
         bs, ns = _step_arg(base_step), _step_arg(new_step)
-        url = compare_url(base, new, bs, ns)
+        url = links.compare_url(base, new, bs, ns)
         if base == new:
             return ui.message("Base and new are the same run: pick two runs.", "info"), url
         with reader(ui.current_store()) as rd:
