@@ -6,10 +6,10 @@ Over HTTP the rule of a shared server holds: a bind that is not loopback needs a
 ``$RANKSCOPE_TOKEN``), and with a token every request must carry it (``Authorization: Bearer``);
 the SDK's DNS-rebinding guard checks the Host header on loopback.
 
-Every tool call runs in a worker thread under a time limit (``seconds``): past it the call answers
-with an error saying so (the computation goes on and its result is cached per run, so asking again
-later is cheap). Errors of the library (an unknown run, rank, analysis; a refused query) come back
-as tool errors with the library's message.
+Every tool call runs in a worker process (``agent.worker``) under a time limit (``seconds``): past
+it the worker is killed, so the limit bounds the work, and the call answers with an error saying
+so. Errors of the library (an unknown run, rank, analysis; a refused query) come back as tool errors
+with the library's message. Resources and prompts are answered by the server process itself.
 """
 
 from __future__ import annotations
@@ -30,11 +30,10 @@ from mcp.types import ToolAnnotations
 from pydantic import Field
 
 from analyzer.analyses import ANALYSES
-from analyzer.errors import AnalyzerError
-from webapp.errors import WebappError
 
 from . import catalog, tools
 from .tools import AgentError, Settings
+from .worker import Pool, Ticket
 
 DEFAULT_SECONDS = 300.0  # a tool call's time limit (advise on 64 ranks takes minutes when cold)
 
@@ -53,20 +52,20 @@ AnalysisName = Literal[tuple(ANALYSES)]  # type: ignore[valid-type]  # the regis
 READ_ONLY = ToolAnnotations(readOnlyHint=True, destructiveHint=False, idempotentHint=True, openWorldHint=False)
 
 
-def build_server(settings: Settings, seconds: float = DEFAULT_SECONDS) -> MCPServer:
-    """The MCP server over ``settings.store``: tools, resources, prompts."""
+def build_server(settings: Settings, seconds: float = DEFAULT_SECONDS, pool: Pool | None = None) -> MCPServer:
+    """The MCP server over ``settings.store``: tools (run in ``pool``'s workers), resources, prompts."""
     server = MCPServer("rankscope", instructions=INSTRUCTIONS, version=_version(), log_level="WARNING")
+    workers = pool or Pool(settings)
 
     async def call(fn: Callable[..., dict[str, Any]], **kwargs: Any) -> dict[str, Any]:
+        ticket = Ticket()
+        job = functools.partial(workers.call, fn.__name__, kwargs, seconds, ticket)
         try:
-            with anyio.fail_after(seconds):
-                return await anyio.to_thread.run_sync(functools.partial(fn, settings, **kwargs), abandon_on_cancel=True)
-        except TimeoutError:
-            raise ToolError(
-                f"{fn.__name__} took longer than the server's limit of {seconds:g} s; its computation goes on "
-                "and is cached per run: ask again in a while"
-            ) from None
-        except (AnalyzerError, WebappError, AgentError) as exc:
+            return await anyio.to_thread.run_sync(job, abandon_on_cancel=True)
+        except anyio.get_cancelled_exc_class():
+            workers.cancel(ticket)  # the client gave up: stop the work too
+            raise
+        except AgentError as exc:
             raise ToolError(str(exc)) from None
 
     def tool(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -246,9 +245,14 @@ def _version() -> str:
         return "0"
 
 
-def serve_stdio(settings: Settings, seconds: float = DEFAULT_SECONDS) -> None:
+def serve_stdio(settings: Settings, seconds: float = DEFAULT_SECONDS, workers: int = 1) -> None:
     """Serve over stdin / stdout until the client closes them."""
-    build_server(settings, seconds).run("stdio")
+    pool = Pool(settings, workers)
+    pool.start()
+    try:
+        build_server(settings, seconds, pool).run("stdio")
+    finally:
+        pool.close()
 
 
 def is_loopback(host: str) -> bool:
@@ -291,6 +295,7 @@ def serve_http(
     port: int = 0,
     token: str | None = None,
     seconds: float = DEFAULT_SECONDS,
+    workers: int = 1,
     echo: Callable[[str], None] = lambda s: print(s, file=sys.stderr, flush=True),
 ) -> None:
     """Serve streamable HTTP at ``http://host:port/mcp`` until interrupted (port 0: a free one, printed)."""
@@ -315,7 +320,9 @@ def serve_http(
             allowed_hosts=[f"{n}:{bound}" for n in names] + names,
             allowed_origins=[f"http://{n}:{bound}" for n in names],
         )
-    app = build_server(settings, seconds).streamable_http_app(transport_security=security, host=host)
+    pool = Pool(settings, workers)
+    pool.start()
+    app = build_server(settings, seconds, pool).streamable_http_app(transport_security=security, host=host)
     asgi: Any = TokenRequired(app, token) if token else app
     shown = f"[{host.strip('[]')}]" if ":" in host else host
     echo(f"rankscope MCP server: serving {settings.store.path} at http://{shown}:{bound}/mcp")
@@ -328,3 +335,4 @@ def serve_http(
         pass
     finally:
         sock.close()
+        pool.close()

@@ -622,3 +622,23 @@ def sql(s: Settings, query: str, run: str | None = None) -> dict[str, Any]:
         "seconds": round(res.seconds, 3),
         "limits": {"seconds": lim.seconds, "rows": rows, "memory": lim.memory, "threads": lim.threads},
     }
+
+
+TOOLS = {
+    f.__name__: f
+    for f in (
+        list_runs,
+        rank_summary,
+        analysis,
+        stragglers,
+        diff,
+        check,
+        top_operators,
+        communication,
+        memory_peaks,
+        advice,
+        timeline_window,
+        sql,
+    )
+}
+"""The tools by name (what a worker process answers: ``agent.worker``)."""

@@ -9,7 +9,7 @@ import json
 import os
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
@@ -665,7 +665,21 @@ def serve(
     default=300.0,
     show_default=True,
     type=click.FloatRange(min=1),
-    help="Seconds a tool call may take before it answers with an error.",
+    help="Seconds a tool call may work: past it its worker process is killed and the call answers with an error.",
+)
+@click.option(
+    "--sql-time-limit",
+    default=5.0,
+    show_default=True,
+    type=click.FloatRange(min=0, min_open=True),
+    help="Seconds one query of the sql tool may run (DuckDB interrupts it; the tool's --time-limit holds too).",
+)
+@click.option(
+    "--workers",
+    default=1,
+    show_default=True,
+    type=click.IntRange(1, 16),
+    help="Worker processes answering tool calls (calls beyond them wait for one).",
 )
 @click.option(
     "--max-rows", default=1000, show_default=True, type=click.IntRange(min=1), help="Rows an answer carries at most."
@@ -686,6 +700,8 @@ def serve(
 def mcp(
     url: str | None,
     time_limit: float,
+    sql_time_limit: float,
+    workers: int,
     max_rows: int,
     http: bool,
     host: str,
@@ -703,14 +719,15 @@ def mcp(
     try:
         from agent.server import serve_http, serve_stdio
         from agent.tools import AgentError, Settings
+        from analyzer.store import SHARED_LIMITS
     except ImportError as exc:  # the SDK missing
         raise AnalyzerError(f"the MCP server needs the mcp extra: pip install 'rankscope[mcp]' ({exc})") from exc
-    settings = Settings(store, url=url, max_rows=max_rows)
+    settings = Settings(store, url=url, max_rows=max_rows, sql_limits=replace(SHARED_LIMITS, seconds=sql_time_limit))
     if not http:
-        serve_stdio(settings, seconds=time_limit)
+        serve_stdio(settings, seconds=time_limit, workers=workers)
         return
     try:
-        serve_http(settings, host=host, port=port, token=token, seconds=time_limit)
+        serve_http(settings, host=host, port=port, token=token, seconds=time_limit, workers=workers)
     except AgentError as exc:
         raise AnalyzerError(str(exc)) from exc
     except OSError as exc:

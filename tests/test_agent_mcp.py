@@ -9,15 +9,18 @@ the straggler and its cause through tool calls alone.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import re
 import shutil
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.from_thread
 import pytest
 from helpers import REPO, analyze, analyze_json, query
 from test_query_lockdown import escapes, fingerprint
@@ -41,21 +44,46 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+@contextlib.asynccontextmanager
+async def connected(store: Path, *extra: str, cwd: Path | None = None) -> AsyncIterator[ClientSession]:
+    """`analyze mcp --store STORE ...` started as a process, with a client session connected to it."""
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "analyzer", "mcp", "--store", str(store), *extra],
+        cwd=str(cwd or REPO),
+    )
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        with anyio.fail_after(TIMEOUT):
+            await session.initialize()
+        yield session
+
+
 def talk(store: Path, script: Callable[[ClientSession], Awaitable[Any]], *extra: str, cwd: Path | None = None) -> Any:
-    """Start `analyze mcp --store STORE` as a process, run ``script`` with a connected client session."""
+    """Start a server of its own for ``script`` (options of its own), run it with a connected session."""
 
     async def main() -> Any:
-        params = StdioServerParameters(
-            command=sys.executable,
-            args=["-m", "analyzer", "mcp", "--store", str(store), *extra],
-            cwd=str(cwd or REPO),
-        )
         with anyio.fail_after(TIMEOUT):
-            async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
-                await session.initialize()
+            async with connected(store, *extra, cwd=cwd) as session:
                 return await script(session)
 
     return anyio.run(main)
+
+
+@pytest.fixture(scope="module")
+def server(store: Path) -> Iterator[Callable[[Callable[[ClientSession], Awaitable[Any]]], Any]]:
+    """One server over the module's store (with --url) for the tests that need nothing else: its
+    process and session live in a thread of their own (anyio's blocking portal); ``server(script)``
+    runs a script on it."""
+    with (
+        anyio.from_thread.start_blocking_portal() as portal,
+        portal.wrap_async_context_manager(connected(store, "--url", URL)) as session,
+    ):
+
+        async def run(script: Callable[[ClientSession], Awaitable[Any]]) -> Any:
+            with anyio.fail_after(TIMEOUT):
+                return await script(session)
+
+        yield lambda script: portal.call(run, script)
 
 
 async def call(session: ClientSession, tool: str, **args: Any) -> dict[str, Any]:
@@ -78,7 +106,7 @@ def plain(x: Any) -> Any:
     return json.loads(json.dumps(x, default=str))
 
 
-def test_the_server_lists_its_tools_resources_and_prompts(store: Path) -> None:
+def test_the_server_lists_its_tools_resources_and_prompts(server: Any) -> None:
     async def script(s: ClientSession) -> Any:
         tools = {t.name: t for t in (await s.list_tools()).tools}
         resources = {str(r.uri): r for r in (await s.list_resources()).resources}
@@ -88,7 +116,7 @@ def test_the_server_lists_its_tools_resources_and_prompts(store: Path) -> None:
         regression = await s.get_prompt("explain_regression", {"run": "gloo4", "baseline": "kineto_gloo_2rank"})
         return tools, texts, prompts, prompt, regression
 
-    tools, texts, prompts, prompt, regression = talk(store, script)
+    tools, texts, prompts, prompt, regression = server(script)
     assert set(tools) == {
         "list_runs",
         "rank_summary",
@@ -114,12 +142,20 @@ def test_the_server_lists_its_tools_resources_and_prompts(store: Path) -> None:
     metrics = texts["rankscope://metrics"]
     for word in ("Communication(Not Overlapped)", "Dixon", "idle"):
         assert word in metrics, word
+    # docs/agent.md documents every tool with every argument (the README links it)
+    doc = (REPO / "docs" / "agent.md").read_text()
+    sections = dict(re.findall(r"^### `(\w+)`\n(.*?)(?=^### |^## )", doc, re.S | re.M))
+    assert set(sections) == set(tools)
+    for name, t in tools.items():
+        for arg in t.input_schema.get("properties", {}):
+            assert f"`{arg}`" in sections[name], (name, arg)
+    assert "docs/agent.md" in (REPO / "README.md").read_text()
     assert prompts == {"find_straggler", "explain_regression"}
     assert "gloo4" in prompt.messages[0].content.text and "stragglers" in prompt.messages[0].content.text
     assert "kineto_gloo_2rank" in regression.messages[0].content.text
 
 
-def test_each_tool_answers_what_the_cli_answers(store: Path) -> None:
+def test_each_tool_answers_what_the_cli_answers(store: Path, server: Any) -> None:
     runs = analyze_json("runs", "--json", "--store", str(store))
     summaries = {r: analyze_json("summary", "--run", r, "--json", "--store", str(store)) for r in SAMPLES}
     reports = {r: analyze_json("report", "--run", r, "--json", "--store", str(store)) for r in SAMPLES}
@@ -155,7 +191,7 @@ def test_each_tool_answers_what_the_cli_answers(store: Path) -> None:
         out["window"] = await call(s, "timeline_window", **window, limit=1000)
         return out
 
-    got = talk(store, script_and_window, "--url", URL)
+    got = server(script_and_window)
     assert got["runs"]["rows"] == runs
     for run in SAMPLES:
         assert got[("summary", run)]["rows"] == plain(summaries[run]["ranks"])
@@ -259,7 +295,7 @@ def test_the_sql_tool_refuses_every_escape_of_the_lockdown(store: Path, tmp_path
     assert list(out.iterdir()) == [] and list(work.iterdir()) == []
 
 
-def test_bad_arguments_are_refused_with_a_reason(store: Path) -> None:
+def test_bad_arguments_are_refused_with_a_reason(server: Any) -> None:
     async def script(s: ClientSession) -> list[str]:
         return [
             await refused(s, "analysis", name="no_such_analysis"),
@@ -270,7 +306,7 @@ def test_bad_arguments_are_refused_with_a_reason(store: Path) -> None:
             await refused(s, "analysis", name="step_breakdown", limit=0),
         ]
 
-    msgs = talk(store, script)
+    msgs = server(script)
     assert "step_breakdown" in msgs[0]  # the allowed names
     assert "no such run" in msgs[1]
     assert "no rank 99" in msgs[2]
@@ -279,7 +315,7 @@ def test_bad_arguments_are_refused_with_a_reason(store: Path) -> None:
     assert "at least 1" in msgs[5]
 
 
-def test_an_investigation_reaches_the_straggler_and_its_cause(store: Path) -> None:
+def test_an_investigation_reaches_the_straggler_and_its_cause(store: Path, server: Any) -> None:
     """The real 4-rank gloo run: rank 1 sleeps 30 ms before a world all-reduce in every step. The
     straggler is named from the arrival order (analyses.stragglers), with its cause; the evidence
     (blame_chains, arrivals) leads to a window where the timeline shows rank 1 doing nothing."""
@@ -302,7 +338,7 @@ def test_an_investigation_reaches_the_straggler_and_its_cause(store: Path) -> No
         steps = await call(s, "analysis", name="step_breakdown", run="gloo4", limit=1000)
         return {"st": st, "ev": ev, "on_time": on_time, "win": win, "steps": steps}
 
-    r = talk(store, script, "--url", URL)
+    r = server(script)
     st, ev, win = r["st"], r["ev"], r["win"]
     report = analyze_json("report", "--run", "gloo4", "--json", "--store", str(store))
     # the answer is issue 11's analyses, as `analyze report` gives them
@@ -485,9 +521,73 @@ def test_names_from_traces_come_back_as_data(tmp_path: Path) -> None:
     assert all("\x1b" not in link["url"] and " " not in link["url"] for link in ops["links"])
 
 
+def worker_pids(store: Path, server_arg: str) -> set[int]:
+    """The live worker processes of the servers over ``store`` started with ``server_arg``."""
+    mark = json.dumps(str(store.resolve()))[1:-1].encode()
+
+    def cmdline(pid: int | str) -> list[bytes]:
+        try:
+            return Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            return []
+
+    def parent(pid: int | str) -> str | None:
+        try:
+            return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1]
+        except (OSError, IndexError):
+            return None
+
+    pids = set()
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            cmd = cmdline(d.name)
+            if (
+                b"agent.worker" in cmd
+                and any(mark in c for c in cmd)
+                and server_arg.encode() in cmdline(parent(d.name) or 0)
+            ):
+                pids.add(int(d.name))
+    return pids
+
+
+async def poll(what: Callable[[], Any]) -> Any:
+    """``what()`` once it is truthy (within the session's time)."""
+    while not (got := what()):
+        await anyio.sleep(0.05)
+    return got
+
+
+def test_the_time_limit_stops_the_work_not_only_the_answer(store: Path) -> None:
+    """--time-limit 5 over a query that would scan 10^13 rows (hours; the SQL limit of its own
+    raised out of the way): the call answers with the time limit's error and, by then, the worker
+    process doing the work is gone (killed: its CPU is back); a fresh worker answers the next call."""
+    heavy = "SELECT sum(hash(x)) AS h FROM range(10000000000000) t(x)"
+
+    def mine() -> set[int]:  # this test's server's workers (the module's shared server has its own)
+        return worker_pids(store, "--sql-time-limit")
+
+    async def script(s: ClientSession) -> dict[str, Any]:
+        first = await poll(mine)  # a worker is started with the server
+        msg = await refused(s, "sql", query=heavy)
+        left = mine()
+        runs = await call(s, "list_runs")
+        return {"first": first, "msg": msg, "left": left, "runs": runs, "now": mine()}
+
+    got = talk(store, script, "--time-limit", "5", "--sql-time-limit", "3600")
+    assert "sql took longer than the server's time limit of 5 s: it was stopped" in got["msg"], got["msg"]
+    assert not got["first"] & got["left"]  # the worker that ran it was killed before the answer
+    assert got["now"] and not got["now"] & got["first"]  # a new one answers
+    assert "gloo4" in [r["run"] for r in got["runs"]["rows"]]
+
+    async def gone() -> None:  # the workers leave with the server
+        with anyio.fail_after(TIMEOUT):
+            await poll(lambda: not mine())
+
+    anyio.run(gone)
+
+
 def test_streamable_http_needs_its_token(store: Path) -> None:
     """`analyze mcp --http`: a free port (printed), the token on every request; off loopback only with one."""
-    import re
     import subprocess
     import urllib.error
     import urllib.request
