@@ -13,6 +13,7 @@ import uuid
 from collections import deque
 from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -193,6 +194,18 @@ def _note(notes: list[str], name: str, bad: list[Any]) -> None:
 ROW_GROUP_ROWS = 64 * 1024
 
 
+@dataclass(frozen=True)
+class Origin:
+    """Where each row of one write came from, for rows gathered across files and written after them
+    (a reader's staged rows): ``file`` per row, an index its reader gives meaning to (the files it
+    read, in order), and ``number`` per row, the row's number in that file (an event's, counted from
+    1), or None. A problem with such rows is named on their file, by their number."""
+
+    file: np.ndarray
+    number: np.ndarray | None = None
+    row: str = "event"
+
+
 _STATS = {"run", "rank", "collection_id", "step", "ts_ns", "start_ns", "end_ns", "alloc_ns", "event_id", "kernel_id"}
 
 
@@ -215,6 +228,19 @@ def _dictionary_columns(table: str) -> list[str]:
 
 
 _IN_FLIGHT = 2  # row groups handed to the background thread and not yet written
+
+
+def _per_file(table: str, tbl: pa.Table, keep: pa.Array, origin: Origin) -> list[tuple[int | None, str]]:
+    """The time problems of ``tbl``'s rows (those ``keep`` drops), a sentence per file of ``origin``."""
+    out: list[tuple[int | None, str]] = []
+    bad = ~pc.fill_null(keep, False).to_numpy(zero_copy_only=False)
+    for f in np.unique(origin.file[bad]).tolist():
+        rows = np.flatnonzero(origin.file == f)
+        sub = tbl.take(pa.array(rows))
+        numbers = origin.number[rows] if origin.number is not None else None
+        _, notes = time_problems(table, sub, row=origin.row if numbers is not None else "row", numbers=numbers)
+        out += [(int(f), n) for n in notes]
+    return out
 
 
 class FactWriter:
@@ -240,8 +266,11 @@ class FactWriter:
         self.steps: set[int] = set()
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="parquet") if background else None
         self._in_flight: deque[Future[None]] = deque()
-        self.problems: list[str] = []  # values that could not be stored as given (take_problems)
-        self._offered: dict[str, int] = {}  # rows offered per table, kept or not (row numbers in problems)
+        # values that could not be stored as given (take_problems): (the file of the rows when the
+        # write had an Origin, else None: the file being read; the sentence)
+        self.problems: list[tuple[int | None, str]] = []
+        self._offered: dict[tuple[str, object], int] = {}  # rows offered per (table, file), kept or not
+        self.numbering: object = None  # the file whose rows are offered now (row numbers count per file)
 
     def _new_path(self, table: str) -> Path:
         return (
@@ -253,18 +282,30 @@ class FactWriter:
             / f"{self.collection_id}-{uuid.uuid4().hex[:10]}.parquet"
         )
 
-    def write(self, table: str, data: pa.Table | pa.RecordBatch | Mapping[str, Any] | list[Mapping[str, Any]]) -> int:
+    def write(
+        self,
+        table: str,
+        data: pa.Table | pa.RecordBatch | Mapping[str, Any] | list[Mapping[str, Any]],
+        origin: Origin | None = None,
+    ) -> int:
         """Append rows to ``table``; returns the number of rows written. Rows are gathered into
         row groups of ``ROW_GROUP_ROWS`` before they are encoded (fewer, fuller row groups: less
-        encoding work, better compression), so at most one row group per table is held."""
+        encoding work, better compression), so at most one row group per table is held.
+
+        A row whose time cannot be true is kept out and named (``units.time_problems``): by its
+        number among the rows the file being read offered to ``table`` (``numbering``), or, with
+        an ``origin``, on its own file by its own number."""
         key = {"run": self.run, "rank": self.rank, "collection_id": self.collection_id}
         notes: list[str] = []
         tbl = conform(table, data, key, notes)
-        keep, bad_times = time_problems(table, tbl, self._offered.get(table, 0))
-        self._offered[table] = self._offered.get(table, 0) + tbl.num_rows
+        counted = (table, self.numbering)
+        keep, bad_times = time_problems(table, tbl, self._offered.get(counted, 0))
+        self._offered[counted] = self._offered.get(counted, 0) + tbl.num_rows
+        self.problems += [(None, n) for n in notes]
         if keep is not None:
+            per_file = _per_file(table, tbl, keep, origin) if origin is not None else None
+            self.problems += per_file if per_file is not None else [(None, n) for n in bad_times]
             tbl = tbl.filter(keep)
-        self.problems.extend(notes + bad_times)
         if tbl.num_rows == 0:
             return 0
         self._track(table, tbl)
@@ -340,8 +381,9 @@ class FactWriter:
                 setattr(self, key, v if cur is None else pick(cur, v))
         self.steps |= tally["steps"]
 
-    def take_problems(self) -> list[str]:
-        """The sentences about values not stored as given since the last call (``write``)."""
+    def take_problems(self) -> list[tuple[int | None, str]]:
+        """The sentences about values not stored as given since the last call (``write``), each with
+        its rows' file when the write named one (``Origin``)."""
         out, self.problems = self.problems, []
         return out
 

@@ -37,6 +37,7 @@ import contextlib
 import ctypes
 import gzip
 import hashlib
+import json
 import os
 import random
 import re
@@ -85,6 +86,8 @@ SOURCES: dict[str, Source] = {
     "mindspore_legacy": Source("tests/data/mindspore_legacy_alexnet", ("profiler/*",)),
     "msprof_text": Source("tests/data/msprof_cann8", ("*/mindstudio_profiler_output/*",)),
     "msprof_db": Source("tests/data/msprof_db", ("*/*.db",)),
+    # msprof's JSON timeline cut in slices (msprof_slice_0/1), with counters: rows staged across files
+    "msprof_json": Source("tests/data/msprof_constructed", ("*/mindstudio_profiler_output/*",)),
     "msprof_legacy_timeline": Source(
         "tests/data/msprof_legacy_timeline", ("PROF_*_COJ*/device_0/timeline/*.json", "PROF_*_COJ*/device_0/*.0")
     ),
@@ -175,10 +178,14 @@ def cases(n: int, seed: int = 12) -> list[Case]:
 
 
 def covering(seed: int = 12) -> list[Case]:
-    """Few cases that run every mutation and every format (about 35, the suite's share): for each
+    """Few cases that run every mutation and every format (about 50, the suite's share): for each
     mutation in turn, the next format (in a seeded rotation) that has a file it applies to; then
     an impossible time in the biggest file of each format that has none yet (what the ``silent``
-    verdict checks). The same for the same seed."""
+    verdict checks); then an impossible time in each family of timed events (``FAMILIES``: slices'
+    starts and durations, instants such as Kineto's ``[memory]`` events, counters) of each format
+    that has Chrome traces, in the first trace of the format that holds the family (rows gathered
+    across files and written after them must be named on their own file, not the file read last).
+    The same for the same seed."""
     rng = random.Random(seed)
     targets = {fmt: _targets(src) for fmt, src in SOURCES.items()}
     fmts = sorted(targets)
@@ -198,7 +205,64 @@ def covering(seed: int = 12) -> list[Case]:
             target = max(timed, key=lambda t: (REPO / SOURCES[fmt].folder / t).stat().st_size)
             mutation = sorted(CHECKED & set(MUTATIONS[_kind(target)]))[0]
             out.append(Case(len(out), fmt, target, mutation, rng.randrange(1 << 30)))
+    for fmt in fmts:  # an impossible time in each family of timed events, in the format's first trace holding it
+        held = {t: _families(REPO / SOURCES[fmt].folder / t) for t in targets[fmt] if _kind(t) in ("json", "gz")}
+        for family in FAMILIES:
+            first = next((t for t, fams in held.items() if family in fams), None)
+            if first is not None:
+                out.append(Case(len(out), fmt, first, family, rng.randrange(1 << 30)))
     return out
+
+
+# an impossible time per family of timed Chrome-trace events: (phases, field)
+FAMILIES: dict[str, tuple[tuple[str, ...], str]] = {
+    "time_slice_ts": (("X",), "ts"),
+    "time_slice_dur": (("X",), "dur"),
+    "time_instant": (("i", "I"), "ts"),
+    "time_counter": (("C",), "ts"),
+}
+
+
+def _trace_events(path: Path) -> tuple[Any, list[Any]] | None:
+    """A Chrome trace's document and its event list (None when the file is no trace)."""
+    raw = _read(path)
+    try:
+        doc = json.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
+    except (ValueError, OSError, EOFError):
+        return None
+    events = doc.get("traceEvents") if isinstance(doc, dict) else doc
+    return (doc, events) if isinstance(events, list) else None
+
+
+def _family_events(events: list[Any], family: str) -> list[int]:
+    phases, key = FAMILIES[family]
+    return [i for i, e in enumerate(events) if isinstance(e, dict) and e.get("ph") in phases and key in e]
+
+
+def _families(path: Path) -> set[str]:
+    """The families of timed events a file holds (``FAMILIES``)."""
+    got = _trace_events(path)
+    return {f for f in FAMILIES if got is not None and _family_events(got[1], f)}
+
+
+def _family_time(path: Path, rng: random.Random, family: str) -> None:
+    """An impossible value in the ts / dur of one event of the family (a number stays a number, a
+    time written as text stays text)."""
+    got = _trace_events(path)
+    idx = _family_events(got[1], family) if got is not None else []
+    if got is None or not idx:
+        raise NoTimeHere(str(path))
+    doc, events = got
+    e = events[rng.choice(idx)]
+    key = FAMILIES[family][1]
+    bad = rng.choice(_BAD_US)
+    e[key] = bad if isinstance(e[key], str) else json.loads(bad)
+    out = json.dumps(doc).encode()
+    path.write_bytes(gzip.compress(out) if path.name.endswith(".gz") else out)
+
+
+def _family_mutator(family: str) -> Callable[[Path, random.Random], None]:
+    return lambda path, rng: _family_time(path, rng, family)
 
 
 def _targets(src: Source) -> list[str]:
@@ -537,9 +601,10 @@ _MUTATORS: dict[str, Callable[[Path, random.Random], Path | None]] = {
     "db_drop": _db_drop,
     "db_type": _db_type,
     "db_page": _db_page,
+    **{f: _family_mutator(f) for f in FAMILIES},
 }
 # mutations whose result must never be read as ok with different facts (the "silent" check)
-CHECKED = frozenset({"time", "gz_time", "db_time"})
+CHECKED = frozenset({"time", "gz_time", "db_time", *FAMILIES})
 
 
 # -- running a case -----------------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 """The fuzz corpus in the suite: the seeded covering set of tests/fuzz_corpus.py (every mutation and
-every format at least once, an impossible time in every format: 35 cases, about 20 s), each
+every format at least once, an impossible time in every format and in every family of timed events
+of every format with Chrome traces), each
 ingested by the real ``ingest()``. No case may crash the ingest, crash a reader on an exception of
 its own, run past the bound, or change a row without a word; a file with a warning keeps rows.
 ``python bench/fuzz_ingest.py`` runs 1 200 cases of the same mutations (the figures in bench/README.md)."""
@@ -27,7 +28,7 @@ def test_no_corrupted_input_crashes_hangs_or_changes_rows_silently(tmp_path: Pat
     assert set(tally.by_format) == set(fc.SOURCES)
     # the corpus reaches every kind of verdict, and every kind of mutation ran
     assert all(tally.by_outcome[k] > 0 for k in ("ok", "warned", "file_error", "nothing")), tally.by_outcome
-    assert {o.case.mutation for o in outcomes} == {m for ms in fc.MUTATIONS.values() for m in ms}
+    assert {o.case.mutation for o in outcomes} == {m for ms in fc.MUTATIONS.values() for m in ms} | set(fc.FAMILIES)
     # a file with a warning kept rows; every problem has its reason
     assert all(o.rows > 0 for o in outcomes if o.outcome == "warned")
     assert all(o.error for o in outcomes if o.outcome in ("warned", "file_error"))

@@ -495,3 +495,102 @@ def test_a_quote_never_closed_in_a_csv_is_named(tmp_path: Path) -> None:
         "a quote opened in record 102 is never closed: the 91 line(s) after it"
     )  # record 1: the header
     assert store.query("SELECT count(*) AS n FROM kernels")["n"][0] == 100
+
+
+def _trace_pair(folder: Path) -> tuple[Path, Path]:
+    """The two traces of a Kineto window (rank 0, steps 2 and 3): one collection of two files."""
+    folder.mkdir()
+    src = _TRACE.parent
+    for p in sorted(src.glob("*.pt.trace.json")):
+        shutil.copyfile(p, folder / p.name)
+    first, second = sorted(folder.glob("*.pt.trace.json"))
+    return first, second
+
+
+def test_an_impossible_time_is_named_on_its_own_file_in_every_event_family(tmp_path: Path) -> None:
+    """A collection's rows are staged across its traces and written after the last one: an impossible
+    time in the FIRST of two traces is named on that file, by the event's number in it, in every
+    family of timed events: a ``[memory]`` instant (the fuzz's seed 12 case 0301: its warning went
+    to the other file, so the file that lost the row read as ok), a counter, a slice's duration. The
+    other file stays ok; the rest is stored."""
+    clean = Store(tmp_path / "clean")
+    ingest(_trace_pair(tmp_path / "c")[0].parent, clean, run="clean", workers=1)
+    first, second = _trace_pair(tmp_path / "k")
+    d = json.loads(first.read_text())
+    ev = d["traceEvents"]
+    mem = next(i for i, e in enumerate(ev) if e.get("name") == "[memory]")
+    op = next(i for i, e in enumerate(ev) if e.get("ph") == "X" and e.get("cat") == "cpu_op")
+    ev[mem]["ts"] = 5e15
+    ev[op]["dur"] = -5
+    ev.append({"ph": "C", "name": "queue", "pid": 1, "tid": 1, "ts": 9.5e15, "args": {"depth": 3}})
+    ev.append({"ph": "C", "name": "queue", "pid": 1, "tid": 1, "ts": ev[op]["ts"], "args": {"depth": 4}})
+    first.write_text(json.dumps(d))
+    store = Store(tmp_path / "s")
+    report = ingest(tmp_path / "k", store, run="k", workers=1)
+    (prob,) = report.problems
+    assert prob["path"] == first.name and prob["status"] == "warning"
+    err = prob["error"]
+    assert f"event {mem + 1}: " in err and "ts_ns after the year 2100" in err, err
+    assert f"dur_ns negative (event {op + 1}: -5000)" in err, err
+    assert f"event {len(ev) - 1}: " in err and "beyond what 64-bit ns hold" in err, err
+    n = "SELECT (SELECT count(*) FROM memory_samples) AS m, (SELECT count(*) FROM counters) AS c"
+    got, want = store.query(n).iloc[0], clean.query(n).iloc[0]
+    assert got["m"] == want["m"] - 1 and got["c"] == want["c"] + 1
+
+
+def test_a_time_made_impossible_by_a_late_time_base_is_named_on_its_file(tmp_path: Path) -> None:
+    """Older Kineto writes the time base after the events: the rows are staged and the base added at
+    the end, when every file was read. An event whose time with that base is after 2100 is named on
+    its own file (the first of two), by its number there, not on the file read last."""
+    folder = tmp_path / "k"
+    first, second = _trace_pair(folder)
+    late = {
+        "traceEvents": [
+            {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 10.0, "dur": 5.0},
+            {"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1, "ts": 3e12, "dur": 1.0},
+        ],
+        "baseTimeNanoseconds": 4_100_000_000_000_000_000,
+    }
+    first.unlink()
+    (folder / "a_late_base.pt.trace.json").write_text(json.dumps(late))
+    store = Store(tmp_path / "s")
+    report = ingest(folder, store, run="k", workers=1)
+    (prob,) = report.problems
+    assert prob["path"] == "a_late_base.pt.trace.json" and prob["status"] == "warning", report.problems
+    assert "slices: 1 event(s) not stored, ts_ns after the year 2100 (event 2: " in prob["error"], prob
+    assert "operators: 1 event(s) not stored, ts_ns after the year 2100 (event 2: " in prob["error"], prob
+
+
+# -- a damaged SQLite db: the file, the table, what is wrong in words; the good tables and rows kept ----
+
+
+def test_a_damaged_sqlite_db_says_what_is_wrong_and_keeps_what_it_can(tmp_path: Path) -> None:
+    """One byte of analysis.db's schema that is not UTF-8 (the fuzz's one traceback class: the file's
+    error was only 'UnicodeDecodeError'): the file is a warning that says the schema is damaged in
+    SQLite's words, and its tables are read. Text that is not UTF-8 in rows of the profiler db: the
+    table that held it is named, the rows are kept (U+FFFD for the bad bytes)."""
+    clean = Store(tmp_path / "clean")
+    ingest(_NPU_DB.parent, clean, run="clean", workers=1)
+    root = tmp_path / "db"
+    shutil.copytree(_NPU_DB, root / "rank0_ascend_pt")
+    analysis = root / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "analysis.db"
+    data = bytearray(analysis.read_bytes())
+    at = data.index(b"StepTraceTime")  # the schema page: the table's name in sqlite_master
+    data[at + 4] = 0x81
+    analysis.write_bytes(bytes(data))
+    with sqlite3.connect(root / "rank0_ascend_pt" / _DB_NAME) as con:
+        con.execute("UPDATE STRING_IDS SET value = CAST(x'41ff42' AS TEXT) WHERE id = (SELECT min(id) FROM STRING_IDS)")
+    store = Store(tmp_path / "s")
+    report = ingest(root, store, workers=1)
+    probs = {p["path"].rsplit("/", 1)[-1]: p for p in report.problems}
+    a = probs["analysis.db"]
+    assert a["status"] == "warning", a
+    assert "the db's schema is damaged (malformed database schema (Step\ufffdraceTime)" in a["error"], a
+    assert "not valid UTF-8" in a["error"] and "StepTraceTime" in a["error"], a
+    m = probs[_DB_NAME.rsplit("/", 1)[-1]]
+    assert m["status"] == "warning" and "text value(s) not valid UTF-8" in m["error"], m
+    assert "kept with U+FFFD" in m["error"], m
+    assert re.search(r"\b[A-Z_]+: \d+ text value\(s\) not valid UTF-8 in rows? \d", m["error"]), m
+    n = "SELECT (SELECT count(*) FROM step_trace) AS st, (SELECT count(*) FROM kernels) AS k"
+    got, want = store.query(n).iloc[0], clean.query(n).iloc[0]
+    assert got["st"] == want["st"] > 0 and got["k"] == want["k"], (got, want)

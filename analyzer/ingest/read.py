@@ -109,7 +109,8 @@ def read_part(plan: CollectionPlan, spec: dict[str, Any], store_path: str) -> Pa
     gc.disable()
     try:
         state = PART_READERS[plan.producer].read(ctx, spec)
-        noted = [o.error for o in ctx.outcomes.values() if o.error] + ctx.meta.missing + writer.take_problems()
+        noted = [o.error for o in ctx.outcomes.values() if o.error] + ctx.meta.missing
+        noted += [p for _f, p in writer.take_problems()]
         if noted:  # a part with a problem (impossible times, a broken event): read whole, which names it
             writer.abort()
             return PartResult(spec["index"], None, [], {}, "; ".join(str(x) for x in noted))

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ..errors import InputError
-from ..factwriter import FactWriter
+from ..factwriter import FactWriter, Origin
 
 # the collector's description of one profiling window, in the window's folder: it covers every
 # collection below that folder (CollectionPlan.sidecar), whoever wrote them
@@ -120,12 +120,18 @@ class ReadContext:
     def rank(self) -> int:
         return self.writer.rank
 
-    def write(self, table: str, data: Any) -> int:
+    def write(self, table: str, data: Any, origin: Origin | None = None, files: list[Path] | None = None) -> int:
         """Rows to a fact table; values that could not be stored as given (``FactWriter.write``:
-        times out of range, numbers beyond 64 bits) are named on the file being read (``note``)."""
-        n = self.writer.write(table, data)
-        for problem in self.writer.take_problems():
-            self.note(problem)
+        times out of range, numbers beyond 64 bits) are named on the file being read (``note``),
+        or, for rows written after their files were read (staged rows), on each row's own file:
+        ``origin`` gives per row its index in ``files`` and its number there."""
+        n = self.writer.write(table, data, origin)
+        for f, problem in self.writer.take_problems():
+            outcome = self.outcomes.get(files[f]) if f is not None and files is not None and f < len(files) else None
+            if outcome is not None:
+                outcome.warn(problem)
+            else:
+                self.note(problem)
         return n
 
     def note(self, problem: str) -> None:
@@ -147,6 +153,7 @@ class ReadContext:
             outcome = FileOutcome(path, reader)
             self.outcomes[path] = outcome
         self._reading.append(outcome)
+        numbering, self.writer.numbering = self.writer.numbering, path  # row numbers in problems: per file
         try:
             yield outcome
         except InputError as exc:
@@ -160,6 +167,7 @@ class ReadContext:
             outcome.error = f"{type(exc).__name__}: {exc}"
         finally:
             self._reading.pop()
+            self.writer.numbering = numbering
 
     def add_table_capabilities(self) -> None:
         """A capability for every fact table this collection wrote (TABLE_CAPABILITIES)."""

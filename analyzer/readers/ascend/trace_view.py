@@ -528,6 +528,7 @@ class AscendTrace:
     def feed(self, path: Path, shift_ns: int = 0) -> TraceStream:
         """Route every event of one trace file (``shift_ns``: added to every time, e.g. a device's
         monotonic clock -> epoch)."""
+        self.router.start_file()
         ts = TraceStream(path, read_ahead=self.ctx.cores > 1)
         for events in ts.blocks():
             self.router.route(events, shift_ns)

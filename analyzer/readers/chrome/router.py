@@ -28,7 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ...units import time_problems
-from .columns import Codes, EventColumns, counter_columns
+from .columns import Codes, EventColumns, counter_columns, field_values, times_ns
 from .lanes import LaneInfo, LaneRules, lane_group
 from .stream import Event
 
@@ -97,7 +97,17 @@ class EventRouter:
     lanes: LaneInfo = field(default_factory=LaneInfo)
     lane_counts: Counter[tuple[str, str]] = field(default_factory=Counter)
     lane_cats: dict[tuple[str, str], Counter[str]] = field(default_factory=dict)
-    event_base: int = 0
+    event_base: int = 0  # event id of the next event (ids count the collection's events in file order)
+    file_starts: list[int] = field(default_factory=list)  # event id of each file's first event
+
+    def start_file(self) -> None:
+        """The events routed from now on come from the next file: problems number them in it."""
+        self.file_starts.append(self.event_base)
+
+    def number_in_file(self, event_ids: np.ndarray) -> np.ndarray:
+        """Event ids as the events' numbers in their file, counted from 1 (for problems)."""
+        first = self.file_starts[-1] if self.file_starts else 0
+        return event_ids - first + 1
 
     def route(self, events: list[Event], base_ns: int = 0) -> None:
         first = self.event_base
@@ -124,6 +134,9 @@ class EventRouter:
             is_held = pc.fill_null(pc.is_in(names, value_set=pa.array(sorted(held), pa.string())), False)
             held_idx = inst_idx[is_held.to_numpy(zero_copy_only=False)]
             sl_mask[held_idx] = False
+        c_idx = np.flatnonzero(phase("C"))
+        if self._drop_bad_times(events, np.union1d(held_idx, c_idx), first, base_ns, None):
+            return
         sl_idx = np.flatnonzero(sl_mask)
         m_idx = np.flatnonzero(phase("M"))
         if not self.rules.ordered_lanes:
@@ -134,16 +147,7 @@ class EventRouter:
         if len(sl_idx):
             sl_events = events if len(sl_idx) == n else list(map(events.__getitem__, sl_idx.tolist()))
             cols = EventColumns.of(sl_events, base_ns=base_ns, event_ids=sl_idx + first)
-            times = pa.table({"ts_ns": cols.ts_ns, "dur_ns": cols.dur_ns})
-            keep, notes = time_problems("trace", times, row="event", numbers=sl_idx + first + 1)
-            if keep is not None:  # out-of-range times: the events go before anything is derived from them
-                for note in notes:
-                    self.note(note)
-                self.event_base = first
-                block = list(events)
-                for i in sl_idx[where(pc.invert(keep))].tolist():
-                    block[i] = _NOTHING  # an event of no phase: every other event keeps its id
-                self.route(block, base_ns)
+            if self._drop_bad_times(events, sl_idx, first, base_ns, cols):
                 return
             sl = cols.slices()
             self._count_lanes(sl)
@@ -152,7 +156,6 @@ class EventRouter:
             if self.rules.op_categories:
                 op_mask = pc.and_(x_sl, pc.is_in(cols.cat, value_set=pa.array(sorted(self.rules.op_categories))))
                 op_idx = sl_idx[where(op_mask)]
-        c_idx = np.flatnonzero(phase("C"))
         self.picker.block(
             self,
             RoutedBlock(events, first, base_ns, is_x, sl_idx, cols, x_sl, op_idx, op_mask, held_idx, m_idx, c_idx),
@@ -161,6 +164,33 @@ class EventRouter:
             ctr = counter_columns([events[i] for i in c_idx.tolist()], base_ns)
             if ctr is not None:
                 self.picker.counters(ctr)
+
+    def _drop_bad_times(
+        self, events: list[Event], idx: np.ndarray, first: int, base_ns: int, cols: EventColumns | None
+    ) -> bool:
+        """The one check of every time the router reads (``units.time_problems``), before anything is
+        derived from it: slices (``cols``: ts and dur), the instants a picker holds (memory events)
+        and counters (ts). An event whose time cannot be true is named on the file being read (its
+        number in the file, its value, the reason) and the block is routed again without it
+        (replaced by an event of no phase, so every other event keeps its id). True when it was."""
+        if not len(idx):
+            return False
+        if cols is not None:
+            times = pa.table({"ts_ns": cols.ts_ns, "dur_ns": cols.dur_ns})
+        else:
+            held = list(map(events.__getitem__, idx.tolist()))
+            times = pa.table({"ts_ns": times_ns(field_values(held, "ts"), base_ns)})
+        keep, notes = time_problems("trace", times, row="event", numbers=self.number_in_file(idx + first))
+        if keep is None:
+            return False
+        for note in notes:
+            self.note(note)
+        self.event_base = first
+        block = list(events)
+        for i in idx[where(pc.invert(keep))].tolist():
+            block[i] = _NOTHING
+        self.route(block, base_ns)
+        return True
 
     def _count_lanes(self, sl: dict[str, pa.Array]) -> None:
         t = pa.table({"pid": sl["pid"], "tid": sl["tid"], "cat": sl["category"]})

@@ -92,8 +92,10 @@ def read_kineto(ctx: ReadContext) -> None:
     metas: list[dict[str, Any]] = []
     # the collector's window sidecar belongs to the collection (its status) but is not a trace
     traces = [p for p in plan.files if p.suffix in (".json", ".gz") and p.name != SIDECAR_NAME]
-    for file_idx, path in enumerate(sorted(traces)):
+    picker.files = sorted(traces)
+    for file_idx, path in enumerate(picker.files):
         with ctx.reading(path, "kineto") as outcome:
+            router.start_file()
             ts = TraceStream(path, read_ahead=ctx.cores > 1)
             base = 0
             direct = True

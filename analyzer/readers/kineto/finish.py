@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ... import schema
+from ...factwriter import Origin
 from ..base import ReadContext
 from ..chrome.nesting import depth_and_self
 from ..chrome.router import EventRouter
@@ -37,6 +38,26 @@ class Steps:
         if ts.null_count:
             ok &= ts.is_valid().to_numpy(zero_copy_only=False)
         return pa.array(self.step[kk].astype(np.int32), type=pa.int32(), mask=~ok)
+
+
+class Files:
+    """The collection's trace files, in the order ``_file`` indexes them, and the event id of each
+    one's first event: where a staged row came from, for a problem with it to name its file and
+    its event's number there."""
+
+    def __init__(self, paths: list[Path], starts: list[int]):
+        self.paths = paths
+        self.starts = np.asarray(starts or [0], dtype=np.int64)
+
+    def origin(self, batch: pa.RecordBatch | pa.Table, ids: str | pa.Array | None = None) -> Origin:
+        """Per row of ``batch``: its file, and its event's number there when ``ids`` (a column of
+        event ids, or its name) is given."""
+        files = pc.fill_null(batch.column("_file"), 0).to_numpy(zero_copy_only=False).astype(np.int64)
+        if ids is None:
+            return Origin(files)
+        col = batch.column(ids) if isinstance(ids, str) else ids
+        first = self.starts[np.minimum(files, len(self.starts) - 1)]
+        return Origin(files, pc.fill_null(col, 0).to_numpy(zero_copy_only=False).astype(np.int64) - first + 1)
 
 
 def _file_base(batch: pa.RecordBatch | pa.Table, late_base: dict[int, int]) -> np.ndarray | None:
@@ -70,18 +91,23 @@ def finish(
     late_base: dict[int, int],
     metas: list[dict[str, Any]],
 ) -> None:
-    """Finish the staged rows: time base, steps, self time, memory pairing; written batch by batch."""
+    """Finish the staged rows: time base, steps, self time, memory pairing; written batch by batch.
+    A problem with a staged row (a time beyond 2100 once the late time base is added) is named on
+    its own file (``Files``), not on the file read last."""
+    fl = Files(picker.files, router.file_starts)
     if "slices" in staged:
         for b in staged["slices"].batches():
-            ctx.write("slices", _with(b, "slices", {"ts_ns": _add_base(b.column("ts_ns"), _file_base(b, late_base))}))
-    steps = _finish_steps(ctx, staged, late_base)
+            ts = _add_base(b.column("ts_ns"), _file_base(b, late_base))
+            ctx.write("slices", _with(b, "slices", {"ts_ns": ts}), fl.origin(b, "event_id"), fl.paths)
+    steps = _finish_steps(ctx, staged, late_base, fl)
     ops_index = None
     if "operators" in staged:
-        ops_index = _finish_operators(ctx, staged["operators"], late_base, steps)
+        ops_index = _finish_operators(ctx, staged["operators"], late_base, steps, fl)
     if "kernels" in staged:
         for b in staged["kernels"].batches():
             ts = _add_base(b.column("ts_ns"), _file_base(b, late_base))
-            ctx.write("kernels", _with(b, "kernels", {"ts_ns": ts, "step": steps.of(ts)}))
+            rows = _with(b, "kernels", {"ts_ns": ts, "step": steps.of(ts)})
+            ctx.write("kernels", rows, fl.origin(b, "kernel_id"), fl.paths)
     default_group = _default_group(metas)
     if "comm_ops" in staged:
         # GPU traces: the NCCL kernels are the real communication time; CPU (gloo) traces: the
@@ -98,14 +124,13 @@ def finish(
                 rep["group_name"] = pc.coalesce(b.column("group_name"), pa.scalar(name, pa.string()))
                 gr = b.column("group_ranks")
                 rep["group_ranks"] = pc.if_else(pc.is_null(gr), pa.scalar(ranks, gr.type), gr)
-            ctx.write("comm_ops", _with(b, "comm_ops", rep))
+            ctx.write("comm_ops", _with(b, "comm_ops", rep), fl.origin(b), fl.paths)
     if "memory" in staged:
-        _finish_memory(ctx, staged["memory"], late_base, ops_index)
+        _finish_memory(ctx, staged["memory"], late_base, ops_index, fl)
     if "counters" in staged:
         for b in staged["counters"].batches():
-            ctx.write(
-                "counters", _with(b, "counters", {"ts_ns": _add_base(b.column("ts_ns"), _file_base(b, late_base))})
-            )
+            ts = _add_base(b.column("ts_ns"), _file_base(b, late_base))
+            ctx.write("counters", _with(b, "counters", {"ts_ns": ts}), fl.origin(b), fl.paths)
     if router.lane_counts:
         ctx.write("lanes", router.lane_rows(lambda pid, group: f"Device {pid}" if group == "device" else pid))
     _write_groups(ctx, picker, metas, default_group if "comm_ops" in staged else None)
@@ -168,7 +193,7 @@ def type_kernels_by_launch(comm: pa.Table, launches: pa.Table | None) -> pa.Tabl
     return pa.Table.from_pydict(rows, schema=comm.schema)
 
 
-def _finish_steps(ctx: ReadContext, staged: dict[str, Staged], late_base: dict[int, int]) -> Steps:
+def _finish_steps(ctx: ReadContext, staged: dict[str, Staged], late_base: dict[int, int], fl: Files) -> Steps:
     if "steps" not in staged:
         return Steps(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64))
     parts = []
@@ -180,11 +205,13 @@ def _finish_steps(ctx: ReadContext, staged: dict[str, Staged], late_base: dict[i
                     "step": b.column("step"),
                     "start_ns": _add_base(b.column("start_ns"), base),
                     "end_ns": _add_base(b.column("end_ns"), base),
+                    "_file": b.column("_file"),
                 }
             )
         )
-    t = pa.concat_tables(parts).group_by("step", use_threads=False).aggregate([("start_ns", "min"), ("end_ns", "max")])
-    t = t.rename_columns(["step", "start_ns", "end_ns"]).sort_by("step")
+    t = pa.concat_tables(parts).group_by("step", use_threads=False)
+    t = t.aggregate([("start_ns", "min"), ("end_ns", "max"), ("_file", "min")])
+    t = t.rename_columns(["step", "start_ns", "end_ns", "_file"]).sort_by("step")
     dur = pc.subtract(t.column("end_ns"), t.column("start_ns"))
     ctx.write(
         "steps",
@@ -195,6 +222,8 @@ def _finish_steps(ctx: ReadContext, staged: dict[str, Staged], late_base: dict[i
             "dur_ns": dur,
             "source": pa.repeat(pa.scalar("ProfilerStep"), t.num_rows),
         },
+        fl.origin(t),
+        fl.paths,
     )
     ok = pc.and_(pc.is_valid(t.column("start_ns")), pc.is_valid(t.column("end_ns")))
     t = t.filter(ok)
@@ -208,7 +237,7 @@ class _OpsIndex:
         self.rows, self.tid, self.ts, self.dur = rows, tid, ts, dur
 
 
-def _finish_operators(ctx: ReadContext, rows: Staged, late_base: dict[int, int], steps: Steps) -> _OpsIndex:
+def _finish_operators(ctx: ReadContext, rows: Staged, late_base: dict[int, int], steps: Steps, fl: Files) -> _OpsIndex:
     """Self time and depth need every op of a thread in time order: sort positions with numpy
     (thread, start, longest first, file order), walk them, then stream the staged rows once."""
     keys = rows.columns(["_pid", "tid", "ts_ns", "dur_ns", "_file"])
@@ -241,6 +270,8 @@ def _finish_operators(ctx: ReadContext, rows: Staged, late_base: dict[int, int],
                     "depth": pa.array(depth[r0:r1]),
                 },
             ),
+            fl.origin(b, "event_id"),
+            fl.paths,
         )
         r0 = r1
     return _OpsIndex(rows, keys.column("tid").combine_chunks(), ts, dur)
@@ -252,7 +283,7 @@ def _codes(arr: pa.ChunkedArray | pa.Array) -> np.ndarray:
     return pc.fill_null(enc.indices, -1).to_numpy(zero_copy_only=False).astype(np.int64) + 1
 
 
-def _finish_memory(ctx: ReadContext, rows: Staged, late_base: dict[int, int], ops: _OpsIndex | None) -> None:
+def _finish_memory(ctx: ReadContext, rows: Staged, late_base: dict[int, int], ops: _OpsIndex | None, fl: Files) -> None:
     m = pa.Table.from_batches(list(rows.batches()))
     b = m.combine_chunks().to_batches()[0] if m.num_rows else None
     if b is None:
@@ -276,8 +307,10 @@ def _finish_memory(ctx: ReadContext, rows: Staged, late_base: dict[int, int], op
             "reserved_bytes": b.column("reserved").take(order),
             "source": pa.repeat(pa.scalar("kineto"), b.num_rows),
         },
+        fl.origin(b.take(order), "event_id"),
+        fl.paths,
     )
-    _finish_operator_memory(ctx, b, t_arr, ops)
+    _finish_operator_memory(ctx, b, t_arr, ops, fl)
 
 
 def _allocated_from_deltas(nbytes: pa.Array, device: pa.Array) -> pa.Array:
@@ -293,7 +326,9 @@ def _allocated_from_deltas(nbytes: pa.Array, device: pa.Array) -> pa.Array:
     return pa.array(out, pa.int64())
 
 
-def _finish_operator_memory(ctx: ReadContext, b: pa.RecordBatch, t_arr: pa.Array, ops: _OpsIndex | None) -> None:
+def _finish_operator_memory(
+    ctx: ReadContext, b: pa.RecordBatch, t_arr: pa.Array, ops: _OpsIndex | None, fl: Files
+) -> None:
     """Pair each allocation with the next event of the same address (a free); name the block after
     the operator that started last on the allocating thread, if it still runs then."""
     keep = np.flatnonzero(
@@ -339,6 +374,8 @@ def _finish_operator_memory(ctx: ReadContext, b: pa.RecordBatch, t_arr: pa.Array
             "release_reserved_bytes": b.column("reserved").take(rel_take),
             "device": b.column("device").take(alloc_rows),
         },
+        fl.origin(b.take(alloc_rows), "event_id"),
+        fl.paths,
     )
 
 

@@ -117,6 +117,7 @@ def finish(ctx: ReadContext, states: list[dict[str, Any]]) -> None:
     assert path is not None
     stage = SpillStage(ctx.scratch_dir())
     picker = KinetoPicker(ctx, stage)
+    picker.files = [path]
     router = EventRouter(ROUTE, picker, picker.write_slices, ctx.note)
     router.event_base = seen
     staged: dict[str, list[Staged]] = {}

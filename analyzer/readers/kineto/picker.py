@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from operator import attrgetter
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -275,6 +276,7 @@ class KinetoPicker:
         self.groups: dict[str, dict[str, Any]] = {}
         self.has_stacks = False
         self.has_shapes = False
+        self.files: list[Path] = []  # the trace files, in the order file_idx counts them
 
     def write_slices(self, sl: dict[str, pa.Array]) -> None:
         if self.direct_slices:

@@ -125,6 +125,7 @@ def read_ascend_db(
                         "COMPUTE_TASK_INFO, CANN_API, ...)",
                     )
                 st = DbExport(ctx, db)
+                outcome.warn_all(db.problems)
                 absent = [t for t in tables if not db.has(t)]
                 if absent:
                     outcome.warn(
@@ -146,7 +147,7 @@ def read_ascend_db(
             adb = Db(analysis, analysis.name)
             try:
                 before = ctx.writer.total_rows
-                problems: list[str] = []
+                problems: list[str] = list(adb.problems)
                 times = read_analysis(ctx, adb, st, groups, problems)
                 for p in problems:
                     outcome.warn(p)

@@ -31,6 +31,7 @@ def read_analysis(
         problem = table_problem(name, fn)
         if problem:
             problems.append(problem)
+        problems.extend(f"{name}: {p}" for p in adb.take_problems())
 
     def comm_time() -> None:
         for name, g, start, el, tr, wt, sy, idle, step, typ in adb.all(

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import shutil
 import sqlite3
 import tempfile
@@ -63,8 +64,42 @@ def read_only(path: Path) -> Iterator[sqlite3.Connection]:
             con.close()
 
 
+def sqlite_problem(exc: BaseException) -> str:
+    """What is wrong with a db, in SQLite's words ("database disk image is malformed", "malformed
+    database schema (...)"). SQLite's message quotes the damaged bytes; when they are not UTF-8
+    Python raises UnicodeDecodeError on the message itself: it is decoded here, bad bytes as U+FFFD."""
+    if isinstance(exc, UnicodeDecodeError) and isinstance(exc.object, bytes):
+        return f"{exc.object.decode('utf-8', 'replace')} (text that is not valid UTF-8)"
+    return str(exc)
+
+
+class _Text:
+    """The db's text values as str: valid UTF-8 as it is; text that is not (a flipped byte, a
+    damaged page) with U+FFFD for the bad bytes, remembered, for the table's reader to name the
+    rows (``Db.take_problems``) instead of losing the table."""
+
+    def __init__(self) -> None:
+        self.bad: list[str] = []
+
+    def __call__(self, b: bytes) -> str:
+        try:
+            return b.decode("utf-8")
+        except UnicodeDecodeError:
+            text = b.decode("utf-8", "replace")
+            self.bad.append(text)
+            return text
+
+
+_CREATE = re.compile(r'CREATE\s+TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?["`\[]?([^"`\]\s(]+)', re.I)
+
+
 class Db:
-    """A read-only sqlite3 connection with the table list and column names at hand."""
+    """A read-only sqlite3 connection with the table list and column names at hand.
+
+    A damaged db keeps what can be read: a schema SQLite calls malformed is read with its checks
+    off (``writable_schema``; the tables it still finds are read, the damage is a warning), text
+    that is not UTF-8 is kept with U+FFFD and its rows named, a table whose pages are damaged keeps
+    the rows before the damage. What was wrong is in ``problems`` / ``take_problems``."""
 
     def __init__(self, path: Path, kind: str):
         self.path = path
@@ -80,14 +115,53 @@ class Db:
         if magic != b"SQLite format 3\x00":
             raise InputError(str(path), f"not a SQLite database (no SQLite header; expected: {kind})")
         self._open = contextlib.ExitStack()
+        self.problems: list[str] = []  # the db's damage, said once (the schema)
+        self._text = _Text()
+        self._notes: list[str] = []  # damage met while reading the current table (take_problems)
+        self._bad_rows: list[int] = []  # numbers of the rows (of their query) that held text not UTF-8
         try:
             self.con = self._open.enter_context(read_only(path))
-            rows = self.con.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
-        except sqlite3.Error as exc:
+            self.con.text_factory = self._text
+            self.tables = self._table_names()
+        except (sqlite3.Error, UnicodeDecodeError) as exc:
             self._open.close()
-            raise InputError(str(path), f"corrupt SQLite database ({kind}): {exc}") from exc
-        self.tables = {r[0] for r in rows}
+            raise InputError(str(path), f"corrupt SQLite database ({kind}): {sqlite_problem(exc)}") from exc
         self._cols: dict[str, set[str]] = {}
+
+    def _table_names(self) -> set[str]:
+        try:
+            return {r[0] for r in self.con.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()}
+        except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
+            why = sqlite_problem(exc)
+        # a schema SQLite will not parse: read with its checks off, each table by its CREATE statement
+        self.con.execute("PRAGMA writable_schema = ON")
+        rows = self.con.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table'").fetchall()
+        self._text.bad.clear()  # the damaged name is the schema's damage, said below
+        names = set()
+        for name, sql in rows:
+            m = _CREATE.match(sql or "")
+            names.add(m.group(1) if m else name)
+        self.problems.append(
+            f"the db's schema is damaged ({why}); read with SQLite's schema checks off: "
+            f"{len(names)} table(s) found ({', '.join(sorted(names)) or 'none'})"
+        )
+        return names
+
+    def take_problems(self) -> list[str]:
+        """The damage met since the last call: text that is not UTF-8 (kept with U+FFFD), rows cut
+        off by a damaged page."""
+        out = self._notes
+        if self._text.bad:
+            bad, rows = self._text.bad, self._bad_rows
+            where = f" in row{'s' if len(rows) > 1 else ''} " + ", ".join(map(str, rows[:5])) if rows else ""
+            where += ", ..." if len(rows) > 5 else ""
+            out.append(
+                f"{len(bad)} text value(s) not valid UTF-8{where} (e.g. {bad[0][:60]!r}), kept with U+FFFD "
+                "for the bad bytes"
+            )
+            self._text.bad, self._bad_rows = [], []
+        self._notes = []
+        return out
 
     def has(self, table: str) -> bool:
         return table in self.tables
@@ -96,20 +170,50 @@ class Db:
         if table not in self._cols:
             try:
                 self._cols[table] = {r[1] for r in self.con.execute(f'PRAGMA table_info("{table}")').fetchall()}
-            except sqlite3.Error:
+            except (sqlite3.Error, UnicodeDecodeError):
                 self._cols[table] = set()
         return self._cols[table]
 
     def all(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-        return self.con.execute(sql, params).fetchall()
+        return [r for rows in self.batches(sql, params) for r in rows]
 
     def batches(self, sql: str, params: tuple[Any, ...] = ()) -> Iterator[list[tuple[Any, ...]]]:
+        """The rows of a query, ``BATCH`` at a time. A damaged page met on the way ends the rows: those
+        before it are kept (read again one by one up to it) and the damage noted (``take_problems``);
+        a query that cannot start raises."""
         cur = self.con.execute(sql, params)
+        done = 0
         while True:
-            rows = cur.fetchmany(BATCH)
+            seen_bad = len(self._text.bad)
+            try:
+                rows = cur.fetchmany(BATCH)
+            except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
+                rows = self._rows_before_damage(sql, params, done)
+                self._notes.append(
+                    f"{sqlite_problem(exc)} after row {done + len(rows)}; the rows before it were read, "
+                    "the rest of the table is lost"
+                )
+                if rows:
+                    yield rows
+                return
             if not rows:
                 return
+            if len(self._text.bad) > seen_bad:  # the rows that held it, by the identity of the text
+                new = set(map(id, self._text.bad[seen_bad:]))
+                self._bad_rows += [done + i + 1 for i, r in enumerate(rows) if any(id(v) in new for v in r)]
+            done += len(rows)
             yield rows
+
+    def _rows_before_damage(self, sql: str, params: tuple[Any, ...], skip: int) -> list[tuple[Any, ...]]:
+        out: list[tuple[Any, ...]] = []
+        try:
+            cur = self.con.execute(sql, params)
+            for i, row in enumerate(cur):
+                if i >= skip:
+                    out.append(row)
+        except (sqlite3.DatabaseError, UnicodeDecodeError):
+            pass
+        return out
 
     def close(self) -> None:
         self._open.close()
@@ -126,7 +230,11 @@ def table_problem(table: str, fn: Callable[[], None]) -> str | None:
     try:
         fn()
     except sqlite3.Error as exc:
-        return f"{table}: table unreadable ({exc}); skipped"
+        return f"{table}: table unreadable ({sqlite_problem(exc)}); skipped"
+    except UnicodeDecodeError as exc:
+        if isinstance(exc.object, bytes) and re.search(rb"malformed|database|no such", exc.object):  # SQLite's
+            return f"{table}: table unreadable ({sqlite_problem(exc)}); skipped"
+        return f"{table}: a value of the wrong type or out of range (unicodedecodeerror: {exc}); skipped"
     except (ValueError, TypeError, OverflowError, UnicodeError) as exc:
         return f"{table}: a value of the wrong type or out of range ({type(exc).__name__.lower()}: {exc}); skipped"
     return None
@@ -188,6 +296,7 @@ class DbExport:
         problem = table_problem(what, fn)
         if problem:
             self.problems.append(problem)
+        self.problems += [f"{what}: {p}" for p in self.db.take_problems()]
 
     def slices(
         self,
