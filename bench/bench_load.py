@@ -21,7 +21,14 @@ changed" included), or a callback answering with an error message. Before the cl
 visit of every page warms the server's caches (the first overview of a run computes its step
 breakdown); those calls are not counted.
 
+``--beside FOLDER``: while the users run, ``analyze ingest FOLDER`` runs again and again into the same
+store (a run of its own each time, each committing while the server reads; dropped afterwards);
+the commits made within the window are counted. ``--code DIR``: the server runs the ``analyzer`` /
+``webapp`` packages of another checkout (e.g. ``git archive`` of an older commit), the baseline of
+the same run.
+
     python bench/bench_load.py                       # 50 users, 60 s, the 64-rank bench store
+    python bench/bench_load.py --beside sample_data/torch_npu_text_level1
     python bench/bench_load.py --users 10 --seconds 20 --ranks 16 --slices 2000000
 """
 
@@ -244,11 +251,14 @@ class User:
             time.sleep(self.rng.uniform(*think))
 
 
-def start_server(store: Path, token: str) -> tuple[subprocess.Popen[str], str]:
-    analyze = REPO / ".venv" / "bin" / "analyze"
+def start_server(store: Path, token: str, code: Path | None = None) -> tuple[subprocess.Popen[str], str]:
+    """``analyze serve --port 0`` on ``store``; with ``code``, that checkout's packages serve."""
     env = {**os.environ, "RANKSCOPE_TOKEN": token}
+    if code is not None:
+        env["PYTHONPATH"] = str(code)
     proc = subprocess.Popen(
-        [str(analyze), "serve", "--store", str(store), "--port", "0"],
+        [sys.executable, "-m", "analyzer", "serve", "--store", str(store), "--port", "0"],
+        cwd=str(code or REPO),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -268,6 +278,42 @@ def start_server(store: Path, token: str) -> tuple[subprocess.Popen[str], str]:
             return proc, m.group(1)
     proc.kill()
     raise SystemExit("analyze serve printed no URL:\n" + "".join(seen))
+
+
+class Beside:
+    """``analyze ingest FOLDER`` into the store, again and again until stopped (a run of its own each
+    time): an ingest committing beside the server. Counts the commits and their times."""
+
+    def __init__(self, store: Path, folder: Path):
+        self.store = store
+        self.folder = folder
+        self.runs: list[str] = []
+        self.times: list[float] = []
+        self.failures: list[str] = []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._loop, daemon=True)
+
+    def _analyze(self, *args: str) -> subprocess.CompletedProcess[str]:
+        cmd = [sys.executable, "-m", "analyzer", *args, "--store", str(self.store)]
+        return subprocess.run(cmd, capture_output=True, text=True, cwd=str(REPO), check=False)
+
+    def _loop(self) -> None:
+        while not self.stop.is_set():
+            run = f"beside-{len(self.runs) + len(self.failures)}"
+            t = time.perf_counter()
+            r = self._analyze("ingest", str(self.folder), "--run", run, "--workers", "1")
+            if r.returncode == 0:
+                self.runs.append(run)
+                self.times.append(time.perf_counter() - t)
+            else:
+                self.failures.append(f"{run}: exit {r.returncode}: {(r.stderr or r.stdout)[-300:]}")
+
+    def finish(self) -> None:
+        """Wait for the ingest under way, then drop every run it made."""
+        self.stop.set()
+        self.thread.join()
+        for run in self.runs:
+            self._analyze("drop", run)
 
 
 def store_info(store: Path, run: str) -> dict[str, Any]:
@@ -298,6 +344,8 @@ def main() -> None:
     ap.add_argument("--slices", type=int, default=20_000_000, help="when building the bench store")
     ap.add_argument("--source", default=str(REPO / "sample_data" / "torch_npu_text_level1"))
     ap.add_argument("--json", dest="json_out", default=None, help="write the figures to this file too")
+    ap.add_argument("--beside", default=None, help="a folder ingested again and again while the users run")
+    ap.add_argument("--code", default=None, help="serve with this checkout's packages (the baseline)")
     args = ap.parse_args()
 
     dest = Path(args.store)
@@ -313,7 +361,7 @@ def main() -> None:
     info = store_info(dest, args.run)
 
     token = secrets.token_urlsafe(24)
-    proc, url = start_server(dest, token)
+    proc, url = start_server(dest, token, Path(args.code).resolve() if args.code else None)
     base = re.match(r"(http://[^/]+)", url).group(1)  # type: ignore[union-attr]
     think = f"{args.think[0]}-{args.think[1]} s"
     print(f"server: {base} (pid {proc.pid}); {args.users} users for {args.seconds:.0f} s, think {think}")
@@ -326,9 +374,12 @@ def main() -> None:
         for p in PAGES:  # warm-up, not counted
             probe.visit(p)
         print(f"warm-up visit of every page: {time.perf_counter() - t:.1f} s")
+        beside = Beside(dest, Path(args.beside).resolve()) if args.beside else None
         rec.counting = True
         users = [User(base, url, rec, probe.deps, info) for _ in range(args.users)]
         t0 = time.monotonic()
+        if beside is not None:
+            beside.thread.start()
         until = t0 + args.seconds
         threads = [threading.Thread(target=u.loop, args=(until, tuple(args.think))) for u in users]
         load0 = os.getloadavg()[0]
@@ -339,6 +390,14 @@ def main() -> None:
             th.join()
         wall = time.monotonic() - t0
         load1 = os.getloadavg()[0]
+        if beside is not None:
+            committed = len(beside.runs)  # within the window (the one under way finishes after)
+            beside.finish()
+            print(
+                f"beside: {committed} ingest(s) of {args.beside} committed within the window "
+                f"(each {statistics.median(beside.times) if beside.times else float('nan'):.1f} s median), "
+                f"{len(beside.failures)} failed" + (f": {beside.failures[0]}" if beside.failures else "")
+            )
     finally:
         proc.terminate()
         try:

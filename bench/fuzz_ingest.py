@@ -42,8 +42,9 @@ def main() -> int:
             tally.add(o)
             if o.outcome in fc.FORBIDDEN or o.outcome in show:
                 print(f"{o.outcome:12s} {case.name} {case.target}: {o.error or ''} {o.detail[-800:]}", flush=True)
-            if (i + 1) % 100 == 0:
+            if (i + 1) % 100 == 0:  # the counts so far, so that a stopped run still says what it found
                 print(f"... {i + 1} cases, {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
+                print(tally.table(), file=sys.stderr, flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     took = time.perf_counter() - t0
