@@ -594,3 +594,22 @@ def test_a_damaged_sqlite_db_says_what_is_wrong_and_keeps_what_it_can(tmp_path: 
     n = "SELECT (SELECT count(*) FROM step_trace) AS st, (SELECT count(*) FROM kernels) AS k"
     got, want = store.query(n).iloc[0], clean.query(n).iloc[0]
     assert got["st"] == want["st"] > 0 and got["k"] == want["k"], (got, want)
+
+
+def test_a_mindspore_aicpu_row_without_a_time_is_named(tmp_path: Path) -> None:
+    """MindSpore's legacy aicpu_intermediate: a row whose start is empty or no number was skipped
+    without a word when the cell was empty; every skipped row is counted and named by its number."""
+    root = tmp_path / "ms"
+    shutil.copytree(DATA / "mindspore_legacy_alexnet", root)
+    path = root / "profiler" / "aicpu_intermediate_1.csv"
+    lines = path.read_text().split("\n")
+    for row, value in ((2, ""), (4, "abc")):
+        cells = lines[row].split(",")
+        cells[5] = value  # run_start
+        lines[row] = ",".join(cells)
+    path.write_text("\n".join(lines))
+    report = ingest(root, Store(tmp_path / "s"), workers=1)
+    prob = next(p for p in report.problems if p["path"].endswith("aicpu_intermediate_1.csv"))
+    assert prob["status"] == "warning", prob
+    want = "2 row(s) skipped, without a start or an end time that is a number (row 2, row 4; e.g. 'abc')"
+    assert want in prob["error"], prob

@@ -427,18 +427,25 @@ def _read_aicpu(ctx: ReadContext, st: LegacyState, path: Path) -> None:
         rows: dict[str, list[Any]] = defaultdict(list)
         starts, bad_a = decimal_cells_to_ns(t.get("start"), unit_ms=False)
         ends, bad_b = decimal_cells_to_ns(t.get("end"), unit_ms=False)
-        if bad_a or bad_b:
-            outcome.warn(
-                f"{len(bad_a) + len(bad_b)} time cell(s) are no numbers (e.g. {(bad_a or bad_b)[0]!r}); rows skipped"
-            )
-        for name, ts, te in zip(t.text("type"), starts, ends):
+        skipped: list[int] = []  # rows without a start or an end that is a number (counted from 1)
+        for i, (name, ts, te) in enumerate(zip(t.text("type"), starts, ends)):
             if ts is None or te is None:
+                skipped.append(i + 1)
                 continue
             rows["name"].append(name)
             rows["op_type"].append(name)
             rows["stream_id"].append(None)
             rows["ts_ns"].append(ts)
             rows["dur_ns"].append(te - ts)
+        if skipped:
+            bad = bad_a or bad_b
+            outcome.warn(
+                f"{len(skipped)} row(s) skipped, without a start or an end time that is a number (row "
+                + ", row ".join(map(str, skipped[:5]))
+                + (", ..." if len(skipped) > 5 else "")
+                + (f"; e.g. {bad[0]!r}" if bad else "")
+                + ")"
+            )
         outcome.rows = _write_device_tasks(ctx, st, rows, core_type="AI_CPU", process="AI CPU")
 
 
