@@ -53,8 +53,10 @@ import requests
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
+sys.path.insert(0, str(REPO / "tests"))
 
 from bench_webapp import OUT, RUN, TIMELINE_PX, build_store, pct  # noqa: E402
+from webapp_helpers import callback_body  # noqa: E402
 
 from webapp import tiles  # noqa: E402
 from webapp.params import format_ranks  # noqa: E402
@@ -109,25 +111,7 @@ class User:
         return r if error is None else None
 
     def callback(self, kind: str, first_output: str, inputs: dict[str, Any], state: dict[str, Any] | None = None):
-        d = next(d for d in self.deps if d["output"].lstrip(".").startswith(first_output))
-
-        def items(specs: list[dict[str, Any]], values: dict[str, Any]) -> list[dict[str, Any]]:
-            return [
-                {"id": s["id"], "property": s["property"], "value": values.get(f"{s['id']}.{s['property']}")}
-                for s in specs
-            ]
-
-        outs = [
-            {"id": o.split(".")[0], "property": o.split(".")[1].split("@")[0]}
-            for o in d["output"].strip(".").split("...")
-        ]
-        body = {
-            "output": d["output"],
-            "outputs": outs if len(outs) > 1 else outs[0],
-            "inputs": items(d["inputs"], inputs),
-            "state": items(d["state"], state or {}),
-            "changedPropIds": [],
-        }
+        body = callback_body(self.deps, first_output, inputs, state)
         return self.request(kind, "POST", "/_dash-update-component", json=body)
 
     # -- a visit ----------------------------------------------------------------------------------

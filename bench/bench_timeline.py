@@ -31,20 +31,10 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "bench"))
+sys.path.insert(0, str(REPO / "tests"))
 
 from bench_webapp import OUT, RUN, build_store  # noqa: E402 - the same store as the server benchmark
-
-CHROMIUM = "/usr/bin/chromium"
-ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-dev-shm-usage",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--disable-quic",
-    "--no-first-run",
-]
+from webapp_helpers import ARGS, CHROMIUM  # noqa: E402 - Debian's chromium and its flags, as the browser tests
 
 # in the page: dispatch a wheel event over the canvas and time the local frame and the complete view
 WHEEL_JS = """

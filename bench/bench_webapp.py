@@ -47,6 +47,9 @@ import pyarrow.compute as pc
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "tests"))
+
+from webapp_helpers import callback_body  # noqa: E402
 
 from analyzer import schema  # noqa: E402
 from analyzer.factwriter import FactWriter  # noqa: E402
@@ -234,16 +237,6 @@ class Client:
         self.http.get("/")  # first request: Dash sets up the routes
         self.deps = self.http.get("/_dash-dependencies").get_json()
 
-    def _find(self, first_output: str, inputs: dict[str, Any] | None = None) -> dict[str, Any]:
-        """The callback of ``first_output`` whose inputs include those given (several callbacks may
-        write one output, e.g. navigate.href)."""
-        for d in self.deps:
-            if d["output"].lstrip(".").startswith(first_output) and (
-                not inputs or {f"{i['id']}.{i['property']}" for i in d["inputs"]} >= set(inputs)
-            ):
-                return d
-        raise KeyError(first_output)
-
     def call(
         self,
         first_output: str,
@@ -251,25 +244,7 @@ class Client:
         state: dict[str, Any] | None = None,
         changed: list[str] | None = None,
     ) -> tuple[float, int, dict[str, Any]]:
-        d = self._find(first_output, inputs)
-
-        def items(specs: list[dict[str, Any]], values: dict[str, Any]) -> list[dict[str, Any]]:
-            return [
-                {"id": s["id"], "property": s["property"], "value": values.get(f"{s['id']}.{s['property']}")}
-                for s in specs
-            ]
-
-        outs = [
-            {"id": o.split(".")[0], "property": o.split(".")[1].split("@")[0]}
-            for o in d["output"].strip(".").split("...")
-        ]
-        body = {
-            "output": d["output"],
-            "outputs": outs if len(outs) > 1 else outs[0],
-            "inputs": items(d["inputs"], inputs),
-            "state": items(d["state"], state or {}),
-            "changedPropIds": changed or [],
-        }
+        body = callback_body(self.deps, first_output, inputs, state, changed)
         t = time.perf_counter()
         r = self.http.post("/_dash-update-component", json=body)
         dt = time.perf_counter() - t

@@ -20,7 +20,7 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
-from webapp_helpers import ANALYZE, CHROMIUM, CHROMIUM_ARGS, KINETO, NPU, ingest, stop_server
+from webapp_helpers import ANALYZE, ARGS, CHROMIUM, KINETO, NPU, ingest, stop_server
 
 from webapp import ui
 
@@ -102,7 +102,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
 
 @pytest.fixture(scope="module")
 def browser(browser_type: Any) -> Iterator[Any]:
-    b = browser_type.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+    b = browser_type.launch(executable_path=CHROMIUM, args=ARGS)
     yield b
     b.close()
 

@@ -18,17 +18,6 @@ import numpy as np
 from click.testing import CliRunner
 
 REPO = Path(__file__).resolve().parent.parent
-CHROMIUM = "/usr/bin/chromium"  # Debian's; never `playwright install`
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-dev-shm-usage",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--disable-quic",
-    "--no-first-run",
-]
 SAMPLES = REPO / "sample_data"
 KINETO = SAMPLES / "kineto_gloo_2rank"
 NPU = SAMPLES / "torch_npu_text_level1"
@@ -86,6 +75,40 @@ def union_ns(intervals: list[tuple[float, float]]) -> float:
     return total
 
 
+def callback_body(
+    deps: list[dict[str, Any]],
+    first_output: str,
+    inputs: dict[str, Any],
+    state: dict[str, Any] | None = None,
+    changed: list[str] | None = None,
+) -> dict[str, Any]:
+    """The body the browser POSTs to ``/_dash-update-component`` for the callback (of ``deps``, the
+    app's ``/_dash-dependencies``) whose outputs start with ``first_output``; ``inputs`` / ``state``
+    map "id.property" to values. Several callbacks may write one output (navigate.href): the first
+    whose inputs include those given is taken, else the first of that output. KeyError when the app
+    has no such callback. (The web app tests, and bench_webapp / bench_load, call callbacks through it.)"""
+    of_output = [d for d in deps if d["output"].lstrip(".").startswith(first_output)]
+    if not of_output:
+        raise KeyError(first_output)
+    d = next((d for d in of_output if {f"{i['id']}.{i['property']}" for i in d["inputs"]} >= set(inputs)), of_output[0])
+
+    def items(specs: list[dict[str, Any]], values: dict[str, Any]) -> list[dict[str, Any]]:
+        return [
+            {"id": s["id"], "property": s["property"], "value": values.get(f"{s['id']}.{s['property']}")} for s in specs
+        ]
+
+    outs = [
+        {"id": o.split(".")[0], "property": o.split(".")[1].split("@")[0]} for o in d["output"].strip(".").split("...")
+    ]
+    return {
+        "output": d["output"],
+        "outputs": outs if len(outs) > 1 else outs[0],
+        "inputs": items(d["inputs"], inputs),
+        "state": items(d["state"], state or {}),
+        "changedPropIds": changed or [],
+    }
+
+
 class DashClient:
     """Calls a Dash app's callbacks the way the browser does (POST /_dash-update-component)."""
 
@@ -101,25 +124,7 @@ class DashClient:
         state: dict[str, Any] | None = None,
         changed: list[str] | None = None,
     ) -> dict[str, Any]:
-        d = next(d for d in self.deps if d["output"].lstrip(".").startswith(first_output))
-
-        def items(specs: list[dict[str, Any]], values: dict[str, Any]) -> list[dict[str, Any]]:
-            return [
-                {"id": s["id"], "property": s["property"], "value": values.get(f"{s['id']}.{s['property']}")}
-                for s in specs
-            ]
-
-        outs = [
-            {"id": o.split(".")[0], "property": o.split(".")[1].split("@")[0]}
-            for o in d["output"].strip(".").split("...")
-        ]
-        body = {
-            "output": d["output"],
-            "outputs": outs if len(outs) > 1 else outs[0],
-            "inputs": items(d["inputs"], inputs),
-            "state": items(d["state"], state or {}),
-            "changedPropIds": changed or [],
-        }
+        body = callback_body(self.deps, first_output, inputs, state, changed)
         r = self.http.post("/_dash-update-component", json=body)
         assert r.status_code in (200, 204), r.get_data(as_text=True)[:500]
         return r.get_json()["response"] if r.status_code == 200 else {}
