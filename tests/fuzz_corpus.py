@@ -308,7 +308,7 @@ def _truncate(path: Path, rng: random.Random) -> None:
 
 
 def _flip(path: Path, rng: random.Random) -> None:
-    data = bytearray(_read(path))
+    data = bytearray(_read(path)) or bytearray(b"\0")  # an empty file (msprof's msprof_tx) gets a byte
     for _ in range(rng.choice((1, 1, 1, 3))):
         i = rng.randrange(len(data))
         data[i] ^= rng.randrange(1, 256)
@@ -316,7 +316,7 @@ def _flip(path: Path, rng: random.Random) -> None:
 
 
 def _structure(path: Path, rng: random.Random) -> None:
-    data = bytearray(_read(path))
+    data = bytearray(_read(path)) or bytearray(b"\0")
     spots = [i for i, b in enumerate(data) if b in b'{}[],:"\n'] or [0]
     i = rng.choice(spots)
     data[i] = rng.choice(b'{}[],:"\n x')
