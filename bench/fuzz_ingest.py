@@ -35,10 +35,16 @@ def main() -> int:
     show = set(filter(None, args.show.split(",")))
     work = Path(tempfile.mkdtemp(prefix="rankscope-fuzz-"))
     tally = fc.Tally()
+    corpus_errors = 0
     t0 = time.perf_counter()
     try:
         for i, case in enumerate(fc.cases(args.n, args.seed)):
-            o = fc.run_case(case, work, args.bound)
+            try:
+                o = fc.run_case(case, work, args.bound)
+            except Exception as exc:  # noqa: BLE001 - the corpus failed to make the case: said, not counted
+                print(f"corpus error {case.name} {case.target}: {type(exc).__name__}: {exc}", flush=True)
+                corpus_errors += 1
+                continue
             tally.add(o)
             if o.outcome in fc.FORBIDDEN or o.outcome in show:
                 print(f"{o.outcome:12s} {case.name} {case.target}: {o.error or ''} {o.detail[-800:]}", flush=True)
@@ -53,7 +59,8 @@ def main() -> int:
     print()
     print(
         f"{args.n} cases (seed {args.seed}) in {took:.0f} s; slowest case {tally.slowest:.1f} s "
-        f"(bound {args.bound:.0f} s); forbidden outcomes: {len(tally.forbidden)}"
+        f"(bound {args.bound:.0f} s); forbidden outcomes: {len(tally.forbidden)}; cases the corpus could not "
+        f"make: {corpus_errors}"
     )
     return 1 if tally.forbidden else 0
 

@@ -344,7 +344,7 @@ def _rename(path: Path, rng: random.Random) -> Path:
         "x.pt.trace.json",
         *siblings,
     ]
-    new = path.with_name(rng.choice(choices))
+    new = path.with_name(rng.choice([c for c in choices if c != path.name]))
     if new.is_dir():
         new = path.with_name(path.name + ".bak")
     if new.exists():
