@@ -613,3 +613,18 @@ def test_a_mindspore_aicpu_row_without_a_time_is_named(tmp_path: Path) -> None:
     assert prob["status"] == "warning", prob
     want = "2 row(s) skipped, without a start or an end time that is a number (row 2, row 4; e.g. 'abc')"
     assert want in prob["error"], prob
+
+
+def test_a_device_id_no_column_holds_is_said_and_the_run_committed(tmp_path: Path) -> None:
+    """MindSpore's profiler_info with a device id of 26 digits (the fuzz's seed 12 case 0343): the
+    commit of the whole run failed on it (OverflowError out of ingest); the collection is stored
+    with the device id empty and says why."""
+    root = tmp_path / "ms"
+    shutil.copytree(DATA / "mindspore_npu_constructed", root)
+    info = next(root.glob("*/profiler_info_0.json"))
+    info.write_text(info.read_text().replace('"device_id": "0"', '"device_id": "99999999999999999999999999"'))
+    store = Store(tmp_path / "s")
+    ingest(root, store, run="ms", workers=1)
+    rows = store.query("SELECT device_id, missing FROM collections WHERE run = 'ms'")
+    said = [m for ms in rows["missing"] for m in ms if "device id 99999999999999999999999999" in m]
+    assert said and rows["device_id"].isna().any(), rows

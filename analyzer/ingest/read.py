@@ -219,6 +219,16 @@ def _window_sentence(sc: dict[str, Any]) -> str | None:
     return f"the job stopped during the profiling window{reason}{last}: later steps were not captured"
 
 
+def _int32(name: str, v: Any, missing: list[str]) -> Any:
+    """A number of the collection's metadata as its INTEGER column holds it: a value read from a
+    damaged file that no such column holds (1e26 devices) is left empty and said, instead of failing
+    the commit of the whole run."""
+    if isinstance(v, int) and not -(1 << 31) <= v < (1 << 31):
+        missing.append(f"{name} {v} read from the files is no possible value; left empty")
+        return None
+    return v
+
+
 def _collection_row(ctx: ReadContext, writer: FactWriter, rank: int, status: str, now: Any) -> dict[str, Any]:
     plan, meta = ctx.plan, ctx.meta
     missing = list(meta.missing)
@@ -231,6 +241,7 @@ def _collection_row(ctx: ReadContext, writer: FactWriter, rank: int, status: str
     extra = dict(meta.extra)
     if sc:
         extra["sidecar"] = sc
+    world_size = _int32("world size", meta.world_size if meta.world_size is not None else sc.get("world_size"), missing)
     return {
         "collection_id": plan.collection_id,
         "run": plan.run,
@@ -239,9 +250,9 @@ def _collection_row(ctx: ReadContext, writer: FactWriter, rank: int, status: str
         "producer": plan.producer,
         "producer_version": meta.producer_version or sc.get("framework_version"),
         "root_path": plan.rel_root,
-        "world_size": meta.world_size if meta.world_size is not None else sc.get("world_size"),
+        "world_size": world_size,
         "hostname": meta.hostname or sc.get("host"),
-        "device_id": meta.device_id,
+        "device_id": _int32("device id", meta.device_id, missing),
         "level": meta.level,
         "start_ns": writer.start_ns,
         "end_ns": writer.end_ns,
