@@ -193,6 +193,26 @@ def time_problems(
             where = "; ".join(f"{row} {n}: {v}" for n, v in labels) + ("; ..." if len(bad_rows) > 3 else "")
             notes.append(f"{table}: {len(bad_rows)} {row}(s) not stored, {name} {why} ({where})")
         keep = pc.invert(bad) if keep is None else pc.and_(keep, pc.invert(bad))
+    # a metric in long form whose name says it is a time (``*_ns``: a kernel's aiv_total_time_ns) is a
+    # duration like any other: never negative, never 130 years, never inf / NaN
+    if "metric" in data.column_names and "value" in data.column_names:
+        is_time = pc.fill_null(pc.ends_with(data.column("metric"), "_ns"), False)
+        if pc.any(is_time).as_py():
+            v = data.column("value")
+            out = pc.or_(pc.invert(pc.is_finite(v)), pc.or_(pc.less(v, 0), pc.greater_equal(v, float(MAX_TIME_NS))))
+            bad = pc.and_(is_time, pc.fill_null(out, False))
+            if pc.any(bad).as_py():
+                rows = pc.indices_nonzero(bad).to_pylist()
+                vals = pc.filter(v, bad).to_pylist()
+                names = pc.filter(data.column("metric"), bad).to_pylist()
+                labels = [
+                    f"{row} {int(numbers[r]) if numbers is not None else first_row + r + 1}: {m} {x}"
+                    for r, m, x in list(zip(rows, names, vals))[:3]
+                ]
+                where = "; ".join(labels) + ("; ..." if len(rows) > 3 else "")
+                why = "a time metric negative or not a time"
+                notes.append(f"{table}: {len(rows)} {row}(s) not stored, {why} ({where})")
+                keep = pc.invert(bad) if keep is None else pc.and_(keep, pc.invert(bad))
     # an instant and its duration each in range may still end after 2100; checked only when the
     # highest of each could (one min/max per column is the whole cost of a batch that is in range)
     if "ts_ns" in highest and "dur_ns" in highest and highest["ts_ns"] + highest["dur_ns"] >= MAX_TIME_NS:

@@ -628,3 +628,26 @@ def test_a_device_id_no_column_holds_is_said_and_the_run_committed(tmp_path: Pat
     rows = store.query("SELECT device_id, missing FROM collections WHERE run = 'ms'")
     said = [m for ms in rows["missing"] for m in ms if "device id 99999999999999999999999999" in m]
     assert said and rows["device_id"].isna().any(), rows
+
+
+def test_a_time_metric_in_long_form_is_checked_as_a_time() -> None:
+    """kernel_metrics holds times in long form (aiv_total_time_ns): a negative or infinite one was
+    stored as it was (the fuzz's seed 12 case 0726, aiv_time(us) = -5 in kernel_details.csv); it is
+    kept out and named like any other time; other metrics may be anything."""
+    import pyarrow as pa
+
+    from analyzer.units import time_problems
+
+    t = pa.table(
+        {
+            "kernel_id": [1, 2, 3, 4],
+            "metric": ["aiv_total_time_ns", "aic_mac_ratio", "aic_total_time_ns", "aiv_total_time_ns"],
+            "value": [-5000.0, -1.0, float("inf"), 7.0],
+        }
+    )
+    keep, notes = time_problems("kernel_metrics", t)
+    assert keep is not None and keep.to_pylist() == [False, True, False, True]
+    assert notes == [
+        "kernel_metrics: 2 row(s) not stored, a time metric negative or not a time "
+        "(row 1: aiv_total_time_ns -5000.0; row 3: aic_total_time_ns inf)"
+    ]
