@@ -162,7 +162,10 @@ def test_files_that_are_not_what_their_name_says(ingested: tuple[Path, Store, st
 def test_corrupt_and_foreign_sqlite(ingested: tuple[Path, Store, str]) -> None:
     _root, store, _ = ingested
     db5 = f_of(store, 5, "ascend_pytorch_profiler_5.db")
-    assert db5["status"] == "error" and "corrupt SQLite database" in db5["error"]
+    # cut in half: its schema is damaged; what SQLite still finds is read, the damage said in its words
+    assert db5["status"] == "warning", db5
+    assert "the db's schema is damaged (database disk image is malformed)" in db5["error"]
+    assert "TASK: table unreadable (database disk image is malformed); skipped" in db5["error"]
     assert f_of(store, 5, "analysis.db")["status"] == "ok"
     ops = store.query("SELECT * FROM comm_ops WHERE rank = 5").to_dict("records")
     assert len(ops) == 4 and all(o["source"] == "analysis.db" and o["wait_ns"] is not None for o in ops)
