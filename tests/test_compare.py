@@ -30,6 +30,7 @@ from analyzer.analyses.diff import canonical_shapes
 from analyzer.analyses.noise import t_critical, welch
 from analyzer.analyses.rules import RuleError, parse_rule
 from analyzer.analyses.run_metrics import like_pattern, parse_metric
+from analyzer.analyses.verdict import MEMORY_PCT
 from analyzer.analyses.views import query
 from analyzer.cli import main
 from analyzer.errors import AnalyzerError, QueryError
@@ -211,8 +212,14 @@ def test_more_micro_batches_double_the_operator_calls(store: Store, facts: dict[
 def test_a_rerun_changes_nothing_structural(store: Store, facts: dict[str, dict[str, Any]]) -> None:
     d = run_diff(store, "base", "rerun")
     assert finding(d, "unchanged") == "no operator, kernel or collective changed in calls, shapes or bytes"
-    assert facts["rerun"]["peak"] == pytest.approx(facts["base"]["peak"], rel=1e-3)
-    assert finding(d, "memory") is None
+    # the peak is not structural: DDP's reducer frees its gradient buckets when gloo's all-reduce
+    # completes, so under load a rerun's peak differs (seen: 838 292 vs 903 808 bytes, +7.8 %). The
+    # finding follows what the raw traces say, whichever way this run went.
+    b, n = facts["base"]["peak"], facts["rerun"]["peak"]
+    if b == n or abs(n - b) / b * 100 < MEMORY_PCT:
+        assert finding(d, "memory") is None
+    else:
+        assert f"{fmt_bytes(b)} → {fmt_bytes(n)}" in (finding(d, "memory") or "")
     ops = d.operators[d.operators["grouping"] == "name"]
     assert set(ops["status"]) <= {"changed", "same"} and (ops["base_calls"] == ops["new_calls"]).all()
 
