@@ -646,3 +646,15 @@ def test_cluster_grid_places_every_rank_and_draws_slow_links(tmp_path: Path) -> 
     # no layout: the ranks in order, row by row
     cells, x_title, rows = cluster.grid_cells(pd.DataFrame({"rank": [0, 1, 2, 3, 4]}))
     assert "no parallel layout" in x_title and rows == ["0-2", "3-4"]
+
+
+def test_communication_page_shows_group_idle_and_the_producers_communication(client: DashClient) -> None:
+    """Issue 11 §1.6 / §1.9: the groups' idle share (93.4 % of the Level1 sample's elapsed time) and,
+    per rank, the step breakdown's Communication with its definition beside the producer's own."""
+    out = client.call("cm-content.children", {"cm-run.value": "npu", "cm-ranks.value": [], "cm-metric.value": "x"})
+    body = out["cm-content"]["children"]
+    groups = json.dumps(_find(body, "cm-group-table"))
+    assert "idle share" in groups and "93.4%" in groups
+    defs = json.dumps(_find(body, "cm-definition-table"))
+    assert "Communication (producer's)" in defs and "op spans" in defs
+    assert "105.992 ms" in defs and "100.375 ms" in defs  # ours and step_trace_time.csv agree on both ranks

@@ -917,6 +917,35 @@ def last_arrivals(rd: Reader, run: str) -> pd.DataFrame:
 
 
 @run_cached
+def comm_groups(rd: Reader, run: str) -> pd.DataFrame:
+    """Per communication group: members, instances, elapsed split into wait, transit and idle
+    (``analyses.comm_group_totals``)."""
+    return analyses.comm_group_totals(rd.store, run)
+
+
+@run_cached
+def comm_definition(rd: Reader, run: str, ranks: Sequence[int] | None) -> pd.DataFrame:
+    """Per rank: the step breakdown's Communication (mean per step), the definition it follows and
+    the producer's own figure (``analyses.step_breakdown``)."""
+    sb = analyses.step_breakdown(rd.store, run, _ranks_arg(ranks))
+    if sb.empty:
+        return pd.DataFrame(columns=["rank", "definition", "communication_ns", "producer_communication_ns"])
+    return (
+        sb.assign(
+            communication_ns=sb["communication_ns"].astype("float64"),
+            producer_communication_ns=sb["producer_communication_ns"].astype("float64"),
+        )
+        .groupby("rank")
+        .agg(
+            definition=("communication_definition", "first"),
+            communication_ns=("communication_ns", "mean"),
+            producer_communication_ns=("producer_communication_ns", "mean"),
+        )
+        .reset_index()
+    )
+
+
+@run_cached
 def comm_per_rank(rd: Reader, run: str, ranks: Sequence[int] | None) -> pd.DataFrame:
     """Per rank: operations, elapsed, wait, transit, bytes (``analyses.comm_per_rank``)."""
     return analyses.comm_per_rank(rd.store, run, _ranks_arg(ranks))

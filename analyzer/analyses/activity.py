@@ -55,6 +55,9 @@ class StepActivity:
     comm: iv.Intervals = field(default_factory=iv.empty)
     memory: iv.Intervals = field(default_factory=iv.empty)
     receive: iv.Intervals = field(default_factory=iv.empty)
+    # the HCCL *tasks* (the small ops on the ``Plane`` lanes: Memcpy, Reduce_Inline, Notify_Wait ...)
+    # of the step, for producers that define Communication as their union (``step_breakdown``)
+    comm_tasks: iv.Intervals = field(default_factory=iv.empty)
 
     def busy(self) -> iv.Intervals:
         return iv.merge(self.compute, self.comm, self.memory)
@@ -144,6 +147,23 @@ def _device_tasks(con: duckdb.DuckDBPyConnection, run: str) -> pd.DataFrame:
     return con.execute(sql, {"run": run}).df()
 
 
+def _comm_tasks(con: duckdb.DuckDBPyConnection, run: str, ranks: list[int]) -> pd.DataFrame:
+    """HCCL tasks of device ranks: the slices of the communication ``Plane`` lanes (torch_npu
+    trace_view.json / db ``COMMUNICATION_TASK_INFO`` + ``TASK``, msprof); no step of their own."""
+    if not ranks:
+        return pd.DataFrame(columns=["rank", "step", "ts_ns", "end_ns"])
+    return con.execute(
+        """
+        SELECT s.rank, CAST(NULL AS INTEGER) AS step, s.ts_ns, s.ts_ns + s.dur_ns AS end_ns
+        FROM slices s JOIN lanes l ON l.run = s.run AND l.rank = s.rank AND l.collection_id = s.collection_id
+                                  AND l.pid = s.pid AND l.tid = s.tid
+        WHERE s.run = $run AND list_contains($ranks, s.rank) AND s.dur_ns > 0
+          AND l.lane_group = 'communication' AND l.lane ILIKE 'plane %'
+        """,
+        {"run": run, "ranks": ranks},
+    ).df()
+
+
 def _comm_op_ranges(con: duckdb.DuckDBPyConnection, run: str) -> pd.DataFrame:
     return con.execute(
         "SELECT rank, step, name, op_type, ts_ns, ts_ns + dur_ns AS end_ns FROM comm_ops "
@@ -218,6 +238,7 @@ def load(con: duckdb.DuckDBPyConnection, run: str, ranks: list[int] | None = Non
     device_ranks = sorted((set(tasks["rank"]) | no_tasks) & all_ranks)
     host_ranks = sorted(all_ranks - set(device_ranks))
     ops = _host_ops(con, run, host_ranks)
+    hccl_tasks = _comm_tasks(con, run, device_ranks)
     out: dict[int, RankActivity] = {}
     for rank in sorted(all_ranks):
         st = steps[steps["rank"] == rank][["step", "start_ns", "end_ns"]].reset_index(drop=True)
@@ -232,7 +253,13 @@ def load(con: duckdb.DuckDBPyConnection, run: str, ranks: list[int] | None = Non
             if comm.empty:
                 comm = comm_ops[comm_ops["rank"] == rank]
             recv = comm[_is_receive(comm.get("op_type"), comm["name"])] if not comm.empty else comm
-            parts = {"compute": comp, "comm": comm, "memory": mem, "receive": recv}
+            parts = {
+                "compute": comp,
+                "comm": comm,
+                "memory": mem,
+                "receive": recv,
+                "comm_tasks": hccl_tasks[hccl_tasks["rank"] == rank],
+            }
             mode = "device"
         else:
             o = ops[ops["rank"] == rank]

@@ -36,6 +36,8 @@ SUMMARY_COLUMNS = [
     "wait_ns",
     "transit_ns",
     "wait_source",
+    "sync_ns",
+    "idle_ns",
     "bytes",
     "bandwidth_bytes_per_s",
     "n_seen",
@@ -80,7 +82,7 @@ def communication_summary(store: Store, run: str | None = None) -> pd.DataFrame:
     transit = ops["transit_ns"].astype("float64")
     ops["bandwidth_bytes_per_s"] = np.where(transit > 0, ops["bytes"].astype("float64") / transit * 1e9, np.nan)
     out = ops[SUMMARY_COLUMNS].sort_values(["rank", "ts_ns"]).reset_index(drop=True)
-    for c in ("wait_ns", "transit_ns", "bytes", "step", "n_seen", "n_members"):
+    for c in ("wait_ns", "transit_ns", "sync_ns", "idle_ns", "bytes", "step", "n_seen", "n_members"):
         out[c] = out[c].astype("Int64")
     return out
 
@@ -256,6 +258,10 @@ GROUP_COLUMNS = [
     "wait_ns",
     "transit_ns",
     "wait_ratio",
+    "sync_ns",
+    "idle_ns",
+    "idle_ratio",
+    "idle_source",
 ]
 
 
@@ -271,6 +277,9 @@ def comm_group_totals(store: Store, run: str | None = None) -> pd.DataFrame:
     for g, sub in s.groupby("group_name"):
         wait = sub["wait_ns"].sum(min_count=1)
         transit = sub["transit_ns"].sum(min_count=1)
+        idle, idle_source = _idle(sub)
+        elapsed = int(sub["dur_ns"].sum())
+        sync = sub["sync_ns"].sum(min_count=1)
         rows.append(
             {
                 "group_name": g,
@@ -280,15 +289,40 @@ def comm_group_totals(store: Store, run: str | None = None) -> pd.DataFrame:
                 "op_types": sorted(sub["op_type"].unique()),
                 "instances": int(sub["instance"].nunique()),
                 "bytes": int(sub["bytes"].sum()) if sub["bytes"].notna().any() else None,
-                "elapsed_ns": int(sub["dur_ns"].sum()),
+                "elapsed_ns": elapsed,
                 "wait_ns": None if pd.isna(wait) else int(wait),
                 "transit_ns": None if pd.isna(transit) else int(transit),
                 "wait_ratio": (float(wait) / float(wait + transit))
                 if not pd.isna(wait) and not pd.isna(transit) and (wait + transit)
                 else None,
+                "sync_ns": None if pd.isna(sync) else int(sync),
+                "idle_ns": idle,
+                "idle_ratio": (idle / elapsed) if idle is not None and elapsed else None,
+                "idle_source": idle_source,
             }
         )
-    return pd.DataFrame(rows, columns=GROUP_COLUMNS)
+    out = pd.DataFrame(rows, columns=GROUP_COLUMNS)
+    for c in ("sync_ns", "idle_ns"):
+        out[c] = out[c].astype("Int64")
+    return out
+
+
+def _idle(ops: pd.DataFrame) -> tuple[int | None, str | None]:
+    """Idle time of a group's ops (msprof-analyze: Idle = Elapse − Transit − Wait: time inside the
+    op in which the rank neither waits for a peer nor moves data — synchronisation, the tasks'
+    gaps): the producer's own ``Idle Time`` where it wrote one, else elapsed − wait − transit of
+    the ops whose wait and transit the producer measured. Unknown (None) where wait and transit
+    were estimated (Kineto, MindSpore on CPU: wait = elapsed − transit leaves no idle by
+    construction)."""
+    have = ops["wait_source"].eq("producer") & ops["wait_ns"].notna() & ops["transit_ns"].notna()
+    if not have.any():
+        return None, None
+    sub = ops[have]
+    theirs = sub["idle_ns"].notna()
+    computed = (sub["dur_ns"] - sub["wait_ns"] - sub["transit_ns"]).clip(lower=0)
+    idle = int(sub["idle_ns"].where(theirs, computed).sum())
+    source = "producer" if theirs.all() else ("computed" if not theirs.any() else "producer + computed")
+    return idle, source
 
 
 COVERAGE_COLUMNS = ["group_name", "pg_name", "ranks", "ranks_profiled", "profiled"]

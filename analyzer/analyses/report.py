@@ -133,15 +133,26 @@ def _print_steps(report: dict[str, Any], console: Any) -> None:
             "bubble_ns",
         ]
         rows = []
+        theirs = "producer_communication_ns"
+        show_theirs = bool(sb[theirs].notna().any())
         for rank, g in sb.groupby("rank"):
             means = g[cols].astype("float64").mean()
-            rows.append([str(rank), str(len(g)), str(g["mode"].iloc[0]), *[_ms(means[c]) for c in cols]])
+            cells = [_ms(means[c]) for c in cols]
+            if show_theirs:  # the producer's own Communication beside ours
+                at = cols.index("communication_ns") + 1
+                cells.insert(at, _ms(g[theirs].astype("float64").mean()) if g[theirs].notna().any() else "-")
+            rows.append([str(rank), str(len(g)), str(g["mode"].iloc[0]), *cells])
+        heads = [c.removesuffix("_ns") for c in cols]
+        if show_theirs:
+            heads.insert(heads.index("communication") + 1, "producer's comm")
         _table(
             console,
             "Step breakdown (ms, mean over steps; msprof-analyze definitions)",
-            ["rank", "steps", "mode"] + [c.removesuffix("_ns") for c in cols],
+            ["rank", "steps", "mode"] + heads,
             rows,
         )
+        for line in _definition_notes(sb):
+            _say(console, line)
         for mode, text in (
             (
                 "producer",
@@ -185,6 +196,51 @@ def _print_steps(report: dict[str, Any], console: Any) -> None:
         _say(
             console, f"temporal breakdown: rank(s) {', '.join(map(str, left))} left out (no device task in their files)"
         )
+
+
+_DEFINITIONS = {
+    "op spans": "Communication = union of the communication op spans (HCCL ops / NCCL kernels)",
+    "task union": "Communication = union of the HCCL tasks (the Plane lanes), as the producer's own step rows "
+    "define it",
+    "host ranges": "Communication = union of the communication calls' ranges on the host (CPU-only rank)",
+}
+
+
+def _definition_notes(sb: pd.DataFrame) -> list[str]:
+    """One sentence per communication definition used: its ranks, and how far the producer's own
+    Communication is from ours where the producer wrote one."""
+    out = []
+    for d, g in sb.groupby("communication_definition"):
+        if d not in _DEFINITIONS:
+            continue
+        ranks = sorted({int(r) for r in g["rank"]})
+        both = g[g["producer_communication_ns"].notna() & g["communication_ns"].notna()]
+        vs = ""
+        if not both.empty:
+            theirs = both["producer_communication_ns"].astype("float64")
+            diff = (both["communication_ns"].astype("float64") - theirs).abs() / theirs.clip(lower=1)
+            vs = f"; ours vs the producer's: largest difference {diff.max():.3%}"
+        out.append(f"step breakdown, rank(s) {', '.join(map(str, ranks))}, {d}: {_DEFINITIONS[d]}{vs}")
+    return out
+
+
+_NO_LINKS = {
+    "kineto": "Kineto collectives have no per-link data",
+    "mindspore": "MindSpore writes per-link data (communication_matrix.json) only for Ascend runs at Level1 or above",
+    "torch_npu_text": "torch_npu writes communication_matrix.json only at Level1 or above",
+    "torch_npu_db": "torch_npu writes the link tables only at Level1 or above",
+    "msprof": "msprof writes per-link data only with --analyze and the communication_matrix rule",
+}
+
+
+def _no_links_reason(report: dict[str, Any]) -> str:
+    """Why a run has no communication matrix, in its producers' terms."""
+    rm = report.get("run_metrics")
+    producers = list(rm["producers"].iloc[0]) if rm is not None and not rm.empty else []
+    said = [_NO_LINKS[k] for k in dict.fromkeys(producers) if k in _NO_LINKS]
+    return "; ".join(said or ["the producer recorded no per-link data"]) + (
+        "; point-to-point pairs appear when they can be matched"
+    )
 
 
 def _steps_text(steps: Any) -> str:
@@ -232,15 +288,29 @@ def _print_communication(report: dict[str, Any], console: Any) -> None:
                 _ms(r.wait_ns),
                 _ms(r.transit_ns),
                 "-" if r.wait_ratio is None or pd.isna(r.wait_ratio) else f"{r.wait_ratio:.1%}",
+                _ms(r.idle_ns),
+                "-" if r.idle_ratio is None or pd.isna(r.idle_ratio) else f"{r.idle_ratio:.1%}",
             ]
             for r in cg.itertuples()
         ]
         _table(
             console,
             "Communication groups (ms, summed over ranks)",
-            ["group", "role", "ranks", "ops", "instances", "elapsed", "wait", "transit", "wait ratio"],
+            ["group", "role", "ranks", "ops", "instances", "elapsed", "wait", "transit", "wait ratio"]
+            + ["idle", "idle %"],
             rows,
         )
+        idle = cg[cg["idle_ratio"].notna()]
+        if not idle.empty:
+            top = idle.sort_values("idle_ratio", ascending=False).iloc[0]
+            _say(
+                console,
+                "communication groups: idle = elapsed − wait − transit (msprof-analyze's Idle Time: inside the op, "
+                "neither waiting for a peer nor moving data — synchronisation, gaps between its tasks; "
+                f"{'as the producer wrote it' if top['idle_source'] == 'producer' else 'from wait and transit'}); "
+                "largest in group "
+                f"{top['group_name']}: {top['idle_ratio']:.1%} of its elapsed time",
+            )
     cov = report.get("group_coverage")
     for note in _coverage_notes(cov) if cov is not None else []:
         _say(console, note)
@@ -319,11 +389,7 @@ def _print_communication(report: dict[str, Any], console: Any) -> None:
     mx = report.get("comm_matrix")
     if mx is not None:
         if mx.empty:
-            _say(
-                console,
-                "communication matrix: no links recorded (Kineto collectives have no per-link data; "
-                "point-to-point pairs appear when they can be matched)",
-            )
+            _say(console, f"communication matrix: no links recorded ({_no_links_reason(report)})")
         else:
             m = mx.sort_values("bytes", ascending=False, na_position="last")
             rows = [

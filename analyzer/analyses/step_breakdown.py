@@ -26,6 +26,19 @@ files copied, a big ``kernel_details.csv`` dropped) cannot have its Computing or
 events: its rows are the producer's own (``step_trace``, ``mode`` = ``producer``; ``step_ns`` = the
 host step when known, else Preparing + Stage + Bubble), and without a producer row its device columns
 are NULL (``mode`` = ``no tasks``) — never a zero that reads as an idle device.
+
+**Which communication.** Producer versions differ on what Communication is: the torch_npu
+versions whose parser we read (``TraceStepTimeDbParser``, 2024 and 2025; the text export's
+``Overlap Analysis``) take the union of the HCCL *op* spans (``COMMUNICATION_OP``, the
+``Group N Communication`` lane); other torch_npu db exports take the union of the HCCL *tasks*
+(``COMMUNICATION_TASK_INFO`` + ``TASK``, the ``Plane`` lanes), a few % shorter: the gaps between
+an op's tasks are not counted. Nothing in an export names its definition and no version number
+tells it, so the producer's own row decides: where a rank has both the tasks and the producer's
+``step_trace`` rows, the definition whose Communication is the closer to the producer's, summed
+over the rank's steps, is used for every column of that rank (``communication_definition``:
+``op spans`` | ``task union``); without the producer's rows, op spans (``host ranges`` on CPU
+ranks). The producer's own Communication is kept beside ours (``producer_communication_ns``),
+and the task union whenever the export has the tasks (``communication_tasks_ns``).
 """
 
 from __future__ import annotations
@@ -57,16 +70,32 @@ COLUMNS = [
     "host_start_ns",
     "host_end_ns",
     "mode",
+    "communication_definition",
+    "communication_tasks_ns",
+    "producer_communication_ns",
 ]
 
 _INT_COLS = [c for c in COLUMNS if c.endswith("_ns")]
 
 
+OP_SPANS, TASK_UNION, HOST_RANGES = "op spans", "task union", "host ranges"
+
+
 def breakdown_row(
-    rank: int, step: int | None, sa: activity.StepActivity, host: tuple[int, int] | None, mode: str
+    rank: int,
+    step: int | None,
+    sa: activity.StepActivity,
+    host: tuple[int, int] | None,
+    mode: str,
+    definition: str | None = None,
 ) -> dict:
-    """The breakdown of one (rank, step) from its interval sets."""
+    """The breakdown of one (rank, step) from its interval sets; ``definition`` = ``task union``
+    takes the step's HCCL tasks as its communication (see the module doc)."""
     comp, comm, mem = sa.compute, sa.comm, sa.memory
+    receive = sa.receive
+    if definition == TASK_UNION:
+        comm = sa.comm_tasks
+        receive = iv.intersect(receive, comm)
     computing = iv.total(comp)
     communication = iv.total(comm)
     overlapped = iv.total(iv.intersect(comp, comm))
@@ -76,7 +105,7 @@ def breakdown_row(
     sp = iv.span(busy)
     device_span = (sp[1] - sp[0]) if sp else 0
     free = device_span - iv.total(busy)
-    bubble = iv.total(sa.receive)
+    bubble = iv.total(receive)
     comm_no = communication - overlapped
     if host is not None:
         step_ns = host[1] - host[0]
@@ -103,6 +132,9 @@ def breakdown_row(
         "host_start_ns": host[0] if host else None,
         "host_end_ns": host[1] if host else None,
         "mode": mode,
+        "communication_definition": definition or (HOST_RANGES if mode == "host" else OP_SPANS),
+        "communication_tasks_ns": iv.total(sa.comm_tasks) if sa.comm_tasks[0].size else None,
+        "producer_communication_ns": None,
     }
 
 
@@ -126,17 +158,39 @@ def step_breakdown(store: Store, run: str | None = None, ranks: list[int] | None
     ``run`` defaults to the most recently ingested run; ``ranks`` restricts the ranks read.
     """
     acts = activity.run_activity(store, run, ranks)
-    missing = [r for r, ra in acts.items() if ra.no_tasks]
-    producer = _producer_rows(store, str(run), missing) if missing else pd.DataFrame()
+    producer = _producer_rows(store, str(run), list(acts)) if acts else pd.DataFrame()
+    theirs = {
+        (int(r["rank"]), None if pd.isna(r["step"]) else int(r["step"])): int(r["communication_ns"])
+        for r in producer.to_dict("records")
+        if not pd.isna(r["communication_ns"])
+    }
     rows: list[dict] = []
     for rank, ra in acts.items():
         host = {int(r.step): (int(r.start_ns), int(r.end_ns)) for r in ra.steps.itertuples()}
         if ra.no_tasks:
             rows += _rows_without_tasks(rank, ra, host, producer)
             continue
+        definition = _definition(rank, ra, theirs) if ra.mode == "device" else None
         for step, sa in ra.by_step.items():
-            rows.append(breakdown_row(rank, step, sa, host.get(step) if step is not None else None, ra.mode))
+            row = breakdown_row(rank, step, sa, host.get(step) if step is not None else None, ra.mode, definition)
+            row["producer_communication_ns"] = theirs.get((rank, step))
+            rows.append(row)
     return frame(rows)
+
+
+def _definition(rank: int, ra: activity.RankActivity, theirs: dict[tuple[int, int | None], int]) -> str:
+    """``task union`` when the rank's HCCL tasks give a Communication closer to the producer's own
+    than the op spans do, summed over its steps with a producer row; else ``op spans``."""
+    by_ops = by_tasks = 0
+    seen = False
+    for step, sa in ra.by_step.items():
+        p = theirs.get((rank, step))
+        if p is None or not sa.comm_tasks[0].size:
+            continue
+        seen = True
+        by_ops += abs(iv.total(sa.comm) - p)
+        by_tasks += abs(iv.total(sa.comm_tasks) - p)
+    return TASK_UNION if seen and by_tasks < by_ops else OP_SPANS
 
 
 _PRODUCER_COLS = [
@@ -184,6 +238,8 @@ def _rows_without_tasks(
                     "host_start_ns": h[0] if h else None,
                     "host_end_ns": h[1] if h else None,
                     "mode": "producer",
+                    "communication_definition": "producer",
+                    "producer_communication_ns": vals["communication_ns"],
                 }
             )
         return out

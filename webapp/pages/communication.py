@@ -207,8 +207,8 @@ def per_rank(df: pd.DataFrame, votes: pd.DataFrame) -> list[Any]:
         else:
             note = (
                 "Wait and transit estimated the way msprof-analyze does when the producer gives only elapsed times "
-                "(Kineto): per collective, transit = the shortest elapsed time among its ranks, wait = the rest. "
-                "Long waits point at a slow peer."
+                "(Kineto, MindSpore on CPU): per collective, transit = the shortest elapsed time among its ranks, "
+                "wait = the rest. Long waits point at a slow peer."
             )
     else:
         fig.add_bar(
@@ -600,6 +600,66 @@ def blame_panel(b: pd.DataFrame, run: str, instance: str | None) -> html.Div:
     return html.Div(kids)
 
 
+def groups(df: pd.DataFrame, defs: pd.DataFrame) -> list[Any]:
+    """Per group: elapsed split into wait, transit and idle (the part of the ops in which the rank
+    neither waits for a peer nor moves data); per rank: which Communication the step breakdown
+    counts, beside the producer's own figure."""
+    kids: list[Any] = [html.H2("Communication groups")]
+    if df.empty:
+        kids.append(ui.message("No communication group with matched operations in this run.", "info"))
+    else:
+        rows = [
+            [
+                str(r["group_name"]),
+                r["pg_name"] if isinstance(r["pg_name"], str) else "-",
+                ", ".join(str(x) for x in r["ranks"]),
+                fmt_int(r["instances"]),
+                fmt_ns(r["elapsed_ns"]),
+                fmt_ns(r["wait_ns"]),
+                fmt_ns(r["transit_ns"]),
+                fmt_ns(r["idle_ns"]),
+                "-" if r["idle_ratio"] is None or pd.isna(r["idle_ratio"]) else f"{r['idle_ratio']:.1%}",
+            ]
+            for r in df.to_dict("records")
+        ]
+        kids += [
+            ui.table(
+                ["group", "role", "ranks", "instances", "elapsed", "wait", "transit", "idle", "idle share"],
+                rows,
+                id_=f"{P}-group-table",
+            ),
+            html.P(
+                "Summed over the group's ranks. Idle = elapsed − wait − transit (msprof-analyze's Idle Time: "
+                "inside the operation, neither waiting for a peer nor moving data — synchronisation and the "
+                "gaps between its tasks); the producer's own figure where it wrote one.",
+                className="note",
+            ),
+        ]
+    if not defs.empty and defs["producer_communication_ns"].notna().any():
+        rows = [
+            [
+                int(r["rank"]),
+                str(r["definition"]),
+                fmt_ns(r["communication_ns"]),
+                fmt_ns(r["producer_communication_ns"]),
+            ]
+            for r in defs.to_dict("records")
+        ]
+        kids += [
+            ui.table(
+                ["rank", "definition", "Communication (ours)", "Communication (producer's)"],
+                rows,
+                id_=f"{P}-definition-table",
+            ),
+            html.P(
+                "The step breakdown's Communication, mean per step: union of the op spans, or of the HCCL "
+                "tasks where the producer's own step rows count those (docs/analyses.md §1).",
+                className="note",
+            ),
+        ]
+    return kids
+
+
 def render(rd: Reader, run: str, ranks: Sequence[int], metric: str) -> list[Any]:
     return [
         html.Div(
@@ -609,5 +669,6 @@ def render(rd: Reader, run: str, ranks: Sequence[int], metric: str) -> list[Any]
             ],
             className="row2 eq",
         ),
+        html.Div(groups(data.comm_groups(rd, run), data.comm_definition(rd, run, ranks)), className="card"),
         html.Div(matrix(data.comm_matrix(rd, run, ranks), metric), className="card"),
     ]
