@@ -17,7 +17,6 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import pytest
 from click.testing import CliRunner
 
@@ -122,14 +121,13 @@ def test_straggler_named_alone_with_its_cause_and_cost(jobs, world, mode):
     assert len(late_steps) >= len(steps) - 2
     cs = critical_steps(store, run).set_index("step")
     crit = cs["critical_rank"].reindex(sorted(late_steps))
-    # no other rank is ever named; on a loaded machine one step may name nobody (seen once in a
-    # clean-clone run at load ~20 on 2 cores, 'input' at 2 ranks: the step's gain fell under its floor)
-    undecided = [s for s, r in crit.items() if pd.isna(r)]
-    assert all(r == slow for r in crit.dropna()), crit.to_dict()
-    assert len(undecided) <= 1, crit.to_dict()
+    # every one names the slow rank, on a loaded machine too: arrival is the rank's call of the
+    # collective, not the start of gloo's worker thread (that came up to 35 ms later at load ~20 and
+    # once cut a step's gain under its floor, so the step named nobody)
+    assert crit.notna().all() and (crit == slow).all(), crit.to_dict()
     bc = blame_chains(store, run)
     mine = bc[bc["last_rank"] == slow]
-    assert late_steps - set(undecided) <= set(mine["step"])
+    assert late_steps <= set(mine["step"])
     assert (mine["cause"] == CAUSE[mode]).mean() >= 0.75
     first = mine.iloc[0]
     assert first["chain"][0]["rank"] == slow

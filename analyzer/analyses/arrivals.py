@@ -5,7 +5,8 @@ which needs four members; the arrival order, read here, exists in every group of
 every collective instance matched across its members (``collectives``), with every member's clock
 corrected (``clock_alignment``; ranks that cannot be aligned are left out):
 
-- each member's **entry** = its start on the reference clock, less the time the rank spent outside
+- each member's **entry** = when it called the collective (its dispatcher call, for a range recorded
+  by a worker thread; else the op's start) on the reference clock, less the time the rank spent outside
   its profiled steps since its previous collective of the group (a profiler writing one trace per
   step stops the rank for tens of ms between steps: that is the profiler's doing, not the job's);
 - **lateness** = entry − the earliest entry; the member with the latest entry **arrived last**, by
@@ -50,6 +51,7 @@ ARRIVAL_COLUMNS = [
     "rank",
     "n_members",
     "ts_ns",
+    "call_ns",
     "end_ns",
     "entry_ns",
     "untraced_ns",
@@ -121,15 +123,20 @@ def arrival_table(
         ]
         a.loc[first, "prev_end_ns"] = pd.array(starts, dtype="Int64")
     off = a["rank"].map(lambda r: int(offsets[int(r)])).astype("int64")
+    # the rank arrives when it calls the collective (``collectives.with_call_times``: a gloo range
+    # starts when the worker thread picks the work up, up to tens of ms later on a loaded machine)
+    called = a["call_ns"].astype("Int64") if "call_ns" in a else pd.Series(pd.NA, index=a.index, dtype="Int64")
+    a["call_ns"] = called
+    start = called.fillna(a["ts_ns"].astype("int64")).astype("int64")
     untraced = []
-    for r, ts, pe in zip(a["rank"], a["ts_ns"], a["prev_end_ns"]):
+    for r, ts, pe in zip(a["rank"], start, a["prev_end_ns"]):
         sets = step_sets.get(int(r))
         if sets is None or pd.isna(pe) or int(pe) >= int(ts):
             untraced.append(0)
             continue
         untraced.append(iv.total(iv.gaps(sets, int(pe), int(ts))))
     a["untraced_ns"] = np.asarray(untraced, dtype=np.int64)
-    raw_entry = a["ts_ns"].astype("int64") - off
+    raw_entry = start - off
     a["entry_ns"] = raw_entry - a["untraced_ns"]
     g = a.groupby("instance")
     a["lateness_ns"] = a["entry_ns"] - g["entry_ns"].transform("min")

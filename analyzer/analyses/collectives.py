@@ -30,6 +30,8 @@ import numpy as np
 import pandas as pd
 
 from ..store import Store
+from ..vocabulary import normalize_op_type
+from .activity import step_of
 from .cache import per_run
 
 DEFAULT_TOLERANCE_NS = 200_000  # slack on "all members' intervals overlap" (clock error allowance)
@@ -48,7 +50,8 @@ def load_ops(con: duckdb.DuckDBPyConnection, run: str) -> pd.DataFrame:
           FROM slices s
           WHERE s.run = $run AND s.category = 'user_annotation'
             AND s.collection_id IN (SELECT DISTINCT collection_id FROM c WHERE source = 'kineto:annotation'))
-        SELECT c.rank, c.step, c.name, c.op_type, c.group_name, c.group_ranks, coalesce(c.is_p2p, false) AS is_p2p,
+        SELECT c.rank, c.collection_id, c.step, c.name, c.op_type, c.group_name, c.group_ranks,
+               coalesce(c.is_p2p, false) AS is_p2p,
                c.ts_ns, c.dur_ns, c.ts_ns + c.dur_ns AS end_ns, c.wait_ns, c.transit_ns, c.sync_ns, c.idle_ns,
                c.bytes, c.alg_type, c.source, lane.tid AS lane
         FROM c LEFT JOIN lane ON lane.rank = c.rank AND lane.collection_id = c.collection_id
@@ -58,7 +61,83 @@ def load_ops(con: duckdb.DuckDBPyConnection, run: str) -> pd.DataFrame:
         {"run": run},
     ).df()
     df["op_type"] = df["op_type"].fillna("other")
-    return df.reset_index(drop=True)
+    return with_call_times(con, run, df.reset_index(drop=True))
+
+
+def with_call_times(con: duckdb.DuckDBPyConnection, run: str, ops: pd.DataFrame) -> pd.DataFrame:
+    """Add ``call_ns``: when the rank *called* each collective, where the trace records the range on
+    another thread than the call; and put the op in the step of its call.
+
+    A Kineto ``gloo:*`` range is recorded by the process group's worker thread (``pt_gloo_runloop``)
+    when that thread picks the work up, not when the training thread calls it: on a loaded machine
+    the worker starts up to 35 ms after the call (measured on the 2-rank straggler jobs at load ~20),
+    and an asynchronous collective called at the end of step k may start after step k ended. Both
+    make arrival order and step depend on the scheduler. The call is the dispatcher op on the
+    calling thread (``c10d::allreduce_`` ...): per (rank, collection, op type), the n-th call is the
+    n-th range (a process group runs its work in the order called), checked: every call precedes its
+    range (a call or range cut off at the profiling window's edge is dropped first). Where the calls
+    cannot be paired so, ``call_ns`` is NULL and the range's own start stands. The op's step becomes
+    the ProfilerStep holding its call."""
+    ops = ops.copy()
+    ops["call_ns"] = pd.array([None] * len(ops), dtype="Int64")
+    # gloo runs the work on its own threads; nccl:* ranges are on the calling thread already
+    ann = ops["source"].eq("kineto:annotation") & ops["name"].astype(str).str.startswith("gloo:")
+    if not ann.any():
+        return ops
+    calls = con.execute(
+        """
+        SELECT o.rank, o.collection_id, o.name, o.ts_ns FROM operators o
+        WHERE o.run = $run AND o.name LIKE 'c10d::%' AND o.ts_ns IS NOT NULL
+          AND o.collection_id IN (SELECT DISTINCT collection_id FROM comm_ops
+                                  WHERE run = $run AND source = 'kineto:annotation')
+        ORDER BY o.rank, o.ts_ns
+        """,
+        {"run": run},
+    ).df()
+    if calls.empty:
+        return ops
+    calls["op_type"] = calls["name"].map(normalize_op_type)
+    keys = ["rank", "collection_id", "op_type"]
+    by_key = {k: g["ts_ns"].to_numpy(np.int64) for k, g in calls.groupby(keys)}
+    sub = ops.loc[ann].sort_values("ts_ns", kind="stable")
+    for k, g in sub.groupby(keys):
+        c = by_key.get(k if isinstance(k, tuple) else (k,))
+        if c is None:
+            continue
+        paired = _pair_calls(c, g["ts_ns"].to_numpy(np.int64))
+        if paired is not None:
+            ops.loc[g.index, "call_ns"] = pd.array(paired, dtype="Int64")
+    have = ops["call_ns"].notna()
+    if have.any():
+        steps = con.execute(
+            "SELECT rank, step, min(start_ns) AS start_ns, max(end_ns) AS end_ns FROM steps "
+            "WHERE run = ? AND step IS NOT NULL AND source = 'ProfilerStep' GROUP BY rank, step",
+            [run],
+        ).df()
+        ops["step"] = ops["step"].astype("Int64")
+        for rank, idx in ops[have].groupby("rank").groups.items():
+            mine = steps[steps["rank"] == rank]
+            if mine.empty:
+                continue
+            st = step_of(mine, ops.loc[idx, "call_ns"])
+            ops.loc[idx, "step"] = st.where(st.notna(), ops.loc[idx, "step"])
+    return ops
+
+
+def _pair_calls(calls: np.ndarray, starts: np.ndarray) -> list[int | None] | None:
+    """The call of each range (both sorted), in order: ranges at the window's start whose call fell
+    before it have none, calls at its end (or start) whose range the window missed are dropped. None
+    when no such pairing puts every call at or before its range's start."""
+    n, m = len(calls), len(starts)
+    if n >= m:
+        for d in dict.fromkeys((0, n - m)):  # calls cut off at the end, else at the start
+            c = calls[d : d + m]
+            if (c <= starts).all():
+                return [int(x) for x in c]
+        return None
+    if (calls <= starts[m - n :]).all():
+        return [None] * (m - n) + [int(x) for x in calls]
+    return None
 
 
 def load_groups(con: duckdb.DuckDBPyConnection, run: str) -> pd.DataFrame:
