@@ -71,3 +71,8 @@ def test_mindspore_run_is_told_in_its_own_words(tmp_path: Path) -> None:
     text = " ".join(res.output.split())
     assert "kineto" not in text.lower(), text
     assert "communication matrix: no links recorded (MindSpore writes per-link data" in text
+    # no step markers (no collector sidecar): 0 steps, as `summary` says, not 1
+    assert "0 (whole trace)" in text and "over 1 step" not in text
+    assert "over the whole trace (no step markers)" in text
+    summary = CliRunner().invoke(main, ["summary", "--run", "ms", "--json", "--store", str(store)])
+    assert {r["steps"] or 0 for r in json.loads(summary.output)["ranks"]} == {0}

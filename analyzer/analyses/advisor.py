@@ -343,6 +343,14 @@ def _gap_rules(store: Store, run: str, sb: pd.DataFrame) -> list[dict]:
     step_ns = sb.groupby("rank")["step_ns"].sum()
     free_ns = sb.groupby("rank")["free_ns"].sum()
     n_steps = sb.groupby("rank")["step_ns"].size()
+    with_ids = sb.groupby("rank")["step"].count()  # rows with a step id (0: the whole trace, no markers)
+
+    def over(rank: int, mean: bool) -> str:
+        if not with_ids.get(rank, 0):
+            return "over the whole trace (no step markers)"
+        n = int(n_steps[rank])
+        return f"{'mean over' if mean else 'over'} {n} step{'s' if n != 1 else ''}"
+
     gaps_by_rank: dict[int, list[dict]] = {}
     for rank, ra in acts.items():
         nm = names[names["rank"] == rank]
@@ -383,7 +391,7 @@ def _gap_rules(store: Store, run: str, sb: pd.DataFrame) -> list[dict]:
                 f"Rank {rank} is idle {_pct(share)} of the step",
                 f"Free (no task on {where}) is {_ms(free_ns[rank] / n_steps[rank])} of "
                 f"{_ms(step_ns[rank] / n_steps[rank])} "
-                f"step time on rank {rank} (mean over {n_steps[rank]} step{'s' if n_steps[rank] != 1 else ''}; "
+                f"step time on rank {rank} ({over(rank, True)}; "
                 f"{_pct(share)}, threshold {FREE_THRESHOLD:.0%}); "
                 + (
                     "the figures are the producer's own (step_trace_time.csv): this rank's files hold no device "
@@ -429,7 +437,7 @@ def _gap_rules(store: Store, run: str, sb: pd.DataFrame) -> list[dict]:
                         "host_bound",
                         "high" if share > 0.3 else "medium",
                         f"Rank {rank} is host-bound",
-                        f"on rank {rank} the device waited {_ms(total)} over {n_steps[rank]} step(s) "
+                        f"on rank {rank} the device waited {_ms(total)} {over(rank, False)} "
                         f"({_pct(share)} of the step time, threshold {HOST_BOUND_THRESHOLD:.0%}) in {len(bound)} "
                         f"idle gaps for tasks the host launched only after the "
                         f"device had gone idle: speed up dispatch (fewer, fused ops; graph mode; CPU binding).",

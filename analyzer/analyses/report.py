@@ -141,7 +141,8 @@ def _print_steps(report: dict[str, Any], console: Any) -> None:
             if show_theirs:  # the producer's own Communication beside ours
                 at = cols.index("communication_ns") + 1
                 cells.insert(at, _ms(g[theirs].astype("float64").mean()) if g[theirs].notna().any() else "-")
-            rows.append([str(rank), str(len(g)), str(g["mode"].iloc[0]), *cells])
+            n_ids = int(g["step"].notna().sum())  # as `summary` counts: steps with an id
+            rows.append([str(rank), str(n_ids) if n_ids else "0 (whole trace)", str(g["mode"].iloc[0]), *cells])
         heads = [c.removesuffix("_ns") for c in cols]
         if show_theirs:
             heads.insert(heads.index("communication") + 1, "producer's comm")
