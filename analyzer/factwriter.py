@@ -299,7 +299,9 @@ class FactWriter:
         notes: list[str] = []
         tbl = conform(table, data, key, notes)
         counted = (table, self.numbering)
-        keep, bad_times = time_problems(table, tbl, self._offered.get(counted, 0))
+        # aggregates are computed from usable rows (``ingest.aggregate``): a difference may be negative
+        aggregate = table in schema.AGGREGATES
+        keep, bad_times = (None, []) if aggregate else time_problems(table, tbl, self._offered.get(counted, 0))
         self._offered[counted] = self._offered.get(counted, 0) + tbl.num_rows
         self.problems += [(None, n) for n in notes]
         if keep is not None:

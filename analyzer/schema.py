@@ -536,6 +536,159 @@ FACT_TABLES: tuple[Table, ...] = (
     ),
 )
 
+# ---------------------------------------------------------------------------------------------
+# Aggregate tables (Parquet): built at ingest, in the worker that read the collection, from the
+# collection's facts (``analyzer.ingest.aggregate``); one file per (table, collection), listed in
+# fact_files like the facts, so a re-read collection gets its aggregates anew with its facts.
+# ---------------------------------------------------------------------------------------------
+
+# zoom levels of the occupancy pyramid (``agg_lane_occupancy``): a bucket of level z is 2^z ns
+# (262 us, 4.2 ms, 67 ms); any coarser level is a sum of buckets of the finest level below it
+TILE_LEVELS = (18, 22, 26)
+# a slice kept in ``agg_lane_slices`` spans at least this many buckets of the finest level (the
+# timeline draws a slice with its name from 3 buckets on: the slices a zoomed-out view draws)
+LONG_SLICE_BUCKETS = 3
+# memory curves: at most this many buckets per (component, device) of a collection
+MEMORY_BUCKETS = 2048
+
+AGGREGATE_TABLES: tuple[Table, ...] = (
+    Table(
+        "agg_step_breakdown",
+        "The step time breakdown per (rank, step) of each collection (analyses.step_breakdown's columns and "
+        "definitions), computed at ingest from the collection's facts. A rank with one collection has exactly the "
+        "rows the analysis gives; a rank with several is recomputed from the facts (its intervals may span them).",
+        FACT_KEY
+        + (
+            _c("step", "INTEGER", "Step id (NULL: a rank without steps, the whole collection)."),
+            _c("step_ns", "BIGINT", "Host step duration, else the device busy span."),
+            _c("computing_ns", "BIGINT", "Computing: union of compute intervals."),
+            _c("comm_not_overlapped_ns", "BIGINT", "Communication(Not Overlapped)."),
+            _c("overlapped_ns", "BIGINT", "Overlapped: computing and communicating at once."),
+            _c("communication_ns", "BIGINT", "Communication: union of communication intervals."),
+            _c("free_ns", "BIGINT", "Free: idle gaps inside the busy span."),
+            _c("preparing_ns", "BIGINT", "Preparing: host step start to first busy instant."),
+            _c("stage_ns", "BIGINT", "Stage: busy span minus bubble."),
+            _c("bubble_ns", "BIGINT", "Bubble: union of receive intervals."),
+            _c("comm_not_overlapped_excl_receive_ns", "BIGINT", "Communication(Not Overlapped) minus bubble."),
+            _c("memory_not_overlapped_ns", "BIGINT", "Memory copies outside computing and communication."),
+            _c("device_start_ns", "BIGINT", "First busy instant of the step."),
+            _c("device_end_ns", "BIGINT", "Last busy instant of the step."),
+            _c("host_start_ns", "BIGINT", "Host step start."),
+            _c("host_end_ns", "BIGINT", "Host step end."),
+            _c("mode", "VARCHAR", "device | host | producer | no tasks (analyses.step_breakdown)."),
+            _c("communication_definition", "VARCHAR", "How Communication was measured (analyses.step_breakdown)."),
+            _c("communication_tasks_ns", "BIGINT", "Union of the communication tasks, when the export has them."),
+            _c("producer_communication_ns", "BIGINT", "The producer's own Communication, when it wrote one."),
+        ),
+    ),
+    Table(
+        "agg_operator_stats",
+        "Framework operators per (rank, name, input shapes) of each collection: calls, total, self, min, max and "
+        "when the slowest started (ProfilerStep ranges and Python call-stack frames left out, as the Operators page).",
+        FACT_KEY
+        + (
+            _c("name", "VARCHAR", "Operator name."),
+            _c("input_shapes", "VARCHAR", "Input shapes as written (NULL when not recorded)."),
+            _c("count", "BIGINT", "Calls."),
+            _c("total_ns", "BIGINT", "Sum of inclusive durations."),
+            _c("self_ns", "BIGINT", "Sum of self durations."),
+            _c("min_ns", "BIGINT", "Shortest call."),
+            _c("max_ns", "BIGINT", "Longest call."),
+            _c("slowest_ts_ns", "BIGINT", "Start of the longest call."),
+        ),
+    ),
+    Table(
+        "agg_kernel_stats",
+        "Device tasks per (rank, name, op type, core type, input shapes) of each collection: calls, total, min, "
+        "max and when the slowest started.",
+        FACT_KEY
+        + (
+            _c("name", "VARCHAR", "Kernel / task name."),
+            _c("op_type", "VARCHAR", "Operator type when reported."),
+            _c("core_type", "VARCHAR", "Core / task type."),
+            _c("input_shapes", "VARCHAR", "Input shapes as written."),
+            _c("is_communication", "BOOLEAN", "Communication tasks."),
+            _c("count", "BIGINT", "Tasks."),
+            _c("total_ns", "BIGINT", "Sum of durations."),
+            _c("min_ns", "BIGINT", "Shortest task."),
+            _c("max_ns", "BIGINT", "Longest task."),
+            _c("slowest_ts_ns", "BIGINT", "Start of the longest task."),
+        ),
+    ),
+    Table(
+        "agg_comm",
+        "Communication per (rank, group, collective type) of each collection: operations, elapsed, wait, "
+        "transit and bytes (sums over comm_ops; NULL parts stay out of the sums).",
+        FACT_KEY
+        + (
+            _c("group_name", "VARCHAR", "Communication group key."),
+            _c("op_type", "VARCHAR", "Normalised operation type (allreduce, send, ...)."),
+            _c("is_p2p", "BOOLEAN", "Point-to-point operations."),
+            _c("count", "BIGINT", "Operations."),
+            _c("dur_ns", "BIGINT", "Sum of elapsed times."),
+            _c("max_ns", "BIGINT", "Longest operation."),
+            _c("wait_ns", "BIGINT", "Sum of wait times (when known)."),
+            _c("transit_ns", "BIGINT", "Sum of transit times (when known)."),
+            _c("bytes", "BIGINT", "Sum of message sizes (when known)."),
+        ),
+    ),
+    Table(
+        "agg_memory_curve",
+        "Memory counters per (rank, component, device) of each collection, downsampled to at most "
+        "MEMORY_BUCKETS equal buckets over the collection's samples; each bucket keeps its maximum (the peak "
+        "survives, at its own time), its minimum allocated and its last sample.",
+        FACT_KEY
+        + (
+            _c("component", "VARCHAR", "As memory_samples.component."),
+            _c("device", "VARCHAR", "As memory_samples.device."),
+            _c("bucket_ns", "BIGINT", "Bucket width (ns)."),
+            _c("start_ns", "BIGINT", "Bucket start (ns)."),
+            _c("peak_ts_ns", "BIGINT", "Time of the bucket's largest allocated sample."),
+            _c("allocated_bytes", "BIGINT", "Largest allocated in the bucket."),
+            _c("min_allocated_bytes", "BIGINT", "Smallest allocated in the bucket."),
+            _c("reserved_bytes", "BIGINT", "Largest reserved in the bucket."),
+            _c("active_bytes", "BIGINT", "Largest active in the bucket."),
+            _c("last_ts_ns", "BIGINT", "Time of the bucket's last sample."),
+            _c("last_allocated_bytes", "BIGINT", "Allocated at the bucket's last sample (held until the next)."),
+            _c("samples", "BIGINT", "Samples in the bucket."),
+        ),
+    ),
+    Table(
+        "agg_lane_occupancy",
+        "Occupancy pyramid of the timeline: per lane (pid, tid) of each collection and zoom level of TILE_LEVELS, "
+        "the length covered by the lane's slices (interval union) in each bucket [bucket * 2^level, (bucket + 1) * "
+        "2^level) ns of the rank's clock that holds any, and its instant events.",
+        FACT_KEY
+        + (
+            _c("pid", "VARCHAR", "Lane process id as written."),
+            _c("tid", "VARCHAR", "Lane thread / stream id as written."),
+            _c("level", "INTEGER", "Zoom level: the bucket is 2^level ns."),
+            _c("bucket", "BIGINT", "Bucket number: its start is bucket * 2^level ns."),
+            _c("busy_ns", "BIGINT", "Length covered by the lane's slices in the bucket."),
+            _c("instants", "BIGINT", "Instant events (duration 0) in the bucket."),
+        ),
+    ),
+    Table(
+        "agg_lane_slices",
+        "The slices a zoomed-out timeline draws: per lane of each collection, every slice lasting at least "
+        "LONG_SLICE_BUCKETS buckets of the finest TILE_LEVELS level, and every instant event, with its nesting depth "
+        "on the lane (computed over all its slices).",
+        FACT_KEY
+        + (
+            _c("pid", "VARCHAR", "Lane process id."),
+            _c("tid", "VARCHAR", "Lane thread / stream id."),
+            _c("name", "VARCHAR", "Slice name as written."),
+            _c("ts_ns", "BIGINT", "Start (ns)."),
+            _c("dur_ns", "BIGINT", "Duration (ns)."),
+            _c("depth", "INTEGER", "Nesting depth on the lane (slices still open at its start)."),
+            _c("event_id", "BIGINT", "slices.event_id of the slice."),
+        ),
+    ),
+)
+
+FACT_TABLES = FACT_TABLES + AGGREGATE_TABLES
+AGGREGATES: dict[str, Table] = {t.name: t for t in AGGREGATE_TABLES}
+
 ALL_TABLES: tuple[Table, ...] = CATALOG_TABLES + FACT_TABLES
 TABLES: dict[str, Table] = {t.name: t for t in ALL_TABLES}
 FACTS: dict[str, Table] = {t.name: t for t in FACT_TABLES}
@@ -594,6 +747,8 @@ def describe() -> str:
     lines: list[str] = []
     for t in ALL_TABLES:
         kind = "catalog" if t.name in CATALOG else "fact (Parquet)"
+        if t.name in AGGREGATES:
+            kind = "aggregate (Parquet, built at ingest)"
         lines.append(f"### `{t.name}` — {kind}\n\n{t.doc}\n")
         lines.append("| column | type | meaning |\n|---|---|---|")
         for c in t.columns:

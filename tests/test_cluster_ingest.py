@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 from golden import fingerprint
 from helpers import REPO, analyze, replicated_kineto_job
+from test_aggregates import check_aggregates
 from test_kill_mid_ingest import _snapshot
 
 from analyzer.errors import ClusterError
@@ -166,6 +167,8 @@ def test_cluster_ingest_equals_local_ingest(cluster: Cluster, local: dict[str, A
 
         reports[run] = ingest(folder, store, run=run, executor=executor, on_progress=note)
     assert fingerprint(store, list(SAMPLES)) == {r: local[r] for r in SAMPLES}
+    for run in SAMPLES:  # the aggregates the workers built (in the fingerprint) equal what the facts give
+        check_aggregates(store, run)
     read = [r for rep in reports.values() for r in rep.read]
     assert len(read) == sum(len(rep.read) for rep in reports.values()) >= 10
     # every collection was read in a worker process of the cluster, none in this one

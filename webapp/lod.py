@@ -27,6 +27,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from analyzer.analyses import intervals as iv
+
 DEFAULT_BUDGET_BYTES = int(os.environ.get("RANKSCOPE_WEB_CACHE_MB", "768")) * (1 << 20)
 N_CLASSES = 64  # class 0: instants; class k: durations in [2^(k-1), 2^k)
 MAX_DEPTH = 255  # depths are stored as uint8: deeper slices share the last level
@@ -138,26 +140,6 @@ class LaneIndex:
         return int(self.select(start, end, 0).size)
 
 
-def _depths(ts: np.ndarray, dur: np.ndarray) -> np.ndarray:
-    """Nesting depth of each slice of a lane sorted by (start, -duration): how many earlier slices
-    are still open at its start (its ancestors, for properly nested slices). Vectorised:
-    depth_i = i - #{j < i : end_j <= start_i}."""
-    n = ts.size
-    if n == 0:
-        return np.zeros(0, dtype=np.int64)
-    end = ts + dur
-    closed = np.searchsorted(np.sort(end), ts, side="right")  # every j with end_j <= start_i ...
-    # ... minus those at or after i: instants starting at start_i (sorted last among equal starts)
-    zero_starts = ts[dur == 0]
-    if zero_starts.size:
-        zeros_here = np.searchsorted(zero_starts, ts, side="right") - np.searchsorted(zero_starts, ts, side="left")
-        group_end = np.searchsorted(ts, ts, side="right")
-        i = np.arange(n)
-        after = np.where(dur == 0, group_end - i, zeros_here)
-        closed = closed - after
-    return np.clip(np.arange(n) - closed, 0, None)
-
-
 def _classes(dur: np.ndarray) -> np.ndarray:
     """Duration class of each slice: 0 for an instant, else the bit length of the duration."""
     out = np.zeros(dur.size, dtype=np.int64)
@@ -184,7 +166,7 @@ def build_lane(
     if ts.size > 1:
         order = np.lexsort((-dur, ts))  # by start, the longer (enclosing) slice first
         ts, dur, names, events = ts[order], dur[order], names[order], events[order]
-    depth = np.minimum(_depths(ts, dur), MAX_DEPTH).astype(np.uint8)
+    depth = np.minimum(iv.nesting_depths(ts, dur), MAX_DEPTH).astype(np.uint8)
     # occupancy: union of the slices with a length
     keep = dur > 0
     a, e = ts[keep], (ts + dur)[keep]

@@ -120,3 +120,23 @@ def span(a: Intervals) -> tuple[int, int] | None:
     if a[0].size == 0:
         return None
     return int(a[0][0]), int(a[1][-1])
+
+
+def nesting_depths(ts: np.ndarray, dur: np.ndarray) -> np.ndarray:
+    """Nesting depth of each slice of a lane sorted by (start, -duration): how many earlier slices
+    are still open at its start (its ancestors, for properly nested slices). Vectorised:
+    depth_i = i - #{j < i : end_j <= start_i}."""
+    n = ts.size
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    end = ts + dur
+    closed = np.searchsorted(np.sort(end), ts, side="right")  # every j with end_j <= start_i ...
+    # ... minus those at or after i: instants starting at start_i (sorted last among equal starts)
+    zero_starts = ts[dur == 0]
+    if zero_starts.size:
+        zeros_here = np.searchsorted(zero_starts, ts, side="right") - np.searchsorted(zero_starts, ts, side="left")
+        group_end = np.searchsorted(ts, ts, side="right")
+        i = np.arange(n)
+        after = np.where(dur == 0, group_end - i, zeros_here)
+        closed = closed - after
+    return np.clip(np.arange(n) - closed, 0, None)

@@ -43,7 +43,9 @@ and the task union whenever the export has the tasks (``communication_tasks_ns``
 
 from __future__ import annotations
 
+import duckdb
 import pandas as pd
+import pyarrow as pa
 
 from ..store import Store
 from . import activity
@@ -138,8 +140,8 @@ def breakdown_row(
     }
 
 
-def frame(rows: list[dict]) -> pd.DataFrame:
-    df = pd.DataFrame(rows, columns=COLUMNS)
+def frame(rows: list[dict] | pd.DataFrame) -> pd.DataFrame:
+    df = rows[COLUMNS].copy() if isinstance(rows, pd.DataFrame) else pd.DataFrame(rows, columns=COLUMNS)
     for c in _INT_COLS:
         df[c] = df[c].astype("Int64")
     df["rank"] = df["rank"].astype("int64")
@@ -157,8 +159,69 @@ def step_breakdown(store: Store, run: str | None = None, ranks: list[int] | None
     (the busy span), host_start_ns / host_end_ns (the host step), mode (device | host).
     ``run`` defaults to the most recently ingested run; ``ranks`` restricts the ranks read.
     """
+    run = str(run)
+    cat = store.catalog_snapshot()
+    built, rest = aggregated_ranks(cat, run, ranks)
+    parts = [from_aggregates(store, run, built)] if built else []
+    if rest or not built:
+        parts.append(from_facts(store, run, rest if built else ranks))
+    parts = [p for p in parts if not p.empty]
+    if len(parts) != 1:
+        return frame([]) if not parts else frame(pd.concat(parts, ignore_index=True))
+    return parts[0]
+
+
+# the facts a breakdown is computed from (``activity``): a collection with none adds nothing to its rank's
+ACTIVITY_TABLES = ("steps", "kernels", "slices", "comm_ops", "operators", "step_trace")
+
+
+def aggregated_ranks(cat: dict, run: str, ranks: list[int] | None) -> tuple[list[int], list[int]]:
+    """(ranks whose breakdown the ingest stored: the one collection holding their activity has its
+    ``agg_step_breakdown`` written; the other ranks of ``ranks``, or of the run when None, whose
+    intervals may span collections or were ingested before aggregates were)."""
+    ff = cat["fact_files"].to_pandas()
+    ff = ff[ff["run"] == run]
+    if ranks is not None:
+        ff = ff[ff["rank"].isin(list(ranks))]
+    active = ff[ff["table_name"].isin(ACTIVITY_TABLES)].groupby("rank")["collection_id"].agg(set)
+    done = set(ff.loc[ff["table_name"] == "agg_step_breakdown", "collection_id"])
+    built = sorted(int(r) for r, ids in active.items() if len(ids) == 1 and ids <= done)
+    rest = sorted({int(r) for r in active.index} - set(built))
+    return built, rest
+
+
+_AGG_COLUMNS = ", ".join(COLUMNS)
+
+
+def from_aggregates(store: Store, run: str, ranks: list[int]) -> pd.DataFrame:
+    """The rows the ingest stored (``agg_step_breakdown``) of ``ranks``."""
+    with store.read_connection(run=run, ranks=ranks, tables=["agg_step_breakdown"]) as con:
+        tbl = con.sql(
+            f"SELECT {_AGG_COLUMNS} FROM agg_step_breakdown WHERE run = $run AND list_contains($ranks, rank)",
+            params={"run": run, "ranks": ranks},
+        ).to_arrow_table()
+    # nullable integers straight to Int64: through float64 a timestamp in ns would lose its last digits
+    return frame(tbl.to_pandas(types_mapper={pa.int64(): pd.Int64Dtype(), pa.int32(): pd.Int64Dtype()}.get))
+
+
+def from_facts(store: Store, run: str, ranks: list[int] | None = None) -> pd.DataFrame:
+    """The breakdown computed from the facts (intervals of every task), what the aggregates hold."""
     acts = activity.run_activity(store, run, ranks)
-    producer = _producer_rows(store, str(run), list(acts)) if acts else pd.DataFrame()
+    if not acts:
+        return frame([])
+    with store.read_connection(run=run) as con:
+        return frame(breakdown_rows(acts, _producer_rows(con, str(run), list(acts))))
+
+
+def rows_of(con: duckdb.DuckDBPyConnection, run: str) -> list[dict]:
+    """The breakdown rows of every rank on ``con`` (a store connection, or the views over one
+    collection's facts the ingest builds its aggregates from: ``analyzer.ingest.aggregate``)."""
+    acts = activity.load(con, run)
+    return breakdown_rows(acts, _producer_rows(con, run, list(acts)) if acts else pd.DataFrame())
+
+
+def breakdown_rows(acts: dict[int, activity.RankActivity], producer: pd.DataFrame) -> list[dict]:
+    """The rows of every rank's activity (``producer``: the producer's own rows of the ranks)."""
     theirs = {
         (int(r["rank"]), None if pd.isna(r["step"]) else int(r["step"])): int(r["communication_ns"])
         for r in producer.to_dict("records")
@@ -175,7 +238,7 @@ def step_breakdown(store: Store, run: str | None = None, ranks: list[int] | None
             row = breakdown_row(rank, step, sa, host.get(step) if step is not None else None, ra.mode, definition)
             row["producer_communication_ns"] = theirs.get((rank, step))
             rows.append(row)
-    return frame(rows)
+    return rows
 
 
 def _definition(rank: int, ra: activity.RankActivity, theirs: dict[tuple[int, int | None], int]) -> str:
@@ -206,13 +269,12 @@ _PRODUCER_COLS = [
 ]
 
 
-def _producer_rows(store: Store, run: str, ranks: list[int]) -> pd.DataFrame:
-    with store.read_connection(run=run) as con:
-        return con.execute(
-            f"SELECT rank, step, {', '.join(f'max({c}) AS {c}' for c in _PRODUCER_COLS)} FROM step_trace "
-            "WHERE run = $run AND list_contains($ranks, rank) GROUP BY rank, step",
-            {"run": run, "ranks": ranks},
-        ).df()
+def _producer_rows(con: duckdb.DuckDBPyConnection, run: str, ranks: list[int]) -> pd.DataFrame:
+    return con.execute(
+        f"SELECT rank, step, {', '.join(f'max({c}) AS {c}' for c in _PRODUCER_COLS)} FROM step_trace "
+        "WHERE run = $run AND list_contains($ranks, rank) GROUP BY rank, step",
+        {"run": run, "ranks": ranks},
+    ).df()
 
 
 def _rows_without_tasks(

@@ -20,6 +20,7 @@ from ..readers.base import PART_READERS, READERS, CollectionPlan, ReadContext
 from ..readers.collector import sidecar_sentences, steps_from_sidecar
 from ..readers.registry import read_run_file
 from ..store import utcnow
+from . import aggregate
 from .changes import source_file_row
 from .report import CollectionResult
 
@@ -51,7 +52,7 @@ def read_collection(plan: CollectionPlan, store_path: str, run_root: str) -> Col
         ctx.cleanup()
         if gc_was_enabled:
             gc.enable()
-    return _result(ctx, plan, writer, fact_files, run_root, t0)
+    return _result(ctx, plan, writer, fact_files, store_path, run_root, t0)
 
 
 def _result(
@@ -59,10 +60,12 @@ def _result(
     plan: CollectionPlan,
     writer: FactWriter,
     fact_files: list[dict[str, Any]],
+    store_path: str,
     run_root: str,
     t0: float,
 ) -> CollectionResult:
-    """The collection's result once its reader is done: every file's row, its status and row."""
+    """The collection's result once its reader is done: every file's row, its status and row, and
+    its aggregates written beside its facts."""
     rank = plan.rank if plan.rank is not None else 0
     for f in plan.files:  # files of the collection no reader looked at
         if f not in ctx.outcomes:
@@ -86,6 +89,11 @@ def _result(
     ]
     status = _status(ctx, plan, writer.total_rows)
     row = _collection_row(ctx, writer, rank, status, now)
+    try:  # the aggregates the pages draw from, here in the worker (``aggregate``)
+        fact_files = fact_files + aggregate.build(store_path, row, fact_files)
+    except BaseException:
+        _remove(store_path, fact_files)
+        raise
     return CollectionResult(plan, status, row, fact_files, file_rows, time.perf_counter() - t0)
 
 
@@ -158,7 +166,7 @@ def finish_parts(
     finally:
         for scratch in {s.get("scratch") for s in specs if s.get("scratch")}:
             shutil.rmtree(scratch, ignore_errors=True)
-    return _result(ctx, plan, writer, fact_files, run_root, t0)
+    return _result(ctx, plan, writer, fact_files, store_path, run_root, t0)
 
 
 def _remove(store_path: str, fact_files: list[dict[str, Any]]) -> None:

@@ -22,7 +22,10 @@ def usable_times_sql(table: str) -> str | None:
     """The condition a row of a fact table meets when its times can be placed on a clock and added,
     the rule ``units.time_problems`` applies at ingest: every ``*_ns`` column NULL or in
     [0, schema.MAX_TIME_NS), and a step that ends after it starts. (A time may be NULL: an
-    operator of an export that gives no timestamps.) None: the table has no time column."""
+    operator of an export that gives no timestamps.) None: the table has no time column, or is an
+    aggregate (computed from usable rows; a difference such as Preparing may be negative)."""
+    if table in schema.AGGREGATES:
+        return None
     cols = [c.name for c in schema.FACTS[table].columns if c.name.endswith("_ns")]
     if not cols:
         return None

@@ -1,0 +1,196 @@
+"""The aggregates of one collection (``schema.AGGREGATE_TABLES``), built where it was read.
+
+Once a collection's facts are written, the worker that read them (a local pool process or a Dask
+worker: both call ``read.read_collection``) opens its fresh Parquet files in an in-memory DuckDB,
+with the views every analysis sees (usable times only) and the collection's catalog row, and
+computes from them the tables the pages draw whole-run views from: the step breakdown per (rank,
+step) (``analyses.step_breakdown``, the same code), operator and kernel statistics, communication
+per (group, collective type), memory curves downsampled with their peaks kept, and the occupancy
+pyramid of every timeline lane with the slices a zoomed-out view draws. They are written as Parquet
+files of the collection, listed in ``fact_files`` with its facts: a re-read collection replaces
+them with its facts, in the same commit.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .. import schema
+from ..analyses.intervals import nesting_depths, union
+from ..analyses.step_breakdown import rows_of as breakdown_rows
+from ..factwriter import FactWriter
+from ..store.sql import fact_select_sql
+
+# the rows the Operators page counts (``webapp.data``): ProfilerStep ranges are steps, Python frames call stacks
+OPERATOR_FILTER = "name NOT LIKE 'ProfilerStep#%' AND coalesce(category, '') <> 'python_function'"
+
+OPERATOR_STATS_SQL = f"""
+SELECT rank, name, input_shapes, count(*) AS count, sum(dur_ns) AS total_ns, sum(self_ns) AS self_ns,
+       min(dur_ns) AS min_ns, max(dur_ns) AS max_ns, arg_max(ts_ns, dur_ns) AS slowest_ts_ns
+FROM operators WHERE {OPERATOR_FILTER} AND dur_ns IS NOT NULL
+GROUP BY rank, name, input_shapes
+"""
+
+KERNEL_STATS_SQL = """
+SELECT rank, name, op_type, core_type, input_shapes, coalesce(is_communication, false) AS is_communication,
+       count(*) AS count, sum(dur_ns) AS total_ns, min(dur_ns) AS min_ns, max(dur_ns) AS max_ns,
+       arg_max(ts_ns, dur_ns) AS slowest_ts_ns
+FROM kernels WHERE dur_ns IS NOT NULL
+GROUP BY ALL
+"""
+
+COMM_SQL = """
+SELECT rank, group_name, op_type, coalesce(is_p2p, false) AS is_p2p, count(*) AS count, sum(dur_ns) AS dur_ns,
+       max(dur_ns) AS max_ns, sum(wait_ns) AS wait_ns, sum(transit_ns) AS transit_ns, sum(bytes) AS bytes
+FROM comm_ops
+GROUP BY ALL
+"""
+
+MEMORY_SQL = f"""
+WITH m AS (
+  SELECT rank, component, device, ts_ns, allocated_bytes, reserved_bytes, active_bytes,
+         min(ts_ns) OVER w AS t0, max(ts_ns) OVER w AS t1
+  FROM memory_samples WHERE ts_ns IS NOT NULL
+  WINDOW w AS (PARTITION BY rank, component, device)),
+b AS (
+  SELECT *, greatest(1, CAST(ceil((t1 - t0 + 1) / {schema.MEMORY_BUCKETS}) AS BIGINT)) AS bucket_ns FROM m)
+SELECT rank, component, device, bucket_ns, t0 + ((ts_ns - t0) // bucket_ns) * bucket_ns AS start_ns,
+       arg_max(ts_ns, allocated_bytes) AS peak_ts_ns, max(allocated_bytes) AS allocated_bytes,
+       min(allocated_bytes) AS min_allocated_bytes, max(reserved_bytes) AS reserved_bytes,
+       max(active_bytes) AS active_bytes, max(ts_ns) AS last_ts_ns,
+       arg_max(allocated_bytes, ts_ns) AS last_allocated_bytes, count(*) AS samples
+FROM b GROUP BY ALL
+"""
+
+LANE_SLICES_SQL = """
+SELECT s.pid, s.tid, s.ts_ns, greatest(coalesce(s.dur_ns, 0), 0) AS dur_ns, s.name, s.event_id
+FROM slices s JOIN (SELECT DISTINCT pid, tid FROM lanes WHERE n_slices > 0) l USING (pid, tid)
+WHERE s.ts_ns IS NOT NULL
+"""
+
+# the fact tables the aggregates read
+_SOURCES = ("steps", "kernels", "slices", "comm_ops", "operators", "step_trace", "memory_samples", "lanes")
+
+
+def build(store_path: str, collection_row: dict[str, Any], fact_files: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Compute and write the aggregates of one collection from its fact files; their ``fact_files`` rows."""
+    import duckdb
+
+    run, rank, cid = collection_row["run"], collection_row["rank"], collection_row["collection_id"]
+    paths: dict[str, list[str]] = {}
+    for f in fact_files:
+        paths.setdefault(f["table_name"], []).append(str(Path(store_path) / f["path"]))
+    con = duckdb.connect(":memory:")
+    writer = FactWriter(store_path, run, rank, cid)
+    try:
+        con.execute("SET threads TO 1")  # a worker's share of the cores is one reader's
+        stmts = [f'CREATE VIEW "{t}" AS {fact_select_sql(t, paths.get(t, []), usable_only=True)}' for t in _SOURCES]
+        con.execute(";\n".join(stmts))
+        row = {c: collection_row.get(c) for c in schema.arrow_schema("collections").names}
+        con.register("__collection", pa.Table.from_pylist([row], schema=schema.arrow_schema("collections")))
+        con.execute("CREATE TABLE collections AS SELECT * FROM __collection")
+        con.unregister("__collection")
+        breakdown = breakdown_rows(con, run)
+        if breakdown:
+            writer.write("agg_step_breakdown", breakdown)
+        for table, sql in (
+            ("agg_operator_stats", OPERATOR_STATS_SQL),
+            ("agg_kernel_stats", KERNEL_STATS_SQL),
+            ("agg_comm", COMM_SQL),
+            ("agg_memory_curve", MEMORY_SQL),
+        ):
+            tbl = con.sql(sql).to_arrow_table()
+            if tbl.num_rows:
+                writer.write(table, tbl.drop_columns(["rank"]))
+        slices = con.sql(LANE_SLICES_SQL).to_arrow_table()
+        if slices.num_rows:
+            occupancy, long = lane_pyramid(slices)
+            writer.write("agg_lane_occupancy", occupancy)
+            if long.num_rows:
+                writer.write("agg_lane_slices", long)
+        return writer.close()
+    except BaseException:
+        writer.abort()
+        raise
+    finally:
+        con.close()
+
+
+def lane_pyramid(slices: pa.Table) -> tuple[pa.Table, pa.Table]:
+    """From the slices of a collection's lanes (pid, tid, ts_ns, dur_ns >= 0, name, event_id): per
+    lane and level of ``schema.TILE_LEVELS`` the busy length and the instants of every bucket that
+    holds any (``agg_lane_occupancy``), and the long slices and instants with their nesting depth
+    (``agg_lane_slices``)."""
+    lane = pc.dictionary_encode(pc.binary_join_element_wise(slices["pid"], slices["tid"], "\x00")).combine_chunks()
+    key = lane.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    ts = slices["ts_ns"].to_numpy().astype(np.int64)
+    dur = slices["dur_ns"].to_numpy().astype(np.int64)
+    order = np.lexsort((-dur, ts, key))  # per lane by start, the enclosing slice first (as the timeline's index)
+    key, ts, dur = key[order], ts[order], dur[order]
+    cuts = np.r_[0, np.flatnonzero(np.diff(key)) + 1, key.size]
+    depth = np.empty(key.size, dtype=np.int64)
+    occ: dict[str, list[np.ndarray]] = {k: [] for k in ("lane", "level", "bucket", "busy", "instants")}
+    for lo, hi in zip(cuts[:-1], cuts[1:]):
+        t, d = ts[lo:hi], dur[lo:hi]
+        depth[lo:hi] = nesting_depths(t, d)
+        a, b = union(t, t + d)  # the slices with a length; instants only count
+        inst = t[d == 0]
+        for level in schema.TILE_LEVELS:
+            buckets, busy, marks = _buckets(a, b, inst, level)
+            occ["lane"].append(np.full(buckets.size, key[lo], dtype=np.int64))
+            occ["level"].append(np.full(buckets.size, level, dtype=np.int32))
+            occ["bucket"].append(buckets)
+            occ["busy"].append(busy)
+            occ["instants"].append(marks)
+    names = lane.dictionary.to_pylist()
+    pids = [n.split("\x00", 1)[0] for n in names]
+    tids = [n.split("\x00", 1)[1] for n in names]
+    lanes = np.concatenate(occ["lane"])
+    occupancy = pa.table(
+        {
+            "pid": pa.array(pids).take(pa.array(lanes)),
+            "tid": pa.array(tids).take(pa.array(lanes)),
+            "level": np.concatenate(occ["level"]),
+            "bucket": np.concatenate(occ["bucket"]),
+            "busy_ns": np.concatenate(occ["busy"]),
+            "instants": np.concatenate(occ["instants"]),
+        }
+    )
+    keep = (dur == 0) | (dur >= schema.LONG_SLICE_BUCKETS << min(schema.TILE_LEVELS))
+    rows = order[keep]
+    long = pa.table(
+        {
+            "pid": slices["pid"].take(pa.array(rows)),
+            "tid": slices["tid"].take(pa.array(rows)),
+            "name": slices["name"].take(pa.array(rows)),
+            "ts_ns": ts[keep],
+            "dur_ns": dur[keep],
+            "depth": depth[keep],
+            "event_id": slices["event_id"].take(pa.array(rows)),
+        }
+    )
+    return occupancy, long
+
+
+def _buckets(
+    a: np.ndarray, b: np.ndarray, instants: np.ndarray, level: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The buckets of ``level`` holding part of the disjoint intervals [a, b) or an instant: their
+    numbers (ascending), the length the intervals cover in each, the instants in each."""
+    first, last = a >> level, (b - 1) >> level
+    n = last - first + 1
+    piece = np.repeat(first, n) + (np.arange(int(n.sum())) - np.repeat(np.cumsum(n) - n, n))
+    lo = np.maximum(np.repeat(a, n), piece << level)
+    hi = np.minimum(np.repeat(b, n), (piece + 1) << level)
+    ib, ic = np.unique(instants >> level, return_counts=True)
+    buckets = np.union1d(piece, ib)
+    busy = np.zeros(buckets.size, dtype=np.int64)
+    np.add.at(busy, np.searchsorted(buckets, piece), hi - lo)
+    marks = np.zeros(buckets.size, dtype=np.int64)
+    marks[np.searchsorted(buckets, ib)] = ic
+    return buckets.astype(np.int64), busy, marks

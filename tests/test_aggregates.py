@@ -1,0 +1,216 @@
+"""The aggregates built at ingest (``analyzer.ingest.aggregate``) equal what the raw facts give,
+computed both ways here, on real multi-rank traces of four producers; a re-ingest replaces them."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from helpers import REPO
+
+from analyzer import schema
+from analyzer.analyses import step_breakdown
+from analyzer.ingest import ingest
+from analyzer.store import Store
+from webapp import lod
+
+SB = sys.modules["analyzer.analyses.step_breakdown"]
+
+SAMPLES = {
+    "kineto": REPO / "tests" / "data" / "kineto_gloo_4rank_slow",
+    "npu_db": REPO / "sample_data" / "torch_npu_db_level1",
+    "npu_text": REPO / "sample_data" / "torch_npu_text_level1",
+    "mindspore": REPO / "sample_data" / "mindspore_cpu_2rank",
+}
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Store:
+    st = Store(tmp_path_factory.mktemp("agg") / "store")
+    for run, folder in SAMPLES.items():
+        ingest(folder, st, run=run)
+    return st
+
+
+def _rows(store: Store, sql: str, run: str) -> pd.DataFrame:
+    with store.read_connection(run=run) as con:
+        return con.execute(sql, {"run": run}).df()
+
+
+def _same(a: pd.DataFrame, b: pd.DataFrame, keys: list[str]) -> None:
+    assert len(a) and len(a) == len(b)
+    a = a.sort_values(keys, na_position="first").reset_index(drop=True)
+    b = b[list(a.columns)].sort_values(keys, na_position="first").reset_index(drop=True)
+    pd.testing.assert_frame_equal(a, b, check_dtype=False)
+
+
+def check_aggregates(store: Store, run: str) -> None:
+    """Every aggregate table of ``run`` against the same figures computed from its facts."""
+    check_breakdown(store, run)
+    check_statistics(store, run)
+    check_memory(store, run)
+    check_occupancy(store, run)
+
+
+def check_breakdown(store: Store, run: str) -> None:
+    built, rest = SB.aggregated_ranks(store.catalog_snapshot(), run, None)
+    assert built and not rest, (built, rest)  # every rank's breakdown came from the ingest
+    stored = SB.from_aggregates(store, run, built)
+    pd.testing.assert_frame_equal(stored, SB.from_facts(store, run))
+    pd.testing.assert_frame_equal(step_breakdown(store, run), stored)
+
+
+def check_statistics(store: Store, run: str) -> None:
+    ops = _rows(
+        store,
+        "SELECT rank, name, input_shapes, dur_ns, self_ns, ts_ns FROM operators WHERE run = $run "
+        "AND name NOT LIKE 'ProfilerStep#%' AND coalesce(category, '') <> 'python_function' AND dur_ns IS NOT NULL",
+        run,
+    )
+    keys = ["rank", "name", "input_shapes"]
+    g = ops.assign(input_shapes=ops["input_shapes"].fillna("\0")).groupby(keys)
+    want = g.agg(
+        count=("dur_ns", "size"),
+        total_ns=("dur_ns", "sum"),
+        self_ns=("self_ns", "sum"),
+        min_ns=("dur_ns", "min"),
+        max_ns=("dur_ns", "max"),
+    ).reset_index()
+    got = _rows(store, "SELECT * FROM agg_operator_stats WHERE run = $run", run)
+    got["input_shapes"] = got["input_shapes"].fillna("\0")
+    _same(want, got[list(want.columns)], keys)
+    # the slowest call's start is a start of a call of that length
+    slowest = got.merge(
+        ops.fillna({"input_shapes": "\0"}),
+        left_on=keys + ["max_ns", "slowest_ts_ns"],
+        right_on=keys + ["dur_ns", "ts_ns"],
+    )
+    assert set(map(tuple, slowest[keys].values)) == set(map(tuple, got[keys].values))
+    kern = _rows(
+        store, "SELECT rank, name, core_type, dur_ns FROM kernels WHERE run = $run AND dur_ns IS NOT NULL", run
+    )
+    got = _rows(store, "SELECT rank, name, core_type, count, total_ns FROM agg_kernel_stats WHERE run = $run", run)
+    if kern.empty:
+        assert got.empty
+    else:
+        want = kern.fillna({"core_type": ""}).groupby(["rank", "name", "core_type"])["dur_ns"].agg(["size", "sum"])
+        have = got.fillna({"core_type": ""}).groupby(["rank", "name", "core_type"])[["count", "total_ns"]].sum()
+        assert (want.values == have.loc[want.index].values).all() and len(want) == len(have)
+    comm = _rows(store, "SELECT rank, group_name, op_type, dur_ns, wait_ns, bytes FROM comm_ops WHERE run = $run", run)
+    got = _rows(store, "SELECT * FROM agg_comm WHERE run = $run", run)
+    keys = ["rank", "group_name", "op_type"]
+    want = (
+        comm.fillna({"group_name": "", "op_type": ""})
+        .groupby(keys)
+        .agg(count=("dur_ns", "size"), dur_ns=("dur_ns", "sum"), wait_ns=("wait_ns", "sum"), bytes=("bytes", "sum"))
+        .reset_index()
+    )
+    have = got.fillna({"group_name": "", "op_type": "", "wait_ns": 0, "bytes": 0})
+    _same(want, have[list(want.columns)], keys)
+
+
+def check_memory(store: Store, run: str) -> None:
+    raw = _rows(
+        store,
+        "SELECT rank, component, device, count(*) AS samples, max(allocated_bytes) AS peak, "
+        "arg_max(ts_ns, allocated_bytes) AS peak_ts, max(reserved_bytes) AS reserved FROM memory_samples "
+        "WHERE run = $run AND ts_ns IS NOT NULL GROUP BY ALL",
+        run,
+    )
+    agg = _rows(
+        store,
+        "SELECT rank, component, device, sum(samples) AS samples, max(allocated_bytes) AS peak, "
+        "arg_max(peak_ts_ns, allocated_bytes) AS peak_ts, max(reserved_bytes) AS reserved, count(*) AS buckets "
+        "FROM agg_memory_curve WHERE run = $run GROUP BY ALL",
+        run,
+    )
+    if raw.empty:
+        assert agg.empty
+        return
+    keys = ["rank", "component", "device"]
+    m = raw.merge(agg, on=keys, suffixes=("", "_agg"))
+    assert len(m) == len(raw) == len(agg)
+    assert (m["samples"] == m["samples_agg"]).all() and (m["buckets"] <= schema.MEMORY_BUCKETS).all()
+    for col in ("peak", "reserved"):  # the peaks survive the downsampling
+        assert ((m[col] == m[f"{col}_agg"]) | (m[col].isna() & m[f"{col}_agg"].isna())).all(), col
+    assert (m["buckets"] < m["samples"]).any() or (m["samples"] <= schema.MEMORY_BUCKETS).all()
+
+
+def check_occupancy(store: Store, run: str) -> None:
+    """The pyramid against the timeline's own lane index (``webapp.lod``) built from every slice."""
+    slices = _rows(
+        store,
+        "SELECT s.collection_id, s.pid, s.tid, s.ts_ns, coalesce(s.dur_ns, 0) AS dur_ns, s.name, s.event_id "
+        "FROM slices s JOIN (SELECT DISTINCT collection_id, pid, tid FROM lanes WHERE n_slices > 0) "
+        "USING (collection_id, pid, tid) WHERE s.run = $run AND s.ts_ns IS NOT NULL",
+        run,
+    )
+    occ = _rows(store, "SELECT * FROM agg_lane_occupancy WHERE run = $run", run)
+    long = _rows(store, "SELECT * FROM agg_lane_slices WHERE run = $run", run)
+    lanes = slices.groupby(["collection_id", "pid", "tid"])
+    assert len(lanes) == len(occ.groupby(["collection_id", "pid", "tid", "level"])) // len(schema.TILE_LEVELS)
+    threshold = schema.LONG_SLICE_BUCKETS << min(schema.TILE_LEVELS)
+    for (cid, pid, tid), sl in lanes:
+        ix = lod.build_lane(sl["ts_ns"].to_numpy(), sl["dur_ns"].to_numpy(), events=sl["event_id"].to_numpy())
+        mine = occ[(occ["collection_id"] == cid) & (occ["pid"] == pid) & (occ["tid"] == tid)]
+        for level in schema.TILE_LEVELS:
+            lv = mine[mine["level"] == level].sort_values("bucket")
+            # each stored bucket: the covered length the index gives for [bucket, bucket + 1) * 2^level
+            starts = lv["bucket"].to_numpy(np.int64) << level
+            per = np.diff(ix.covered_until(np.c_[starts, starts + (1 << level)].ravel()))[::2]
+            assert (per == lv["busy_ns"].to_numpy()).all(), (cid, pid, tid, level)
+            assert lv["busy_ns"].sum() == int(ix.cum[-1]), (cid, pid, tid, level)  # no covered bucket left out
+            inst = sl["ts_ns"][sl["dur_ns"] <= 0].to_numpy() >> level
+            assert lv["instants"].sum() == inst.size
+        ml = long[(long["collection_id"] == cid) & (long["pid"] == pid) & (long["tid"] == tid)]
+        keep = (ix.durs == 0) | (ix.durs >= threshold)
+        want = sorted(zip(ix.events[keep].tolist(), ix.durs[keep].tolist(), ix.depth[keep].tolist()))
+        assert sorted(zip(ml["event_id"], ml["dur_ns"], ml["depth"])) == want, (cid, pid, tid)
+
+
+@pytest.mark.parametrize("run", list(SAMPLES))
+def test_aggregates_equal_what_the_facts_give(store: Store, run: str) -> None:
+    check_aggregates(store, run)
+
+
+def test_aggregates_are_declared_and_listed_per_collection(store: Store) -> None:
+    ff = store.load_catalog(["fact_files"])["fact_files"].to_pandas()
+    agg = ff[ff["table_name"].isin(list(schema.AGGREGATES))]
+    assert set(agg["table_name"]) == set(schema.AGGREGATES)  # every table is built from some sample
+    assert (agg.groupby(["collection_id", "table_name"]).size() == 1).all()  # one file per (table, collection)
+    cols = store.load_catalog(["collections"])["collections"].to_pandas()
+    assert set(agg["collection_id"]) <= set(cols["collection_id"])
+
+
+def test_reingest_of_a_changed_collection_rebuilds_its_aggregates(store: Store, tmp_path: Path) -> None:
+    folder = tmp_path / "job"
+    shutil.copytree(SAMPLES["kineto"], folder)
+    st = Store(tmp_path / "store")
+    ingest(folder, st, run="job")
+    before = step_breakdown(st, "job")
+    # rank 1's trace loses its later half: its collection is read again, with new aggregates
+    trace = folder / "rank_1" / "rank1.pt.trace.json.gz"
+    doc = json.loads(gzip.decompress(trace.read_bytes()))
+    steps = sorted(e["ts"] for e in doc["traceEvents"] if str(e.get("name", "")).startswith("ProfilerStep#"))
+    cut = steps[len(steps) // 2]
+    doc["traceEvents"] = [e for e in doc["traceEvents"] if e.get("ph") == "M" or float(e.get("ts", 0)) < cut]
+    trace.write_bytes(gzip.compress(json.dumps(doc).encode()))
+    rank = 1
+    ingest(folder, st, run="job")
+    after = step_breakdown(st, "job")
+    check_aggregates(st, "job")
+    assert len(after[after["rank"] == rank]) < len(before[before["rank"] == rank])
+    others = before[before["rank"] != rank].reset_index(drop=True)
+    pd.testing.assert_frame_equal(after[after["rank"] != rank].reset_index(drop=True), others)
+    # nothing of the old aggregates stays: one file per (table, collection) still
+    ff = st.load_catalog(["fact_files"])["fact_files"].to_pandas()
+    agg = ff[ff["table_name"].isin(list(schema.AGGREGATES))]
+    assert (agg.groupby(["collection_id", "table_name"]).size() == 1).all()
+    on_disk = {str(p.relative_to(st.path)) for p in st.path.rglob("*.parquet") if "/agg_" in str(p)}
+    assert on_disk == set(agg["path"])
