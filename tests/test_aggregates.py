@@ -6,7 +6,6 @@ from __future__ import annotations
 import gzip
 import json
 import shutil
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -16,11 +15,10 @@ from helpers import REPO
 
 from analyzer import schema
 from analyzer.analyses import step_breakdown
+from analyzer.analyses.step_breakdown import aggregated_ranks, from_aggregates, from_facts
 from analyzer.ingest import ingest
 from analyzer.store import Store
 from webapp import lod
-
-SB = sys.modules["analyzer.analyses.step_breakdown"]
 
 SAMPLES = {
     "kineto": REPO / "tests" / "data" / "kineto_gloo_4rank_slow",
@@ -59,10 +57,10 @@ def check_aggregates(store: Store, run: str) -> None:
 
 
 def check_breakdown(store: Store, run: str) -> None:
-    built, rest = SB.aggregated_ranks(store.catalog_snapshot(), run, None)
+    built, rest = aggregated_ranks(store.catalog_snapshot(), run, None)
     assert built and not rest, (built, rest)  # every rank's breakdown came from the ingest
-    stored = SB.from_aggregates(store, run, built)
-    pd.testing.assert_frame_equal(stored, SB.from_facts(store, run))
+    stored = from_aggregates(store, run, built)
+    pd.testing.assert_frame_equal(stored, from_facts(store, run))
     pd.testing.assert_frame_equal(step_breakdown(store, run), stored)
 
 

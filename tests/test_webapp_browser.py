@@ -33,7 +33,8 @@ from webapp_helpers import (
     trace_events,
 )
 
-from analyzer.analyses import step_breakdown
+from analyzer.analyses import stragglers
+from analyzer.analyses.step_breakdown import aggregated_ranks, from_aggregates, from_facts
 from analyzer.store import Store
 from webapp.format import fmt_bytes, fmt_ns
 
@@ -148,8 +149,12 @@ def test_overview_shows_runs_steps_and_breakdown_and_follows_the_rank_choice(ser
         {int(e["name"].split("#")[1]) for e in trace_events(0) if str(e.get("name", "")).startswith("ProfilerStep#")}
     )
     assert page.inner_text("#ov-stat-steps") == f"{len(steps)} ({steps[0]}–{steps[-1]})"
-    # the step time column is the mean ProfilerStep duration of the trace; the breakdown is the analysis'
-    bd = step_breakdown(server["store"], "gloo")
+    # the step time column is the mean ProfilerStep duration of the trace; the breakdown is the one the
+    # ingest stored (agg_step_breakdown, built in the worker), equal to the analysis over the facts
+    store = server["store"]
+    assert aggregated_ranks(store.catalog_snapshot(), "gloo", None) == ([0, 1], [])
+    bd = from_aggregates(store, "gloo", [0, 1])
+    pd.testing.assert_frame_equal(bd, from_facts(store, "gloo"))
     table = page.inner_text("#ov-steps-table")
     for r in (0, 1):
         prof = [e["dur"] * 1000 for e in trace_events(r) if str(e.get("name", "")).startswith("ProfilerStep#")]
@@ -181,6 +186,25 @@ def test_overview_shows_runs_steps_and_breakdown_and_follows_the_rank_choice(ser
     assert (st["mode"], st["step"], st["ranks"]) == ("step", n, [1])
     assert shown_window_ms(page) == pytest.approx(
         step_span_ms(server["store"], "gloo", n, [1]) * 1.04, rel=1e-3, abs=0.01
+    )
+
+
+def test_overview_marks_the_straggler_and_picks_ranks_by_layout(server: dict, page: Any) -> None:
+    # PP 2 x DP 2, rank 1 slow: the heat map outlines the straggler the analysis names
+    page.goto(server["url"] + "?run=gloo4")
+    page.wait_for_selector("#ov-heatmap-note")
+    settle(page)
+    st = stragglers(server["store"], "gloo4")
+    named = [int(r) for r in st.loc[st["straggler"].astype(bool), "rank"]]
+    assert named == [1]
+    assert "Outlined: the straggler rank 1" in page.inner_text("#ov-heatmap-note")
+    assert "straggler" in page.inner_text("#ov-steps-table")
+    # a pick by layout coordinate: the second pipeline stage's ranks, in the control and the address
+    choose(page, "#ov-pick", "pp = 1 (2 ranks)")
+    page.wait_for_function("() => location.search.includes('ranks=2-3')")
+    page.wait_for_function(
+        "() => { const t = document.querySelector('#ov-steps-table tbody');"
+        " return t && t.innerText.trim().split('\\n').map(l => l.split('\\t')[0]).join(',') === '2,3'; }"
     )
 
 

@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
+import pandas as pd
 import pytest
 from webapp_helpers import DashClient, ingest, plotly_array, texts
 
@@ -124,3 +125,38 @@ def test_cluster_grid_colours_ranks_by_straggler_lateness(client: DashClient, st
     assert max(cells, key=cells.get) == 1 and cells[1] > 25  # the 30 ms sleep
     words = " ".join(texts(out["cl-content"]["children"]))
     assert "Ranks by straggler lateness" in words and "Highest: rank 1" in words
+
+
+def _find(node: object, id_: str) -> object | None:
+    """The component of ``id_`` in a Dash tree."""
+    if getattr(node, "id", None) == id_:
+        return node
+    kids = getattr(node, "children", None)
+    for kid in kids if isinstance(kids, list) else [kids] if kids is not None else []:
+        got = _find(kid, id_)
+        if got is not None:
+            return got
+    return None
+
+
+def test_overview_of_many_ranks_draws_distributions_with_the_straggler_marked(store: Path) -> None:
+    """Beyond BARS_MAX_RANKS ranks, no bar per rank: a box per segment over the ranks, the named
+    straggler drawn on top with its cause, the numbers of the slowest ranks only. The real job's
+    stored breakdown, its ranks repeated ten times (40 ranks; the straggler stays rank 1)."""
+    from analyzer.analyses import slow_ranks, step_breakdown
+    from webapp.pages import overview
+
+    st = Store(store)
+    bd = step_breakdown(st, "g4")
+    many = pd.concat([bd.assign(rank=bd["rank"] + 4 * k) for k in range(10)], ignore_index=True)
+    many.loc[many["rank"] == 1, "step_ns"] *= 3  # the straggler is also the slowest rank
+    card = overview._step_bars(many, None, "g4", slow_ranks(st, "g4"), stragglers(st, "g4"))
+    assert _find(card, "ov-steps-graph") is None
+    fig = _find(card, "ov-dist-graph").figure
+    boxes = [t for t in fig.data if t.type == "box"]
+    assert [b.name for b in boxes][0] == "Step time" and all(len(b.y) == 40 for b in boxes)
+    marked = [t for t in fig.data if t.type == "scatter"]
+    assert marked and all(list(t.text) == ["rank 1"] for t in marked)
+    assert "straggler: idle" in marked[0].customdata[0]
+    rows = _find(card, "ov-steps-table").children[1].children
+    assert len(rows) == overview.BARS_MAX_RANKS and rows[0].children[0].children == "1"

@@ -884,6 +884,40 @@ def step_breakdown(rd: Reader, run: str, ranks: Sequence[int] | None = None) -> 
     return analyses.step_breakdown(rd.store, run, _ranks_arg(ranks))
 
 
+TOP_SLOWEST = (8, 32)  # the "top-N slowest" rank picks
+MAX_PICKS = 300  # group and coordinate picks offered at most
+
+
+@run_cached
+def rank_picks(rd: Reader, run: str) -> list[tuple[str, list[int]]]:
+    """Ready-made rank choices, (label, ranks): the N slowest ranks by mean step time (the stored
+    step breakdown), then every group and every coordinate of the parallel layout found
+    (``analyses.parallel_layout``: "dp group 3", "pp = 1"), at most ``MAX_PICKS``."""
+    out: list[tuple[str, list[int]]] = []
+    bd = step_breakdown(rd, run)
+    if not bd.empty:
+        mean = bd.assign(s=pd.to_numeric(bd["step_ns"], errors="coerce")).groupby("rank")["s"].mean().dropna()
+        order = mean.sort_values(ascending=False, kind="stable")
+        for n in TOP_SLOWEST:
+            if len(order) > n:
+                out.append((f"{n} slowest ranks (mean step time)", sorted(int(r) for r in order.index[:n])))
+    try:
+        lay = analyses.parallel_layout(rd.store, run)
+    except (QueryError, ValueError, KeyError):  # no layout: the slowest picks alone
+        lay = pd.DataFrame()
+    dims = [c for c in lay.columns if c != "rank" and not c.endswith("_group")]
+    known = set(ranks_of(rd, run))
+    for dim in dims:
+        for col, fmt in ((f"{dim}_group", "{dim} group {v}"), (dim, "{dim} = {v}")):
+            if col not in lay.columns:
+                continue
+            for v, sub in lay.dropna(subset=[col]).groupby(col):
+                rs = sorted(int(r) for r in sub["rank"] if int(r) in known)
+                if rs and len(rs) < len(known):
+                    out.append((fmt.format(dim=dim, v=int(v)) + f" ({len(rs)} rank{'s' if len(rs) > 1 else ''})", rs))
+    return out[:MAX_PICKS]
+
+
 def slow_ranks(rd: Reader, run: str) -> pd.DataFrame:
     """msprof-analyze's slow-rank vote (``analyses.slow_ranks``): rank, votes, instances, vote_ratio."""
     return analyses.slow_ranks(rd.store, run)

@@ -17,13 +17,14 @@ from dash import Dash, Input, Output, State, dcc, html
 from webapp import data, findings, links, page, ui
 from webapp.errors import BadParameter
 from webapp.format import fmt_bytes, fmt_int, fmt_ns
-from webapp.params import format_ranks, parse_int
+from webapp.params import format_ranks, parse_int, parse_ranks
 from webapp.reader import Reader
 
 dash.register_page(__name__, path="/", name="Overview", title="rankscope · overview", order=0)
 
 P = "ov"
 MAX_HEAT_STEPS = 400  # columns of the rank x step heat map
+BARS_MAX_RANKS = 32  # one bar per rank up to this many ranks; distributions over the ranks beyond
 CAPABILITIES = (
     "steps",
     "operators",
@@ -82,6 +83,18 @@ def _layout(v: page.View, step_q: Any) -> html.Div:
                 [
                     ui.run_control(P, v.runs, run),
                     ui.ranks_control(P, v.all_ranks, [] if v.selected == v.all_ranks else v.selected),
+                    html.Div(
+                        [
+                            html.Label("Pick ranks", htmlFor=f"{P}-pick"),
+                            dcc.Dropdown(
+                                id=f"{P}-pick",
+                                options=[],
+                                placeholder="slowest, a group, a coordinate…",
+                                className="dd dd-pick",
+                            ),
+                        ],
+                        className="control",
+                    ),
                     html.Div(
                         [
                             html.Label("Step", htmlFor=f"{P}-step"),
@@ -267,7 +280,7 @@ def render(rd: Reader, run: str, ranks: Sequence[int], step: int | None) -> list
     bd = data.step_breakdown(rd, run)
     bd_sel = bd[bd["rank"].isin(list(ranks))] if not bd.empty else bd
     out.append(_step_bars(bd_sel, step, run, data.slow_ranks(rd, run), st))
-    out.append(_heatmap(bd_sel, run))
+    out.append(_heatmap(bd_sel, run, st))
     out.append(_scalars(data.scalars(rd, run, ranks)))
     probs = data.problems(rd, run)
     if not probs.empty:
@@ -488,6 +501,90 @@ def _step_bars(
     per["computing_excl_ns"] = (per["computing_ns"] - per["overlapped_ns"]).clip(lower=0)
     voted = votes[votes["votes"] > 0] if not votes.empty else votes
     slow = [int(r) for r in voted["rank"] if int(r) in set(per["rank"].astype(int))]
+    named = st[st["straggler"].astype(bool)] if st is not None and not st.empty else pd.DataFrame()
+    marks = _marks(per, voted, named)
+    if len(per) > BARS_MAX_RANKS:  # thousands of ranks: distributions, the marked ranks as points
+        fig = _distributions(per, marks)
+        graph_id = f"{P}-dist-graph"
+    else:
+        fig = _bars(per, voted, named, slow)
+        graph_id = f"{P}-steps-graph"
+    mode = ", ".join(sorted({str(m) for m in df["mode"].dropna()}))
+    note = (
+        "Computed from the events with msprof-analyze's definitions (interval unions): computing (not "
+        "overlapped) + overlapped = Computing; Communication (not overlapped); Free = idle gaps inside the "
+        "busy span; Preparing = host step start to first task. "
+        + (
+            "CPU-only ranks: the host threads are the resource (aten ops = computing, gloo/c10d calls = communication)."
+            if "host" in mode
+            else ""
+        )
+    )
+    shown = per
+    if len(per) > BARS_MAX_RANKS:
+        note += (
+            f" {len(per)} ranks: each box is a segment's distribution over the ranks (quartiles, whiskers at "
+            f"1.5 IQR, outliers as points); the numbers list the {BARS_MAX_RANKS} slowest ranks."
+        )
+        shown = per.sort_values("step_ns", ascending=False, kind="stable").head(BARS_MAX_RANKS)
+    if votes.empty:
+        note += " Slow ranks: no collective to vote on."
+    elif voted.empty:
+        note += (
+            f" Slow ranks (msprof-analyze's Dixon / 3σ vote over {int(votes['instances'].max())} collective(s)): none."
+        )
+    else:
+        note += (
+            " Marked: ranks judged slow by msprof-analyze's vote (Dixon / 3σ over each collective's elapsed "
+            "times: the rank the others wait for)."
+        )
+    table_rows = [
+        [
+            int(r["rank"]),
+            fmt_ns(r["step_ns"]),
+            fmt_ns(r["computing_ns"]),
+            fmt_ns(r["communication_ns"]),
+            fmt_ns(r["overlapped_ns"]),
+            fmt_ns(r["comm_not_overlapped_ns"]),
+            fmt_ns(r["free_ns"]),
+            fmt_ns(r["preparing_ns"]),
+            marks.get(int(r["rank"]), ""),
+        ]
+        for r in shown.to_dict("records")
+    ]
+    return html.Div(
+        [
+            html.H2(title),
+            ui.graph(graph_id, fig),
+            html.P(note, className="note"),
+            html.Details(
+                [
+                    html.Summary("numbers"),
+                    ui.table(
+                        [
+                            "rank",
+                            "step time",
+                            "computing",
+                            "communication",
+                            "overlapped",
+                            "comm. not overlapped",
+                            "free",
+                            "preparing",
+                            "",
+                        ],
+                        table_rows,
+                        id_=f"{P}-steps-table",
+                    ),
+                ],
+                open=len(per) <= 8,
+            ),
+        ],
+        className="card",
+    )
+
+
+def _bars(per: pd.DataFrame, voted: pd.DataFrame, named: pd.DataFrame, slow: list[int]) -> Any:
+    """One stacked bar per rank (a run of at most BARS_MAX_RANKS ranks), slow ranks and stragglers marked."""
     x = [f"rank {r}" for r in per["rank"]]
     fig = ui.figure(height=380, barmode="stack", yaxis_title="ms", xaxis_title=None)
     for col, label, color in SEGMENTS:
@@ -520,7 +617,6 @@ def _step_bars(
             ay=-28,
             font=dict(color="#b03030"),
         )
-    named = st[st["straggler"].astype(bool)] if st is not None and not st.empty else pd.DataFrame()
     for r in named.to_dict("records"):
         if int(r["rank"]) not in set(per["rank"].astype(int)):
             continue
@@ -535,74 +631,54 @@ def _step_bars(
             ay=-52,
             font=dict(color="#8a1c1c"),
         )
-    mode = ", ".join(sorted({str(m) for m in df["mode"].dropna()}))
-    note = (
-        "Computed from the events with msprof-analyze's definitions (interval unions): computing (not "
-        "overlapped) + overlapped = Computing; Communication (not overlapped); Free = idle gaps inside the "
-        "busy span; Preparing = host step start to first task. "
-        + (
-            "CPU-only ranks: the host threads are the resource (aten ops = computing, gloo/c10d calls = communication)."
-            if "host" in mode
-            else ""
-        )
-    )
-    if votes.empty:
-        note += " Slow ranks: no collective to vote on."
-    elif voted.empty:
-        note += (
-            f" Slow ranks (msprof-analyze's Dixon / 3σ vote over {int(votes['instances'].max())} collective(s)): none."
-        )
-    else:
-        note += (
-            " Marked: ranks judged slow by msprof-analyze's vote (Dixon / 3σ over each collective's elapsed "
-            "times: the rank the others wait for)."
-        )
-    table_rows = [
-        [
-            int(r["rank"]),
-            fmt_ns(r["step_ns"]),
-            fmt_ns(r["computing_ns"]),
-            fmt_ns(r["communication_ns"]),
-            fmt_ns(r["overlapped_ns"]),
-            fmt_ns(r["comm_not_overlapped_ns"]),
-            fmt_ns(r["free_ns"]),
-            fmt_ns(r["preparing_ns"]),
-            "slow" if int(r["rank"]) in slow else "",
-        ]
-        for r in per.to_dict("records")
-    ]
-    return html.Div(
-        [
-            html.H2(title),
-            ui.graph(f"{P}-steps-graph", fig),
-            html.P(note, className="note"),
-            html.Details(
-                [
-                    html.Summary("numbers"),
-                    ui.table(
-                        [
-                            "rank",
-                            "step time",
-                            "computing",
-                            "communication",
-                            "overlapped",
-                            "comm. not overlapped",
-                            "free",
-                            "preparing",
-                            "",
-                        ],
-                        table_rows,
-                        id_=f"{P}-steps-table",
-                    ),
-                ],
-                open=len(per) <= 8,
-            ),
-        ],
-        className="card",
-    )
+    return fig
 
 
-def _heatmap(bd: pd.DataFrame, run: str) -> html.Div:
+def _marks(per: pd.DataFrame, voted: pd.DataFrame, named: pd.DataFrame) -> dict[int, str]:
+    """The ranks to point out, with why: named stragglers (their cause), then msprof-analyze's slow votes."""
+    have = set(per["rank"].astype(int))
+    out: dict[int, str] = {}
+    for r in named.to_dict("records") if not named.empty else []:
+        if int(r["rank"]) in have:
+            out[int(r["rank"])] = f"straggler: {r['cause'] or '?'}"
+    for r, n in zip(voted["rank"], voted["votes"]) if not voted.empty else []:
+        if int(r) in have and int(r) not in out:
+            out[int(r)] = f"slow ({int(n)} votes)"
+    return out
+
+
+def _distributions(per: pd.DataFrame, marks: dict[int, str]) -> Any:
+    """Per segment, the distribution over ranks of its mean (a box: quartiles, whiskers, outliers),
+    the marked ranks drawn on top with their rank and why."""
+    fig = ui.figure(height=380, yaxis_title="ms", xaxis_title=None, showlegend=False)
+    cols = [("step_ns", "Step time", "computing")] + [c for c in SEGMENTS if per[c[0]].notna().any()]
+    for col, label, color in cols:
+        fig.add_box(
+            y=per[col] / 1e6,
+            name=label,
+            marker_color="#222" if col == "step_ns" else ui.COLORS[color],
+            boxpoints="suspectedoutliers",
+            customdata=per["rank"],
+            hovertemplate="rank %{customdata}: %{y:.3f} ms<extra>" + label + "</extra>",
+        )
+    if marks:
+        pts = per[per["rank"].astype(int).isin(list(marks))]
+        for col, label, _ in cols:
+            fig.add_scatter(
+                x=[label] * len(pts),
+                y=pts[col] / 1e6,
+                mode="markers+text",
+                text=[f"rank {int(r)}" for r in pts["rank"]],
+                textposition="middle right",
+                marker=dict(symbol="diamond", size=10, color="#b03030"),
+                customdata=[marks[int(r)] for r in pts["rank"]],
+                hovertemplate="%{text}: %{y:.3f} ms<br>%{customdata}<extra></extra>",
+            )
+    return fig
+
+
+def _heatmap(bd: pd.DataFrame, run: str, st: pd.DataFrame | None = None) -> html.Div:
+    """Step time per rank and step (the stored breakdown), the named stragglers' rows outlined."""
     if bd.empty or not bd["step"].notna().any():
         return html.Div()
     df = bd[bd["step"].notna()].copy()
@@ -624,13 +700,47 @@ def _heatmap(bd: pd.DataFrame, run: str) -> html.Div:
         colorbar=dict(title="ms"),
         hovertemplate="rank %{y} step %{x}: %{z:.3f} ms<extra></extra>",
     )
-    fig.update_yaxes(autorange="reversed", type="category" if pv.shape[0] <= 64 else "linear")
+    category = pv.shape[0] <= 64
+    fig.update_yaxes(autorange="reversed", type="category" if category else "linear")
     fig.update_xaxes(type="category" if pv.shape[1] <= 64 else "linear")
+    ranks = [int(r) for r in pv.index]
+    named = st[st["straggler"].astype(bool)] if st is not None and not st.empty else pd.DataFrame()
+    marked = []
+    for r in named.to_dict("records") if not named.empty else []:
+        rank = int(r["rank"])
+        if rank not in ranks:
+            continue
+        y = ranks.index(rank) if category else rank  # a category axis places rows by their index
+        fig.add_shape(
+            type="rect",
+            xref="paper",
+            x0=0,
+            x1=1,
+            yref="y",
+            y0=y - 0.5,
+            y1=y + 0.5,
+            line=dict(color="#b03030", width=2),
+            fillcolor="rgba(0,0,0,0)",
+        )
+        fig.add_annotation(
+            xref="paper",
+            x=1,
+            xanchor="left",
+            y=y,
+            yref="y",
+            text="straggler",
+            showarrow=False,
+            font=dict(color="#b03030"),
+        )
+        marked.append(f"rank {rank} ({r['cause'] or '?'})")
+    note = "Click a cell to open that rank and step in the timeline."
+    if marked:
+        note += " Outlined: the straggler" + ("s " if len(marked) > 1 else " ") + ", ".join(marked) + "."
     return html.Div(
         [
             html.H2("Step time, rank × step"),
             ui.graph(f"{P}-heatmap", fig),
-            html.P("Click a cell to open that rank and step in the timeline.", className="note"),
+            html.P(note, className="note", id=f"{P}-heatmap-note"),
         ],
         className="card",
     )
@@ -685,19 +795,32 @@ def register_callbacks(app: Dash) -> None:
         Output(f"{P}-ranks", "options"),
         Output(f"{P}-step", "options"),
         Output(f"{P}-step", "value"),
+        Output(f"{P}-pick", "options"),
         Input(f"{P}-run", "value"),
         State(f"{P}-want-step", "data"),
     )
-    @ui.guard(3, message_index=0)
+    @ui.guard(4, message_index=0)
     def run_changed(run: str, want_step: Any) -> Any:
         with page.view(run, None, ("steps",), check_run=False) as v:
             all_ranks = v.all_ranks
             steps = data.steps(v.rd, run, None)
+            picks = data.rank_picks(v.rd, run) if v.run else []
         opts = [{"label": "mean over steps", "value": "mean"}] + [
             {"label": f"step {int(s)}", "value": int(s)} for s in steps["step"]
         ]
         value = want_step if want_step is not None and want_step in set(steps["step"].astype(int)) else "mean"
-        return [{"label": f"rank {r}", "value": r} for r in all_ranks], opts, value
+        pick_opts = [{"label": label, "value": format_ranks(rs)} for label, rs in picks]
+        return [{"label": f"rank {r}", "value": r} for r in all_ranks], opts, value, pick_opts
+
+    @app.callback(Output(f"{P}-ranks", "value"), Input(f"{P}-pick", "value"), prevent_initial_call=True)
+    def pick_ranks(value: Any) -> Any:
+        """A pick (the N slowest, a group, a coordinate) chooses its ranks in the ranks control."""
+        if not value:
+            return dash.no_update
+        try:
+            return parse_ranks("pick", value) or dash.no_update
+        except BadParameter:
+            return dash.no_update
 
     @app.callback(
         Output(f"{P}-content", "children"),
