@@ -583,11 +583,13 @@ AGGREGATE_TABLES: tuple[Table, ...] = (
     ),
     Table(
         "agg_operator_stats",
-        "Framework operators per (rank, name, input shapes) of each collection: calls, total, self, min, max and "
-        "when the slowest started (ProfilerStep ranges and Python call-stack frames left out, as the Operators page).",
+        "Framework operators per (rank, name, category, input shapes) of each collection: calls, total, self, min, "
+        "max and when the slowest started (ProfilerStep ranges and Python call-stack frames left out, as the "
+        "Operators page).",
         FACT_KEY
         + (
             _c("name", "VARCHAR", "Operator name."),
+            _c("category", "VARCHAR", "Event category (cpu_op, user_annotation, ...)."),
             _c("input_shapes", "VARCHAR", "Input shapes as written (NULL when not recorded)."),
             _c("count", "BIGINT", "Calls."),
             _c("total_ns", "BIGINT", "Sum of inclusive durations."),
@@ -651,6 +653,20 @@ AGGREGATE_TABLES: tuple[Table, ...] = (
             _c("last_ts_ns", "BIGINT", "Time of the bucket's last sample."),
             _c("last_allocated_bytes", "BIGINT", "Allocated at the bucket's last sample (held until the next)."),
             _c("samples", "BIGINT", "Samples in the bucket."),
+        ),
+    ),
+    Table(
+        "agg_lanes",
+        "Per timeline lane (pid, tid) of each collection: its slices, first start, last end and deepest nesting "
+        "(what the timeline lays out before it draws any tile).",
+        FACT_KEY
+        + (
+            _c("pid", "VARCHAR", "Lane process id as written."),
+            _c("tid", "VARCHAR", "Lane thread / stream id as written."),
+            _c("n_slices", "BIGINT", "Slices with a start time on the lane."),
+            _c("first_ns", "BIGINT", "Earliest start."),
+            _c("last_ns", "BIGINT", "Latest end."),
+            _c("max_depth", "INTEGER", "Deepest nesting level (0 = no slice inside another)."),
         ),
     ),
     Table(

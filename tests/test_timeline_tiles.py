@@ -142,7 +142,7 @@ def test_lane_index_occupancy_is_the_interval_union() -> None:
 
 def test_duration_classes_hold_their_durations() -> None:
     d = np.array([0, 1, 2, 3, 4, 7, 8, (1 << 40) - 1, 1 << 40, (1 << 53) + 1, (1 << 60) - 1], dtype=np.int64)
-    cls = lod._classes(d)
+    cls = lod.duration_classes(d)
     assert cls.tolist() == [0] + [int(x).bit_length() for x in d[1:]]
 
 
@@ -181,6 +181,71 @@ def test_tiles_of_the_npu_step_match_the_store(store: Store) -> None:
             assert t.instants == int(instants.sum())
             checked_slices += len(t.slices)
     assert checked_slices > 300  # the step's long slices are in the tiles, with their names
+
+
+@pytest.mark.parametrize("run", ["npu", "gloo"])
+def test_zoomed_out_tiles_from_the_stored_pyramid_equal_the_lane_indexes(store: Store, run: str) -> None:
+    """Every tile the stored pyramid answers (levels from the finest stored one up) is the tile the
+    lane indexes give: same occupancy, instants, cut, and the same slices with depth and member."""
+    m = api.meta(store, run, "all")
+    ctx = api.context(store, run)
+    ranks = list(ctx.ranks)
+    assert ctx.origin % (1 << max(tiles.STORED_LEVELS)) == 0 and ctx.stored  # the pyramid tiles the tiles
+    index = api.tile_source(store, ctx, ranks)
+    stored = api.stored_source(store, ctx, ranks)
+    keys = [ln["key"] for ln in m["lanes"]] + sorted({api.summary_key(ln["rank"], ln["group"]) for ln in m["lanes"]})
+    lo = min(e[0] for e in m["events"].values())
+    hi = max(e[1] for e in m["events"].values())
+    checked = compared = 0
+    for z in (tiles.STORED_LEVELS[0], tiles.STORED_LEVELS[0] + 1, tiles.STORED_LEVELS[1], 25, 27, 31):
+        wanted = [(k, z, i) for k in keys for i in tiles.tiles_for(lo, hi, z)]
+        stored.prefetch(wanted)
+        for k, _, i in wanted:
+            assert stored.is_stored(k, z)
+            a, b = stored.tile(k, z, i), index.tile(k, z, i)
+            assert np.array_equal(a.occupancy, b.occupancy), (k, z, i)
+            assert (a.instants, a.cut, len(a.slices)) == (b.instants, b.cut, len(b.slices)), (k, z, i)
+            rows = [
+                zip(
+                    t.slices.start.tolist(),
+                    t.slices.dur.tolist(),
+                    t.slices.depth.tolist(),
+                    t.slices.event.tolist(),
+                    t.slices.member.tolist(),
+                    t.slices.names,
+                )
+                for t in (a, b)
+            ]
+            assert list(rows[0]) == list(rows[1]), (k, z, i)  # same slices, in the same order
+            checked += 1
+            compared += len(b.slices) + int(b.occupancy.astype(bool).sum())
+    assert checked > 50 and compared > 500
+    # below the finest stored level the lane indexes answer
+    assert not stored.is_stored(keys[0], tiles.STORED_LEVELS[0] - 1)
+
+
+def test_meta_and_zoomed_out_tiles_build_no_lane_index(store: Store) -> None:
+    """The whole-run view of every rank reads the stored lane summaries and pyramid: the server
+    holds no lane index (``cache.LANES`` stays empty) until a view zooms in."""
+    from webapp import cache
+
+    cache.LANES.clear()
+    api._CONTEXTS.clear()
+    http = create_app(store).server.test_client()
+    m = http.get("/_timeline/meta?run=npu&ranks=all").get_json()
+    lo = min(e[0] for e in m["events"].values())
+    hi = max(e[1] for e in m["events"].values())
+    # the whole run at the finest stored level or coarser (the samples are short: a real window of
+    # seconds is drawn at level 18 or coarser on any screen)
+    z = max(tiles.level_for((hi - lo) / 1400), tiles.STORED_LEVELS[0])
+    want = [[ln["key"], z, i] for ln in m["lanes"] for i in tiles.tiles_for(lo, hi, z)]
+    r = http.post("/_timeline/tiles", json={"run": "npu", "fp": m["fp"], "tiles": want})
+    assert r.status_code == 200 and len(tiles.decode(r.data).tiles) == len(want)
+    assert cache.LANES.nbytes == 0
+    # zoomed in (a level finer than the stored ones): the ranks' lane indexes are built then
+    fine = [[m["lanes"][0]["key"], 12, next(iter(tiles.tiles_for(lo, lo + 1, 12)))]]
+    assert http.post("/_timeline/tiles", json={"run": "npu", "fp": m["fp"], "tiles": fine}).status_code == 200
+    assert cache.LANES.nbytes > 0
 
 
 def test_a_tile_is_bounded_whatever_the_zoom(store: Store) -> None:

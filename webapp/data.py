@@ -17,6 +17,7 @@ from typing import Any
 import duckdb
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pyarrow.compute as pc
 
 from analyzer import analyses
@@ -387,6 +388,62 @@ def lane_indexes(
     return out
 
 
+# the timeline's zoomed-out levels, from what the ingest stored (``webapp.tiles.StoredTileSource``)
+STORED_COLLECTIONS_SQL = """
+SELECT collection_id FROM fact_files WHERE run = $run GROUP BY collection_id
+HAVING bool_or(table_name = 'agg_lanes') OR NOT bool_or(table_name = 'slices')
+"""
+
+STORED_LANES_SQL = f"""
+SELECT collection_id, pid, tid, n_slices, first_ns, last_ns, max_depth FROM agg_lanes
+WHERE run = $run AND {RANK_FILTER}
+"""
+
+STORED_OCCUPANCY_SQL = """
+SELECT w.q, o.bucket - w.lo AS at, o.busy_ns, o.instants
+FROM agg_lane_occupancy o JOIN __want w
+  ON o.collection_id = w.collection_id AND o.pid = w.pid AND o.tid = w.tid AND o.level = w.level
+ AND o.bucket >= w.lo AND o.bucket < w.hi
+WHERE o.run = $run
+"""
+
+STORED_SLICES_SQL = """
+SELECT w.q, s.ts_ns, s.dur_ns, s.depth, coalesce(s.event_id, -1) AS event_id, coalesce(s.name, '') AS name
+FROM agg_lane_slices s JOIN __want w
+  ON s.collection_id = w.collection_id AND s.pid = w.pid AND s.tid = w.tid AND s.ts_ns < w.b
+ AND ((s.dur_ns >= w.min_dur AND s.ts_ns + s.dur_ns > w.a) OR (s.dur_ns = 0 AND s.ts_ns >= w.a))
+WHERE s.run = $run
+"""
+
+
+def stored_collections(rd: Reader, run: str) -> set[str]:
+    """The collections of ``run`` whose timeline lanes the ingest summarised (``agg_lanes``, the
+    pyramid), or that have nothing to draw; the others (a store from before) need lane indexes."""
+    return {str(c) for c in _df(rd.catalog(), STORED_COLLECTIONS_SQL, {"run": run})["collection_id"]}
+
+
+@run_cached
+def stored_lanes(rd: Reader, run: str, ranks: Sequence[int] | None) -> pd.DataFrame:
+    """Per lane (collection_id, pid, tid) of the ranks: its slices, first start, last end and
+    deepest nesting, as the ingest stored them (``agg_lanes``)."""
+    con = rd.facts(run, ranks, ("agg_lanes",))
+    return _df(con, STORED_LANES_SQL, {"run": run, "ranks": _ranks_param(ranks)})
+
+
+def stored_tiles(rd: Reader, run: str, ranks: Sequence[int], want: pd.DataFrame) -> tuple[pa.Table, pa.Table]:
+    """The stored pyramid rows and long slices of the tiles ``want`` (``tiles.StoredTileSource``)."""
+    con = rd.facts(run, ranks, ("agg_lane_occupancy", "agg_lane_slices"))
+    con.register("__want", want)
+    try:
+        occ = con.sql(STORED_OCCUPANCY_SQL, params={"run": run}).to_arrow_table()
+        sl = con.sql(STORED_SLICES_SQL, params={"run": run}).to_arrow_table()
+    except duckdb.Error as exc:
+        raise QueryError(str(exc).strip().splitlines()[0]) from exc
+    finally:
+        con.unregister("__want")
+    return occ, sl
+
+
 STEP_WINDOWS_SQL = f"""
 SELECT rank, step, min(start_ns) AS start_ns, max(end_ns) AS end_ns
 FROM steps WHERE run = $run AND {RANK_FILTER} AND step IS NOT NULL AND source <> 'collector'
@@ -595,6 +652,47 @@ def _op_base(source: str, grouping: str) -> str:
       FROM {source} WHERE run = $run AND {RANK_FILTER} AND {_OP_FILTER[source]} AND dur_ns IS NOT NULL"""
 
 
+_STORED_STATS = {"operators": ("agg_operator_stats", "self_ns"), "kernels": ("agg_kernel_stats", "total_ns")}
+
+STATS_STORED_SQL = """
+SELECT count(*) AS n FROM (
+  SELECT collection_id FROM fact_files WHERE run = $run GROUP BY collection_id
+  HAVING bool_or(table_name = $source) AND NOT bool_or(table_name = $stored))
+"""
+
+
+def _stats_stored(rd: Reader, run: str, source: str) -> bool:
+    """Whether every collection of ``run`` holding ``source`` rows has its statistics stored at ingest."""
+    n = _df(rd.catalog(), STATS_STORED_SQL, {"run": run, "source": source, "stored": _STORED_STATS[source][0]})
+    return int(n["n"].iloc[0]) == 0
+
+
+def _op_per_rank(rd: Reader, run: str, source: str, grouping: str) -> tuple[str, str]:
+    """The per-(key, shape, rank) statistics of ``source``: (SQL, the table it reads) — from the
+    statistics the ingest stored when every collection has them (sums of sums, min of mins, max of
+    maxes: the same figures), else from every call."""
+    if _stats_stored(rd, run, source):
+        table, self_col = _STORED_STATS[source]
+        key, shape = _KEY_EXPR[(source, grouping)]
+        return (
+            f"""
+      SELECT key, shape, rank, sum(count) AS count, sum(total_ns) AS total_ns, sum(self_ns) AS self_ns,
+             min(min_ns) AS min_ns, max(max_ns) AS max_ns, arg_max(slowest_ts_ns, max_ns) AS slowest_ts_ns
+      FROM (SELECT rank, {key} AS key, {shape} AS shape, count, total_ns, {self_col} AS self_ns, min_ns, max_ns,
+                   slowest_ts_ns
+            FROM {table} WHERE run = $run AND {RANK_FILTER})
+      GROUP BY key, shape, rank""",
+            table,
+        )
+    return (
+        f"""
+      SELECT key, shape, rank, count(*) AS count, sum(dur_ns) AS total_ns, sum(self_ns) AS self_ns,
+             min(dur_ns) AS min_ns, max(dur_ns) AS max_ns, arg_max(ts_ns, dur_ns) AS slowest_ts_ns
+      FROM ({_op_base(source, grouping)}) GROUP BY key, shape, rank""",
+        source,
+    )
+
+
 @run_cached
 def operator_stats(
     rd: Reader,
@@ -615,11 +713,7 @@ def operator_stats(
     """
     if source not in SOURCES or grouping not in GROUPINGS:
         raise QueryError(f"unknown operator view {source}/{grouping}")
-    base = _op_base(source, grouping)
-    per_rank = f"""
-      SELECT key, shape, rank, count(*) AS count, sum(dur_ns) AS total_ns, sum(self_ns) AS self_ns,
-             min(dur_ns) AS min_ns, max(dur_ns) AS max_ns, arg_max(ts_ns, dur_ns) AS slowest_ts_ns
-      FROM ({base}) GROUP BY key, shape, rank"""
+    per_rank, table = _op_per_rank(rd, run, source, grouping)
     if across:
         sql = f"""
         WITH pr AS ({per_rank})
@@ -640,7 +734,7 @@ def operator_stats(
                rank AS slowest_rank, slowest_ts_ns, count(*) OVER () AS n_rows
         FROM ({per_rank})
         ORDER BY total_ns DESC, key, shape, rank LIMIT $limit"""
-    con = rd.facts(run, ranks, (source,))
+    con = rd.facts(run, ranks, (table,))
     df = _df(con, sql, {"run": run, "ranks": _ranks_param(ranks), "limit": int(limit)})
     n = int(df["n_rows"].iloc[0]) if len(df) else 0
     return df.drop(columns=["n_rows"]), n

@@ -140,7 +140,7 @@ class LaneIndex:
         return int(self.select(start, end, 0).size)
 
 
-def _classes(dur: np.ndarray) -> np.ndarray:
+def duration_classes(dur: np.ndarray) -> np.ndarray:
     """Duration class of each slice: 0 for an instant, else the bit length of the duration."""
     out = np.zeros(dur.size, dtype=np.int64)
     pos = dur > 0
@@ -183,7 +183,7 @@ def build_lane(
     cum = np.zeros(len(ua) + 1, dtype=np.int64)
     np.cumsum(ub - ua, out=cum[1:])
     # slices grouped by duration class, by start within a class (a stable sort keeps the start order)
-    cls = _classes(dur)
+    cls = duration_classes(dur)
     by_class = np.argsort(cls, kind="stable")
     class_lo = np.searchsorted(cls[by_class], np.arange(N_CLASSES + 1), side="left").astype(np.int64)
     first = int(ts[0]) if ts.size else 0

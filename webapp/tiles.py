@@ -21,19 +21,24 @@ So a tile is bounded whatever the trace: 1 KiB of occupancy and, per nesting lev
 
 The server side has one seam, :class:`TileSource`: ``tile(lane, level, index)`` and
 ``exact(lanes, start, end)``. :class:`IndexTileSource` answers from the in-memory lane indexes of
-``webapp.lod``; a source reading precomputed level-of-detail tables can replace it without
-changing the protocol. :func:`encode` writes tiles in the binary format ``timeline.js`` reads.
+``webapp.lod``; :class:`StoredTileSource` answers the zoomed-out levels from the level-of-detail
+tables the ingest stored (``agg_lane_occupancy``, ``agg_lane_slices``) and the finer ones from an
+``IndexTileSource`` of the ranks in view. :func:`encode` writes tiles in the binary format ``timeline.js`` reads.
 """
 
 from __future__ import annotations
 
 import json
 import struct
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from analyzer.schema import TILE_LEVELS as STORED_LEVELS
 
 from . import lod
 
@@ -332,3 +337,157 @@ def decode(buf: bytes) -> Decoded:
         d["member"] = take("u1", n)
         out.append(d)
     return Decoded(int(head["origin"]), out)
+
+
+class StoredTileSource:
+    """Tiles of the zoomed-out levels from what the ingest stored: the occupancy pyramid
+    (``agg_lane_occupancy``) and the slices long enough to be drawn there (``agg_lane_slices``,
+    with their nesting depth), so a view of any number of ranks holds no lane index. Finer levels,
+    ``exact`` and the lanes of collections stored without the pyramid (an older store) come from
+    the lane indexes (``exact_source``: an :class:`IndexTileSource` built on first need).
+
+    A stored bucket of level ``l`` is ``[b, b + 1) * 2**l`` ns of the rank's clock; a tile of level
+    ``z >= l`` adds up the buckets of the coarsest stored level at most ``z``, which tile exactly
+    into its buckets because the origin is a multiple of ``2**max(STORED_LEVELS)``
+    (``aligned_origin``). ``fetch(want)`` reads the stored rows of many (member lane, tile) at once:
+    ``want`` has one row per query ``q`` (collection_id, pid, tid, level, lo, hi: the stored buckets;
+    a, b: the tile in absolute ns; min_dur) and it returns (q, at = bucket - lo, busy_ns, instants)
+    and (q, ts_ns, dur_ns, depth, event_id, name)."""
+
+    def __init__(
+        self,
+        origin_ns: int,
+        lanes: Iterable[Lane],
+        summaries: dict[str, Sequence[str]],
+        stored: set[str],
+        fetch: Callable[[pd.DataFrame], tuple[pa.Table, pa.Table]],
+        exact_source: Callable[[], IndexTileSource],
+    ):
+        self.origin = int(origin_ns)
+        self.lanes = {ln.key: ln for ln in lanes}
+        self.summaries = dict(summaries)
+        self.stored_collections = stored
+        self._fetch = fetch
+        self._exact_source = exact_source
+        self._exact: IndexTileSource | None = None
+        self._tiles: dict[tuple[str, int, int], Tile] = {}
+
+    def has(self, key: str) -> bool:
+        return key in self.lanes or key in self.summaries
+
+    def index_source(self) -> IndexTileSource:
+        if self._exact is None:
+            self._exact = self._exact_source()
+        return self._exact
+
+    def is_stored(self, key: str, level: int) -> bool:
+        """Whether the tiles of ``key`` at ``level`` come from the stored pyramid."""
+        if level < STORED_LEVELS[0]:
+            return False
+        keys = self.summaries.get(key, [key])
+        return all(cid in self.stored_collections for k in keys for cid, _, _ in self.lanes[k].members)
+
+    def prefetch(self, wanted: Sequence[tuple[str, int, int]]) -> None:
+        """Read the stored rows of every tile of ``wanted`` the pyramid answers, in one go."""
+        todo = [
+            (k, z, i)
+            for key, z, i in wanted
+            if self.has(key) and self.is_stored(key, z)
+            for k in self.summaries.get(key, [key])
+            if (k, z, i) not in self._tiles
+        ]
+        todo = list(dict.fromkeys(todo))
+        if not todo:
+            return
+        rows: list[tuple[Any, ...]] = []
+        owner: list[tuple[str, int, int, int]] = []  # per query: lane, level, index, member
+        for key, z, i in todo:
+            lvl = max(x for x in STORED_LEVELS if x <= z)
+            a = self.origin + tile_range(z, i)[0]
+            lo = a >> lvl
+            for m, (cid, pid, tid) in enumerate(self.lanes[key].members):
+                rows.append((len(rows), cid, pid, tid, lvl, lo, lo + (TILE_BUCKETS << (z - lvl)), a, a + tile_span(z)))
+                owner.append((key, z, i, m))
+        want = pd.DataFrame(rows, columns=["q", "collection_id", "pid", "tid", "level", "lo", "hi", "a", "b"])
+        want["min_dur"] = [MIN_SLICE_BUCKETS << z for _, z, _, _ in owner]
+        occ, sl = self._fetch(want)
+        self._assemble(owner, occ, sl)
+
+    def _assemble(self, owner: list[tuple[str, int, int, int]], occ: pa.Table, sl: pa.Table) -> None:
+        n = len(owner)
+        # per query: the busy length and instants per bucket of its tile
+        busy = np.zeros((n, TILE_BUCKETS), dtype=np.int64)
+        marks = np.zeros((n, TILE_BUCKETS), dtype=np.int64)
+        if occ.num_rows:
+            q = occ["q"].to_numpy().astype(np.int64)
+            shift = np.array([z - max(x for x in STORED_LEVELS if x <= z) for _, z, _, _ in owner], dtype=np.int64)
+            j = occ["at"].to_numpy().astype(np.int64) >> shift[q]
+            np.add.at(busy, (q, j), occ["busy_ns"].to_numpy().astype(np.int64))
+            np.add.at(marks, (q, j), occ["instants"].to_numpy().astype(np.int64))
+        sq = sl["q"].to_numpy().astype(np.int64) if sl.num_rows else np.zeros(0, dtype=np.int64)
+        order = np.argsort(sq, kind="stable")
+        sq = sq[order]
+        cols = {
+            c: (sl[c].to_numpy().astype(np.int64)[order] if sl.num_rows else np.zeros(0, dtype=np.int64))
+            for c in ("ts_ns", "dur_ns", "depth", "event_id")
+        }
+        names = sl["name"].to_pylist() if sl.num_rows else []
+        names = [names[int(k)] for k in order]
+        bounds = np.searchsorted(sq, np.arange(n + 1))
+        per_tile: dict[tuple[str, int, int], list[int]] = {}
+        for qi, (key, z, i, _) in enumerate(owner):
+            per_tile.setdefault((key, z, i), []).append(qi)
+        for (key, z, i), qs in per_tile.items():
+            b = busy[qs].sum(axis=0)
+            mk = marks[qs].sum(axis=0)
+            bucket = 1 << z
+            occ_t = np.ceil(np.clip(b.astype(np.float64) / bucket, 0.0, 1.0) * 255).astype(np.uint8)
+            occ_t[(occ_t == 0) & (mk > 0)] = 1
+            instants = int(mk.sum())
+            parts = []
+            for qi in qs:
+                lo, hi = bounds[qi], bounds[qi + 1]
+                ts, dur = cols["ts_ns"][lo:hi], cols["dur_ns"][lo:hi]
+                keep = dur > 0
+                if instants <= MAX_INSTANTS:
+                    keep = np.ones(ts.size, dtype=bool)
+                # as the lane index orders them: by duration class, by start (the longer first), instants last
+                cls = lod.duration_classes(dur)
+                rows = np.flatnonzero(keep)
+                rows = rows[np.lexsort((-dur[rows], ts[rows], np.where(cls[rows] == 0, lod.N_CLASSES, cls[rows])))]
+                parts.append(
+                    Slices(
+                        ts[rows],
+                        dur[rows],
+                        np.minimum(cols["depth"][lo:hi][rows], lod.MAX_DEPTH).astype(np.uint8),
+                        cols["event_id"][lo:hi][rows],
+                        np.full(rows.size, owner[qi][3], dtype=np.uint8),
+                        [names[lo + int(r)] for r in rows],
+                    )
+                )
+            s = Slices.concat(parts)
+            cut = len(s) > MAX_SLICES
+            if cut:
+                s = s.take(np.sort(np.argsort(-s.dur, kind="stable")[:MAX_SLICES]))
+            self._tiles[(key, z, i)] = Tile(key, z, i, occ_t, s, cut, instants)
+
+    def tile(self, lane: str, level: int, index: int) -> Tile:
+        if not self.is_stored(lane, level):
+            return self.index_source().tile(lane, level, index)
+        if lane in self.summaries:  # a folded group: the busiest of its lanes per bucket, no slices
+            occ = np.zeros(TILE_BUCKETS, dtype=np.uint8)
+            for sub in self.summaries[lane]:
+                np.maximum(occ, self.tile(sub, level, index).occupancy, out=occ)
+            return Tile(lane, level, index, occ, Slices.empty())
+        if (lane, level, index) not in self._tiles:
+            self.prefetch([(lane, level, index)])
+        return self._tiles[(lane, level, index)]
+
+    def exact(self, lanes: Sequence[str], start_ns: int, end_ns: int, limit: int) -> dict[str, Slices]:
+        return self.index_source().exact(lanes, start_ns, end_ns, limit)
+
+
+def aligned_origin(first_ns: int) -> int:
+    """The timeline's origin for a run whose first event is at ``first_ns``: the multiple of
+    ``2**max(STORED_LEVELS)`` at or before it (so stored buckets tile into every tile)."""
+    return (int(first_ns) >> STORED_LEVELS[-1]) << STORED_LEVELS[-1]

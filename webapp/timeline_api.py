@@ -37,7 +37,7 @@ from flask import Flask, Response, request
 from analyzer.errors import AnalyzerError
 from analyzer.store import Store
 
-from . import data, tiles
+from . import data, lod, tiles
 from .cache import run_cached
 from .errors import BadParameter, NotFound, WebappError
 from .params import parse_ranks, single
@@ -105,20 +105,23 @@ class Context:
 
     run: str
     fp: str  # the run's content fingerprint (the browser sends it back; a new ingest changes it)
-    origin: int  # the run's first timestamp: times travel as ns after it
+    origin: int  # the run's first timestamp (``tiles.aligned_origin``): times travel as ns after it
     ranks: tuple[int, ...]
     rows: pd.DataFrame  # timeline_rows()
     sources: dict[str, tuple[int, str]]  # collection_id -> (rank, slices files)
     lanes: dict[str, tiles.Lane]  # by key
     summaries: dict[str, list[str]]  # a folded group's key -> its lanes' keys
+    stored: set[str] = frozenset()  # collections whose lanes the ingest summarised (the tile pyramid)
 
 
-def _context(run: str, fp: str, origin: int, ranks: tuple[int, ...], rows: pd.DataFrame, sources: Any) -> Context:
+def _context(
+    run: str, fp: str, origin: int, ranks: tuple[int, ...], rows: pd.DataFrame, sources: Any, stored: set[str]
+) -> Context:
     lanes = {k: tiles.Lane(k, int(r), m) for k, r, m in zip(rows["key"], rows["rank"], rows["members"])}
     summaries: dict[str, list[str]] = {}
     for k, r, g in zip(rows["key"], rows["rank"], rows["lane_group"]):
         summaries.setdefault(summary_key(int(r), str(g)), []).append(str(k))
-    return Context(run, fp, origin, ranks, rows, sources, lanes, summaries)
+    return Context(run, fp, origin, ranks, rows, sources, lanes, summaries, frozenset(stored))
 
 
 _CONTEXTS: OrderedDict[tuple[str, str], tuple[Any, Context]] = OrderedDict()
@@ -145,10 +148,11 @@ def context(store: Store, run: str) -> Context:
         ctx = _context(
             run,
             rd.run_key(run),
-            bounds[0],
+            tiles.aligned_origin(bounds[0]),
             tuple(data.ranks_of(rd, run)),
             timeline_rows(rd, run),
             data.lane_sources(rd, run, None),
+            data.stored_collections(rd, run),
         )
         used = rd.catalog_tables()
     if used is snap:  # what was read is the snapshot the key names
@@ -180,6 +184,60 @@ def tile_source(store: Store, ctx: Context, ranks: Sequence[int]) -> tiles.Index
     return tiles.IndexTileSource(ctx.origin, lanes, indexes, summaries)
 
 
+def stored_source(store: Store, ctx: Context, ranks: Sequence[int]) -> tiles.StoredTileSource:
+    """The tile source of ``ranks`` for the tiles endpoint: the zoomed-out levels from the pyramid
+    the ingest stored (no lane index in memory), the finer ones from ``tile_source``."""
+    ranks = _check_ranks(ctx, ranks)
+    keep = set(ranks)
+
+    def fetch(want: pd.DataFrame) -> Any:
+        with reader(store, ctx.run, ranks, ("agg_lane_occupancy", "agg_lane_slices")) as rd:
+            return data.stored_tiles(rd, ctx.run, ranks, want)
+
+    return tiles.StoredTileSource(
+        ctx.origin,
+        [ln for ln in ctx.lanes.values() if ln.rank in keep],
+        {k: v for k, v in ctx.summaries.items() if _rank_of(k) in keep},
+        set(ctx.stored),
+        fetch,
+        lambda: tile_source(store, ctx, ranks),
+    )
+
+
+def _lane_stats(
+    store: Store, ctx: Context, ranks: list[int], rows: pd.DataFrame
+) -> dict[str, tuple[int, int, int, int]]:
+    """Per lane key of ``rows``: (slices, first start, last end, deepest nesting level), from what the
+    ingest stored when every collection of the ranks has it, else from the lane indexes."""
+    members = dict(zip(rows["key"], rows["members"]))
+    cids = {c for m in members.values() for c, _, _ in m}
+    out: dict[str, tuple[int, int, int, int]] = {}
+    if cids <= ctx.stored:
+        with reader(store, ctx.run, ranks, ("agg_lanes",)) as rd:
+            st = data.stored_lanes(rd, ctx.run, ranks)
+        by = {(str(c), p, t): (int(n), int(a), int(b), int(d)) for c, p, t, n, a, b, d in st.itertuples(index=False)}
+        for key, mem in members.items():
+            got = [by[m] for m in mem if m in by]
+            n = sum(g[0] for g in got)
+            out[key] = (
+                n,
+                min((g[1] for g in got if g[0]), default=0),
+                max((g[2] for g in got if g[0]), default=0),
+                min(max((g[3] for g in got), default=0), lod.MAX_DEPTH),
+            )
+        return out
+    src = tile_source(store, ctx, ranks)
+    for key in members:
+        idx = [ix for _, ix, _ in src.members(key)]
+        out[key] = (
+            sum(ix.n for ix in idx),
+            min((ix.first_ns for ix in idx if ix.n), default=0),
+            max((ix.last_ns for ix in idx if ix.n), default=0),
+            max((ix.max_depth for ix in idx), default=0),
+        )
+    return out
+
+
 # ---------------------------------------------------------------------------------------------
 # meta
 # ---------------------------------------------------------------------------------------------
@@ -204,19 +262,18 @@ def meta(store: Store, run: str, ranks: Sequence[int] | str | None) -> dict[str,
     all_ranks = list(ctx.ranks)
     selected = all_ranks if ranks == "all" else default_ranks(all_ranks) if ranks is None else _check_ranks(ctx, ranks)
     origin = ctx.origin
-    src = tile_source(store, ctx, selected)
     rows = ctx.rows[ctx.rows["rank"].isin(selected)]
+    stats = _lane_stats(store, ctx, selected, rows)
     lanes_out = []
     first: dict[int, int] = {}
     last: dict[int, int] = {}
     for key, rank, grp, proc, lane, members in zip(
         rows["key"], rows["rank"], rows["lane_group"], rows["process"], rows["lane"], rows["members"]
     ):
-        idx = [ix for _, ix, _ in src.members(key)]
-        n = sum(ix.n for ix in idx)
+        n, a, b, depth = stats[key]
         if n:
-            first[rank] = min(first.get(rank, 1 << 62), min(ix.first_ns for ix in idx if ix.n))
-            last[rank] = max(last.get(rank, -(1 << 62)), max(ix.last_ns for ix in idx if ix.n))
+            first[rank] = min(first.get(rank, 1 << 62), a)
+            last[rank] = max(last.get(rank, -(1 << 62)), b)
         lanes_out.append(
             {
                 "key": key,
@@ -225,7 +282,7 @@ def meta(store: Store, run: str, ranks: Sequence[int] | str | None) -> dict[str,
                 "process": str(proc),
                 "lane": str(lane),
                 "n": int(n),
-                "depth": int(max((ix.max_depth for ix in idx), default=0)) + 1,
+                "depth": int(depth) + 1,
                 "members": [m[0] for m in members],
             }
         )
@@ -301,12 +358,12 @@ def tile_bytes(store: Store, ctx: Context, wanted: Sequence[Sequence[Any]]) -> b
             raise BadParameter("tiles", w, f"level must be an integer in 0..{tiles.MAX_LEVEL}, index an integer")
         parsed.append((lane, level, index))
     ranks = sorted({_rank_of(lane) for lane, _, _ in parsed})
-    src = tile_source(store, ctx, ranks)
-    out = []
-    for lane, level, index in parsed:
+    src = stored_source(store, ctx, ranks)
+    for lane, _, _ in parsed:
         if not src.has(lane):
             raise NotFound(f"run {ctx.run!r} has no lane {lane}")
-        out.append(src.tile(lane, level, index))
+    src.prefetch(parsed)  # the stored tiles of the request in one read
+    out = [src.tile(lane, level, index) for lane, level, index in parsed]
     return tiles.encode(out, src.origin)
 
 

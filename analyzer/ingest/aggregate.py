@@ -30,10 +30,10 @@ from ..store.sql import fact_select_sql
 OPERATOR_FILTER = "name NOT LIKE 'ProfilerStep#%' AND coalesce(category, '') <> 'python_function'"
 
 OPERATOR_STATS_SQL = f"""
-SELECT rank, name, input_shapes, count(*) AS count, sum(dur_ns) AS total_ns, sum(self_ns) AS self_ns,
+SELECT rank, name, category, input_shapes, count(*) AS count, sum(dur_ns) AS total_ns, sum(self_ns) AS self_ns,
        min(dur_ns) AS min_ns, max(dur_ns) AS max_ns, arg_max(ts_ns, dur_ns) AS slowest_ts_ns
 FROM operators WHERE {OPERATOR_FILTER} AND dur_ns IS NOT NULL
-GROUP BY rank, name, input_shapes
+GROUP BY rank, name, category, input_shapes
 """
 
 KERNEL_STATS_SQL = """
@@ -109,7 +109,8 @@ def build(store_path: str, collection_row: dict[str, Any], fact_files: list[dict
                 writer.write(table, tbl.drop_columns(["rank"]))
         slices = con.sql(LANE_SLICES_SQL).to_arrow_table()
         if slices.num_rows:
-            occupancy, long = lane_pyramid(slices)
+            lanes, occupancy, long = lane_pyramid(slices)
+            writer.write("agg_lanes", lanes)
             writer.write("agg_lane_occupancy", occupancy)
             if long.num_rows:
                 writer.write("agg_lane_slices", long)
@@ -121,11 +122,11 @@ def build(store_path: str, collection_row: dict[str, Any], fact_files: list[dict
         con.close()
 
 
-def lane_pyramid(slices: pa.Table) -> tuple[pa.Table, pa.Table]:
+def lane_pyramid(slices: pa.Table) -> tuple[pa.Table, pa.Table, pa.Table]:
     """From the slices of a collection's lanes (pid, tid, ts_ns, dur_ns >= 0, name, event_id): per
-    lane and level of ``schema.TILE_LEVELS`` the busy length and the instants of every bucket that
-    holds any (``agg_lane_occupancy``), and the long slices and instants with their nesting depth
-    (``agg_lane_slices``)."""
+    lane its slices, first start, last end and deepest nesting (``agg_lanes``); per lane and level
+    of ``schema.TILE_LEVELS`` the busy length and the instants of every bucket that holds any
+    (``agg_lane_occupancy``); the long slices and instants with their nesting depth (``agg_lane_slices``)."""
     lane = pc.dictionary_encode(pc.binary_join_element_wise(slices["pid"], slices["tid"], "\x00")).combine_chunks()
     key = lane.indices.to_numpy(zero_copy_only=False).astype(np.int64)
     ts = slices["ts_ns"].to_numpy().astype(np.int64)
@@ -135,9 +136,11 @@ def lane_pyramid(slices: pa.Table) -> tuple[pa.Table, pa.Table]:
     cuts = np.r_[0, np.flatnonzero(np.diff(key)) + 1, key.size]
     depth = np.empty(key.size, dtype=np.int64)
     occ: dict[str, list[np.ndarray]] = {k: [] for k in ("lane", "level", "bucket", "busy", "instants")}
+    per_lane: list[tuple[int, int, int, int]] = []  # slices, first start, last end, deepest nesting
     for lo, hi in zip(cuts[:-1], cuts[1:]):
         t, d = ts[lo:hi], dur[lo:hi]
         depth[lo:hi] = nesting_depths(t, d)
+        per_lane.append((int(hi - lo), int(t[0]), int((t + d).max()), int(depth[lo:hi].max())))
         a, b = union(t, t + d)  # the slices with a length; instants only count
         inst = t[d == 0]
         for level in schema.TILE_LEVELS:
@@ -150,6 +153,17 @@ def lane_pyramid(slices: pa.Table) -> tuple[pa.Table, pa.Table]:
     names = lane.dictionary.to_pylist()
     pids = [n.split("\x00", 1)[0] for n in names]
     tids = [n.split("\x00", 1)[1] for n in names]
+    keys = pa.array(key[cuts[:-1]])
+    summary = pa.table(
+        {
+            "pid": pa.array(pids).take(keys),
+            "tid": pa.array(tids).take(keys),
+            "n_slices": [p[0] for p in per_lane],
+            "first_ns": [p[1] for p in per_lane],
+            "last_ns": [p[2] for p in per_lane],
+            "max_depth": [p[3] for p in per_lane],
+        }
+    )
     lanes = np.concatenate(occ["lane"])
     occupancy = pa.table(
         {
@@ -174,7 +188,7 @@ def lane_pyramid(slices: pa.Table) -> tuple[pa.Table, pa.Table]:
             "event_id": slices["event_id"].take(pa.array(rows)),
         }
     )
-    return occupancy, long
+    return summary, occupancy, long
 
 
 def _buckets(
