@@ -21,8 +21,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .. import schema
-from ..analyses.intervals import nesting_depths, union
-from ..analyses.step_breakdown import rows_of as breakdown_rows
 from ..factwriter import FactWriter
 from ..store.sql import fact_select_sql
 
@@ -81,6 +79,10 @@ def build(store_path: str, collection_row: dict[str, Any], fact_files: list[dict
     """Compute and write the aggregates of one collection from its fact files; their ``fact_files`` rows."""
     import duckdb
 
+    # the analyses' own breakdown code (pandas): imported here, in the worker, when the first
+    # collection is done — the driver and the readers never import it
+    from ..analyses.step_breakdown import rows_of as breakdown_rows
+
     run, rank, cid = collection_row["run"], collection_row["rank"], collection_row["collection_id"]
     paths: dict[str, list[str]] = {}
     for f in fact_files:
@@ -127,6 +129,8 @@ def lane_pyramid(slices: pa.Table) -> tuple[pa.Table, pa.Table, pa.Table]:
     lane its slices, first start, last end and deepest nesting (``agg_lanes``); per lane and level
     of ``schema.TILE_LEVELS`` the busy length and the instants of every bucket that holds any
     (``agg_lane_occupancy``); the long slices and instants with their nesting depth (``agg_lane_slices``)."""
+    from ..analyses.intervals import nesting_depths, union
+
     lane = pc.dictionary_encode(pc.binary_join_element_wise(slices["pid"], slices["tid"], "\x00")).combine_chunks()
     key = lane.indices.to_numpy(zero_copy_only=False).astype(np.int64)
     ts = slices["ts_ns"].to_numpy().astype(np.int64)
