@@ -184,7 +184,10 @@ def test_a_slowed_rank_stands_out_and_the_others_wait_for_it(store: Store, facts
     bd = d.breakdown.set_index(["label", "metric"])
     sleep_ns = cfg.SLEEP_S * 1e9
     free = bd.loc[(f"rank {cfg.SLOW_RANK}", "free_ns")]
-    assert free["new_value"] >= sleep_ns  # the sleep is idle time inside each step of that rank
+    # the sleep is idle time inside each step of that rank, but for the tail of DDP's last all-reduce,
+    # which gloo's own thread may still be finishing while the training thread sleeps (seen: 394.7 ms of
+    # 400 under load, counted as communication)
+    assert free["new_value"] >= 0.9 * sleep_ns
     assert f"rank {cfg.SLOW_RANK} stands out: free +{fmt_ns(free['delta'])} per step" in d.verdict
     others = [r for r in range(cfg.WORLD) if r != cfg.SLOW_RANK]
     waited = [bd.loc[(f"rank {r}", "comm_not_overlapped_ns")]["delta"] for r in others]
