@@ -605,33 +605,27 @@ def _bars(per: pd.DataFrame, voted: pd.DataFrame, named: pd.DataFrame, slow: lis
         hovertemplate="%{x}<br>step time: %{y:.3f} ms<extra></extra>",
     )
     for r in slow:
-        i = per.index[per["rank"] == r][0]
-        top = float(np.nansum([per.loc[i, c] for c, _, _ in SEGMENTS] + [0])) / 1e6
         n_votes = int(voted.loc[voted["rank"] == r, "votes"].iloc[0])
-        fig.add_annotation(
-            x=f"rank {r}",
-            y=max(top, float(per.loc[i, "step_ns"]) / 1e6),
-            text=f"slow ({n_votes} votes)",
-            showarrow=True,
-            arrowhead=2,
-            ay=-28,
-            font=dict(color="#b03030"),
-        )
+        _mark_rank(fig, per, int(r), f"slow ({n_votes} votes)", ay=-28, color="#b03030")
     for r in named.to_dict("records"):
-        if int(r["rank"]) not in set(per["rank"].astype(int)):
-            continue
-        i = per.index[per["rank"] == int(r["rank"])][0]
-        top = float(np.nansum([per.loc[i, c] for c, _, _ in SEGMENTS] + [0])) / 1e6
-        fig.add_annotation(
-            x=f"rank {int(r['rank'])}",
-            y=max(top, float(per.loc[i, "step_ns"]) / 1e6),
-            text=f"straggler: {r['cause'] or '?'}",
-            showarrow=True,
-            arrowhead=2,
-            ay=-52,
-            font=dict(color="#8a1c1c"),
-        )
+        if int(r["rank"]) in set(per["rank"].astype(int)):
+            _mark_rank(fig, per, int(r["rank"]), f"straggler: {r['cause'] or '?'}", ay=-52, color="#8a1c1c")
     return fig
+
+
+def _mark_rank(fig: Any, per: pd.DataFrame, rank: int, text: str, *, ay: int, color: str) -> None:
+    """An arrow with ``text`` over a rank's bar (at the top of its stacked segments or its step time)."""
+    i = per.index[per["rank"] == rank][0]
+    top = float(np.nansum([per.loc[i, c] for c, _, _ in SEGMENTS] + [0])) / 1e6
+    fig.add_annotation(
+        x=f"rank {rank}",
+        y=max(top, float(per.loc[i, "step_ns"]) / 1e6),
+        text=text,
+        showarrow=True,
+        arrowhead=2,
+        ay=ay,
+        font=dict(color=color),
+    )
 
 
 def _marks(per: pd.DataFrame, voted: pd.DataFrame, named: pd.DataFrame) -> dict[int, str]:
