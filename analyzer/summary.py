@@ -46,7 +46,7 @@ def runs_json(rows: list[dict[str, Any]], probs: list[dict[str, Any]]) -> list[d
 
 RANK_SQL = f"""
 WITH c AS (
-  SELECT rank, string_agg(DISTINCT producer, ',') AS formats,
+  SELECT rank, string_agg(DISTINCT producer, ',' ORDER BY producer) AS formats,
          CASE WHEN bool_and(status = 'complete') THEN 'complete' ELSE
               CASE WHEN bool_or(status IN ('complete', 'partial')) THEN 'partial' ELSE min(status) END END AS status
   FROM collections WHERE run = $run GROUP BY rank),
@@ -79,7 +79,7 @@ SELECT rank, name, count(*) AS calls, sum(self_ns) AS self_ns, sum(dur_ns) AS to
 FROM operators WHERE run = $run AND name NOT LIKE 'ProfilerStep#%' AND category <> 'python_function'
 GROUP BY rank, name
 QUALIFY row_number() OVER (PARTITION BY rank ORDER BY sum(self_ns) DESC NULLS LAST, name) <= $top
-ORDER BY rank, self_ns DESC
+ORDER BY rank, self_ns DESC NULLS LAST, name
 """
 
 TOP_KERNELS_SQL = """
@@ -87,7 +87,7 @@ SELECT rank, name, count(*) AS calls, sum(dur_ns) AS total_ns
 FROM kernels WHERE run = $run AND NOT coalesce(is_communication, false)
 GROUP BY rank, name
 QUALIFY row_number() OVER (PARTITION BY rank ORDER BY sum(dur_ns) DESC, name) <= $top
-ORDER BY rank, total_ns DESC
+ORDER BY rank, total_ns DESC, name
 """
 
 
