@@ -42,6 +42,7 @@ SHOTS = REPO / "docs" / "screenshots"
 GLOO_4RANK = REPO / "tests" / "data" / "kineto_gloo_4rank_slow"
 XSS_SCRIPT = "<script>alert(1)</script>"
 XSS_IMG = "<img src=x onerror=alert(2)>"
+ZH_NAME = "<i>矩阵乘</i>{rank} [b]名称"  # Chinese, markup, a format field and rich markup: shown as written
 
 pytestmark = pytest.mark.skipif(
     not Path(CHROMIUM).exists(), reason="Debian chromium is not installed (apt-get install -y chromium)"
@@ -61,6 +62,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
         text = f.read_text()
         text = text.replace('"name": "aten::mm"', '"name": ' + json.dumps(XSS_SCRIPT))
         text = text.replace('"name": "aten::addmm"', '"name": ' + json.dumps(XSS_IMG))
+        text = text.replace('"name": "aten::mul"', '"name": ' + json.dumps(ZH_NAME, ensure_ascii=False))
         f.write_text(text)
     ingest(xss, store, "xss")
     ingest(GLOO_4RANK, store, "gloo4")  # PP 2 x DP 2, rank 1 deliberately slow (tests/data/make_slow_rank.py)
@@ -916,6 +918,71 @@ def test_trace_names_are_shown_as_text(server: dict, page: Any) -> None:
         "(n) => (document.querySelector('#tl-range-table') || {}).innerText?.includes(n)", arg=XSS_IMG
     )
     assert page.locator("img[src='x']").count() == 0 and page.locator("img").count() == 0
+
+
+def test_pages_in_chinese_by_the_url_and_links_keep_the_language(server: dict, page: Any) -> None:
+    page.goto(server["url"] + "operators?run=xss&source=operators&group=name&scope=across&lang=zh")
+    page.wait_for_selector("#op-grid .ag-row")
+    settle(page)
+    assert page.inner_text("#nav-operators") == "算子" and page.inner_text("h1") == "算子"
+    assert "个 Host 侧算子" in page.inner_text("#op-status")
+    assert page.title() == "rankscope · 算子"
+    headers = page.eval_on_selector_all("#op-grid .ag-header-cell-text", "els => els.map(e => e.innerText)")
+    assert "名称" in headers and "总耗时 (ms)" in headers
+    # a trace name with Chinese characters and markup: found by the search, shown as written
+    page.fill("#op-search", "矩阵")
+    page.wait_for_function(
+        "() => new Set([...document.querySelectorAll('#op-grid .ag-row')].map(r => r.getAttribute('row-index')))"
+        ".size === 1"
+    )
+    assert [r["key"] for r in grid_rows(page, "#op-grid")] == [ZH_NAME]
+    page.wait_for_function("() => document.querySelector('#op-shown').innerText.includes('显示')")
+    assert "搜索“矩阵”" in page.inner_text("#op-shown")
+    page.locator("#op-grid .ag-row [col-id=key]").first.click()
+    page.wait_for_selector("#op-drill-name")
+    assert page.inner_text("#op-drill-name") == ZH_NAME
+    assert page.locator("#op-drill-table th", has_text="相对最快").count() == 1
+    assert page.locator("i").count() == 0 and page.locator("img[src='x']").count() == 0
+    # the address keeps the language, and so does every link the page writes
+    page.wait_for_function("() => location.search.includes('op=')")
+    assert "lang=zh" in page.evaluate("() => location.search")
+    href = page.locator("#op-grid .ag-row [col-id=timeline] a").first.get_attribute("href")
+    assert href.startswith("/timeline?") and "lang=zh" in href
+    assert page.locator("#op-grid .ag-row [col-id=timeline] a").first.inner_text().startswith("卡 ")
+    # the navigation: another page in the same language, the run carried over
+    page.click("#nav-cluster")
+    page.wait_for_selector("#cl-grid .nsewdrag")
+    assert page.inner_text("h1") == "集群" and "lang=zh" in page.evaluate("() => location.search")
+    assert "run=xss" in page.evaluate("() => location.search")
+    # the switch: the same view in English
+    page.wait_for_function("() => document.querySelector('#lang-en').getAttribute('href').includes('run=xss')")
+    page.click("#lang-en")
+    page.wait_for_selector("#cl-grid .nsewdrag")
+    assert page.inner_text("h1") == "Cluster" and page.inner_text("#nav-cluster") == "Cluster"
+    search = page.evaluate("() => location.search")
+    assert "lang=en" in search and "run=xss" in search
+
+
+def test_a_page_in_the_browsers_language(server: dict, browser: Any) -> None:
+    ctx = browser.new_context(viewport={"width": 1400, "height": 900}, locale="zh-CN")
+    pg = ctx.new_page()
+    pg.set_default_timeout(30_000)
+    problems: list[str] = []
+    pg.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+    pg.on("pageerror", lambda e: problems.append(str(e)))
+    try:
+        pg.goto(server["url"] + "advisor?run=gloo4")
+        pg.wait_for_selector("#adv-summary")
+        assert pg.inner_text("h1") == "专家建议" and pg.inner_text("#nav-memory") == "内存"
+        assert "条发现" in pg.inner_text("#adv-summary")
+        assert pg.locator("label", has_text="严重程度").count() == 1
+        # chosen by the browser, not the URL: the links the page writes leave the language out
+        assert "lang=" not in pg.evaluate("() => location.search")
+        assert "lang=" not in (pg.locator("#adv-link-0").get_attribute("href") or "")
+        assert pg.locator("#lang-zh.current").count() == 1
+    finally:
+        ctx.close()
+    assert not problems, problems
 
 
 def test_bad_urls_and_the_empty_store(server: dict, page: Any, tmp_path: Path) -> None:

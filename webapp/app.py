@@ -15,14 +15,18 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import dash
 from dash import Dash, Input, Output, dcc, html
+from flask import has_request_context, request
 
 from analyzer.store import Store, resolve_store_path
 
-from . import auth
+from . import auth, lang
 from .errors import WebappError
+from .labels import LANGUAGE_NAMES, t
+from .params import query_string
 from .ui import CONTROL_KEY, PAGE_KEYS, STORE_KEY
 
 HERE = Path(__file__).resolve().parent
@@ -38,19 +42,64 @@ def _nav_id(page: dict[str, Any]) -> str:
     return f"nav-{page['name'].lower()}"
 
 
+def _nav_label(page: dict[str, Any]) -> str:
+    key = f"nav.{page['name'].lower()}"
+    return t(key)
+
+
+def lang_href(url: str, code: str) -> str:
+    """``url`` (path and query) with ``lang=code``."""
+    path, _, query = url.partition("?")
+    keep = [p for p in query.split("&") if p and p.split("=", 1)[0] != lang.PARAM]
+    return path + "?" + "&".join([*keep, f"{lang.PARAM}={code}"])
+
+
+def _page_address() -> str:
+    """The path and query of the page the shell is built for (its request's Referer)."""
+    if not has_request_context() or not request.referrer:
+        return "/"
+    ref = urlsplit(request.referrer)
+    return (ref.path or "/") + (f"?{ref.query}" if ref.query else "")
+
+
+def _language_switch() -> html.Div:
+    """A link per language to the same view in it (a full load: the navigation is rendered again)."""
+    here, now = _page_address(), lang.current()
+    return html.Div(
+        [
+            html.A(
+                LANGUAGE_NAMES[code],
+                href=lang_href(here, code),
+                id=f"lang-{code}",
+                lang=code,
+                className="lang-link" + (" current" if code == now else ""),
+            )
+            for code in lang.LANGS
+        ],
+        className="lang-switch",
+        title=t("nav.language"),
+    )
+
+
 def _shell() -> html.Div:
     return html.Div(
         [
             html.Header(
                 [
-                    dcc.Link("rankscope", href="/", className="brand", id="nav-brand"),
+                    dcc.Link("rankscope", href="/" + query_string({}), className="brand", id="nav-brand"),
                     html.Nav(
                         [
-                            dcc.Link(p["name"], href=p["relative_path"], id=_nav_id(p), className="nav-link")
+                            dcc.Link(
+                                _nav_label(p),
+                                href=p["relative_path"] + query_string({}),
+                                id=_nav_id(p),
+                                className="nav-link",
+                            )
                             for p in nav_pages()
                         ],
                         className="nav",
                     ),
+                    _language_switch(),
                 ],
                 className="topbar",
             ),
@@ -78,6 +127,22 @@ function(url) {
     var qs = keep.toString();
     var paths = %s;
     return paths.map(function(p) { return qs ? p + '?' + qs : p; });
+}
+"""
+
+# The language switch's links: the view on screen (what a page last wrote, or the address after a
+# navigation) with lang=en / lang=zh.
+_SWITCH_JS = """
+function(url, href) {
+    var ctx = window.dash_clientside.callback_context;
+    var fromView = url && ctx.triggered.some(function(t) { return t.prop_id === 'view-url.data'; });
+    var target = fromView ? url : window.location.pathname + window.location.search;
+    var path = target.split('?')[0];
+    return %s.map(function(code) {
+        var q = new URLSearchParams(target.split('?')[1] || '');
+        q.set('lang', code);
+        return path + '?' + q.toString();
+    });
 }
 """
 
@@ -110,6 +175,7 @@ def create_app(
     )
     app.server.config[STORE_KEY] = store
     app.server.config[CONTROL_KEY] = None if control is None else os.fspath(control)
+    lang.install(app.server)
     if token:
         auth.protect(app.server, token)
     app.layout = _shell
@@ -118,6 +184,13 @@ def create_app(
         _SYNC_URL_JS % (list(PAGE_KEYS), [p["relative_path"] for p in pages]),
         [Output(_nav_id(p), "href") for p in pages],
         Input("view-url", "data"),
+        prevent_initial_call=True,
+    )
+    app.clientside_callback(
+        _SWITCH_JS % list(lang.LANGS),
+        [Output(f"lang-{code}", "href") for code in lang.LANGS],
+        Input("view-url", "data"),
+        Input("_pages_location", "href"),
         prevent_initial_call=True,
     )
     for page in pages:

@@ -29,6 +29,7 @@ from analyzer.vocabulary import LANE_GROUPS
 from . import cache, lod
 from .cache import run_cached
 from .errors import EmptyStore, NotFound
+from .labels import t
 from .reader import Reader
 
 # Upper bounds of what one request may return.
@@ -121,7 +122,7 @@ def check_ranks(rd: Reader, run: str, ranks: Sequence[int] | None) -> list[int]:
     unknown = sorted(set(ranks) - set(have))
     if unknown:
         shown = ", ".join(map(str, unknown[:10])) + (" ..." if len(unknown) > 10 else "")
-        raise NotFound(f"run {run!r} has no rank {shown} (ranks: {_compact(have)})")
+        raise NotFound(t("err.run_no_rank", run=repr(run), ranks=shown, have=_compact(have)))
     return sorted({int(r) for r in ranks})
 
 

@@ -7,6 +7,8 @@ message next to the control that caused it, and logs anything unexpected on the 
 
 from __future__ import annotations
 
+from .labels import t
+
 
 class WebappError(Exception):
     """Base class of every error the web app raises on purpose (shown inline, as text)."""
@@ -16,7 +18,7 @@ class BadParameter(WebappError):
     """A URL parameter or control value that cannot be used (wrong type, out of range)."""
 
     def __init__(self, name: str, value: object, problem: str):
-        super().__init__(f"URL parameter {name}={value!r}: {problem}")
+        super().__init__(t("err.url_param", name=name, value=repr(value), problem=problem))
         self.name = name
         self.value = value
         self.problem = problem

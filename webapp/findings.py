@@ -17,36 +17,42 @@ from analyzer.format import is_missing
 
 from . import links
 from .format import fmt_bytes, fmt_int, fmt_ns
+from .labels import t
 from .params import query_string
 
 SEVERITIES = ("high", "medium", "low")
-RULES = {  # rule -> what it looks at (the advisor's module docstring has the full rules)
-    "slow_rank": "slow rank",
-    "slow_link": "slow link",
-    "high_free": "idle device",
-    "host_bound": "host-bound dispatch",
-    "small_packets": "small packets",
-    "aicpu": "AI CPU operators",
-}
+RULES = ("slow_rank", "slow_link", "high_free", "host_bound", "small_packets", "aicpu")  # the advisor's rules
+
+
+def rule_label(rule: str) -> str:
+    """What a rule looks at ("slow rank"; the advisor's module docstring has the full rules)."""
+    return t(f"rule.{rule}")
+
+
+def severity_label(severity: str) -> str:
+    return t(f"sev.{severity}") if severity in SEVERITIES else severity
+
+
 MAX_OVERVIEW_LINKS = 5  # evidence links per finding on the Overview card
 
 
 def heading(f: Mapping[str, Any]) -> list[Any]:
     """Severity badge and title."""
-    return [html.Span(str(f["severity"]), className=f"sev sev-{f['severity']}"), " ", html.B(str(f["title"]))]
+    sev = str(f["severity"])
+    return [html.Span(severity_label(sev), className=f"sev sev-{sev}"), " ", html.B(str(f["title"]))]
 
 
 def measured(f: Mapping[str, Any]) -> tuple[str, str]:
     """(value, threshold) of a finding as people read them: a share or spread in %, the slow-rank
     vote as a count of votes, AI CPU time as a duration (the threshold: the shortest task counted)."""
-    v, t, rule = f.get("value"), f.get("threshold"), str(f.get("rule"))
+    v, thr, rule = f.get("value"), f.get("threshold"), str(f.get("rule"))
     if is_missing(v):
         return "-", "-"
     if rule == "aicpu":
-        return f"{fmt_ns(v)} in total", f"tasks longer than {fmt_ns(t)}"
-    if rule == "slow_rank" and not is_missing(t) and float(t) >= 1:
-        return f"{int(v)} vote{'s' if int(v) != 1 else ''}", f"at least {int(t)} vote"
-    return f"{float(v):.1%}", "-" if is_missing(t) else f"{float(t):.0%}"
+        return t("fd.in_total", time=fmt_ns(v)), t("fd.tasks_longer", time=fmt_ns(thr))
+    if rule == "slow_rank" and not is_missing(thr) and float(thr) >= 1:
+        return t("fd.votes" if int(v) != 1 else "fd.vote", n=int(v)), t("fd.at_least_votes", n=int(thr))
+    return f"{float(v):.1%}", "-" if is_missing(thr) else f"{float(thr):.0%}"
 
 
 def evidence(f: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -63,15 +69,15 @@ def evidence_links(
     out: list[tuple[str, str]] = []
     url = links.evidence_url(run, row)
     if url:
-        out.append(("timeline", url))
+        out.append((t("fd.timeline"), url))
     inst = row.get("instance")
     if not is_missing(inst) and collectives is not None and not collectives.empty:
         hit = collectives[collectives["instance"].astype(str) == str(inst)]
         if not hit.empty:
-            out.append(("collective", links.collective_url(run, list(hit["members"].iloc[0]))))
+            out.append((t("fd.collective"), links.collective_url(run, list(hit["members"].iloc[0]))))
     op = next((row.get(k) for k in ("name", "next_task", "task_after") if not is_missing(row.get(k))), None)
     if op is not None and str(f.get("rule")) in ("aicpu", "host_bound", "high_free"):
-        out.append(("operator", links.operator_url(run, "kernels", str(op))))
+        out.append((t("fd.operator"), links.operator_url(run, "kernels", str(op))))
     return out
 
 
@@ -136,7 +142,9 @@ def evidence_table(
         body.append(html.Tr(cells))
     return html.Table(
         [
-            html.Thead(html.Tr([html.Th(c.removesuffix("_ns").replace("_", " ")) for c in cols] + [html.Th("see")])),
+            html.Thead(
+                html.Tr([html.Th(c.removesuffix("_ns").replace("_", " ")) for c in cols] + [html.Th(t("fd.see"))])
+            ),
             html.Tbody(body),
         ],
         className="tbl tbl-evidence",
@@ -147,10 +155,10 @@ def evidence_table(
 def overview_card(adv: pd.DataFrame, run: str, prefix: str) -> html.Div:
     """The Overview's card: each finding's heading and sentence with up to five links into the
     timeline, and a link to the Advisor page for the numbers and every piece of evidence."""
-    more = dcc.Link("Advisor page", href="/advisor" + query_string({"run": run}), id=f"{prefix}-to-advisor")
+    more = dcc.Link(t("fd.advisor_page"), href="/advisor" + query_string({"run": run}), id=f"{prefix}-to-advisor")
     if adv.empty:
         return html.Div(
-            [html.H2("Findings"), html.P(["No advisor rule fired for this run (", more, ")."], className="note")],
+            [html.H2(t("fd.findings")), html.P([t("fd.none_fired"), more, t("fd.none_fired_end")], className="note")],
             className="card",
         )
     items = []
@@ -160,24 +168,24 @@ def overview_card(adv: pd.DataFrame, run: str, prefix: str) -> html.Div:
         if urls:
             kids.append(
                 html.Div(
-                    ["In the timeline: "]
+                    [t("fd.in_timeline")]
                     + joined(
                         [
-                            dcc.Link(f"evidence {k + 1}", href=u, id=f"{prefix}-ev-{i}-{k}")
+                            dcc.Link(t("fd.evidence_k", k=k + 1), href=u, id=f"{prefix}-ev-{i}-{k}")
                             for k, u in enumerate(urls[:MAX_OVERVIEW_LINKS])
                         ],
                         ", ",
                     )
-                    + ([f" (and {len(urls) - MAX_OVERVIEW_LINKS} more)"] if len(urls) > MAX_OVERVIEW_LINKS else []),
+                    + ([t("fd.and_more", n=len(urls) - MAX_OVERVIEW_LINKS)] if len(urls) > MAX_OVERVIEW_LINKS else []),
                     className="note",
                 )
             )
         items.append(html.Li(kids))
     return html.Div(
         [
-            html.H2(f"Findings ({len(adv)})"),
+            html.H2(t("fd.findings_n", n=len(adv))),
             html.Ul(items, className="findings"),
-            html.P(["Every finding with its numbers, threshold and evidence: the ", more, "."], className="note"),
+            html.P([t("fd.every_finding"), more, t("fd.every_finding_end")], className="note"),
         ],
         className="card",
     )

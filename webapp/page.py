@@ -18,6 +18,7 @@ from dash import html
 
 from . import data, ui, warmup
 from .errors import NotFound, WebappError
+from .labels import t
 from .params import format_ranks, parse_ranks, single
 from .reader import Reader, reader
 
@@ -70,8 +71,12 @@ def layout(
                 if asked is not None:
                     v.selected = data.check_ranks(rd, run, asked)
             except WebappError as exc:
-                shown = "all ranks" if default_ranks is None else f"ranks {format_ranks(default) or 'all'}"
-                v.notes.append(ui.message(f"{exc}; showing {shown}."))
+                shown = (
+                    t("ui.all_ranks")
+                    if default_ranks is None or not default
+                    else t("ui.ranks_list", ranks=format_ranks(default))
+                )
+                v.notes.append(ui.message(t("ui.showing", problem=exc, shown=shown)))
             return build(v)
 
     return ui.safe_layout(render)

@@ -11,7 +11,9 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 from urllib.parse import urlencode
 
+from . import lang
 from .errors import BadParameter
+from .labels import t
 
 MAX_RANK_ID = 1 << 20
 
@@ -23,7 +25,7 @@ def single(name: str, value: Any) -> str | None:
     if isinstance(value, (list, tuple)):
         distinct = {str(v) for v in value}
         if len(distinct) > 1:
-            raise BadParameter(name, list(value), "given more than once with different values")
+            raise BadParameter(name, list(value), t("err.twice"))
         value = next(iter(distinct), None)
         if value is None:
             return None
@@ -38,11 +40,11 @@ def parse_int(name: str, value: Any, minimum: int | None = None, maximum: int | 
     try:
         number = int(text)
     except ValueError:
-        raise BadParameter(name, text, "not an integer") from None
+        raise BadParameter(name, text, t("err.not_int")) from None
     if minimum is not None and number < minimum:
-        raise BadParameter(name, text, f"must be at least {minimum}")
+        raise BadParameter(name, text, t("err.at_least", n=minimum))
     if maximum is not None and number > maximum:
-        raise BadParameter(name, text, f"must be at most {maximum}")
+        raise BadParameter(name, text, t("err.at_most", n=maximum))
     return number
 
 
@@ -52,7 +54,7 @@ def parse_choice(name: str, value: Any, choices: Iterable[str], default: str) ->
         return default
     allowed = list(choices)
     if text not in allowed:
-        raise BadParameter(name, text, f"must be one of {', '.join(allowed)}")
+        raise BadParameter(name, text, t("err.one_of", choices=", ".join(allowed)))
     return text
 
 
@@ -73,14 +75,14 @@ def parse_ranks(name: str, value: Any) -> list[int] | None:
             a = int(lo)
             b = int(hi) if sep else a
         except ValueError:
-            raise BadParameter(name, text, "expected rank numbers like 0,1,4-7") from None
+            raise BadParameter(name, text, t("err.rank_numbers")) from None
         if a < 0 or b < a or b > MAX_RANK_ID:
-            raise BadParameter(name, text, f"bad rank range {part!r}")
+            raise BadParameter(name, text, t("err.bad_range", part=repr(part)))
         if b - a > 65536:
-            raise BadParameter(name, text, f"rank range {part!r} is too long")
+            raise BadParameter(name, text, t("err.long_range", part=repr(part)))
         out.update(range(a, b + 1))
     if not out:
-        raise BadParameter(name, text, "no rank given")
+        raise BadParameter(name, text, t("err.no_rank"))
     return sorted(out)
 
 
@@ -104,6 +106,10 @@ def format_ranks(ranks: Iterable[int] | None) -> str | None:
 
 
 def query_string(params: Mapping[str, Any]) -> str:
-    """``?a=1&b=x`` from the non-empty values (empty string when nothing is set)."""
+    """``?a=1&b=x`` from the non-empty values (empty string when nothing is set), with the
+    language the request's URL chose (``lang=zh``) unless ``params`` say: every link the app
+    writes keeps it."""
     clean = {k: v for k, v in params.items() if v is not None and v != "" and v != []}
+    if lang.PARAM not in params and lang.chosen() is not None:
+        clean[lang.PARAM] = lang.chosen()
     return "?" + urlencode(clean, safe=",:") if clean else ""

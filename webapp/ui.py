@@ -17,13 +17,14 @@ from analyzer.store import Store
 
 from .errors import EmptyStore, WebappError
 from .format import plot_safe
+from .labels import t
 from .params import format_ranks, query_string
 
 log = logging.getLogger("webapp")
 
 STORE_KEY = "RANKSCOPE_STORE"
 CONTROL_KEY = "RANKSCOPE_CONTROL"  # the watched profiler_config.json's folder (analyze serve --control), or None
-PAGE_KEYS = ("run", "ranks")  # parameters every page understands and the navigation carries
+PAGE_KEYS = ("run", "ranks", "lang")  # parameters every page understands and the navigation carries
 
 
 def current_store() -> Store:
@@ -51,19 +52,14 @@ def empty_store(store: Store) -> html.Div:
     path = str(store.path)
     return html.Div(
         [
-            html.H2("No profiling data yet"),
-            html.P(
-                "This store has no run. Ingest the profiler output of every rank (Kineto traces, "
-                "torch_npu *_ascend_pt folders, MindSpore *_ascend_ms folders, msprof PROF_* folders), "
-                "then reload this page:"
-            ),
+            html.H2(t("ui.empty_title")),
+            html.P(t("ui.empty_text")),
             html.Pre(f"analyze ingest path/to/profile_output --store {path}", className="cmd"),
             html.P(
                 [
-                    "Every rank and format found below the folder is read; run it again after more data "
-                    "arrives (unchanged files are skipped). ",
+                    t("ui.empty_again"),
                     html.Code("analyze runs --store " + path),
-                    " lists what the store holds.",
+                    t("ui.empty_lists"),
                 ]
             ),
         ],
@@ -79,7 +75,7 @@ def error_content(exc: BaseException) -> html.Div:
     if isinstance(exc, (WebappError, AnalyzerError)):
         return message(str(exc), "warning")
     log.exception("unexpected error while rendering", exc_info=exc)
-    return message(f"Internal error ({type(exc).__name__}: {exc}). The server log has the details.", "error")
+    return message(t("ui.internal_error", kind=type(exc).__name__, error=exc), "error")
 
 
 def guard(n_outputs: int = 1, message_index: int = 0) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -120,7 +116,7 @@ def safe_layout(build: Callable[[], Any]) -> Any:
 def run_control(prefix: str, runs: Sequence[str], run: str) -> html.Div:
     return html.Div(
         [
-            html.Label("Run", htmlFor=f"{prefix}-run"),
+            html.Label(t("ui.run"), htmlFor=f"{prefix}-run"),
             dcc.Dropdown(
                 id=f"{prefix}-run",
                 options=[{"label": r, "value": r} for r in runs],
@@ -133,16 +129,21 @@ def run_control(prefix: str, runs: Sequence[str], run: str) -> html.Div:
     )
 
 
-def ranks_control(prefix: str, all_ranks: Sequence[int], selected: Sequence[int], label: str = "Ranks") -> html.Div:
+def rank_options(ranks: Sequence[int]) -> list[dict[str, Any]]:
+    """A rank dropdown's options ("rank 3")."""
+    return [{"label": t("ui.rank_n", rank=r), "value": r} for r in ranks]
+
+
+def ranks_control(prefix: str, all_ranks: Sequence[int], selected: Sequence[int], label: str | None = None) -> html.Div:
     return html.Div(
         [
-            html.Label(label, htmlFor=f"{prefix}-ranks"),
+            html.Label(label or t("ui.ranks"), htmlFor=f"{prefix}-ranks"),
             dcc.Dropdown(
                 id=f"{prefix}-ranks",
-                options=[{"label": f"rank {r}", "value": r} for r in all_ranks],
+                options=rank_options(all_ranks),
                 value=list(selected),
                 multi=True,
-                placeholder="all ranks",
+                placeholder=t("ui.all_ranks"),
                 className="dd dd-ranks",
             ),
         ],

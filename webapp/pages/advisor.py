@@ -13,11 +13,12 @@ import pandas as pd
 from dash import Dash, Input, Output, State, dcc, html
 
 from webapp import data, findings, links, page, ui
-from webapp.errors import WebappError
+from webapp.errors import BadParameter, WebappError
+from webapp.labels import page_title, t
 from webapp.params import format_ranks, parse_int, single
 from webapp.reader import Reader
 
-dash.register_page(__name__, path="/advisor", name="Advisor", title="rankscope · advisor", order=5)
+dash.register_page(__name__, path="/advisor", name="Advisor", title=page_title("advisor"), order=5)
 
 P = "adv"
 MAX_RANK_LINKS = 16  # ranks of a finding linked one by one
@@ -26,7 +27,7 @@ MAX_RANK_LINKS = 16  # ranks of a finding linked one by one
 def layout(
     run: Any = None, ranks: Any = None, severity: Any = None, rule: Any = None, finding: Any = None, **_: Any
 ) -> Any:
-    return page.layout("Advisor", run, ranks, lambda v: _layout(v, severity, rule, finding))
+    return page.layout(t("nav.advisor"), run, ranks, lambda v: _layout(v, severity, rule, finding))
 
 
 def _layout(v: page.View, severity_q: Any, rule_q: Any, finding_q: Any) -> html.Div:
@@ -40,18 +41,20 @@ def _layout(v: page.View, severity_q: Any, rule_q: Any, finding_q: Any) -> html.
             asked = [s.strip() for s in text.split(",") if s.strip() and s.strip() != "none"]
             bad = [s for s in asked if s not in findings.SEVERITIES]
             if bad:
-                raise WebappError(
-                    f"URL parameter severity={text!r}: {', '.join(bad)} is not one of {', '.join(findings.SEVERITIES)}"
+                raise BadParameter(
+                    "severity",
+                    text,
+                    t("adv.bad_severity", value=", ".join(bad), choices=", ".join(findings.SEVERITIES)),
                 )
             sev = asked
     except WebappError as exc:
-        notes.append(ui.message(f"{exc}; showing every severity."))
+        notes.append(ui.message(t("ui.showing", problem=exc, shown=t("adv.every_severity"))))
     try:
         rule = single("rule", rule_q)
         if rule is not None and rule not in findings.RULES:
-            raise WebappError(f"URL parameter rule={rule!r}: must be one of {', '.join(findings.RULES)}")
+            raise BadParameter("rule", rule, t("err.one_of", choices=", ".join(findings.RULES)))
     except WebappError as exc:
-        notes.append(ui.message(f"{exc}; showing every rule."))
+        notes.append(ui.message(t("ui.showing", problem=exc, shown=t("adv.every_rule"))))
         rule = None
     try:
         want = parse_int("finding", finding_q, minimum=0)
@@ -59,21 +62,19 @@ def _layout(v: page.View, severity_q: Any, rule_q: Any, finding_q: Any) -> html.
         notes.append(ui.message(str(exc)))
     return html.Div(
         [
-            ui.header(
-                "Advisor",
-                "What the rules found in this run, with the numbers, the thresholds they were held to, and the "
-                "evidence behind each finding.",
-            ),
+            ui.header(t("nav.advisor"), t("adv.subtitle")),
             html.Div(
                 [
                     ui.run_control(P, v.runs, v.run),
                     ui.ranks_control(P, v.all_ranks, [] if v.selected == v.all_ranks else v.selected),
                     html.Div(
                         [
-                            html.Label("Severity", htmlFor=f"{P}-severity"),
+                            html.Label(t("adv.severity"), htmlFor=f"{P}-severity"),
                             dcc.Checklist(
                                 id=f"{P}-severity",
-                                options=[{"label": s, "value": s} for s in findings.SEVERITIES],
+                                options=[
+                                    {"label": findings.severity_label(s), "value": s} for s in findings.SEVERITIES
+                                ],
                                 value=sev,
                                 inline=True,
                                 className="checks",
@@ -83,12 +84,14 @@ def _layout(v: page.View, severity_q: Any, rule_q: Any, finding_q: Any) -> html.
                     ),
                     html.Div(
                         [
-                            html.Label("Rule", htmlFor=f"{P}-rule"),
+                            html.Label(t("adv.rule"), htmlFor=f"{P}-rule"),
                             dcc.Dropdown(
                                 id=f"{P}-rule",
-                                options=[{"label": f"{k} ({t})", "value": k} for k, t in findings.RULES.items()],
+                                options=[
+                                    {"label": f"{k} ({findings.rule_label(k)})", "value": k} for k in findings.RULES
+                                ],
                                 value=rule,
-                                placeholder="every rule",
+                                placeholder=t("adv.every_rule"),
                                 className="dd dd-small",
                             ),
                         ],
@@ -122,7 +125,7 @@ def render(
     and rule, each as a card; finding ``opened`` (its index in the advisor's list) opened and marked."""
     adv = data.advice(rd, run)
     if adv.empty:
-        return [ui.message("No advisor rule fired for this run.", "info", id=f"{P}-none")]
+        return [ui.message(t("adv.none"), "info", id=f"{P}-none")]
     counts = adv["severity"].value_counts()
     keep = adv["severity"].isin(list(severities))
     if rule:
@@ -131,14 +134,18 @@ def render(
         sel = set(ranks)
         keep &= adv["ranks"].map(lambda rs: rs is None or len(rs) == 0 or bool(sel & {int(r) for r in rs}))
     shown = adv[keep]
-    summary = ", ".join(f"{int(counts[s])} {s}" for s in findings.SEVERITIES if s in counts.index)
+    summary = ", ".join(
+        t("adv.count", n=int(counts[s]), severity=findings.severity_label(s))
+        for s in findings.SEVERITIES
+        if s in counts.index
+    )
     head = html.P(
-        f"{len(adv)} finding{'s' if len(adv) != 1 else ''} ({summary}); {len(shown)} shown.",
+        t("adv.summary" if len(adv) != 1 else "adv.summary_1", n=len(adv), counts=summary, shown=len(shown)),
         className="status",
         id=f"{P}-summary",
     )
     if shown.empty:
-        return [head, ui.message("No finding matches the filters.", "info")]
+        return [head, ui.message(t("adv.no_match"), "info")]
     bounds = data.time_bounds(rd, run, None)
     origin = bounds[0] if bounds else None
     has_instances = any("instance" in e for ev in shown["evidence"] for e in (ev if ev is not None else []))
@@ -160,8 +167,8 @@ def _card(i: int, f: dict[str, Any], run: str, origin: int | None, colls: pd.Dat
             html.P(str(f["detail"]), className="note"),
             html.Div(
                 [
-                    ui.stat("measured", value, id_=f"{P}-value-{i}"),
-                    ui.stat("threshold", threshold, id_=f"{P}-threshold-{i}"),
+                    ui.stat(t("adv.measured"), value, id_=f"{P}-value-{i}"),
+                    ui.stat(t("adv.threshold"), threshold, id_=f"{P}-threshold-{i}"),
                     html.Div(
                         [
                             html.Div(
@@ -174,26 +181,26 @@ def _card(i: int, f: dict[str, Any], run: str, origin: int | None, colls: pd.Dat
                                 className="stat-value",
                                 id=f"{P}-ranks-{i}",
                             ),
-                            html.Div("ranks (on the layout)", className="stat-label"),
+                            html.Div(t("adv.ranks_layout"), className="stat-label"),
                         ],
                         className="stat",
                     ),
-                    ui.stat("evidence rows", str(len(ev))),
+                    ui.stat(t("adv.evidence_rows"), str(len(ev))),
                 ],
                 className="stats",
             ),
             html.Details(
                 [
-                    html.Summary(f"evidence ({len(ev)})"),
+                    html.Summary(t("adv.evidence_n", n=len(ev))),
                     findings.evidence_table(
                         run, f, origin, colls, id_=f"{P}-ev-{i}", rank_url=lambda r: links.layout_url(run, r)
                     )
                     if ev
-                    else html.P("The rule keeps no rows for this finding.", className="note"),
+                    else html.P(t("adv.no_rows"), className="note"),
                 ],
                 open=current or len(ev) <= 5,
             ),
-            dcc.Link("link to this finding", href=_finding_url(run, i), className="note", id=f"{P}-link-{i}"),
+            dcc.Link(t("adv.link"), href=_finding_url(run, i), className="note", id=f"{P}-link-{i}"),
         ],
         className="card finding" + (" current" if current else ""),
         id=f"{P}-f-{i}",
@@ -248,7 +255,7 @@ def register_callbacks(app: Dash) -> None:
                 "finding": opened,
             },
         )
-        return content, [{"label": f"rank {r}", "value": r} for r in v.all_ranks], url
+        return content, ui.rank_options(v.all_ranks), url
 
     app.clientside_callback(
         _SCROLL_JS, Output(f"{P}-want", "clear_data"), Input(f"{P}-content", "children"), prevent_initial_call=True

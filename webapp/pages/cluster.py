@@ -15,30 +15,35 @@ from dash import Dash, Input, Output, State, dcc, html
 
 from analyzer.format import is_missing
 from webapp import data, links, page, ui
-from webapp.errors import WebappError
+from webapp.errors import BadParameter, WebappError
 from webapp.format import fmt_bytes, fmt_ns, plot_text
+from webapp.labels import page_title, t
 from webapp.params import format_ranks, parse_choice, parse_int
 from webapp.reader import Reader
 
-dash.register_page(__name__, path="/cluster", name="Cluster", title="rankscope · cluster", order=6)
+dash.register_page(__name__, path="/cluster", name="Cluster", title=page_title("cluster"), order=6)
 
 P = "cl"
 DIMS = ("tp", "cp", "ep", "dp", "pp")  # innermost first (Megatron's order)
-METRICS = {  # key -> (label, unit: ns / bytes / count)
-    "step_ns": ("step time (mean over steps)", "ns"),
-    "computing_ns": ("computing (mean over steps)", "ns"),
-    "communication_ns": ("communication (mean over steps)", "ns"),
-    "comm_not_overlapped_ns": ("communication not overlapped (mean over steps)", "ns"),
-    "wait_ns": ("communication wait (total)", "ns"),
-    "free_ns": ("free (mean over steps)", "ns"),
-    "peak_memory": ("peak memory allocated", "bytes"),
-    "slow_rank_votes": ("slow-rank votes (the rank others waited for)", "count"),
-    "straggler_lateness_ns": ("straggler lateness (median per step, arrival order)", "ns"),
+METRICS = {  # key -> unit (ns / bytes / count); the label is cl.m.KEY in webapp.labels
+    "step_ns": "ns",
+    "computing_ns": "ns",
+    "communication_ns": "ns",
+    "comm_not_overlapped_ns": "ns",
+    "wait_ns": "ns",
+    "free_ns": "ns",
+    "peak_memory": "bytes",
+    "slow_rank_votes": "count",
+    "straggler_lateness_ns": "ns",
 }
 
 
+def metric_label(metric: str) -> str:
+    return t(f"cl.m.{metric}")
+
+
 def layout(run: Any = None, metric: Any = None, rank: Any = None, **_: Any) -> Any:
-    return page.layout("Cluster", run, None, lambda v: _layout(v, metric, rank))
+    return page.layout(t("nav.cluster"), run, None, lambda v: _layout(v, metric, rank))
 
 
 def _layout(v: page.View, metric_q: Any, rank_q: Any) -> html.Div:
@@ -46,32 +51,28 @@ def _layout(v: page.View, metric_q: Any, rank_q: Any) -> html.Div:
     try:
         metric = parse_choice("metric", metric_q, METRICS, "step_ns")
     except WebappError as exc:
-        notes.append(ui.message(f"{exc}; showing step time."))
+        notes.append(ui.message(t("ui.showing", problem=exc, shown=t("cl.showing_step"))))
         metric = "step_ns"
     mark = None
     try:
         mark = parse_int("rank", rank_q, minimum=0)
         if mark is not None and mark not in set(v.all_ranks):
-            raise WebappError(f"URL parameter rank={mark}: the run has ranks {format_ranks(v.all_ranks)}")
+            raise BadParameter("rank", mark, t("cl.rank_not_in_run", ranks=format_ranks(v.all_ranks)))
     except WebappError as exc:
         notes.append(ui.message(str(exc)))
         mark = None
     return html.Div(
         [
-            ui.header(
-                "Cluster",
-                "The parallel layout found in the run, every rank a cell coloured by a metric; slow links drawn "
-                "on it. Click a cell to open that rank in the timeline.",
-            ),
+            ui.header(t("nav.cluster"), t("cl.subtitle")),
             html.Div(
                 [
                     ui.run_control(P, v.runs, v.run),
                     html.Div(
                         [
-                            html.Label("Colour by", htmlFor=f"{P}-metric"),
+                            html.Label(t("cl.colour_by"), htmlFor=f"{P}-metric"),
                             dcc.Dropdown(
                                 id=f"{P}-metric",
-                                options=[{"label": lab, "value": k} for k, (lab, _) in METRICS.items()],
+                                options=[{"label": metric_label(k), "value": k} for k in METRICS],
                                 value=metric,
                                 clearable=False,
                                 className="dd dd-small",
@@ -109,7 +110,7 @@ def grid_cells(lay: pd.DataFrame) -> tuple[pd.DataFrame, str, list[str]]:
         rows = [
             format_ranks(sorted(int(r) for r in ranks[gy == k])) for k in range(int(gy.max()) + 1 if len(ranks) else 0)
         ]
-        return pd.DataFrame({"rank": ranks, "gx": gx, "gy": gy}), "rank order (no parallel layout found)", rows
+        return pd.DataFrame({"rank": ranks, "gx": gx, "gy": gy}), t("cl.rank_order"), rows
     x_dim, y_dims = dims[0], dims[1:][::-1]
     coords = lay[dims].astype("Float64")
     placed = coords.notna().all(axis=1).to_numpy()
@@ -120,10 +121,10 @@ def grid_cells(lay: pd.DataFrame) -> tuple[pd.DataFrame, str, list[str]]:
     rows = [" · ".join(f"{d} {c}" for d, c in zip(y_dims, k)) or x_dim for k in uniq]
     gy = np.array([index[k] if k is not None else len(uniq) for k in keys], dtype=np.int64)
     if not placed.all():  # a rank no group placed along every dimension: a row of its own
-        rows.append("not placed")
+        rows.append(t("cl.not_placed"))
         n_free = np.cumsum(~placed) - 1
         gx = np.where(placed, gx, n_free)
-    return pd.DataFrame({"rank": ranks, "gx": gx, "gy": gy}), f"{x_dim} (index in its {x_dim} group)", rows
+    return pd.DataFrame({"rank": ranks, "gx": gx, "gy": gy}), t("cl.x_title", dim=x_dim), rows
 
 
 def metric_values(rd: Reader, run: str, metric: str) -> pd.DataFrame:
@@ -140,7 +141,7 @@ def metric_values(rd: Reader, run: str, metric: str) -> pd.DataFrame:
 
 def _fmt(v: Any, unit: str) -> str:
     if is_missing(v):
-        return "no data"
+        return t("cl.no_data")
     return fmt_ns(v) if unit == "ns" else fmt_bytes(v) if unit == "bytes" else f"{int(v):,}"
 
 
@@ -150,7 +151,7 @@ def _scale(unit: str) -> tuple[float, str]:
 
 def figure(lay: pd.DataFrame, metric: str, judged: pd.DataFrame, mark: int | None = None) -> tuple[Any, list[str], int]:
     """The grid figure, the sentences for the slow links / ranks drawn on it, and how many there are."""
-    label, unit = METRICS[metric]
+    label, unit = metric_label(metric), METRICS[metric]
     cells, x_title, rows = grid_cells(lay)
     nx, ny = int(cells["gx"].max()) + 1, len(rows)
     div, axis_unit = _scale(unit)
@@ -161,7 +162,7 @@ def figure(lay: pd.DataFrame, metric: str, judged: pd.DataFrame, mark: int | Non
     for r, x, y in cells.itertuples(index=False):
         v = values.get(int(r))
         z[y, x] = np.nan if is_missing(v) else float(v) / div
-        text[y, x] = f"rank {r}<br>{_fmt(v, unit)}"
+        text[y, x] = f"{t('ui.rank_n', rank=r)}<br>{_fmt(v, unit)}"
         rank_at[y, x] = int(r)
     fig = ui.figure(height=max(260, min(900, 120 + 70 * ny)), xaxis_title=x_title, yaxis_title=None)
     finite = z[np.isfinite(z)]
@@ -175,7 +176,7 @@ def figure(lay: pd.DataFrame, metric: str, judged: pd.DataFrame, mark: int | Non
         colorscale="YlOrRd",
         zmin=float(finite.min()) if finite.size else 0.0,
         zmax=float(finite.max()) if finite.size and finite.max() > finite.min() else None,
-        colorbar=dict(title=axis_unit or "votes"),
+        colorbar=dict(title=axis_unit or t("cl.votes")),
         hovertemplate="%{text}<extra>" + plot_text(label) + "</extra>",
         xgap=3,
         ygap=3,
@@ -187,9 +188,14 @@ def figure(lay: pd.DataFrame, metric: str, judged: pd.DataFrame, mark: int | Non
         tr = plot_text(j.transport)
         if j.level == "link" and not is_missing(j.slow_src) and not is_missing(j.slow_dst):
             a, b = pos.get(int(j.slow_src)), pos.get(int(j.slow_dst))
-            sentence = (
-                f"slow {j.transport} link {int(j.slow_src)} → {int(j.slow_dst)}: {j.min_bytes_per_s / 1e9:.2f} GB/s, "
-                f"{j.gap_ratio:.1%} below the median of its {int(j.n)} peer links"
+            sentence = t(
+                "cl.slow_link",
+                transport=j.transport,
+                src=int(j.slow_src),
+                dst=int(j.slow_dst),
+                rate=f"{j.min_bytes_per_s / 1e9:.2f}",
+                gap=f"{j.gap_ratio:.1%}",
+                n=int(j.n),
             )
             said.append(sentence)
             if a is None or b is None:
@@ -200,9 +206,14 @@ def figure(lay: pd.DataFrame, metric: str, judged: pd.DataFrame, mark: int | Non
                 hovertext=plot_text(sentence), text="",
             )  # fmt: skip
         elif j.level == "rank" and not is_missing(j.slow_rank):
-            sentence = (
-                f"rank {int(j.slow_rank)} slow on {j.transport} in step {j.step}: {j.min_bytes_per_s / 1e9:.2f} GB/s "
-                f"vs {j.max_bytes_per_s / 1e9:.2f} GB/s on rank {j.fast_rank}"
+            sentence = t(
+                "cl.slow_rank",
+                rank=int(j.slow_rank),
+                transport=j.transport,
+                step=j.step,
+                rate=f"{j.min_bytes_per_s / 1e9:.2f}",
+                fast=f"{j.max_bytes_per_s / 1e9:.2f}",
+                fast_rank=j.fast_rank,
             )
             said.append(sentence)
             p = pos.get(int(j.slow_rank))
@@ -211,7 +222,9 @@ def figure(lay: pd.DataFrame, metric: str, judged: pd.DataFrame, mark: int | Non
                     type="rect", x0=p[0] - 0.5, x1=p[0] + 0.5, y0=p[1] - 0.5, y1=p[1] + 0.5,
                     line=dict(color="#1f5fbf", width=4, dash="dot"), layer="above",
                 )  # fmt: skip
-                fig.add_annotation(x=p[0], y=p[1] + 0.38, text=f"slow {tr}", showarrow=False, font=dict(size=10))
+                fig.add_annotation(
+                    x=p[0], y=p[1] + 0.38, text=t("cl.slow_mark", transport=tr), showarrow=False, font=dict(size=10)
+                )
     if mark is not None and mark in pos:
         p = pos[mark]
         fig.add_shape(
@@ -231,48 +244,53 @@ def render(rd: Reader, run: str, metric: str, mark: int | None) -> list[Any]:
     judged = data.slow_links(rd, run)
     fig, said, n_slow = figure(lay, metric, judged, mark)
     if dims.empty:
-        found = "No parallel dimension found (no communication group structure to infer it from): ranks in order."
+        found = t("cl.no_dims")
     else:
-        found = "Layout: " + " × ".join(f"{d.upper()} {int(s)}" for d, s in zip(dims["dim"], dims["size"])) + "."
+        found = t("cl.layout", dims=" × ".join(f"{d.upper()} {int(s)}" for d, s in zip(dims["dim"], dims["size"])))
     dim_rows = [
         [str(r["dim"]).upper(), int(r["size"]), int(r["groups"]), "-" if is_missing(r["stride"]) else r["stride"],
          str(r["source"])]
         for r in dims.to_dict("records")
     ]  # fmt: skip
     values = pd.to_numeric(lay["value"], errors="coerce")
-    label, unit = METRICS[metric]
+    label, unit = metric_label(metric), METRICS[metric]
     spread = ""
     if values.notna().sum() >= 2 and values.max() > values.min():
         hi, lo = lay.loc[values.idxmax()], lay.loc[values.idxmin()]
-        spread = (
-            f" Highest: rank {int(hi['rank'])} ({_fmt(hi['value'], unit)}); lowest: rank {int(lo['rank'])} "
-            f"({_fmt(lo['value'], unit)})."
+        spread = t(
+            "cl.spread",
+            hi=int(hi["rank"]),
+            hi_value=_fmt(hi["value"], unit),
+            lo=int(lo["rank"]),
+            lo_value=_fmt(lo["value"], unit),
         )
     if n_slow:
         links_note: Any = html.Ul([html.Li(s) for s in said], id=f"{P}-slow")
     else:
         links_note = html.P(
-            f"No slow link: {len(judged)} bandwidth set(s) judged (msprof-analyze's 5 % rule), none slow.",
+            t("cl.no_slow", n=len(judged)),
             className="note",
             id=f"{P}-slow",
         )
     return [
         html.Div(
             [
-                html.H2(f"Ranks by {label}"),
+                html.H2(t("cl.ranks_by", metric=label)),
                 html.P(found + spread, className="note", id=f"{P}-found"),
                 ui.graph(f"{P}-grid", fig),
-                html.P("Click a cell: that rank in the timeline.", className="note"),
+                html.P(t("cl.click"), className="note"),
             ],
             className="card",
         ),
-        html.Div([html.H2("Slow links and ranks"), links_note], className="card"),
+        html.Div([html.H2(t("cl.slow_title")), links_note], className="card"),
         html.Div(
             [
-                html.H2("Parallel dimensions"),
-                ui.table(["dim", "size", "groups", "stride", "how it was found"], dim_rows, id_=f"{P}-dims")
+                html.H2(t("cl.dims_title")),
+                ui.table(
+                    [t(f"cl.col.{c}") for c in ("dim", "size", "groups", "stride", "how")], dim_rows, id_=f"{P}-dims"
+                )
                 if dim_rows
-                else html.P("None found.", className="note"),
+                else html.P(t("cl.none_found"), className="note"),
             ],
             className="card",
         ),

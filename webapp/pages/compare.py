@@ -18,16 +18,16 @@ from dash import Dash, Input, Output, State, dcc, html
 
 from analyzer.analyses import RunDiff
 from analyzer.analyses.diff import TOTAL
-from analyzer.analyses.run_metrics import LABELS
 from analyzer.analyses.run_pairing import fmt_steps
 from analyzer.format import is_missing
 from webapp import data, links, ui
 from webapp.errors import BadParameter, NotFound
 from webapp.format import fmt_bytes, fmt_ns, plot_text
+from webapp.labels import page_title, t
 from webapp.params import parse_int, single
 from webapp.reader import Reader, reader
 
-dash.register_page(__name__, path="/compare", name="Compare", title="rankscope · compare", order=5)
+dash.register_page(__name__, path="/compare", name="Compare", title=page_title("compare"), order=5)
 
 P = "cmp"
 ALIGNED = "aligned"  # the step dropdowns' "steps aligned by number" choice
@@ -65,16 +65,12 @@ def _layout(base_q: Any, new_q: Any, base_step_q: Any, new_step_q: Any, run_q: A
     with reader(ui.current_store()) as rd:
         runs = data.run_names(rd)
         if not runs:
-            return html.Div([ui.header("Compare"), ui.empty_store(rd.store)], className="page")
+            return html.Div([ui.header(t("nav.compare")), ui.empty_store(rd.store)], className="page")
         if len(runs) < 2:
             return html.Div(
                 [
-                    ui.header("Compare"),
-                    ui.message(
-                        f"The store holds one run ({runs[0]}): ingest another one to compare them "
-                        "(analyze ingest FOLDER --run NAME).",
-                        "info",
-                    ),
+                    ui.header(t("nav.compare")),
+                    ui.message(t("cmp.one_run", run=runs[0]), "info"),
                 ],
                 className="page",
             )
@@ -84,7 +80,7 @@ def _layout(base_q: Any, new_q: Any, base_step_q: Any, new_step_q: Any, run_q: A
             try:
                 named[key] = data.resolve_run(rd, single(key, q)) if single(key, q) else None
             except (NotFound, BadParameter) as exc:
-                notes.append(ui.message(f"URL parameter {key}: {exc}; showing the default.", id=f"{P}-url-note-{key}"))
+                notes.append(ui.message(t("cmp.url_default", name=key, problem=exc), id=f"{P}-url-note-{key}"))
                 named[key] = None
         if named["new"] is None and single("run", run_q) in runs:  # from another page: that run is the new one
             named["new"] = single("run", run_q)
@@ -95,35 +91,36 @@ def _layout(base_q: Any, new_q: Any, base_step_q: Any, new_step_q: Any, run_q: A
             try:
                 step = parse_int(key, q, minimum=0)
                 if step is not None and step not in known[key]:
-                    raise BadParameter(key, step, f"run {run!r} has no step {step}")
+                    raise BadParameter(key, step, t("cmp.no_step", run=repr(run), step=step))
                 steps[key] = ALIGNED if step is None else step
             except BadParameter as exc:
-                notes.append(ui.message(f"{exc}; steps aligned by number.", id=f"{P}-url-note-{key}"))
+                notes.append(ui.message(t("cmp.aligned_note", problem=exc), id=f"{P}-url-note-{key}"))
                 steps[key] = ALIGNED
     run_options = [{"label": r, "value": r} for r in runs]
     return html.Div(
         [
-            ui.header(
-                "Compare",
-                "What got slower, where, and by how much: two runs' step breakdown per rank, the operators and "
-                "kernels that changed most, communication and memory (the same as `analyze diff BASE NEW`).",
-            ),
+            ui.header(t("nav.compare"), t("cmp.subtitle")),
             html.Div(
                 [
-                    _dropdown("Base run", f"{P}-base", run_options, base, "dd dd-run"),
+                    _dropdown(t("cmp.base_run"), f"{P}-base", run_options, base, "dd dd-run"),
                     _dropdown(
-                        "Base step",
+                        t("cmp.base_step"),
                         f"{P}-base-step",
                         step_options(known["base_step"]),
                         steps["base_step"],
                         "dd dd-step",
                     ),
                     html.Div(
-                        html.Button("⇄ swap", id=f"{P}-swap", n_clicks=0, className="btn"), className="control buttons"
+                        html.Button(t("cmp.swap"), id=f"{P}-swap", n_clicks=0, className="btn"),
+                        className="control buttons",
                     ),
-                    _dropdown("New run", f"{P}-new", run_options, new, "dd dd-run"),
+                    _dropdown(t("cmp.new_run"), f"{P}-new", run_options, new, "dd dd-run"),
                     _dropdown(
-                        "New step", f"{P}-new-step", step_options(known["new_step"]), steps["new_step"], "dd dd-step"
+                        t("cmp.new_step"),
+                        f"{P}-new-step",
+                        step_options(known["new_step"]),
+                        steps["new_step"],
+                        "dd dd-step",
                     ),
                 ],
                 className="controls",
@@ -152,8 +149,8 @@ def run_steps(rd: Reader, run: str) -> list[int]:
 
 
 def step_options(steps: Sequence[int]) -> list[dict[str, Any]]:
-    return [{"label": "steps aligned by number", "value": ALIGNED}] + [
-        {"label": f"step {s}", "value": int(s)} for s in steps
+    return [{"label": t("cmp.aligned"), "value": ALIGNED}] + [
+        {"label": t("cmp.step_n", step=s), "value": int(s)} for s in steps
     ]
 
 
@@ -172,30 +169,32 @@ def render(d: RunDiff, top: int = TOP_OPERATORS) -> list[Any]:
     head: list[Any] = [
         html.P(d.verdict, className="verdict", id=f"{P}-verdict"),
         html.P(
-            f"{p.base}: {fmt_steps(p.base_steps)}; {p.new}: {fmt_steps(p.new_steps)}; ranks matched by "
-            f"{p.match}. Every value is per step (the mean over the compared steps).",
+            t(
+                "cmp.steps",
+                base=p.base,
+                base_steps=fmt_steps(p.base_steps),
+                new=p.new,
+                new_steps=fmt_steps(p.new_steps),
+                match=p.match,
+            ),
             className="note",
             id=f"{P}-steps",
         ),
         *[html.P(n, className="note") for n in p.notes],
     ]
-    findings = [html.Li(t) for t in d.findings["text"]] if "text" in d.findings else []
+    findings = [html.Li(text) for text in d.findings["text"]] if "text" in d.findings else []
     if findings:
-        summary = html.Summary(f"all findings ({len(findings)})")
+        summary = html.Summary(t("cmp.all_findings", n=len(findings)))
         head.append(html.Details([summary, html.Ul(findings)], id=f"{P}-findings"))
     rows, cols = operator_rows(d, top)
     return [
         html.Div(head, className="card"),
-        html.Div([html.H2("Step breakdown per rank"), ui.graph(f"{P}-bars", bars_figure(d))], className="card"),
-        html.Div([html.H2("Change per rank"), delta_table(d)], className="card"),
+        html.Div([html.H2(t("cmp.breakdown")), ui.graph(f"{P}-bars", bars_figure(d))], className="card"),
+        html.Div([html.H2(t("cmp.change_per_rank")), delta_table(d)], className="card"),
         html.Div(
             [
-                html.H2("Operators and kernels whose time changed most"),
-                html.P(
-                    "Time per rank and step in each run, by name (and by name + input shapes); the links open each "
-                    "run's timeline at the step where the operator changed most.",
-                    className="note",
-                ),
+                html.H2(t("cmp.ops_title")),
+                html.P(t("cmp.ops_note"), className="note"),
                 dag.AgGrid(
                     id=f"{P}-ops",
                     rowData=rows,
@@ -217,8 +216,8 @@ def render(d: RunDiff, top: int = TOP_OPERATORS) -> list[Any]:
         ),
         html.Div(
             [
-                html.Div([html.H2("Communication per rank and step"), comm_table(d)], className="card"),
-                html.Div([html.H2("Memory peaks and stragglers"), memory_table(d), stragglers(d)], className="card"),
+                html.Div([html.H2(t("cmp.comm_title")), comm_table(d)], className="card"),
+                html.Div([html.H2(t("cmp.mem_title")), memory_table(d), stragglers(d)], className="card"),
             ],
             className="row2",
         ),
@@ -239,7 +238,7 @@ def bars_figure(d: RunDiff) -> Any:
     side by side (a two-level axis: rank, then run)."""
     p = d.pairing
     labels = _labels(d)
-    fig = ui.figure(height=380, barmode="stack", yaxis_title="ms per step")
+    fig = ui.figure(height=380, barmode="stack", yaxis_title=t("cmp.ms_per_step"))
     if not labels:
         return fig
     x = [[lb for lb in labels for _ in (0, 1)], [r for _ in labels for r in (p.base, p.new)]]  # escaped when sent
@@ -253,11 +252,11 @@ def bars_figure(d: RunDiff) -> Any:
         if all(v is None for v in y):
             continue
         fig.add_bar(
-            name=LABELS[col],
+            name=t(f"metric.{col}"),
             x=x,
             y=y,
             marker_color=ui.COLORS[color],
-            hovertemplate="%{x}: %{y:.3f} ms<extra>" + plot_text(LABELS[col]) + "</extra>",
+            hovertemplate="%{x}: %{y:.3f} ms<extra>" + plot_text(t(f"metric.{col}")) + "</extra>",
         )
     totals = []
     for lb in labels:
@@ -269,7 +268,7 @@ def bars_figure(d: RunDiff) -> Any:
         x=x,
         y=totals,
         mode="markers",
-        name="step time",
+        name=t("cmp.step_marker"),
         marker=dict(symbol="line-ew-open", size=18, color="#222", line=dict(width=2)),
         hovertemplate="%{x}: step %{y:.3f} ms<extra></extra>",
     )
@@ -288,7 +287,13 @@ def _delta_cell(r: pd.Series | None) -> str:
 def delta_table(d: RunDiff) -> html.Table:
     """One row per rank (row of the pairing) and the total: step time in both runs, the change and
     whether it is beyond the step-to-step noise, and the change of every breakdown column."""
-    head = ["ranks", "step time", "change", "noise", *[LABELS[c] for c in DELTA_COLUMNS[1:]]]
+    head = [
+        t("cmp.col.ranks"),
+        t("cmp.col.step"),
+        t("cmp.col.change"),
+        t("cmp.col.noise"),
+        *[t(f"metric.{c}") for c in DELTA_COLUMNS[1:]],
+    ]
     body = []
     for label in [*_labels(d), TOTAL]:
         rows = _values(d, label)
@@ -300,7 +305,7 @@ def delta_table(d: RunDiff) -> html.Table:
             label,
             "-" if st is None else f"{fmt_ns(st['base_value'])} → {fmt_ns(st['new_value'])}",
             _delta_cell(st),
-            "-" if is_missing(sig) else ("beyond" if sig else "within"),
+            "-" if is_missing(sig) else t("cmp.beyond" if sig else "cmp.within"),
             *[_delta_cell(rows.loc[c] if c in rows.index else None) for c in DELTA_COLUMNS[1:]],
         ]
         body.append(html.Tr([html.Td(str(c)) for c in cells], className="total" if label == TOTAL else None))
@@ -313,25 +318,31 @@ def _timeline_link(run: str, rank: Any, step: Any, side: str) -> str:
     """A markdown link to ``run``'s timeline on ``rank`` at ``step``; the text is ours (never a trace name)."""
     if is_missing(rank) or is_missing(step):
         return ""
-    return f"[{side} rank {int(rank)} step {int(step)}]({links.timeline_url(run, [int(rank)], step=int(step))})"
+    text = t("cmp.link", side=t(f"cmp.side.{side}"), rank=int(rank), step=int(step))
+    return f"[{text}]({links.timeline_url(run, [int(rank)], step=int(step))})"
 
 
 def operator_columns() -> list[dict[str, Any]]:
     num = {"filter": "agNumberColumnFilter"}
     return [
-        {"field": "name", "headerName": "name", "tooltipField": "name", "flex": 1, "pinned": "left"},
-        {"field": "kind", "headerName": "kind", "maxWidth": 110},
-        {"field": "grouping", "headerName": "by", "maxWidth": 130},
-        {"field": "status", "headerName": "status", "maxWidth": 110},
-        {"field": "delta_ms", "headerName": "change (ms)", "valueFormatter": _DMS, **num},
-        {"field": "delta_pct", "headerName": "change", "valueFormatter": _PCT, **num},
-        {"field": "base_ms", "headerName": "base (ms)", "valueFormatter": _MS, **num},
-        {"field": "new_ms", "headerName": "new (ms)", "valueFormatter": _MS, **num},
-        {"field": "base_link", "headerName": "base timeline", "cellRenderer": "markdown", "sortable": False},
-        {"field": "new_link", "headerName": "new timeline", "cellRenderer": "markdown", "sortable": False},
-        {"field": "base_calls", "headerName": "base calls", "valueFormatter": _CALLS, **num},
-        {"field": "new_calls", "headerName": "new calls", "valueFormatter": _CALLS, **num},
-        {"field": "input_shapes", "headerName": "input shapes", "tooltipField": "input_shapes", "maxWidth": 220},
+        {"field": "name", "headerName": t("cmp.op.name"), "tooltipField": "name", "flex": 1, "pinned": "left"},
+        {"field": "kind", "headerName": t("cmp.op.kind"), "maxWidth": 110},
+        {"field": "grouping", "headerName": t("cmp.op.by"), "maxWidth": 130},
+        {"field": "status", "headerName": t("cmp.op.status"), "maxWidth": 110},
+        {"field": "delta_ms", "headerName": t("cmp.op.delta_ms"), "valueFormatter": _DMS, **num},
+        {"field": "delta_pct", "headerName": t("cmp.op.delta_pct"), "valueFormatter": _PCT, **num},
+        {"field": "base_ms", "headerName": t("cmp.op.base_ms"), "valueFormatter": _MS, **num},
+        {"field": "new_ms", "headerName": t("cmp.op.new_ms"), "valueFormatter": _MS, **num},
+        {"field": "base_link", "headerName": t("cmp.op.base_link"), "cellRenderer": "markdown", "sortable": False},
+        {"field": "new_link", "headerName": t("cmp.op.new_link"), "cellRenderer": "markdown", "sortable": False},
+        {"field": "base_calls", "headerName": t("cmp.op.base_calls"), "valueFormatter": _CALLS, **num},
+        {"field": "new_calls", "headerName": t("cmp.op.new_calls"), "valueFormatter": _CALLS, **num},
+        {
+            "field": "input_shapes",
+            "headerName": t("cmp.op.input_shapes"),
+            "tooltipField": "input_shapes",
+            "maxWidth": 220,
+        },
     ]
 
 
@@ -345,7 +356,7 @@ def operator_rows(d: RunDiff, top: int = TOP_OPERATORS) -> tuple[list[dict[str, 
         {
             "kind": ops["kind"].astype(str),
             "name": ops["name"].astype(str),
-            "grouping": np.where(ops["grouping"] == "name", "name", "name + shapes"),
+            "grouping": np.where(ops["grouping"] == "name", t("cmp.by_name"), t("cmp.by_shapes")),
             "input_shapes": ops["input_shapes"].astype(object).where(ops["input_shapes"].notna(), None),
             "status": ops["status"].astype(str),
             "base_calls": pd.to_numeric(ops["base_calls"], errors="coerce").round(4),
@@ -373,7 +384,7 @@ def _gbps(v: Any) -> str:
 def comm_table(d: RunDiff) -> Any:
     c = d.communication
     if c.empty:
-        return ui.message("Neither run recorded communication.", "info")
+        return ui.message(t("cmp.no_comm"), "info")
     rows = [
         [
             r["op_type"],
@@ -388,14 +399,16 @@ def comm_table(d: RunDiff) -> Any:
         ]
         for r in c.to_dict("records")
     ]
-    cols = ["op", "group", "status", "calls", "bytes per call", "elapsed", "wait", "transit", "bandwidth"]
+    cols = [
+        t(f"cmp.cc.{c}") for c in ("op", "group", "status", "calls", "bytes", "elapsed", "wait", "transit", "bandwidth")
+    ]
     return ui.table(cols, rows, id_=f"{P}-comm")
 
 
 def memory_table(d: RunDiff) -> Any:
     m = d.memory
     if m.empty:
-        return ui.message("Neither run recorded memory.", "info")
+        return ui.message(t("cmp.no_mem"), "info")
     rows = [
         [
             r["label"],
@@ -406,8 +419,8 @@ def memory_table(d: RunDiff) -> Any:
         if _recorded(r["base_value"]) or _recorded(r["new_value"])  # reserved is 0 where it is not recorded (CPU)
     ]
     if not rows:
-        return ui.message("Neither run recorded memory.", "info")
-    return ui.table(["ranks", "peak", "base → new"], rows, id_=f"{P}-memory")
+        return ui.message(t("cmp.no_mem"), "info")
+    return ui.table([t("cmp.mc.ranks"), t("cmp.mc.peak"), t("cmp.mc.change")], rows, id_=f"{P}-memory")
 
 
 def _recorded(v: Any) -> bool:
@@ -419,9 +432,9 @@ def stragglers(d: RunDiff) -> html.Div:
     lines = []
     for side, run in (("base", p.base), ("new", p.new)):
         s = st[st["side"] == side]
-        who = ", ".join(f"rank {int(r)} ({int(v)} votes)" for r, v in zip(s["rank"], s["votes"])) or "none"
+        who = ", ".join(t("cmp.votes", rank=int(r), n=int(v)) for r, v in zip(s["rank"], s["votes"])) or t("cmp.none")
         lines.append(html.Li(f"{run}: {who}"))
-    return html.Div([html.H3("Slow ranks (msprof-analyze's vote)"), html.Ul(lines)], id=f"{P}-stragglers")
+    return html.Div([html.H3(t("cmp.slow_ranks")), html.Ul(lines)], id=f"{P}-stragglers")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -471,7 +484,7 @@ def register_callbacks(app: Dash) -> None:
         bs, ns = _step_arg(base_step), _step_arg(new_step)
         url = links.compare_url(base, new, bs, ns)
         if base == new:
-            return ui.message("Base and new are the same run: pick two runs.", "info"), url
+            return ui.message(t("cmp.same_run"), "info"), url
         with reader(ui.current_store()) as rd:
             d = data.run_diff(rd, base, new, bs, ns)
         return render(d), url

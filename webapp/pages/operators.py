@@ -18,23 +18,17 @@ from dash import Dash, Input, Output, Patch, State, dcc, html
 from webapp import data, links, page, ui
 from webapp.errors import WebappError
 from webapp.format import fmt_int, fmt_ns, shorten
+from webapp.labels import page_title, t
 from webapp.params import format_ranks, parse_choice, parse_int, single
 from webapp.reader import Reader
 
-dash.register_page(__name__, path="/operators", name="Operators", title="rankscope · operators", order=2)
+dash.register_page(__name__, path="/operators", name="Operators", title=page_title("operators"), order=2)
 
 P = "op"
-SOURCE_LABELS = {"operators": "Host operators", "kernels": "Device kernels"}
-GROUP_LABELS = {"type": "by type", "name": "by name", "shape": "by name + input shape"}
-SCOPE_LABELS = {"across": "across ranks", "rank": "per rank"}
-METRICS = {
-    "total_ns": "total time",
-    "self_ns": "self time",
-    "avg_ns": "average",
-    "max_ns": "max",
-    "count": "calls",
-    "spread_pct": "spread between ranks",
-}
+SOURCES = ("operators", "kernels")  # labels: op.src.KEY
+GROUPS = ("type", "name", "shape")  # op.grp.KEY
+SCOPES = ("across", "rank")  # op.scp.KEY
+METRICS = ("total_ns", "self_ns", "avg_ns", "max_ns", "count", "spread_pct")  # op.m.KEY
 SLOW_SPREAD_PCT = 5.0  # drill bars: the slowest rank is marked when its total is this much above the fastest
 _MS = {"function": "params.value == null ? '' : d3.format(',.3f')(params.value)"}
 _INT = {"function": "params.value == null ? '' : d3.format(',')(params.value)"}
@@ -53,7 +47,7 @@ def layout(
     top: Any = None,
     **_: Any,
 ) -> Any:
-    return page.layout("Operators", run, ranks, lambda v: _layout(v, source, group, scope, q, op, shape, top))
+    return page.layout(t("nav.operators"), run, ranks, lambda v: _layout(v, source, group, scope, q, op, shape, top))
 
 
 def _layout(
@@ -65,12 +59,12 @@ def _layout(
     for key, raw, choices, default in (
         ("source", source_q, data.SOURCES, default_source),
         ("group", group_q, data.GROUPINGS, "name"),
-        ("scope", scope_q, tuple(SCOPE_LABELS), "across"),
+        ("scope", scope_q, SCOPES, "across"),
     ):
         try:
             values[key] = parse_choice(key, raw, choices, default)
         except WebappError as exc:
-            notes.append(ui.message(f"{exc}; using {default}."))
+            notes.append(ui.message(t("op.using", problem=exc, default=default)))
             values[key] = default
     try:
         top = parse_int("top", top_q, minimum=1, maximum=100) or 15
@@ -88,27 +82,23 @@ def _layout(
     )
     return html.Div(
         [
-            ui.header(
-                "Operators",
-                "Where the time goes, by operator, on every rank: sort, filter, search; select a row to compare "
-                "it across ranks.",
-            ),
+            ui.header(t("nav.operators"), t("op.subtitle")),
             html.Div(
                 [
                     ui.run_control(P, v.runs, run),
                     ui.ranks_control(P, v.all_ranks, [] if v.selected == v.all_ranks else v.selected),
-                    _radio("source", SOURCE_LABELS, values["source"]),
-                    _radio("group", GROUP_LABELS, values["group"]),
-                    _radio("scope", SCOPE_LABELS, values["scope"]),
+                    _radio("source", "op.src", SOURCES, values["source"]),
+                    _radio("group", "op.grp", GROUPS, values["group"]),
+                    _radio("scope", "op.scp", SCOPES, values["scope"]),
                     html.Div(
                         [
-                            html.Label("Search", htmlFor=f"{P}-search"),
+                            html.Label(t("op.search"), htmlFor=f"{P}-search"),
                             dcc.Input(
                                 id=f"{P}-search",
                                 type="search",
                                 value=single("q", q_q) or "",
                                 debounce=0.3,
-                                placeholder="name, shape…",
+                                placeholder=t("op.search_ph"),
                                 className="search",
                                 style={"width": "240px"},
                             ),
@@ -121,6 +111,10 @@ def _layout(
             html.Div(notes, id=f"{P}-notes"),
             dcc.Store(id=f"{P}-want-drill", data=drill),
             dcc.Store(id=f"{P}-drill-key"),
+            dcc.Store(
+                id=f"{P}-shown-texts",
+                data={k: t(f"op.shown.{k}") for k in ("search", "filters")} | {"shown": t("op.shown")},
+            ),
             html.Div([html.Span(id=f"{P}-status"), html.Span(id=f"{P}-shown")], className="status"),
             dag.AgGrid(
                 id=f"{P}-grid",
@@ -152,12 +146,12 @@ def _layout(
                         [
                             html.Div(
                                 [
-                                    html.H2("Top operators", id=f"{P}-top-title"),
+                                    html.H2(t("op.top"), id=f"{P}-top-title"),
                                     html.Div(
                                         [
                                             dcc.Dropdown(
                                                 id=f"{P}-metric",
-                                                options=[{"label": v, "value": k} for k, v in METRICS.items()],
+                                                options=[{"label": t(f"op.m.{k}"), "value": k} for k in METRICS],
                                                 value="total_ns",
                                                 clearable=False,
                                                 className="dd dd-small",
@@ -183,12 +177,10 @@ def _layout(
                     ),
                     html.Div(
                         [
-                            html.H2("Across ranks"),
+                            html.H2(t("op.across")),
                             dcc.Loading(
                                 html.Div(
-                                    html.P(
-                                        "Select a row of the grid to see that operator on every rank.", className="note"
-                                    ),
+                                    html.P(t("op.select"), className="note"),
                                     id=f"{P}-drill",
                                 ),
                                 type="dot",
@@ -205,13 +197,13 @@ def _layout(
     )
 
 
-def _radio(name: str, labels: dict[str, str], value: str) -> html.Div:
+def _radio(name: str, prefix: str, keys: Sequence[str], value: str) -> html.Div:
     return html.Div(
         [
-            html.Label(name.capitalize(), htmlFor=f"{P}-{name}"),
+            html.Label(t(f"op.{name}"), htmlFor=f"{P}-{name}"),
             dcc.RadioItems(
                 id=f"{P}-{name}",
-                options=[{"label": v, "value": k} for k, v in labels.items()],
+                options=[{"label": t(f"{prefix}.{k}"), "value": k} for k in keys],
                 value=value,
                 inline=True,
                 className="radios",
@@ -236,11 +228,15 @@ def grid(
 ) -> tuple[list[dict], list[dict], str]:
     """(rowData, columnDefs, status line) of the operators grid."""
     df, n = data.operator_stats(rd, run, source, group, ranks, across)
-    what = SOURCE_LABELS[source].lower()
+    what = t(f"op.what.{source}")
     if df.empty:
-        hint = " (this run has no device kernels: CPU-only trace?)" if source == "kernels" else ""
-        return [], [], f"No {what} for the selected ranks{hint}."
-    key_title = {"type": "type" if source == "kernels" else "category", "name": "name", "shape": "name"}[group]
+        hint = t("op.no_kernels") if source == "kernels" else ""
+        return [], [], t("op.none", what=what, hint=hint)
+    key_title = t(
+        {"type": "op.col.type" if source == "kernels" else "op.col.category", "name": "op.col.name"}.get(
+            group, "op.col.name"
+        )
+    )
     cols: list[dict[str, Any]] = [
         {
             "field": "key",
@@ -254,19 +250,21 @@ def grid(
         cols.append(
             {
                 "field": "shape",
-                "headerName": "input shapes",
+                "headerName": t("op.col.shape"),
                 "filter": "agTextColumnFilter",
                 "maxWidth": 260,
                 "tooltipField": "shape",
             }
         )
     if not across:
-        cols.append({"field": "rank", "headerName": "rank", "filter": "agNumberColumnFilter", "valueFormatter": _INT})
+        cols.append(
+            {"field": "rank", "headerName": t("op.col.rank"), "filter": "agNumberColumnFilter", "valueFormatter": _INT}
+        )
     cols += [
-        {"field": "count", "headerName": "calls", "filter": "agNumberColumnFilter", "valueFormatter": _INT},
+        {"field": "count", "headerName": t("op.col.count"), "filter": "agNumberColumnFilter", "valueFormatter": _INT},
         {
             "field": "total_ms",
-            "headerName": "total (ms)",
+            "headerName": t("op.col.total_ms"),
             "filter": "agNumberColumnFilter",
             "valueFormatter": _MS,
             "sort": "desc",
@@ -274,46 +272,56 @@ def grid(
     ]
     if source == "operators":
         cols.append(
-            {"field": "self_ms", "headerName": "self (ms)", "filter": "agNumberColumnFilter", "valueFormatter": _MS}
+            {
+                "field": "self_ms",
+                "headerName": t("op.col.self_ms"),
+                "filter": "agNumberColumnFilter",
+                "valueFormatter": _MS,
+            }
         )
     cols += [
-        {"field": "avg_ms", "headerName": "avg (ms)", "filter": "agNumberColumnFilter", "valueFormatter": _MS},
-        {"field": "min_ms", "headerName": "min (ms)", "filter": "agNumberColumnFilter", "valueFormatter": _MS},
-        {"field": "max_ms", "headerName": "max (ms)", "filter": "agNumberColumnFilter", "valueFormatter": _MS},
+        {"field": "avg_ms", "headerName": t("op.col.avg_ms"), "filter": "agNumberColumnFilter", "valueFormatter": _MS},
+        {"field": "min_ms", "headerName": t("op.col.min_ms"), "filter": "agNumberColumnFilter", "valueFormatter": _MS},
+        {"field": "max_ms", "headerName": t("op.col.max_ms"), "filter": "agNumberColumnFilter", "valueFormatter": _MS},
     ]
     if across:
         cols += [
-            {"field": "ranks", "headerName": "ranks", "filter": "agNumberColumnFilter", "valueFormatter": _INT},
+            {
+                "field": "ranks",
+                "headerName": t("op.col.ranks"),
+                "filter": "agNumberColumnFilter",
+                "valueFormatter": _INT,
+            },
             {
                 "field": "rank_min_ms",
-                "headerName": "rank min total (ms)",
+                "headerName": t("op.col.rank_min_ms"),
                 "filter": "agNumberColumnFilter",
                 "valueFormatter": _MS,
             },
             {
                 "field": "rank_max_ms",
-                "headerName": "rank max total (ms)",
+                "headerName": t("op.col.rank_max_ms"),
                 "filter": "agNumberColumnFilter",
                 "valueFormatter": _MS,
             },
             {
                 "field": "spread_pct",
-                "headerName": "spread",
+                "headerName": t("op.col.spread_pct"),
                 "filter": "agNumberColumnFilter",
                 "valueFormatter": _PCT,
-                "headerTooltip": "(max - min) / mean of the per-rank totals",
+                "headerTooltip": t("op.col.spread_tip"),
             },
-            {"field": "max_rank", "headerName": "slowest rank", "filter": "agNumberColumnFilter"},
+            {"field": "max_rank", "headerName": t("op.col.max_rank"), "filter": "agNumberColumnFilter"},
         ]
     cols.append(
         {
             "field": "timeline",
-            "headerName": "slowest call",
+            "headerName": t("op.col.timeline"),
             "cellRenderer": "markdown",
             "sortable": False,
             "filter": False,
             "maxWidth": 100,
-            "headerTooltip": "the longest call (max), in the timeline",
+            "headerTooltip": t("op.col.timeline_tip"),
         }
     )
     out = pd.DataFrame({"key": df["key"].astype(str)})
@@ -329,8 +337,10 @@ def grid(
         out["spread_pct"] = pd.to_numeric(df["spread_pct"], errors="coerce").round(2)
     # the slowest call in the timeline; the link text is ours (a rank), never a name from the trace
     out["timeline"] = [
-        f"[rank {int(r)}]({links.call_url(run, int(r), int(t), int(d))})" if pd.notna(t) and pd.notna(d) else ""
-        for r, t, d in zip(df["slowest_rank"], df["slowest_ts_ns"], df["max_ns"])
+        f"[{t('ui.rank_n', rank=int(r))}]({links.call_url(run, int(r), int(ts), int(d))})"
+        if pd.notna(ts) and pd.notna(d)
+        else ""
+        for r, ts, d in zip(df["slowest_rank"], df["slowest_ts_ns"], df["max_ns"])
     ]
     token = format(zlib.crc32(repr((run, source, group, tuple(ranks), across, n)).encode()), "x")
     out["id"] = [f"{token}-{i}" for i in range(len(out))]
@@ -338,14 +348,14 @@ def grid(
     # the name column pinned and as wide as the names, as far as the other columns leave room in a
     # 1400 px window (the tooltip has the rest)
     cols = ui.fit_columns(cols, rows, max_px=420, budget_px=1340)
-    cut = f" (the {len(df):,} with the largest total of {n:,})" if n > len(df) else ""
-    scope = "across ranks " + (format_ranks(ranks) or "") if across else "per rank"
-    return rows, cols, f"{len(df):,} {what} {GROUP_LABELS[group]}, {scope}{cut}."
+    cut = t("op.cut", n=f"{len(df):,}", total=f"{n:,}") if n > len(df) else ""
+    scope = t("op.scope_across", ranks=format_ranks(ranks) or "") if across else t("op.scp.rank")
+    return rows, cols, t("op.status", n=f"{len(df):,}", what=what, group=t(f"op.grp.{group}"), scope=scope, cut=cut)
 
 
 def top_chart(rows: list[dict], metric: str, n: int, source: str) -> Any:
     if not rows:
-        return ui.message("Nothing to rank.", "info")
+        return ui.message(t("op.nothing"), "info")
     df = pd.DataFrame(rows)
     col = {
         "total_ns": "total_ms",
@@ -356,15 +366,15 @@ def top_chart(rows: list[dict], metric: str, n: int, source: str) -> Any:
         "spread_pct": "spread_pct",
     }[metric]
     if col not in df or df[col].isna().all():
-        return ui.message(f"{METRICS[metric]} is not available for this view.", "info")
+        return ui.message(t("op.not_available", metric=t(f"op.m.{metric}")), "info")
     label = df["key"].astype(str)
     if "shape" in df and df["shape"].notna().any():
         label = label + " " + df["shape"].fillna("").astype(str)
     if "rank" in df:
         label = "r" + df["rank"].astype(str) + " " + label
     df = df.assign(label=label).sort_values(col, ascending=False).head(n)
-    unit = {"count": "calls", "spread_pct": "%"}.get(col, "ms")
-    fig = ui.figure(height=max(260, 28 * len(df) + 80), showlegend=False, xaxis_title=f"{METRICS[metric]} ({unit})")
+    unit = {"count": t("op.unit.calls"), "spread_pct": "%"}.get(col, "ms")
+    fig = ui.figure(height=max(260, 28 * len(df) + 80), showlegend=False, xaxis_title=f"{t(f'op.m.{metric}')} ({unit})")
     fig.update_layout(margin=dict(l=10, r=20, t=10, b=40))
     fig.add_bar(
         x=df[col],
@@ -383,13 +393,13 @@ def drill(
 ) -> list[Any]:
     """One operator across ranks: distribution per rank (box from quantiles) and per-rank totals."""
     df = data.operator_drill(rd, run, source, group, key, shape, ranks)
-    title = key + ((f" {shape}" if shape is not None else " (all input shapes)") if group == "shape" else "")
+    title = key + ((f" {shape}" if shape is not None else t("op.all_shapes")) if group == "shape" else "")
     if df.empty:
-        return [ui.message(f"{title}: not found on the selected ranks", "info", id=f"{P}-drill-missing")]
+        return [ui.message(t("op.not_found", name=title), "info", id=f"{P}-drill-missing")]
     for c in ("total_ns", "avg_ns", "min_ns", "p25_ns", "p50_ns", "p75_ns", "p99_ns", "max_ns", "self_ns"):
         df[c] = pd.to_numeric(df[c], errors="coerce").astype("float64")
-    x = [f"rank {r}" for r in df["rank"]]
-    fig = ui.figure(height=300, showlegend=False, yaxis_title="duration per call (ms)")
+    x = [t("ui.rank_n", rank=r) for r in df["rank"]]
+    fig = ui.figure(height=300, showlegend=False, yaxis_title=t("op.per_call_axis"))
     fig.update_layout(margin=dict(l=60, r=20, t=10, b=40))
     fig.add_trace(
         go.Box(
@@ -401,10 +411,10 @@ def drill(
             upperfence=df["max_ns"] / 1e6,
             mean=df["avg_ns"] / 1e6,
             marker_color=ui.COLORS["computing"],
-            name="per call",
+            name=t("op.per_call"),
         )
     )
-    tot = ui.figure(height=220, showlegend=False, yaxis_title="total (ms)")
+    tot = ui.figure(height=220, showlegend=False, yaxis_title=t("op.total_axis"))
     tot.update_layout(margin=dict(l=60, r=20, t=10, b=40))
     fastest = float(df["total_ns"].min())
     # the slowest rank in red only when it stands out (more than SLOW_SPREAD_PCT above the fastest)
@@ -434,13 +444,15 @@ def drill(
     )
     return [
         html.P(
-            [html.Strong(title, id=f"{P}-drill-name"), f" — {len(df)} rank(s), spread of totals {spread:.1f} %"],
+            [html.Strong(title, id=f"{P}-drill-name"), t("op.drill_title", n=len(df), spread=f"{spread:.1f}")],
             className="drill-title",
         ),
         ui.graph(f"{P}-drill-box", fig),
         ui.graph(f"{P}-drill-total", tot),
         ui.table(
-            ["rank", "calls", "total", "avg", "min", "median", "p99", "max", "vs fastest"], rows, id_=f"{P}-drill-table"
+            [t(f"op.dc.{c}") for c in ("rank", "calls", "total", "avg", "min", "median", "p99", "max", "fastest")],
+            rows,
+            id_=f"{P}-drill-table",
         ),
     ]
 
@@ -453,14 +465,15 @@ def drill(
 # How many of the loaded rows the grid shows after its search box and column filters (the status
 # line counts what was loaded): computed in the browser, where the grid filters.
 _SHOWN_JS = """
-function(shown, rows, q, filters) {
-    if (!rows || !rows.length || !Array.isArray(shown)) { return ''; }
+function(shown, rows, q, filters, texts) {
+    if (!rows || !rows.length || !Array.isArray(shown) || !texts) { return ''; }
     var why = [];
-    if (q) { why.push('search \u201c' + q + '\u201d'); }
-    if (filters && Object.keys(filters).length) { why.push('column filters'); }
+    var put = function(text, key, value) { return text.replace(key, function() { return value; }); };
+    if (q) { why.push(put(texts.search, '{q}', q)); }
+    if (filters && Object.keys(filters).length) { why.push(texts.filters); }
     if (!why.length && shown.length === rows.length) { return ''; }
-    return ' Showing ' + shown.length.toLocaleString('en-US') + ' of ' + rows.length.toLocaleString('en-US') +
-        ' (' + why.join(', ') + ').';
+    var line = put(texts.shown, '{shown}', shown.length.toLocaleString('en-US'));
+    return put(put(line, '{total}', rows.length.toLocaleString('en-US')), '{why}', why.join(', '));
 }
 """
 
@@ -481,7 +494,7 @@ def register_callbacks(app: Dash) -> None:
     def update_grid(run: str, ranks: Any, source: str, group: str, scope: str) -> Any:
         with page.view(run, ranks, (source,)) as v:
             rows, cols, status = grid(v.rd, run, source, group, v.selected, scope == "across")
-        return rows, cols, status, [{"label": f"rank {r}", "value": r} for r in v.all_ranks]
+        return rows, cols, status, ui.rank_options(v.all_ranks)
 
     @app.callback(
         Output("view-url", "data", allow_duplicate=True),
@@ -517,6 +530,7 @@ def register_callbacks(app: Dash) -> None:
         Input(f"{P}-grid", "rowData"),
         Input(f"{P}-search", "value"),
         Input(f"{P}-grid", "filterModel"),
+        State(f"{P}-shown-texts", "data"),
     )
 
     @app.callback(
@@ -569,7 +583,7 @@ def register_callbacks(app: Dash) -> None:
         # the URL's operator applies until the page has a drill state of its own ({} once cleared)
         key = drill_key(sel, rows, want if current is None else current, group)
         if not key:
-            return html.P("Select a row of the grid to see that operator on every rank.", className="note"), {}
+            return html.P(t("op.select"), className="note"), {}
         with page.view(run, ranks, (source,)) as v:
             content = drill(v.rd, run, source, group, str(key["op"]), key.get("shape"), v.selected)
         # an operator the current run / ranks / source do not have leaves the address (op= would be stale)

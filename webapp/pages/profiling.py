@@ -20,26 +20,19 @@ from typing import Any
 import dash
 from dash import Dash, Input, Output, State, dcc, html
 
-from collector.config import LEVELS, OPTION_HELP, ProfileOptions
+from collector.config import LEVELS, ProfileOptions
 from collector.dynamic import LOG_NAME, config_location, rank_states, read_log, write_config
 from webapp import ui
-from webapp.errors import WebappError
+from webapp.errors import BadParameter, WebappError
+from webapp.labels import page_title, t
 from webapp.params import parse_ranks
 
-dash.register_page(__name__, path="/profiling", name="Profiling", title="rankscope · profiling", order=8)
+dash.register_page(__name__, path="/profiling", name="Profiling", title=page_title("profiling"), order=8)
 
 P = "pf"
 REFRESH_MS = 2000  # the file, the log and the states are read again this often
 LOG_LINES = 200  # log lines shown (the last ones)
 SWITCHES = ("with_stack", "record_shapes", "with_memory", "with_modules", "with_flops", "with_cpu", "with_device")
-STATE_TEXT = {
-    "watching": "watching the file, no window asked",
-    "armed": "armed: will record",
-    "not selected": "not selected for",
-    "recording": "recording",
-    "done": "window stopped:",
-    "stopped": "collector stopped (the job ended or stopped profiling)",
-}
 
 
 class ControlOff(WebappError):
@@ -49,10 +42,7 @@ class ControlOff(WebappError):
 def _paths() -> tuple[Path, Path]:
     folder = ui.current_control()
     if folder is None:
-        raise ControlOff(
-            "Dynamic profiling from the browser is off. Start the server with `analyze serve --control CONFIG_DIR` "
-            "(the training job's dynamic_param.config_path) and a token (--token or $RANKSCOPE_TOKEN)."
-        )
+        raise ControlOff(t("pf.off"))
     return config_location(folder)
 
 
@@ -61,11 +51,7 @@ def layout(**_: Any) -> Any:
 
 
 def _layout() -> html.Div:
-    head = ui.header(
-        "Profiling",
-        "Start a profiling window in a running training job: the collector watches profiler_config.json and "
-        "records the steps asked for at its next step boundary.",
-    )
+    head = ui.header(t("nav.profiling"), t("pf.subtitle"))
     try:
         _, path = _paths()
     except ControlOff as exc:
@@ -76,14 +62,14 @@ def _layout() -> html.Div:
     on = [s for s in SWITCHES if opts.get(s, getattr(ProfileOptions(), s)) is True]
     ask = html.Div(
         [
-            html.H2("Ask for a window"),
+            html.H2(t("pf.ask")),
             html.Div(
                 [
-                    _field("First step", dcc.Input(id=f"{P}-start", type="number", min=1, step=1, debounce=True)),
-                    _field("Last step", dcc.Input(id=f"{P}-end", type="number", min=1, step=1, debounce=True)),
-                    _field("Ranks", dcc.Input(id=f"{P}-ranks", type="text", placeholder="all (or 0,1,4-7)")),
+                    _field(t("pf.first"), dcc.Input(id=f"{P}-start", type="number", min=1, step=1, debounce=True)),
+                    _field(t("pf.last"), dcc.Input(id=f"{P}-end", type="number", min=1, step=1, debounce=True)),
+                    _field(t("ui.ranks"), dcc.Input(id=f"{P}-ranks", type="text", placeholder=t("pf.ranks_ph"))),
                     _field(
-                        "Level",
+                        t("pf.level"),
                         dcc.Dropdown(
                             id=f"{P}-level",
                             options=[{"label": lv, "value": lv} for lv in LEVELS],
@@ -97,11 +83,11 @@ def _layout() -> html.Div:
             ),
             dcc.Checklist(
                 id=f"{P}-switches",
-                options=[{"label": f" {s}: {OPTION_HELP[s]}", "value": s} for s in SWITCHES],
+                options=[{"label": f" {s}: {t(f'pf.sw.{s}')}", "value": s} for s in SWITCHES],
                 value=on,
                 className="checklist",
             ),
-            html.Button("Write profiler_config.json", id=f"{P}-write", n_clicks=0, className="button"),
+            html.Button(t("pf.write"), id=f"{P}-write", n_clicks=0, className="button"),
             html.Div(id=f"{P}-result"),
         ],
         className="card",
@@ -109,9 +95,9 @@ def _layout() -> html.Div:
     return html.Div(
         [
             head,
-            html.P(f"Watched file: {path}", className="note", id=f"{P}-path"),
+            html.P(t("pf.watched", path=path), className="note", id=f"{P}-path"),
             ask,
-            html.Div([html.H2("Collectors (from the log)"), html.Div(id=f"{P}-states")], className="card"),
+            html.Div([html.H2(t("pf.collectors")), html.Div(id=f"{P}-states")], className="card"),
             html.Div([html.H2(path.name), html.Pre(id=f"{P}-config", className="pre")], className="card"),
             html.Div([html.H2(LOG_NAME), html.Pre(id=f"{P}-log", className="pre")], className="card"),
             dcc.Interval(id=f"{P}-tick", interval=REFRESH_MS),
@@ -150,19 +136,16 @@ def window_request(
         a = int(first)
         b = int(last) if last not in (None, "") else a
     except (TypeError, ValueError):
-        return None, ["give the first (and last) step as whole numbers"]
+        return None, [t("pf.whole_steps")]
     mindspore = "stop_step" in data  # the file counts steps MindSpore's way: start_step..stop_step, 0 allowed
     if b < a:
-        problems.append(f"the last step ({b}) is before the first ({a})")
+        problems.append(t("pf.last_before", last=b, first=a))
     if a < 0 or (a == 0 and not mindspore):
-        problems.append(
-            f"step {a} cannot be asked for: start_step 0 means 'off' in profiler_config.json (torch_npu's "
-            "convention), and steps before it are past; the first step that can be asked for is 1"
-        )
+        problems.append(t("pf.step_zero", step=a))
     try:
         ranks = parse_ranks("ranks", ranks_text)
     except WebappError as exc:
-        problems.append(str(exc).replace("URL parameter ", ""))
+        problems.append(str(exc.problem) if isinstance(exc, BadParameter) else str(exc))
         ranks = None
     if problems:
         return None, problems
@@ -185,20 +168,17 @@ def window_request(
 def states_table(lines: list[Any]) -> Any:
     states = rank_states(lines)
     if not states:
-        return html.P(
-            "No collector has written to the log yet (it starts watching when the job calls prof.start()).",
-            className="note",
-        )
+        return html.P(t("pf.no_log"), className="note")
     rows = []
     for s in states:
-        text = STATE_TEXT[s.state] + (f" {s.window}" if s.window else "")
+        text = t(f"pf.st.{s.state}") + (f" {s.window}" if s.window else "")
         rows.append(
             html.Tr(
                 [
                     html.Td("?" if s.rank is None else str(s.rank)),
                     html.Td(s.state, className=f"state-{s.state.replace(' ', '-')}"),
                     html.Td(text),
-                    html.Td(f"{s.host} pid {s.pid}"),
+                    html.Td(t("pf.pid", host=s.host, pid=s.pid)),
                     html.Td(s.since),
                 ],
                 className="armed" if s.state in ("armed", "recording") else None,
@@ -206,12 +186,12 @@ def states_table(lines: list[Any]) -> Any:
         )
     armed = sorted({s.rank for s in states if s.state in ("armed", "recording") and s.rank is not None})
     watching = [s for s in states if s.state != "stopped"]
-    summary = (
-        f"{len(watching)} collector(s) running; armed: "
-        + (", ".join(f"rank {r}" for r in armed) if armed else "none")
-        + "."
+    summary = t(
+        "pf.running",
+        n=len(watching),
+        armed=", ".join(t("ui.rank_n", rank=r) for r in armed) if armed else t("pf.none"),
     )
-    head = ["rank", "state", "what it last said", "process", "since"]
+    head = [t(f"pf.col.{c}") for c in ("rank", "state", "said", "process", "since")]
     return html.Div(
         [
             html.P(summary, className="note", id=f"{P}-armed"),
@@ -239,7 +219,7 @@ def register_callbacks(app: Dash) -> None:
         try:
             text = path.read_text(encoding="utf-8", errors="replace")
         except FileNotFoundError:
-            text = f"(no {path.name} yet: the collector writes one, profiling off, when the job starts)"
+            text = t("pf.no_file", name=path.name)
         lines = read_log(folder / LOG_NAME)
         shown = lines[-LOG_LINES:]
         log_text = "\n".join(
@@ -248,7 +228,7 @@ def register_callbacks(app: Dash) -> None:
             else ln.message
             for ln in shown
         )
-        return text, log_text or f"(no {LOG_NAME} yet)", states_table(lines)
+        return text, log_text or t("pf.no_log_file", name=LOG_NAME), states_table(lines)
 
     @app.callback(
         Output(f"{P}-result", "children"),
@@ -269,10 +249,9 @@ def register_callbacks(app: Dash) -> None:
         if data is not None:
             problems = write_config(path, data)  # the collector's own validation, then an atomic replace
         if problems:
-            return ui.message("Not written: " + "; ".join(problems), id=f"{P}-problems")
+            return ui.message(t("pf.not_written", problems="; ".join(problems)), id=f"{P}-problems")
         return ui.message(
-            f"Written at {time.strftime('%H:%M:%S')}: {path.name} asks for steps {first}..{last or first}. The "
-            "collector reads it at its next step boundary; the log below says whether it accepted it.",
+            t("pf.written", time=time.strftime("%H:%M:%S"), name=path.name, first=first, last=last or first),
             "info",
             id=f"{P}-written",
         )
