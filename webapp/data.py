@@ -984,18 +984,19 @@ MAX_PICKS = 300  # group and coordinate picks offered at most
 
 
 @run_cached
-def rank_picks(rd: Reader, run: str) -> list[tuple[str, list[int]]]:
-    """Ready-made rank choices, (label, ranks): the N slowest ranks by mean step time (the stored
+def rank_picks(rd: Reader, run: str) -> list[tuple[str, dict[str, Any], list[int]]]:
+    """Ready-made rank choices, (label key, its values, ranks) — cached, so in no language:
+    the page writes the label (``webapp.labels``): the N slowest ranks by mean step time (the stored
     step breakdown), then every group and every coordinate of the parallel layout found
     (``analyses.parallel_layout``: "dp group 3", "pp = 1"), at most ``MAX_PICKS``."""
-    out: list[tuple[str, list[int]]] = []
+    out: list[tuple[str, dict[str, Any], list[int]]] = []
     bd = step_breakdown(rd, run)
     if not bd.empty:
         mean = bd.assign(s=pd.to_numeric(bd["step_ns"], errors="coerce")).groupby("rank")["s"].mean().dropna()
         order = mean.sort_values(ascending=False, kind="stable")
         for n in TOP_SLOWEST:
             if len(order) > n:
-                out.append((f"{n} slowest ranks (mean step time)", sorted(int(r) for r in order.index[:n])))
+                out.append(("picks.slowest", {"n": n}, sorted(int(r) for r in order.index[:n])))
     try:
         lay = analyses.parallel_layout(rd.store, run)
     except (QueryError, ValueError, KeyError):  # no layout: the slowest picks alone
@@ -1003,13 +1004,13 @@ def rank_picks(rd: Reader, run: str) -> list[tuple[str, list[int]]]:
     dims = [c for c in lay.columns if c != "rank" and not c.endswith("_group")]
     known = set(ranks_of(rd, run))
     for dim in dims:
-        for col, fmt in ((f"{dim}_group", "{dim} group {v}"), (dim, "{dim} = {v}")):
+        for col, key in ((f"{dim}_group", "picks.group"), (dim, "picks.coord")):
             if col not in lay.columns:
                 continue
             for v, sub in lay.dropna(subset=[col]).groupby(col):
                 rs = sorted(int(r) for r in sub["rank"] if int(r) in known)
                 if rs and len(rs) < len(known):
-                    out.append((fmt.format(dim=dim, v=int(v)) + f" ({len(rs)} rank{'s' if len(rs) > 1 else ''})", rs))
+                    out.append((key if len(rs) > 1 else f"{key}_1", {"dim": dim, "v": int(v), "n": len(rs)}, rs))
     return out[:MAX_PICKS]
 
 

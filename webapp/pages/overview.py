@@ -17,10 +17,11 @@ from dash import Dash, Input, Output, State, dcc, html
 from webapp import data, findings, links, page, ui
 from webapp.errors import BadParameter
 from webapp.format import fmt_bytes, fmt_int, fmt_ns
+from webapp.labels import page_title, t
 from webapp.params import format_ranks, parse_int, parse_ranks
 from webapp.reader import Reader
 
-dash.register_page(__name__, path="/", name="Overview", title="rankscope · overview", order=0)
+dash.register_page(__name__, path="/", name="Overview", title=page_title("overview"), order=0)
 
 P = "ov"
 MAX_HEAT_STEPS = 400  # columns of the rank x step heat map
@@ -36,18 +37,22 @@ CAPABILITIES = (
     "stacks",
     "scalars",
 )
-SEGMENTS = (  # stacked bar segments: they add up to the busy span of the step plus preparing
-    ("computing_excl_ns", "Computing (not overlapped)", "computing"),
-    ("overlapped_ns", "Overlapped", "overlapped"),
-    ("comm_not_overlapped_ns", "Communication (not overlapped)", "comm_not_overlapped"),
-    ("free_ns", "Free", "free"),
-    ("preparing_ns", "Preparing", "preparing"),
+SEGMENTS = (  # stacked bar segments: they add up to the busy span of the step plus preparing (labels: ov.seg.COL)
+    ("computing_excl_ns", "computing"),
+    ("overlapped_ns", "overlapped"),
+    ("comm_not_overlapped_ns", "comm_not_overlapped"),
+    ("free_ns", "free"),
+    ("preparing_ns", "preparing"),
 )
+
+
+def _seg(col: str) -> str:
+    return t(f"ov.seg.{col}")
 
 
 def layout(run: Any = None, ranks: Any = None, step: Any = None, **_: Any) -> Any:
     return page.layout(
-        "Overview",
+        t("nav.overview"),
         run,
         ranks,
         lambda v: _layout(v, step),
@@ -64,19 +69,19 @@ def _layout(v: page.View, step_q: Any) -> html.Div:
             known = [int(x) for x in data.steps(rd, run, None)["step"]]
             if step not in known:
                 have = (
-                    f"it has steps {known[0]}–{known[-1]}"
+                    t("ov.has_steps", first=known[0], last=known[-1])
                     if len(known) > 1
-                    else f"it has step {known[0]}"
+                    else t("ov.has_step", step=known[0])
                     if known
-                    else "it has no steps"
+                    else t("ov.no_steps")
                 )
-                raise BadParameter("step", step, f"the run has no step {step} ({have})")
+                raise BadParameter("step", step, t("ov.no_step", step=step, have=have))
     except BadParameter as exc:
-        notes.append(ui.message(f"{exc}; showing the mean over steps.", id=f"{P}-url-note"))
+        notes.append(ui.message(t("ov.mean_note", problem=exc), id=f"{P}-url-note"))
         step = None
     return html.Div(
         [
-            ui.header("Overview", "Runs in the store, what each rank recorded, and where each rank's step time goes."),
+            ui.header(t("nav.overview"), t("ov.subtitle")),
             _runs_table(data.runs(rd), run),
             _trend_card(len(v.runs)),
             html.Div(
@@ -85,11 +90,11 @@ def _layout(v: page.View, step_q: Any) -> html.Div:
                     ui.ranks_control(P, v.all_ranks, [] if v.selected == v.all_ranks else v.selected),
                     html.Div(
                         [
-                            html.Label("Pick ranks", htmlFor=f"{P}-pick"),
+                            html.Label(t("ov.pick"), htmlFor=f"{P}-pick"),
                             dcc.Dropdown(
                                 id=f"{P}-pick",
                                 options=[],
-                                placeholder="slowest, a group, a coordinate…",
+                                placeholder=t("ov.pick_ph"),
                                 className="dd dd-pick",
                             ),
                         ],
@@ -97,7 +102,7 @@ def _layout(v: page.View, step_q: Any) -> html.Div:
                     ),
                     html.Div(
                         [
-                            html.Label("Step", htmlFor=f"{P}-step"),
+                            html.Label(t("ov.step"), htmlFor=f"{P}-step"),
                             dcc.Dropdown(
                                 id=f"{P}-step",
                                 options=[],
@@ -143,23 +148,14 @@ def _runs_table(runs: pd.DataFrame, current: str | None) -> html.Div:
         )
     return html.Div(
         [
-            html.H2("Runs"),
+            html.H2(t("ov.runs")),
             html.Table(
                 [
                     html.Thead(
                         html.Tr(
                             [
-                                html.Th(h)
-                                for h in (
-                                    "run",
-                                    "ranks",
-                                    "steps",
-                                    "formats",
-                                    "status",
-                                    "file problems",
-                                    "rows",
-                                    "ingested (UTC)",
-                                )
+                                html.Th(t(f"ov.rc.{h}"))
+                                for h in ("run", "ranks", "steps", "formats", "status", "problems", "rows", "ingested")
                             ]
                         )
                     ),
@@ -173,13 +169,8 @@ def _runs_table(runs: pd.DataFrame, current: str | None) -> html.Div:
     )
 
 
-TREND_METRICS = {  # analyze trend --metric: what the runs-over-time chart can follow
-    "step_time": "step time",
-    "computing": "computing",
-    "comm_not_overlapped": "communication not overlapped",
-    "free": "free",
-    "peak_memory": "peak allocated memory (highest rank)",
-}
+TREND_METRICS = ("step_time", "computing", "comm_not_overlapped", "free", "peak_memory")  # analyze trend --metric
+# (what the runs-over-time chart can follow; labels: ov.tm.METRIC)
 TREND_RUNS = 50  # the most recently ingested runs shown over time
 
 
@@ -190,14 +181,14 @@ def _trend_card(n_runs: int) -> html.Div:
         return html.Div()  # nothing to follow over runs (and no trend callback fires)
     return html.Div(
         [
-            html.H2("Runs over time"),
+            html.H2(t("ov.over_time")),
             html.Div(
                 html.Div(
                     [
-                        html.Label("Metric", htmlFor=f"{P}-trend-metric"),
+                        html.Label(t("ov.metric"), htmlFor=f"{P}-trend-metric"),
                         dcc.Dropdown(
                             id=f"{P}-trend-metric",
-                            options=[{"label": v, "value": k} for k, v in TREND_METRICS.items()],
+                            options=[{"label": t(f"ov.tm.{k}"), "value": k} for k in TREND_METRICS],
                             value="step_time",
                             clearable=False,
                             className="dd dd-run",
@@ -218,15 +209,16 @@ def trend_content(df: pd.DataFrame, metric: str, current: str | None) -> list[An
     """The metric of each run (oldest ingested first; ``analyses.trend``) as a line over the runs
     with the baselines and tags written at their run, and a table linking each run's comparison with
     the run before it (the Compare page)."""
-    label = TREND_METRICS.get(metric, metric)
+    label = t(f"ov.tm.{metric}") if metric in TREND_METRICS else metric
     is_bytes = metric.startswith("peak_")
     scale, unit = (2**20, "MiB") if is_bytes else (1e6, "ms")
     y = [None if pd.isna(v) else float(v) / scale for v in df["value"]]
     names = [
-        ", ".join([f"baseline:{b}" for b in bs] + [f"#{t}" for t in ts]) for bs, ts in zip(df["baselines"], df["tags"])
+        ", ".join([f"baseline:{b}" for b in bs] + [f"#{tag}" for tag in ts])
+        for bs, ts in zip(df["baselines"], df["tags"])
     ]
     x = list(df["run"])  # every string of a figure is escaped when it is sent (ui.Figure)
-    fig = ui.figure(height=300, yaxis_title=f"{label} ({unit})", xaxis_title="run (oldest ingested first)")
+    fig = ui.figure(height=300, yaxis_title=f"{label} ({unit})", xaxis_title=t("ov.trend_x"))
     fig.add_scatter(
         x=x,
         y=y,
@@ -247,7 +239,9 @@ def trend_content(df: pd.DataFrame, metric: str, current: str | None) -> list[An
         change = "-" if pd.isna(r["change_pct"]) else f"{float(r['change_pct']):+.1f} %"
         link: Any = ""
         if i > 0:
-            link = dcc.Link(f"vs {runs[i - 1]}", href=ui.page_url("/compare", {"base": runs[i - 1], "new": r["run"]}))
+            link = dcc.Link(
+                t("ov.vs", run=runs[i - 1]), href=ui.page_url("/compare", {"base": runs[i - 1], "new": r["run"]})
+            )
         rows.append(
             html.Tr(
                 [html.Td(str(r["run"])), html.Td(value), html.Td(change), html.Td(names[i]), html.Td(link)],
@@ -256,13 +250,23 @@ def trend_content(df: pd.DataFrame, metric: str, current: str | None) -> list[An
         )
     table = html.Table(
         [
-            html.Thead(html.Tr([html.Th(h) for h in ("run", label, "change", "baselines and tags", "compare")])),
+            html.Thead(
+                html.Tr(
+                    [
+                        html.Th(h)
+                        for h in (t("ov.tc.run"), label, t("ov.tc.change"), t("ov.tc.tags"), t("ov.tc.compare"))
+                    ]
+                )
+            ),
             html.Tbody(rows),
         ],
         className="tbl",
         id=f"{P}-trend-table",
     )
-    return [ui.graph(f"{P}-trend-graph", fig), html.Details([html.Summary("numbers"), table], open=len(rows) <= 12)]
+    return [
+        ui.graph(f"{P}-trend-graph", fig),
+        html.Details([html.Summary(t("ov.numbers")), table], open=len(rows) <= 12),
+    ]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -287,9 +291,9 @@ def render(rd: Reader, run: str, ranks: Sequence[int], step: int | None) -> list
         out.append(
             html.Div(
                 [
-                    html.H2(f"File problems ({len(probs)})"),
+                    html.H2(t("ov.problems_n", n=len(probs))),
                     ui.table(
-                        ["path", "status", "reader", "problem"],
+                        [t(f"ov.pc.{c}") for c in ("path", "status", "reader", "problem")],
                         probs[["path", "status", "reader", "error"]].values.tolist(),
                         id_=f"{P}-problems",
                     ),
@@ -307,45 +311,52 @@ def straggler_card(st: pd.DataFrame, chains: pd.DataFrame, matching: pd.DataFram
     kids: list[Any] = []
     named = st[st["straggler"].astype(bool)] if not st.empty else st
     if st.empty:
-        why = "no collective was matched across two or more of its profiled ranks"
+        why = t("ov.st.unmatched")
         notes = [str(n) for n in matching["note"].dropna()] if not matching.empty else []
         kids = [
-            html.H2("Straggler: not judged"),
+            html.H2(t("ov.st.not_judged_title")),
             html.P(why + (": " + "; ".join(notes) if notes else "") + ".", className="note", id=f"{P}-straggler"),
         ]
         return html.Div(kids, className="card")
     if named.empty:
         judged = st[~st["verdict"].astype(str).str.startswith("not judged")]
         if judged.empty:
-            text = "Not judged: " + str(st["verdict"].iloc[0]).removeprefix("not judged: ") + "."
+            text = t("ov.st.not_judged", why=str(st["verdict"].iloc[0]).removeprefix("not judged: "))
         else:
             ratio = judged["median_gain_ns"] / judged["threshold_ns"].clip(lower=1)
             w = judged.loc[ratio.idxmax()]
-            text = (
-                f"No rank holds the others back: every rank's lateness at the collectives is within the noise "
-                f"(the largest, rank {int(w['rank'])}: a median {fmt_ns(w['median_gain_ns'])} per step against a "
-                f"threshold of {fmt_ns(w['threshold_ns'])})."
+            text = t(
+                "ov.st.within_noise",
+                rank=int(w["rank"]),
+                gain=fmt_ns(w["median_gain_ns"]),
+                threshold=fmt_ns(w["threshold_ns"]),
             )
         return html.Div(
-            [html.H2("Straggler: none"), html.P(text, className="note", id=f"{P}-straggler")], className="card"
+            [html.H2(t("ov.st.none_title")), html.P(text, className="note", id=f"{P}-straggler")], className="card"
         )
     for r in named.to_dict("records"):
         rank = int(r["rank"])
-        ops = ", ".join(f"{t['name']} +{fmt_ns(t['excess_ns'])}" for t in (r["top_ops"] or [])[:3])
+        ops = ", ".join(f"{op['name']} +{fmt_ns(op['excess_ns'])}" for op in (r["top_ops"] or [])[:3])
         share = (
             ""
             if r["gain_share"] is None or pd.isna(r["gain_share"])
-            else f" ({r['gain_share']:.1%} of the profiled step time)"
+            else t("ov.st.share", share=f"{r['gain_share']:.1%}")
         )
-        kids.append(html.H2(f"Straggler: rank {rank} — {r['cause_text'] or 'cause not explained'}"))
+        kids.append(html.H2(t("ov.st.title", rank=rank, cause=r["cause_text"] or t("ov.st.no_cause"))))
         kids.append(
             html.P(
-                f"Rank {rank} arrives last at the collectives of group {r['group_name']} by a median "
-                f"{fmt_ns(r['median_gain_ns'])} per step (threshold {fmt_ns(r['threshold_ns'])}); before each late "
-                f"collective its extra time went to {r['cause_text'] or 'nothing that stands out'}"
-                + (f" ({ops})" if ops else "")
-                + f". Had it taken its peers' time, the profiled steps would be {fmt_ns(r['whatif_gain_ns'])} "
-                f"shorter{share}. msprof-analyze's vote: {int(r['slow_rank_votes'])} collective(s).",
+                t(
+                    "ov.st.text",
+                    rank=rank,
+                    group=r["group_name"],
+                    gain=fmt_ns(r["median_gain_ns"]),
+                    threshold=fmt_ns(r["threshold_ns"]),
+                    cause=r["cause_text"] or t("ov.st.nothing"),
+                    ops=f" ({ops})" if ops else "",
+                    whatif=fmt_ns(r["whatif_gain_ns"]),
+                    share=share,
+                    votes=int(r["slow_rank_votes"]),
+                ),
                 className="note",
                 id=f"{P}-straggler",
             )
@@ -357,13 +368,13 @@ def straggler_card(st: pd.DataFrame, chains: pd.DataFrame, matching: pd.DataFram
             kids.append(
                 html.Div(
                     [
-                        "In the timeline: ",
+                        t("ov.st.in_timeline"),
                         dcc.Link(
-                            f"its latest late collective (step {worst['step']}, {fmt_ns(worst['margin_ns'])} late)",
+                            t("ov.st.latest", step=worst["step"], margin=fmt_ns(worst["margin_ns"])),
                             href=links.timeline_url(run, sorted({int(h[0]) for h in hl}), hl),
                             id=f"{P}-straggler-link-{rank}",
                         ),
-                        " — the interval since the group's previous collective on every member.",
+                        t("ov.st.interval"),
                     ],
                     className="note",
                 )
@@ -373,7 +384,7 @@ def straggler_card(st: pd.DataFrame, chains: pd.DataFrame, matching: pd.DataFram
 
 def _facts(run: str, cols: pd.DataFrame) -> html.Div:
     if cols.empty:
-        return ui.message(f"run {run!r} has no collection for the selected ranks")
+        return ui.message(t("ov.no_collection", run=repr(run)))
     steps = sorted({int(s) for arr in cols["steps"] if arr is not None for s in arr})
     formats = sorted({str(p) for p in cols["producer"].dropna()})
     versions = sorted({str(v) for v in cols["producer_version"].dropna()})
@@ -381,24 +392,24 @@ def _facts(run: str, cols: pd.DataFrame) -> html.Div:
     hosts = sorted({str(v) for v in cols["hostname"].dropna()})
     world = sorted({int(v) for v in cols["world_size"].dropna()})
     span = (cols["end_ns"].max() - cols["start_ns"].min()) if cols["start_ns"].notna().any() else None
-    step_text = "none"
+    step_text = t("ov.none")
     if steps:
-        step_text = f"{len(steps)} ({steps[0]}–{steps[-1]})" if len(steps) > 1 else f"1 (step {steps[0]})"
+        step_text = f"{len(steps)} ({steps[0]}–{steps[-1]})" if len(steps) > 1 else t("ov.one_step", step=steps[0])
     return html.Div(
         [
-            html.H2(f"Run {run}"),
+            html.H2(t("ov.run_title", run=run)),
             html.Div(
                 [
-                    ui.stat("ranks", format_ranks(sorted(cols["rank"].unique())) or "-", id_=f"{P}-stat-ranks"),
-                    ui.stat("collections", fmt_int(len(cols))),
-                    ui.stat("profiled steps", step_text, id_=f"{P}-stat-steps"),
-                    ui.stat("formats", ", ".join(formats) or "-", id_=f"{P}-stat-formats"),
-                    ui.stat("producer versions", ", ".join(versions) or "-"),
-                    ui.stat("profiler level", ", ".join(levels) or "-"),
-                    ui.stat("world size", ", ".join(map(str, world)) or "-"),
-                    ui.stat("hosts", ", ".join(hosts) or "-"),
-                    ui.stat("time span", fmt_ns(span)),
-                    ui.stat("fact rows", fmt_int(cols["n_rows"].sum())),
+                    ui.stat(t("ov.s.ranks"), format_ranks(sorted(cols["rank"].unique())) or "-", id_=f"{P}-stat-ranks"),
+                    ui.stat(t("ov.s.collections"), fmt_int(len(cols))),
+                    ui.stat(t("ov.s.steps"), step_text, id_=f"{P}-stat-steps"),
+                    ui.stat(t("ov.s.formats"), ", ".join(formats) or "-", id_=f"{P}-stat-formats"),
+                    ui.stat(t("ov.s.versions"), ", ".join(versions) or "-"),
+                    ui.stat(t("ov.s.level"), ", ".join(levels) or "-"),
+                    ui.stat(t("ov.s.world"), ", ".join(map(str, world)) or "-"),
+                    ui.stat(t("ov.s.hosts"), ", ".join(hosts) or "-"),
+                    ui.stat(t("ov.s.span"), fmt_ns(span)),
+                    ui.stat(t("ov.s.rows"), fmt_int(cols["n_rows"].sum())),
                 ],
                 className="stats",
             ),
@@ -441,12 +452,13 @@ def _availability(cols: pd.DataFrame) -> html.Div:
             )
         )
     kids: list[Any] = [
-        html.H2("What each rank recorded"),
+        html.H2(t("ov.recorded")),
         html.Table(
             [
                 html.Thead(
                     html.Tr(
-                        [html.Th(h) for h in ("rank", "format", "status", *[c.replace("_", " ") for c in CAPABILITIES])]
+                        [html.Th(t(f"ov.cc.{h}")) for h in ("rank", "format", "status")]
+                        + [html.Th(t(f"ov.cap.{c}")) for c in CAPABILITIES]
                     )
                 ),
                 html.Tbody(rows),
@@ -459,8 +471,8 @@ def _availability(cols: pd.DataFrame) -> html.Div:
         all_ranks = set(per_rank)
         items = []
         for sentence, rs in sorted(missing.items(), key=lambda kv: (-len(kv[1]), kv[0])):
-            who = "all ranks" if rs == all_ranks else f"rank {format_ranks(sorted(rs))}"
-            items.append(html.Li([html.Span(who + ": ", className="who"), sentence]))
+            who = t("ui.all_ranks") if rs == all_ranks else t("ui.rank_n", rank=format_ranks(sorted(rs)))
+            items.append(html.Li([html.Span(t("ov.who", who=who), className="who"), sentence]))
         kids.append(html.Ul(items, className="missing", id=f"{P}-missing"))
     return html.Div(kids, className="card")
 
@@ -468,12 +480,12 @@ def _availability(cols: pd.DataFrame) -> html.Div:
 def _step_bars(
     bd: pd.DataFrame, step: int | None, run: str, votes: pd.DataFrame, st: pd.DataFrame | None = None
 ) -> html.Div:
-    title = "Step time per rank" + (f" — step {step}" if step is not None else " — mean over steps")
+    title = t("ov.bars_step", step=step) if step is not None else t("ov.bars_mean")
     if bd.empty:
         return html.Div(
             [
                 html.H2(title),
-                ui.message("No step data: the run has neither steps nor device tasks to break down.", "info"),
+                ui.message(t("ov.no_step_data"), "info"),
             ],
             className="card",
         )
@@ -481,11 +493,11 @@ def _step_bars(
     if step is not None:
         df = df[df["step"] == step]
         if df.empty:
-            return html.Div([html.H2(title), ui.message(f"no rank has step {step}")], className="card")
+            return html.Div([html.H2(title), ui.message(t("ov.no_rank_step", step=step))], className="card")
     elif df["step"].notna().any():
         df = df[df["step"].notna()]
     else:
-        title = "Step time per rank — whole run (no steps recorded)"
+        title = t("ov.bars_whole")
     num = [
         "step_ns",
         "computing_ns",
@@ -510,34 +522,17 @@ def _step_bars(
         fig = _bars(per, voted, named, slow)
         graph_id = f"{P}-steps-graph"
     mode = ", ".join(sorted({str(m) for m in df["mode"].dropna()}))
-    note = (
-        "Computed from the events with msprof-analyze's definitions (interval unions): computing (not "
-        "overlapped) + overlapped = Computing; Communication (not overlapped); Free = idle gaps inside the "
-        "busy span; Preparing = host step start to first task. "
-        + (
-            "CPU-only ranks: the host threads are the resource (aten ops = computing, gloo/c10d calls = communication)."
-            if "host" in mode
-            else ""
-        )
-    )
+    note = t("ov.note_defs") + (t("ov.note_cpu") if "host" in mode else "")
     shown = per
     if len(per) > BARS_MAX_RANKS:
-        note += (
-            f" {len(per)} ranks: each box is a segment's distribution over the ranks (quartiles, whiskers at "
-            f"1.5 IQR, outliers as points); the numbers list the {BARS_MAX_RANKS} slowest ranks."
-        )
+        note += t("ov.note_dist", n=len(per), top=BARS_MAX_RANKS)
         shown = per.sort_values("step_ns", ascending=False, kind="stable").head(BARS_MAX_RANKS)
     if votes.empty:
-        note += " Slow ranks: no collective to vote on."
+        note += t("ov.note_no_vote")
     elif voted.empty:
-        note += (
-            f" Slow ranks (msprof-analyze's Dixon / 3σ vote over {int(votes['instances'].max())} collective(s)): none."
-        )
+        note += t("ov.note_vote_none", n=int(votes["instances"].max()))
     else:
-        note += (
-            " Marked: ranks judged slow by msprof-analyze's vote (Dixon / 3σ over each collective's elapsed "
-            "times: the rank the others wait for)."
-        )
+        note += t("ov.note_marked")
     table_rows = [
         [
             int(r["rank"]),
@@ -559,19 +554,22 @@ def _step_bars(
             html.P(note, className="note"),
             html.Details(
                 [
-                    html.Summary("numbers"),
+                    html.Summary(t("ov.numbers")),
                     ui.table(
                         [
-                            "rank",
-                            "step time",
-                            "computing",
-                            "communication",
-                            "overlapped",
-                            "comm. not overlapped",
-                            "free",
-                            "preparing",
-                            "",
-                        ],
+                            t(f"ov.nc.{c}")
+                            for c in (
+                                "rank",
+                                "step",
+                                "computing",
+                                "communication",
+                                "overlapped",
+                                "comm",
+                                "free",
+                                "preparing",
+                            )
+                        ]
+                        + [""],
                         table_rows,
                         id_=f"{P}-steps-table",
                     ),
@@ -585,9 +583,10 @@ def _step_bars(
 
 def _bars(per: pd.DataFrame, voted: pd.DataFrame, named: pd.DataFrame, slow: list[int]) -> Any:
     """One stacked bar per rank (a run of at most BARS_MAX_RANKS ranks), slow ranks and stragglers marked."""
-    x = [f"rank {r}" for r in per["rank"]]
+    x = [t("ui.rank_n", rank=r) for r in per["rank"]]
     fig = ui.figure(height=380, barmode="stack", yaxis_title="ms", xaxis_title=None)
-    for col, label, color in SEGMENTS:
+    for col, color in SEGMENTS:
+        label = _seg(col)
         if per[col].notna().any():
             fig.add_bar(
                 name=label,
@@ -597,28 +596,30 @@ def _bars(per: pd.DataFrame, voted: pd.DataFrame, named: pd.DataFrame, slow: lis
                 hovertemplate="%{x}<br>" + label + ": %{y:.3f} ms<extra></extra>",
             )
     fig.add_scatter(
-        name="Step time",
+        name=_seg("step_ns"),
         x=x,
         y=per["step_ns"] / 1e6,
         mode="markers",
         marker=dict(symbol="line-ew-open", size=28, color="#222", line=dict(width=2)),
-        hovertemplate="%{x}<br>step time: %{y:.3f} ms<extra></extra>",
+        hovertemplate="%{x}<br>" + t("ov.hover_step") + ": %{y:.3f} ms<extra></extra>",
     )
     for r in slow:
         n_votes = int(voted.loc[voted["rank"] == r, "votes"].iloc[0])
-        _mark_rank(fig, per, int(r), f"slow ({n_votes} votes)", ay=-28, color="#b03030")
+        _mark_rank(fig, per, int(r), t("ov.slow_votes", n=n_votes), ay=-28, color="#b03030")
     for r in named.to_dict("records"):
         if int(r["rank"]) in set(per["rank"].astype(int)):
-            _mark_rank(fig, per, int(r["rank"]), f"straggler: {r['cause'] or '?'}", ay=-52, color="#8a1c1c")
+            _mark_rank(
+                fig, per, int(r["rank"]), t("ov.straggler_cause", cause=r["cause"] or "?"), ay=-52, color="#8a1c1c"
+            )
     return fig
 
 
 def _mark_rank(fig: Any, per: pd.DataFrame, rank: int, text: str, *, ay: int, color: str) -> None:
     """An arrow with ``text`` over a rank's bar (at the top of its stacked segments or its step time)."""
     i = per.index[per["rank"] == rank][0]
-    top = float(np.nansum([per.loc[i, c] for c, _, _ in SEGMENTS] + [0])) / 1e6
+    top = float(np.nansum([per.loc[i, c] for c, _ in SEGMENTS] + [0])) / 1e6
     fig.add_annotation(
-        x=f"rank {rank}",
+        x=t("ui.rank_n", rank=rank),
         y=max(top, float(per.loc[i, "step_ns"]) / 1e6),
         text=text,
         showarrow=True,
@@ -634,10 +635,10 @@ def _marks(per: pd.DataFrame, voted: pd.DataFrame, named: pd.DataFrame) -> dict[
     out: dict[int, str] = {}
     for r in named.to_dict("records") if not named.empty else []:
         if int(r["rank"]) in have:
-            out[int(r["rank"])] = f"straggler: {r['cause'] or '?'}"
+            out[int(r["rank"])] = t("ov.straggler_cause", cause=r["cause"] or "?")
     for r, n in zip(voted["rank"], voted["votes"]) if not voted.empty else []:
         if int(r) in have and int(r) not in out:
-            out[int(r)] = f"slow ({int(n)} votes)"
+            out[int(r)] = t("ov.slow_votes", n=int(n))
     return out
 
 
@@ -645,7 +646,7 @@ def _distributions(per: pd.DataFrame, marks: dict[int, str]) -> Any:
     """Per segment, the distribution over ranks of its mean (a box: quartiles, whiskers, outliers),
     the marked ranks drawn on top with their rank and why."""
     fig = ui.figure(height=380, yaxis_title="ms", xaxis_title=None, showlegend=False)
-    cols = [("step_ns", "Step time", "computing")] + [c for c in SEGMENTS if per[c[0]].notna().any()]
+    cols = [(c, _seg(c), color) for c, color in [("step_ns", "computing"), *SEGMENTS] if per[c].notna().any()]
     for col, label, color in cols:
         fig.add_box(
             y=per[col] / 1e6,
@@ -653,7 +654,7 @@ def _distributions(per: pd.DataFrame, marks: dict[int, str]) -> Any:
             marker_color="#222" if col == "step_ns" else ui.COLORS[color],
             boxpoints="suspectedoutliers",
             customdata=per["rank"],
-            hovertemplate="rank %{customdata}: %{y:.3f} ms<extra>" + label + "</extra>",
+            hovertemplate=t("ui.rank_n", rank="%{customdata}") + ": %{y:.3f} ms<extra>" + label + "</extra>",
         )
     if marks:
         pts = per[per["rank"].astype(int).isin(list(marks))]
@@ -662,7 +663,7 @@ def _distributions(per: pd.DataFrame, marks: dict[int, str]) -> Any:
                 x=[label] * len(pts),
                 y=pts[col] / 1e6,
                 mode="markers+text",
-                text=[f"rank {int(r)}" for r in pts["rank"]],
+                text=[t("ui.rank_n", rank=int(r)) for r in pts["rank"]],
                 textposition="middle right",
                 marker=dict(symbol="diamond", size=10, color="#b03030"),
                 customdata=[marks[int(r)] for r in pts["rank"]],
@@ -685,14 +686,19 @@ def _heatmap(bd: pd.DataFrame, run: str, st: pd.DataFrame | None = None) -> html
     pv = df.pivot_table(index="rank", columns="step", values="step_ms", aggfunc="mean")
     if pv.shape[0] * pv.shape[1] <= 1:
         return html.Div()
-    fig = ui.figure(height=max(220, min(900, 40 + 18 * pv.shape[0])), xaxis_title="step", yaxis_title="rank")
+    fig = ui.figure(
+        height=max(220, min(900, 40 + 18 * pv.shape[0])), xaxis_title=t("ov.heat_step"), yaxis_title=t("ov.heat_rank")
+    )
     fig.add_heatmap(
         z=pv.values,
         x=[int(s) for s in pv.columns],
         y=[int(r) for r in pv.index],
         colorscale="Blues",
         colorbar=dict(title="ms"),
-        hovertemplate="rank %{y} step %{x}: %{z:.3f} ms<extra></extra>",
+        hovertemplate=t("ui.rank_n", rank="%{y}")
+        + " · "
+        + t("ov.step_n", step="%{x}")
+        + ": %{z:.3f} ms<extra></extra>",
     )
     category = pv.shape[0] <= 64
     fig.update_yaxes(autorange="reversed", type="category" if category else "linear")
@@ -722,17 +728,17 @@ def _heatmap(bd: pd.DataFrame, run: str, st: pd.DataFrame | None = None) -> html
             xanchor="left",
             y=y,
             yref="y",
-            text="straggler",
+            text=t("ov.straggler"),
             showarrow=False,
             font=dict(color="#b03030"),
         )
-        marked.append(f"rank {rank} ({r['cause'] or '?'})")
-    note = "Click a cell to open that rank and step in the timeline."
+        marked.append(t("ov.marked_rank", rank=rank, cause=r["cause"] or "?"))
+    note = t("ov.heat_note")
     if marked:
-        note += " Outlined: the straggler" + ("s " if len(marked) > 1 else " ") + ", ".join(marked) + "."
+        note += t("ov.outlined_n" if len(marked) > 1 else "ov.outlined_1", ranks=", ".join(marked))
     return html.Div(
         [
-            html.H2("Step time, rank × step"),
+            html.H2(t("ov.heat_title")),
             ui.graph(f"{P}-heatmap", fig),
             html.P(note, className="note", id=f"{P}-heatmap-note"),
         ],
@@ -750,12 +756,8 @@ def _scalars(sc: pd.DataFrame) -> html.Div:
     if sc.empty:
         return html.Div(
             [
-                html.H2("Training scalars"),
-                ui.message(
-                    "No per-step scalars in this run (the rankscope collector writes step time and the values "
-                    "passed to prof.step() for every step).",
-                    "info",
-                ),
+                html.H2(t("ov.scalars")),
+                ui.message(t("ov.no_scalars"), "info"),
             ],
             className="card",
         )
@@ -765,18 +767,18 @@ def _scalars(sc: pd.DataFrame) -> html.Div:
         d = sc[sc["name"] == name]
         scale, unit = (1e6, " (ms)") if str(name).endswith("_ns") else (1.0, "")
         label = scalar_label(str(name))
-        fig = ui.figure(height=260, xaxis_title="step", yaxis_title=label + unit, title=label + unit)
+        fig = ui.figure(height=260, xaxis_title=t("ov.heat_step"), yaxis_title=label + unit, title=label + unit)
         for rank, g in d.groupby("rank"):
             fig.add_scatter(
                 x=g["step"],
                 y=g["value"] / scale,
                 mode="lines+markers" if len(g) <= 50 else "lines",
-                name=f"rank {rank}",
+                name=t("ui.rank_n", rank=rank),
             )
         if d["step"].nunique() <= 20:
             fig.update_xaxes(dtick=1)
         graphs.append(ui.graph({"type": f"{P}-scalar", "name": str(name)}, fig))
-    return html.Div([html.H2("Training scalars"), html.Div(graphs, className="grid2")], className="card")
+    return html.Div([html.H2(t("ov.scalars")), html.Div(graphs, className="grid2")], className="card")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -799,12 +801,12 @@ def register_callbacks(app: Dash) -> None:
             all_ranks = v.all_ranks
             steps = data.steps(v.rd, run, None)
             picks = data.rank_picks(v.rd, run) if v.run else []
-        opts = [{"label": "mean over steps", "value": "mean"}] + [
-            {"label": f"step {int(s)}", "value": int(s)} for s in steps["step"]
+        opts = [{"label": t("ov.mean_steps"), "value": "mean"}] + [
+            {"label": t("ov.step_n", step=int(s)), "value": int(s)} for s in steps["step"]
         ]
         value = want_step if want_step is not None and want_step in set(steps["step"].astype(int)) else "mean"
-        pick_opts = [{"label": label, "value": format_ranks(rs)} for label, rs in picks]
-        return [{"label": f"rank {r}", "value": r} for r in all_ranks], opts, value, pick_opts
+        pick_opts = [{"label": t(key, **values), "value": format_ranks(rs)} for key, values, rs in picks]
+        return ui.rank_options(all_ranks), opts, value, pick_opts
 
     @app.callback(Output(f"{P}-ranks", "value"), Input(f"{P}-pick", "value"), prevent_initial_call=True)
     def pick_ranks(value: Any) -> Any:
