@@ -949,6 +949,12 @@ def test_pages_in_chinese_by_the_url_and_links_keep_the_language(server: dict, p
     href = page.locator("#op-grid .ag-row [col-id=timeline] a").first.get_attribute("href")
     assert href.startswith("/timeline?") and "lang=zh" in href
     assert page.locator("#op-grid .ag-row [col-id=timeline] a").first.inner_text().startswith("卡 ")
+    # into the timeline by that link: the renderer writes its view to the address with the language
+    page.locator("#op-grid .ag-row [col-id=timeline] a").first.click()
+    drawn(page)
+    page.wait_for_function("() => location.pathname === '/timeline' && location.search.includes('hl=')")
+    assert "lang=zh" in page.evaluate("() => location.search")
+    page.wait_for_function("() => document.querySelector('#nav-cluster').getAttribute('href').includes('lang=zh')")
     # the navigation: another page in the same language, the run carried over
     page.click("#nav-cluster")
     page.wait_for_selector("#cl-grid .nsewdrag")

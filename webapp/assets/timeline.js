@@ -993,6 +993,7 @@
     if (S.pin.length) { q.push(["pin", S.pin.join(",")]); }
     if (S.hl.length) { q.push(["hl", S.hl.map(function (h) { return h.join(":"); }).join(",")]); }
     if (S.sel) { q.push(["sel", S.sel.rank + ":" + S.sel.collection_id + ":" + S.sel.event]); }
+    if (S.lang) { q.push(["lang", S.lang]); }
     return "/timeline?" + q.map(function (p) { return p[0] + "=" + enc(p[1]); }).join("&");
   }
   function commit() {
@@ -1060,6 +1061,7 @@
       useMeta(m);
       S.groups = cfg.groups && cfg.groups.length ? cfg.groups.slice() : DEFAULT_GROUPS.slice();
       S.clock = cfg.clock === "raw" ? "raw" : "aligned";
+      S.lang = cfg.lang || null;
       if (cfg.fold) { S.fold = new Set(cfg.fold); }
       S.pin = (cfg.pin || []).slice();
       S.hl = (cfg.hl || []).slice();

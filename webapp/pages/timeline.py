@@ -19,7 +19,7 @@ import dash
 import pandas as pd
 from dash import Dash, Input, Output, dcc, html
 
-from webapp import data, links, page, timeline_api, ui
+from webapp import data, lang, links, page, timeline_api, ui
 from webapp.errors import BadParameter
 from webapp.format import fmt_bytes, fmt_ns
 from webapp.params import parse_int, single
@@ -218,6 +218,7 @@ def view_config(rd: data.Reader, run: str, selected: list[int], q: dict[str, Any
         "pin": [],
         "hl": [],
         "sel": None,
+        "lang": lang.chosen(),  # the language the URL chose: the renderer keeps it in the address it writes
     }
 
     def note(exc: Exception, then: str) -> None:
