@@ -23,6 +23,7 @@ LANGS = ("en", "zh")
 DEFAULT = "en"
 PARAM = "lang"  # the URL parameter
 _TRADITIONAL = ("zh-tw", "zh-hk", "zh-mo", "zh-hant")
+_SAME_IN_EVERY_LANGUAGE = ("/_dash-component-suites/", "/assets/", "/_timeline/", "/_favicon.ico")
 
 _forced: contextvars.ContextVar[str | None] = contextvars.ContextVar("rankscope_lang", default=None)
 
@@ -124,6 +125,7 @@ def install(server: Flask) -> None:
     @server.after_request
     def _headers(resp: Response) -> Response:
         resp.headers.setdefault("Referrer-Policy", "same-origin")
-        resp.vary.add("Accept-Language")
-        resp.vary.add("Referer")
+        if not request.path.startswith(_SAME_IN_EVERY_LANGUAGE):  # scripts, styles, tiles: cached as they are
+            resp.vary.add("Accept-Language")
+            resp.vary.add("Referer")
         return resp
