@@ -67,8 +67,9 @@ def test_ingest_never_imports_pandas(tmp_path: Path) -> None:
         "ingest", str(REPO / "sample_data" / "kineto_gloo_2rank"), "--store", str(tmp_path / "s")
     )
     # the readers never go through pandas (pyarrow asks for it once and is refused); pandas is loaded
-    # by the workers only for the step breakdown they store with each collection (analyses.step_breakdown's
-    # own code, ingest.aggregate), never by the readers' Arrow path
+    # only for the step breakdown stored with each collection (analyses.step_breakdown's own code,
+    # ingest.aggregate: by a local pool's driver before it forks its workers, which share it), never
+    # by the readers' Arrow path
     assert "pyarrow" in got and "pyarrow.pandas_compat" not in got
     # and the store it wrote reads back through the usual (pandas) query path
     out = analyze("query", "SELECT count(*) AS n FROM slices", "--format", "json", "--store", str(tmp_path / "s"))

@@ -13,6 +13,8 @@ them with its facts, in the same commit.
 
 from __future__ import annotations
 
+import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -75,27 +77,75 @@ WHERE s.ts_ns IS NOT NULL
 _SOURCES = ("steps", "kernels", "slices", "comm_ops", "operators", "step_trace", "memory_samples", "lanes")
 
 
-def build(store_path: str, collection_row: dict[str, Any], fact_files: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Compute and write the aggregates of one collection from its fact files; their ``fact_files`` rows."""
+def preload() -> None:
+    """Import what ``build`` needs (DuckDB, the analyses' breakdown code and pandas, 0.25 s of CPU)
+    in a process about to fork its reader workers: they then share it instead of each importing it
+    when its first collection is read."""
+    import duckdb  # noqa: F401
+
+    from ..analyses.step_breakdown import rows_of  # noqa: F401
+
+
+_local = threading.local()
+
+
+def _connection() -> Any:
+    """This thread's in-memory DuckDB for the aggregates, made once per process and thread (a
+    connection costs ~20 ms of CPU, as much as the aggregates of a small collection): each
+    collection replaces its views and its catalog row."""
     import duckdb
 
-    # the analyses' own breakdown code (pandas): imported here, in the worker, when the first
-    # collection is done — the driver and the readers never import it
+    con = getattr(_local, "con", None)
+    if con is None:
+        con = duckdb.connect(":memory:")
+        con.execute("SET threads TO 1")  # a worker's share of the cores is one reader's
+        _local.con = con
+    return con
+
+
+def _drop_connection() -> None:
+    """After a failure the connection's state is not trusted: the next collection makes a new one."""
+    con, _local.con = getattr(_local, "con", None), None
+    if con is not None:
+        con.close()
+
+
+_FORKED_AWAY: list[Any] = []
+
+
+def _after_fork() -> None:
+    """A forked process never uses (nor closes: its threads stayed in the parent) the parent's
+    connection: it is kept unreferenced by this process's code until the process ends."""
+    con, _local.con = getattr(_local, "con", None), None
+    if con is not None:
+        _FORKED_AWAY.append(con)
+
+
+if hasattr(os, "register_at_fork"):  # POSIX
+    os.register_at_fork(after_in_child=_after_fork)
+
+
+def build(store_path: str, collection_row: dict[str, Any], fact_files: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Compute and write the aggregates of one collection from its fact files; their ``fact_files`` rows."""
+    # the analyses' own breakdown code (pandas): imported when the first collection is done (a
+    # local pool imports it before it forks its workers: ``preload``); the readers never use it
     from ..analyses.step_breakdown import rows_of as breakdown_rows
 
     run, rank, cid = collection_row["run"], collection_row["rank"], collection_row["collection_id"]
     paths: dict[str, list[str]] = {}
     for f in fact_files:
         paths.setdefault(f["table_name"], []).append(str(Path(store_path) / f["path"]))
-    con = duckdb.connect(":memory:")
+    con = _connection()
     writer = FactWriter(store_path, run, rank, cid)
     try:
-        con.execute("SET threads TO 1")  # a worker's share of the cores is one reader's
-        stmts = [f'CREATE VIEW "{t}" AS {fact_select_sql(t, paths.get(t, []), usable_only=True)}' for t in _SOURCES]
+        stmts = [
+            f'CREATE OR REPLACE VIEW "{t}" AS {fact_select_sql(t, paths.get(t, []), usable_only=True)}'
+            for t in _SOURCES
+        ]
         con.execute(";\n".join(stmts))
         row = {c: collection_row.get(c) for c in schema.arrow_schema("collections").names}
         con.register("__collection", pa.Table.from_pylist([row], schema=schema.arrow_schema("collections")))
-        con.execute("CREATE TABLE collections AS SELECT * FROM __collection")
+        con.execute("CREATE OR REPLACE TABLE collections AS SELECT * FROM __collection")
         con.unregister("__collection")
         breakdown = breakdown_rows(con, run)
         if breakdown:
@@ -119,9 +169,8 @@ def build(store_path: str, collection_row: dict[str, Any], fact_files: list[dict
         return writer.close()
     except BaseException:
         writer.abort()
+        _drop_connection()
         raise
-    finally:
-        con.close()
 
 
 def lane_pyramid(slices: pa.Table) -> tuple[pa.Table, pa.Table, pa.Table]:

@@ -21,7 +21,7 @@ from typing import Any, Protocol
 import pyarrow as pa
 
 from ..readers.base import PART_READERS, CollectionPlan
-from . import read
+from . import aggregate, read
 from .changes import stat_file
 from .read import finish_parts, read_collection, read_part
 from .report import CollectionResult
@@ -72,6 +72,8 @@ class LocalPool:
             return out
         ctx = _pool_context()
         parent = os.getpid() if ctx.get_start_method() == "fork" else None
+        if parent is not None:  # the forked workers share the aggregates' imports instead of each paying them
+            aggregate.preload()
         # largest collections first so the pool is not left waiting on one big rank at the end
         order = sorted(plans, key=lambda p: -_size(p))
         threads = max(1, cores // n)
