@@ -263,6 +263,46 @@ def test_legacy_flat_files(tmp_path: Path) -> None:
     assert "step_trace_point_info.json" in ign and "minddata_pipeline_raw_1.csv" in ign
 
 
+def test_legacy_display_without_output_timeline_data(tmp_path: Path) -> None:
+    """Without output_timeline_data the device and AI CPU ops come from ascend_timeline_display (a
+    Chrome trace, read column by column): every X event once, its name the fullname of its args,
+    its op type from its args, task id and block dim from framework_raw, its stream its tid."""
+    src = tmp_path / "without_txt" / LEGACY.name
+    shutil.copytree(LEGACY, src)
+    (src / "profiler" / "output_timeline_data_1.txt").unlink()
+    root, store = ingest(src, tmp_path)
+    trace = json.loads((root / "profiler" / "ascend_timeline_display_1.json").read_text())
+    events = [e for e in trace if e["ph"] == "X"]
+    with open(root / "profiler" / "framework_raw_1.csv", newline="") as f:
+        fw = {r["full_op_name"]: r for r in csv.DictReader(f)}
+    got = q(store, "SELECT name, op_type, stream_id, task_id, block_dim, ts_ns, dur_ns, core_type FROM kernels")
+    want = []
+    for e in events:
+        a = e.get("args", {})
+        w = fw.get(a.get("fullname", ""), {})
+        want.append(
+            {
+                "name": a.get("fullname") or e["name"],
+                "op_type": a.get("type") or w.get("op_type"),
+                "stream_id": int(e["tid"]) if str(e["tid"]).isdigit() else None,
+                "task_id": int(w["task_id"]) if w else None,
+                "block_dim": int(w["block_dim"]) if w else None,
+                "ts_ns": round(e["ts"] * 1000),
+                "dur_ns": round(e["dur"] * 1000),
+                "core_type": "AI_CORE" if str(e["pid"]) == "1" else "AI_CPU",
+            }
+        )
+    key = lambda r: (r["core_type"], r["ts_ns"], r["name"])  # noqa: E731
+    device = [r for r in want if r["core_type"] == "AI_CORE"]
+    assert sorted((r for r in got if r["core_type"] == "AI_CORE"), key=key) == sorted(device, key=key)
+    # the AI CPU ops of the display (pid 9000) are there too, beside aicpu_intermediate's rows
+    got_keys = [key(r) for r in got]
+    assert all(key(r) in got_keys for r in want if r["core_type"] == "AI_CPU")
+    assert any(r["task_id"] is not None for r in device) and len(device) < len(want)
+    lanes = q(store, "SELECT pid, tid, n_slices FROM lanes ORDER BY pid, tid")
+    assert sum(r["n_slices"] for r in lanes) == len(got)  # a slice per device task, on its stream's lane
+
+
 def test_ascend_layout_read_by_the_torch_npu_reader(tmp_path: Path) -> None:
     root, store = ingest(NPU, tmp_path)
     cols = q(

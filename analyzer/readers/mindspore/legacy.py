@@ -24,19 +24,25 @@ from __future__ import annotations
 import json
 import re
 from collections import defaultdict
+from collections.abc import Callable
+from itertools import compress, repeat
 from pathlib import Path
 from typing import Any
+
+import msgspec
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from ...errors import InputError
 from ...units import fit_ns, scaled_int
 from ..ascend.prof import prof_hwts_hz
 from ..base import FileOutcome, ReadContext, register
-from ..chrome.columns import times_ns
-from ..chrome.stream import TraceStream
+from ..chrome.columns import Codes, decode_args, durations_ns, field_values, id_column, raw_json_column, times_ns
+from ..chrome.stream import Event, TraceStream
 from ..common.cells import decimal_cells_to_ns, decimal_text_to_ns
 from ..common.csvfile import read_csv
 from ..common.jsonfile import json_value, load_json
-from ..common.steps import step_containing
 from .host import (
     cpu_files,
     read_memory_record,
@@ -168,6 +174,10 @@ def _kind(path: Path) -> str:
     if base.startswith("aicore_intermediate"):
         return "aicore_intermediate" + (m.group("tail") or "")
     return base + ("_detail_time" if m.group("tail") == "_detail_time" else "")
+
+
+# framework_raw's tensor descriptions of an op, the device tasks' columns of the same names
+_SHAPE_KEYS = ("input_shapes", "input_dtypes", "input_formats", "output_shapes", "output_dtypes", "output_formats")
 
 
 class LegacyState:
@@ -351,14 +361,7 @@ def _read_timeline_txt(ctx: ReadContext, st: LegacyState, path: Path) -> None:
             rows["stream_id"].append(int(stream) if stream.isdigit() else fw.get("stream"))
             rows["task_id"].append(fw.get("task"))
             rows["block_dim"].append(fw.get("block"))
-            for k in (
-                "input_shapes",
-                "input_dtypes",
-                "input_formats",
-                "output_shapes",
-                "output_dtypes",
-                "output_formats",
-            ):
+            for k in _SHAPE_KEYS:
                 rows[k].append(fw.get(k))
             rows["ts_ns"].append(ts)
             rows["dur_ns"].append(d)
@@ -373,51 +376,79 @@ def _read_timeline_txt(ctx: ReadContext, st: LegacyState, path: Path) -> None:
 def _write_device_tasks(
     ctx: ReadContext, st: LegacyState, rows: dict[str, list[Any]], core_type: str, process: str
 ) -> int:
+    """Device tasks (``kernels``) and their slices, from columns of one kind of task. What depends on a
+    value alone (communication or not by name, args JSON by op fields, lane by stream) is computed
+    once per distinct value; steps by one mask per step."""
     n = len(rows["name"])
     if n == 0:
         return 0
     first = st.next_kernel_id
     st.next_kernel_id += n
     kernels = dict(rows)
-    kernels["kernel_id"] = list(range(first, first + n))
-    kernels["core_type"] = [core_type] * n
-    kernels["is_communication"] = [
-        (nm or "")
-        .rsplit("/", 1)[-1]
-        .lower()
-        .startswith(("allreduce", "allgather", "reducescatter", "broadcast", "hcom"))
-        for nm in rows["name"]
-    ]
-    kernels["step"] = [step_containing(st.steps, t) for t in rows["ts_ns"]]
+    kernels["kernel_id"] = pa.array(np.arange(first, first + n, dtype=np.int64))
+    kernels["core_type"] = pa.repeat(pa.scalar(core_type), n)
+    kernels["is_communication"] = _per_distinct(rows["name"], _is_comm_name, pa.bool_())
+    kernels["step"] = _steps_of(st.steps, rows["ts_ns"])
     written = ctx.write("kernels", kernels)
-    tids = [
-        str(s) if s is not None and process == "Ascend Hardware" else "0" for s in rows.get("stream_id", [None] * n)
-    ]
-    args = []
-    for i in range(n):
-        a = {
-            k: rows[k][i]
-            for k in ("op_type", "task_id", "block_dim", "input_shapes")
-            if k in rows and rows[k][i] is not None
-        }
-        args.append(json.dumps(a) if a else None)
+    if process == "Ascend Hardware":
+        tids = _per_distinct(rows.get("stream_id", [None] * n), lambda s: "0" if s is None else str(s), pa.string())
+    else:
+        tids = pa.repeat(pa.scalar("0"), n)
+    fields = [k for k in ("op_type", "task_id", "block_dim", "input_shapes") if k in rows]
     ctx.write(
         "slices",
         {
-            "pid": [process] * n,
+            "pid": pa.repeat(pa.scalar(process), n),
             "tid": tids,
             "name": rows["name"],
-            "category": [core_type] * n,
+            "category": pa.repeat(pa.scalar(core_type), n),
             "ts_ns": rows["ts_ns"],
             "dur_ns": rows["dur_ns"],
-            "event_id": list(range(st.event_id, st.event_id + n)),
-            "args": args,
+            "event_id": pa.array(np.arange(st.event_id, st.event_id + n, dtype=np.int64)),
+            "args": _per_distinct(list(zip(*(rows[k] for k in fields))), lambda v: _args_json(fields, v), pa.string()),
         },
     )
     st.event_id += n
-    for t in tids:
-        st.lanes[(process, t)] += 1
+    counts = pc.value_counts(tids)
+    for t, c in zip(counts.field("values").to_pylist(), counts.field("counts").to_pylist()):
+        st.lanes[(process, t)] += c
     return written
+
+
+def _is_comm_name(name: str | None) -> bool:
+    return (
+        (name or "")
+        .rsplit("/", 1)[-1]
+        .lower()
+        .startswith(("allreduce", "allgather", "reducescatter", "broadcast", "hcom"))
+    )
+
+
+def _args_json(fields: list[str], values: tuple[Any, ...]) -> str | None:
+    a = {k: v for k, v in zip(fields, values) if v is not None}
+    return json.dumps(a) if a else None
+
+
+def _per_distinct(values: list[Any], fn: Callable[[Any], Any], typ: pa.DataType) -> pa.Array:
+    """``fn`` of every value, called once per distinct value (hashable values)."""
+    codes = Codes()
+    idx = np.fromiter(map(codes.__getitem__, values), dtype=np.int32, count=len(values))
+    return pa.array([fn(v) for v in codes], typ).take(pa.array(idx))
+
+
+def _steps_of(steps: list[tuple[int, int, int]], ts: list[int | None]) -> pa.Array:
+    """``step_containing`` of every time: the first step (in the order of ``steps``) whose [start,
+    end) holds it, else null; one mask per step."""
+    t = pa.array(ts, pa.int64())
+    valid = t.is_valid().to_numpy(zero_copy_only=False)
+    tv = t.fill_null(0).to_numpy()
+    out = np.zeros(len(t), dtype=np.int64)
+    found = np.zeros(len(t), dtype=bool)
+    for step, a, b in reversed(steps):  # the first step in order wins: written last
+        m = valid & (tv >= a) & (tv < b)
+        out[m] = step
+        found |= m
+    return pa.array(out, pa.int64(), mask=~found)
 
 
 def _read_aicpu(ctx: ReadContext, st: LegacyState, path: Path) -> None:
@@ -449,44 +480,84 @@ def _read_aicpu(ctx: ReadContext, st: LegacyState, path: Path) -> None:
         outcome.rows = _write_device_tasks(ctx, st, rows, core_type="AI_CPU", process="AI CPU")
 
 
+class _DisplayArgs(msgspec.Struct, gc=False):
+    """What the display's reader takes from an event's ``args`` (other keys are skipped)."""
+
+    fullname: Any = None
+    type: Any = None
+
+
+_DISPLAY_ARGS = msgspec.json.Decoder(_DisplayArgs)
+# framework_raw's fields of an op (``LegacyState.framework``) -> the device task's column, and its type
+_FW_COLUMNS = {
+    "type": ("op_type", pa.string()),
+    "task": ("task_id", pa.int64()),
+    "block": ("block_dim", pa.int64()),
+    **{k: (k, pa.string()) for k in _SHAPE_KEYS},
+}
+
+
 def _read_display(ctx: ReadContext, st: LegacyState, path: Path) -> None:
-    """ascend_timeline_display: device ops (pid 1, tid = stream) and AI CPU ops (pid 9000), relative µs."""
+    """ascend_timeline_display: device ops (pid 1, tid = stream) and AI CPU ops (pid 9000), relative µs.
+    Column by column per block, as every Chrome trace (``chrome.columns``): the X events' fields in
+    one C-level pass each, their ``args`` in one msgspec call, framework_raw looked up once per op name."""
     with ctx.reading(path, "ascend_timeline_display") as outcome:
         ts_stream = TraceStream(path)
         rows: dict[str, list[Any]] = defaultdict(list)
         cpu_rows: dict[str, list[Any]] = defaultdict(list)
         for events in ts_stream.blocks():
-            xs = [e for e in events if e.ph == "X"]
-            t0 = times_ns([e.ts for e in xs]).to_pylist()
-            d0 = times_ns([e.dur if e.dur is not None else 0.0 for e in xs]).to_pylist()
-            for e, a, d in zip(xs, t0, d0):
-                try:
-                    args = json_value(bytes(e.args)) if len(e.args) else {}
-                except ValueError:
-                    args = {}
-                full = args.get("fullname") if isinstance(args, dict) else None
-                fw = st.framework.get(full or "", {})
-                target = rows if str(e.pid) == "1" else cpu_rows
-                target["name"].append(full or e.name)
-                target["op_type"].append((args.get("type") if isinstance(args, dict) else None) or fw.get("type"))
-                sid = str(e.tid) if e.tid is not None else ""
-                target["stream_id"].append(int(sid) if sid.isdigit() else None)
-                target["task_id"].append(fw.get("task"))
-                target["block_dim"].append(fw.get("block"))
-                for k in (
-                    "input_shapes",
-                    "input_dtypes",
-                    "input_formats",
-                    "output_shapes",
-                    "output_dtypes",
-                    "output_formats",
-                ):
-                    target[k].append(fw.get(k))
-                target["ts_ns"].append(a)
-                target["dur_ns"].append(d)
+            is_x = pc.equal(pa.array(field_values(events, "ph"), pa.string()), "X").to_numpy(zero_copy_only=False)
+            xs = list(compress(events, is_x))
+            if not xs:
+                continue
+            cols = _display_columns(st, xs)
+            device = pc.equal(pc.fill_null(id_column(field_values(xs, "pid")), ""), "1")
+            for target, mask in ((rows, device), (cpu_rows, pc.invert(device))):
+                for k, col in cols.items():
+                    target[k].extend(col.filter(mask).to_pylist())
         outcome.warn_all(ts_stream.warnings)
         outcome.rows = _write_device_tasks(ctx, st, rows, core_type="AI_CORE", process="Ascend Hardware")
         outcome.rows += _write_device_tasks(ctx, st, cpu_rows, core_type="AI_CPU", process="AI CPU")
+
+
+def _display_columns(st: LegacyState, xs: list[Event]) -> dict[str, pa.Array]:
+    """The device-task columns of a block's X events: the name is ``args.fullname`` (else the event's
+    name), the op type ``args.type`` (else framework_raw's), the rest from framework_raw by fullname."""
+    decoded = decode_args(raw_json_column(xs), _DISPLAY_ARGS)  # None: no args, or not an object
+    full = _text_or_null(list(map(getattr, decoded, repeat("fullname"), repeat(None))))
+    has_full = pc.fill_null(pc.not_equal(full, ""), False)
+    key = pc.if_else(has_full, full, "")  # framework_raw's key: the fullname, "" without one
+    enc = pc.dictionary_encode(key)
+    ops = [st.framework.get(k, {}) for k in enc.dictionary.to_pylist()]  # once per distinct op
+    cols = {"name": pc.if_else(has_full, full, pa.array(field_values(xs, "name"), pa.string()))}
+    fw = {col: pa.array([op.get(k) for op in ops], typ).take(enc.indices) for k, (col, typ) in _FW_COLUMNS.items()}
+    their_type = _text_or_null(list(map(getattr, decoded, repeat("type"), repeat(None))))
+    cols["op_type"] = pc.if_else(pc.fill_null(pc.not_equal(their_type, ""), False), their_type, fw["op_type"])
+    cols["stream_id"] = _stream_ids(id_column(field_values(xs, "tid")))
+    cols["task_id"], cols["block_dim"] = fw["task_id"], fw["block_dim"]
+    for k in _SHAPE_KEYS:
+        cols[k] = fw[k]
+    cols["ts_ns"] = times_ns(field_values(xs, "ts"))
+    cols["dur_ns"] = durations_ns(field_values(xs, "dur"))
+    return cols
+
+
+def _text_or_null(values: list[Any]) -> pa.Array:
+    """Text values as a string array; a value that is no text (a number where a name belongs) is null."""
+    try:
+        return pa.array(values, pa.string())
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError):
+        return pa.array([v if isinstance(v, str) else None for v in values], pa.string())
+
+
+def _stream_ids(tids: pa.Array) -> pa.Array:
+    """A tid that is a decimal number is the task's stream id; any other (or none) is null."""
+    digits = pc.fill_null(pc.match_substring_regex(tids, r"^[0-9]+$"), False)
+    text = pc.if_else(digits, tids, pa.scalar(None, pa.string()))
+    try:
+        return pc.cast(text, pa.int64())
+    except (pa.ArrowInvalid, OverflowError):  # beyond int64: none
+        return pa.array([int(t) if t is not None and len(t) < 19 else None for t in text.to_pylist()], pa.int64())
 
 
 def _read_aicore_type(ctx: ReadContext, path: Path) -> None:
