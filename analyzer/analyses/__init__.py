@@ -30,6 +30,7 @@ from .communication import comm_bandwidth, comm_group_totals, comm_matrix, commu
 from .diff import RunDiff, run_diff
 from .matching import collective_matching
 from .parallel_layout import layout_metric, parallel_dims, parallel_layout
+from .pipeline import pipeline, pipeline_stages, send_recv_pairs
 from .run_metrics import run_metrics
 from .slow_link import slow_link_evidence, slow_links
 from .slow_rank import slow_rank_evidence, slow_ranks
@@ -160,6 +161,24 @@ ANALYSES: dict[str, Analysis] = {
             "layout_metric", _layout_metric, f"parallel_layout with each rank's mean step time ({LAYOUT_METRIC})."
         ),
         Analysis(
+            "send_recv_pairs",
+            send_recv_pairs,
+            "One row per send paired with its recv on a neighbouring pipeline stage: ranks, stages, direction, "
+            "step, size, both ranges.",
+        ),
+        Analysis(
+            "pipeline",
+            pipeline,
+            "One row per segment of a pipeline stage's step: forward / backward work of micro-batch k, bubble "
+            "(blocked in send / recv), from send/recv pairing without instrumentation.",
+        ),
+        Analysis(
+            "pipeline_stages",
+            pipeline_stages,
+            "One row per (rank, step) of a pipeline stage: forward / backward micro-batches, their time, bubble "
+            "time and share.",
+        ),
+        Analysis(
             "clock_offsets", clock_offsets, "One row per rank: clock offset to the reference rank, residual, warning."
         ),
         Analysis(
@@ -257,7 +276,10 @@ __all__ = [
     "group_coverage",
     "layout_metric",
     "parallel_dims",
+    "send_recv_pairs",
     "parallel_layout",
+    "pipeline",
+    "pipeline_stages",
     "rank_pairs",
     "run_diff",
     "run_metrics",
