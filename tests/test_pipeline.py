@@ -18,14 +18,16 @@ from analyzer.cli import main
 from analyzer.store import Store
 
 JOB = Path(__file__).resolve().parent / "data" / "kineto_gloo_4rank_slow"
+DP_ONLY = Path(__file__).resolve().parent.parent / "sample_data" / "kineto_gloo_2rank"
 MICRO_BATCHES = 2
 
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> Store:
     path = tmp_path_factory.mktemp("pipeline") / "store"
-    res = CliRunner().invoke(main, ["ingest", str(JOB), "--run", "pp", "--store", str(path)])
-    assert res.exit_code == 0, res.output
+    for folder, run in ((DP_ONLY, "dp"), (JOB, "pp")):
+        res = CliRunner().invoke(main, ["ingest", str(folder), "--run", run, "--store", str(path)])
+        assert res.exit_code == 0, res.output
     return Store(path)
 
 
@@ -125,10 +127,44 @@ def test_stages_micro_batches_and_bubbles_match_the_raw_trace(store: Store) -> N
     assert (bub["peer"].astype(int) == bub["rank"].map({0: 2, 1: 3, 2: 0, 3: 1})).all()
 
 
-def test_a_job_without_p2p_has_no_pipeline(tmp_path: Path) -> None:
-    job = Path(__file__).resolve().parent.parent / "sample_data" / "kineto_gloo_2rank"
-    res = CliRunner().invoke(main, ["ingest", str(job), "--run", "dp", "--store", str(tmp_path / "s")])
-    assert res.exit_code == 0, res.output
-    s = Store(tmp_path / "s")
+def test_a_job_without_p2p_has_no_pipeline(store: Store) -> None:
     for name in ("send_recv_pairs", "pipeline", "pipeline_stages"):
-        assert ANALYSES[name].compute(s, "dp").empty
+        assert ANALYSES[name].compute(store, "dp").empty
+
+
+def test_pipeline_page_from_its_address(store: Store) -> None:
+    """The page's layout restores run, step and group from the address (a wrong one is a note), its
+    callback draws the step's segments and writes the view back; a run without pipeline says so."""
+    from webapp_helpers import DashClient, texts
+
+    from webapp import create_app
+
+    client = DashClient(create_app(store.path))
+    page = client.page("/pipeline", "?run=pp&step=5&group=1")
+    assert '"value": 5' in page and '"value": 1' in page and "msg-error" not in page
+    bad = client.page("/pipeline", "?run=pp&step=99&group=7")
+    assert "step=99: the pipeline has steps 2" in bad and "group=7: the run has pipeline groups 0" in bad
+    out = client.call("pp-content.children", {"pp-run.value": "pp", "pp-step.value": 5, "pp-group.value": 1})
+    assert out["view-url"]["data"] == "/pipeline?run=pp&step=5&group=1"
+    body = texts(out["pp-content"]["children"])
+    st = pipeline_stages(store, "pp")
+    mine = st[(st["pp_group"] == 1) & (st["step"] == 5)]
+    assert f"the stages spend {mine['bubble_pct'].mean():.1f} % of the pipeline phase in bubbles" in " ".join(body)
+    chart = next(c for c in _walk(out["pp-content"]["children"]) if c.get("id") == "pp-chart")
+    bars = {d["name"]: d for d in chart["figure"]["data"]}
+    seg = pipeline(store, "pp")
+    here = seg[(seg["pp_group"] == 1) & (seg["step"] == 5)]
+    assert len(bars["backward"]["customdata"]) == (here["kind"] == "backward").sum()
+    none = client.call("pp-content.children", {"pp-run.value": "dp", "pp-step.value": None, "pp-group.value": None})
+    assert any(t.startswith("No pipeline found in this run") for t in texts(none["pp-content"]["children"]))
+
+
+def _walk(tree: Any) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    if isinstance(tree, list):
+        for t in tree:
+            out += _walk(t)
+    elif isinstance(tree, dict) and "props" in tree:
+        out.append(tree["props"])
+        out += _walk(tree["props"].get("children"))
+    return out

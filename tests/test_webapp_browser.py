@@ -1007,3 +1007,59 @@ def test_bad_urls_and_the_empty_store(server: dict, page: Any, tmp_path: Path) -
         assert "No profiling data yet" in text and "analyze ingest" in text
     finally:
         stop_server(proc)
+
+
+def test_pipeline_view_shows_each_stage_and_opens_a_bar_in_the_timeline(server: dict, page: Any) -> None:
+    """Issue 17 item 4: the PP job's stages, micro-batches and bubbles (``analyses.pipeline``) from a
+    deep link; the step picked is in the address and restored by a reload; a bar opens its stretch."""
+    from analyzer.analyses import pipeline, pipeline_stages
+
+    st = pipeline_stages(server["store"], "gloo4")
+    seg = pipeline(server["store"], "gloo4")
+    page.goto(server["url"] + "pipeline?run=gloo4&step=4&group=1")
+    page.wait_for_selector("#pp-chart .bars")
+    settle(page)
+    shot(page, "pipeline")
+    mine = st[(st["pp_group"] == 1) & (st["step"] == 4)].sort_values("stage")
+    assert list(mine["rank"]) == [1, 3]
+    summary = page.inner_text("#pp-summary")
+    assert summary.startswith("2 stages, 2 micro-batches forward and 2 backward")
+    assert f"{mine['bubble_pct'].mean():.1f} %" in summary
+    rows = page.eval_on_selector_all("#pp-stages tbody tr", "rs => rs.map(r => [...r.cells].map(c => c.innerText))")
+    assert [[r[0], r[1], r[2], r[3], r[7]] for r in rows] == [
+        [str(int(x.stage)), str(int(x.rank)), "2", "2", fmt_ns(x.bubble_ns)] for x in mine.itertuples()
+    ]
+    # the bars are the segments: per kind, as many as the analysis has, on the rows of their stage
+    fig = page.evaluate(
+        "() => { const g = document.querySelector('#pp-chart .js-plotly-plot');"
+        " return g._fullData.map(d => ({name: d.name, n: d.x.length, y: Array.from(d.y), text: Array.from(d.text)})); }"
+    )
+    here = seg[(seg["pp_group"] == 1) & (seg["step"] == 4)]
+    got = {d["name"].split(" (")[0]: d for d in fig}
+    assert got["forward"]["n"] == (here["kind"] == "forward").sum() > 0
+    assert got["forward + backward"]["n"] == (here["kind"] == "forward+backward").sum() > 0
+    assert got["bubble"]["n"] == (here["kind"] == "bubble").sum()
+    assert set(got["forward"]["text"]) <= {"F0", "F1"} and "stage 1 · rank 3" in got["bubble"]["y"]
+    assert set(got["forward + backward"]["text"]) == {"F1+B0"}  # GPipe: the last stage's forward 1, backward 0
+    # another step: the address follows, a reload restores it
+    choose(page, "#pp-step", "step 6")
+    page.wait_for_function("() => location.search.includes('step=6')")
+    page.wait_for_function("() => document.querySelector('#pp-content h2').innerText === 'Group 1, step 6'")
+    page.reload()
+    page.wait_for_selector("#pp-chart .bars")
+    assert page.inner_text("#pp-content h2") == "Group 1, step 6"
+    # a click on stage 1's first bubble opens that stretch of rank 3 in the timeline
+    first = seg[(seg["rank"] == 3) & (seg["step"] == 6) & (seg["kind"] == "bubble")].iloc[0]
+    xy = page.evaluate(
+        """(a) => { const g = document.querySelector('#pp-chart .js-plotly-plot'), L = g._fullLayout;
+            const d = g._fullData.find(t => t.name.startsWith('bubble'));
+            const i = d.customdata.findIndex(c => c[0] === 3 && c[1] === a);
+            const x = d.base[i] + d.x[i] / 2, y = d.y[i];
+            const r = g.querySelector('.nsewdrag').getBoundingClientRect();
+            return [r.left + L.xaxis.l2p(x), r.top + L.yaxis.l2p(L.yaxis.d2l(y))]; }""",
+        str(int(first["start_ns"])),
+    )
+    page.mouse.click(xy[0], xy[1])
+    page.wait_for_function("() => location.pathname === '/timeline'")
+    assert f"hl=3:{int(first['start_ns'])}:{int(first['end_ns'])}" in page.url.replace("%3A", ":")
+    drawn(page)

@@ -495,6 +495,17 @@ def memory_peak_per_rank(rd: Reader, run: str, ranks: Sequence[int] | None) -> p
     return _df(con, MEMORY_PEAK_PER_RANK_SQL, {"run": run, "ranks": _ranks_param(ranks)})
 
 
+def pipeline_stages(rd: Reader, run: str) -> pd.DataFrame:
+    """Per (rank, step) of a pipeline stage: micro-batches, forward / backward / bubble time
+    (``analyses.pipeline_stages``); empty when the run has no pipeline."""
+    return analyses.pipeline_stages(rd.store, run)
+
+
+def pipeline_segments(rd: Reader, run: str) -> pd.DataFrame:
+    """Every segment of every pipeline stage's steps (``analyses.pipeline``)."""
+    return analyses.pipeline(rd.store, run)
+
+
 def clock_offsets(rd: Reader, run: str) -> pd.DataFrame:
     """Per rank: the estimated clock offset to the reference rank and its residual
     (``analyzer.analyses.clock_offsets``)."""

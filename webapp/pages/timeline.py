@@ -184,6 +184,14 @@ def controls(
                     html.Button("Zoom out", id=f"{P}-out", n_clicks=0, className="btn"),
                     search,
                     keys,
+                    dcc.Link(
+                        "pipeline view",
+                        href=ui.page_url("/pipeline", {"run": run, "step": cfg["step"]}),
+                        id=f"{P}-pipeline-link",
+                        className="tl-keys",
+                        title="Pipeline-parallel jobs: each stage's forward / backward micro-batches and bubbles, "
+                        "from the send/recv pairs",
+                    ),
                     html.Span(id=f"{P}-status-text", className="status"),
                 ],
                 className="tl-bar",
