@@ -547,6 +547,14 @@ def main() -> None:
                 {"cl-mark.data": None},
             ),
         )
+        # pipeline: a step of a PP group (the page says "no pipeline" when the source has no send/recv)
+        timed(
+            "pipeline page, a step of a group",
+            lambda: cl.call(
+                "pp-content.children",
+                {"pp-run.value": RUN, "pp-step.value": rng.choice(step_ids), "pp-group.value": rng.choice([0, 1])},
+            ),
+        )
         # training: a scalar and the step time of 20 000 steps per rank, outliers, profiled steps
         timed(
             f"training ({TRAIN_STEPS:,} steps x 64 or 8 ranks)",

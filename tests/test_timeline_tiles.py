@@ -437,3 +437,50 @@ def test_routes_answer_errors_as_json(http, tmp_path: Path) -> None:
     empty = create_app(tmp_path / "none").server.test_client()
     r = empty.get("/_timeline/meta?run=x")
     assert r.status_code in (400, 404) and r.get_json()["error"]
+
+
+def test_counter_tracks_are_listed_per_rank_and_sent_in_bounded_buckets(http, store: Store) -> None:
+    """Issue 17 item 4: the counter tracks under each rank — the allocators' memory (not the driver
+    modules) and the producer's counters — listed by meta, and sent over a view window as at most
+    ``n`` buckets whose minimum / maximum / last value are those of the samples they hold; a rank's
+    clock offset moves its samples in view time by exactly the offset."""
+    m = http.get("/_timeline/meta?run=npu").get_json()
+    origin = int(m["origin"])
+    tracks = [c for c in m["counters"] if c["rank"] == 0]
+    assert [c["label"] for c in tracks[:3]] == ["PTA+GE (NPU:0)", "PTA (NPU:0)", "GE (NPU:0)"]  # largest peak first
+    assert all(c["unit"] == "bytes" for c in tracks[:3]) and tracks[3]["label"].startswith("NPU MEM · ")
+    assert len(tracks) == 16 and not any("HDC" in c["label"] or "DRV" in c["label"] for c in tracks)
+    raw = store.query(
+        "SELECT ts_ns, allocated_bytes::DOUBLE AS v FROM memory_samples WHERE run = 'npu' AND rank = 0 "
+        "AND component = 'PTA+GE' AND allocated_bytes IS NOT NULL ORDER BY ts_ns",
+        run="npu",
+    )
+    pta = tracks[0]
+    assert (pta["min"], pta["max"], pta["n"]) == (raw["v"].min(), raw["v"].max(), len(raw))
+    assert pta["first"] == int(raw["ts_ns"].iloc[0]) - origin
+    hbm = next(c for c in tracks if c["label"] == "NPU MEM · APP/HBM")
+    c_raw = store.query(
+        "SELECT ts_ns, value FROM counters WHERE run = 'npu' AND rank = 0 AND name = 'APP/HBM' ORDER BY ts_ns",
+        run="npu",
+    )
+    assert (hbm["unit"], hbm["max"], hbm["n"]) == ("KB", c_raw["value"].max(), len(c_raw))
+    # a window holding the middle of the samples, 40 buckets
+    ts = raw["ts_ns"].to_numpy(np.int64)
+    a, b, n = int(ts[len(ts) // 4]) - origin, int(ts[3 * len(ts) // 4]) - origin, 40
+    body = {"run": "npu", "fp": m["fp"], "tracks": [pta["key"], hbm["key"]], "a": a, "b": b, "n": n, "offsets": {}}
+    got = http.post("/_timeline/counters", json=body).get_json()["tracks"][pta["key"]]
+    assert 0 < len(got["t"]) <= n
+    inside = raw[(raw["ts_ns"] >= origin + a) & (raw["ts_ns"] < origin + b)]
+    bucket = ((inside["ts_ns"] - origin - a) // ((b - a) / n)).astype(int).clip(upper=n - 1)
+    want = inside.groupby(bucket)["v"].agg(["min", "max", "last"])
+    assert got["lo"] == want["min"].tolist() and got["hi"] == want["max"].tolist()
+    assert got["last"] == want["last"].tolist()
+    assert got["held"] == raw[raw["ts_ns"] < origin + a]["v"].iloc[-1]  # the value when the window opens
+    # rank 0's clock 5 ms ahead: the same samples come 5 ms later in view time
+    shifted = http.post("/_timeline/counters", json={**body, "offsets": {"0": 5_000_000}}).get_json()
+    later = shifted["tracks"][pta["key"]]
+    moved = raw[(raw["ts_ns"] >= origin + a + 5_000_000) & (raw["ts_ns"] < origin + b + 5_000_000)]
+    assert later["last"][-1] == moved["v"].iloc[-1] and later["last"] != got["last"]
+    # bad requests are JSON messages
+    assert http.post("/_timeline/counters", json={**body, "tracks": ["0.c99"]}).status_code == 404
+    assert http.post("/_timeline/counters", json={**body, "b": a}).status_code == 400

@@ -1063,3 +1063,47 @@ def test_pipeline_view_shows_each_stage_and_opens_a_bar_in_the_timeline(server: 
     page.wait_for_function("() => location.pathname === '/timeline'")
     assert f"hl=3:{int(first['start_ns'])}:{int(first['end_ns'])}" in page.url.replace("%3A", ":")
     drawn(page)
+
+
+def test_timeline_counter_tracks_under_their_rank(server: dict, page: Any) -> None:
+    """Issue 17 item 4: with the "counters" lane group on (in the address), each rank's memory and
+    counter tracks are drawn under its lanes from the samples of the view; hover reads a value."""
+    store = server["store"]
+    page.goto(server["url"] + "timeline?run=npu&ranks=0&groups=device,counters")
+    page.wait_for_function(
+        "() => { const s = window.rankscopeTimeline.state(); return s.counters && s.stats.counterBuckets > 0; }"
+    )
+    st = tl_state(page)
+    assert "groups=device,counters" in page.url and "counters" in st["groups"]
+    labels = [c["label"] for c in st["counterTracks"]]
+    assert labels[:3] == ["PTA+GE (NPU:0)", "PTA (NPU:0)", "GE (NPU:0)"]
+    kinds = [r["kind"] for r in st["rows"]]
+    assert kinds.count("counter") == len(labels) and kinds.index("counter") > kinds.index("lane")  # under the lanes
+    assert "PTA+GE (NPU:0) [bytes]" in st["stats"]["counterLabels"]
+    # what is drawn is the samples of the view: the last bucket holds the last sample before the view ends
+    origin, data = int(st["origin"]), st["counters"]
+    raw = store.query(
+        "SELECT ts_ns, allocated_bytes::DOUBLE AS v FROM memory_samples WHERE run = 'npu' AND rank = 0 "
+        "AND component = 'PTA+GE' AND allocated_bytes IS NOT NULL ORDER BY ts_ns",
+        run="npu",
+    )
+    inside = raw[(raw["ts_ns"] >= origin + data["a"]) & (raw["ts_ns"] < origin + data["b"])]
+    assert data["tracks"]["0.c0"]["last"][-1] == inside["v"].iloc[-1]
+    assert max(data["tracks"]["0.c0"]["hi"]) == inside["v"].max()
+    # hover over the track: its value at the cursor
+    row = page.evaluate("() => window.rankscopeTimeline.rowOf('0.c0')")
+    box = canvas_box(page)
+    t = data["tracks"]["0.c0"]["t"]
+    x_rel = (data["a"] + t[len(t) // 2] - st["a"]) / (st["b"] - st["a"])
+    x = box["x"] + row["label"] + x_rel * (box["width"] - row["label"]) + 2
+    page.mouse.move(x, box["y"] + row["y"] + row["h"] / 2)
+    page.wait_for_selector(".tl-tip:not([hidden])")
+    tip = page.inner_text(".tl-tip")
+    assert tip.startswith("PTA+GE (NPU:0)") and ("GiB" in tip or "MiB" in tip) and "rank 0 · counter" in tip
+    # folding the counters group is a view of its own: the address keeps it, a reload restores it
+    page.evaluate("() => window.rankscopeTimeline.toggleFold('0.counters')")
+    page.wait_for_function("() => location.search.includes('fold=0.counters')")
+    page.reload()
+    page.wait_for_function("() => (window.rankscopeTimeline.state().rows || []).some(r => r.key === '0.counters')")
+    st = tl_state(page)
+    assert not [r for r in st["rows"] if r["kind"] == "counter"] and "counters" in st["groups"]

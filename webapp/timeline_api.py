@@ -13,6 +13,9 @@ data; every answer is bounded whatever the size of the trace:
     the next (or previous) slice after time ``t`` whose name contains ``q``, and how many match.
 ``POST /_timeline/range`` ``{"run", "fp", "lanes", "offsets", "a", "b"}``
     what a measured range holds: its slices per name (count, time inside the range), the longest first.
+``POST /_timeline/counters`` ``{"run", "fp", "tracks", "offsets", "a", "b", "n"}``
+    the counter tracks (``webapp.counter_tracks``; meta lists them per rank) over the view [a, b) in
+    at most ``n`` buckets each: minimum, maximum and last value per bucket, the value held before.
 
 Times sent and received are ns after the run's origin (exact in a float64 up to 104 days); absolute
 ns travel as strings. ``offsets`` maps a rank to the ns the browser subtracts from that rank's
@@ -37,7 +40,7 @@ from flask import Flask, Response, request
 from analyzer.errors import AnalyzerError
 from analyzer.store import Store
 
-from . import data, lod, tiles
+from . import counter_tracks, data, lod, tiles
 from .cache import run_cached
 from .errors import BadParameter, NotFound, WebappError
 from .params import parse_ranks, single
@@ -286,8 +289,13 @@ def meta(store: Store, run: str, ranks: Sequence[int] | str | None) -> dict[str,
                 "members": [m[0] for m in members],
             }
         )
-    with reader(store, run, selected, ("steps",)) as rd:
+    with reader(store, run, selected, ("steps", "memory_samples", "counters")) as rd:
         st = data.step_windows(rd, run, selected)
+        counters = [
+            {**d, "first": d["first"] - origin, "last": d["last"] - origin}
+            for ts in counter_tracks.tracks(rd, run, selected).values()
+            for d in map(counter_tracks.describe, ts)
+        ]
         try:
             off = data.clock_offsets(rd, run)
         except (AnalyzerError, WebappError, ValueError, KeyError) as exc:  # the timeline works without offsets
@@ -326,6 +334,7 @@ def meta(store: Store, run: str, ranks: Sequence[int] | str | None) -> dict[str,
         "events": {str(r): [first[r] - origin, last[r] - origin] for r in first},
         "clock": clock,
         "clock_error": clock_error,
+        "counters": counters,
         "limits": {
             "buckets": tiles.TILE_BUCKETS,
             "min_slice_buckets": tiles.MIN_SLICE_BUCKETS,
@@ -501,6 +510,38 @@ def range_summary(store: Store, ctx: Context, body: dict[str, Any]) -> dict[str,
     }
 
 
+MAX_COUNTER_REQUEST = 256  # tracks in one counters request
+
+
+def counters(store: Store, ctx: Context, body: dict[str, Any]) -> dict[str, Any]:
+    """The counter tracks ``tracks`` (keys as meta lists them) over the view [a, b) (ns after the
+    origin, each rank's clock shifted by its offset), at most ``n`` buckets each."""
+    try:
+        a, b = int(round(float(body["a"]))), int(round(float(body["b"])))
+        n = int(body.get("n") or 1000)
+    except (KeyError, TypeError, ValueError):
+        raise BadParameter("a", body.get("a"), "expected a, b in ns after the origin and n buckets") from None
+    if b <= a:
+        raise BadParameter("b", b, "must be after a")
+    keys = body.get("tracks")
+    if not isinstance(keys, list) or len(keys) > MAX_COUNTER_REQUEST:
+        raise BadParameter("tracks", keys, f"expected a list of at most {MAX_COUNTER_REQUEST} track keys")
+    keys = [str(k) for k in keys]
+    ranks = _check_ranks(ctx, sorted({_rank_of(k) for k in keys}))
+    offsets = _offsets(body)
+    out: dict[str, Any] = {}
+    with reader(store, ctx.run, ranks, ("memory_samples", "counters")) as rd:
+        have = counter_tracks.tracks(rd, ctx.run, ranks)
+    by_key = {t.key: t for ts in have.values() for t in ts}
+    for k in keys:
+        tr = by_key.get(k)
+        if tr is None:
+            raise NotFound(f"run {ctx.run!r} has no counter track {k}")
+        lo = ctx.origin + a + offsets.get(tr.rank, 0)
+        out[k] = counter_tracks.window(tr, lo, lo + (b - a), n)
+    return {"a": a, "b": b, "tracks": out}
+
+
 # ---------------------------------------------------------------------------------------------
 # Flask routes
 # ---------------------------------------------------------------------------------------------
@@ -589,6 +630,17 @@ def register(server: Flask) -> None:
             ctx = context(store, _run(body.get("run")))
             _check_fp(ctx, body.get("fp"))
             return _json(search(store, ctx, body))
+        except Exception as exc:  # noqa: BLE001
+            return _error(exc)
+
+    @server.post("/_timeline/counters")
+    def _counters() -> Response:
+        try:
+            body = _body()
+            store = current_store()
+            ctx = context(store, _run(body.get("run")))
+            _check_fp(ctx, body.get("fp"))
+            return _json(counters(store, ctx, body))
         except Exception as exc:  # noqa: BLE001
             return _error(exc)
 

@@ -13,12 +13,12 @@
   "use strict";
   if (window.rankscopeTimeline) { return; }
 
-  var AXIS_H = 30, RANK_H = 22, GROUP_H = 17, ROW_H = 18, SUMMARY_H = 14, LANE_GAP = 4, LABEL_W = 250;
+  var AXIS_H = 30, RANK_H = 22, GROUP_H = 17, ROW_H = 18, SUMMARY_H = 14, LANE_GAP = 4, LABEL_W = 250, COUNTER_H = 30;
   var MAX_ROWS = 16, PIN_MAX_FRACTION = 0.4, PIN_W = 18;
   var MAX_CACHE_TILES = 6000, BATCH = 256, MAX_INFLIGHT = 2, SETTLE_MS = 450, MIN_SPAN = 200;
-  var GROUPS = ["host", "device", "communication", "overlap", "other"];
+  var GROUPS = ["host", "device", "communication", "overlap", "other", "counters"];
   var DEFAULT_GROUPS = ["host", "device", "communication", "overlap"];
-  var GROUP_COLORS = { host: "#2f6fb0", device: "#27ae60", communication: "#d9534f", overlap: "#9b59b6", other: "#7f8c8d" };
+  var GROUP_COLORS = { host: "#2f6fb0", device: "#27ae60", communication: "#d9534f", overlap: "#9b59b6", other: "#7f8c8d", counters: "#e67e22" };
   var PALETTE = ["#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#ff9da7",
     "#9c755f", "#bab0ac", "#1f77b4", "#2ca02c", "#8c564b", "#17becf"];
   var DARK_TEXT = { "#edc948": 1, "#ff9da7": 1, "#bab0ac": 1, "#76b7b2": 1, "#f28e2b": 1 };
@@ -32,9 +32,10 @@
     cache: new Map(), inflight: new Map(), want: [], wantSet: new Set(), requests: 0,
     drag: null, measure: null, keys: new Set(), mouse: null, animT: null, commitTimer: null,
     search: { q: "", hit: null, matches: null, busy: false }, autoSelect: false,
+    counters: { data: null, busy: false, timer: null, sig: null },
     frame: null, inputAt: null, seq: 0,
     stats: { drawMs: 0, inputToDrawMs: null, slices: 0, labelled: 0, occupancy: 0, missing: 0, labels: [],
-      level: 0, bytes: 0, rawBytes: 0, tilesFetched: 0, requests: 0, fetchMs: [], headers: [] }
+      level: 0, bytes: 0, rawBytes: 0, tilesFetched: 0, requests: 0, fetchMs: [], headers: [], counterBuckets: 0, counterLabels: [] }
   };
 
   // -------------------------------------------------------------------------------------------
@@ -280,6 +281,10 @@
   function lanesOf(rank) {
     return S.meta.lanes.filter(function (l) { return l.rank === rank && S.groups.indexOf(l.group) >= 0; });
   }
+  function countersOf(rank) {
+    if (S.groups.indexOf("counters") < 0 || !S.meta.counters) { return []; }
+    return S.meta.counters.filter(function (c) { return c.rank === rank; });
+  }
   function laneRowH(l) { return Math.min(Math.max(l.depth, 1), MAX_ROWS) * ROW_H + LANE_GAP; }
   function clockText(rank) {
     var c = S.clockMap[rank];
@@ -302,8 +307,8 @@
     if (!S.meta) { return; }
     var rows = [], y = 0;
     S.ranks.forEach(function (rank) {
-      var lanes = lanesOf(rank);
-      if (!lanes.length) { return; }
+      var lanes = lanesOf(rank), tracks = countersOf(rank);
+      if (!lanes.length && !tracks.length) { return; }
       var folded = S.fold.has(String(rank));
       rows.push({ kind: "rank", key: String(rank), rank: rank, y: y, h: RANK_H, folded: folded });
       y += RANK_H;
@@ -324,6 +329,16 @@
           rows.push({ kind: "lane", key: l.key, rank: rank, group: g, lane: l, y: y, h: h, levels: Math.min(Math.max(l.depth, 1), MAX_ROWS) });
           y += h;
         });
+      });
+      if (folded || !tracks.length) { return; }
+      // the rank's counter tracks (memory, the producer's counters) under its lanes
+      var ck = rank + ".counters", cfold = S.fold.has(ck);
+      rows.push({ kind: "group", key: ck, rank: rank, group: "counters", y: y, h: GROUP_H, folded: cfold, counters: true });
+      y += GROUP_H;
+      if (cfold) { return; }
+      tracks.forEach(function (c) {
+        rows.push({ kind: "counter", key: c.key, rank: rank, group: "counters", track: c, y: y, h: COUNTER_H });
+        y += COUNTER_H;
       });
     });
     S.rows = rows; S.rowsH = y;
@@ -494,6 +509,80 @@
     }
   }
 
+  // -------------------------------------------------------------------------------------------
+  // counter tracks: asked for over the view (bounded buckets), drawn as a step line held between samples
+  // -------------------------------------------------------------------------------------------
+
+  function fmtValue(v, unit) {
+    if (v == null) { return ""; }
+    if (unit === "bytes") {
+      var a = Math.abs(v);
+      return a >= 1073741824 ? (v / 1073741824).toFixed(2) + " GiB" : a >= 1048576 ? (v / 1048576).toFixed(1) + " MiB" : (v / 1024).toFixed(1) + " KiB";
+    }
+    var t = Math.abs(v) >= 100 ? v.toFixed(0) : Math.abs(v) >= 1 ? v.toFixed(2) : v.toPrecision(3);
+    return t + (unit ? " " + unit : "");
+  }
+  function counterRows() { return S.rows.filter(function (r) { return r.kind === "counter"; }); }
+  function counterSig() {
+    var keys = counterRows().map(function (r) { return r.key; });
+    return keys.length ? [S.run, S.fp, S.clock, Math.round(S.a), Math.round(S.b), Math.round(dataW()), keys.join(",")].join("|") : null;
+  }
+  function wantCounters() {
+    var sig = counterSig(), C = S.counters;
+    if (!sig || sig === C.sig || C.busy) { return; }
+    if (C.timer) { clearTimeout(C.timer); }
+    C.timer = setTimeout(fetchCounters, 120);
+  }
+  function fetchCounters() {
+    var C = S.counters;
+    C.timer = null;
+    var sig = counterSig();
+    if (!sig || sig === C.sig) { return; }
+    var rows = counterRows(), a = S.a, b = S.b;
+    C.busy = true; C.sig = sig;
+    fetch("/_timeline/counters", {
+      method: "POST", headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ run: S.run, fp: S.fp, tracks: rows.map(function (r) { return r.key; }), offsets: offsetsPayload(),
+        a: a, b: b, n: Math.max(10, Math.round(dataW())) })
+    }).then(function (r) {
+      return r.json().then(function (j) { if (!r.ok) { throw new Error(j.error || r.statusText); } return j; });
+    }).then(function (j) {
+      if (C.sig === sig) { C.data = { a: j.a, b: j.b, tracks: j.tracks, clock: S.clock, fp: S.fp }; }
+    }).catch(function (e) {
+      status("Could not load the counter tracks: " + e.message, true);
+    }).then(function () { C.busy = false; invalidate(); });
+  }
+  function drawCounter(g, row, y) {
+    var D = S.counters.data, c = row.track;
+    if (!D || D.fp !== S.fp || D.clock !== S.clock || !D.tracks[row.key]) { return; }
+    var d = D.tracks[row.key], lo = c.min, hi = c.max, top = y + 3, bottom = y + row.h - 3;
+    if (hi <= lo) { hi = lo === 0 ? 1 : lo + Math.abs(lo) * 0.1; lo = Math.min(0, lo); }
+    function yOf(v) { return bottom - (v - lo) / (hi - lo) * (bottom - top); }
+    var end = Math.min(xOf(c.last - offsetOf(row.rank)), S.width), px = Math.max(xOf(c.first - offsetOf(row.rank)), LABEL_W);
+    var prev = d.held, drawn = 0;
+    g.fillStyle = "rgba(230, 126, 34, 0.28)";
+    function hold(x0, x1, v) { if (v != null && x1 > x0) { g.fillRect(x0, yOf(v), x1 - x0, bottom - yOf(v)); } }
+    for (var i = 0; i < d.t.length; i++) {
+      var x = xOf(D.a + d.t[i]);
+      hold(px, x, prev);
+      g.fillStyle = "#e67e22";
+      g.fillRect(x, yOf(d.hi[i]), Math.max(1, dataW() / Math.max(1, d.t.length * 4)), Math.max(1, yOf(d.lo[i]) - yOf(d.hi[i])));
+      g.fillStyle = "rgba(230, 126, 34, 0.28)";
+      prev = d.last[i]; px = x; drawn++;
+    }
+    hold(px, end, prev);
+    S.stats.counterBuckets += drawn;
+    g.fillStyle = "#8a4a12"; g.font = "10px system-ui, sans-serif"; g.textBaseline = "top";
+    g.fillText(fmtValue(c.max, c.unit), LABEL_W + 3, y + 1);
+  }
+  function counterAt(row, mx) {
+    var D = S.counters.data;
+    if (!D || !D.tracks[row.key]) { return null; }
+    var d = D.tracks[row.key], t = tOf(mx) - D.a, v = d.held, k = -1;
+    for (var i = 0; i < d.t.length && d.t[i] <= t; i++) { v = d.last[i]; k = i; }
+    return { value: v, lo: k >= 0 ? d.lo[k] : null, hi: k >= 0 ? d.hi[k] : null };
+  }
+
   function drawLabel(g, row, y) {
     g.save();
     g.beginPath(); g.rect(0, y, LABEL_W, row.h); g.clip();
@@ -512,10 +601,11 @@
       g.fillText((row.folded ? "▸ " : "▾ ") + row.group, 14, y + GROUP_H / 2);
     } else {
       g.fillStyle = "#1d2733"; g.font = "11px system-ui, sans-serif";
-      var text = row.kind === "summary" ? row.group + " (folded)" : laneLabel(row.lane);
+      var text = row.kind === "summary" ? row.group + " (folded)" : row.kind === "counter" ? row.track.label + (row.track.unit ? " [" + row.track.unit + "]" : "") : laneLabel(row.lane);
       if (row.pinned) { text = "r" + row.rank + " " + text; }
       var room = Math.floor((LABEL_W - 28 - PIN_W) / 6.2);
       g.fillText(text.length > room ? text.slice(0, room - 1) + "…" : text, row.kind === "summary" ? 22 : 26, mid);
+      if (row.kind === "counter") { S.stats.counterLabels.push(text); g.restore(); g.fillStyle = "#dde3ea"; g.fillRect(0, y + row.h - 1, S.width, 1); return; }
       var pinned = S.pin.indexOf(row.key) >= 0;
       g.fillStyle = pinned ? "#2f6fb0" : "#c5ced8";
       g.fillText(pinned ? "●" : "○", LABEL_W - PIN_W, mid);
@@ -532,7 +622,8 @@
       g.save();
       g.beginPath(); g.rect(LABEL_W, Math.max(y, top), S.width - LABEL_W, Math.min(y + row.h, bottom) - Math.max(y, top)); g.clip();
       if (row.kind === "lane" || row.kind === "summary") { drawLane(g, row, y, z); }
-      if (row.kind === "group" && row.folded) { drawLane(g, { kind: "summary", key: row.key, rank: row.rank, group: row.group }, y + GROUP_H - 2, z); }
+      if (row.kind === "counter") { drawCounter(g, row, y); }
+      if (row.kind === "group" && row.folded && !row.counters) { drawLane(g, { kind: "summary", key: row.key, rank: row.rank, group: row.group }, y + GROUP_H - 2, z); }
       drawHighlights(g, row, y);
       g.restore();
       g.save();
@@ -602,7 +693,7 @@
     g.setTransform(S.dpr, 0, 0, S.dpr, 0, 0);
     g.clearRect(0, 0, S.width, S.height);
     S.stats.slices = 0; S.stats.labelled = 0; S.stats.occupancy = 0; S.stats.missing = 0; S.stats.labels = [];
-    S.stats.headers = [];
+    S.stats.headers = []; S.stats.counterBuckets = 0; S.stats.counterLabels = [];
     var z = levelFor((S.b - S.a) / dataW());
     S.stats.level = z;
     var pinTop = AXIS_H, top = AXIS_H + S.pinH;
@@ -617,6 +708,7 @@
     drawMeasure(g);
     g.fillStyle = "#c5ced8"; g.fillRect(LABEL_W - 1, AXIS_H, 1, S.height - AXIS_H);
     fetchWanted();
+    wantCounters();
     var ms = performance.now() - t0;
     S.stats.drawMs = ms;
     if (S.inputAt !== null) { S.stats.inputToDrawMs = performance.now() - S.inputAt; S.inputAt = null; }
@@ -812,11 +904,19 @@
     var hit = sliceAt(ev.offsetX, ev.offsetY), tip = S.tip;
     var label = ev.offsetX < LABEL_W ? rowAt(ev.offsetY) : null;
     S.canvas.style.cursor = label && label.row ? "pointer" : hit ? "pointer" : "grab";
-    if (!hit) { tip.hidden = true; return; }
+    var over = !hit && ev.offsetX >= LABEL_W ? rowAt(ev.offsetY) : null, cv = over && over.row.kind === "counter" ? counterAt(over.row, ev.offsetX) : null;
+    if (!hit && !(cv && cv.value != null)) { tip.hidden = true; return; }
     tip.textContent = "";
-    tip.appendChild(el("div", "tl-tip-name", hit.name));
-    tip.appendChild(el("div", null, fmtDur(hit.dur) + " · starts " + fmtAt(hit.start - offsetOf(hit.rank), 1e3)));
-    tip.appendChild(el("div", "muted", "rank " + hit.rank + " · " + laneLabel(S.meta.lanes.find(function (l) { return l.key === hit.lane; }))));
+    if (hit) {
+      tip.appendChild(el("div", "tl-tip-name", hit.name));
+      tip.appendChild(el("div", null, fmtDur(hit.dur) + " · starts " + fmtAt(hit.start - offsetOf(hit.rank), 1e3)));
+      tip.appendChild(el("div", "muted", "rank " + hit.rank + " · " + laneLabel(S.meta.lanes.find(function (l) { return l.key === hit.lane; }))));
+    } else {
+      var c = over.row.track;
+      tip.appendChild(el("div", "tl-tip-name", c.label));
+      tip.appendChild(el("div", null, fmtValue(cv.value, c.unit) + (cv.hi != null && cv.hi !== cv.lo ? " (" + fmtValue(cv.lo, c.unit) + " – " + fmtValue(cv.hi, c.unit) + " here)" : "") + " at " + fmtAt(tOf(ev.offsetX), 1e3)));
+      tip.appendChild(el("div", "muted", "rank " + over.row.rank + " · counter"));
+    }
     tip.hidden = false;
     var r = S.canvas.getBoundingClientRect();
     tip.style.left = Math.min(r.left + window.scrollX + ev.offsetX + 14, window.scrollX + window.innerWidth - 340) + "px";
@@ -1210,7 +1310,9 @@
         events: S.meta ? eventsWindow() : null, offsets: S.meta ? offsetsPayload() : {},
         clockInfo: S.meta ? S.meta.clock : [],
         headers: S.ranks.map(function (r) { return "rank " + r + " " + clockText(r); }), search: { q: S.search.q, matches: S.search.matches, hit: S.search.hit },
-        stats: JSON.parse(JSON.stringify(S.stats)), cacheTiles: S.cache.size, measure: S.measure
+        stats: JSON.parse(JSON.stringify(S.stats)), cacheTiles: S.cache.size, measure: S.measure,
+        counters: S.counters.data ? { a: S.counters.data.a, b: S.counters.data.b, clock: S.counters.data.clock, tracks: S.counters.data.tracks } : null,
+        counterTracks: S.meta ? (S.meta.counters || []) : []
       };
     },
     clearCache: function () { S.cache.clear(); invalidate(); }

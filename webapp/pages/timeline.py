@@ -29,7 +29,7 @@ dash.register_page(__name__, path="/timeline", name="Timeline", title="rankscope
 
 P = "tl"
 DEFAULT_RANKS = timeline_api.DEFAULT_RANKS
-GROUPS = ("host", "device", "communication", "overlap", "other")
+GROUPS = ("host", "device", "communication", "overlap", "other", "counters")
 DEFAULT_GROUPS = ("host", "device", "communication", "overlap")
 _HL = re.compile(r"^(\d+):(-?\d+):(-?\d+)$")
 _SEL = re.compile(r"^(\d+):([^:]+):(\d+)$")

@@ -1,0 +1,139 @@
+"""The timeline's counter tracks: per rank, the memory allocators' totals (``memory_samples``:
+allocated bytes of PTA / GE / APP / Kineto's allocator, not the driver modules) and the producer's
+counter events (``counters``: NPU memory, HBM / LLC bandwidth, AI Core frequency, queue depths ...),
+each drawn as a step line under its rank.
+
+A track's samples are read once per rank and kept (``cache.per_rank``); a view asks for the tracks
+of its ranks over its window, and gets per track at most ``n`` buckets (minimum, maximum, last
+value) plus the value held when the window opens, so an answer is bounded whatever the samples.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import duckdb
+import numpy as np
+
+from analyzer.errors import QueryError
+
+from . import cache
+from .reader import Reader
+
+MAX_TRACKS_PER_RANK = 16
+MAX_BUCKETS = 2000
+DRIVER_SOURCES = ("npu_module_mem", "NPU_MODULE_MEM")  # per driver module, reserved only: the Memory page's
+
+MEMORY_SQL = f"""
+SELECT rank, component || CASE WHEN coalesce(device, '') = '' THEN '' ELSE ' (' || device || ')' END AS label,
+       ts_ns, allocated_bytes::DOUBLE AS value
+FROM memory_samples
+WHERE run = $run AND list_contains($ranks, rank) AND ts_ns IS NOT NULL AND allocated_bytes IS NOT NULL
+  AND coalesce(source, '') NOT IN {DRIVER_SOURCES}
+ORDER BY rank, label, ts_ns
+"""
+COUNTERS_SQL = """
+SELECT rank, coalesce(process, '') ILIKE '%mem%' AS memory,
+       CASE WHEN coalesce(process, '') = '' OR name LIKE process || '%' THEN name ELSE process || ' · ' || name END
+         AS label,
+       coalesce(series, '') AS unit, ts_ns, value
+FROM counters
+WHERE run = $run AND list_contains($ranks, rank) AND ts_ns IS NOT NULL AND value IS NOT NULL
+ORDER BY rank, memory DESC, label, unit, ts_ns
+"""
+
+
+@dataclass(frozen=True)
+class Track:
+    """One counter of one rank: its samples in time order."""
+
+    key: str  # "{rank}.c{k}": the k-th track of the rank
+    rank: int
+    label: str  # names from the trace: text
+    unit: str  # "bytes" for memory, else the producer's series name (MHz, KB, Read(MB/s) ...)
+    ts: np.ndarray  # int64 ns, the rank's own clock
+    values: np.ndarray  # float64
+
+
+def _split(tbl: dict[str, np.ndarray], labels: list[str], units: list[str]) -> dict[int, list[tuple[str, str, slice]]]:
+    rank = tbl["rank"]
+    out: dict[int, list[tuple[str, str, slice]]] = {}
+    if not len(rank):
+        return out
+    change = np.ones(len(rank), dtype=bool)
+    change[1:] = (rank[1:] != rank[:-1]) | (np.array(labels[1:]) != np.array(labels[:-1]))
+    change[1:] |= np.array(units[1:]) != np.array(units[:-1])
+    starts = np.flatnonzero(change)
+    ends = np.r_[starts[1:], len(rank)]
+    for a, b in zip(starts, ends):
+        out.setdefault(int(rank[a]), []).append((labels[a], units[a], slice(int(a), int(b))))
+    return out
+
+
+def tracks(rd: Reader, run: str, ranks: Sequence[int]) -> dict[int, list[Track]]:
+    """The counter tracks of ``ranks`` (the allocators' memory first, largest peak first; then the
+    counters of memory processes, then the others, by name), at most ``MAX_TRACKS_PER_RANK`` per rank."""
+
+    def load(missing: list[int]) -> dict[int, list[Track]]:
+        found: dict[int, list[Track]] = {r: [] for r in missing}
+        for sql, table in ((MEMORY_SQL, "memory_samples"), (COUNTERS_SQL, "counters")):
+            con = rd.facts(run, missing, (table,))
+            try:
+                at = con.sql(sql, params={"run": run, "ranks": missing}).to_arrow_table()
+            except duckdb.Error as exc:
+                raise QueryError(str(exc).strip().splitlines()[0]) from exc
+            cols = {c: at.column(c).to_numpy(zero_copy_only=False) for c in ("rank", "ts_ns", "value")}
+            labels = at.column("label").to_pylist()
+            units = at.column("unit").to_pylist() if "unit" in at.column_names else ["bytes"] * at.num_rows
+            groups = _split(cols, labels, units)
+            for r, parts in groups.items():
+                got = [
+                    (label, unit, cols["ts_ns"][s].astype(np.int64), cols["value"][s].astype(np.float64))
+                    for label, unit, s in parts
+                ]
+                if table == "memory_samples":
+                    got.sort(key=lambda x: -float(x[3].max()) if len(x[3]) else 0.0)
+                n = len(found[r])
+                found[r] += [Track(f"{r}.c{n + k}", r, lab, unit, ts, v) for k, (lab, unit, ts, v) in enumerate(got)]
+        return {r: v[:MAX_TRACKS_PER_RANK] for r, v in found.items()}
+
+    return cache.per_rank(rd, run, "counter_tracks", list(ranks), (), load)
+
+
+def window(track: Track, lo: int, hi: int, n: int) -> dict[str, list[float]]:
+    """The track over [lo, hi) of its rank's clock in ``n`` equal buckets: per bucket with samples its
+    start (ns after ``lo``), minimum, maximum and last value; ``held``: the value before ``lo``."""
+    n = max(1, min(int(n), MAX_BUCKETS))
+    i0, i1 = np.searchsorted(track.ts, [lo, hi], side="left")
+    held = None if i0 == 0 else float(track.values[i0 - 1])
+    ts, v = track.ts[i0:i1], track.values[i0:i1]
+    if not len(ts):
+        return {"held": held, "t": [], "lo": [], "hi": [], "last": []}
+    width = max(1.0, (hi - lo) / n)
+    b = np.minimum(((ts - lo) / width).astype(np.int64), n - 1)
+    cuts = np.r_[0, np.flatnonzero(np.diff(b)) + 1]
+    last_idx = np.r_[cuts[1:], len(b)] - 1
+    return {
+        "held": held,
+        "t": (b[cuts] * width).round().tolist(),
+        "lo": np.minimum.reduceat(v, cuts).tolist(),
+        "hi": np.maximum.reduceat(v, cuts).tolist(),
+        "last": v[last_idx].tolist(),
+    }
+
+
+def describe(tr: Track) -> dict[str, object]:
+    """What the browser lays out before it asks for any sample: key, rank, label, unit, value range,
+    samples, first and last sample (absolute ns; meta makes them relative to the origin)."""
+    return {
+        "key": tr.key,
+        "rank": tr.rank,
+        "label": tr.label,
+        "unit": tr.unit,
+        "min": float(tr.values.min()) if len(tr.values) else 0.0,
+        "max": float(tr.values.max()) if len(tr.values) else 0.0,
+        "n": int(len(tr.values)),
+        "first": int(tr.ts[0]) if len(tr.ts) else 0,
+        "last": int(tr.ts[-1]) if len(tr.ts) else 0,
+    }
