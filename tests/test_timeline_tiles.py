@@ -484,3 +484,45 @@ def test_counter_tracks_are_listed_per_rank_and_sent_in_bounded_buckets(http, st
     # bad requests are JSON messages
     assert http.post("/_timeline/counters", json={**body, "tracks": ["0.c99"]}).status_code == 404
     assert http.post("/_timeline/counters", json={**body, "b": a}).status_code == 400
+
+
+def test_flow_arrows_link_launches_to_device_tasks_and_a_collectives_members(http, store: Store) -> None:
+    """Issue 17 item 4: the flow arrows of a view — a CANN call to the device task it launched (the
+    same ``connection_id``), the members of each matched collective linked where they left it —
+    each end on its slice's lane; bounded, the rest counted."""
+    from analyzer.analyses.clock_alignment import run_instances
+    from webapp import flows
+
+    m = http.get("/_timeline/meta?run=npu").get_json()
+    origin = int(m["origin"])
+    lanes = {ln["key"]: ln for ln in m["lanes"]}
+    ev = m["events"]["0"]
+    body = {"run": "npu", "fp": m["fp"], "ranks": [0, 1], "a": ev[0], "b": ev[1], "offsets": {"0": 0, "1": 0}}
+    got = http.post("/_timeline/flows", json={**body, "kinds": ["launch"]}).get_json()
+    assert len(got["arrows"]) == flows.MAX_ARROWS and got["more"] > 0  # the whole run: bounded
+    links = store.query(
+        "SELECT rank, ts_ns, json_extract_string(args, '$.connection_id') AS link FROM slices "
+        "WHERE run = 'npu' AND json_extract_string(args, '$.connection_id') IS NOT NULL",
+        run="npu",
+    )
+    link_at = {(int(r), int(t)): str(x) for r, t, x in links.itertuples(index=False)}
+    for f in got["arrows"][:50]:
+        (hl, r, t0), (dl, r2, t1) = f["from"], f["to"]
+        assert r == r2 and lanes[hl]["group"] == "host" and lanes[dl]["group"] == "device"
+        assert link_at[(r, origin + t0)] == link_at[(r, origin + t1)]  # one connection_id
+    # a narrow window: every arrow has an end inside it, nothing left out
+    a = got["arrows"][10]["from"][2]
+    small = http.post("/_timeline/flows", json={**body, "kinds": ["launch"], "a": a, "b": a + 200_000}).get_json()
+    assert small["more"] == 0 and 0 < len(small["arrows"]) < flows.MAX_ARROWS
+    assert all(a <= f["from"][2] < a + 200_000 or a <= f["to"][2] < a + 200_000 for f in small["arrows"])
+    # collectives: rank 0's member to rank 1's, at each one's end of the instance
+    coll = http.post("/_timeline/flows", json={**body, "kinds": ["collective"]}).get_json()["arrows"]
+    ops, _ = run_instances(store, "npu")
+    ops = ops[ops["instance"].notna() & ~ops["is_p2p"]]
+    ends = {(int(r), int(e) - origin) for r, e in zip(ops["rank"], ops["end_ns"])}
+    assert len(coll) == ops["instance"].nunique() > 0
+    for f in coll:
+        assert (f["from"][1], f["from"][2]) in ends and (f["to"][1], f["to"][2]) in ends
+        assert lanes[f["from"][0]]["group"] == lanes[f["to"][0]]["group"] == "communication"
+    bad = http.post("/_timeline/flows", json={**body, "kinds": ["teleport"]})
+    assert bad.status_code == 400 and "expected a list of launch, p2p, collective" in bad.get_json()["error"]

@@ -1107,3 +1107,39 @@ def test_timeline_counter_tracks_under_their_rank(server: dict, page: Any) -> No
     page.wait_for_function("() => (window.rankscopeTimeline.state().rows || []).some(r => r.key === '0.counters')")
     st = tl_state(page)
     assert not [r for r in st["rows"] if r["kind"] == "counter"] and "counters" in st["groups"]
+
+
+def test_timeline_flow_arrows_from_sends_to_their_recvs(server: dict, page: Any) -> None:
+    """Issue 17 item 4: with send → recv arrows on (in the address), a step of the PP job draws one
+    arrow per send paired with its recv (``analyses.send_recv_pairs``) from rank 0's lanes to rank
+    2's and back; unchecking them leaves the address and the canvas."""
+    from analyzer.analyses import send_recv_pairs
+
+    page.goto(server["url"] + "timeline?run=gloo4&ranks=0,2&step=4&flows=p2p&fold=none")
+    page.wait_for_function(
+        "() => { const s = window.rankscopeTimeline.state(); return s.flows.data && s.stats.arrows > 0; }"
+    )
+    st = tl_state(page)
+    origin, off = int(st["origin"]), {int(k): int(v) for k, v in st["offsets"].items()}
+    pairs = send_recv_pairs(server["store"], "gloo4")
+    pairs = pairs[pairs["src_rank"].isin([0, 2]) & pairs["dst_rank"].isin([0, 2])]
+    send_view = pairs["send_ts_ns"] - origin - pairs["src_rank"].map(off)
+    recv_view = pairs["recv_end_ns"] - origin - pairs["dst_rank"].map(off)
+    seen = pairs[((send_view >= st["a"]) & (send_view < st["b"])) | ((recv_view >= st["a"]) & (recv_view < st["b"]))]
+    arrows = st["flows"]["data"]["arrows"]
+    # step 4 (and its padding): two activations forward, two gradients back, the next step's first send
+    assert len(arrows) == len(seen) >= 4
+    assert sorted((f["from"][1], f["to"][1]) for f in arrows) == sorted(zip(seen["src_rank"], seen["dst_rank"]))
+    n = len(seen)
+    assert st["stats"]["arrows"] == n and st["flows"]["note"] == f"{n} arrows"
+    assert {f["from"][0].split(".")[0] for f in arrows} == {"0", "2"}  # ends on the lanes of their ranks
+    rows = {r["key"]: r for r in st["rows"]}
+    top = rows["2"]["y"]  # rank 2's block starts below rank 0's: forward arrows point down, backward up
+    for end in st["stats"]["arrowEnds"]:
+        assert (end["y1"] > end["y0"]) == end["label"].startswith("forward")
+    assert top > 0
+    page.locator("#tl-flows label", has_text="send → recv").click()
+    page.wait_for_function("() => !location.search.includes('flows=')")
+    page.wait_for_function("() => window.rankscopeTimeline.state().stats.arrows === 0")
+    page.go_back()
+    page.wait_for_function("(n) => window.rankscopeTimeline.state().stats.arrows === n", arg=n)

@@ -16,6 +16,9 @@ data; every answer is bounded whatever the size of the trace:
 ``POST /_timeline/counters`` ``{"run", "fp", "tracks", "offsets", "a", "b", "n"}``
     the counter tracks (``webapp.counter_tracks``; meta lists them per rank) over the view [a, b) in
     at most ``n`` buckets each: minimum, maximum and last value per bucket, the value held before.
+``POST /_timeline/flows`` ``{"run", "fp", "ranks", "kinds", "offsets", "a", "b"}``
+    the flow arrows (``webapp.flows``: launch → device task, send → recv, a collective's members)
+    with an end inside the view, each end on its slice's lane; at most ``flows.MAX_ARROWS``.
 
 Times sent and received are ns after the run's origin (exact in a float64 up to 104 days); absolute
 ns travel as strings. ``offsets`` maps a rank to the ns the browser subtracts from that rank's
@@ -40,7 +43,7 @@ from flask import Flask, Response, request
 from analyzer.errors import AnalyzerError
 from analyzer.store import Store
 
-from . import counter_tracks, data, lod, tiles
+from . import counter_tracks, data, flows, lod, tiles
 from .cache import run_cached
 from .errors import BadParameter, NotFound, WebappError
 from .params import parse_ranks, single
@@ -542,6 +545,34 @@ def counters(store: Store, ctx: Context, body: dict[str, Any]) -> dict[str, Any]
     return {"a": a, "b": b, "tracks": out}
 
 
+def flow_arrows(store: Store, ctx: Context, body: dict[str, Any]) -> dict[str, Any]:
+    """The flow arrows of ``kinds`` between ``ranks`` over the view [a, b) (``webapp.flows``)."""
+    try:
+        a, b = int(round(float(body["a"]))), int(round(float(body["b"])))
+    except (KeyError, TypeError, ValueError):
+        raise BadParameter("a", body.get("a"), "expected a and b in ns after the origin") from None
+    if b <= a:
+        raise BadParameter("b", b, "must be after a")
+    kinds = body.get("kinds")
+    if not isinstance(kinds, list) or not kinds or any(k not in flows.KINDS for k in kinds):
+        raise BadParameter("kinds", kinds, f"expected a list of {', '.join(flows.KINDS)}")
+    raw = body.get("ranks")
+    if not isinstance(raw, list) or not raw:
+        raise BadParameter("ranks", raw, "expected a list of ranks")
+    try:
+        ranks = _check_ranks(ctx, [int(r) for r in raw])
+    except (TypeError, ValueError):
+        raise BadParameter("ranks", raw, "expected a list of ranks") from None
+    keep = set(ranks)
+    lane_keys = {
+        (str(c), str(p), str(t)): str(k)
+        for k, r, mem in zip(ctx.rows["key"], ctx.rows["rank"], ctx.rows["members"])
+        if int(r) in keep
+        for c, p, t in mem
+    }
+    return flows.arrows(store, ctx.run, ctx.origin, lane_keys, ranks, kinds, a, b, _offsets(body))
+
+
 # ---------------------------------------------------------------------------------------------
 # Flask routes
 # ---------------------------------------------------------------------------------------------
@@ -641,6 +672,17 @@ def register(server: Flask) -> None:
             ctx = context(store, _run(body.get("run")))
             _check_fp(ctx, body.get("fp"))
             return _json(counters(store, ctx, body))
+        except Exception as exc:  # noqa: BLE001
+            return _error(exc)
+
+    @server.post("/_timeline/flows")
+    def _flows() -> Response:
+        try:
+            body = _body()
+            store = current_store()
+            ctx = context(store, _run(body.get("run")))
+            _check_fp(ctx, body.get("fp"))
+            return _json(flow_arrows(store, ctx, body))
         except Exception as exc:  # noqa: BLE001
             return _error(exc)
 

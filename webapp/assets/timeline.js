@@ -33,9 +33,10 @@
     drag: null, measure: null, keys: new Set(), mouse: null, animT: null, commitTimer: null,
     search: { q: "", hit: null, matches: null, busy: false }, autoSelect: false,
     counters: { data: null, busy: false, timer: null, sig: null },
+    flows: { kinds: [], data: null, busy: false, timer: null, sig: null, note: "" },
     frame: null, inputAt: null, seq: 0,
     stats: { drawMs: 0, inputToDrawMs: null, slices: 0, labelled: 0, occupancy: 0, missing: 0, labels: [],
-      level: 0, bytes: 0, rawBytes: 0, tilesFetched: 0, requests: 0, fetchMs: [], headers: [], counterBuckets: 0, counterLabels: [] }
+      level: 0, bytes: 0, rawBytes: 0, tilesFetched: 0, requests: 0, fetchMs: [], headers: [], counterBuckets: 0, counterLabels: [], arrows: 0, arrowEnds: [] }
   };
 
   // -------------------------------------------------------------------------------------------
@@ -583,6 +584,79 @@
     return { value: v, lo: k >= 0 ? d.lo[k] : null, hi: k >= 0 ? d.hi[k] : null };
   }
 
+  // -------------------------------------------------------------------------------------------
+  // flow arrows: launch → device task, send → recv, a collective's members; asked for once the view
+  // is zoomed in to named slices, at most the server's bound
+  // -------------------------------------------------------------------------------------------
+
+  var FLOW_KINDS = ["launch", "p2p", "collective"];
+  var FLOW_COLORS = { launch: "#6c5ce7", p2p: "#d35400", collective: "#2c3e50" };
+  var FLOW_MAX_SLICES = 20000;
+  function flowSig() {
+    var F = S.flows;
+    if (!F.kinds.length || !S.meta || !S.stats.slices || S.stats.slices > FLOW_MAX_SLICES) { return null; }
+    return [S.run, S.fp, S.clock, Math.round(S.a), Math.round(S.b), S.ranks.join(","), F.kinds.join(",")].join("|");
+  }
+  function wantFlows() {
+    var F = S.flows, sig = flowSig();
+    var note = !F.kinds.length ? "" : !sig ? "zoom in to named slices for the flow arrows" : F.note;
+    if (note !== F.shown) { F.shown = note; var n = document.getElementById("tl-flows-note"); if (n) { n.textContent = note; } }
+    if (!sig || sig === F.sig || F.busy) { return; }
+    if (F.timer) { clearTimeout(F.timer); }
+    F.timer = setTimeout(fetchFlows, 150);
+  }
+  function fetchFlows() {
+    var F = S.flows;
+    F.timer = null;
+    var sig = flowSig();
+    if (!sig || sig === F.sig) { return; }
+    F.busy = true; F.sig = sig;
+    fetch("/_timeline/flows", {
+      method: "POST", headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ run: S.run, fp: S.fp, ranks: S.ranks, kinds: F.kinds, offsets: offsetsPayload(), a: S.a, b: S.b })
+    }).then(function (r) {
+      return r.json().then(function (j) { if (!r.ok) { throw new Error(j.error || r.statusText); } return j; });
+    }).then(function (j) {
+      if (F.sig !== sig) { return; }
+      F.data = { arrows: j.arrows, more: j.more, clock: S.clock, fp: S.fp };
+      F.note = j.arrows.length.toLocaleString() + " arrows" + (j.more ? " (" + j.more.toLocaleString() + " more: zoom in)" : "");
+    }).catch(function (e) {
+      F.note = "Could not load the flow arrows: " + e.message;
+    }).then(function () { F.busy = false; F.shown = null; invalidate(); });
+  }
+  function flowY(end, top) {
+    // the middle of the first level of the end's lane; its rank's row when the lane is not shown
+    var row = S.rows.find(function (r) { return r.key === end[0]; });
+    if (row) { return top + row.y + (row.kind === "lane" ? ROW_H / 2 : row.h / 2); }
+    var rr = S.rows.find(function (r) { return r.kind === "rank" && r.rank === end[1]; });
+    return rr ? top + rr.y + rr.h / 2 : null;
+  }
+  function drawFlows(g, top, bottom) {
+    var F = S.flows, D = F.data;
+    S.stats.arrows = 0;
+    if (!F.kinds.length || !D || D.fp !== S.fp || D.clock !== S.clock || !flowSig()) { return; }
+    g.save();
+    g.beginPath(); g.rect(LABEL_W, top, S.width - LABEL_W, bottom - top); g.clip();
+    D.arrows.forEach(function (f) {
+      if (F.kinds.indexOf(f.kind) < 0) { return; }
+      var y0 = flowY(f.from, top), y1 = flowY(f.to, top);
+      if (y0 === null || y1 === null) { return; }
+      var x0 = xOf(f.from[2]), x1 = xOf(f.to[2]), c = FLOW_COLORS[f.kind] || "#333";
+      g.strokeStyle = c; g.fillStyle = c; g.lineWidth = 1.4;
+      g.beginPath(); g.moveTo(x0, y0);
+      var mx = (x0 + x1) / 2, bend = Math.abs(y1 - y0) < 4 ? -14 : 0;
+      g.quadraticCurveTo(mx, (y0 + y1) / 2 + bend, x1, y1); g.stroke();
+      var ang = Math.atan2(y1 - ((y0 + y1) / 2 + bend), x1 - mx);
+      g.beginPath(); g.moveTo(x1, y1);
+      g.lineTo(x1 - 7 * Math.cos(ang - 0.4), y1 - 7 * Math.sin(ang - 0.4));
+      g.lineTo(x1 - 7 * Math.cos(ang + 0.4), y1 - 7 * Math.sin(ang + 0.4)); g.closePath(); g.fill();
+      g.beginPath(); g.arc(x0, y0, 2.2, 0, 2 * Math.PI); g.fill();
+      S.stats.arrows++;
+      if (S.stats.arrowEnds.length < 400) { S.stats.arrowEnds.push({ kind: f.kind, x0: x0, y0: y0, x1: x1, y1: y1, label: f.label }); }
+    });
+    g.restore();
+  }
+
   function drawLabel(g, row, y) {
     g.save();
     g.beginPath(); g.rect(0, y, LABEL_W, row.h); g.clip();
@@ -693,12 +767,13 @@
     g.setTransform(S.dpr, 0, 0, S.dpr, 0, 0);
     g.clearRect(0, 0, S.width, S.height);
     S.stats.slices = 0; S.stats.labelled = 0; S.stats.occupancy = 0; S.stats.missing = 0; S.stats.labels = [];
-    S.stats.headers = []; S.stats.counterBuckets = 0; S.stats.counterLabels = [];
+    S.stats.headers = []; S.stats.counterBuckets = 0; S.stats.counterLabels = []; S.stats.arrowEnds = [];
     var z = levelFor((S.b - S.a) / dataW());
     S.stats.level = z;
     var pinTop = AXIS_H, top = AXIS_H + S.pinH;
     drawGrid(g, AXIS_H);
     drawRows(g, S.rows, top, S.height, S.box.scrollTop, z);
+    drawFlows(g, top - S.box.scrollTop, S.height);
     if (S.pinRows.length) {
       g.fillStyle = "#fff"; g.fillRect(0, pinTop, S.width, S.pinH);
       drawRows(g, S.pinRows, pinTop, top, 0, z);
@@ -709,6 +784,7 @@
     g.fillStyle = "#c5ced8"; g.fillRect(LABEL_W - 1, AXIS_H, 1, S.height - AXIS_H);
     fetchWanted();
     wantCounters();
+    wantFlows();
     var ms = performance.now() - t0;
     S.stats.drawMs = ms;
     if (S.inputAt !== null) { S.stats.inputToDrawMs = performance.now() - S.inputAt; S.inputAt = null; }
@@ -1088,6 +1164,7 @@
     else if (S.mode === "window") { q.push(["start_ns", absOf(S.a)], ["end_ns", absOf(S.b)]); }
     if (!sameList(S.groups.slice().sort(), DEFAULT_GROUPS.slice().sort())) { q.push(["groups", GROUPS.filter(function (g) { return S.groups.indexOf(g) >= 0; }).join(",")]); }
     if (S.clock === "raw") { q.push(["clock", "raw"]); }
+    if (S.flows.kinds.length) { q.push(["flows", S.flows.kinds.join(",")]); }
     var fold = Array.from(S.fold).sort(), dflt = S.defaultFold.slice().sort();
     if (!sameList(fold, dflt)) { q.push(["fold", fold.length ? fold.join(",") : "none"]); }
     if (S.pin.length) { q.push(["pin", S.pin.join(",")]); }
@@ -1133,6 +1210,7 @@
       start_ns: q.get("start_ns"), end_ns: q.get("end_ns"), step: q.get("step") !== null ? Number(q.get("step")) : null,
       groups: q.get("groups") ? q.get("groups").split(",").filter(function (g) { return GROUPS.indexOf(g) >= 0; }) : null,
       clock: q.get("clock") === "raw" ? "raw" : "aligned",
+      flows: q.get("flows") ? q.get("flows").split(",").filter(function (k) { return FLOW_KINDS.indexOf(k) >= 0; }) : [],
       fold: fold === null ? null : fold === "none" ? [] : fold.split(","),
       pin: q.get("pin") ? q.get("pin").split(",") : [], hl: hl, sel: sel
     };
@@ -1162,6 +1240,7 @@
       S.groups = cfg.groups && cfg.groups.length ? cfg.groups.slice() : DEFAULT_GROUPS.slice();
       S.clock = cfg.clock === "raw" ? "raw" : "aligned";
       S.lang = cfg.lang || null;
+      S.flows.kinds = (cfg.flows || []).filter(function (k) { return FLOW_KINDS.indexOf(k) >= 0; });
       if (cfg.fold) { S.fold = new Set(cfg.fold); }
       S.pin = (cfg.pin || []).slice();
       S.hl = (cfg.hl || []).slice();
@@ -1191,6 +1270,7 @@
     setProps("tl-ranks", { value: S.ranks.slice() });
     setProps("tl-groups", { value: S.groups.slice() });
     setProps("tl-clock", { value: S.clock === "aligned" ? ["aligned"] : [] });
+    setProps("tl-flows", { value: S.flows.kinds.slice() });
     setProps("tl-step", { value: S.mode === "step" ? S.step : null });
     setProps("tl-run", { value: S.run });
     var note = [];
@@ -1215,7 +1295,7 @@
     },
     setRun: function (run) {
       if (!S.mounted || !run || run === S.run) { return; }
-      apply({ run: run, ranks: null, clock: S.clock }, true);
+      apply({ run: run, ranks: null, clock: S.clock, flows: S.flows.kinds }, true);
     },
     setRanks: function (ranks) {
       if (!S.mounted || !S.meta || !Array.isArray(ranks)) { return; }
@@ -1237,6 +1317,12 @@
       var g = groups.filter(function (x) { return GROUPS.indexOf(x) >= 0; });
       if (sameList(g.slice().sort(), S.groups.slice().sort())) { return; }
       S.groups = g; layout(); invalidate(); commit();
+    },
+    setFlows: function (kinds) {
+      if (!S.mounted || !S.meta || !Array.isArray(kinds)) { return; }
+      var k = FLOW_KINDS.filter(function (x) { return kinds.indexOf(x) >= 0; });
+      if (sameList(k, S.flows.kinds)) { return; }
+      S.flows.kinds = k; S.flows.sig = null; invalidate(); commit();
     },
     setClock: function (aligned) {
       if (!S.mounted || !S.meta) { return; }
@@ -1312,7 +1398,8 @@
         headers: S.ranks.map(function (r) { return "rank " + r + " " + clockText(r); }), search: { q: S.search.q, matches: S.search.matches, hit: S.search.hit },
         stats: JSON.parse(JSON.stringify(S.stats)), cacheTiles: S.cache.size, measure: S.measure,
         counters: S.counters.data ? { a: S.counters.data.a, b: S.counters.data.b, clock: S.counters.data.clock, tracks: S.counters.data.tracks } : null,
-        counterTracks: S.meta ? (S.meta.counters || []) : []
+        counterTracks: S.meta ? (S.meta.counters || []) : [],
+        flows: { kinds: S.flows.kinds.slice(), data: S.flows.data, note: S.flows.note }
       };
     },
     clearCache: function () { S.cache.clear(); invalidate(); }

@@ -31,6 +31,7 @@ P = "tl"
 DEFAULT_RANKS = timeline_api.DEFAULT_RANKS
 GROUPS = ("host", "device", "communication", "overlap", "other", "counters")
 DEFAULT_GROUPS = ("host", "device", "communication", "overlap")
+FLOW_KINDS = {"launch": "launch → device task", "p2p": "send → recv", "collective": "collective members"}
 _HL = re.compile(r"^(\d+):(-?\d+):(-?\d+)$")
 _SEL = re.compile(r"^(\d+):([^:]+):(\d+)$")
 _KEY = re.compile(r"^\d+(\.[a-z0-9]+)?$")
@@ -44,6 +45,7 @@ def layout(
     end_ns: Any = None,
     groups: Any = None,
     clock: Any = None,
+    flows: Any = None,
     fold: Any = None,
     pin: Any = None,
     hl: Any = None,
@@ -56,6 +58,7 @@ def layout(
         "end_ns": end_ns,
         "groups": groups,
         "clock": clock,
+        "flows": flows,
         "fold": fold,
         "pin": pin,
         "hl": hl,
@@ -155,6 +158,22 @@ def controls(
         "leave together); the residual says how well they agree after the correction. Offsets of ranks that "
         "cannot be aligned well are not applied.",
     )
+    arrows = html.Div(
+        [
+            html.Label("Arrows", htmlFor=f"{P}-flows"),
+            dcc.Checklist(
+                id=f"{P}-flows",
+                options=[{"label": v, "value": k} for k, v in FLOW_KINDS.items()],
+                value=cfg["flows"],
+                inline=True,
+                className="checks",
+            ),
+            html.Span(id=f"{P}-flows-note", className="tl-note"),
+        ],
+        className="control",
+        title="Flow arrows over the view once it is zoomed in to named slices: a host call to the device task it "
+        "launched, a send to the recv it was paired with, the members of a collective on their ranks.",
+    )
     search = html.Div(
         [
             dcc.Input(id=f"{P}-search", type="text", placeholder="find a slice by name…", style={"width": "220px"}),
@@ -175,7 +194,7 @@ def controls(
     return html.Div(
         [
             html.Div(
-                [ui.run_control(P, runs, run), ui.ranks_control(P, all_ranks, selected), step, groups, clock],
+                [ui.run_control(P, runs, run), ui.ranks_control(P, all_ranks, selected), step, groups, clock, arrows],
                 className="controls",
             ),
             html.Div(
@@ -222,6 +241,7 @@ def view_config(rd: data.Reader, run: str, selected: list[int], q: dict[str, Any
         "end_ns": None,
         "groups": list(DEFAULT_GROUPS),
         "clock": "aligned",
+        "flows": [],
         "fold": None,
         "pin": [],
         "hl": [],
@@ -247,6 +267,13 @@ def view_config(rd: data.Reader, run: str, selected: list[int], q: dict[str, Any
         cfg["clock"] = clock or "aligned"
     except BadParameter as exc:
         note(exc, "the clocks are aligned")
+    asked_flows = _list("flows", q.get("flows"))
+    bad_flows = [x for x in asked_flows if x not in FLOW_KINDS]
+    if bad_flows:
+        notes.append(
+            ui.message(f"URL parameter flows: unknown arrows {', '.join(bad_flows)} (known: {', '.join(FLOW_KINDS)})")
+        )
+    cfg["flows"] = [x for x in FLOW_KINDS if x in asked_flows]
     fold = single("fold", q.get("fold"))
     if fold is not None:
         cfg["fold"] = [] if fold == "none" else [x for x in _list("fold", fold) if _KEY.match(x)]
@@ -453,7 +480,7 @@ function(cfg) {
 
 # the controls Dash draws drive the renderer (it keeps them in step with the view it shows)
 CONTROLS_JS = """
-function(run, ranks, groups, step, clock) {
+function(run, ranks, groups, step, clock, flows) {
     var tl = window.rankscopeTimeline, t = window.dash_clientside.callback_context.triggered;
     if (!tl || !t || !t.length) { return window.dash_clientside.no_update; }
     var what = t[0].prop_id.split('.')[0];
@@ -462,6 +489,7 @@ function(run, ranks, groups, step, clock) {
     if (what === 'tl-groups') { tl.setGroups(groups || []); }
     if (what === 'tl-step') { tl.jumpToStep(step); }
     if (what === 'tl-clock') { tl.setClock((clock || []).indexOf('aligned') >= 0); }
+    if (what === 'tl-flows') { tl.setFlows(flows || []); }
     return window.dash_clientside.no_update;
 }
 """
@@ -478,6 +506,7 @@ def register_callbacks(app: Dash) -> None:
         Input(f"{P}-groups", "value"),
         Input(f"{P}-step", "value"),
         Input(f"{P}-clock", "value"),
+        Input(f"{P}-flows", "value"),
         prevent_initial_call=True,
     )
 
