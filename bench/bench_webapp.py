@@ -395,6 +395,14 @@ def main() -> None:
             n += sum(t["n"] for t in tiles.decode(gzip.decompress(r.get_data())).tiles)
         return dt, size, n
 
+    def post(path: str, body: dict[str, Any]) -> tuple[float, int, Any]:
+        t = time.perf_counter()
+        r = cl.http.post(path, json=body)
+        dt = time.perf_counter() - t
+        if r.status_code != 200:
+            raise RuntimeError(f"{path}: HTTP {r.status_code}: {r.get_data(as_text=True)[:300]}")
+        return dt, len(r.get_data()), r.get_json()
+
     def view_rows(m: dict[str, Any], folded: bool, limit: int = 40) -> list[str]:
         """The rows on the first screen: a folded rank's lane groups, or an expanded rank's lanes."""
         if folded:
@@ -434,6 +442,24 @@ def main() -> None:
             ).fetchone()
         sel_data = {"run": RUN, "rank": rs[0], "collection_id": pick[0], "event": int(pick[1]), "origin": str(origin)}
         timed("timeline click event details", lambda: cl.call("tl-detail.children", {"tl-selected.data": sel_data}))
+        # counter tracks of 8 ranks over a step (1150 buckets); flow arrows of 8 ranks over 1 ms
+        off8 = {str(c["rank"]): c["offset"] or 0 for c in m8["clock"]}
+        timed(
+            "timeline counter tracks, 8 ranks, a step",
+            lambda: post(
+                "/_timeline/counters",
+                {"run": RUN, "fp": m8["fp"], "tracks": [c["key"] for c in m8["counters"]], "offsets": off8,
+                 "a": st[2], "b": st[3], "n": TIMELINE_PX},
+            ),
+        )  # fmt: skip
+        timed(
+            "timeline flow arrows (launch, send/recv, collectives), 8 ranks, 1 ms",
+            lambda: post(
+                "/_timeline/flows",
+                {"run": RUN, "fp": m8["fp"], "ranks": rs, "kinds": ["launch", "p2p", "collective"],
+                 "offsets": off8, "a": a, "b": a + 1e6},
+            ),
+        )  # fmt: skip
         # operators
         for src, grp, scope in (
             ("kernels", "name", "across"),
