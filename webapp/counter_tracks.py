@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import duckdb
 import numpy as np
+import pandas as pd
 
 from analyzer.errors import QueryError
 
@@ -25,22 +26,28 @@ MAX_TRACKS_PER_RANK = 16
 MAX_BUCKETS = 2000
 DRIVER_SOURCES = ("npu_module_mem", "NPU_MODULE_MEM")  # per driver module, reserved only: the Memory page's
 
-MEMORY_SQL = f"""
-SELECT rank, component || CASE WHEN coalesce(device, '') = '' THEN '' ELSE ' (' || device || ')' END AS label,
-       ts_ns, allocated_bytes::DOUBLE AS value
+MEMORY_ROWS = f"""
+SELECT rank, false AS memory,
+       component || CASE WHEN coalesce(device, '') = '' THEN '' ELSE ' (' || device || ')' END AS label,
+       'bytes' AS unit, ts_ns, allocated_bytes::DOUBLE AS value
 FROM memory_samples
 WHERE run = $run AND list_contains($ranks, rank) AND ts_ns IS NOT NULL AND allocated_bytes IS NOT NULL
   AND coalesce(source, '') NOT IN {DRIVER_SOURCES}
-ORDER BY rank, label, ts_ns
 """
-COUNTERS_SQL = """
+COUNTER_ROWS = """
 SELECT rank, coalesce(process, '') ILIKE '%mem%' AS memory,
        CASE WHEN coalesce(process, '') = '' OR name LIKE process || '%' THEN name ELSE process || ' · ' || name END
          AS label,
        coalesce(series, '') AS unit, ts_ns, value
 FROM counters
 WHERE run = $run AND list_contains($ranks, rank) AND ts_ns IS NOT NULL AND value IS NOT NULL
-ORDER BY rank, memory DESC, label, unit, ts_ns
+"""
+SOURCES = ((MEMORY_ROWS, "memory_samples"), (COUNTER_ROWS, "counters"))
+SAMPLES_SQL = "SELECT rank, label, unit, ts_ns, value FROM ({rows}) ORDER BY rank, label, unit, ts_ns"
+LIST_SQL = """
+SELECT rank, label, unit, bool_or(memory) AS memory, min(value) AS min, max(value) AS max, count(*) AS n,
+       min(ts_ns) AS first, max(ts_ns) AS last
+FROM ({rows}) GROUP BY rank, label, unit
 """
 
 
@@ -71,32 +78,74 @@ def _split(tbl: dict[str, np.ndarray], labels: list[str], units: list[str]) -> d
     return out
 
 
+def catalog(rd: Reader, run: str, ranks: Sequence[int]) -> dict[int, list[dict[str, object]]]:
+    """Per rank, the counter tracks the timeline lays out (key, rank, label, unit, value range,
+    samples, first and last sample; from aggregates, no sample is kept): the allocators' memory
+    first, largest peak first; then the counters of memory processes, then the others, by name;
+    at most ``MAX_TRACKS_PER_RANK``."""
+
+    def load(missing: list[int]) -> dict[int, list[dict[str, object]]]:
+        found: dict[int, list[dict[str, object]]] = {r: [] for r in missing}
+        for rows, table in SOURCES:
+            df = _df(rd.facts(run, missing, (table,)), LIST_SQL.format(rows=rows), {"run": run, "ranks": missing})
+            order = ["rank", "max", "label"] if table == "memory_samples" else ["rank", "memory", "label", "unit"]
+            asc = [True, False, True] if table == "memory_samples" else [True, False, True, True]
+            for row in df.sort_values(order, ascending=asc, kind="stable").to_dict("records"):
+                r = int(row["rank"])
+                found[r].append(
+                    {
+                        "key": f"{r}.c{len(found[r])}",
+                        "rank": r,
+                        "label": str(row["label"]),
+                        "unit": str(row["unit"]),
+                        "min": float(row["min"]),
+                        "max": float(row["max"]),
+                        "n": int(row["n"]),
+                        "first": int(row["first"]),
+                        "last": int(row["last"]),
+                    }
+                )
+        return {r: v[:MAX_TRACKS_PER_RANK] for r, v in found.items()}
+
+    return cache.per_rank(rd, run, "counter_catalog", list(ranks), (), load)
+
+
+def _df(con: duckdb.DuckDBPyConnection, sql: str, params: dict[str, object]) -> pd.DataFrame:
+    try:
+        return con.execute(sql, params).df()
+    except duckdb.Error as exc:
+        raise QueryError(str(exc).strip().splitlines()[0]) from exc
+
+
 def tracks(rd: Reader, run: str, ranks: Sequence[int]) -> dict[int, list[Track]]:
-    """The counter tracks of ``ranks`` (the allocators' memory first, largest peak first; then the
-    counters of memory processes, then the others, by name), at most ``MAX_TRACKS_PER_RANK`` per rank."""
+    """The samples of the tracks ``catalog`` lists for ``ranks`` (read when a view first asks for
+    them, then kept per rank)."""
+    listed = catalog(rd, run, ranks)
 
     def load(missing: list[int]) -> dict[int, list[Track]]:
-        found: dict[int, list[Track]] = {r: [] for r in missing}
-        for sql, table in ((MEMORY_SQL, "memory_samples"), (COUNTERS_SQL, "counters")):
+        samples: dict[tuple[int, str, str], tuple[np.ndarray, np.ndarray]] = {}
+        for rows, table in SOURCES:
             con = rd.facts(run, missing, (table,))
             try:
-                at = con.sql(sql, params={"run": run, "ranks": missing}).to_arrow_table()
+                at = con.sql(SAMPLES_SQL.format(rows=rows), params={"run": run, "ranks": missing}).to_arrow_table()
             except duckdb.Error as exc:
                 raise QueryError(str(exc).strip().splitlines()[0]) from exc
             cols = {c: at.column(c).to_numpy(zero_copy_only=False) for c in ("rank", "ts_ns", "value")}
             labels = at.column("label").to_pylist()
             units = at.column("unit").to_pylist() if "unit" in at.column_names else ["bytes"] * at.num_rows
-            groups = _split(cols, labels, units)
-            for r, parts in groups.items():
-                got = [
-                    (label, unit, cols["ts_ns"][s].astype(np.int64), cols["value"][s].astype(np.float64))
-                    for label, unit, s in parts
-                ]
-                if table == "memory_samples":
-                    got.sort(key=lambda x: -float(x[3].max()) if len(x[3]) else 0.0)
-                n = len(found[r])
-                found[r] += [Track(f"{r}.c{n + k}", r, lab, unit, ts, v) for k, (lab, unit, ts, v) in enumerate(got)]
-        return {r: v[:MAX_TRACKS_PER_RANK] for r, v in found.items()}
+            for r, parts in _split(cols, labels, units).items():
+                for label, unit, sl in parts:
+                    samples[(r, label, unit)] = (
+                        cols["ts_ns"][sl].astype(np.int64),
+                        cols["value"][sl].astype(np.float64),
+                    )
+        out: dict[int, list[Track]] = {}
+        for r in missing:
+            out[r] = []
+            for c in listed.get(r) or []:
+                ts, v = samples.get((r, str(c["label"]), str(c["unit"])), (np.empty(0, np.int64), np.empty(0)))
+                out[r].append(Track(str(c["key"]), r, str(c["label"]), str(c["unit"]), ts, v))
+        return out
 
     return cache.per_rank(rd, run, "counter_tracks", list(ranks), (), load)
 
@@ -120,20 +169,4 @@ def window(track: Track, lo: int, hi: int, n: int) -> dict[str, list[float]]:
         "lo": np.minimum.reduceat(v, cuts).tolist(),
         "hi": np.maximum.reduceat(v, cuts).tolist(),
         "last": v[last_idx].tolist(),
-    }
-
-
-def describe(tr: Track) -> dict[str, object]:
-    """What the browser lays out before it asks for any sample: key, rank, label, unit, value range,
-    samples, first and last sample (absolute ns; meta makes them relative to the origin)."""
-    return {
-        "key": tr.key,
-        "rank": tr.rank,
-        "label": tr.label,
-        "unit": tr.unit,
-        "min": float(tr.values.min()) if len(tr.values) else 0.0,
-        "max": float(tr.values.max()) if len(tr.values) else 0.0,
-        "n": int(len(tr.values)),
-        "first": int(tr.ts[0]) if len(tr.ts) else 0,
-        "last": int(tr.ts[-1]) if len(tr.ts) else 0,
     }

@@ -296,8 +296,8 @@ def meta(store: Store, run: str, ranks: Sequence[int] | str | None) -> dict[str,
         st = data.step_windows(rd, run, selected)
         counters = [
             {**d, "first": d["first"] - origin, "last": d["last"] - origin}
-            for ts in counter_tracks.tracks(rd, run, selected).values()
-            for d in map(counter_tracks.describe, ts)
+            for listed in counter_tracks.catalog(rd, run, selected).values()
+            for d in listed
         ]
         try:
             off = data.clock_offsets(rd, run)

@@ -141,34 +141,54 @@ def _pairing(store: Store, run: str | None = None) -> pd.DataFrame:
     shift = ops["rank"].map(lambda r: offset.get(int(r), 0))
     ops["a_call"], ops["a_end"] = ops["call"] - shift, ops["end_ns"] - shift
     recvs = ops[ops["op_type"] == "recv"].sort_values("a_call", kind="stable")
-    queue = {int(r): g.index.tolist() for r, g in recvs.groupby("rank")}
-    taken: set[int] = set()
+    sends = ops[ops["op_type"] == "send"].sort_values("a_call", kind="stable")
+    # per receiving rank, its recvs in call order as plain lists (the loop below is per send)
+    queue: dict[int, dict[str, list]] = {}
+    for r, g in recvs.groupby("rank"):
+        queue[int(r)] = {
+            "row": g.index.tolist(),
+            "end": g["a_end"].astype("int64").tolist(),
+            "bytes": [None if pd.isna(x) else int(x) for x in g["bytes"]],
+            "step": [None if pd.isna(x) else int(x) for x in g["step"]],
+            "taken": [False] * len(g),
+            "first": [0],  # the first recv not yet paired
+        }
+    neighbours = {
+        a: [b for b, (st_b, g_b, _) in stages.items() if g_b == g_a and abs(st_b - st_a) == 1]
+        for a, (st_a, g_a, _) in stages.items()
+    }
     rows = []
-    for i, s in ops[ops["op_type"] == "send"].sort_values("a_call", kind="stable").iterrows():
-        a = int(s["rank"])
-        stage, group, _ = stages[a]
-        best = None
-        for b, (st_b, g_b, _) in stages.items():
-            if g_b != group or abs(st_b - stage) != 1:
+    for i, a, call, nbytes, step in zip(
+        sends.index, sends["rank"].astype(int), sends["a_call"].astype("int64"), sends["bytes"], sends["step"]
+    ):
+        nbytes = None if pd.isna(nbytes) else int(nbytes)
+        step = None if pd.isna(step) else int(step)
+        best: tuple[int, int, int] | None = None  # (end, rank, position)
+        for b in neighbours.get(a, ()):
+            q = queue.get(b)
+            if q is None:
                 continue
             tol = TOLERANCE_NS + resid.get(a, 0) + resid.get(b, 0)
-            for j in queue.get(b, ()):  # the first recv of b not yet paired that can hold this message
-                if j in taken:
+            for k in range(q["first"][0], len(q["row"])):  # the first recv of b not yet paired that can hold it
+                if q["taken"][k]:
                     continue
-                r = recvs.loc[j]
-                if pd.notna(s["bytes"]) and pd.notna(r["bytes"]) and int(s["bytes"]) != int(r["bytes"]):
+                if nbytes is not None and q["bytes"][k] is not None and q["bytes"][k] != nbytes:
                     continue
-                if pd.notna(s["step"]) and pd.notna(r["step"]) and int(s["step"]) != int(r["step"]):
+                if step is not None and q["step"][k] is not None and q["step"][k] != step:
                     continue
-                if r["a_end"] >= s["a_call"] - tol:
-                    if best is None or r["a_end"] < recvs.at[best, "a_end"]:
-                        best = j
+                if q["end"][k] >= call - tol:
+                    if best is None or q["end"][k] < best[0]:
+                        best = (q["end"][k], b, k)
                     break
         if best is None:
             continue
-        taken.add(best)
-        r = recvs.loc[best]
-        b = int(r["rank"])
+        _, b, k = best
+        q = queue[b]
+        q["taken"][k] = True
+        while q["first"][0] < len(q["taken"]) and q["taken"][q["first"][0]]:
+            q["first"][0] += 1
+        s, r = sends.loc[i], recvs.loc[q["row"][k]]
+        stage, group, _ = stages[a]
         rows.append(
             {
                 "src_rank": a,
@@ -186,7 +206,7 @@ def _pairing(store: Store, run: str | None = None) -> pd.DataFrame:
                 "send_name": str(s["name"]),
                 "recv_name": str(r["name"]),
                 "_send": i,
-                "_recv": best,
+                "_recv": q["row"][k],
             }
         )
     df = pd.DataFrame(rows, columns=[*PAIR_COLUMNS, "_send", "_recv"])
