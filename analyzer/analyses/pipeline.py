@@ -6,8 +6,8 @@ the schedule code. Here the schedule is read off the point-to-point traffic inst
 
 1. *Pairs* (``send_recv_pairs``). A send and its recv both block until the message moved, so on the
    aligned clock (``clock_alignment``) their ranges overlap. Within each pipeline group of the
-   inferred layout (``parallel_layout``: the ``pp`` dimension; without one, any two ranks that
-   exchange p2p ops), every send is paired, in time order, with the not yet paired recv of a
+   inferred layout (``parallel_layout``: the ``pp`` dimension; without one, the two ranks of a job
+   in which only two exchange p2p ops), every send is paired, in time order, with the not yet paired recv of a
    neighbouring stage (stage ± 1) of the same message size and step whose range overlaps it most
    (within ``TOLERANCE_NS`` plus both ranks' clock residuals). gloo's ranges name neither peer nor
    group, HCCL's name the group: both are paired the same way.
@@ -96,7 +96,7 @@ STAGE_COLUMNS = [
 
 def _stages(store: Store, run: str, ranks: list[int]) -> dict[int, tuple[int, int, int]]:
     """rank -> (stage, pp group index, stages in the group) from the inferred layout; without a PP
-    dimension, one group of every rank that has p2p ops, staged by rank (a plain 2-rank pipeline)."""
+    dimension, the two ranks of a job where only two exchange p2p ops (more cannot be staged)."""
     lay = parallel_layout(store, run)
     if "pp" in lay.columns and lay["pp"].notna().any():
         n = lay.groupby("pp_group")["pp"].transform("nunique")
@@ -105,8 +105,8 @@ def _stages(store: Store, run: str, ranks: list[int]) -> dict[int, tuple[int, in
             for r, s, g, k in zip(lay["rank"], lay["pp"], lay["pp_group"], n)
             if pd.notna(s) and pd.notna(g)
         }
-    ranks = sorted(ranks)
-    return {r: (i, 0, len(ranks)) for i, r in enumerate(ranks)} if len(ranks) >= 2 else {}
+    ranks = sorted(ranks)  # without a PP dimension only two ranks exchanging messages make a pipeline
+    return {r: (i, 0, 2) for i, r in enumerate(ranks)} if len(ranks) == 2 else {}
 
 
 def _p2p_ops(store: Store, run: str) -> pd.DataFrame:
@@ -187,29 +187,20 @@ def _pairing(store: Store, run: str | None = None) -> pd.DataFrame:
         q["taken"][k] = True
         while q["first"][0] < len(q["taken"]) and q["taken"][q["first"][0]]:
             q["first"][0] += 1
-        s, r = sends.loc[i], recvs.loc[q["row"][k]]
         stage, group, _ = stages[a]
         rows.append(
-            {
-                "src_rank": a,
-                "dst_rank": b,
-                "src_stage": stage,
-                "dst_stage": stages[b][0],
-                "pp_group": group,
-                "direction": "forward" if stages[b][0] > stage else "backward",
-                "step": s["step"],
-                "bytes": s["bytes"],
-                "send_ts_ns": int(s["ts_ns"]),
-                "send_end_ns": int(s["end_ns"]),
-                "recv_ts_ns": int(r["ts_ns"]),
-                "recv_end_ns": int(r["end_ns"]),
-                "send_name": str(s["name"]),
-                "recv_name": str(r["name"]),
-                "_send": i,
-                "_recv": q["row"][k],
-            }
+            (a, b, stage, stages[b][0], group, "forward" if stages[b][0] > stage else "backward", i, q["row"][k])
         )
-    df = pd.DataFrame(rows, columns=[*PAIR_COLUMNS, "_send", "_recv"])
+    got = pd.DataFrame(
+        rows, columns=["src_rank", "dst_rank", "src_stage", "dst_stage", "pp_group", "direction", "_send", "_recv"]
+    )
+    s_rows, r_rows = ops.loc[got["_send"]], ops.loc[got["_recv"]]
+    got["step"] = s_rows["step"].to_numpy()
+    got["bytes"] = s_rows["bytes"].to_numpy()
+    got["send_ts_ns"], got["send_end_ns"] = s_rows["ts_ns"].to_numpy(), s_rows["end_ns"].to_numpy()
+    got["recv_ts_ns"], got["recv_end_ns"] = r_rows["ts_ns"].to_numpy(), r_rows["end_ns"].to_numpy()
+    got["send_name"], got["recv_name"] = s_rows["name"].astype(str).to_numpy(), r_rows["name"].astype(str).to_numpy()
+    df = got[[*PAIR_COLUMNS, "_send", "_recv"]].copy()
     for c in ("step", "bytes"):
         df[c] = pd.to_numeric(df[c]).astype("Int64")
     return df.sort_values(["send_ts_ns", "src_rank"], kind="stable").reset_index(drop=True)
