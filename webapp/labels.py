@@ -30,6 +30,7 @@ LABELS: dict[str, tuple[str, str]] = {
     "nav.advisor": ("Advisor", "专家建议"),
     "nav.compare": ("Compare", "对比"),
     "nav.cluster": ("Cluster", "集群"),
+    "nav.pipeline": ("Pipeline", "流水线"),
     "nav.profiling": ("Profiling", "性能数据采集"),
     "nav.language": ("Language", "语言"),
     # -- shared controls and messages (ui.py, page.py) -----------------------------------------
@@ -181,6 +182,70 @@ LABELS: dict[str, tuple[str, str]] = {
     "cl.col.stride": ("stride", "步长"),
     "cl.col.how": ("how it was found", "推断方式"),
     "cl.none_found": ("None found.", "未找到。"),
+    # -- Pipeline page ------------------------------------------------------------------------
+    "pp.subtitle": (
+        "Each pipeline stage's forward and backward micro-batches and the bubbles between them, from the "
+        "send/recv pairs (no instrumentation), on the aligned clock.",
+        "各流水线阶段的前向、反向微批次及其间的气泡，由 send/recv 配对推断（无需打点），按对齐后的时钟显示。",
+    ),
+    "pp.step": ("Step", "迭代"),
+    "pp.group": ("Pipeline group", "流水线组"),
+    "pp.step_option": ("step {step}", "第 {step} 步"),
+    "pp.group_option": ("group {group}: ranks {ranks}", "组 {group}：卡 {ranks}"),
+    "pp.bad_step": (
+        "URL parameter step={step}: the pipeline has steps {steps}",
+        "URL 参数 step={step}：流水线的迭代为 {steps}",
+    ),
+    "pp.bad_group": (
+        "URL parameter group={group}: the run has pipeline groups {groups}",
+        "URL 参数 group={group}：该运行的流水线组为 {groups}",
+    ),
+    "pp.showing_step": ("{error}; showing step {step}.", "{error}；显示第 {step} 步。"),
+    "pp.showing_group": ("{error}; showing group {group}.", "{error}；显示组 {group}。"),
+    "pp.k.forward": ("forward", "前向"),
+    "pp.k.backward": ("backward", "反向"),
+    "pp.k.forward_backward": ("forward + backward (no marker between)", "前向 + 反向（其间无标记）"),
+    "pp.k.bubble": ("bubble (blocked in send / recv)", "气泡（阻塞于 send / recv）"),
+    "pp.k.other": ("other work", "其他工作"),
+    "pp.axis": ("ms (aligned clock)", "毫秒（对齐后的时钟）"),
+    "pp.row": ("stage {stage} · rank {rank}", "阶段 {stage} · 卡 {rank}"),
+    "pp.micro_batch": ("micro-batch {k}", "微批次 {k}"),
+    "pp.peer": ("peer rank {rank}", "对端卡 {rank}"),
+    "pp.none": (
+        "No pipeline found in this run: no send was paired with a recv between neighbouring stages of a pipeline "
+        "group (the inferred layout has no PP dimension, or the ranks exchanged no point-to-point messages).",
+        "该运行中未发现流水线：流水线组相邻阶段之间没有可配对的 send 与 recv"
+        "（推断的并行布局没有 PP 维度，或各卡之间没有点对点通信）。",
+    ),
+    "pp.nothing": ("Nothing in this group and step.", "该组在此迭代中没有数据。"),
+    "pp.title": ("Group {group}, step {step}", "组 {group}，第 {step} 步"),
+    "pp.summary": (
+        "{stages} stages, {forward} micro-batches forward and {backward} backward; the stages spend {share} % of "
+        "the pipeline phase in bubbles (mean over stages).",
+        "{stages} 个阶段，前向 {forward} 个微批次、反向 {backward} 个；"
+        "各阶段在流水线阶段中平均有 {share} % 的时间处于气泡。",
+    ),
+    "pp.click": ("Click a bar: that stretch in the timeline. ", "点击色条：在时间线中查看该时段。"),
+    "pp.open_step": ("Open the step in the timeline", "在时间线中打开该迭代"),
+    "pp.per_stage": ("Per stage", "各阶段"),
+    "pp.col.stage": ("stage", "阶段"),
+    "pp.col.rank": ("rank", "卡"),
+    "pp.col.fwd_mb": ("forward µb", "前向微批次"),
+    "pp.col.bwd_mb": ("backward µb", "反向微批次"),
+    "pp.col.forward": ("forward", "前向"),
+    "pp.col.backward": ("backward", "反向"),
+    "pp.col.fwd_bwd": ("forward+backward", "前向+反向"),
+    "pp.col.bubble": ("bubble", "气泡"),
+    "pp.col.share": ("bubble share", "气泡占比"),
+    "pp.over_steps": ("Bubble share over every step: {shares}.", "所有迭代的气泡占比：{shares}。"),
+    "pp.stage_share": ("stage {stage}: {share} %", "阶段 {stage}：{share} %"),
+    "pp.explain": (
+        "A bubble is the time from calling a send or recv to its end: the stage waits for its neighbour. Work "
+        "before a send belongs to that send's micro-batch; work after a recv up to the next one consumed it; on "
+        "the last stage a forward and the backward after it have no marker between them and show as one bar.",
+        "气泡指从调用 send 或 recv 到其结束的时间：该阶段在等待相邻阶段。send 之前的工作属于该 send 的微批次；recv "
+        "之后直到下一个 recv 的工作消费了该 recv；在最后一个阶段，前向与其后的反向之间没有标记，显示为同一色条。",
+    ),
     # -- Profiling page (dynamic profiling) ---------------------------------------------------
     "pf.st.watching": ("watching the file, no window asked", "正在监视文件，未请求采集窗口"),
     "pf.st.armed": ("armed: will record", "已就绪：将采集"),

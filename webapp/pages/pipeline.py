@@ -15,18 +15,19 @@ from dash import Dash, Input, Output, State, dcc, html
 from webapp import data, links, page, ui
 from webapp.errors import WebappError
 from webapp.format import fmt_ns, plot_text
+from webapp.labels import page_title, t
 from webapp.params import parse_int
 from webapp.reader import Reader
 
-dash.register_page(__name__, path="/pipeline", name="Pipeline", title="rankscope · pipeline", order=1.5)
+dash.register_page(__name__, path="/pipeline", name="Pipeline", title=page_title("pipeline"), order=1.5)
 
 P = "pp"
-KINDS = {  # segment kind -> (label, colour, short mark on the bar)
-    "forward": ("forward", "#2f6fb0", "F"),
-    "backward": ("backward", "#27ae60", "B"),
-    "forward+backward": ("forward + backward (no marker between)", "#17becf", "F+B"),
-    "bubble": ("bubble (blocked in send / recv)", "#d9534f", ""),
-    "other": ("other work", "#b8c2cc", ""),
+KINDS = {  # segment kind -> (label key, colour, short mark on the bar)
+    "forward": ("pp.k.forward", "#2f6fb0", "F"),
+    "backward": ("pp.k.backward", "#27ae60", "B"),
+    "forward+backward": ("pp.k.forward_backward", "#17becf", "F+B"),
+    "bubble": ("pp.k.bubble", "#d9534f", ""),
+    "other": ("pp.k.other", "#b8c2cc", ""),
 }
 
 
@@ -42,31 +43,27 @@ def _layout(v: page.View, step_q: Any, group_q: Any) -> html.Div:
     try:
         step = parse_int("step", step_q)
         if step is not None and step not in steps:
-            raise WebappError(f"URL parameter step={step}: the pipeline has steps {_span(steps)}")
+            raise WebappError(t("pp.bad_step", step=step, steps=_span(steps)))
     except WebappError as exc:
-        notes.append(ui.message(f"{exc}; showing step {default_step(st)}."))
+        notes.append(ui.message(t("pp.showing_step", error=exc, step=default_step(st))))
         step = None
     try:
         group = parse_int("group", group_q, minimum=0)
         if group is not None and group not in groups:
-            raise WebappError(f"URL parameter group={group}: the run has pipeline groups {_span(groups)}")
+            raise WebappError(t("pp.bad_group", group=group, groups=_span(groups)))
     except WebappError as exc:
-        notes.append(ui.message(f"{exc}; showing group {groups[0] if groups else 0}."))
+        notes.append(ui.message(t("pp.showing_group", error=exc, group=groups[0] if groups else 0)))
         group = None
     step = default_step(st) if step is None else step
     group = (groups[0] if groups else None) if group is None else group
     return html.Div(
         [
-            ui.header(
-                "Pipeline",
-                "Each pipeline stage's forward and backward micro-batches and the bubbles between them, from the "
-                "send/recv pairs (no instrumentation), on the aligned clock.",
-            ),
+            ui.header(t("nav.pipeline"), t("pp.subtitle")),
             html.Div(
                 [
                     ui.run_control(P, v.runs, v.run),
-                    _dropdown("step", "Step", [{"label": f"step {s}", "value": s} for s in steps], step),
-                    _dropdown("group", "Pipeline group", _group_options(st), group),
+                    _dropdown("step", t("pp.step"), _step_options(steps), step),
+                    _dropdown("group", t("pp.group"), _group_options(st), group),
                 ],
                 className="controls",
             ),
@@ -87,6 +84,10 @@ def _dropdown(name: str, label: str, options: list[dict[str, Any]], value: Any) 
     )
 
 
+def _step_options(steps: list[int]) -> list[dict[str, Any]]:
+    return [{"label": t("pp.step_option", step=s), "value": s} for s in steps]
+
+
 def _span(values: list[int]) -> str:
     return f"{values[0]}–{values[-1]}" if len(values) > 1 else str(values[0]) if values else "none"
 
@@ -101,7 +102,7 @@ def _group_options(st: pd.DataFrame) -> list[dict[str, Any]]:
     out = []
     for g, sub in st.groupby("pp_group", sort=True) if not st.empty else []:
         ranks = " → ".join(str(int(r)) for r in sub.sort_values("stage").drop_duplicates("stage")["rank"])
-        out.append({"label": f"group {int(g)}: ranks {ranks}", "value": int(g)})
+        out.append({"label": t("pp.group_option", group=int(g), ranks=ranks), "value": int(g)})
     return out
 
 
@@ -124,10 +125,11 @@ def figure(seg: pd.DataFrame) -> Any:
     in ms after the group's first segment; a bar's customdata is (rank, start_ns, end_ns) on the
     rank's own clock (the timeline link)."""
     rows = seg.drop_duplicates("rank").sort_values(["stage", "rank"])
-    labels = {int(r): f"stage {int(s)} · rank {int(r)}" for r, s in zip(rows["rank"], rows["stage"])}
+    labels = {int(r): t("pp.row", stage=int(s), rank=int(r)) for r, s in zip(rows["rank"], rows["stage"])}
     t0 = int(seg["aligned_start_ns"].min())
-    fig = ui.figure(height=max(220, 90 + 46 * len(rows)), xaxis_title="ms (aligned clock)", barmode="overlay")
-    for kind, (label, colour, mark) in KINDS.items():
+    fig = ui.figure(height=max(220, 90 + 46 * len(rows)), xaxis_title=t("pp.axis"), barmode="overlay")
+    for kind, (key, colour, mark) in KINDS.items():
+        label = t(key)
         sub = seg[seg["kind"] == kind]
         if sub.empty:
             continue
@@ -139,10 +141,13 @@ def figure(seg: pd.DataFrame) -> Any:
             for k, op in zip(mb, sub["op"])
         ]
         hover = [
-            f"{label}" + ("" if pd.isna(k) else f" · micro-batch {int(k)}") + f"<br>{fmt_ns(d)}"
-            + ("" if pd.isna(op) else f"<br>{plot_text(op)}") + ("" if pd.isna(p) else f" · peer rank {int(p)}")
+            plot_text(label)
+            + ("" if pd.isna(k) else " · " + t("pp.micro_batch", k=int(k)))
+            + f"<br>{fmt_ns(d)}"
+            + ("" if pd.isna(op) else f"<br>{plot_text(op)}")
+            + ("" if pd.isna(p) else " · " + t("pp.peer", rank=int(p)))
             for k, d, op, p in zip(mb, sub["dur_ns"], sub["op"], sub["peer"])
-        ]  # fmt: skip
+        ]
         fig.add_bar(
             name=label,
             orientation="h",
@@ -185,13 +190,7 @@ def render(rd: Reader, run: str, step: int | None, group: int | None) -> list[An
     if st.empty:
         return [
             html.Div(
-                html.P(
-                    "No pipeline found in this run: no send was paired with a recv between neighbouring stages of "
-                    "a pipeline group (the inferred layout has no PP dimension, or the ranks exchanged no "
-                    "point-to-point messages).",
-                    className="note",
-                    id=f"{P}-none",
-                ),
+                html.P(t("pp.none"), className="note", id=f"{P}-none"),
                 className="card",
             )
         ]
@@ -200,28 +199,32 @@ def render(rd: Reader, run: str, step: int | None, group: int | None) -> list[An
     seg = seg[here]
     mine = st[(st["pp_group"] == group) & ((st["step"] == step) if step is not None else st["step"].isna())]
     if seg.empty:
-        return [html.Div(html.P("Nothing in this group and step.", className="note", id=f"{P}-none"), className="card")]
+        return [html.Div(html.P(t("pp.nothing"), className="note", id=f"{P}-none"), className="card")]
     n_stages = int(mine["n_stages"].max())
     share = mine["bubble_pct"].mean()
     ranks = sorted(int(r) for r in seg["rank"].unique())
-    summary = (
-        f"{n_stages} stages, {int(mine['forward_micro_batches'].max())} micro-batches forward and "
-        f"{int(mine['backward_micro_batches'].max())} backward; the stages spend {share:.1f} % of the pipeline "
-        f"phase in bubbles (mean over stages)."
+    summary = t(
+        "pp.summary",
+        stages=n_stages,
+        forward=int(mine["forward_micro_batches"].max()),
+        backward=int(mine["backward_micro_batches"].max()),
+        share=f"{share:.1f}",
     )
     every = st[st["pp_group"] == group].groupby("stage")[["bubble_pct"]].mean()
-    over_steps = ", ".join(f"stage {int(s)}: {p:.1f} %" for s, p in zip(every.index, every["bubble_pct"]))
+    over_steps = ", ".join(
+        t("pp.stage_share", stage=int(s), share=f"{p:.1f}") for s, p in zip(every.index, every["bubble_pct"])
+    )
     return [
         html.Div(
             [
-                html.H2(f"Group {group}, step {step}"),
+                html.H2(t("pp.title", group=group, step=step)),
                 html.P(summary, className="note", id=f"{P}-summary"),
                 ui.graph(f"{P}-chart", figure(seg)),
                 html.P(
                     [
-                        "Click a bar: that stretch in the timeline. ",
+                        t("pp.click"),
                         dcc.Link(
-                            "Open the step in the timeline",
+                            t("pp.open_step"),
                             href=links.timeline_url(run, ranks, step=step),
                             id=f"{P}-timeline-link",
                         ),
@@ -233,30 +236,27 @@ def render(rd: Reader, run: str, step: int | None, group: int | None) -> list[An
         ),
         html.Div(
             [
-                html.H2("Per stage"),
+                html.H2(t("pp.per_stage")),
                 ui.table(
                     [
-                        "stage",
-                        "rank",
-                        "forward µb",
-                        "backward µb",
-                        "forward",
-                        "backward",
-                        "forward+backward",
-                        "bubble",
-                        "bubble share",
+                        t(f"pp.col.{c}")
+                        for c in (
+                            "stage",
+                            "rank",
+                            "fwd_mb",
+                            "bwd_mb",
+                            "forward",
+                            "backward",
+                            "fwd_bwd",
+                            "bubble",
+                            "share",
+                        )
                     ],
                     stage_rows(mine),
                     id_=f"{P}-stages",
                 ),  # fmt: skip
-                html.P(f"Bubble share over every step: {over_steps}.", className="note", id=f"{P}-over-steps"),
-                html.P(
-                    "A bubble is the time from calling a send or recv to its end: the stage waits for its "
-                    "neighbour. Work before a send belongs to that send's micro-batch; work after a recv up to "
-                    "the next one consumed it; on the last stage a forward and the backward after it have no "
-                    "marker between them and show as one bar.",
-                    className="note",
-                ),
+                html.P(t("pp.over_steps", shares=over_steps), className="note", id=f"{P}-over-steps"),
+                html.P(t("pp.explain"), className="note"),
             ],
             className="card",
         ),
@@ -298,7 +298,7 @@ def register_callbacks(app: Dash) -> None:
         with page.view(run, None) as v:
             st = data.pipeline_stages(v.rd, run)
         steps, _ = _choices(st)
-        return [{"label": f"step {s}", "value": s} for s in steps], _group_options(st)
+        return _step_options(steps), _group_options(st)
 
     @app.callback(
         Output("navigate", "href", allow_duplicate=True),
