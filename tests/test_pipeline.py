@@ -168,3 +168,15 @@ def _walk(tree: Any) -> list[dict[str, Any]]:
         out.append(tree["props"])
         out += _walk(tree["props"].get("children"))
     return out
+
+
+def test_the_text_report_summarises_each_stage(store: Store) -> None:
+    res = CliRunner().invoke(main, ["report", "--run", "pp", "--store", str(store.path)], terminal_width=200)
+    assert res.exit_code == 0, res.output
+    assert "Pipeline from send/recv pairing (mean per step; ms)" in res.output
+    st = pipeline_stages(store, "pp")
+    mean = st[st["rank"] == 3]["bubble_pct"].mean()
+    line = next(x for x in res.output.splitlines() if x.replace(" ", "").startswith("│1│1│3│"))
+    assert f"{mean:.1f}" in line and "2.0" in line
+    res = CliRunner().invoke(main, ["report", "--run", "dp", "--store", str(store.path)], terminal_width=200)
+    assert res.exit_code == 0 and "Pipeline from" not in res.output

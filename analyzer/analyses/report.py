@@ -112,6 +112,7 @@ def print_report(report: dict[str, Any], console: Any) -> None:
     _print_slow_rank(report, console)
     _print_slow_links(report, console)
     _print_layout(report, console)
+    _print_pipeline(report, console)
     _print_clocks(report, console)
     _print_advice(report, console)
 
@@ -670,6 +671,32 @@ def _print_layout(report: dict[str, Any], console: Any) -> None:
         console,
         f"Layout grid: coordinates and mean {metric.removesuffix('_ns')}{unit} per rank",
         ["rank"] + dims + [f"mean {metric.removesuffix('_ns')}"],
+        rows,
+    )
+
+
+def _print_pipeline(report: dict[str, Any], console: Any) -> None:
+    st = report.get("pipeline_stages")
+    if st is None or st.empty:
+        return  # not a pipeline-parallel job (or nothing paired): the layout line says so
+    g = st.groupby(["pp_group", "stage", "rank"], sort=True).agg(
+        fwd=("forward_micro_batches", "mean"),
+        bwd=("backward_micro_batches", "mean"),
+        forward=("forward_ns", "mean"),
+        backward=("backward_ns", "mean"),
+        both=("forward_backward_ns", "mean"),
+        bubble=("bubble_ns", "mean"),
+        pct=("bubble_pct", "mean"),
+    )
+    rows = [
+        [str(k[0]), str(k[1]), str(k[2]), f"{r.fwd:.1f}", f"{r.bwd:.1f}", _ms(r.forward), _ms(r.backward), _ms(r.both),
+         _ms(r.bubble), f"{r.pct:.1f}"]
+        for k, r in zip(g.index, g.itertuples(index=False))
+    ]  # fmt: skip
+    _table(
+        console,
+        "Pipeline from send/recv pairing (mean per step; ms)",
+        ["group", "stage", "rank", "fwd µb", "bwd µb", "forward", "backward", "fwd+bwd", "bubble", "bubble %"],
         rows,
     )
 
