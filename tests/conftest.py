@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -55,9 +55,37 @@ def compare_store(compare_runs: dict[str, Path], tmp_path_factory: pytest.TempPa
     return store
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
+def ingested(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Path]:
+    """``ingested(dest, (folder, run), ...)``: a store at ``dest`` holding those folders ingested under
+    those runs, in that order (`analyze ingest` in process). The ingest runs once per session for a
+    given list; every caller gets its own copy (a module may ingest more into it, and the caches of
+    the analyses and the web app are keyed by the store's path as they are for a fresh ingest)."""
+    import shutil
+
+    from click.testing import CliRunner
+
+    from analyzer.cli import main
+
+    made: dict[tuple[tuple[str, str], ...], Path] = {}
+
+    def get(dest: Path, *runs: tuple[Path, str]) -> Path:
+        key = tuple((str(Path(folder).resolve()), run) for folder, run in runs)
+        if key not in made:
+            path = tmp_path_factory.mktemp("ingested") / "store"
+            for folder, run in runs:
+                res = CliRunner().invoke(main, ["ingest", str(folder), "--run", run, "--store", str(path)])
+                assert res.exit_code == 0, res.output
+            made[key] = path
+        shutil.copytree(made[key], dest)
+        return dest
+
+    return get
+
+
+@pytest.fixture(scope="session")
 def browser(browser_type: Any) -> Iterator[Any]:
-    """Debian chromium (webapp_helpers.CHROMIUM), one per test module."""
+    """Debian chromium (webapp_helpers.CHROMIUM), one per session (every test has its own context)."""
     from webapp_helpers import ARGS, CHROMIUM
 
     b = browser_type.launch(executable_path=CHROMIUM, args=ARGS)

@@ -38,13 +38,13 @@ def ingest(folder: Path, store_dir: Path, run: str) -> Store:
 
 
 @pytest.fixture(scope="module")
-def gloo4(tmp_path_factory) -> Store:
-    return ingest(GLOO_4RANK, tmp_path_factory.mktemp("gloo4") / "store", "gloo4")
+def gloo4(tmp_path_factory, ingested) -> Store:
+    return Store(ingested(tmp_path_factory.mktemp("gloo4") / "store", (GLOO_4RANK, "gloo4")))
 
 
 @pytest.fixture(scope="module")
-def npu(tmp_path_factory) -> Store:
-    return ingest(NPU_TEXT, tmp_path_factory.mktemp("npu") / "store", "npu")
+def npu(tmp_path_factory, ingested) -> Store:
+    return Store(ingested(tmp_path_factory.mktemp("npu") / "store", (NPU_TEXT, "npu")))
 
 
 def test_gloo_groups_attributed_from_the_threads(gloo4):

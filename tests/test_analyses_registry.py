@@ -8,6 +8,7 @@ import importlib
 import re
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -32,8 +33,8 @@ def ingest(folder: Path, store_dir: Path, run: str) -> Store:
 
 
 @pytest.fixture(scope="module")
-def gloo(tmp_path_factory: pytest.TempPathFactory) -> Store:
-    return ingest(KINETO, tmp_path_factory.mktemp("registry") / "store", "gloo")
+def gloo(tmp_path_factory: pytest.TempPathFactory, ingested: Any) -> Store:
+    return Store(ingested(tmp_path_factory.mktemp("registry") / "store", (KINETO, "gloo")))
 
 
 def test_every_registered_analysis_is_documented() -> None:

@@ -33,8 +33,8 @@ def ingest(folder: Path, store_dir: Path, run: str) -> Store:
 
 
 @pytest.fixture(scope="module")
-def gloo4(tmp_path_factory) -> Store:
-    return ingest(GLOO_4RANK, tmp_path_factory.mktemp("gloo4") / "store", "gloo4")
+def gloo4(tmp_path_factory, ingested) -> Store:
+    return Store(ingested(tmp_path_factory.mktemp("gloo4") / "store", (GLOO_4RANK, "gloo4")))
 
 
 def test_layout_from_communication_group_json_declared_and_inferred():

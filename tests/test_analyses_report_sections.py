@@ -38,13 +38,13 @@ def report(store: Store, run: str, as_json: bool) -> str:
 
 
 @pytest.fixture(scope="module")
-def stores(tmp_path_factory) -> dict[str, Store]:
+def stores(tmp_path_factory, ingested) -> dict[str, Store]:
     root = tmp_path_factory.mktemp("report")
     one = root / "one_of_four"
     shutil.copytree(GLOO_4RANK / "rank_0", one / "rank_0")
     return {
-        "gloo4": ingest(GLOO_4RANK, root / "gloo4", "gloo4"),
-        "npu": ingest(NPU_TEXT, root / "npu", "npu"),
+        "gloo4": Store(ingested(root / "gloo4", (GLOO_4RANK, "gloo4"))),
+        "npu": Store(ingested(root / "npu", (NPU_TEXT, "npu"))),
         "one": ingest(one, root / "one", "one"),
         "r50": ingest(RESNET_1RANK, root / "r50", "r50"),
     }

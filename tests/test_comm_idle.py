@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from click.testing import CliRunner
 
@@ -38,9 +39,8 @@ def _producer_idle(folder: Path) -> tuple[float, float]:
     return idle, elapsed
 
 
-def test_idle_time_of_communication_groups_is_shown(tmp_path: Path) -> None:
-    store = tmp_path / "store"
-    _ingest(TEXT_L1, store, "npu")
+def test_idle_time_of_communication_groups_is_shown(tmp_path: Path, ingested: Any) -> None:
+    store = ingested(tmp_path / "store", (TEXT_L1, "npu"))
     cg = comm_group_totals(Store(store), "npu")
     assert len(cg) == 1
     g = cg.iloc[0]

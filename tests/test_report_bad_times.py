@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pyarrow as pa
@@ -67,14 +68,10 @@ def null_rows(store: Store, run: str) -> dict[str, pa.Table]:
 
 
 @pytest.fixture(scope="module")
-def stores(tmp_path_factory: pytest.TempPathFactory) -> tuple[Store, Store, dict[str, int]]:
+def stores(tmp_path_factory: pytest.TempPathFactory, ingested: Any) -> tuple[Store, Store, dict[str, int]]:
     """(the sample's store, the same plus a collection of rank 0 holding only broken rows, the counts)."""
     tmp = tmp_path_factory.mktemp("badtimes")
-    res = CliRunner().invoke(main, ["ingest", str(KINETO), "--run", "k", "--store", str(tmp / "clean")])
-    assert res.exit_code == 0, res.output
-    res = CliRunner().invoke(main, ["ingest", str(KINETO), "--run", "k", "--store", str(tmp / "bad")])
-    assert res.exit_code == 0, res.output
-    clean, bad = Store(tmp / "clean"), Store(tmp / "bad")
+    clean, bad = (Store(ingested(tmp / name, (KINETO, "k"))) for name in ("clean", "bad"))
     rows = bad_rows(bad, "k")
     w = FactWriter(bad.path, "k", 0, "broken")
     with pytest.MonkeyPatch.context() as mp:  # the writer of an earlier version: no time check

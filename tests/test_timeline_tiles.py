@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import gzip
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 import pytest
-from webapp_helpers import KINETO, NPU, ingest
+from webapp_helpers import KINETO, NPU
 
 from analyzer.store import Store
 from webapp import create_app, lod, tiles
@@ -19,11 +20,8 @@ from webapp import timeline_api as api
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory: pytest.TempPathFactory) -> Store:
-    path = tmp_path_factory.mktemp("timeline_tiles") / "store"
-    ingest(KINETO, path, "gloo")
-    ingest(NPU, path, "npu")
-    return Store(path)
+def store(tmp_path_factory: pytest.TempPathFactory, ingested: Any) -> Store:
+    return Store(ingested(tmp_path_factory.mktemp("timeline_tiles") / "store", (KINETO, "gloo"), (NPU, "npu")))
 
 
 def lane_slices(store: Store, run: str, rank: int, members: tuple) -> pd.DataFrame:

@@ -32,11 +32,8 @@ from webapp import create_app
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("webapp_app") / "store"
-    ingest(KINETO, path, "gloo")
-    ingest(NPU, path, "npu")
-    return path
+def store(tmp_path_factory: pytest.TempPathFactory, ingested: Any) -> Path:
+    return ingested(tmp_path_factory.mktemp("webapp_app") / "store", (KINETO, "gloo"), (NPU, "npu"))
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 import requests
-from webapp_helpers import ANALYZE, KINETO, ingest, stop_server
+from webapp_helpers import ANALYZE, KINETO, stop_server
 
 from webapp import auth
 
@@ -47,10 +47,8 @@ def serve(store: Path, *args: str, env: dict[str, str] | None = None) -> tuple[s
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("auth") / "store"
-    ingest(KINETO, path, "gloo")
-    return path
+def store(tmp_path_factory: pytest.TempPathFactory, ingested: Any) -> Path:
+    return ingested(tmp_path_factory.mktemp("auth") / "store", (KINETO, "gloo"))
 
 
 @pytest.fixture(scope="module")

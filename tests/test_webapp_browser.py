@@ -50,11 +50,9 @@ pytestmark = pytest.mark.skipif(
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+def server(tmp_path_factory: pytest.TempPathFactory, ingested: Any) -> Iterator[dict[str, Any]]:
     tmp = tmp_path_factory.mktemp("webapp_browser")
-    store = tmp / "store"
-    ingest(KINETO, store, "gloo")
-    ingest(NPU, store, "npu")
+    store = ingested(tmp / "store", (KINETO, "gloo"), (NPU, "npu"))
     # a copy of the sample whose operator names are markup, as a hostile program could write them
     xss = tmp / "xss"
     shutil.copytree(KINETO, xss)

@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -23,11 +24,8 @@ from webapp.reader import Reader, reader
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory: pytest.TempPathFactory) -> Store:
-    path = tmp_path_factory.mktemp("webapp_data") / "store"
-    ingest(KINETO, path, "gloo")
-    ingest(NPU, path, "npu")
-    return Store(path)
+def store(tmp_path_factory: pytest.TempPathFactory, ingested: Any) -> Store:
+    return Store(ingested(tmp_path_factory.mktemp("webapp_data") / "store", (KINETO, "gloo"), (NPU, "npu")))
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
-from webapp_helpers import ANALYZE, ARGS, CHROMIUM, KINETO, NPU, ingest, stop_server
+from webapp_helpers import ANALYZE, CHROMIUM, KINETO, NPU, ingest, stop_server
 
 from webapp import ui
 
@@ -98,13 +98,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
         raise AssertionError("no address printed")
     yield {"login": m.group(1), "url": m.group(1).split("?")[0]}
     stop_server(proc)
-
-
-@pytest.fixture(scope="module")
-def browser(browser_type: Any) -> Iterator[Any]:
-    b = browser_type.launch(executable_path=CHROMIUM, args=ARGS)
-    yield b
-    b.close()
 
 
 @pytest.fixture
