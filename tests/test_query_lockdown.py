@@ -13,6 +13,7 @@ import os
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -27,10 +28,8 @@ KINETO = REPO / "sample_data" / "kineto_gloo_2rank"
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("lockdown") / "store"
-    analyze("ingest", str(KINETO), "--run", "gloo", "--store", str(path))
-    return path
+def store(tmp_path_factory: pytest.TempPathFactory, ingested: Any) -> Path:
+    return ingested(tmp_path_factory.mktemp("lockdown") / "store", (KINETO, "gloo"))
 
 
 def fingerprint(store: Path) -> dict[str, str]:

@@ -6,6 +6,7 @@ import json
 import math
 import re
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pytest
@@ -21,10 +22,9 @@ SAMPLES = REPO / "sample_data"
 
 
 @pytest.fixture(scope="module")
-def kineto_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    store = tmp_path_factory.mktemp("st") / "store"
-    analyze("ingest", str(SAMPLES / "kineto_gloo_2rank"), "--store", str(store))
-    return store
+def kineto_store(tmp_path_factory: pytest.TempPathFactory, ingested: Any) -> Path:
+    kineto = SAMPLES / "kineto_gloo_2rank"
+    return ingested(tmp_path_factory.mktemp("st") / "store", (kineto, "kineto_gloo_2rank"))
 
 
 def test_every_table_and_column_is_documented(kineto_store: Path) -> None:
