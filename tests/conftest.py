@@ -111,3 +111,14 @@ def page(browser: Any) -> Iterator[Any]:
     ctx.close()
     assert not problems, problems
     assert not dialogs, f"a trace name ran as script: {dialogs}"
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_collection_modifyitems(items: list[Any]) -> Iterator[None]:
+    """Run the tests in the order they were collected, file by file. pytest otherwise groups the
+    tests by the parameters of session-scoped fixtures: pytest-playwright's ``browser_name`` moved
+    every browser test ahead of the other tests of its module, and a module-scoped fixture both
+    use was made twice (test_webapp_training's training job ran twice)."""
+    order = {item.nodeid: i for i, item in enumerate(items)}
+    yield
+    items.sort(key=lambda item: order.get(item.nodeid, len(order)))
