@@ -8,6 +8,7 @@ import subprocess
 import threading
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -320,45 +321,50 @@ def test_serve_while_ingesting_and_reload_shows_the_new_run(tmp_path: Path) -> N
     )
 
 
-def test_serve_reports_a_busy_port(tmp_path: Path) -> None:
-    ingest(KINETO / "rank_0", tmp_path / "s", "r")
-    proc, url = start_server(tmp_path / "s")
+@pytest.fixture(scope="module")
+def rank0_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, str]]:
+    """`analyze serve` over a store of rank 0 of the Kineto sample (run "r"): (store, URL). The tests
+    using it only read from it."""
+    store = tmp_path_factory.mktemp("rank0") / "s"
+    ingest(KINETO / "rank_0", store, "r")
+    proc, url = start_server(store)
     try:
-        port = url.rsplit(":", 1)[1].strip("/")
-        res = subprocess.run(
-            [*ANALYZE, "serve", "--store", str(tmp_path / "s"), "--port", port],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-        assert res.returncode != 0
-        assert "in use" in (res.stdout + res.stderr).lower()
-        assert "Traceback" not in res.stdout + res.stderr
+        yield store, url
     finally:
         stop_server(proc)
 
 
-def test_serve_is_a_production_server_serving_requests_at_once(tmp_path: Path) -> None:
+def test_serve_reports_a_busy_port(rank0_server: tuple[Path, str]) -> None:
+    store, url = rank0_server
+    port = url.rsplit(":", 1)[1].strip("/")
+    res = subprocess.run(
+        [*ANALYZE, "serve", "--store", str(store), "--port", port],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert res.returncode != 0
+    assert "in use" in (res.stdout + res.stderr).lower()
+    assert "Traceback" not in res.stdout + res.stderr
+
+
+def test_serve_is_a_production_server_serving_requests_at_once(rank0_server: tuple[Path, str]) -> None:
     """`analyze serve` runs on waitress (not a development server) and serves concurrent users:
     every page and the app's layout, 8 clients at once, all answered."""
     from concurrent.futures import ThreadPoolExecutor
 
-    ingest(KINETO / "rank_0", tmp_path / "s", "r")
-    proc, url = start_server(tmp_path / "s")
-    try:
-        paths = [*iter_pages(), "_dash-layout", "_dash-dependencies"] * 4
+    _, url = rank0_server
+    paths = [*iter_pages(), "_dash-layout", "_dash-dependencies"] * 4
 
-        def get(path: str) -> tuple[int, str]:
-            with urllib.request.urlopen(url + path.lstrip("/"), timeout=120) as res:
-                res.read()
-                return res.status, res.headers.get("Server", "")
+    def get(path: str) -> tuple[int, str]:
+        with urllib.request.urlopen(url + path.lstrip("/"), timeout=120) as res:
+            res.read()
+            return res.status, res.headers.get("Server", "")
 
-        with ThreadPoolExecutor(8) as pool:
-            answers = list(pool.map(get, paths))
-        assert all(code == 200 for code, _ in answers), answers
-        assert {server for _, server in answers} == {"waitress"}
-    finally:
-        stop_server(proc)
+    with ThreadPoolExecutor(8) as pool:
+        answers = list(pool.map(get, paths))
+    assert all(code == 200 for code, _ in answers), answers
+    assert {server for _, server in answers} == {"waitress"}
 
 
 def test_small_display_rules(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
