@@ -17,9 +17,12 @@ and peak RSS of its largest process (ours: the larger of the two processes).
 Inputs (real public samples unless said): the torch_npu Level1 text and db exports of
 ``sample_data/`` (2 ranks, Ascend 910B), the same text export scaled (``--scale`` copies of its step
 along the time axis, as bench_torch_npu.py makes it), MindSpore's NPU text export of
-``tests/data/mindspore_npu_constructed`` (built from real CANN files, see its generator) and the
-msprof exports of ``tests/data`` (msprof-analyze refuses those: it wants ``msprof --analyze`` output;
-the refusal is reported, not timed).
+``tests/data/mindspore_npu_constructed`` (built from real CANN files, see its generator), real
+MindSpore 2.10 CPU output of 2 ranks (``sample_data/mindspore_cpu_2rank``: ``trace_view.json`` and
+``FRAMEWORK/``), a real legacy MindSpore ``profiler/`` folder (``tests/data/mindspore_legacy_alexnet``)
+and the msprof exports of ``tests/data`` (new and legacy per-device timeline layouts). msprof-analyze
+refuses some of these (msprof exports: it wants ``msprof --analyze`` output); a refusal is reported
+with our time alone, no ratio.
 """
 
 from __future__ import annotations
@@ -47,6 +50,9 @@ INPUTS = {
     "torch_npu_db": REPO / "sample_data" / "torch_npu_db_level1",
     "torch_npu_text_scaled": None,  # made from torch_npu_text (--scale)
     "mindspore_npu": REPO / "tests" / "data" / "mindspore_npu_constructed",
+    "mindspore_cpu": REPO / "sample_data" / "mindspore_cpu_2rank",
+    "mindspore_legacy": REPO / "tests" / "data" / "mindspore_legacy_alexnet",
+    "msprof_legacy_timeline": REPO / "tests" / "data" / "msprof_legacy_timeline",
     "msprof_text": REPO / "tests" / "data" / "msprof_cann8",
     "msprof_db": REPO / "tests" / "data" / "msprof_db",
 }
