@@ -178,6 +178,23 @@ CATALOG_TABLES: tuple[Table, ...] = (
             _c("size_bytes", "BIGINT", "File size."),
         ),
     ),
+    Table(
+        "run_results",
+        "Analyses of a whole run stored when it was ingested (``analyzer.ingest.run_results``): those that match "
+        "every collective across the ranks or read every step of every rank, which a page would otherwise compute "
+        "on its first view. One Parquet file per (run, analysis), holding the rows the analysis returns; valid while "
+        "the run's content is the one it was computed from (``run_key``): an ingest that changes the run drops "
+        "them and computes them again.",
+        (
+            _c("run", "VARCHAR", "Run."),
+            _c("analysis", "VARCHAR", "The analysis (its function: module.name)."),
+            _c("run_key", "VARCHAR", "The content of the run it was computed from (analyzer.store.run_key)."),
+            _c("path", "VARCHAR", "Path of its Parquet file relative to the store folder."),
+            _c("rows", "BIGINT", "Row count."),
+            _c("seconds", "DOUBLE", "Time the analysis took at ingest."),
+            _c("computed_at", "TIMESTAMP", "When it was computed (UTC)."),
+        ),
+    ),
 )
 
 # ---------------------------------------------------------------------------------------------

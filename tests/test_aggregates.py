@@ -1,5 +1,6 @@
 """The aggregates built at ingest (``analyzer.ingest.aggregate``) equal what the raw facts give,
-computed both ways here, on real multi-rank traces of four producers; a re-ingest replaces them."""
+computed both ways here, on real multi-rank traces of four producers; a re-ingest replaces them.
+So do the analyses of a whole run stored with it at ingest (``analyzer.analyses.stored``)."""
 
 from __future__ import annotations
 
@@ -13,11 +14,13 @@ import pandas as pd
 import pytest
 from helpers import REPO
 
-from analyzer import schema
-from analyzer.analyses import step_breakdown
+from analyzer import analyses, schema
+from analyzer.analyses import STORED_AT_INGEST, step_breakdown
+from analyzer.analyses.cache import RESULTS
 from analyzer.analyses.step_breakdown import aggregated_ranks, from_aggregates, from_facts
-from analyzer.ingest import ingest
-from analyzer.store import Store
+from analyzer.analyses.stored import read_stored
+from analyzer.ingest import ingest, run_results
+from analyzer.store import Store, run_key
 from webapp import lod
 
 SAMPLES = {
@@ -191,11 +194,36 @@ def test_aggregates_are_declared_and_listed_per_collection(store: Store) -> None
     assert set(agg["collection_id"]) <= set(cols["collection_id"])
 
 
-def test_reingest_of_a_changed_collection_rebuilds_its_aggregates(store: Store, tmp_path: Path) -> None:
+def check_run_results(store: Store, run: str) -> set[str]:
+    """Every analysis stored with the run at ingest equals the same analysis computed from the facts,
+    and ``per_run`` serves it; the paths of their files."""
+    rr = store.load_catalog(["run_results"])["run_results"].to_pandas()
+    rr = rr[rr["run"] == run]
+    assert sorted(rr["analysis"]) == sorted(fn.full_name for fn in STORED_AT_INGEST)
+    assert set(rr["run_key"]) == {run_key(store, run)}
+    for fn in STORED_AT_INGEST:
+        RESULTS.clear()
+        computed = fn.compute(store, run)
+        assert len(computed) or fn is analyses.step_outliers  # a sample without per-step scalars has none
+        row = rr[rr["analysis"] == fn.full_name].iloc[0]
+        assert row["rows"] == len(computed)
+        pd.testing.assert_frame_equal(
+            read_stored(store, store.catalog_snapshot(), run, row["run_key"], row["analysis"]), computed
+        )
+        RESULTS.clear()
+        pd.testing.assert_frame_equal(fn(store, run), computed)
+    return set(rr["path"])
+
+
+def test_reingest_of_a_changed_collection_rebuilds_its_aggregates(
+    store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(run_results, "MIN_RANKS", 1)  # the 4 ranks get the run's stored analyses too
     folder = tmp_path / "job"
     shutil.copytree(SAMPLES["kineto"], folder)
     st = Store(tmp_path / "store")
     ingest(folder, st, run="job")
+    first = check_run_results(st, "job")
     before = step_breakdown(st, "job")
     # rank 1's trace loses its later half: its collection is read again, with new aggregates
     trace = folder / "rank_1" / "rank1.pt.trace.json.gz"
@@ -217,6 +245,18 @@ def test_reingest_of_a_changed_collection_rebuilds_its_aggregates(store: Store, 
     assert (agg.groupby(["collection_id", "table_name"]).size() == 1).all()
     on_disk = {str(p.relative_to(st.path)) for p in st.path.rglob("*.parquet") if "/agg_" in str(p)}
     assert on_disk == set(agg["path"])
+    # the run's stored analyses were computed again from its new content, the old ones removed
+    second = check_run_results(st, "job")
+    assert not first & second
+    ingest(folder, st, run="job")  # unchanged: nothing computed again (the digest answers)
+    assert check_run_results(st, "job") == second
+    on_disk = {str(p.relative_to(st.path)) for p in st.path.rglob("*.parquet") if "/run_results/" in str(p)}
+    st.garbage_collect()
+    assert (
+        on_disk
+        == second
+        == {str(p.relative_to(st.path)) for p in st.path.rglob("*.parquet") if "/run_results/" in str(p)}
+    )
 
 
 def test_operators_page_statistics_from_the_aggregates_equal_those_from_every_call(

@@ -21,11 +21,11 @@ from typing import Any
 import pytest
 from golden import fingerprint
 from helpers import REPO, analyze, replicated_kineto_job
-from test_aggregates import check_aggregates
+from test_aggregates import check_aggregates, check_run_results
 from test_kill_mid_ingest import _snapshot
 
 from analyzer.errors import ClusterError
-from analyzer.ingest import DaskCluster, ingest
+from analyzer.ingest import DaskCluster, ingest, run_results
 from analyzer.store import Store
 
 DASK = Path(sys.executable).parent / "dask"
@@ -155,7 +155,10 @@ def local(tmp_path_factory: pytest.TempPathFactory, big_job: Path) -> dict[str, 
     return fingerprint(Store(store), [*SAMPLES, "big"])
 
 
-def test_cluster_ingest_equals_local_ingest(cluster: Cluster, local: dict[str, Any], tmp_path: Path) -> None:
+def test_cluster_ingest_equals_local_ingest(
+    cluster: Cluster, local: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(run_results, "MIN_RANKS", 4)  # the 4-rank run's analyses are stored too, computed on a worker
     store = Store(tmp_path / "store")
     executor = DaskCluster(scheduler_file=str(cluster.scheduler_file))
     events: list[tuple[str, str]] = []
@@ -169,6 +172,8 @@ def test_cluster_ingest_equals_local_ingest(cluster: Cluster, local: dict[str, A
     assert fingerprint(store, list(SAMPLES)) == {r: local[r] for r in SAMPLES}
     for run in SAMPLES:  # the aggregates the workers built (in the fingerprint) equal what the facts give
         check_aggregates(store, run)
+    assert reports["kineto_slow"].stored_analyses and not reports["kineto"].stored_analyses
+    check_run_results(store, "kineto_slow")
     read = [r for rep in reports.values() for r in rep.read]
     assert len(read) == sum(len(rep.read) for rep in reports.values()) >= 10
     # every collection was read in a worker process of the cluster, none in this one

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from ..store import Store
+from . import cache
 from .advisor import advise
 from .arrivals import arrivals, critical_steps
 from .blame import blame_chains, blame_of
@@ -200,6 +201,20 @@ ANALYSES: dict[str, Analysis] = {
         ),
     )
 }
+
+# computed at ingest and stored with the run (``stored``, the catalog's run_results): what a page's
+# first view would otherwise compute from every collective or every step of every rank — the
+# Overview's straggler card and slow-rank vote, the Communication page's last arrivals, the
+# Training page's step-time outliers. Stored results are served while the run is unchanged.
+STORED_AT_INGEST: tuple[Callable[[Store, str], pd.DataFrame], ...] = (
+    arrivals,
+    collective_matching,
+    slow_ranks,
+    stragglers,
+    blame_chains,
+    step_outliers,
+)
+cache.STORED.update(fn.full_name for fn in STORED_AT_INGEST)  # type: ignore[attr-defined]
 
 
 @dataclass(frozen=True)

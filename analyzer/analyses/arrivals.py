@@ -253,6 +253,7 @@ def arrival_analysis(store: Store, run: str | None = None) -> Arrivals:
     return Arrivals(arr, gains, critical, floors, unit, total, note)
 
 
+@per_run
 def arrivals(store: Store, run: str | None = None) -> pd.DataFrame:
     """One row per member of every matched collective: its entry on the reference clock (less the
     time outside profiled steps), lateness, whether it arrived last and by what margin."""

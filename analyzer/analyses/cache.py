@@ -8,6 +8,10 @@ the run's content (``analyzer.store.run_key``: a re-ingest writes new Parquet fi
 and its arguments. Callers get their own copy of a DataFrame; other results (the activity
 intervals, the clock alignment) are shared: treat them as read-only. :func:`per_pair` does the same
 for a comparison of two runs ``fn(store, base, new, ...)``, kept under the content of both.
+
+The analyses of ``STORED`` are computed once more at ingest and stored with the run (``stored``,
+the catalog's ``run_results``): ``per_run`` serves those when the run is still the content they
+were computed from, so a server's first view does not match every collective again.
 """
 
 from __future__ import annotations
@@ -20,6 +24,9 @@ from typing import Any, TypeVar
 from ..store import ResultCache, Store, copied, freeze, resolve_run, run_key
 
 RESULTS = ResultCache(size=64)
+# the analyses an ingest computes and stores with the run (``stored``; their full names, filled by
+# ``analyzer.analyses.STORED_AT_INGEST``): ``per_run`` reads them from the store before computing
+STORED: set[str] = set()
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -36,9 +43,22 @@ def per_run(fn: F) -> F:
         bound = sig.bind(store, run, *args, **kw)
         bound.apply_defaults()
         rest = tuple(freeze(v) for v in list(bound.arguments.values())[2:])
-        key = (str(store.path), run, run_key(catalog, run), name, rest)
-        return copied(RESULTS.get(key, lambda: fn(*bound.args, **bound.kwargs)))
+        content = run_key(catalog, run)
+        key = (str(store.path), run, content, name, rest)
 
+        def compute() -> Any:
+            if name in STORED and not rest:  # computed at ingest, if the run is still what it was computed from
+                from .stored import read_stored
+
+                found = read_stored(store, catalog, run, content, name)
+                if found is not None:
+                    return found
+            return fn(*bound.args, **bound.kwargs)
+
+        return copied(RESULTS.get(key, compute))
+
+    wrapper.compute = fn  # type: ignore[attr-defined]  # the computation itself, without cache or stored result
+    wrapper.full_name = name  # type: ignore[attr-defined]
     return wrapper  # type: ignore[return-value]
 
 

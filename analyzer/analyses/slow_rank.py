@@ -280,6 +280,7 @@ def slow_rank_analysis(store: Store, run: str | None = None) -> tuple[pd.DataFra
     return _vote(ops)
 
 
+@per_run
 def slow_ranks(store: Store, run: str | None = None) -> pd.DataFrame:
     """Votes per rank (msprof-analyze ``SlowRank``: rankId, slowAffectCount): rank, votes,
     instances (collectives the rank took part in and that were judged), vote_ratio, testable (those

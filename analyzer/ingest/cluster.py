@@ -68,6 +68,14 @@ class DaskCluster:
             probe[0].unlink(missing_ok=True)
             client.close()
 
+    def call(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """``fn(*args)`` on one of the cluster's workers."""
+        client = self._connect()
+        try:
+            return client.submit(fn, *args, pure=False).result()
+        finally:
+            client.close()
+
     def _connect(self) -> Any:
         try:
             from distributed import Client

@@ -41,6 +41,9 @@ class Executor(Protocol):
         """Read every plan (``read_collection``), calling ``notify('start', plan)`` and
         ``notify('done', result)``; ``meanwhile`` runs in the driver once the work is handed out."""
 
+    def call(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """``fn(*args)`` run where the collections are read (its result must pickle)."""
+
 
 class LocalPool:
     """Forked worker processes on this machine (largest collections first), or this process alone."""
@@ -98,6 +101,15 @@ class LocalPool:
                 notify("done", res)
                 out.append(res)
         return out
+
+    def call(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """``fn(*args)`` in one forked worker process with every core (the driver stays free of what
+        ``fn`` imports)."""
+        ctx = _pool_context()
+        parent = os.getpid() if ctx.get_start_method() == "fork" else None
+        init = (os.cpu_count() or 1, parent)
+        with ProcessPoolExecutor(max_workers=1, mp_context=ctx, initializer=_init_worker, initargs=init) as pool:
+            return pool.submit(fn, *args).result()
 
 
 def _size(plan: CollectionPlan) -> int:

@@ -32,6 +32,8 @@ class IngestReport:
     unreadable: list[dict[str, Any]] = field(default_factory=list)  # files found but not readable at all
     earlier: list[dict[str, Any]] = field(default_factory=list)  # problems of unchanged files, found before
     seconds: float = 0.0
+    stored_analyses: int = 0  # analyses of the whole run stored with it (ingest.run_results)
+    stored_seconds: float = 0.0  # the time they took, in the ingest's seconds
 
     @property
     def problems(self) -> list[dict[str, Any]]:

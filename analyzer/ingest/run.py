@@ -17,8 +17,9 @@ from ..store import Store, digest, utcnow
 from .changes import Plan, Previous, path_text, plan_reads, source_file_row
 from .discover import Discovery, discover, run_root
 from .jobs import separate_jobs
-from .pool import Executor, read_all
+from .pool import Executor, LocalPool, read_all
 from .report import CollectionResult, IngestReport
+from .run_results import store_run_results
 
 
 def ingest(
@@ -76,6 +77,12 @@ def ingest(
         committed, replaced = _commit(store, report, prev, run_name, disc.root, batch, ingests)
         if replaced:
             store.garbage_collect()  # the files of the collections this commit replaced or removed
+        if committed:
+            report.stored_analyses, report.stored_seconds = store_run_results(
+                store, run_name, executor or LocalPool(workers)
+            )
+            if report.stored_analyses:
+                store.write_digest(ingests)  # the catalog changed again since the commit wrote it
         if not committed and store.exists():
             store.write_digest(ingests)
     report.seconds = time.perf_counter() - t0

@@ -406,6 +406,8 @@ class Store:
                     con.execute(
                         "DELETE FROM source_files WHERE run = ? AND list_contains(?, collection_id)", [run, ids]
                     )
+                # the run's stored analyses were computed from what this commit changes (``run_results``)
+                con.execute("DELETE FROM run_results WHERE run = ?", [run])
                 if source_files:
                     paths = [r["path"] for r in source_files]
                     con.execute("DELETE FROM source_files WHERE run = ? AND list_contains(?, path)", [run, paths])
@@ -434,8 +436,8 @@ class Store:
                     return False
                 con.execute("BEGIN")
                 tables = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
-                for t in ("runs", "collections", "source_files", "fact_files", "run_tags"):
-                    if t in tables:  # run_tags: absent from stores made before it existed
+                for t in ("runs", "collections", "source_files", "fact_files", "run_tags", "run_results"):
+                    if t in tables:  # run_tags, run_results: absent from stores made before they existed
                         con.execute(f'DELETE FROM "{t}" WHERE run = ?', [run])
                 ff = con.sql("SELECT table_name, path FROM fact_files").to_arrow_table()
                 self._create_fact_views(con, self._paths_by_table(ff))
@@ -443,6 +445,30 @@ class Store:
             self.garbage_collect()
             self.write_digest(dict((before or {}).get("ingests", {})))
         return True
+
+    def commit_run_results(self, run: str, key: str, rows: Sequence[dict[str, Any]]) -> bool:
+        """List the stored analyses of ``run`` (``run_results`` rows, their files written) in place of
+        those it had, if the run's content is still ``key``; else (the run changed or left) nothing is
+        listed and the files are removed. Call under ``ingest_lock``. Returns whether they were listed."""
+        from .runs import run_key
+
+        with self.write_connection() as con:
+            con.execute("BEGIN")
+            try:
+                ff = con.sql("SELECT * FROM fact_files WHERE run = $run", params={"run": run}).to_arrow_table()
+                co = con.sql("SELECT * FROM collections WHERE run = $run", params={"run": run}).to_arrow_table()
+                current = ff.num_rows and run_key({"fact_files": ff, "collections": co}, run) == key
+                if current:
+                    con.execute("DELETE FROM run_results WHERE run = ?", [run])
+                    self._insert(con, "run_results", [{**r, "run": run, "run_key": key} for r in rows])
+                con.execute("COMMIT")
+            except BaseException:
+                con.execute("ROLLBACK")
+                raise
+        if not current:
+            for r in rows:
+                (self.path / r["path"]).unlink(missing_ok=True)
+        return bool(current)
 
     def write_digest(self, ingests: dict[str, dict[str, Any]]) -> None:
         """Write the catalog's digest (``digest``) as the catalog is now, with what the last ingest of
@@ -486,7 +512,8 @@ class Store:
         collection). Call only under ``ingest_lock``. Returns the number of files removed."""
         if not self.exists() or not self.facts_dir.exists():
             return 0
-        live = set(self.load_catalog(["fact_files"])["fact_files"].column("path").to_pylist())
+        cat = self.load_catalog(["fact_files", "run_results"])
+        live = set(cat["fact_files"].column("path").to_pylist()) | set(cat["run_results"].column("path").to_pylist())
         removed = 0
         now = time.time()
         for f in self.facts_dir.rglob("*.parquet*"):
