@@ -74,8 +74,8 @@ def _source_traces(source: Path) -> dict[int, bytes]:
     return out
 
 
-def build_job(source: Path, ranks: int, slow: int) -> Path:
-    dest = OUT / f"cluster_job_{source.name}_{ranks}"
+def build_job(source: Path, ranks: int, slow: int, out: Path = OUT) -> Path:
+    dest = out / f"cluster_job_{source.name}_{ranks}"
     stamp = dest / ".complete"
     if stamp.exists():
         return dest
@@ -95,6 +95,24 @@ def build_job(source: Path, ranks: int, slow: int) -> Path:
         (d / f"rank{r}.pt.trace.json").write_bytes(data)
     stamp.write_text(json.dumps({"source": str(source), "ranks": ranks, "slow": slow}))
     return dest
+
+
+def stored_fingerprint(store: Store, run: str) -> dict[str, str]:
+    """The analyses stored with the run at ingest (``run_results``): a hash of each one's rows."""
+    import hashlib
+
+    import pyarrow.parquet as pq
+
+    from analyzer.analyses.stored import from_arrow
+
+    rr = store.load_catalog(["run_results"])["run_results"].to_pylist()
+    return {
+        r["analysis"]: hashlib.sha256(
+            from_arrow(pq.read_table(store.path / r["path"])).to_json(orient="split", default_handler=str).encode()
+        ).hexdigest()[:16]
+        for r in rr
+        if r["run"] == run
+    }
 
 
 # -- measuring ----------------------------------------------------------------------------------
@@ -221,10 +239,14 @@ def main() -> None:
     ap.add_argument("--slow-rank", type=int, default=1, help="the rank that copies the source's slow rank (-1: none)")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--out", type=Path, default=OUT, help="where the job and the figures go (default bench/out)")
+    ap.add_argument("--keep-store", type=Path, help="keep the first local ingest's store here (for the web benches)")
     args = ap.parse_args()
-    job = build_job(args.source.resolve(), args.ranks, args.slow_rank)
+    out = args.out.resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    job = build_job(args.source.resolve(), args.ranks, args.slow_rank, out)
     size = sum(f.stat().st_size for f in job.rglob("*.json"))
-    print(f"job: {job.relative_to(REPO)} — {args.ranks} ranks, {size / 2**20:.0f} MiB of trace")
+    print(f"job: {job} — {args.ranks} ranks, {size / 2**20:.0f} MiB of trace")
     results: dict[str, list[dict[str, Any]]] = {"local": [], "dask": []}
     with tempfile.TemporaryDirectory() as tmp_s:
         tmp = Path(tmp_s)
@@ -244,6 +266,10 @@ def main() -> None:
                             cluster.pids(),
                         )
                     r["fingerprint"] = fingerprint(Store(store), ["job"])["job"]
+                    r["fingerprint"]["run_results"] = stored_fingerprint(Store(store), "job")
+                    if kind == "local" and i == 0 and args.keep_store:
+                        shutil.rmtree(args.keep_store, ignore_errors=True)
+                        shutil.copytree(store, args.keep_store)
                     results[kind].append(r)
                     roles = "  ".join(f"{k} {v:.0f}" for k, v in r["peak_mb"].items())
                     print(
@@ -260,8 +286,7 @@ def main() -> None:
         f"(dask / local {med['dask'] / med['local']:.2f})"
     )
     print(f"stores identical: {identical}; dask read in {len(worker_pids)} worker processes")
-    OUT.mkdir(exist_ok=True)
-    dest = OUT / f"cluster-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    dest = out / f"cluster-{time.strftime('%Y%m%d-%H%M%S')}.json"
     dest.write_text(
         json.dumps(
             {
@@ -277,7 +302,7 @@ def main() -> None:
             indent=1,
         )
     )
-    print(f"wrote {dest.relative_to(REPO)}")
+    print(f"wrote {dest}")
     if not identical:
         sys.exit(1)
 

@@ -61,7 +61,8 @@ from webapp_helpers import callback_body  # noqa: E402
 from webapp import tiles  # noqa: E402
 from webapp.params import format_ranks  # noqa: E402
 
-PAGES = ("/", "/timeline", "/operators", "/memory", "/communication")
+PAGES = ("/", "/timeline", "/operators", "/memory", "/communication", "/training", "/advisor", "/cluster")
+CLUSTER_METRICS = ("step_ns", "communication_ns", "wait_ns", "peak_memory", "slow_rank_votes", "straggler_lateness_ns")
 ERROR_MARKERS = (b"msg-error", b"Internal error")
 
 
@@ -227,6 +228,37 @@ class User:
             "cm-content.children",
             {"cm-run.value": run, "cm-ranks.value": [], "cm-metric.value": metric},
         )
+
+    def some_ranks(self) -> list[int]:
+        """All ranks, or 8 in a row."""
+        n = self.info["n_ranks"]
+        if self.rng.random() < 0.5:
+            return []
+        first = self.rng.randrange(0, max(1, n - 7))
+        return list(range(first, min(n, first + 8)))
+
+    def page_training(self, run: str) -> None:
+        self.callback(
+            "training",
+            "tr-content.children",
+            {"tr-run.value": run, "tr-ranks.value": self.some_ranks(), "tr-scalar.value": None},
+        )
+
+    def page_advisor(self, run: str) -> None:
+        self.callback(
+            "advisor",
+            "adv-content.children",
+            {
+                "adv-run.value": run,
+                "adv-ranks.value": self.some_ranks(),
+                "adv-severity.value": None,
+                "adv-rule.value": None,
+            },
+        )
+
+    def page_cluster(self, run: str) -> None:
+        metric = self.rng.choice(CLUSTER_METRICS)
+        self.callback("cluster", "cl-content.children", {"cl-run.value": run, "cl-metric.value": metric})
 
     def loop(self, until: float, think: tuple[float, float]) -> None:
         self.open()

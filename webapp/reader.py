@@ -66,11 +66,11 @@ class Reader:
         if self._conns:
             return next(iter(self._conns.values()))
         if self._catalog is None:
-            # catalog only: fact views are bound when a query needs them (a cached result does not)
-            con = self._stack.enter_context(contextlib.closing(duckdb.connect(":memory:")))
-            for name, tbl in self.catalog_tables().items():
-                con.register(name, tbl)
-            self._catalog = con
+            # catalog only: fact views are bound when a query needs them (a cached result does not);
+            # a cursor of the process's in-memory copy of this catalog (made once per catalog state,
+            # ``Store.read_connection``), not a new database per request
+            self._require()
+            self._catalog = self._stack.enter_context(self.store.read_connection(tables=()))
         return self._catalog
 
     def run_key(self, run: str) -> str:

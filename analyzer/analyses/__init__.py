@@ -204,14 +204,18 @@ ANALYSES: dict[str, Analysis] = {
 
 # computed at ingest and stored with the run (``stored``, the catalog's run_results): what a page's
 # first view would otherwise compute from every collective or every step of every rank — the
-# Overview's straggler card and slow-rank vote, the Communication page's last arrivals, the
-# Training page's step-time outliers. Stored results are served while the run is unchanged.
+# Overview's straggler card, slow-rank vote and rank picks (the layout), the Communication page's
+# per-op rows (its per-rank, bandwidth and pair roll-ups filter them), groups and last arrivals,
+# the Training page's step-time outliers. Stored results are served while the run is unchanged.
 STORED_AT_INGEST: tuple[Callable[[Store, str], pd.DataFrame], ...] = (
     arrivals,
     collective_matching,
     slow_ranks,
     stragglers,
     blame_chains,
+    communication_summary,
+    comm_group_totals,
+    parallel_layout,
     step_outliers,
 )
 cache.STORED.update(fn.full_name for fn in STORED_AT_INGEST)  # type: ignore[attr-defined]
