@@ -14,7 +14,15 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from analyzer.analyses import ANALYSES, COMPARISONS, activity, comm_per_rank, communication_summary, step_breakdown
+from analyzer.analyses import (
+    ANALYSES,
+    COMPARISONS,
+    STORED_AT_INGEST,
+    activity,
+    comm_per_rank,
+    communication_summary,
+    step_breakdown,
+)
 from analyzer.analyses.cache import RESULTS
 from analyzer.analyses.report import SECTIONS, build_report
 from analyzer.analyses.views import SCHEMA, referenced
@@ -54,6 +62,10 @@ def test_the_report_the_tables_and_the_warm_up_iterate_the_registry() -> None:
     from webapp.warmup import _jobs
 
     assert [name for name, _ in _jobs("r", [0])][1:] == list(ANALYSES)
+    # a run whose analyses the ingest stored: the warm-up reads those, and computes nothing else
+    stored = {fn.full_name for fn in STORED_AT_INGEST}
+    warmed = [n for n, _ in _jobs("r", [0], stored=True)][1:]
+    assert warmed and {ANALYSES[n].compute.full_name for n in warmed} <= stored
     schema_out = CliRunner().invoke(main, ["schema"]).output
     for name, a in (*ANALYSES.items(), *COMPARISONS.items()):
         assert f"{SCHEMA}.{name}" in schema_out and a.doc in schema_out

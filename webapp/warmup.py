@@ -1,6 +1,7 @@
 """Warm-up: when a page of a run is opened, compute in the background what the pages of that run
-ask for (the timeline's lane indexes, then every analysis of ``analyzer.analyses.ANALYSES``), so the
-next clicks find them cached (``webapp.cache``, the analyses' own cache). ``RANKSCOPE_WEB_WARMUP=0``
+ask for (the timeline's lane indexes, then every analysis of ``analyzer.analyses.ANALYSES``; for a
+run whose analyses the ingest stored, only those), so the next clicks find them cached
+(``webapp.cache``, the analyses' own cache). ``RANKSCOPE_WEB_WARMUP=0``
 turns it off."""
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from analyzer.analyses import ANALYSES
+from analyzer.analyses import ANALYSES, STORED_AT_INGEST
 from analyzer.store import Store
 
 from . import data
@@ -36,18 +37,38 @@ def warm_up(rd: Reader, run: str, timeline_ranks: Sequence[int]) -> bool:
             return False
         _started.add(key)
     ranks = list(timeline_ranks)
-    threading.Thread(target=_warm, args=(rd.store, run, ranks), daemon=True, name=f"rankscope-warm-{run}").start()
+    stored = _stored(rd, run)
+    threading.Thread(
+        target=_warm, args=(rd.store, run, ranks, stored), daemon=True, name=f"rankscope-warm-{run}"
+    ).start()
     return True
 
 
-def _jobs(run: str, ranks: list[int]) -> list[tuple[str, Callable[[Reader], Any]]]:
-    """The timeline's lane indexes first (the heaviest first view), then every analysis."""
+def _stored(rd: Reader, run: str) -> bool:
+    """Whether the ingest stored the run's analyses (``analyzer.analyses.stored``: runs of many ranks)."""
+    rr = rd.catalog_tables().get("run_results")
+    key = rd.run_key(run)
+    return rr is not None and any(
+        r == run and k == key for r, k in zip(rr["run"].to_pylist(), rr["run_key"].to_pylist())
+    )
+
+
+def _jobs(run: str, ranks: list[int], stored: bool = False) -> list[tuple[str, Callable[[Reader], Any]]]:
+    """The timeline's lane indexes first (the heaviest first view), then every analysis — for a run
+    whose analyses the ingest stored, only those (read, not computed): the pages' first views ask
+    for them; the others match every collective of every rank again and would hold the server's
+    interpreter for minutes at hundreds of ranks while it serves, in every server process (one of
+    them is computed when a page or a query asks for it)."""
     lanes = ("timeline lanes", lambda r: data.lane_indexes(r, run, ranks, data.lanes(r, run, ranks)))
-    return [lanes] + [(name, lambda r, a=a: a.compute(r.store, run)) for name, a in ANALYSES.items()]
+    wanted = {fn.full_name for fn in STORED_AT_INGEST}  # type: ignore[attr-defined]
+    chosen = [
+        (name, a) for name, a in ANALYSES.items() if not stored or getattr(a.compute, "full_name", None) in wanted
+    ]
+    return [lanes] + [(name, lambda r, a=a: a.compute(r.store, run)) for name, a in chosen]
 
 
-def _warm(store: Store, run: str, ranks: list[int]) -> None:
-    for name, job in _jobs(run, ranks):
+def _warm(store: Store, run: str, ranks: list[int], stored: bool = False) -> None:
+    for name, job in _jobs(run, ranks, stored):
         try:
             with Reader(store, run, ranks) as r:
                 job(r)

@@ -204,9 +204,10 @@ ANALYSES: dict[str, Analysis] = {
 
 # computed at ingest and stored with the run (``stored``, the catalog's run_results): what a page's
 # first view would otherwise compute from every collective or every step of every rank — the
-# Overview's straggler card, slow-rank vote and rank picks (the layout), the Communication page's
-# per-op rows (its per-rank, bandwidth and pair roll-ups filter them), groups and last arrivals,
-# the Training page's step-time outliers. Stored results are served while the run is unchanged.
+# Overview's straggler card, slow-rank vote, rank picks (the layout) and advice, the Communication
+# page's per-op rows (its per-rank, bandwidth and pair roll-ups filter them), groups and last
+# arrivals, the timeline's clock offsets, the Training page's step-time outliers, the Advisor's
+# findings (advise last: it reads the others). Served while the run is unchanged.
 STORED_AT_INGEST: tuple[Callable[[Store, str], pd.DataFrame], ...] = (
     arrivals,
     collective_matching,
@@ -216,7 +217,9 @@ STORED_AT_INGEST: tuple[Callable[[Store, str], pd.DataFrame], ...] = (
     communication_summary,
     comm_group_totals,
     parallel_layout,
+    clock_offsets,
     step_outliers,
+    advise,
 )
 cache.STORED.update(fn.full_name for fn in STORED_AT_INGEST)  # type: ignore[attr-defined]
 

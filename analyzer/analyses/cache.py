@@ -35,6 +35,7 @@ def per_run(fn: F) -> F:
     """``fn(store, run, ...)`` with ``run`` resolved and its result cached (see the module doc)."""
     sig = inspect.signature(fn)
     name = f"{fn.__module__}.{fn.__qualname__}"
+    defaults = tuple(freeze(p.default) for p in list(sig.parameters.values())[2:])
 
     @functools.wraps(fn)
     def wrapper(store: Store, run: str | None = None, *args: Any, **kw: Any) -> Any:
@@ -47,7 +48,8 @@ def per_run(fn: F) -> F:
         key = (str(store.path), run, content, name, rest)
 
         def compute() -> Any:
-            if name in STORED and not rest:  # computed at ingest, if the run is still what it was computed from
+            # computed at ingest (with its default arguments), if the run is still what it was computed from
+            if name in STORED and rest == defaults:
                 from .stored import read_stored
 
                 found = read_stored(store, catalog, run, content, name)

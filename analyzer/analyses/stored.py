@@ -9,7 +9,7 @@ content of the run it was computed from (``run_key``). ``cache.per_run`` then se
 rows while the run is that content; an ingest that changes the run removes them and stores new ones.
 
 The rows are the analysis' own DataFrame: its columns and dtypes come back as they were (Arrow's
-pandas metadata; object columns of lists and records go through JSON).
+pandas metadata; object columns of lists and records go through MessagePack).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import numpy as np
 import pandas as pd
 import pyarrow as pa
@@ -30,13 +31,13 @@ import pyarrow.parquet as pq
 from ..store import FACTS_DIR, Store, slug, utcnow
 
 _OBJECT_COLUMNS = b"rankscope.object_columns"
-_JSON_COLUMNS = b"rankscope.json_columns"
+_PACKED_COLUMNS = b"rankscope.msgpack_columns"
 
 
 def to_arrow(df: pd.DataFrame) -> pa.Table:
     """The DataFrame as an Arrow table (its index dropped): object columns of lists or records are
-    stored as JSON text (Arrow's nested types would give every record of a column the same keys),
-    named in the table's metadata."""
+    stored as MessagePack (Arrow's nested types would give every record of a column the same keys;
+    JSON would turn integer keys into text), named in the table's metadata."""
     df = df.reset_index(drop=True)
     objects, encoded = [], []
     for c in df.columns:
@@ -44,30 +45,34 @@ def to_arrow(df: pd.DataFrame) -> pa.Table:
             continue
         objects.append(str(c))
         if any(v is not None and not isinstance(v, str) for v in df[c]):
-            df[c] = [None if v is None else json.dumps(v, default=_json_default) for v in df[c]]
+            df[c] = [None if v is None else _PACK.encode(v) for v in df[c]]
             encoded.append(str(c))
     tbl = pa.Table.from_pandas(df, preserve_index=False)
-    meta = {_OBJECT_COLUMNS: json.dumps(objects).encode(), _JSON_COLUMNS: json.dumps(encoded).encode()}
+    meta = {_OBJECT_COLUMNS: json.dumps(objects).encode(), _PACKED_COLUMNS: json.dumps(encoded).encode()}
     return tbl.replace_schema_metadata({**(tbl.schema.metadata or {}), **meta})
 
 
-def _json_default(v: Any) -> Any:
+def _plain(v: Any) -> Any:
     if isinstance(v, np.generic):
         return v.item()
     if isinstance(v, np.ndarray):
         return v.tolist()
-    raise TypeError(f"{type(v).__name__} is not stored as JSON")
+    raise NotImplementedError(f"{type(v).__name__} is not stored")
+
+
+_PACK = msgspec.msgpack.Encoder(enc_hook=_plain)
+_UNPACK = msgspec.msgpack.Decoder()
 
 
 def from_arrow(tbl: pa.Table) -> pd.DataFrame:
-    """The DataFrame ``to_arrow`` stored: its object columns object again, JSON decoded."""
+    """The DataFrame ``to_arrow`` stored: its object columns object again, MessagePack decoded."""
     meta = tbl.schema.metadata or {}
-    encoded = set(json.loads(meta.get(_JSON_COLUMNS, b"[]")))
+    encoded = set(json.loads(meta.get(_PACKED_COLUMNS, b"[]")))
     df = tbl.to_pandas()
     for c in json.loads(meta.get(_OBJECT_COLUMNS, b"[]")):  # object columns stay object (None, not NaN)
         values = tbl.column(c).to_pylist()
         if c in encoded:
-            values = [None if v is None else json.loads(v) for v in values]
+            values = [None if v is None else _UNPACK.decode(v) for v in values]
         df[c] = pd.Series(values, index=df.index, dtype=object)
     return df
 
