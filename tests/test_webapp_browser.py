@@ -206,6 +206,13 @@ def test_overview_marks_the_straggler_and_picks_ranks_by_layout(server: dict, pa
         "() => { const t = document.querySelector('#ov-steps-table tbody');"
         " return t && t.innerText.trim().split('\\n').map(l => l.split('\\t')[0]).join(',') === '2,3'; }"
     )
+    # the timeline picks by layout coordinate too: the first data-parallel index, drawn and in the address
+    page.goto(server["url"] + "timeline?run=gloo4")
+    st = drawn(page)
+    choose(page, "#tl-pick", "dp = 0 (2 ranks)")
+    page.wait_for_function("() => { const s = window.rankscopeTimeline.state(); return s.ranks.join(',') === '0,2'; }")
+    drawn(page, st["seq"])
+    page.wait_for_function("() => new URLSearchParams(location.search).get('ranks') === '0,2'")
 
 
 def test_timeline_opens_a_step_as_named_slices_on_aligned_clocks(server: dict, page: Any) -> None:

@@ -15,10 +15,10 @@ from flask import current_app
 from analyzer.errors import AnalyzerError
 from analyzer.store import Store
 
-from .errors import EmptyStore, WebappError
+from .errors import BadParameter, EmptyStore, WebappError
 from .format import plot_safe
 from .labels import t
-from .params import format_ranks, query_string
+from .params import format_ranks, parse_ranks, query_string
 
 log = logging.getLogger("webapp")
 
@@ -149,6 +149,38 @@ def ranks_control(prefix: str, all_ranks: Sequence[int], selected: Sequence[int]
         ],
         className="control",
     )
+
+
+def pick_control(prefix: str, options: Sequence[dict[str, Any]] = ()) -> html.Div:
+    """Ready-made rank choices (``data.rank_picks``: the N slowest, a group or a coordinate of the
+    parallel layout), each value the ranks it picks as text; ``pick_ranks`` puts them in the ranks control."""
+    return html.Div(
+        [
+            html.Label(t("ov.pick"), htmlFor=f"{prefix}-pick"),
+            dcc.Dropdown(
+                id=f"{prefix}-pick",
+                options=list(options),
+                placeholder=t("ov.pick_ph"),
+                className="dd dd-pick",
+            ),
+        ],
+        className="control",
+    )
+
+
+def pick_options(picks: Sequence[tuple[str, dict[str, Any], Sequence[int]]]) -> list[dict[str, Any]]:
+    """``data.rank_picks``' (label key, its values, ranks) as dropdown options in the page's language."""
+    return [{"label": t(key, **values), "value": format_ranks(rs)} for key, values, rs in picks]
+
+
+def pick_ranks(value: Any) -> Any:
+    """The ranks a pick chooses, for the ranks control (no_update for no pick or a bad value)."""
+    if not value:
+        return no_update
+    try:
+        return parse_ranks("pick", value) or no_update
+    except BadParameter:
+        return no_update
 
 
 def rank_list(value: Any, all_ranks: Sequence[int]) -> list[int]:

@@ -18,7 +18,7 @@ from webapp import data, findings, links, page, ui
 from webapp.errors import BadParameter
 from webapp.format import fmt_bytes, fmt_int, fmt_ns
 from webapp.labels import page_title, t
-from webapp.params import format_ranks, parse_int, parse_ranks
+from webapp.params import format_ranks, parse_int
 from webapp.reader import Reader
 
 dash.register_page(__name__, path="/", name="Overview", title=page_title("overview"), order=0)
@@ -88,18 +88,7 @@ def _layout(v: page.View, step_q: Any) -> html.Div:
                 [
                     ui.run_control(P, v.runs, run),
                     ui.ranks_control(P, v.all_ranks, [] if v.selected == v.all_ranks else v.selected),
-                    html.Div(
-                        [
-                            html.Label(t("ov.pick"), htmlFor=f"{P}-pick"),
-                            dcc.Dropdown(
-                                id=f"{P}-pick",
-                                options=[],
-                                placeholder=t("ov.pick_ph"),
-                                className="dd dd-pick",
-                            ),
-                        ],
-                        className="control",
-                    ),
+                    ui.pick_control(P),
                     html.Div(
                         [
                             html.Label(t("ov.step"), htmlFor=f"{P}-step"),
@@ -805,18 +794,9 @@ def register_callbacks(app: Dash) -> None:
             {"label": t("ov.step_n", step=int(s)), "value": int(s)} for s in steps["step"]
         ]
         value = want_step if want_step is not None and want_step in set(steps["step"].astype(int)) else "mean"
-        pick_opts = [{"label": t(key, **values), "value": format_ranks(rs)} for key, values, rs in picks]
-        return ui.rank_options(all_ranks), opts, value, pick_opts
+        return ui.rank_options(all_ranks), opts, value, ui.pick_options(picks)
 
-    @app.callback(Output(f"{P}-ranks", "value"), Input(f"{P}-pick", "value"), prevent_initial_call=True)
-    def pick_ranks(value: Any) -> Any:
-        """A pick (the N slowest, a group, a coordinate) chooses its ranks in the ranks control."""
-        if not value:
-            return dash.no_update
-        try:
-            return parse_ranks("pick", value) or dash.no_update
-        except BadParameter:
-            return dash.no_update
+    app.callback(Output(f"{P}-ranks", "value"), Input(f"{P}-pick", "value"), prevent_initial_call=True)(ui.pick_ranks)
 
     @app.callback(
         Output(f"{P}-content", "children"),

@@ -80,6 +80,7 @@ def _layout(v: page.View, q: dict[str, Any]) -> html.Div:
                 "Host threads, device streams, communication and overlap of every selected rank, on one clock.",
             ),
             controls(v.run, v.runs, v.all_ranks, v.selected, [int(s) for s in st["step"]], cfg),
+            html.Div([ui.pick_control(P, ui.pick_options(data.rank_picks(v.rd, v.run)))], className="controls"),
             html.Div(v.notes + notes, id=f"{P}-notes"),
             html.Div(id=f"{P}-status-note", className="tl-note"),
             html.Div(
@@ -509,6 +510,10 @@ def register_callbacks(app: Dash) -> None:
         Input(f"{P}-flows", "value"),
         prevent_initial_call=True,
     )
+
+    # a pick (the N slowest, a group, a coordinate of the layout) sets the ranks control, which moves
+    # the renderer (CONTROLS_JS) and so the address
+    app.callback(Output(f"{P}-ranks", "value"), Input(f"{P}-pick", "value"), prevent_initial_call=True)(ui.pick_ranks)
 
     @app.callback(
         Output(f"{P}-ranks", "options"),
