@@ -205,8 +205,8 @@ ANALYSES: dict[str, Analysis] = {
 # computed at ingest and stored with the run (``stored``, the catalog's run_results): what a page's
 # first view would otherwise compute from every collective or every step of every rank — the
 # Overview's straggler card, slow-rank vote, rank picks (the layout) and advice, the Communication
-# page's per-op rows (its per-rank, bandwidth and pair roll-ups filter them), groups and last
-# arrivals, the timeline's clock offsets, the Training page's step-time outliers, the Advisor's
+# page's per-op rows (its per-rank, bandwidth and pair roll-ups filter them), links, groups and
+# last arrivals, the timeline's clock offsets, the Training page's step-time outliers, the Advisor's
 # findings (advise last: it reads the others). Served while the run is unchanged.
 STORED_AT_INGEST: tuple[Callable[[Store, str], pd.DataFrame], ...] = (
     arrivals,
@@ -216,6 +216,8 @@ STORED_AT_INGEST: tuple[Callable[[Store, str], pd.DataFrame], ...] = (
     blame_chains,
     communication_summary,
     comm_group_totals,
+    comm_bandwidth,
+    comm_matrix,
     parallel_layout,
     clock_offsets,
     step_outliers,

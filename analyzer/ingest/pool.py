@@ -103,11 +103,11 @@ class LocalPool:
         return out
 
     def call(self, fn: Callable[..., Any], *args: Any) -> Any:
-        """``fn(*args)`` in one forked worker process with every core (the driver stays free of what
-        ``fn`` imports)."""
-        ctx = _pool_context()
-        parent = os.getpid() if ctx.get_start_method() == "fork" else None
-        init = (os.cpu_count() or 1, parent)
+        """``fn(*args)`` in one fresh worker process with every core (the driver stays free of what
+        ``fn`` imports). Spawned, not forked: by now the driver has opened the catalog, and a fork of
+        a process whose other threads (DuckDB's, Arrow's, a host program's) hold locks can hang."""
+        ctx = mp.get_context("spawn")
+        init = (os.cpu_count() or 1, None)
         with ProcessPoolExecutor(max_workers=1, mp_context=ctx, initializer=_init_worker, initargs=init) as pool:
             return pool.submit(fn, *args).result()
 
