@@ -12,7 +12,9 @@ import contextlib
 import ctypes
 import multiprocessing as mp
 import os
+import pickle
 import signal
+import subprocess
 import sys
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
@@ -103,13 +105,22 @@ class LocalPool:
         return out
 
     def call(self, fn: Callable[..., Any], *args: Any) -> Any:
-        """``fn(*args)`` in one fresh worker process with every core (the driver stays free of what
-        ``fn`` imports). Spawned, not forked: by now the driver has opened the catalog, and a fork of
-        a process whose other threads (DuckDB's, Arrow's, a host program's) hold locks can hang."""
-        ctx = mp.get_context("spawn")
-        init = (os.cpu_count() or 1, None)
-        with ProcessPoolExecutor(max_workers=1, mp_context=ctx, initializer=_init_worker, initargs=init) as pool:
-            return pool.submit(fn, *args).result()
+        """``fn(*args)`` in a fresh Python process with every core (the driver stays free of what
+        ``fn`` imports). Not a fork: by now the driver has opened the catalog, and a fork of a
+        process whose other threads (DuckDB's, Arrow's, a host program's) hold locks can hang; not
+        multiprocessing's spawn either, which runs the caller's main script again."""
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p and os.path.isdir(p))}
+        proc = subprocess.run(
+            [sys.executable, "-c", _CALL], input=pickle.dumps((fn, args)), capture_output=True, env=env, check=False
+        )
+        if proc.returncode != 0:
+            tail = proc.stderr.decode(errors="replace").strip().splitlines()[-1:] or ["no message"]
+            raise ChildProcessError(f"{fn.__module__}.{fn.__qualname__} failed (exit {proc.returncode}): {tail[0]}")
+        return pickle.loads(proc.stdout)
+
+
+# what LocalPool.call runs in its fresh process: (fn, args) pickled on stdin, the result on stdout
+_CALL = "import pickle, sys; fn, args = pickle.load(sys.stdin.buffer); sys.stdout.buffer.write(pickle.dumps(fn(*args)))"
 
 
 def _size(plan: CollectionPlan) -> int:
