@@ -74,6 +74,9 @@ def timeline_rows(rd: Reader, run: str) -> pd.DataFrame:
         return pd.DataFrame(columns=cols)
     df = df.sort_values(["row", "collection_id", "pid", "tid"])
     g = df.groupby("row", sort=True)
+    members: dict[Any, list[tuple[str, Any, Any]]] = {}  # one pass over the rows (a Python call per lane cost seconds)
+    for row, c, p, t in zip(df["row"].tolist(), df["collection_id"].tolist(), df["pid"].tolist(), df["tid"].tolist()):
+        members.setdefault(row, []).append((str(c), p, t))
     out = pd.DataFrame(
         {
             "rank": g["rank"].first().astype("int64"),
@@ -81,12 +84,10 @@ def timeline_rows(rd: Reader, run: str) -> pd.DataFrame:
             "process": g["process"].first(),
             "lane": g["lane"].first(),
             "n_slices": g["n_slices"].first().astype("int64"),
-            "members": g.apply(
-                lambda x: tuple((str(c), p, t) for c, p, t in zip(x["collection_id"], x["pid"], x["tid"])),
-                include_groups=False,
-            ),
         }
-    ).reset_index()
+    )
+    out["members"] = [tuple(members[r]) for r in out.index]
+    out = out.reset_index()
     out["k"] = out["row"] - out.groupby("rank")["row"].transform("min")
     out["key"] = out["rank"].astype(str) + "." + out["k"].astype(str)
     return out[cols].reset_index(drop=True)

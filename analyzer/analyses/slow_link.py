@@ -164,6 +164,7 @@ def slow_link_analysis(store: Store, run: str | None = None) -> tuple[pd.DataFra
     return judged, ev
 
 
+@per_run
 def slow_links(store: Store, run: str | None = None) -> pd.DataFrame:
     """One row per judged (step, transport) across ranks and per (group, op type, transport) across
     links: spread of the bandwidth, ``slow`` and who is slow."""
