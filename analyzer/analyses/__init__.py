@@ -206,7 +206,7 @@ ANALYSES: dict[str, Analysis] = {
 # first view would otherwise compute from every collective or every step of every rank — the
 # Overview's straggler card, slow-rank vote, rank picks (the layout) and advice, the Communication
 # page's per-op rows (its per-rank, bandwidth and pair roll-ups filter them), links, groups and
-# last arrivals, the Cluster page's slow links, the timeline's clock offsets, the Training page's
+# last arrivals, the Cluster page's dimensions and slow links, the timeline's clock offsets, the Training page's
 # step-time outliers, the Advisor's findings (advise last: it reads the others). Served while the
 # run is unchanged.
 STORED_AT_INGEST: tuple[Callable[[Store, str], pd.DataFrame], ...] = (
@@ -220,6 +220,7 @@ STORED_AT_INGEST: tuple[Callable[[Store, str], pd.DataFrame], ...] = (
     comm_bandwidth,
     comm_matrix,
     slow_links,
+    parallel_dims,
     parallel_layout,
     clock_offsets,
     step_outliers,
