@@ -1129,13 +1129,13 @@ def collectives(
     key = s["instance"].astype(object).where(s["instance"].notna(), s["name"].astype(str) + "#" + s["rank"].astype(str))
     kept = s[key.isin(set(out["instance"]))]
     members: dict[Any, list[tuple[Any, Any, Any]]] = {}  # one pass over the rows (a group per instance cost seconds)
-    for k, r, t, d in zip(
+    for k, r, ts, d in zip(
         key[kept.index].tolist(),
         kept["rank"].astype(int).tolist(),
         pd.to_numeric(kept["ts_ns"]).tolist(),
         pd.to_numeric(kept["dur_ns"]).tolist(),
     ):
-        members.setdefault(k, []).append((r, t, d))
+        members.setdefault(k, []).append((r, ts, d))
     out["members"] = [members.get(k, []) for k in out["instance"]]
     last = last_arrivals(rd, run).set_index("instance")
     out["last_rank"] = out["instance"].map(last["last_rank"]).astype("Int64")

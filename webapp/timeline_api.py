@@ -75,8 +75,8 @@ def timeline_rows(rd: Reader, run: str) -> pd.DataFrame:
     df = df.sort_values(["row", "collection_id", "pid", "tid"])
     g = df.groupby("row", sort=True)
     members: dict[Any, list[tuple[str, Any, Any]]] = {}  # one pass over the rows (a Python call per lane cost seconds)
-    for row, c, p, t in zip(df["row"].tolist(), df["collection_id"].tolist(), df["pid"].tolist(), df["tid"].tolist()):
-        members.setdefault(row, []).append((str(c), p, t))
+    for row, c, p, tid in zip(df["row"].tolist(), df["collection_id"].tolist(), df["pid"].tolist(), df["tid"].tolist()):
+        members.setdefault(row, []).append((str(c), p, tid))
     out = pd.DataFrame(
         {
             "rank": g["rank"].first().astype("int64"),
