@@ -956,9 +956,16 @@ def test_pages_in_chinese_by_the_url_and_links_keep_the_language(server: dict, p
     assert page.locator("#op-grid .ag-row [col-id=timeline] a").first.inner_text().startswith("卡 ")
     # into the timeline by that link: the renderer writes its view to the address with the language
     page.locator("#op-grid .ag-row [col-id=timeline] a").first.click()
-    drawn(page)
+    st = drawn(page)
     page.wait_for_function("() => location.pathname === '/timeline' && location.search.includes('hl=')")
     assert "lang=zh" in page.evaluate("() => location.search")
+    assert page.inner_text("h1") == "时间线" and st["stats"]["headers"][0].startswith("卡 ")
+    assert "窗口" in page.inner_text("#tl-status-text")
+    # the linked call is selected: its name in the details, as written (the canvas draws it as characters)
+    page.wait_for_function(
+        "(n) => (document.querySelector('#tl-detail-table') || {}).innerText?.includes(n)", arg=ZH_NAME
+    )
+    assert "名称" in page.inner_text("#tl-detail-table") and page.locator("i").count() == 0
     page.wait_for_function("() => document.querySelector('#nav-cluster').getAttribute('href').includes('lang=zh')")
     # the navigation: another page in the same language, the run carried over
     page.click("#nav-cluster")

@@ -28,7 +28,7 @@ SCANNED = [
     *sorted((WEBAPP / "pages").glob("*.py")),
 ]
 # pages whose conversion is still to come (issue 17 item 7): scanned once they are done
-NOT_YET = {"communication.py", "memory.py", "timeline.py", "training.py"}
+NOT_YET: set[str] = set()
 
 # calls whose string arguments are shown (html.X(children), dcc.Link(children), our helpers)
 SHOWN_CALLS = {"message", "header", "stat", "table", "Link", "Summary", "Button", "Label", "Option"}
@@ -47,6 +47,8 @@ SHOWN_KEYWORDS = {
 }
 # strings that are shown but are no label: the product's name, units; and commands to type
 ALLOWED = {"rankscope", "ms", "MiB", "%", "GB/s"}
+# terms MindStudio Insight's Chinese pages leave in English
+SAME_IN_BOTH = {"tl.kernel", "tl.k.block_dim", "tl.flow.p2p"}  # and send / recv, the API names
 COMMAND = re.compile(r"^(analyze|rankscope) ")
 
 
@@ -120,8 +122,8 @@ def test_every_label_has_both_languages_with_the_same_fields() -> None:
         assert fields(en) == fields(zh), f"{key}: {en!r} / {zh!r}"
         assert not CJK.search(en), key
     # Chinese texts are Chinese, except the few that are codes or symbols in both languages
-    same = [k for k, (en, zh) in LABELS.items() if en == zh]
-    assert all(not re.search(r"[a-z]{3,}", LABELS[k][0].replace("{", "").replace("}", "")) for k in same), same
+    same = {k for k, (en, zh) in LABELS.items() if en == zh and re.search(r"[A-Za-z]{3,}", en)}
+    assert same <= SAME_IN_BOTH, same - SAME_IN_BOTH
     assert sum(bool(CJK.search(zh)) for _, zh in LABELS.values()) > 0.9 * len(LABELS)
 
 

@@ -831,6 +831,399 @@ LABELS: dict[str, tuple[str, str]] = {
         "Step {step} of rank {rank} is not in a profile (only shaded steps are).",
         "卡 {rank} 的第 {step} 步不在性能数据中（只有阴影中的迭代有）。",
     ),
+    # -- Communication page -------------------------------------------------------------------
+    "cm.col.name": ("operation", "通信操作"),
+    "cm.col.timeline": ("timeline", "时间线"),
+    "cm.col.op_type": ("type", "类型"),
+    "cm.col.group_name": ("group", "通信组"),
+    "cm.col.step": ("step", "迭代"),
+    "cm.col.ranks": ("ranks", "卡数"),
+    "cm.col.calls": ("calls", "调用次数"),
+    "cm.col.max_ms": ("max (ms)", "最大 (ms)"),
+    "cm.col.min_ms": ("min (ms)", "最小 (ms)"),
+    "cm.col.avg_ms": ("avg (ms)", "平均 (ms)"),
+    "cm.col.slowest_rank": ("slowest rank", "最慢卡"),
+    "cm.col.fastest_rank": ("fastest rank", "最快卡"),
+    "cm.col.last_rank": ("last to arrive", "最后到达"),
+    "cm.col.late_ms": ("late by (ms)", "晚到 (ms)"),
+    "cm.col.max_wait_ms": ("max wait (ms)", "最大等待 (ms)"),
+    "cm.col.wait_source": ("wait from", "等待来源"),
+    "cm.col.mib": ("size (MiB)", "大小 (MiB)"),
+    "cm.tip.timeline": ("this instance in the timeline, on every member rank", "在时间线中查看此实例（所有成员卡）"),
+    "cm.tip.last_rank": (
+        "the member that entered last (clocks aligned); the others waited for it",
+        "最后进入的成员（时钟已对齐）；其他成员在等待它",
+    ),
+    "cm.tip.late_ms": (
+        "how much later than the next-latest member it entered: what the collective would have started earlier had i"
+        "t arrived with its peers",
+        "比倒数第二个成员晚进入多少：若它与其他成员同时到达，该集合通信可提前开始的时间",
+    ),
+    "cm.tip.wait_source": (
+        "producer: measured by the profiler; estimated: elapsed minus the shortest elapsed of the collective",
+        "producer：由 profiler 测得；estimated：耗时减去该集合通信的最短耗时",
+    ),
+    "cm.mx.bytes": ("bytes", "字节数"),
+    "cm.mx.transit_ns": ("transit time", "传输时间"),
+    "cm.mx.bandwidth_bytes_per_s": ("bandwidth", "带宽"),
+    "cm.showing_bytes": ("bytes", "字节数"),
+    "cm.subtitle": (
+        "Where communication time goes on each rank, how fast the links are, and which collectives are slow.",
+        "每张卡的通信时间花在哪里、链路有多快、哪些集合通信慢。",
+    ),
+    "cm.matrix": ("Matrix", "矩阵"),
+    "cm.collectives": ("Collectives", "集合通信"),
+    "cm.select": (
+        "Select a collective to see who arrived last, and why.",
+        "选中一个集合通信，查看谁最后到达以及原因。",
+    ),
+    "cm.per_rank": ("Communication time per rank", "每张卡的通信时间"),
+    "cm.no_ops": (
+        "No communication operations for the selected ranks (single process, or the profiler did not record them).",
+        "所选卡上没有通信操作（单进程，或 profiler 未记录）。",
+    ),
+    "cm.transit": ("transit", "传输"),
+    "cm.wait": ("wait", "等待"),
+    "cm.other": ("other (idle, sync)", "其他（空闲、同步）"),
+    "cm.other_short": ("other", "其他"),
+    "cm.elapsed": ("elapsed", "耗时"),
+    "cm.note_producer": (
+        "Elapsed time of the communication operations split as the producer measured it: transit (moving data), "
+        "wait (for the peers), other (idle / synchronisation). Long waits point at a slow peer.",
+        "通信操作耗时按 producer 的测量拆分：传输（搬运数据）、等待（等待其他卡）、其他（空闲 / 同步）。"
+        "等待时间长说明有慢卡。",
+    ),
+    "cm.note_estimated": (
+        "Wait and transit estimated the way msprof-analyze does when the producer gives only elapsed times (Kineto, "
+        "MindSpore on CPU): per collective, transit = the shortest elapsed time among its ranks, wait = the rest. "
+        "Long waits point at a slow peer.",
+        "producer 只给出耗时时（Kineto、CPU 上的 MindSpore），按 msprof-analyze 的方法估计等待与传输："
+        "每次集合通信中，传输 = 各卡中最短的耗时，等待 = 其余部分。等待时间长说明有慢卡。",
+    ),
+    "cm.note_elapsed": (
+        "Elapsed time of the communication operations; wait and transit could not be separated (no producer split "
+        "and no collective matched on every rank).",
+        "通信操作的耗时；无法拆分等待与传输（producer 未拆分，且没有在每张卡上都匹配到的集合通信）。",
+    ),
+    "cm.vote": (
+        "Slow rank vote (msprof-analyze: Dixon / 3σ per collective): {ranks}",
+        "慢卡投票（msprof-analyze：每次集合通信做 Dixon / 3σ）：{ranks}",
+    ),
+    "cm.vote_rank": ("rank {rank} {votes}/{n}", "卡 {rank} {votes}/{n}"),
+    "cm.vote_none": (
+        "Slow rank vote (msprof-analyze: Dixon / 3σ per collective): no rank judged slow over {n} collective(s).",
+        "慢卡投票（msprof-analyze：每次集合通信做 Dixon / 3σ）：{n} 次集合通信中没有卡被判为慢卡。",
+    ),
+    "cm.numbers": ("numbers", "数值"),
+    "cm.rc.rank": ("rank", "卡"),
+    "cm.rc.ops": ("operations", "操作数"),
+    "cm.rc.elapsed": ("elapsed", "耗时"),
+    "cm.rc.wait": ("wait", "等待"),
+    "cm.rc.transit": ("transit", "传输"),
+    "cm.rc.size": ("data size", "数据量"),
+    "cm.size_note": (
+        "Data size: the operations' buffers, each counted once per rank (the payload, not the traffic it causes on "
+        "the links).",
+        "数据量：各操作的缓冲区，每张卡计一次（有效载荷，而非其在链路上产生的流量）。",
+    ),
+    "cm.bw": ("Bandwidth per transport", "各传输方式的带宽"),
+    "cm.no_bw": (
+        "No per-transport bandwidth in this run (torch_npu / MindSpore communication.json at Level1 or above records "
+        "it).",
+        "本次运行没有各传输方式的带宽（torch_npu / MindSpore 在 Level1 及以上的 communication.json 会记录）。",
+    ),
+    "cm.bw_note": (
+        "Bandwidth = bytes moved / transit time summed over the operations; min / max over single operations.",
+        "带宽 = 搬运字节数 / 各操作传输时间之和；最小 / 最大为单个操作的值。",
+    ),
+    "cm.bc.rank": ("rank", "卡"),
+    "cm.bc.transport": ("transport", "传输方式"),
+    "cm.bc.bytes": ("bytes moved", "搬运字节数"),
+    "cm.bc.transit": ("transit", "传输"),
+    "cm.bc.bandwidth": ("bandwidth", "带宽"),
+    "cm.bc.min": ("min", "最小"),
+    "cm.bc.max": ("max", "最大"),
+    "cm.bw_bytes_note": (
+        "Bytes moved: the traffic the profiler counted on that transport, larger than the data size of the per-rank "
+        "table: a collective moves its buffer in several pieces to several peers (a ring all-reduce sends about "
+        "2(n-1)/n of it), and SDMA, the copy engine behind HCCS and PCIe transfers, counts the same traffic again, "
+        "so do not add transports up.",
+        "搬运字节数：profiler 在该传输方式上统计的流量，大于每卡表中的数据量：集合通信会把缓冲区分成多块发给多个对端"
+        "（环形 all-reduce 约发送其 2(n-1)/n），而 HCCS 和 PCIe 传输背后的拷贝引擎 SDMA 会再统计一次同样的流量，"
+        "因此不要把各传输方式相加。",
+    ),
+    "cm.matrix_title": ("Rank × rank matrix", "卡 × 卡通信矩阵"),
+    "cm.no_matrix": (
+        "No communication matrix in this run (torch_npu / MindSpore Level1+ write communication_matrix.json; Kineto "
+        "has no per-link data, only matched send/recv pairs).",
+        "本次运行没有通信矩阵（torch_npu / MindSpore Level1 及以上会写 communication_matrix.json；"
+        "Kineto 没有逐链路数据，只有匹配的 send/recv 对）。",
+    ),
+    "cm.dst": ("destination rank", "目的卡"),
+    "cm.src": ("source rank", "源卡"),
+    "cm.local": ("local", "本地"),
+    "cm.local_hover": ("(local, inside the device)", "（本地，设备内部）"),
+    "cm.matrix_note": (
+        "{metric} per (source, destination) link, summed over operation types and steps",
+        "每条（源，目的）链路的{metric}，按操作类型和迭代求和",
+    ),
+    "cm.matrix_range": (
+        " (from {lo} to {hi} {unit}; the colour scale starts at 0).",
+        "（从 {lo} 到 {hi} {unit}；色标从 0 开始）。",
+    ),
+    "cm.matrix_end": (".", "。"),
+    "cm.grey": (
+        " Grey: a rank's copies inside its own device (local links, {lo}–{hi} {unit}), kept out of the colour scale.",
+        " 灰色：卡在自身设备内的拷贝（本地链路，{lo}–{hi} {unit}），不计入色标。",
+    ),
+    "cm.local_rank": (
+        " L<k>: local rank k of the group, whose global rank the profiler did not record (its rank was not profiled).",
+        " L<k>：通信组中的本地序号 k，profiler 未记录其全局卡号（该卡未被采集）。",
+    ),
+    "cm.on_ranks": ("on {n} ranks", "在 {n} 张卡上"),
+    "cm.on_rank": ("on 1 rank", "在 1 张卡上"),
+    "cm.cut": (" (the {n} slowest of {total})", "（共 {total} 个中最慢的 {n} 个）"),
+    "cm.status": (
+        "{n} collectives (an instance = one call matched across its ranks) over ranks {ranks}{cut}.",
+        "卡 {ranks} 上共 {n} 个集合通信（一个实例 = 在各成员卡间匹配的一次调用）{cut}。",
+    ),
+    "cm.no_ops_short": ("No communication operations.", "没有通信操作。"),
+    "cm.no_group": ("ops without a group", "无通信组的操作"),
+    "cm.group": ("group {group}", "通信组 {group}"),
+    "cm.who": ("{who}: ", "{who}："),
+    "cm.no_blame": (
+        "No arrival order for this collective: it was not seen by every profiled member of its group, or a member's "
+        "clock cannot be aligned, or it is the first of its group with no step around it.",
+        "此集合通信没有到达顺序：并非其通信组中每个已采集的成员都记录到它，或某成员的时钟无法对齐，"
+        "或它是该组第一次且不在任何迭代内。",
+    ),
+    "cm.chain_rank": ("rank {rank} ({cause}{waited})", "卡 {rank}（{cause}{waited}）"),
+    "cm.waited": (", waited {time}", "，等待 {time}"),
+    "cm.blame_title": ("Blame: {op} of group {group}, step {step}", "归因：通信组 {group} 的 {op}，第 {step} 步"),
+    "cm.blame_text": (
+        "Rank {rank} arrived last, {lateness} after the first member and {margin} after the next-latest: the "
+        "collective would have started that much earlier had it arrived with its peers. Since the group's previous "
+        "collective it spent {spent} against its peers' {peers} (median); the difference went to {cause}.",
+        "卡 {rank} 最后到达，比第一个成员晚 {lateness}，比倒数第二个成员晚 {margin}：若它与其他成员同时到达，"
+        "该集合通信可提前这么多开始。自该组上一次集合通信以来，它用了 {spent}，其他成员为 {peers}（中位数）；"
+        "差值花在 {cause}。",
+    ),
+    "cm.bl.cause": ("cause", "原因"),
+    "cm.bl.excess": ("excess over the peers' median", "超出其他成员中位数的部分"),
+    "cm.bl.operator": ("operator", "算子"),
+    "cm.bl.op_excess": ("excess", "超出"),
+    "cm.bl.its_time": ("its time", "其耗时"),
+    "cm.chain": ("Waiting chain: {chain}", "等待链：{chain}"),
+    "cm.in_timeline": ("In the timeline: ", "在时间线中："),
+    "cm.interval": ("the interval on every member", "每个成员上的该区间"),
+    "cm.groups": ("Communication groups", "通信组"),
+    "cm.no_groups": ("No communication group with matched operations in this run.", "本次运行没有带匹配操作的通信组。"),
+    "cm.gc.group": ("group", "通信组"),
+    "cm.gc.role": ("role", "角色"),
+    "cm.gc.ranks": ("ranks", "卡"),
+    "cm.gc.instances": ("instances", "实例数"),
+    "cm.gc.elapsed": ("elapsed", "耗时"),
+    "cm.gc.wait": ("wait", "等待"),
+    "cm.gc.transit": ("transit", "传输"),
+    "cm.gc.idle": ("idle", "空闲"),
+    "cm.gc.idle_share": ("idle share", "空闲占比"),
+    "cm.groups_note": (
+        "Summed over the group's ranks. Idle = elapsed − wait − transit (msprof-analyze's Idle Time: inside the "
+        "operation, neither waiting for a peer nor moving data — synchronisation and the gaps between its tasks); "
+        "the producer's own figure where it wrote one.",
+        "按通信组的各卡求和。空闲 = 耗时 − 等待 − 传输（msprof-analyze 的 Idle Time：操作内部既不等待对端也不搬运数据"
+        "——同步以及任务间的空隙）；producer 写了自己的数值时用它的。",
+    ),
+    "cm.dc.rank": ("rank", "卡"),
+    "cm.dc.definition": ("definition", "定义"),
+    "cm.dc.ours": ("Communication (ours)", "通信（本工具）"),
+    "cm.dc.producer": ("Communication (producer's)", "通信（producer）"),
+    "cm.def_note": (
+        "The step breakdown's Communication, mean per step: union of the op spans, or of the HCCL tasks where the "
+        "producer's own step rows count those (docs/analyses.md §1).",
+        "迭代拆解中的通信，每步平均：各操作区间的并集；若 producer 自己的迭代数据按 HCCL 任务统计，"
+        "则为 HCCL 任务的并集（docs/analyses.md §1）。",
+    ),
+    # -- Timeline page ------------------------------------------------------------------------
+    "tl.subtitle": (
+        "Host threads, device streams, communication and overlap of every selected rank, on one clock.",
+        "所选每张卡的 Host 线程、Device 流、通信和重叠分析，统一在一个时钟上。",
+    ),
+    "tl.click": (
+        "Click an event for its details: name, lane, times, shapes, arguments, call stack, the kernel row of a "
+        "device task, the members of a collective.",
+        "点击事件查看详情：名称、泳道、时间、shape、参数、调用栈、设备任务对应的 kernel 行、集合通信的成员。",
+    ),
+    "tl.jump": ("Jump to step", "跳转到迭代"),
+    "tl.step_ph": ("step…", "迭代…"),
+    "tl.lanes": ("Lanes", "泳道"),
+    "tl.grp.host": ("host", "Host"),
+    "tl.grp.device": ("device", "Device"),
+    "tl.grp.communication": ("communication", "通信"),
+    "tl.grp.overlap": ("overlap", "重叠分析"),
+    "tl.grp.other": ("other", "其他"),
+    "tl.grp.counters": ("counters", "计数器"),
+    "tl.arrows": ("Arrows", "连线"),
+    "tl.flow.launch": ("launch → device task", "下发 → 设备任务"),
+    "tl.flow.p2p": ("send → recv", "send → recv"),
+    "tl.flow.collective": ("collective members", "集合通信成员"),
+    "tl.arrows_tip": (
+        "Flow arrows over the view once it is zoomed in to named slices: a host call to the device task it launched, "
+        "a send to the recv it was paired with, the members of a collective on their ranks.",
+        "放大到显示切片名称后绘制连线箭头：Host 调用到它下发的设备任务，send 到与之配对的 recv，集合通信在各卡上的成"
+        "员。",
+    ),
+    "tl.bad_flows": (
+        "URL parameter flows: unknown arrows {bad} (known: {known})",
+        "URL 参数 flows：未知的连线 {bad}（已知：{known}）",
+    ),
+    "tl.pipeline": ("pipeline view", "流水线视图"),
+    "tl.pipeline_tip": (
+        "Pipeline-parallel jobs: each stage's forward / backward micro-batches and bubbles, from the send/recv pairs",
+        "流水线并行作业：由 send/recv 配对得到每个 stage 的前向 / 反向 micro-batch 与空泡",
+    ),
+    "tl.clock": ("Clock", "时钟"),
+    "tl.aligned": ("aligned across ranks", "跨卡对齐"),
+    "tl.clock_tip": (
+        "Each rank's clock offset is estimated from the ends of its blocking collectives (all members leave "
+        "together); the residual says how well they agree after the correction. Offsets of ranks that cannot be "
+        "aligned well are not applied.",
+        "每张卡的时钟偏移由其阻塞式集合通信的结束时刻估计（所有成员同时离开）；残差表示校正后的吻合程度。"
+        "无法良好对齐的卡不应用偏移。",
+    ),
+    "tl.search_ph": ("find a slice by name…", "按名称查找切片…"),
+    "tl.prev": ("previous match (shift+Enter)", "上一个匹配（shift+Enter）"),
+    "tl.next": ("next match (Enter)", "下一个匹配（Enter）"),
+    "tl.keys": ("keys", "快捷键"),
+    "tl.keys_tip": (
+        "W / S zoom, A / D pan, wheel: zoom at the cursor, shift+wheel: scroll the lanes, drag: pan, shift-drag or "
+        "drag on the time axis: measure a range (Esc clears), double-click: zoom in. Click a rank or lane group to "
+        "fold it, ○ to pin a lane on top. Every view is a browser history entry (Back / Forward) and a link.",
+        "W / S 缩放，A / D 平移，滚轮：在光标处缩放，shift+滚轮：滚动泳道，拖动：平移，shift+拖动或在时间轴上拖动："
+        "测量区间（Esc 清除），双击：放大。点击卡或泳道组可折叠，○ 可将泳道置顶。每个视图都是浏览器历史记录"
+        "（后退 / 前进）和一个链接。",
+    ),
+    "tl.whole": ("Whole run", "整个运行"),
+    "tl.zoom_out": ("Zoom out", "缩小"),
+    "tl.step_n": ("step {step}", "第 {step} 步"),
+    "tl.note": ("{problem}; {then}.", "{problem}；{then}。"),
+    "tl.bad_groups": (
+        "URL parameter groups: unknown lane group {bad} (known: {known})",
+        "URL 参数 groups：未知的泳道组 {bad}（已知：{known}）",
+    ),
+    "tl.clock_values": ("must be aligned or raw", "必须是 aligned 或 raw"),
+    "tl.then_aligned": ("the clocks are aligned", "时钟已对齐"),
+    "tl.hl_format": ("expected RANK:START_NS:END_NS", "应为 RANK:START_NS:END_NS"),
+    "tl.not_shown": ("rank {rank} is not shown", "卡 {rank} 未显示"),
+    "tl.then_no_hl": ("nothing is highlighted", "不高亮任何区间"),
+    "tl.bad_sel": (
+        "URL parameter sel={sel}: expected RANK:COLLECTION:EVENT of a shown rank",
+        "URL 参数 sel={sel}：应为已显示卡的 RANK:COLLECTION:EVENT",
+    ),
+    "tl.together": ("start_ns and end_ns go together", "start_ns 和 end_ns 须同时给出"),
+    "tl.after": ("must be after start_ns", "必须晚于 start_ns"),
+    "tl.outside": (
+        "the window {a}–{b} ns lies outside the selected ranks' events ({lo}–{hi} ns)",
+        "窗口 {a}–{b} ns 在所选卡的事件范围之外（{lo}–{hi} ns）",
+    ),
+    "tl.have_steps": ("they have steps {first}–{last}", "它们有第 {first}–{last} 步"),
+    "tl.have_step": ("they have step {step}", "它们有第 {step} 步"),
+    "tl.no_steps": ("the run has no steps", "该运行没有迭代"),
+    "tl.no_step": ("the selected ranks have no step {step} ({have})", "所选卡没有第 {step} 步（{have}）"),
+    "tl.then_whole": ("showing the whole run", "显示整个运行"),
+    "tl.k.op_type": ("kernel type", "kernel 类型"),
+    "tl.k.core_type": ("core type", "核类型"),
+    "tl.k.block_dim": ("block dim", "block dim"),
+    "tl.k.input_shapes": ("input shapes", "输入 shape"),
+    "tl.k.input_types": ("input types", "输入类型"),
+    "tl.k.input_formats": ("input formats", "输入格式"),
+    "tl.k.output_shapes": ("output shapes", "输出 shape"),
+    "tl.k.output_types": ("output types", "输出类型"),
+    "tl.gone": ("That event is no longer in the store (re-ingested?).", "该事件已不在存储中（重新导入过？）。"),
+    "tl.when": (
+        "{at} after the run's first event on rank {rank}'s clock (t = {start} ns)",
+        "卡 {rank} 时钟上距运行第一个事件 {at}（t = {start} ns）",
+    ),
+    "tl.when_aligned": ("; {at} on the aligned clock", "；对齐时钟上为 {at}"),
+    "tl.d.name": ("name", "名称"),
+    "tl.d.rank": ("rank", "卡"),
+    "tl.d.lane": ("lane", "泳道"),
+    "tl.d.category": ("category", "类别"),
+    "tl.d.step": ("step", "迭代"),
+    "tl.d.start": ("start", "开始"),
+    "tl.d.duration": ("duration", "耗时"),
+    "tl.d.self": ("self time", "自身耗时"),
+    "tl.event": ("Event", "事件"),
+    "tl.kernel": ("Kernel", "Kernel"),
+    "tl.args": ("Arguments", "参数"),
+    "tl.stack": ("Call stack", "调用栈"),
+    "tl.stack_src": ("Call stack ({source})", "调用栈（{source}）"),
+    "tl.no_stack": (
+        "not recorded (with_stack was off or the producer gives none)",
+        "未记录（with_stack 未开启或 producer 未提供）",
+    ),
+    "tl.collective": (
+        "Collective: {op} over {n} of {total} ranks{size}",
+        "集合通信：{op}，{total} 张卡中的 {n} 张{size}",
+    ),
+    "tl.m.rank": ("rank", "卡"),
+    "tl.m.entered": ("entered", "进入时刻"),
+    "tl.m.after": ("after first", "晚于第一个"),
+    "tl.m.duration": ("duration", "耗时"),
+    "tl.m.wait": ("wait", "等待"),
+    "tl.m.transit": ("transit", "传输"),
+    "tl.own_clock": ("Entry times on each rank's own clock. ", "各卡进入时刻均为其自身时钟。"),
+    "tl.show_all": ("Show this collective on all its ranks", "在所有成员卡上显示此集合通信"),
+    # -- Timeline renderer (webapp/assets/timeline.js: its texts arrive in the page's config) -------
+    "tl.js.tiles_error": ("Could not load tiles: {error}", "无法加载切片数据：{error}"),
+    "tl.js.clock_ref": ("clock reference", "时钟基准"),
+    "tl.js.own_clock": ("own clock ({status})", "自身时钟（{status}）"),
+    "tl.js.own_clock_res": ("own clock: {status}{residual}", "自身时钟：{status}{residual}"),
+    "tl.js.raw": ("raw · ", "原始时钟 · "),
+    "tl.js.offset": ("offset {sign}{offset}", "偏移 {sign}{offset}"),
+    "tl.js.rank": ("rank {rank}", "卡 {rank}"),
+    "tl.js.folded": ("{group} (folded)", "{group}（已折叠）"),
+    "tl.js.aligned_clocks": ("aligned clocks", "对齐时钟"),
+    "tl.js.raw_clocks": ("raw clocks", "原始时钟"),
+    "tl.js.window": ("window {span}", "窗口 {span}"),
+    "tl.js.slices_drawn": (
+        "{n} slices drawn with their names, shorter ones as occupancy · ",
+        "{n} 个切片带名称绘制，更短的显示为占用 · ",
+    ),
+    "tl.js.occupancy": ("occupancy only at this zoom · ", "此缩放级别仅显示占用 · "),
+    "tl.js.bucket": (" · bucket {size}", " · 桶 {size}"),
+    "tl.js.loading": (" · loading {n} tiles", " · 正在加载 {n} 个分块"),
+    "tl.js.starts": ("{dur} · starts {at}", "{dur} · 开始于 {at}"),
+    "tl.js.range": ("Range {span}", "区间 {span}"),
+    "tl.js.range_hint": (
+        "{a} → {b} (Esc clears; shift-drag or drag on the time axis measures)",
+        "{a} → {b}（Esc 清除；shift+拖动或在时间轴上拖动可测量）",
+    ),
+    "tl.js.counting": ("counting the slices in the range…", "正在统计区间内的切片…"),
+    "tl.js.in_range": ("{n} slices in the range", "区间内 {n} 个切片"),
+    "tl.js.longest_counted": (" (the longest counted)", "（只统计最长的）"),
+    "tl.js.col_name": ("name", "名称"),
+    "tl.js.col_count": ("count", "次数"),
+    "tl.js.col_time": ("time in range", "区间内时间"),
+    "tl.js.col_longest": ("longest", "最长"),
+    "tl.js.searching": ("searching…", "正在搜索…"),
+    "tl.js.none_after": ("{n} matches, none after this one", "{n} 个匹配，此后没有"),
+    "tl.js.none_before": ("{n} matches, none before this one", "{n} 个匹配，此前没有"),
+    "tl.js.no_match": ("no slice matches", "没有匹配的切片"),
+    "tl.js.matches": ("{n} matches", "{n} 个匹配"),
+    "tl.js.clock_error": ("clock offsets unavailable: {error}", "时钟偏移不可用：{error}"),
+    "tl.js.grp.host": ("host", "Host"),
+    "tl.js.grp.device": ("device", "Device"),
+    "tl.js.grp.communication": ("communication", "通信"),
+    "tl.js.grp.overlap": ("overlap", "重叠分析"),
+    "tl.js.grp.other": ("other", "其他"),
+    "tl.js.grp.counters": ("counters", "计数器"),
+    "tl.js.counter": ("counter", "计数器"),
+    "tl.js.counters_error": ("Could not load the counter tracks: {error}", "无法加载计数器轨道：{error}"),
+    "tl.js.flows_zoom": ("zoom in to named slices for the flow arrows", "放大到显示切片名称时才绘制连线箭头"),
+    "tl.js.arrows": ("{n} arrows", "{n} 条连线"),
+    "tl.js.arrows_more": (" ({n} more: zoom in)", "（另有 {n} 条：请放大）"),
+    "tl.js.flows_error": ("Could not load the flow arrows: {error}", "无法加载连线箭头：{error}"),
 }
 
 

@@ -190,7 +190,7 @@
           S.stats.tilesFetched += batch.length;
         }
       }).catch(function (e) {
-        if (String(e.message) === "stale") { reloadMeta(); } else { status("Could not load tiles: " + e.message, true); }
+        if (String(e.message) === "stale") { reloadMeta(); } else { status(T("tiles_error", { error: e.message }), true); }
       }).then(function () {
         batch.forEach(function (w) { S.inflight.delete(tkey(w[0], w[1], w[2])); });
         S.requests--;
@@ -287,13 +287,18 @@
     return S.meta.counters.filter(function (c) { return c.rank === rank; });
   }
   function laneRowH(l) { return Math.min(Math.max(l.depth, 1), MAX_ROWS) * ROW_H + LANE_GAP; }
+  // the page's labels (webapp.labels, in its language: cfg.texts), {name} fields filled
+  function T(key, values) {
+    var text = (S.texts && S.texts[key]) || key;
+    return text.replace(/\{(\w+)\}/g, function (m, k) { return values && values[k] !== undefined ? String(values[k]) : m; });
+  }
   function clockText(rank) {
     var c = S.clockMap[rank];
     if (!c) { return ""; }
-    if (c.status === "reference") { return "clock reference"; }
-    if (c.offset == null) { return "own clock (" + c.status + ")"; }
-    if (c.status !== "aligned") { return "own clock: " + c.status + (c.residual != null ? " (±" + fmtDur(c.residual) + ")" : ""); }
-    var t = (S.clock === "aligned" ? "" : "raw · ") + "offset " + (c.offset >= 0 ? "+" : "−") + fmtDur(Math.abs(c.offset));
+    if (c.status === "reference") { return T("clock_ref"); }
+    if (c.offset == null) { return T("own_clock", { status: c.status }); }
+    if (c.status !== "aligned") { return T("own_clock_res", { status: c.status, residual: c.residual != null ? " (±" + fmtDur(c.residual) + ")" : "" }); }
+    var t = (S.clock === "aligned" ? "" : T("raw")) + T("offset", { sign: c.offset >= 0 ? "+" : "−", offset: fmtDur(Math.abs(c.offset)) });
     if (c.residual != null) { t += " ± " + fmtDur(c.residual); }
     return t;
   }
@@ -550,7 +555,7 @@
     }).then(function (j) {
       if (C.sig === sig) { C.data = { a: j.a, b: j.b, tracks: j.tracks, clock: S.clock, fp: S.fp }; }
     }).catch(function (e) {
-      status("Could not load the counter tracks: " + e.message, true);
+      status(T("counters_error", { error: e.message }), true);
     }).then(function () { C.busy = false; invalidate(); });
   }
   function drawCounter(g, row, y) {
@@ -599,7 +604,7 @@
   }
   function wantFlows() {
     var F = S.flows, sig = flowSig();
-    var note = !F.kinds.length ? "" : !sig ? "zoom in to named slices for the flow arrows" : F.note;
+    var note = !F.kinds.length ? "" : !sig ? T("flows_zoom") : F.note;
     if (note !== F.shown) { F.shown = note; var n = document.getElementById("tl-flows-note"); if (n) { n.textContent = note; } }
     if (!sig || sig === F.sig || F.busy) { return; }
     if (F.timer) { clearTimeout(F.timer); }
@@ -619,9 +624,9 @@
     }).then(function (j) {
       if (F.sig !== sig) { return; }
       F.data = { arrows: j.arrows, more: j.more, clock: S.clock, fp: S.fp };
-      F.note = j.arrows.length.toLocaleString() + " arrows" + (j.more ? " (" + j.more.toLocaleString() + " more: zoom in)" : "");
+      F.note = T("arrows", { n: j.arrows.length.toLocaleString() }) + (j.more ? T("arrows_more", { n: j.more.toLocaleString() }) : "");
     }).catch(function (e) {
-      F.note = "Could not load the flow arrows: " + e.message;
+      F.note = T("flows_error", { error: e.message });
     }).then(function () { F.busy = false; F.shown = null; invalidate(); });
   }
   function flowY(end, top) {
@@ -666,16 +671,16 @@
     var mid = y + Math.min(row.h, row.kind === "group" ? GROUP_H : ROW_H) / 2;
     if (row.kind === "rank") {
       g.fillStyle = "#1d2733"; g.font = "600 12px system-ui, sans-serif";
-      g.fillText((row.folded ? "▸ " : "▾ ") + "rank " + row.rank, 6, y + RANK_H / 2);
+      g.fillText((row.folded ? "▸ " : "▾ ") + T("rank", { rank: row.rank }), 6, y + RANK_H / 2);
       g.fillStyle = "#667384"; g.font = "11px system-ui, sans-serif";
       g.fillText(clockText(row.rank), 80, y + RANK_H / 2);
-      S.stats.headers.push("rank " + row.rank + " " + clockText(row.rank));
+      S.stats.headers.push(T("rank", { rank: row.rank }) + " " + clockText(row.rank));
     } else if (row.kind === "group") {
       g.fillStyle = GROUP_COLORS[row.group] || "#555"; g.font = "600 11px system-ui, sans-serif";
-      g.fillText((row.folded ? "▸ " : "▾ ") + row.group, 14, y + GROUP_H / 2);
+      g.fillText((row.folded ? "▸ " : "▾ ") + T("grp." + row.group), 14, y + GROUP_H / 2);
     } else {
       g.fillStyle = "#1d2733"; g.font = "11px system-ui, sans-serif";
-      var text = row.kind === "summary" ? row.group + " (folded)" : row.kind === "counter" ? row.track.label + (row.track.unit ? " [" + row.track.unit + "]" : "") : laneLabel(row.lane);
+      var text = row.kind === "summary" ? T("folded", { group: T("grp." + row.group) }) : row.kind === "counter" ? row.track.label + (row.track.unit ? " [" + row.track.unit + "]" : "") : laneLabel(row.lane);
       if (row.pinned) { text = "r" + row.rank + " " + text; }
       var room = Math.floor((LABEL_W - 28 - PIN_W) / 6.2);
       g.fillText(text.length > room ? text.slice(0, room - 1) + "…" : text, row.kind === "summary" ? 22 : 26, mid);
@@ -732,9 +737,9 @@
       g.fillText(fmtAt(t, step), x + 3, AXIS_H / 2 - 2);
     }
     g.fillStyle = "#1d2733"; g.font = "600 11px system-ui, sans-serif";
-    g.fillText(S.clock === "aligned" ? "aligned clocks" : "raw clocks", 6, 10);
+    g.fillText(S.clock === "aligned" ? T("aligned_clocks") : T("raw_clocks"), 6, 10);
     g.fillStyle = "#667384"; g.font = "11px system-ui, sans-serif";
-    g.fillText("window " + fmtDur(span), 6, 22);
+    g.fillText(T("window", { span: fmtDur(span) }), 6, 22);
     g.fillStyle = "#c5ced8"; g.fillRect(0, AXIS_H - 1, S.width, 1);
   }
 
@@ -812,9 +817,9 @@
     b.dataset.ranks = formatRanks(S.ranks);
     var st = document.getElementById("tl-status-text");
     if (st) {
-      st.textContent = (S.stats.slices ? S.stats.slices.toLocaleString() + " slices drawn with their names, shorter ones as occupancy · "
-        : "occupancy only at this zoom · ") + "window " + (S.b - S.a >= 1e6 ? ((S.b - S.a) / 1e6).toFixed(3) + " ms" : fmtDur(S.b - S.a)) +
-        " · bucket " + fmtDur(Math.pow(2, S.stats.level)) + (p ? " · loading " + p + " tiles" : "");
+      st.textContent = (S.stats.slices ? T("slices_drawn", { n: S.stats.slices.toLocaleString() }) : T("occupancy")) +
+        T("window", { span: S.b - S.a >= 1e6 ? ((S.b - S.a) / 1e6).toFixed(3) + " ms" : fmtDur(S.b - S.a) }) +
+        T("bucket", { size: fmtDur(Math.pow(2, S.stats.level)) }) + (p ? T("loading", { n: p }) : "");
       st.dataset.mode = S.stats.slices ? "slices" : "occupancy";
     }
   }
@@ -985,13 +990,13 @@
     tip.textContent = "";
     if (hit) {
       tip.appendChild(el("div", "tl-tip-name", hit.name));
-      tip.appendChild(el("div", null, fmtDur(hit.dur) + " · starts " + fmtAt(hit.start - offsetOf(hit.rank), 1e3)));
-      tip.appendChild(el("div", "muted", "rank " + hit.rank + " · " + laneLabel(S.meta.lanes.find(function (l) { return l.key === hit.lane; }))));
+      tip.appendChild(el("div", null, T("starts", { dur: fmtDur(hit.dur), at: fmtAt(hit.start - offsetOf(hit.rank), 1e3) })));
+      tip.appendChild(el("div", "muted", T("rank", { rank: hit.rank }) + " · " + laneLabel(S.meta.lanes.find(function (l) { return l.key === hit.lane; }))));
     } else {
       var c = over.row.track;
       tip.appendChild(el("div", "tl-tip-name", c.label));
       tip.appendChild(el("div", null, fmtValue(cv.value, c.unit) + (cv.hi != null && cv.hi !== cv.lo ? " (" + fmtValue(cv.lo, c.unit) + " – " + fmtValue(cv.hi, c.unit) + " here)" : "") + " at " + fmtAt(tOf(ev.offsetX), 1e3)));
-      tip.appendChild(el("div", "muted", "rank " + over.row.rank + " · counter"));
+      tip.appendChild(el("div", "muted", T("rank", { rank: over.row.rank }) + " · " + T("counter")));
     }
     tip.hidden = false;
     var r = S.canvas.getBoundingClientRect();
@@ -1080,14 +1085,14 @@
     box.textContent = "";
     box.hidden = !r;
     if (!r) { return; }
-    box.appendChild(el("h3", null, "Range " + fmtDur(r.b - r.a)));
-    box.appendChild(el("div", "note", fmtAt(r.a, 1e3) + " → " + fmtAt(r.b, 1e3) + " (Esc clears; shift-drag or drag on the time axis measures)"));
-    if (r.loading) { box.appendChild(el("div", "note", "counting the slices in the range…")); return; }
+    box.appendChild(el("h3", null, T("range", { span: fmtDur(r.b - r.a) })));
+    box.appendChild(el("div", "note", T("range_hint", { a: fmtAt(r.a, 1e3), b: fmtAt(r.b, 1e3) })));
+    if (r.loading) { box.appendChild(el("div", "note", T("counting"))); return; }
     var res = r.result || {};
     if (res.error) { box.appendChild(el("div", "msg msg-warning", res.error)); return; }
-    box.appendChild(el("div", "note", (res.slices || 0).toLocaleString() + " slices in the range" + (res.cut ? " (the longest counted)" : "")));
+    box.appendChild(el("div", "note", T("in_range", { n: (res.slices || 0).toLocaleString() }) + (res.cut ? T("longest_counted") : "")));
     var tbl = el("table", "tbl"), head = el("tr");
-    ["name", "count", "time in range", "longest"].forEach(function (h) { head.appendChild(el("th", null, h)); });
+    ["col_name", "col_count", "col_time", "col_longest"].forEach(function (h) { head.appendChild(el("th", null, T(h))); });
     tbl.appendChild(head);
     (res.names || []).forEach(function (n) {
       var tr = el("tr");
@@ -1115,16 +1120,16 @@
     var body = { run: S.run, fp: S.fp, lanes: viewLaneKeys(), offsets: offsetsPayload(), q: q, dir: dir, t: t,
       from: hit ? { lane: hit.lane, event: hit.event } : null };
     var out = document.getElementById("tl-search-count");
-    if (out) { out.textContent = "searching…"; }
+    if (out) { out.textContent = T("searching"); }
     fetch("/_timeline/search", { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) })
       .then(function (r) { return r.json(); }).then(function (j) {
         if (j.error) { if (out) { out.textContent = j.error; } return; }
         S.search.matches = j.matches;
-        if (!j.hit) { if (out) { out.textContent = j.matches ? j.matches.toLocaleString() + " matches, none " + (dir === "next" ? "after" : "before") + " this one" : "no slice matches"; } return; }
+        if (!j.hit) { if (out) { out.textContent = j.matches ? T(dir === "next" ? "none_after" : "none_before", { n: j.matches.toLocaleString() }) : T("no_match"); } return; }
         var h = j.hit;
         h.member = S.meta.lanes.find(function (l) { return l.key === h.lane; }).members.indexOf(h.collection_id);
         S.search.hit = h;
-        if (out) { out.textContent = j.matches.toLocaleString() + " matches"; }
+        if (out) { out.textContent = T("matches", { n: j.matches.toLocaleString() }); }
         reveal(h);
         select(h, false);
         commit();
@@ -1239,6 +1244,7 @@
       useMeta(m);
       S.groups = cfg.groups && cfg.groups.length ? cfg.groups.slice() : DEFAULT_GROUPS.slice();
       S.clock = cfg.clock === "raw" ? "raw" : "aligned";
+      if (cfg.texts) { S.texts = cfg.texts; }
       S.lang = cfg.lang || null;
       S.flows.kinds = (cfg.flows || []).filter(function (k) { return FLOW_KINDS.indexOf(k) >= 0; });
       if (cfg.fold) { S.fold = new Set(cfg.fold); }
@@ -1274,7 +1280,7 @@
     setProps("tl-step", { value: S.mode === "step" ? S.step : null });
     setProps("tl-run", { value: S.run });
     var note = [];
-    if (S.meta.clock_error) { note.push("clock offsets unavailable: " + S.meta.clock_error); }
+    if (S.meta.clock_error) { note.push(T("clock_error", { error: S.meta.clock_error })); }
     S.meta.clock.forEach(function (c) { if (c.warning) { note.push(c.warning); } });
     status(note.join(" · "), note.length > 0);
   }

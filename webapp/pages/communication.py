@@ -16,19 +16,20 @@ from dash import Dash, Input, Output, State, dcc, html
 from webapp import data, links, page, ui
 from webapp.errors import WebappError
 from webapp.format import fmt_bytes, fmt_int, fmt_ns, fmt_rate
+from webapp.labels import page_title, t
 from webapp.params import format_ranks, parse_choice
 from webapp.reader import Reader
 
-dash.register_page(__name__, path="/communication", name="Communication", title="rankscope · communication", order=4)
+dash.register_page(__name__, path="/communication", name="Communication", title=page_title("communication"), order=4)
 
 P = "cm"
-MATRIX_METRICS = {"bytes": "bytes", "transit_ns": "transit time", "bandwidth_bytes_per_s": "bandwidth"}
+MATRIX_METRICS = ("bytes", "transit_ns", "bandwidth_bytes_per_s")  # labels: cm.mx.METRIC
 _MS = {"function": "params.value == null ? '' : d3.format(',.3f')(params.value)"}
 _INT = {"function": "params.value == null ? '' : d3.format(',')(params.value)"}
 
 
 def layout(run: Any = None, ranks: Any = None, matrix: Any = None, **_: Any) -> Any:
-    return page.layout("Communication", run, ranks, lambda v: _layout(v, matrix))
+    return page.layout(t("nav.communication"), run, ranks, lambda v: _layout(v, matrix))
 
 
 def _layout(v: page.View, matrix_q: Any) -> html.Div:
@@ -36,24 +37,21 @@ def _layout(v: page.View, matrix_q: Any) -> html.Div:
     try:
         metric = parse_choice("matrix", matrix_q, MATRIX_METRICS, "bytes")
     except WebappError as exc:
-        notes.append(ui.message(f"{exc}; showing bytes."))
+        notes.append(ui.message(t("ui.showing", problem=exc, shown=t("cm.showing_bytes"))))
         metric = "bytes"
     return html.Div(
         [
-            ui.header(
-                "Communication",
-                "Where communication time goes on each rank, how fast the links are, and which collectives are slow.",
-            ),
+            ui.header(t("nav.communication"), t("cm.subtitle")),
             html.Div(
                 [
                     ui.run_control(P, v.runs, run),
                     ui.ranks_control(P, v.all_ranks, [] if v.selected == v.all_ranks else v.selected),
                     html.Div(
                         [
-                            html.Label("Matrix", htmlFor=f"{P}-metric"),
+                            html.Label(t("cm.matrix"), htmlFor=f"{P}-metric"),
                             dcc.RadioItems(
                                 id=f"{P}-metric",
-                                options=[{"label": v, "value": k} for k, v in MATRIX_METRICS.items()],
+                                options=[{"label": t(f"cm.mx.{k}"), "value": k} for k in MATRIX_METRICS],
                                 value=metric,
                                 inline=True,
                                 className="radios",
@@ -68,7 +66,7 @@ def _layout(v: page.View, matrix_q: Any) -> html.Div:
             dcc.Loading(html.Div(id=f"{P}-content"), type="dot", delay_show=300),
             html.Div(
                 [
-                    html.H2("Collectives"),
+                    html.H2(t("cm.collectives")),
                     html.Div(id=f"{P}-ops-status", className="status"),
                     html.Div(id=f"{P}-matching"),
                     dag.AgGrid(
@@ -93,7 +91,7 @@ def _layout(v: page.View, matrix_q: Any) -> html.Div:
                         className="ag-theme-alpine",
                     ),
                     html.Div(
-                        html.P("Select a collective to see who arrived last, and why.", className="note"),
+                        html.P(t("cm.select"), className="note"),
                         id=f"{P}-blame",
                     ),
                 ],
@@ -107,50 +105,47 @@ def _layout(v: page.View, matrix_q: Any) -> html.Div:
 def _op_columns() -> list[dict[str, Any]]:
     num = {"filter": "agNumberColumnFilter"}
     return [
-        {"field": "name", "headerName": "operation", "maxWidth": 320, "tooltipField": "name", "pinned": "left"},
+        {"field": "name", "headerName": t("cm.col.name"), "maxWidth": 320, "tooltipField": "name", "pinned": "left"},
         {
             "field": "timeline",
-            "headerName": "timeline",
+            "headerName": t("cm.col.timeline"),
             "cellRenderer": "markdown",
             "sortable": False,
             "filter": False,
             "maxWidth": 140,
-            "headerTooltip": "this instance in the timeline, on every member rank",
+            "headerTooltip": t("cm.tip.timeline"),
         },
-        {"field": "op_type", "headerName": "type", "maxWidth": 120, "tooltipField": "op_type"},
-        {"field": "group_name", "headerName": "group", "maxWidth": 110, "tooltipField": "group_name"},
-        {"field": "step", "headerName": "step", **num},
-        {"field": "ranks", "headerName": "ranks", **num},
-        {"field": "calls", "headerName": "calls", **num, "valueFormatter": _INT},
-        {"field": "max_ms", "headerName": "max (ms)", **num, "valueFormatter": _MS, "sort": "desc"},
-        {"field": "min_ms", "headerName": "min (ms)", **num, "valueFormatter": _MS},
-        {"field": "avg_ms", "headerName": "avg (ms)", **num, "valueFormatter": _MS},
-        {"field": "slowest_rank", "headerName": "slowest rank", **num},
-        {"field": "fastest_rank", "headerName": "fastest rank", **num},
+        {"field": "op_type", "headerName": t("cm.col.op_type"), "maxWidth": 120, "tooltipField": "op_type"},
+        {"field": "group_name", "headerName": t("cm.col.group_name"), "maxWidth": 110, "tooltipField": "group_name"},
+        {"field": "step", "headerName": t("cm.col.step"), **num},
+        {"field": "ranks", "headerName": t("cm.col.ranks"), **num},
+        {"field": "calls", "headerName": t("cm.col.calls"), **num, "valueFormatter": _INT},
+        {"field": "max_ms", "headerName": t("cm.col.max_ms"), **num, "valueFormatter": _MS, "sort": "desc"},
+        {"field": "min_ms", "headerName": t("cm.col.min_ms"), **num, "valueFormatter": _MS},
+        {"field": "avg_ms", "headerName": t("cm.col.avg_ms"), **num, "valueFormatter": _MS},
+        {"field": "slowest_rank", "headerName": t("cm.col.slowest_rank"), **num},
+        {"field": "fastest_rank", "headerName": t("cm.col.fastest_rank"), **num},
         {
             "field": "last_rank",
-            "headerName": "last to arrive",
+            "headerName": t("cm.col.last_rank"),
             **num,
-            "headerTooltip": "the member that entered last (clocks aligned); the others waited for it",
+            "headerTooltip": t("cm.tip.last_rank"),
         },
         {
             "field": "late_ms",
-            "headerName": "late by (ms)",
+            "headerName": t("cm.col.late_ms"),
             **num,
             "valueFormatter": _MS,
-            "headerTooltip": "how much later than the next-latest member it entered: what the collective would "
-            "have started earlier had it arrived with its peers",
+            "headerTooltip": t("cm.tip.late_ms"),
         },
-        {"field": "max_wait_ms", "headerName": "max wait (ms)", **num, "valueFormatter": _MS},
+        {"field": "max_wait_ms", "headerName": t("cm.col.max_wait_ms"), **num, "valueFormatter": _MS},
         {
             "field": "wait_source",
-            "headerName": "wait from",
+            "headerName": t("cm.col.wait_source"),
             "maxWidth": 130,
-            "headerTooltip": (
-                "producer: measured by the profiler; estimated: elapsed minus the shortest elapsed of the collective"
-            ),
+            "headerTooltip": t("cm.tip.wait_source"),
         },
-        {"field": "mib", "headerName": "size (MiB)", **num, "valueFormatter": _MS},
+        {"field": "mib", "headerName": t("cm.col.mib"), **num, "valueFormatter": _MS},
     ]
 
 
@@ -162,66 +157,52 @@ def _op_columns() -> list[dict[str, Any]]:
 def per_rank(df: pd.DataFrame, votes: pd.DataFrame) -> list[Any]:
     if df.empty:
         return [
-            html.H2("Communication time per rank"),
-            ui.message(
-                "No communication operations for the selected ranks (single process, or the profiler did not "
-                "record them).",
-                "info",
-            ),
+            html.H2(t("cm.per_rank")),
+            ui.message(t("cm.no_ops"), "info"),
         ]
     for c in ("elapsed_ns", "wait_ns", "transit_ns", "bytes"):
         df[c] = pd.to_numeric(df[c], errors="coerce").astype("float64")
-    x = [f"rank {r}" for r in df["rank"]]
+    x = [t("ui.rank_n", rank=r) for r in df["rank"]]
     split = bool(df["wait_ns"].notna().any() and df["transit_ns"].notna().any())
     sources = sorted({s for lst in df["wait_sources"] for s in (lst if lst is not None else [])})
     fig = ui.figure(height=340, barmode="stack", yaxis_title="ms")
     if split:
         other = (df["elapsed_ns"] - df["wait_ns"].fillna(0) - df["transit_ns"].fillna(0)).clip(lower=0)
         fig.add_bar(
-            name="transit",
+            name=t("cm.transit"),
             x=x,
             y=df["transit_ns"] / 1e6,
             marker_color=ui.COLORS["transit"],
-            hovertemplate="%{x}: transit %{y:.3f} ms<extra></extra>",
+            hovertemplate="%{x}: " + t("cm.transit") + " %{y:.3f} ms<extra></extra>",
         )
         fig.add_bar(
-            name="wait",
+            name=t("cm.wait"),
             x=x,
             y=df["wait_ns"] / 1e6,
             marker_color=ui.COLORS["wait"],
-            hovertemplate="%{x}: wait %{y:.3f} ms<extra></extra>",
+            hovertemplate="%{x}: " + t("cm.wait") + " %{y:.3f} ms<extra></extra>",
         )
         if (other > 0).any():
             fig.add_bar(
-                name="other (idle, sync)",
+                name=t("cm.other"),
                 x=x,
                 y=other / 1e6,
                 marker_color=ui.COLORS["other"],
-                hovertemplate="%{x}: other %{y:.3f} ms<extra></extra>",
+                hovertemplate="%{x}: " + t("cm.other_short") + " %{y:.3f} ms<extra></extra>",
             )
         if sources == ["producer"]:
-            note = (
-                "Elapsed time of the communication operations split as the producer measured it: transit (moving "
-                "data), wait (for the peers), other (idle / synchronisation). Long waits point at a slow peer."
-            )
+            note = t("cm.note_producer")
         else:
-            note = (
-                "Wait and transit estimated the way msprof-analyze does when the producer gives only elapsed times "
-                "(Kineto, MindSpore on CPU): per collective, transit = the shortest elapsed time among its ranks, "
-                "wait = the rest. Long waits point at a slow peer."
-            )
+            note = t("cm.note_estimated")
     else:
         fig.add_bar(
-            name="elapsed",
+            name=t("cm.elapsed"),
             x=x,
             y=df["elapsed_ns"] / 1e6,
             marker_color=ui.COLORS["comm_not_overlapped"],
             hovertemplate="%{x}: %{y:.3f} ms<extra></extra>",
         )
-        note = (
-            "Elapsed time of the communication operations; wait and transit could not be separated (no producer "
-            "split and no collective matched on every rank)."
-        )
+        note = t("cm.note_elapsed")
     voted = votes[votes["votes"] > 0] if not votes.empty else votes
     rows = [
         [
@@ -235,16 +216,19 @@ def per_rank(df: pd.DataFrame, votes: pd.DataFrame) -> list[Any]:
         for r in df.to_dict("records")
     ]
     kids: list[Any] = [
-        html.H2("Communication time per rank"),
+        html.H2(t("cm.per_rank")),
         ui.graph(f"{P}-rank-graph", fig),
         html.P(note, className="note"),
     ]
     if not voted.empty:
         kids.append(
             html.P(
-                "Slow rank vote (msprof-analyze: Dixon / 3σ per collective): "
-                + ", ".join(
-                    f"rank {int(r['rank'])} {int(r['votes'])}/{int(r['instances'])}" for r in voted.to_dict("records")
+                t(
+                    "cm.vote",
+                    ranks=", ".join(
+                        t("cm.vote_rank", rank=int(r["rank"]), votes=int(r["votes"]), n=int(r["instances"]))
+                        for r in voted.to_dict("records")
+                    ),
                 ),
                 className="note slow",
                 id=f"{P}-slow",
@@ -253,8 +237,7 @@ def per_rank(df: pd.DataFrame, votes: pd.DataFrame) -> list[Any]:
     elif not votes.empty:
         kids.append(
             html.P(
-                f"Slow rank vote (msprof-analyze: Dixon / 3σ per collective): no rank judged slow over "
-                f"{int(votes['instances'].max())} collective(s).",
+                t("cm.vote_none", n=int(votes["instances"].max())),
                 className="note",
                 id=f"{P}-slow",
             )
@@ -262,13 +245,14 @@ def per_rank(df: pd.DataFrame, votes: pd.DataFrame) -> list[Any]:
     kids.append(
         html.Details(
             [
-                html.Summary("numbers"),
+                html.Summary(t("cm.numbers")),
                 ui.table(
-                    ["rank", "operations", "elapsed", "wait", "transit", "data size"], rows, id_=f"{P}-rank-table"
+                    [t(f"cm.rc.{c}") for c in ("rank", "ops", "elapsed", "wait", "transit", "size")],
+                    rows,
+                    id_=f"{P}-rank-table",
                 ),
                 html.P(
-                    "Data size: the operations' buffers, each counted once per rank (the payload, "
-                    "not the traffic it causes on the links).",
+                    t("cm.size_note"),
                     className="note",
                 ),
             ],
@@ -279,21 +263,17 @@ def per_rank(df: pd.DataFrame, votes: pd.DataFrame) -> list[Any]:
 
 
 def bandwidth(df: pd.DataFrame) -> list[Any]:
-    head = html.H2("Bandwidth per transport")
+    head = html.H2(t("cm.bw"))
     if df.empty:
         return [
             head,
-            ui.message(
-                "No per-transport bandwidth in this run (torch_npu / MindSpore communication.json at Level1 or "
-                "above records it).",
-                "info",
-            ),
+            ui.message(t("cm.no_bw"), "info"),
         ]
     fig = ui.figure(height=320, barmode="group", yaxis_title="GB/s")
     for transport, g in df.groupby("transport", sort=True):
         fig.add_bar(
             name=str(transport),
-            x=[f"rank {r}" for r in g["rank"]],
+            x=[t("ui.rank_n", rank=r) for r in g["rank"]],
             y=pd.to_numeric(g["bandwidth_bytes_per_s"], errors="coerce") / 1e9,
             hovertemplate="%{x}: %{y:.3f} GB/s<extra>%{fullData.name}</extra>",
         )
@@ -312,16 +292,13 @@ def bandwidth(df: pd.DataFrame) -> list[Any]:
     return [
         head,
         ui.graph(f"{P}-bw-graph", fig),
-        html.P(
-            "Bandwidth = bytes moved / transit time summed over the operations; min / max over single operations.",
-            className="note",
-        ),
-        html.P(_BW_BYTES_NOTE, className="note", id=f"{P}-bw-note"),
+        html.P(t("cm.bw_note"), className="note"),
+        html.P(t("cm.bw_bytes_note"), className="note", id=f"{P}-bw-note"),
         html.Details(
             [
-                html.Summary("numbers"),
+                html.Summary(t("cm.numbers")),
                 ui.table(
-                    ["rank", "transport", "bytes moved", "transit", "bandwidth", "min", "max"],
+                    [t(f"cm.bc.{c}") for c in ("rank", "transport", "bytes", "transit", "bandwidth", "min", "max")],
                     rows,
                     id_=f"{P}-bw-table",
                 ),
@@ -330,28 +307,16 @@ def bandwidth(df: pd.DataFrame) -> list[Any]:
     ]
 
 
-_BW_BYTES_NOTE = (
-    "Bytes moved: the traffic the profiler counted on that transport, larger than the data size of the per-rank "
-    "table: a collective moves its buffer in several pieces to several peers (a ring all-reduce sends about "
-    "2(n-1)/n of it), and SDMA, the copy engine behind HCCS and PCIe transfers, counts the same traffic again, so "
-    "do not add transports up."
-)
-
-
 def _label_key(v: str) -> tuple[int, int]:
     return (1, int(v[1:])) if v.startswith("L") and v[1:].isdigit() else ((0, int(v)) if v.isdigit() else (2, 0))
 
 
 def matrix(df: pd.DataFrame, metric: str) -> list[Any]:
-    head = html.H2("Rank × rank matrix")
+    head = html.H2(t("cm.matrix_title"))
     if df.empty:
         return [
             head,
-            ui.message(
-                "No communication matrix in this run (torch_npu / MindSpore Level1+ write communication_matrix.json; "
-                "Kineto has no per-link data, only matched send/recv pairs).",
-                "info",
-            ),
+            ui.message(t("cm.no_matrix"), "info"),
         ]
     ys = sorted(set(df["src"]), key=_label_key)
     xs = sorted(set(df["dst"]), key=_label_key)
@@ -367,9 +332,7 @@ def matrix(df: pd.DataFrame, metric: str) -> list[Any]:
     z[rows_i[~local], cols_i[~local]] = v[~local] / scale
     z_local[rows_i[local], cols_i[local]] = v[local] / scale
     labels = ys + xs
-    fig = ui.figure(
-        height=max(260, min(900, 110 + 26 * len(ys))), xaxis_title="destination rank", yaxis_title="source rank"
-    )
+    fig = ui.figure(height=max(260, min(900, 110 + 26 * len(ys))), xaxis_title=t("cm.dst"), yaxis_title=t("cm.src"))
     # the scale starts at 0: links that differ by 1 % look alike instead of opposite ends of the scale
     finite = z[np.isfinite(z)]
     top = float(finite.max()) if finite.size else 1.0
@@ -390,29 +353,22 @@ def matrix(df: pd.DataFrame, metric: str) -> list[Any]:
             y=ys,
             colorscale=[[0, "#d5dbe1"], [1, "#d5dbe1"]],
             showscale=False,
-            name="local",
-            hovertemplate="%{y} → %{x} (local, inside the device): %{z:.3f} " + unit + "<extra></extra>",
+            name=t("cm.local"),
+            hovertemplate="%{y} → %{x} " + t("cm.local_hover") + ": %{z:.3f} " + unit + "<extra></extra>",
         )
     fig.update_yaxes(autorange="reversed", type="category")
     fig.update_xaxes(type="category")
-    note = (
-        f"{MATRIX_METRICS[metric].capitalize()} per (source, destination) link, summed over operation types and steps"
-    )
+    label = t(f"cm.mx.{metric}")
+    note = t("cm.matrix_note", metric=label[:1].upper() + label[1:])
     if finite.size:
-        note += f" (from {finite.min():,.3f} to {finite.max():,.3f} {unit}; the colour scale starts at 0)."
+        note += t("cm.matrix_range", lo=f"{finite.min():,.3f}", hi=f"{finite.max():,.3f}", unit=unit)
     else:
-        note += "."
+        note += t("cm.matrix_end")
     if np.isfinite(z_local).any():
         lv = z_local[np.isfinite(z_local)]
-        note += (
-            f" Grey: a rank's copies inside its own device (local links, {lv.min():,.3f}–{lv.max():,.3f} {unit}), "
-            "kept out of the colour scale."
-        )
+        note += t("cm.grey", lo=f"{lv.min():,.3f}", hi=f"{lv.max():,.3f}", unit=unit)
     if any(str(x).startswith("L") for x in labels):
-        note += (
-            " L<k>: local rank k of the group, whose global rank the profiler did not record (its rank was not "
-            "profiled)."
-        )
+        note += t("cm.local_rank")
     return [head, ui.graph(f"{P}-matrix", fig), html.P(note, className="note")]
 
 
@@ -447,7 +403,8 @@ def op_rows(df: pd.DataFrame, run: str, token: str = "0") -> list[dict]:
     for row, members in zip(rows, df["members"]):
         n = len({r for r, _, _ in members})
         # the text is ours (a count), never a name from the trace: markdown stays a plain link
-        row["timeline"] = f"[on {n} rank{'s' if n != 1 else ''}]({links.collective_url(run, members)})" if n else ""
+        text = t("cm.on_ranks", n=n) if n != 1 else t("cm.on_rank")
+        row["timeline"] = f"[{text}]({links.collective_url(run, members)})" if n else ""
     return rows
 
 
@@ -479,12 +436,11 @@ def register_callbacks(app: Dash) -> None:
             content = render(v.rd, run, selected, metric if metric in MATRIX_METRICS else "bytes")
             ops, n = data.collectives(v.rd, run, selected)
             notes = matching_notes(data.collective_matching(v.rd, run))
-        cut = f" (the {len(ops):,} slowest of {n:,})" if n > len(ops) else ""
+        cut = t("cm.cut", n=f"{len(ops):,}", total=f"{n:,}") if n > len(ops) else ""
         status = (
-            f"{len(ops):,} collectives (an instance = one call matched across its ranks) over ranks "
-            f"{format_ranks(selected)}{cut}."
+            t("cm.status", n=f"{len(ops):,}", ranks=format_ranks(selected), cut=cut)
             if len(ops)
-            else "No communication operations."
+            else t("cm.no_ops_short")
         )
         url = ui.page_url(
             "/communication",
@@ -502,7 +458,7 @@ def register_callbacks(app: Dash) -> None:
             ui.fit_columns(_op_columns(), rows),
             status,
             notes,
-            [{"label": f"rank {r}", "value": r} for r in all_ranks],
+            ui.rank_options(all_ranks),
             url,
         )
 
@@ -539,11 +495,11 @@ def matching_notes(cm: pd.DataFrame) -> list[Any]:
     for r in cm.to_dict("records"):
         if isinstance(r["note"], str) and r["note"]:
             g = (
-                "ops without a group"
+                t("cm.no_group")
                 if r["group_name"] is None or pd.isna(r["group_name"])
-                else f"group {r['group_name']}"
+                else t("cm.group", group=r["group_name"])
             )
-            items.append(html.Li([html.Span(g + ": ", className="who"), r["note"]]))
+            items.append(html.Li([html.Span(t("cm.who", who=g), className="who"), r["note"]]))
     return [html.Ul(items, className="missing", id=f"{P}-matching-notes")]
 
 
@@ -553,43 +509,51 @@ def blame_panel(b: pd.DataFrame, run: str, instance: str | None) -> html.Div:
     if b.empty:
         return html.Div(
             html.P(
-                "No arrival order for this collective: it was not seen by every profiled member of its group, "
-                "or a member's clock cannot be aligned, or it is the first of its group with no step around it."
-                if instance
-                else "Select a collective to see who arrived last, and why.",
+                t("cm.no_blame") if instance else t("cm.select"),
                 className="note",
             )
         )
     r = b.iloc[0]
     rows = [[c, fmt_ns(v)] for c, v in sorted(r["excess_by_cause"].items(), key=lambda kv: -kv[1]) if v != 0]
-    ops = [[t["name"], fmt_ns(t["excess_ns"]), fmt_ns(t["ns"])] for t in (r["top_ops"] or [])]
+    ops = [[op["name"], fmt_ns(op["excess_ns"]), fmt_ns(op["ns"])] for op in (r["top_ops"] or [])]
     chain = " → ".join(
-        f"rank {c['rank']} ({c['cause']}{', waited ' + fmt_ns(c['waited_ns']) if c.get('waited_ns') else ''})"
+        t(
+            "cm.chain_rank",
+            rank=c["rank"],
+            cause=c["cause"],
+            waited=t("cm.waited", time=fmt_ns(c["waited_ns"])) if c.get("waited_ns") else "",
+        )
         for c in r["chain"]
     )
     hl = [tuple(h) for h in r["highlights"]]
     kids: list[Any] = [
-        html.H3(f"Blame: {r['op_type']} of group {r['group_name']}, step {r['step']}"),
+        html.H3(t("cm.blame_title", op=r["op_type"], group=r["group_name"], step=r["step"])),
         html.P(
-            f"Rank {int(r['last_rank'])} arrived last, {fmt_ns(r['lateness_ns'])} after the first member and "
-            f"{fmt_ns(r['margin_ns'])} after the next-latest: the collective would have started that much earlier "
-            f"had it arrived with its peers. Since the group's previous collective it spent "
-            f"{fmt_ns(int(r['end_ns']) - int(r['start_ns']))} against its peers' {fmt_ns(r['peer_interval_ns'])} "
-            f"(median); the difference went to {r['cause_text']}.",
+            t(
+                "cm.blame_text",
+                rank=int(r["last_rank"]),
+                lateness=fmt_ns(r["lateness_ns"]),
+                margin=fmt_ns(r["margin_ns"]),
+                spent=fmt_ns(int(r["end_ns"]) - int(r["start_ns"])),
+                peers=fmt_ns(r["peer_interval_ns"]),
+                cause=r["cause_text"],
+            ),
             className="note",
             id=f"{P}-blame-text",
         ),
-        ui.table(["cause", "excess over the peers' median"], rows, id_=f"{P}-blame-causes"),
+        ui.table([t("cm.bl.cause"), t("cm.bl.excess")], rows, id_=f"{P}-blame-causes"),
     ]
     if ops and r["cause"] == "compute":
-        kids.append(ui.table(["operator", "excess", "its time"], ops, id_=f"{P}-blame-ops"))
-    kids.append(html.P(f"Waiting chain: {chain}", className="note"))
+        kids.append(
+            ui.table([t("cm.bl.operator"), t("cm.bl.op_excess"), t("cm.bl.its_time")], ops, id_=f"{P}-blame-ops")
+        )
+    kids.append(html.P(t("cm.chain", chain=chain), className="note"))
     kids.append(
         html.Div(
             [
-                "In the timeline: ",
+                t("cm.in_timeline"),
                 dcc.Link(
-                    "the interval on every member",
+                    t("cm.interval"),
                     href=links.timeline_url(run, sorted({int(h[0]) for h in hl}), hl),
                     id=f"{P}-blame-link",
                 ),
@@ -604,9 +568,9 @@ def groups(df: pd.DataFrame, defs: pd.DataFrame) -> list[Any]:
     """Per group: elapsed split into wait, transit and idle (the part of the ops in which the rank
     neither waits for a peer nor moves data); per rank: which Communication the step breakdown
     counts, beside the producer's own figure."""
-    kids: list[Any] = [html.H2("Communication groups")]
+    kids: list[Any] = [html.H2(t("cm.groups"))]
     if df.empty:
-        kids.append(ui.message("No communication group with matched operations in this run.", "info"))
+        kids.append(ui.message(t("cm.no_groups"), "info"))
     else:
         rows = [
             [
@@ -624,14 +588,15 @@ def groups(df: pd.DataFrame, defs: pd.DataFrame) -> list[Any]:
         ]
         kids += [
             ui.table(
-                ["group", "role", "ranks", "instances", "elapsed", "wait", "transit", "idle", "idle share"],
+                [
+                    t(f"cm.gc.{c}")
+                    for c in ("group", "role", "ranks", "instances", "elapsed", "wait", "transit", "idle", "idle_share")
+                ],
                 rows,
                 id_=f"{P}-group-table",
             ),
             html.P(
-                "Summed over the group's ranks. Idle = elapsed − wait − transit (msprof-analyze's Idle Time: "
-                "inside the operation, neither waiting for a peer nor moving data — synchronisation and the "
-                "gaps between its tasks); the producer's own figure where it wrote one.",
+                t("cm.groups_note"),
                 className="note",
             ),
         ]
@@ -647,13 +612,12 @@ def groups(df: pd.DataFrame, defs: pd.DataFrame) -> list[Any]:
         ]
         kids += [
             ui.table(
-                ["rank", "definition", "Communication (ours)", "Communication (producer's)"],
+                [t(f"cm.dc.{c}") for c in ("rank", "definition", "ours", "producer")],
                 rows,
                 id_=f"{P}-definition-table",
             ),
             html.P(
-                "The step breakdown's Communication, mean per step: union of the op spans, or of the HCCL "
-                "tasks where the producer's own step rows count those (docs/analyses.md §1).",
+                t("cm.def_note"),
                 className="note",
             ),
         ]

@@ -16,10 +16,11 @@ from dash import Dash, Input, Output, State, ctx, dcc, html
 from webapp import data, links, page, ui
 from webapp.errors import BadParameter
 from webapp.format import fmt_bytes
+from webapp.labels import page_title, t
 from webapp.params import format_ranks, parse_int, single
 from webapp.reader import Reader
 
-dash.register_page(__name__, path="/memory", name="Memory", title="rankscope · memory", order=3)
+dash.register_page(__name__, path="/memory", name="Memory", title=page_title("memory"), order=3)
 
 P = "mem"
 DEFAULT_RANKS = 8
@@ -39,7 +40,7 @@ def layout(
     **_: Any,
 ) -> Any:
     return page.layout(
-        "Memory",
+        t("nav.memory"),
         run,
         ranks,
         lambda v: _layout(v, component, series, start_ns, end_ns),
@@ -55,12 +56,12 @@ def _url_window(rd: Reader, run: str, start_q: Any, end_q: Any) -> dict[str, str
     if a is None and b is None:
         return {}
     if a is None or b is None:
-        raise BadParameter("start_ns" if a is None else "end_ns", None, "start_ns and end_ns go together")
+        raise BadParameter("start_ns" if a is None else "end_ns", None, t("mem.together"))
     if b <= a:
-        raise BadParameter("end_ns", b, "must be after start_ns")
+        raise BadParameter("end_ns", b, t("mem.after"))
     bounds = data.time_bounds(rd, run, None)
     if bounds is not None and (b <= bounds[0] or a >= bounds[1]):
-        raise BadParameter("start_ns", a, f"the window {a}–{b} ns lies outside the run ({bounds[0]}–{bounds[1]} ns)")
+        raise BadParameter("start_ns", a, t("mem.outside", a=a, b=b, lo=bounds[0], hi=bounds[1]))
     return {"start_ns": str(a), "end_ns": str(b)}
 
 
@@ -72,10 +73,7 @@ def _layout(v: page.View, component_q: Any, series_q: Any, start_q: Any = None, 
     component = single("component", component_q)
     if component is not None and component not in comp_names:
         notes.append(
-            ui.message(
-                f"URL parameter component={component!r}: this run has no such memory counter "
-                f"(has: {', '.join(comp_names) or 'none'})."
-            )
+            ui.message(t("mem.no_counter", component=repr(component), have=", ".join(comp_names) or t("mem.none")))
         )
         component = None
     if component is None and comp_names:
@@ -85,21 +83,17 @@ def _layout(v: page.View, component_q: Any, series_q: Any, start_q: Any = None, 
     try:
         want = _url_window(rd, run, start_q, end_q)
     except BadParameter as exc:
-        notes.append(ui.message(f"{exc}; showing the whole run.", id=f"{P}-url-note"))
+        notes.append(ui.message(t("mem.whole_note", problem=exc), id=f"{P}-url-note"))
     return html.Div(
         [
-            ui.header(
-                "Memory",
-                "Allocator curves per rank (peaks kept when downsampling), peak per rank, and the largest "
-                "operator allocations.",
-            ),
+            ui.header(t("nav.memory"), t("mem.subtitle")),
             html.Div(
                 [
                     ui.run_control(P, v.runs, run),
-                    ui.ranks_control(P, v.all_ranks, selected, label="Ranks (curves)"),
+                    ui.ranks_control(P, v.all_ranks, selected, label=t("mem.ranks_curves")),
                     html.Div(
                         [
-                            html.Label("Counter", htmlFor=f"{P}-component"),
+                            html.Label(t("mem.counter"), htmlFor=f"{P}-component"),
                             dcc.Dropdown(
                                 id=f"{P}-component",
                                 options=options,
@@ -112,10 +106,10 @@ def _layout(v: page.View, component_q: Any, series_q: Any, start_q: Any = None, 
                     ),
                     html.Div(
                         [
-                            html.Label("Series", htmlFor=f"{P}-series"),
+                            html.Label(t("mem.series"), htmlFor=f"{P}-series"),
                             dcc.Checklist(
                                 id=f"{P}-series",
-                                options=[{"label": s, "value": s} for s in SERIES],
+                                options=[{"label": t(f"mem.series.{s}"), "value": s} for s in SERIES],
                                 value=series,
                                 inline=True,
                                 className="checks",
@@ -124,7 +118,7 @@ def _layout(v: page.View, component_q: Any, series_q: Any, start_q: Any = None, 
                         className="control",
                     ),
                     html.Div(
-                        html.Button("Whole run", id=f"{P}-reset", n_clicks=0, className="btn"),
+                        html.Button(t("mem.whole"), id=f"{P}-reset", n_clicks=0, className="btn"),
                         className="control buttons",
                     ),
                 ],
@@ -137,7 +131,7 @@ def _layout(v: page.View, component_q: Any, series_q: Any, start_q: Any = None, 
             dcc.Store(id=f"{P}-zoom"),
             html.Div(
                 [
-                    html.H2("Memory over time"),
+                    html.H2(t("mem.over_time")),
                     ui.graph(f"{P}-curves", ui.figure(height=380), config={"scrollZoom": True}),
                 ],
                 className="card",
@@ -145,12 +139,15 @@ def _layout(v: page.View, component_q: Any, series_q: Any, start_q: Any = None, 
             html.Div(
                 [
                     html.Div(
-                        [html.H2("Peak per rank"), dcc.Loading(html.Div(id=f"{P}-peaks"), type="dot", delay_show=300)],
+                        [
+                            html.H2(t("mem.peak_per_rank")),
+                            dcc.Loading(html.Div(id=f"{P}-peaks"), type="dot", delay_show=300),
+                        ],
                         className="card",
                     ),
                     html.Div(
                         [
-                            html.H2("Largest operator allocations"),
+                            html.H2(t("mem.largest")),
                             html.Div(id=f"{P}-blocks-status", className="status"),
                             dag.AgGrid(
                                 id=f"{P}-blocks",
@@ -183,11 +180,7 @@ def _layout(v: page.View, component_q: Any, series_q: Any, start_q: Any = None, 
     )
 
 
-COUNTER_GROUPS = (
-    ("allocators", "Allocators (allocated / reserved / active)"),
-    ("modules", "Processes and driver modules (reserved)"),
-    ("zero", "Never above 0 B"),
-)
+COUNTER_GROUPS = ("allocators", "modules", "zero")  # labels: mem.group.GROUP
 
 
 def component_options(comps: pd.DataFrame) -> list[dict[str, Any]]:
@@ -206,13 +199,16 @@ def component_options(comps: pd.DataFrame) -> list[dict[str, Any]]:
     per["peak"] = pd.to_numeric(per["peak"], errors="coerce").fillna(0)
     per["group"] = np.where(per["peak"] <= 0, "zero", np.where(per["n_allocated"] > 0, "allocators", "modules"))
     out: list[dict[str, Any]] = []
-    for group, heading in COUNTER_GROUPS:
+    for group in COUNTER_GROUPS:
+        heading = t(f"mem.group.{group}")
         g = per[per["group"] == group].sort_values(["peak", "component"], ascending=[False, True])
         if g.empty:
             continue
-        out.append({"label": f"— {heading} ({len(g)}) —", "value": f"\0{group}", "disabled": True})
+        out.append(
+            {"label": t("mem.group_heading", heading=heading, n=len(g)), "value": f"\0{group}", "disabled": True}
+        )
         out += [
-            {"label": c if p <= 0 else f"{c} · peak {fmt_bytes(p)}", "value": c}
+            {"label": c if p <= 0 else t("mem.with_peak", counter=c, peak=fmt_bytes(p)), "value": c}
             for c, p in zip(g["component"], g["peak"])
         ]
     return out
@@ -227,34 +223,34 @@ def _default_component(names: Sequence[str]) -> str:
 
 def _block_columns() -> list[dict[str, Any]]:
     return [
-        {"field": "rank", "headerName": "rank", "filter": "agNumberColumnFilter"},
-        {"field": "name", "headerName": "operator", "maxWidth": 200, "flex": 1, "tooltipField": "name"},
+        {"field": "rank", "headerName": t("mem.col.rank"), "filter": "agNumberColumnFilter"},
+        {"field": "name", "headerName": t("mem.col.name"), "maxWidth": 200, "flex": 1, "tooltipField": "name"},
         {
             "field": "size_mib",
-            "headerName": "size (MiB)",
+            "headerName": t("mem.col.size"),
             "filter": "agNumberColumnFilter",
             "valueFormatter": _MIB,
             "sort": "desc",
         },
         {
             "field": "alloc_ms",
-            "headerName": "allocated at (ms)",
+            "headerName": t("mem.col.alloc"),
             "filter": "agNumberColumnFilter",
             "valueFormatter": _MS,
         },
         {
             "field": "lifetime_ms",
-            "headerName": "lifetime (ms)",
+            "headerName": t("mem.col.lifetime"),
             "filter": "agNumberColumnFilter",
             "valueFormatter": _MS,
         },
         {
             "field": "released",
-            "headerName": "released",
+            "headerName": t("mem.col.released"),
             "maxWidth": 150,
-            "headerTooltip": "no: the trace records no release of the block (still allocated when it ended)",
+            "headerTooltip": t("mem.col.released_tip"),
         },
-        {"field": "device", "headerName": "device", "maxWidth": 110},
+        {"field": "device", "headerName": t("mem.col.device"), "maxWidth": 110},
     ]
 
 
@@ -266,7 +262,7 @@ def _block_columns() -> list[dict[str, Any]]:
 def curves_figure(
     curves: pd.DataFrame, peaks: pd.DataFrame, series: Sequence[str], origin: int, window: tuple[int, int]
 ) -> Any:
-    fig = ui.figure(height=380, yaxis_title="MiB", xaxis_title="ms since the run's first event", hovermode="x unified")
+    fig = ui.figure(height=380, yaxis_title="MiB", xaxis_title=t("mem.x"), hovermode="x unified")
     fig.update_xaxes(range=[(window[0] - origin) / 1e6, (window[1] - origin) / 1e6])
     if curves.empty:
         return fig
@@ -297,7 +293,12 @@ def curves_figure(
             y = pd.to_numeric(g[f"{s}_bytes"], errors="coerce")
             if (rank, device, s) not in recorded or y.isna().all():
                 continue
-            label = f"rank {rank}" + (f" {device}" if device and curves["device"].nunique() > 1 else "") + f" {s}"
+            label = t(
+                "mem.curve",
+                rank=rank,
+                device=f" {device}" if device and curves["device"].nunique() > 1 else "",
+                series=t(f"mem.series.{s}"),
+            )
             fig.add_scatter(
                 x=x,
                 y=y / 2**20,
@@ -310,16 +311,17 @@ def curves_figure(
     # peaks (exact, from the full series, not the downsampled one)
     for _, r in peaks.iterrows():
         for s in series:
-            v, t = r.get(f"peak_{s}_bytes"), r.get(f"peak_{s}_ns")
-            if v is None or pd.isna(v) or t is None or pd.isna(t) or float(v) <= 0:
+            v, at = r.get(f"peak_{s}_bytes"), r.get(f"peak_{s}_ns")
+            if v is None or pd.isna(v) or at is None or pd.isna(at) or float(v) <= 0:
                 continue
             fig.add_scatter(
-                x=[(int(t) - origin) / 1e6],
+                x=[(int(at) - origin) / 1e6],
                 y=[float(v) / 2**20],
                 mode="markers",
                 showlegend=False,
                 marker=dict(symbol="triangle-down", size=10, color="#b03030"),
-                hovertemplate=f"rank {r['rank']} peak {s}: {fmt_bytes(v)}<extra></extra>",
+                hovertemplate=t("mem.peak_hover", rank=r["rank"], series=t(f"mem.series.{s}"), value=fmt_bytes(v))
+                + "<extra></extra>",
             )
     return fig
 
@@ -333,7 +335,7 @@ def _peak(v: Any) -> str:
 def peaks_figure(peaks: pd.DataFrame, selected: Sequence[int], run: str = "") -> Any:
     """The peak of every rank side by side, and a table with a link to each allocated peak in the timeline."""
     if peaks.empty:
-        return ui.message("No memory samples for this counter.", "info")
+        return ui.message(t("mem.no_samples_counter"), "info")
     per = (
         peaks.groupby("rank")
         .agg(
@@ -343,16 +345,16 @@ def peaks_figure(peaks: pd.DataFrame, selected: Sequence[int], run: str = "") ->
         )
         .reset_index()
     )
-    fig = ui.figure(height=320, barmode="group", yaxis_title="peak (MiB)")
-    x = [f"rank {r}" for r in per["rank"]]
+    fig = ui.figure(height=320, barmode="group", yaxis_title=t("mem.peak_axis"))
+    x = [t("ui.rank_n", rank=r) for r in per["rank"]]
     for s in SERIES:
         if (pd.to_numeric(per[s], errors="coerce").fillna(0) > 0).any():  # a counter never above 0 was not recorded
             fig.add_bar(
-                name=f"peak {s}",
+                name=t("mem.peak_series", series=t(f"mem.series.{s}")),
                 x=x,
                 y=pd.to_numeric(per[s], errors="coerce") / 2**20,
                 marker_color=ui.COLORS[s],
-                hovertemplate="%{x}: %{y:.2f} MiB<extra>peak " + s + "</extra>",
+                hovertemplate="%{x}: %{y:.2f} MiB<extra>%{fullData.name}</extra>",
             )
     top = per.loc[pd.to_numeric(per["allocated"], errors="coerce").idxmax()] if per["allocated"].notna().any() else None
     # when each rank's allocated peak happened (on the device holding it)
@@ -366,7 +368,7 @@ def peaks_figure(peaks: pd.DataFrame, selected: Sequence[int], run: str = "") ->
                 html.Td(_peak(r["reserved"])),
                 html.Td(_peak(r["active"])),
                 html.Td(
-                    dcc.Link("at the peak", href=links.instant_url(run, int(r["rank"]), int(at[r["rank"]])))
+                    dcc.Link(t("mem.at_peak"), href=links.instant_url(run, int(r["rank"]), int(at[r["rank"]])))
                     if run and r["rank"] in at.index and pd.notna(at[r["rank"]])
                     else ""
                 ),
@@ -378,22 +380,26 @@ def peaks_figure(peaks: pd.DataFrame, selected: Sequence[int], run: str = "") ->
     if top is not None and len(per) > 1:
         kids.append(
             html.P(
-                f"Highest peak allocated: rank {int(top['rank'])} ({fmt_bytes(top['allocated'])}); "
-                f"lowest: {fmt_bytes(per['allocated'].min())}.",
+                t(
+                    "mem.highest",
+                    rank=int(top["rank"]),
+                    value=fmt_bytes(top["allocated"]),
+                    lowest=fmt_bytes(per["allocated"].min()),
+                ),
                 className="note",
             )
         )
     kids.append(
         html.Details(
             [
-                html.Summary("numbers"),
+                html.Summary(t("mem.numbers")),
                 html.Table(
                     [
                         html.Thead(
                             html.Tr(
                                 [
-                                    html.Th(c)
-                                    for c in ("rank", "peak allocated", "peak reserved", "peak active", "timeline")
+                                    html.Th(t(f"mem.pc.{c}"))
+                                    for c in ("rank", "allocated", "reserved", "active", "timeline")
                                 ]
                             )
                         ),
@@ -412,20 +418,21 @@ def peaks_figure(peaks: pd.DataFrame, selected: Sequence[int], run: str = "") ->
 def blocks(rd: Reader, run: str, ranks: Sequence[int], origin: int) -> tuple[list[dict], str]:
     df, n = data.operator_memory(rd, run, ranks)
     if df.empty:
-        return [], "No operator memory records for the selected ranks (needs profile_memory=True)."
+        return [], t("mem.no_blocks")
     out = pd.DataFrame(
         {
             "rank": df["rank"].astype("int64"),
-            "name": df["name"].astype(object).where(df["name"].notna(), "(unknown)"),
+            "name": df["name"].astype(object).where(df["name"].notna(), t("mem.unknown")),
             "size_mib": (pd.to_numeric(df["size_bytes"], errors="coerce") / 2**20).round(6),
             "alloc_ms": ((pd.to_numeric(df["alloc_ns"], errors="coerce") - origin) / 1e6).round(6),
             "lifetime_ms": (pd.to_numeric(df["duration_ns"], errors="coerce") / 1e6).round(6),
-            "released": np.where(df["release_ns"].isna(), "no", "yes"),
+            "released": np.where(df["release_ns"].isna(), t("mem.no"), t("mem.yes")),
             "device": df["device"].astype(object),
         }
     )
-    cut = f" (largest {len(df):,} of {n:,})" if n > len(df) else ""
-    return out.replace({np.nan: None}).to_dict("records"), f"{len(df):,} allocations{cut}, ranks {format_ranks(ranks)}."
+    cut = t("mem.cut", n=f"{len(df):,}", total=f"{n:,}") if n > len(df) else ""
+    status = t("mem.blocks_status", n=f"{len(df):,}", cut=cut, ranks=format_ranks(ranks))
+    return out.replace({np.nan: None}).to_dict("records"), status
 
 
 # ---------------------------------------------------------------------------------------------
@@ -471,7 +478,7 @@ def register_callbacks(app: Dash) -> None:
             if bounds is None or not component:
                 return (
                     ui.figure(height=200),
-                    ui.message("This run has no memory samples (profile_memory was off?).", "info"),
+                    ui.message(t("mem.no_samples"), "info"),
                     None,
                     url,
                 )
@@ -499,10 +506,7 @@ def register_callbacks(app: Dash) -> None:
             curves = data.memory_curves(rd, run, selected, component, a, max(b, a + 1), n_buckets=1000)
         fig = curves_figure(curves, peaks, series, origin, (a, b))
         n = int(curves["samples"].sum()) if not curves.empty else 0
-        status = (
-            f"{component}: {n:,} samples in view, ranks {format_ranks(selected)}, at most 1000 points per curve "
-            "(bucket maxima); ▼ marks each rank's peak."
-        )
+        status = t("mem.status", counter=component, n=f"{n:,}", ranks=format_ranks(selected))
         return fig, status, {"run": run, "start": a - origin, "end": b - origin}, url
 
     @app.callback(

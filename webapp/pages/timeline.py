@@ -22,16 +22,17 @@ from dash import Dash, Input, Output, dcc, html
 from webapp import data, lang, links, page, timeline_api, ui
 from webapp.errors import BadParameter
 from webapp.format import fmt_bytes, fmt_ns
+from webapp.labels import LABELS, page_title, t
 from webapp.params import parse_int, single
 from webapp.reader import reader
 
-dash.register_page(__name__, path="/timeline", name="Timeline", title="rankscope · timeline", order=1)
+dash.register_page(__name__, path="/timeline", name="Timeline", title=page_title("timeline"), order=1)
 
 P = "tl"
 DEFAULT_RANKS = timeline_api.DEFAULT_RANKS
 GROUPS = ("host", "device", "communication", "overlap", "other", "counters")
 DEFAULT_GROUPS = ("host", "device", "communication", "overlap")
-FLOW_KINDS = {"launch": "launch → device task", "p2p": "send → recv", "collective": "collective members"}
+FLOW_KINDS = ("launch", "p2p", "collective")  # labels: tl.flow.KIND
 _HL = re.compile(r"^(\d+):(-?\d+):(-?\d+)$")
 _SEL = re.compile(r"^(\d+):([^:]+):(\d+)$")
 _KEY = re.compile(r"^\d+(\.[a-z0-9]+)?$")
@@ -66,7 +67,7 @@ def layout(
     }
 
     return page.layout(
-        "Timeline", run, ranks, lambda v: _layout(v, query), tables=("steps",), default_ranks=DEFAULT_RANKS
+        t("nav.timeline"), run, ranks, lambda v: _layout(v, query), tables=("steps",), default_ranks=DEFAULT_RANKS
     )
 
 
@@ -75,10 +76,7 @@ def _layout(v: page.View, q: dict[str, Any]) -> html.Div:
     st = data.steps(v.rd, v.run, v.selected)
     return html.Div(
         [
-            ui.header(
-                "Timeline",
-                "Host threads, device streams, communication and overlap of every selected rank, on one clock.",
-            ),
+            ui.header(t("nav.timeline"), t("tl.subtitle")),
             controls(v.run, v.runs, v.all_ranks, v.selected, [int(s) for s in st["step"]], cfg),
             html.Div([ui.pick_control(P, ui.pick_options(data.rank_picks(v.rd, v.run)))], className="controls"),
             html.Div(v.notes + notes, id=f"{P}-notes"),
@@ -89,11 +87,7 @@ def _layout(v: page.View, q: dict[str, Any]) -> html.Div:
                     html.Div(
                         [
                             html.Div(
-                                html.P(
-                                    "Click an event for its details: name, lane, times, shapes, arguments, call "
-                                    "stack, the kernel row of a device task, the members of a collective.",
-                                    className="note",
-                                ),
+                                html.P(t("tl.click"), className="note"),
                                 id=f"{P}-detail",
                             ),
                             html.Div(id=f"{P}-range", className="tl-range", hidden=True),
@@ -119,12 +113,12 @@ def controls(
     """The page's controls: run, ranks, step, lane groups, clock; whole run, zoom out, search."""
     step = html.Div(
         [
-            html.Label("Jump to step", htmlFor=f"{P}-step"),
+            html.Label(t("tl.jump"), htmlFor=f"{P}-step"),
             dcc.Dropdown(
                 id=f"{P}-step",
                 options=_step_options(steps),
                 value=cfg["step"],
-                placeholder="step…",
+                placeholder=t("tl.step_ph"),
                 className="dd dd-step",
             ),
         ],
@@ -132,10 +126,10 @@ def controls(
     )
     groups = html.Div(
         [
-            html.Label("Lanes", htmlFor=f"{P}-groups"),
+            html.Label(t("tl.lanes"), htmlFor=f"{P}-groups"),
             dcc.Checklist(
                 id=f"{P}-groups",
-                options=[{"label": x, "value": x} for x in GROUPS],
+                options=[{"label": t(f"tl.grp.{x}"), "value": x} for x in GROUPS],
                 value=cfg["groups"],
                 inline=True,
                 className="checks",
@@ -145,26 +139,24 @@ def controls(
     )
     clock = html.Div(
         [
-            html.Label("Clock", htmlFor=f"{P}-clock"),
+            html.Label(t("tl.clock"), htmlFor=f"{P}-clock"),
             dcc.Checklist(
                 id=f"{P}-clock",
-                options=[{"label": "aligned across ranks", "value": "aligned"}],
+                options=[{"label": t("tl.aligned"), "value": "aligned"}],
                 value=["aligned"] if cfg["clock"] == "aligned" else [],
                 inline=True,
                 className="checks",
             ),
         ],
         className="control",
-        title="Each rank's clock offset is estimated from the ends of its blocking collectives (all members "
-        "leave together); the residual says how well they agree after the correction. Offsets of ranks that "
-        "cannot be aligned well are not applied.",
+        title=t("tl.clock_tip"),
     )
     arrows = html.Div(
         [
-            html.Label("Arrows", htmlFor=f"{P}-flows"),
+            html.Label(t("tl.arrows"), htmlFor=f"{P}-flows"),
             dcc.Checklist(
                 id=f"{P}-flows",
-                options=[{"label": v, "value": k} for k, v in FLOW_KINDS.items()],
+                options=[{"label": t(f"tl.flow.{k}"), "value": k} for k in FLOW_KINDS],
                 value=cfg["flows"],
                 inline=True,
                 className="checks",
@@ -172,26 +164,18 @@ def controls(
             html.Span(id=f"{P}-flows-note", className="tl-note"),
         ],
         className="control",
-        title="Flow arrows over the view once it is zoomed in to named slices: a host call to the device task it "
-        "launched, a send to the recv it was paired with, the members of a collective on their ranks.",
+        title=t("tl.arrows_tip"),
     )
     search = html.Div(
         [
-            dcc.Input(id=f"{P}-search", type="text", placeholder="find a slice by name…", style={"width": "220px"}),
-            html.Button("◀", id=f"{P}-search-prev", className="btn", title="previous match (shift+Enter)"),
-            html.Button("▶", id=f"{P}-search-next", className="btn", title="next match (Enter)"),
+            dcc.Input(id=f"{P}-search", type="text", placeholder=t("tl.search_ph"), style={"width": "220px"}),
+            html.Button("◀", id=f"{P}-search-prev", className="btn", title=t("tl.prev")),
+            html.Button("▶", id=f"{P}-search-next", className="btn", title=t("tl.next")),
             html.Span(id=f"{P}-search-count", className="tl-note"),
         ],
         className="tl-search",
     )
-    keys = html.Span(
-        "keys",
-        className="tl-keys",
-        title="W / S zoom, A / D pan, wheel: zoom at the cursor, shift+wheel: scroll the lanes, drag: pan, "
-        "shift-drag or drag on the time axis: measure a range (Esc clears), double-click: zoom in. Click a rank "
-        "or lane group to fold it, ○ to pin a lane on top. Every view is a browser history entry (Back / "
-        "Forward) and a link.",
-    )
+    keys = html.Span(t("tl.keys"), className="tl-keys", title=t("tl.keys_tip"))
     return html.Div(
         [
             html.Div(
@@ -200,17 +184,16 @@ def controls(
             ),
             html.Div(
                 [
-                    html.Button("Whole run", id=f"{P}-reset", n_clicks=0, className="btn"),
-                    html.Button("Zoom out", id=f"{P}-out", n_clicks=0, className="btn"),
+                    html.Button(t("tl.whole"), id=f"{P}-reset", n_clicks=0, className="btn"),
+                    html.Button(t("tl.zoom_out"), id=f"{P}-out", n_clicks=0, className="btn"),
                     search,
                     keys,
                     dcc.Link(
-                        "pipeline view",
+                        t("tl.pipeline"),
                         href=ui.page_url("/pipeline", {"run": run, "step": cfg["step"]}),
                         id=f"{P}-pipeline-link",
                         className="tl-keys",
-                        title="Pipeline-parallel jobs: each stage's forward / backward micro-batches and bubbles, "
-                        "from the send/recv pairs",
+                        title=t("tl.pipeline_tip"),
                     ),
                     html.Span(id=f"{P}-status-text", className="status"),
                 ],
@@ -221,12 +204,17 @@ def controls(
 
 
 def _step_options(steps: list[int]) -> list[dict[str, Any]]:
-    return [{"label": f"step {int(s)}", "value": int(s)} for s in steps]
+    return [{"label": t("tl.step_n", step=int(s)), "value": int(s)} for s in steps]
 
 
 def _list(name: str, value: Any) -> list[str]:
     text = single(name, value)
     return [x.strip() for x in text.split(",") if x.strip()] if text else []
+
+
+def renderer_texts() -> dict[str, str]:
+    """The labels the renderer (``assets/timeline.js``) draws, ``tl.js.KEY`` → KEY, in the request's language."""
+    return {key.removeprefix("tl.js."): t(key) for key in LABELS if key.startswith("tl.js.")}
 
 
 def view_config(rd: data.Reader, run: str, selected: list[int], q: dict[str, Any]) -> tuple[dict[str, Any], list[Any]]:
@@ -248,32 +236,29 @@ def view_config(rd: data.Reader, run: str, selected: list[int], q: dict[str, Any
         "hl": [],
         "sel": None,
         "lang": lang.chosen(),  # the language the URL chose: the renderer keeps it in the address it writes
+        "texts": renderer_texts(),  # the renderer's labels in the request's language
     }
 
     def note(exc: Exception, then: str) -> None:
-        notes.append(ui.message(f"{exc}; {then}.", id=f"{P}-url-note"))
+        notes.append(ui.message(t("tl.note", problem=exc, then=then), id=f"{P}-url-note"))
 
     asked_groups = _list("groups", q.get("groups"))
     if asked_groups:
         bad = [x for x in asked_groups if x not in GROUPS]
         if bad:
-            notes.append(
-                ui.message(f"URL parameter groups: unknown lane group {', '.join(bad)} (known: {', '.join(GROUPS)})")
-            )
+            notes.append(ui.message(t("tl.bad_groups", bad=", ".join(bad), known=", ".join(GROUPS))))
         cfg["groups"] = [x for x in asked_groups if x in GROUPS] or cfg["groups"]
     try:
         clock = single("clock", q.get("clock"))
         if clock not in (None, "aligned", "raw"):
-            raise BadParameter("clock", clock, "must be aligned or raw")
+            raise BadParameter("clock", clock, t("tl.clock_values"))
         cfg["clock"] = clock or "aligned"
     except BadParameter as exc:
-        note(exc, "the clocks are aligned")
+        note(exc, t("tl.then_aligned"))
     asked_flows = _list("flows", q.get("flows"))
     bad_flows = [x for x in asked_flows if x not in FLOW_KINDS]
     if bad_flows:
-        notes.append(
-            ui.message(f"URL parameter flows: unknown arrows {', '.join(bad_flows)} (known: {', '.join(FLOW_KINDS)})")
-        )
+        notes.append(ui.message(t("tl.bad_flows", bad=", ".join(bad_flows), known=", ".join(FLOW_KINDS))))
     cfg["flows"] = [x for x in FLOW_KINDS if x in asked_flows]
     fold = single("fold", q.get("fold"))
     if fold is not None:
@@ -283,13 +268,13 @@ def view_config(rd: data.Reader, run: str, selected: list[int], q: dict[str, Any
         for part in _list("hl", q.get("hl")):
             m = _HL.match(part)
             if not m:
-                raise BadParameter("hl", part, "expected RANK:START_NS:END_NS")
+                raise BadParameter("hl", part, t("tl.hl_format"))
             r, a, b = int(m.group(1)), m.group(2), m.group(3)
             if r not in selected:
-                raise BadParameter("hl", part, f"rank {r} is not shown")
+                raise BadParameter("hl", part, t("tl.not_shown", rank=r))
             cfg["hl"].append([r, a, b])
     except BadParameter as exc:
-        note(exc, "nothing is highlighted")
+        note(exc, t("tl.then_no_hl"))
         cfg["hl"] = []
     sel = single("sel", q.get("sel"))
     if sel:
@@ -297,7 +282,7 @@ def view_config(rd: data.Reader, run: str, selected: list[int], q: dict[str, Any
         if m and int(m.group(1)) in selected:
             cfg["sel"] = {"rank": int(m.group(1)), "collection_id": m.group(2), "event": int(m.group(3))}
         else:
-            notes.append(ui.message(f"URL parameter sel={sel!r}: expected RANK:COLLECTION:EVENT of a shown rank"))
+            notes.append(ui.message(t("tl.bad_sel", sel=repr(sel))))
     st = data.steps(rd, run, selected)
     known = [int(x) for x in st["step"]]
     try:
@@ -305,31 +290,31 @@ def view_config(rd: data.Reader, run: str, selected: list[int], q: dict[str, Any
         a = parse_int("start_ns", q.get("start_ns"), minimum=0)
         b = parse_int("end_ns", q.get("end_ns"), minimum=0)
         if (a is None) != (b is None):
-            raise BadParameter("start_ns" if a is None else "end_ns", None, "start_ns and end_ns go together")
+            raise BadParameter("start_ns" if a is None else "end_ns", None, t("tl.together"))
         if a is not None and b is not None:
             if b <= a:
-                raise BadParameter("end_ns", b, "must be after start_ns")
+                raise BadParameter("end_ns", b, t("tl.after"))
             bounds = data.time_bounds(rd, run, selected)
             if bounds is not None and (b <= bounds[0] or a >= bounds[1]):
                 raise BadParameter(
                     "start_ns",
                     a,
-                    f"the window {a}–{b} ns lies outside the selected ranks' events ({bounds[0]}–{bounds[1]} ns)",
+                    t("tl.outside", a=a, b=b, lo=bounds[0], hi=bounds[1]),
                 )
             cfg["start_ns"], cfg["end_ns"] = str(a), str(b)
         elif step is not None:
             if step not in known:
                 have = (
-                    f"they have steps {known[0]}–{known[-1]}"
+                    t("tl.have_steps", first=known[0], last=known[-1])
                     if len(known) > 1
-                    else f"they have step {known[0]}"
+                    else t("tl.have_step", step=known[0])
                     if known
-                    else "the run has no steps"
+                    else t("tl.no_steps")
                 )
-                raise BadParameter("step", step, f"the selected ranks have no step {step} ({have})")
+                raise BadParameter("step", step, t("tl.no_step", step=step, have=have))
             cfg["step"] = step
     except BadParameter as exc:
-        note(exc, "showing the whole run")
+        note(exc, t("tl.then_whole"))
     return cfg, notes
 
 
@@ -337,15 +322,15 @@ def view_config(rd: data.Reader, run: str, selected: list[int], q: dict[str, Any
 # details of the selected event
 # ---------------------------------------------------------------------------------------------
 
-_KERNEL_FIELDS = (
-    ("op_type", "kernel type"),
-    ("core_type", "core type"),
-    ("block_dim", "block dim"),
-    ("input_shapes", "input shapes"),
-    ("input_types", "input types"),
-    ("input_formats", "input formats"),
-    ("output_shapes", "output shapes"),
-    ("output_types", "output types"),
+_KERNEL_FIELDS = (  # labels: tl.k.FIELD
+    "op_type",
+    "core_type",
+    "block_dim",
+    "input_shapes",
+    "input_types",
+    "input_formats",
+    "output_shapes",
+    "output_types",
 )
 
 
@@ -359,51 +344,51 @@ def detail_panel(
     """The details of one slice, every program-written string rendered as text: the event, its
     kernel row (a device task), the members of its collective on every rank, arguments, call stack."""
     if d is None:
-        return ui.message("That event is no longer in the store (re-ingested?).")
+        return ui.message(t("tl.gone"))
     start = int(d["ts_ns"])
-    when = f"{_at(start, origin)} after the run's first event on rank {d.get('rank')}'s clock (t = {start} ns)"
+    when = t("tl.when", at=_at(start, origin), rank=d.get("rank"), start=start)
     if offset:
-        when += f"; {_at(start - offset, origin)} on the aligned clock"
+        when += t("tl.when_aligned", at=_at(start - offset, origin))
     rows: list[tuple[str, Any]] = [
-        ("name", d.get("name")),
-        ("rank", d.get("rank")),
-        ("lane", " · ".join(str(x) for x in (d.get("lane_group"), d.get("process"), d.get("lane")) if x)),
-        ("category", d.get("category")),
-        ("step", d.get("step")),
-        ("start", when),
-        ("duration", fmt_ns(d.get("dur_ns"))),
+        (t("tl.d.name"), d.get("name")),
+        (t("tl.d.rank"), d.get("rank")),
+        (t("tl.d.lane"), " · ".join(str(x) for x in (d.get("lane_group"), d.get("process"), d.get("lane")) if x)),
+        (t("tl.d.category"), d.get("category")),
+        (t("tl.d.step"), d.get("step")),
+        (t("tl.d.start"), when),
+        (t("tl.d.duration"), fmt_ns(d.get("dur_ns"))),
     ]
     if d.get("self_ns") is not None:
-        rows.append(("self time", fmt_ns(d.get("self_ns"))))
+        rows.append((t("tl.d.self"), fmt_ns(d.get("self_ns"))))
     is_kernel = d.get("op_type") is not None or d.get("core_type") is not None
     if not is_kernel:
-        for key, label in (("input_shapes", "input shapes"), ("input_types", "input types")):
+        for key in ("input_shapes", "input_types"):
             if d.get(key) not in (None, ""):
-                rows.append((label, d[key]))
+                rows.append((t(f"tl.k.{key}"), d[key]))
     kids: list[Any] = [
-        html.H2("Event", className="detail-title"),
+        html.H2(t("tl.event"), className="detail-title"),
         _kv(rows, f"{P}-detail-table"),
     ]
     if is_kernel:
         krows = []
-        for key, label in _KERNEL_FIELDS:
+        for key in _KERNEL_FIELDS:
             v = d.get(key)
             if v not in (None, ""):
                 # kernel tables quote shapes ("32,3,224,224"): the quotes are the file's, not the shape's
-                krows.append((label, v.strip('"') if isinstance(v, str) and key.endswith("shapes") else v))
-        kids += [html.H3("Kernel"), _kv(krows, f"{P}-detail-kernel")]
+                krows.append((t(f"tl.k.{key}"), v.strip('"') if isinstance(v, str) and key.endswith("shapes") else v))
+        kids += [html.H3(t("tl.kernel")), _kv(krows, f"{P}-detail-kernel")]
     if members is not None and not members.empty:
         kids += collective_section(members, origin, int(d["rank"]), run)
     args = d.get("args")
     if args:
-        kids += [html.H3("Arguments"), html.Pre(_pretty_args(args)[:20000], className="args", id=f"{P}-detail-args")]
+        kids += [html.H3(t("tl.args")), html.Pre(_pretty_args(args)[:20000], className="args", id=f"{P}-detail-args")]
     stack = d.get("call_stack")
-    title = "Call stack" + (f" ({d['call_stack_source']})" if d.get("call_stack_source") else "")
+    title = t("tl.stack_src", source=d["call_stack_source"]) if d.get("call_stack_source") else t("tl.stack")
     kids += [
         html.H3(title),
         html.Pre(stack[:20000], className="stack", id=f"{P}-detail-stack")
         if stack
-        else html.P("not recorded (with_stack was off or the producer gives none)", className="note"),
+        else html.P(t("tl.no_stack"), className="note"),
     ]
     return kids
 
@@ -436,11 +421,13 @@ def collective_section(members: pd.DataFrame, origin: int, rank: int, run: str) 
     url = links.collective_url(run, list(zip(members["rank"], members["ts_ns"], members["dur_ns"])))
     size = "" if pd.isna(head.get("bytes")) else f", {fmt_bytes(head['bytes'])}"
     return [
-        html.H3(f"Collective: {head['op_type']} over {len(members)} of {int(head['n_members'])} ranks{size}"),
+        html.H3(t("tl.collective", op=head["op_type"], n=len(members), total=int(head["n_members"]), size=size)),
         html.Table(
             [
                 html.Thead(
-                    html.Tr([html.Th(x) for x in ("rank", "entered", "after first", "duration", "wait", "transit")])
+                    html.Tr(
+                        [html.Th(t(f"tl.m.{x}")) for x in ("rank", "entered", "after", "duration", "wait", "transit")]
+                    )
                 ),
                 html.Tbody(rows),
             ],
@@ -449,8 +436,8 @@ def collective_section(members: pd.DataFrame, origin: int, rank: int, run: str) 
         ),
         html.P(
             [
-                "Entry times on each rank's own clock. ",
-                dcc.Link("Show this collective on all its ranks", href=url, id=f"{P}-members-link"),
+                t("tl.own_clock"),
+                dcc.Link(t("tl.show_all"), href=url, id=f"{P}-members-link"),
             ],
             className="note",
         ),
@@ -526,7 +513,7 @@ def register_callbacks(app: Dash) -> None:
     def options(run: str, ranks: Any) -> Any:
         with page.view(run, ranks, ("steps",)) as v:
             st = data.steps(v.rd, v.run, v.selected)
-        return [{"label": f"rank {r}", "value": r} for r in v.all_ranks], _step_options(list(st["step"]))
+        return ui.rank_options(v.all_ranks), _step_options(list(st["step"]))
 
     @app.callback(
         Output(f"{P}-detail", "children"),

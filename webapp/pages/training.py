@@ -14,10 +14,11 @@ from dash import Dash, Input, Output, State, dcc, html
 
 from webapp import data, links, page, ui
 from webapp.format import fmt_ns
+from webapp.labels import page_title, t
 from webapp.params import single
 from webapp.reader import Reader
 
-dash.register_page(__name__, path="/training", name="Training", title="rankscope · training", order=7)
+dash.register_page(__name__, path="/training", name="Training", title=page_title("training"), order=7)
 
 P = "tr"
 STEP_TIME = "step_time_ns"
@@ -33,12 +34,12 @@ MAX_OUTLIER_MARKS = 400  # outliers marked on the chart (the longest excess firs
 
 
 def layout(run: Any = None, ranks: Any = None, scalar: Any = None, **_: Any) -> Any:
-    return page.layout("Training", run, ranks, lambda v: _layout(v, scalar))
+    return page.layout(t("nav.training"), run, ranks, lambda v: _layout(v, scalar))
 
 
 def scalar_label(name: str) -> str:
     """A scalar's name for people: ``step_time_ns`` → ``step time (ms)``; other names as written."""
-    return "step time (ms)" if name == STEP_TIME else name
+    return t("tr.step_time") if name == STEP_TIME else name
 
 
 def _layout(v: page.View, scalar_q: Any) -> html.Div:
@@ -47,15 +48,13 @@ def _layout(v: page.View, scalar_q: Any) -> html.Div:
     options = [{"label": scalar_label(str(n)), "value": str(n)} for n in names["name"]]
     known = {o["value"] for o in options}
     if want is not None and want not in known:
-        v.notes.append(ui.message(f"URL parameter scalar={want!r}: the run has no such scalar; showing the default."))
+        v.notes.append(ui.message(t("tr.no_scalar", scalar=repr(want))))
         want = None
     return html.Div(
         [
             ui.header(
-                "Training",
-                "The training job's per-step values as the rankscope collector recorded them, every step, profiled "
-                "or not: step time (outliers marked), loss, learning rate and whatever the job passes to "
-                "prof.step(). Shaded steps are in a profile: click one to open it in the timeline.",
+                t("nav.training"),
+                t("tr.subtitle"),
             ),
             html.Div(
                 [
@@ -63,7 +62,7 @@ def _layout(v: page.View, scalar_q: Any) -> html.Div:
                     ui.ranks_control(P, v.all_ranks, v.selected),
                     html.Div(
                         [
-                            html.Label("Scalar", htmlFor=f"{P}-scalar"),
+                            html.Label(t("tr.scalar"), htmlFor=f"{P}-scalar"),
                             dcc.Dropdown(
                                 id=f"{P}-scalar",
                                 options=options,
@@ -137,7 +136,7 @@ def scalar_figure(
     marker carries [rank, ratio] as customdata."""
     scale = 1e6 if name == STEP_TIME else 1.0
     label = scalar_label(name)
-    fig = ui.figure(height=340, xaxis_title="step", yaxis_title=label, title=label)
+    fig = ui.figure(height=340, xaxis_title=t("tr.step"), yaxis_title=label, title=label)
     if band is not None:
         x = band["step"]
         fig.add_scatter(x=x, y=band["lo"] / scale, mode="lines", line=dict(width=0), hoverinfo="skip", showlegend=False)
@@ -148,25 +147,25 @@ def scalar_figure(
             line=dict(width=0),
             fill="tonexty",
             fillcolor="rgba(47,111,176,0.25)",
-            name="lowest to highest rank",
-            hovertemplate="step %{x}: highest %{y:.6g}<extra></extra>",
+            name=t("tr.band"),
+            hovertemplate=t("tr.band_hover") + "<extra></extra>",
         )
         fig.add_scatter(
             x=x,
             y=band["mid"] / scale,
             mode="lines",
-            name="median over the ranks",
+            name=t("tr.median"),
             line=dict(color="#2f6fb0"),
-            hovertemplate="step %{x}: median %{y:.6g}<extra></extra>",
+            hovertemplate=t("tr.median_hover") + "<extra></extra>",
         )
     for rank, g in sc.groupby("rank", sort=True):
         fig.add_scatter(
             x=g["step"],
             y=g["value"] / scale,
             mode="lines+markers" if len(g) <= 60 else "lines",
-            name=f"rank {int(rank)}",
+            name=t("ui.rank_n", rank=int(rank)),
             meta=int(rank),
-            hovertemplate=f"rank {int(rank)}<br>step %{{x}}<br>%{{y:.6g}}<extra></extra>",
+            hovertemplate=t("tr.rank_hover", rank=int(rank)) + "<extra></extra>",
         )
     if outliers is not None and not outliers.empty:
         top = outliers.head(MAX_OUTLIER_MARKS)
@@ -175,10 +174,9 @@ def scalar_figure(
             y=top["step_time_ns"] / 1e6,
             mode="markers",
             marker=dict(symbol="x", size=11, color="#d9534f", line=dict(width=2)),
-            name="outlier step",
+            name=t("tr.outlier_step"),
             customdata=[[int(r), round(float(q), 2)] for r, q in zip(top["rank"], top["ratio"].fillna(0))],
-            hovertemplate="rank %{customdata[0]} step %{x}: %{y:.3f} ms, %{customdata[1]}× the local median"
-            "<extra>outlier</extra>",
+            hovertemplate=t("tr.outlier_hover") + "<extra>" + t("tr.outlier") + "</extra>",
         )
     _shade(fig, prof)
     if not sc.empty and sc["step"].nunique() <= 20:
@@ -194,7 +192,7 @@ def chart(id_: str, fig: Any) -> list[Any]:
 
 def _outlier_table(run: str, out: pd.DataFrame) -> Any:
     if out.empty:
-        return html.P("No step-time outlier on the selected ranks.", className="note", id=f"{P}-outliers")
+        return html.P(t("tr.no_outlier"), className="note", id=f"{P}-outliers")
     rows = []
     for r in out.head(MAX_OUTLIER_ROWS).itertuples():
         url = links.timeline_url(run, [int(r.rank)], step=int(r.step)) if r.profiled else None
@@ -206,18 +204,18 @@ def _outlier_table(run: str, out: pd.DataFrame) -> Any:
                     html.Td(fmt_ns(r.step_time_ns)),
                     html.Td(fmt_ns(r.median_ns)),
                     html.Td(f"{r.ratio:.2f}×"),
-                    html.Td(dcc.Link("timeline", href=url) if url else "not profiled"),
+                    html.Td(dcc.Link(t("tr.timeline"), href=url) if url else t("tr.not_profiled")),
                 ]
             )
         )
-    head = ["rank", "step", "step time", "local median", "× median", "profile"]
+    head = [t(f"tr.oc.{c}") for c in ("rank", "step", "time", "median", "ratio", "profile")]
     more = len(out) - MAX_OUTLIER_ROWS
     return html.Div(
         [
             html.Table(
                 [html.Thead(html.Tr([html.Th(h) for h in head])), html.Tbody(rows)], className="tbl", id=f"{P}-outliers"
             ),
-            html.P(f"… {more} more", className="note") if more > 0 else None,
+            html.P(t("tr.more", n=more), className="note") if more > 0 else None,
         ]
     )
 
@@ -226,8 +224,7 @@ def _window_table(run: str, prof: pd.DataFrame) -> Any:
     w = windows(prof)
     if w.empty:
         return html.P(
-            "No step of the selected ranks is in a profile (the collector records scalars at every step; a profiling "
-            "window adds the traces of its steps).",
+            t("tr.no_window"),
             className="note",
             id=f"{P}-windows",
         )
@@ -240,11 +237,11 @@ def _window_table(run: str, prof: pd.DataFrame) -> Any:
                 step_links.append(" · ")
             step_links.append(dcc.Link(str(s), href=links.timeline_url(run, [int(r.rank)], step=s)))
         if len(steps) > MAX_STEP_LINKS:
-            step_links.append(f" … {len(steps) - MAX_STEP_LINKS} more")
+            step_links.append(" " + t("tr.more", n=len(steps) - MAX_STEP_LINKS))
         span = f"{r.first}" if r.first == r.last else f"{r.first}..{r.last}"
         rows.append(html.Tr([html.Td(str(int(r.rank))), html.Td(span), html.Td(step_links)]))
     return html.Table(
-        [html.Thead(html.Tr([html.Th(h) for h in ("rank", "steps", "open a step in the timeline")])), html.Tbody(rows)],
+        [html.Thead(html.Tr([html.Th(t(f"tr.wc.{h}")) for h in ("rank", "steps", "open")])), html.Tbody(rows)],
         className="tbl",
         id=f"{P}-windows",
     )
@@ -255,8 +252,7 @@ def render(rd: Reader, run: str, ranks: list[int], all_ranks: list[int], scalar:
     if names.empty:
         return [
             ui.message(
-                "No per-step scalars in this run: the rankscope collector writes rankscope_scalars.jsonl (step time "
-                "and the values passed to prof.step()) at every step; ingest the job's output folder with it.",
+                t("tr.no_scalars"),
                 "info",
             )
         ]
@@ -281,11 +277,15 @@ def render(rd: Reader, run: str, ranks: list[int], all_ranks: list[int], scalar:
     steps_row = names.set_index("name")
     first, last = int(steps_row["first_step"].min()), int(steps_row["last_step"].max())
     n_prof = len(prof)
-    summary = (
-        f"Steps {first}..{last}; {len(known)} scalar(s): {', '.join(known)}. "
-        f"{len(outliers)} step-time outlier(s) on the selected ranks"
-        + (f" ({int(outliers['profiled'].sum())} in a profile)" if len(outliers) else "")
-        + f"; {n_prof} (rank, step) pair(s) profiled."
+    summary = t(
+        "tr.summary",
+        first=first,
+        last=last,
+        n=len(known),
+        names=", ".join(known),
+        outliers=len(outliers),
+        in_profile=t("tr.in_profile", n=int(outliers["profiled"].sum())) if len(outliers) else "",
+        pairs=n_prof,
     )
     cards.append(html.P(summary, className="note", id=f"{P}-summary"))
     if scalar is not None and scalar != STEP_TIME:
@@ -300,19 +300,18 @@ def render(rd: Reader, run: str, ranks: list[int], all_ranks: list[int], scalar:
         cards.append(
             html.Div(
                 [
-                    html.H2("Step time, outliers marked"),
+                    html.H2(t("tr.steptime_title")),
                     *chart(f"{P}-steptime", scalar_figure(st, STEP_TIME, prof, outliers, st_band)),
                     html.P(
-                        "An outlier is a step longer than the median of the 51 steps around it by more than 5 robust "
-                        "standard deviations and by at least 25 % (analyses.step_outliers).",
+                        t("tr.outlier_rule"),
                         className="note",
                     ),
                 ],
                 className="card",
             )
         )
-    cards.append(html.Div([html.H2("Step-time outliers"), _outlier_table(run, outliers)], className="card"))
-    cards.append(html.Div([html.H2("Profiled steps"), _window_table(run, prof)], className="card"))
+    cards.append(html.Div([html.H2(t("tr.outliers_title")), _outlier_table(run, outliers)], className="card"))
+    cards.append(html.Div([html.H2(t("tr.profiled_title")), _window_table(run, prof)], className="card"))
     return cards
 
 
@@ -385,4 +384,4 @@ def step_link(click: Any, run: str, trace_ranks: Any = None) -> tuple[Any, Any]:
         prof = data.profiled_steps(v.rd, run, [rank])
     if ((prof["rank"] == rank) & (prof["step"] == step)).any():
         return links.timeline_url(run, [rank], step=step), ""
-    return dash.no_update, f"Step {step} of rank {rank} is not in a profile (only shaded steps are)."
+    return dash.no_update, t("tr.not_in_profile", step=step, rank=rank)
