@@ -121,7 +121,11 @@ def test_training_page_shows_scalars_outliers_and_opens_a_profiled_step(job: dic
     page.wait_for_function("() => location.pathname === '/timeline'")
     assert "step=41" in page.url and "ranks=0" in page.url
     page.go_back()
-    page.wait_for_selector("#tr-outliers")
+    # the table is filled by a callback after the page is back: wait for its rows, not for the empty container
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('#tr-outliers tbody tr')]"
+        ".some((r) => r.cells.length > 1 && r.cells[1].innerText.trim() === '41')"
+    )
     # the link of step 41 in the outlier table opens the same view
     by_step = {r.locator("td").nth(1).inner_text(): r for r in page.locator("#tr-outliers tbody tr").all()}
     by_step["41"].locator("a", has_text="timeline").click()
