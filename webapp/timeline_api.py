@@ -32,7 +32,7 @@ import gzip
 import json
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -633,13 +633,18 @@ def register(server: Flask) -> None:
         except Exception as exc:  # noqa: BLE001 - every error becomes a JSON message
             return _error(exc)
 
+    def view_request() -> tuple[dict[str, Any], Store, Context]:
+        """The JSON body of a view request, the store and the run's context (its fingerprint checked)."""
+        body = _body()
+        store = current_store()
+        ctx = context(store, _run(body.get("run")))
+        _check_fp(ctx, body.get("fp"))
+        return body, store, ctx
+
     @server.post("/_timeline/tiles")
     def _tiles() -> Response:
         try:
-            body = _body()
-            store = current_store()
-            ctx = context(store, _run(body.get("run")))
-            _check_fp(ctx, body.get("fp"))
+            body, store, ctx = view_request()
             wanted = body.get("tiles") or []
             if not isinstance(wanted, list):
                 raise BadParameter("tiles", wanted, "expected a list")
@@ -654,46 +659,20 @@ def register(server: Flask) -> None:
         except Exception as exc:  # noqa: BLE001
             return _error(exc)
 
-    @server.post("/_timeline/search")
-    def _search() -> Response:
-        try:
-            body = _body()
-            store = current_store()
-            ctx = context(store, _run(body.get("run")))
-            _check_fp(ctx, body.get("fp"))
-            return _json(search(store, ctx, body))
-        except Exception as exc:  # noqa: BLE001
-            return _error(exc)
+    def answer(compute: Callable[[Store, Context, dict[str, Any]], dict[str, Any]]) -> Callable[[], Response]:
+        def route() -> Response:
+            try:
+                body, store, ctx = view_request()
+                return _json(compute(store, ctx, body))
+            except Exception as exc:  # noqa: BLE001 - every error becomes a JSON message
+                return _error(exc)
 
-    @server.post("/_timeline/counters")
-    def _counters() -> Response:
-        try:
-            body = _body()
-            store = current_store()
-            ctx = context(store, _run(body.get("run")))
-            _check_fp(ctx, body.get("fp"))
-            return _json(counters(store, ctx, body))
-        except Exception as exc:  # noqa: BLE001
-            return _error(exc)
+        return route
 
-    @server.post("/_timeline/flows")
-    def _flows() -> Response:
-        try:
-            body = _body()
-            store = current_store()
-            ctx = context(store, _run(body.get("run")))
-            _check_fp(ctx, body.get("fp"))
-            return _json(flow_arrows(store, ctx, body))
-        except Exception as exc:  # noqa: BLE001
-            return _error(exc)
-
-    @server.post("/_timeline/range")
-    def _range() -> Response:
-        try:
-            body = _body()
-            store = current_store()
-            ctx = context(store, _run(body.get("run")))
-            _check_fp(ctx, body.get("fp"))
-            return _json(range_summary(store, ctx, body))
-        except Exception as exc:  # noqa: BLE001
-            return _error(exc)
+    for name, compute in (
+        ("search", search),
+        ("counters", counters),
+        ("flows", flow_arrows),
+        ("range", range_summary),
+    ):
+        server.add_url_rule(f"/_timeline/{name}", f"_{name}", answer(compute), methods=["POST"])
