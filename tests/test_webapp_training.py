@@ -6,6 +6,7 @@ from the user). Expected values come from the collector's own rankscope_scalars.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -121,14 +122,12 @@ def test_training_page_shows_scalars_outliers_and_opens_a_profiled_step(job: dic
     page.wait_for_function("() => location.pathname === '/timeline'")
     assert "step=41" in page.url and "ranks=0" in page.url
     page.go_back()
-    # the table is filled by a callback after the page is back: wait for its rows, not for the empty container
-    page.wait_for_function(
-        "() => [...document.querySelectorAll('#tr-outliers tbody tr')]"
-        ".some((r) => r.cells.length > 1 && r.cells[1].innerText.trim() === '41')"
+    # the link of step 41 in the outlier table opens the same view. The table is drawn again by the callbacks
+    # that run once the page is back (rows seen a moment ago may be gone): one locator, resolved when clicked
+    step41 = page.locator("#tr-outliers tbody tr").filter(
+        has=page.locator("td:nth-child(2)", has_text=re.compile(r"^\s*41\s*$"))
     )
-    # the link of step 41 in the outlier table opens the same view
-    by_step = {r.locator("td").nth(1).inner_text(): r for r in page.locator("#tr-outliers tbody tr").all()}
-    by_step["41"].locator("a", has_text="timeline").click()
+    step41.locator("a", has_text="timeline").click()
     page.wait_for_function("() => location.pathname === '/timeline'")
     assert "step=41" in page.url
     drawn(page)
