@@ -467,15 +467,21 @@ def search(store: Store, ctx: Context, body: dict[str, Any]) -> dict[str, Any]:
     return {"q": q, "matches": int(total), "hit": best_hit}
 
 
-def range_summary(store: Store, ctx: Context, body: dict[str, Any]) -> dict[str, Any]:
-    """The slices of ``lanes`` inside the view range [a, b): per name how many and how long inside
-    the range (the longest first, at most TOP_NAMES names), counted over at most MAX_RANGE_SLICES."""
+def _window(body: dict[str, Any]) -> tuple[int, int]:
+    """The view range [a, b) of a request (ns after the origin), b after a."""
     try:
         a, b = int(round(float(body["a"]))), int(round(float(body["b"])))
     except (KeyError, TypeError, ValueError):
         raise BadParameter("a", body.get("a"), "expected a and b in ns after the origin") from None
     if b <= a:
         raise BadParameter("b", b, "must be after a")
+    return a, b
+
+
+def range_summary(store: Store, ctx: Context, body: dict[str, Any]) -> dict[str, Any]:
+    """The slices of ``lanes`` inside the view range [a, b): per name how many and how long inside
+    the range (the longest first, at most TOP_NAMES names), counted over at most MAX_RANGE_SLICES."""
+    a, b = _window(body)
     keys = _lane_keys(body)
     offsets = _offsets(body)
     src = tile_source(store, ctx, sorted({_rank_of(k) for k in keys}))
@@ -548,12 +554,7 @@ def counters(store: Store, ctx: Context, body: dict[str, Any]) -> dict[str, Any]
 
 def flow_arrows(store: Store, ctx: Context, body: dict[str, Any]) -> dict[str, Any]:
     """The flow arrows of ``kinds`` between ``ranks`` over the view [a, b) (``webapp.flows``)."""
-    try:
-        a, b = int(round(float(body["a"]))), int(round(float(body["b"])))
-    except (KeyError, TypeError, ValueError):
-        raise BadParameter("a", body.get("a"), "expected a and b in ns after the origin") from None
-    if b <= a:
-        raise BadParameter("b", b, "must be after a")
+    a, b = _window(body)
     kinds = body.get("kinds")
     if not isinstance(kinds, list) or not kinds or any(k not in flows.KINDS for k in kinds):
         raise BadParameter("kinds", kinds, f"expected a list of {', '.join(flows.KINDS)}")
