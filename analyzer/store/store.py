@@ -70,10 +70,25 @@ def filter_fact_files(
 # Store.catalog_snapshot, per store folder: (stamp of the catalog files, tables), the most recent last
 _SNAPSHOTS: OrderedDict[str, tuple[tuple[Any, ...], dict[str, pa.Table]]] = OrderedDict()
 _SNAPSHOT_FOLDERS = 16
-# Store.read_connection: in-memory databases by (store folder, catalog stamp, run, ranks, tables)
-_READ_DBS: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
-_READ_DB_COUNT = 8
+# Store.read_connection: one in-memory database per (store folder, catalog stamp) holding the catalog's
+# copy, the most recent last; in it a schema of fact views per (run, ranks, tables, usable_only)
+_READ_DBS: OrderedDict[tuple[Any, ...], _ReadDatabase] = OrderedDict()
+_READ_DB_COUNT = 4
+_VIEW_SETS = 64  # schemas of views kept per database (those in use are never dropped)
 _READ_LOCK = threading.Lock()
+
+
+class _ReadDatabase:
+    """The in-memory database of one catalog state: the catalog tables copied once, and a schema of
+    fact views per (run, ranks, tables, usable_only) bound once (binding reads every file's footer)
+    and kept while used lately; a connection reads a schema through its ``search_path``."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection):
+        self.con = con
+        self.schemas: OrderedDict[tuple[Any, ...], str] = OrderedDict()
+        self.in_use: dict[str, int] = {}
+        self.building: dict[tuple[Any, ...], threading.Event] = {}
+        self.serial = 0
 
 
 class Store:
@@ -238,45 +253,43 @@ class Store:
         ``tables`` creates only those fact views (binding a view reads the footer of each of its
         Parquet files: a web request that needs two tables of a 64-rank run opens much faster).
 
-        The in-memory database is kept (per process, a few, the most recent) for the same catalog
-        and the same views, so the analyses of a report, or the requests of the web app, build it
-        once; each call gets a connection of its own to it (``cursor()``: safe across threads;
-        what a caller registers or creates as TEMP goes with it).
+        One in-memory database per catalog state holds the catalog's copy (per process, a few, the
+        most recent); each set of views (run, ranks, tables) is a schema of it, bound on first use
+        and kept while used lately, so the analyses of a report, or every request of the web app
+        whatever ranks it reads, share one database and bind each set of views once. Each call gets
+        a connection of its own (``cursor()``: safe across threads; its ``search_path`` names its
+        views' schema, then the catalog's; what a caller registers or creates as TEMP goes with it).
         """
         stamp, cat = self._snapshot()
-        key = (
-            str(self.path),
-            stamp,
-            run,
-            None if ranks is None else tuple(ranks),
-            None if tables is None else tuple(sorted(tables)),
-            usable_only,
-        )
-        with _READ_LOCK:
-            db = _READ_DBS.get(key) if stamp is not None else None
-            if db is not None:
-                _READ_DBS.move_to_end(key)
-        if db is None:
-            db = self._read_database(cat, run, ranks, tables, usable_only)
-            if stamp is not None:
+        views = (run, None if ranks is None else tuple(ranks), None if tables is None else tuple(sorted(tables)))
+        key = (str(self.path), stamp)
+        if stamp is None:  # a catalog read while a commit wrote: a database of its own, not kept
+            db = _ReadDatabase(self._catalog_database(cat))
+        else:
+            with _READ_LOCK:
+                db = _READ_DBS.get(key)
+                if db is not None:
+                    _READ_DBS.move_to_end(key)
+            if db is None:
+                made = _ReadDatabase(self._catalog_database(cat))
                 with _READ_LOCK:
-                    _READ_DBS[key] = db
+                    db = _READ_DBS.setdefault(key, made)
+                    _READ_DBS.move_to_end(key)
                     while len(_READ_DBS) > _READ_DB_COUNT:
-                        _READ_DBS.popitem(last=False)
-        con = db.cursor()
+                        _READ_DBS.popitem(last=False)  # connections still open keep theirs alive
+                if db is not made:
+                    made.con.close()
+        name = self._view_schema(db, cat, (*views, usable_only))
+        con = db.con.cursor()
         try:
+            con.execute(f"SET search_path = '{name},main'")
             yield con
         finally:
             con.close()
+            with _READ_LOCK:
+                db.in_use[name] -= 1
 
-    def _read_database(
-        self,
-        cat: dict[str, pa.Table],
-        run: str | None,
-        ranks: Sequence[int] | None,
-        tables: Sequence[str] | None,
-        usable_only: bool = True,
-    ) -> duckdb.DuckDBPyConnection:
+    def _catalog_database(self, cat: dict[str, pa.Table]) -> duckdb.DuckDBPyConnection:
         import duckdb
 
         con = duckdb.connect(":memory:")
@@ -284,9 +297,55 @@ class Store:
             con.register(f"__cat_{name}", tbl)
             con.execute(f'CREATE TABLE "{name}" AS SELECT * FROM "__cat_{name}"')
             con.unregister(f"__cat_{name}")
-        ff = filter_fact_files(cat["fact_files"], run=run, ranks=ranks)
-        self._create_fact_views(con, self._paths_by_table(ff), only=tables, comments=False, usable_only=usable_only)
         return con
+
+    def _view_schema(self, db: _ReadDatabase, cat: dict[str, pa.Table], views: tuple[Any, ...]) -> str:
+        """The schema of ``db`` holding the fact views ``views`` = (run, ranks, tables, usable_only)
+        (created on first use; one thread creates it, the others asking meanwhile wait), marked in
+        use until the caller releases it."""
+        run, ranks, tables, usable_only = views
+        while True:
+            with _READ_LOCK:
+                name = db.schemas.get(views)
+                if name is not None:
+                    db.schemas.move_to_end(views)
+                    db.in_use[name] = db.in_use.get(name, 0) + 1
+                    return name
+                wait = db.building.get(views)
+                if wait is None:
+                    wait = db.building[views] = threading.Event()
+                    db.serial += 1
+                    name = f"views_{db.serial}"
+                    break
+            wait.wait()
+        try:
+            con = db.con.cursor()
+            try:
+                con.execute(f"CREATE SCHEMA {name}")
+                con.execute(f"SET schema = '{name}'")
+                ff = filter_fact_files(cat["fact_files"], run=run, ranks=ranks)
+                self._create_fact_views(
+                    con, self._paths_by_table(ff), only=tables, comments=False, usable_only=usable_only
+                )
+            finally:
+                con.close()
+            with _READ_LOCK:
+                db.schemas[views] = name
+                db.in_use[name] = db.in_use.get(name, 0) + 1
+                idle = [(v, s) for v, s in db.schemas.items() if not db.in_use.get(s)]
+                drop = idle[: max(0, len(db.schemas) - _VIEW_SETS)]
+                for v, s in drop:
+                    del db.schemas[v]
+                    db.in_use.pop(s, None)
+            if drop:
+                with contextlib.closing(db.con.cursor()) as dropper:
+                    for _, s in drop:
+                        dropper.execute(f"DROP SCHEMA {s} CASCADE")
+            return name
+        finally:
+            with _READ_LOCK:
+                del db.building[views]
+            wait.set()
 
     def unusable_rows(self, run: str) -> dict[str, int]:
         """Rows of ``run`` the fact views of ``read_connection`` leave out because their times are not
@@ -300,8 +359,9 @@ class Store:
 
     def _paths_by_table(self, fact_files: pa.Table) -> dict[str, list[str]]:
         out: dict[str, list[str]] = {}
+        root = str(self.path) + os.sep  # joined as text: a Path per file cost ~10 µs x thousands of files
         for table, path in zip(fact_files["table_name"].to_pylist(), fact_files["path"].to_pylist()):
-            out.setdefault(table, []).append(str(self.path / path))
+            out.setdefault(table, []).append(root + os.path.normpath(path))
         return out
 
     def _create_fact_views(
