@@ -596,7 +596,15 @@ def drop(run_name: str, store: Store) -> None:
     default=32,
     show_default=True,
     type=click.IntRange(1, 256),
-    help="Requests served at once (waitress' thread pool); more wait in its queue.",
+    help="Requests served at once per process (its thread pool); more wait in its queue.",
+)
+@click.option(
+    "--workers",
+    default=1,
+    show_default=True,
+    type=click.IntRange(1, 64),
+    help="Server processes (more than 1: gunicorn, Unix only), each with --threads threads; "
+    "many users on a shared machine: one per core.",
 )
 @click.option(
     "--token",
@@ -619,15 +627,24 @@ def drop(run_name: str, store: Store) -> None:
 @store_option
 @handle_errors
 def serve(
-    host: str, port: int, threads: int, token: str | None, insecure: bool, control: Path | None, store: Store
+    host: str,
+    port: int,
+    threads: int,
+    workers: int,
+    token: str | None,
+    insecure: bool,
+    control: Path | None,
+    store: Store,
 ) -> None:
     """Serve the web app (overview, timeline, operators, memory, communication) over the store.
 
     The store is opened briefly and read-only per request: `analyze ingest` can run meanwhile
     and a reload shows the new data. The server is waitress, a production WSGI server: --threads
-    requests at once, the others queued. With a token, the printed address carries it once; the
-    browser keeps a cookie. --control DIR turns on dynamic profiling from the browser (off by
-    default; then a token is required, also on 127.0.0.1).
+    requests at once, the others queued; with --workers N, gunicorn runs N such processes on the
+    port (they share the store and nothing else: Python work of many users on every core). With
+    a token, the printed address carries it once; the browser keeps a cookie. --control DIR turns
+    on dynamic profiling from the browser (off by default; then a token is required, also on
+    127.0.0.1).
     """
     try:
         import waitress  # noqa: F401 - the server
@@ -646,6 +663,7 @@ def serve(
             token=token or None,
             insecure=insecure,
             control=control,
+            workers=workers,
         )
     except WebappError as exc:
         raise AnalyzerError(str(exc)) from exc

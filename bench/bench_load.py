@@ -267,13 +267,17 @@ class User:
             time.sleep(self.rng.uniform(*think))
 
 
-def start_server(store: Path, token: str, code: Path | None = None) -> tuple[subprocess.Popen[str], str]:
-    """``analyze serve --port 0`` on ``store``; with ``code``, that checkout's packages serve."""
+def start_server(
+    store: Path, token: str, code: Path | None = None, workers: int = 1
+) -> tuple[subprocess.Popen[str], str]:
+    """``analyze serve --port 0`` on ``store`` (``--workers N`` when more than 1); with ``code``,
+    that checkout's packages serve."""
     env = {**os.environ, "RANKSCOPE_TOKEN": token}
     if code is not None:
         env["PYTHONPATH"] = str(code)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "analyzer", "serve", "--store", str(store), "--port", "0"],
+        [sys.executable, "-m", "analyzer", "serve", "--store", str(store), "--port", "0"]
+        + (["--workers", str(workers)] if workers > 1 else []),
         cwd=str(code or REPO),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -294,6 +298,17 @@ def start_server(store: Path, token: str, code: Path | None = None) -> tuple[sub
             return proc, m.group(1)
     proc.kill()
     raise SystemExit("analyze serve printed no URL:\n" + "".join(seen))
+
+
+def tree_rss_mib(pid: int) -> float:
+    """Resident memory (VmRSS) of ``pid`` and its child processes (the workers of ``--workers``), MiB."""
+    total = 0.0
+    kids = Path(f"/proc/{pid}/task/{pid}/children")
+    for p in [pid, *(int(k) for k in (kids.read_text().split() if kids.exists() else []))]:
+        for line in Path(f"/proc/{p}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                total += int(line.split()[1]) / 1024
+    return total
 
 
 class Beside:
@@ -362,6 +377,7 @@ def main() -> None:
     ap.add_argument("--json", dest="json_out", default=None, help="write the figures to this file too")
     ap.add_argument("--beside", default=None, help="a folder ingested again and again while the users run")
     ap.add_argument("--code", default=None, help="serve with this checkout's packages (the baseline)")
+    ap.add_argument("--workers", type=int, default=1, help="analyze serve --workers (server processes)")
     args = ap.parse_args()
 
     dest = Path(args.store)
@@ -377,7 +393,7 @@ def main() -> None:
     info = store_info(dest, args.run)
 
     token = secrets.token_urlsafe(24)
-    proc, url = start_server(dest, token, Path(args.code).resolve() if args.code else None)
+    proc, url = start_server(dest, token, Path(args.code).resolve() if args.code else None, args.workers)
     base = re.match(r"(http://[^/]+)", url).group(1)  # type: ignore[union-attr]
     think = f"{args.think[0]}-{args.think[1]} s"
     print(f"server: {base} (pid {proc.pid}); {args.users} users for {args.seconds:.0f} s, think {think}")
@@ -406,6 +422,8 @@ def main() -> None:
             th.join()
         wall = time.monotonic() - t0
         load1 = os.getloadavg()[0]
+        rss = tree_rss_mib(proc.pid)
+        print(f"server RSS after the window: {rss:.0f} MiB (every process of the server)")
         if beside is not None:
             committed = len(beside.runs)  # within the window (the one under way finishes after)
             beside.finish()

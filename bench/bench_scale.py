@@ -31,7 +31,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent), str(HERE), str(HERE.parent / "tests")]
 
-from bench_load import PAGES, Recorder, User, start_server, store_info  # noqa: E402
+from bench_load import PAGES, Recorder, User, start_server, store_info, tree_rss_mib  # noqa: E402
 from bench_webapp import pct  # noqa: E402
 
 
@@ -41,6 +41,7 @@ def memory(pid: int) -> dict[str, float]:
         k, _, v = line.partition(":")
         if k in ("VmRSS", "VmHWM"):
             out[k] = int(v.split()[0]) / 1024  # MiB
+    out["tree_VmRSS"] = tree_rss_mib(pid)  # with --workers: the parent and every worker
     return out
 
 
@@ -50,9 +51,13 @@ def main() -> None:
     ap.add_argument("--run", default="job")
     ap.add_argument("--repeat", type=int, default=20, help="visits of every page after its first")
     ap.add_argument("--json", dest="json_out", default=None)
+    ap.add_argument("--workers", type=int, default=1, help="analyze serve --workers (server processes)")
+    ap.add_argument("--code", default=None, help="serve with this checkout's packages (the baseline)")
     args = ap.parse_args()
     info = store_info(Path(args.store), args.run)
-    proc, url = start_server(Path(args.store), secrets.token_urlsafe(24))
+    proc, url = start_server(
+        Path(args.store), secrets.token_urlsafe(24), Path(args.code).resolve() if args.code else None, args.workers
+    )
     base = re.match(r"(http://[^/]+)", url).group(1)  # type: ignore[union-attr]
     out: dict[str, Any] = {"store": args.store, "ranks": info["n_ranks"], "first_view": {}, "kinds": {}}
     try:
@@ -93,7 +98,7 @@ def main() -> None:
     print(f"errors: {sum(len(v) for v in rec.errors.values())} {errors if errors else ''}")
     m0, m1 = out["memory_after_first_views"], out["memory_end"]
     print(f"server RSS after the first views {m0['VmRSS']:.0f} MiB, at the end {m1['VmRSS']:.0f} MiB", end="")
-    print(f" (peak {m1['VmHWM']:.0f} MiB)")
+    print(f" (peak {m1['VmHWM']:.0f} MiB); all processes: {m0['tree_VmRSS']:.0f} / {m1['tree_VmRSS']:.0f} MiB")
     if args.json_out:
         Path(args.json_out).write_text(json.dumps(out, indent=2))
 

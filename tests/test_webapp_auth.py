@@ -173,3 +173,47 @@ def test_is_loopback() -> None:
     assert auth.is_loopback("127.0.0.1") and auth.is_loopback("::1") and auth.is_loopback("localhost")
     assert auth.is_loopback("127.0.0.2")
     assert not auth.is_loopback("0.0.0.0") and not auth.is_loopback("::") and not auth.is_loopback("10.1.2.3")
+
+
+def _children(pid: int) -> set[int]:
+    try:
+        return {int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()}
+    except FileNotFoundError:
+        return set()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1][0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="reads worker processes from /proc (Linux)")
+def test_several_worker_processes_keep_the_token(store: Path) -> None:
+    """`analyze serve --workers 2`: gunicorn forks two worker processes that serve the one port, and
+    the token holds on every route whichever process answers; stopping the server stops them."""
+    proc, url = serve(store, "--workers", "2", "--token", TOKEN)
+    try:
+        base = re.match(r"(http://[^/]+)", url).group(1)  # type: ignore[union-attr]
+        deadline = time.monotonic() + 120
+        while len(_children(proc.pid)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        workers = _children(proc.pid)
+        assert len(workers) == 2, workers
+        bearer = requests.Session()
+        bearer.headers["Authorization"] = f"Bearer {TOKEN}"
+        for method, route, kw in routes(base, bearer) * 2:
+            r = requests.request(method, route, allow_redirects=False, timeout=60, **kw)
+            assert r.status_code == 401 and "Set-Cookie" not in r.headers, (method, route, r.status_code)
+            r = bearer.request(method, route, timeout=120, **kw)
+            assert r.status_code in (200, 204, 404, 409), (method, route, r.status_code, r.text[:300])
+            assert r.headers.get("Server", "").startswith("gunicorn")
+        first = requests.get(url, allow_redirects=False, timeout=60)
+        assert first.status_code == 303 and first.headers["Set-Cookie"].startswith(auth.cookie_name(TOKEN) + "=")
+    finally:
+        stop_server(proc)
+    deadline = time.monotonic() + 60
+    while any(_alive(w) for w in workers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(_alive(w) for w in workers)

@@ -23,7 +23,7 @@ from flask import has_request_context, request
 
 from analyzer.store import Store, resolve_store_path
 
-from . import auth, lang
+from . import auth, lang, warmup
 from .errors import WebappError
 from .labels import LANGUAGE_NAMES, t
 from .params import query_string
@@ -163,6 +163,7 @@ def create_app(
         )
     if not isinstance(store, Store):
         store = Store(resolve_store_path(store))
+    warmup.preload()
     app = Dash(
         "webapp",
         use_pages=True,
@@ -211,30 +212,48 @@ def serve(
     token: str | None = None,
     insecure: bool = False,
     control: str | os.PathLike[str] | None = None,
+    workers: int = 1,
 ) -> None:
-    """Serve the app until interrupted, on waitress (a production WSGI server: a pool of ``threads``
-    request threads, requests buffered before they reach the app, connections queued rather than
-    a thread per connection); port 0 picks a free port. Prints the URL once listening (with the
-    token, when there is one: the browser trades it for a cookie). A non-loopback ``host`` needs a
-    ``token`` unless ``insecure`` (``auth.check_bind``); so does ``control`` (the Profiling page
-    writing a job's ``profiler_config.json``), whatever the address."""
-    from waitress import create_server
+    """Serve the app until interrupted on a production WSGI server; port 0 picks a free port.
+    One process (``workers`` 1): waitress, a pool of ``threads`` request threads, requests
+    buffered before they reach the app, connections queued rather than a thread per connection.
+    Several (``workers`` > 1, not on Windows): gunicorn, that many worker processes of ``threads``
+    threads each, forked from this one after the app is built, taking turns on one listening
+    socket; they share nothing but the store (each keeps its own caches), so Python work of
+    concurrent users runs on every core instead of under one interpreter lock.
 
+    Prints the URL once listening (with the token, when there is one: the browser trades it for a
+    cookie). A non-loopback ``host`` needs a ``token`` unless ``insecure`` (``auth.check_bind``); so
+    does ``control`` (the Profiling page writing a job's ``profiler_config.json``), whatever the address."""
     auth.check_bind(host, token, insecure)
     app = create_app(store, token=token, control=control)
-    if quiet:
-        logging.getLogger("waitress").setLevel(logging.WARNING)
-    server = create_server(app.server, host=host, port=port, threads=threads)
-    listening = getattr(server, "effective_port", None)
-    if listening is None:  # a host name with several addresses: one socket each
-        listening = server.effective_listen[0][1]
+    if workers > 1:
+        if sys.platform == "win32":
+            raise WebappError("several server processes (--workers) need a Unix system; use --workers 1")
+        from . import multiprocess
+
+        sock = multiprocess.listen(host, port)
+        server_run: Callable[[], None] = lambda: multiprocess.run(app.server, sock, workers, threads, quiet)  # noqa: E731
+        listening, close = sock.getsockname()[1], sock.detach  # gunicorn closes it
+        how = f"{workers} worker processes of {threads} request threads"
+    else:
+        from waitress import create_server
+
+        if quiet:
+            logging.getLogger("waitress").setLevel(logging.WARNING)
+        server = create_server(app.server, host=host, port=port, threads=threads)
+        listening = getattr(server, "effective_port", None)
+        if listening is None:  # a host name with several addresses: one socket each
+            listening = server.effective_listen[0][1]
+        server_run, close = server.run, server.close
+        how = f"{threads} request threads"
     shown_host = host if host not in ("0.0.0.0", "::", "") else "127.0.0.1"
     if ":" in shown_host:
         shown_host = f"[{shown_host}]"
     url = f"http://{shown_host}:{listening}/"
     st: Store = app.server.config[STORE_KEY]
     shown = url + (f"?{auth.QUERY_PARAM}={token}" if token else "")
-    echo(f"rankscope web app: serving {st.path} at {shown} ({threads} request threads)")
+    echo(f"rankscope web app: serving {st.path} at {shown} ({how})")
     if token:
         echo("(open that address once: the browser keeps a cookie and the token leaves the address bar)")
     if control is not None:
@@ -247,11 +266,11 @@ def serve(
         echo("WARNING: no token (--insecure): anyone who can reach this address can read the store")
     echo("press Ctrl+C to stop")
     try:
-        server.run()
+        server_run()
     except KeyboardInterrupt:
         pass
     finally:
-        server.close()
+        close()
 
 
 __all__ = ["create_app", "serve"]

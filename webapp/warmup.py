@@ -2,7 +2,8 @@
 ask for (the timeline's lane indexes, then every analysis of ``analyzer.analyses.ANALYSES``; for a
 run whose analyses the ingest stored, only those), so the next clicks find them cached
 (``webapp.cache``, the analyses' own cache). ``RANKSCOPE_WEB_WARMUP=0``
-turns it off."""
+turns it off. :func:`preload` does the process's one-time work (imports, Plotly's validators) when
+the app is built, before the first request, and before ``analyze serve --workers`` forks."""
 
 from __future__ import annotations
 
@@ -74,3 +75,26 @@ def _warm(store: Store, run: str, ranks: list[int], stored: bool = False) -> Non
                 job(r)
         except Exception:
             log.debug("warm-up of %s for run %s failed", name, run, exc_info=True)
+
+
+def preload() -> None:
+    """What the first request of a process would otherwise pay for, whatever the run: the modules
+    the pages import on first use (Parquet and datasets of pyarrow, the stored analyses, narwhals'
+    pandas support that Plotly converts columns with) and Plotly's validators of the traces the
+    pages draw (loaded from a JSON file on first use: ~0.2 s). Built once in the
+    server process; a forked worker inherits it."""
+    import pandas as pd
+    import pyarrow.dataset
+    import pyarrow.parquet  # noqa: F401
+
+    import analyzer.analyses.stored  # noqa: F401
+
+    from . import ui
+
+    col = pd.Series([1.0, 2.0])
+    fig = ui.figure(xaxis_title="x", yaxis_title="y")
+    fig.add_bar(x=col, y=col, name="b", marker_color="#222", customdata=col, hovertemplate="%{y}")
+    fig.add_box(y=col, name="b", boxpoints="suspectedoutliers", customdata=col)
+    fig.add_scatter(x=col, y=col, mode="markers+text", text=["a", "b"], marker=dict(symbol="diamond", size=10))
+    fig.add_heatmap(z=[[1.0, 2.0]], x=[0, 1], y=[0], colorscale="Viridis", colorbar=dict(title="ms"))
+    fig.to_plotly_json()
