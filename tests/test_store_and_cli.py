@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -143,6 +144,26 @@ def test_read_connections_share_one_database_per_catalog(kineto_store: Path, tmp
         assert store.query("SELECT sum(x) AS s FROM analysis.t", tables=extra)["s"].iloc[0] == 3
     with store.read_connection() as c:
         assert c.execute("SELECT count(*) FROM duckdb_tables() WHERE schema_name = 'analysis'").fetchone()[0] == 0
+
+    # other view sets (ranks, tables, usable_only) live in the same database, each connection sees
+    # its own, also when threads ask for them at once
+    per_rank = {r: store.query("SELECT count(*) AS n FROM slices WHERE rank = ?", [r])["n"].iloc[0] for r in (0, 1)}
+    assert sum(per_rank.values()) == n
+
+    def count(r: int) -> tuple[int, int, int]:
+        with store.read_connection(ranks=[r], tables=["slices"]) as con:
+            mine = con.execute("SELECT count(*), min(rank), max(rank) FROM slices").fetchone()
+            with pytest.raises(duckdb.CatalogException):  # only the tables asked for
+                con.execute("SELECT count(*) FROM kernels")
+            assert con.execute("SELECT count(*) FROM runs").fetchone()[0] == 1  # the catalog behind them
+            return mine
+
+    with ThreadPoolExecutor(4) as pool:
+        assert list(pool.map(count, [0, 1, 0, 1])) == [(per_rank[r], r, r) for r in (0, 1, 0, 1)]
+    with store.read_connection() as d:
+        assert d.execute("SELECT count(*) FROM slices").fetchone()[0] == n
+        views = "SELECT count(*) FROM duckdb_schemas() WHERE schema_name LIKE 'views\\_%' ESCAPE '\\'"
+        assert d.execute(views).fetchone()[0] >= 3
 
     other = tmp_path / "store"
     analyze("ingest", str(SAMPLES / "kineto_gloo_2rank"), "--store", str(other), "--run", "a")
