@@ -22,6 +22,9 @@ def listen(host: str, port: int) -> socket.socket:
     sock = socket.socket(family, kind, proto)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        # answers go out at once (headers and body are separate writes; with Nagle the second
+        # waits for the client's delayed ACK, ~40 ms); accepted connections inherit it
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.bind(addr)
         sock.listen(2048)
         sock.set_inheritable(True)
