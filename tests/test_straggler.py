@@ -17,11 +17,13 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from analyzer.analyses import ANALYSES, advise, blame_chains, critical_steps, stragglers
-from analyzer.analyses.arrivals import arrival_analysis
+from analyzer.analyses import ANALYSES, blame_chains, critical_steps, step_breakdown, stragglers
+from analyzer.analyses.advisor import _spread_rules
+from analyzer.analyses.arrivals import FLOOR_SHARE, arrival_analysis
 from analyzer.cli import main
 from analyzer.store import Store
 
@@ -138,22 +140,62 @@ def test_straggler_named_alone_with_its_cause_and_cost(jobs, world, mode):
 
 @pytest.mark.parametrize("world", list(WORLDS))
 def test_nobody_named_without_a_slow_rank(jobs, world):
-    """The controls: every rank's median gain stays below its threshold. The figures are the noise
-    the thresholds are checked against (docs/analyses.md)."""
-    store, _ = jobs
-    st = stragglers(store, f"w{world}_control")
-    assert len(st) == world
-    assert not st["straggler"].any(), st[["rank", "median_gain_ns", "threshold_ns", "verdict"]].to_string()
-    worst = (st["median_gain_ns"] / st["threshold_ns"].clip(lower=1)).max()
-    print(
-        f"w{world}_control: nobody named; largest median gain / threshold = {worst:.3f}; "
-        f"median gains {list(st['median_gain_ns'] // 1000)} µs, others' p90 {list(st['others_p90_ns'] // 1000)} µs, "
-        f"floors {list(st['floor_ns'] // 1000)} µs"
+    """The controls: nobody injected a delay, so a rank is named only if the machine itself made it
+    late, as the job's own clock saw it. On a busy shared machine other processes can hold one rank
+    back at most steps (a 2-rank control, each rank on a core of its own, once had rank 0 call the
+    all-reduce a median 2.6 ms after rank 1 at load 7): naming it is then right. So a rank whose
+    median lateness on the job's clock (no trace involved) is clearly below its threshold must not be
+    named, one clearly above must be. The figures are the noise the thresholds are checked against
+    (docs/analyses.md)."""
+    store, folders = jobs
+    run = f"w{world}_control"
+    st = stragglers(store, run).set_index("rank")
+    assert sorted(st.index) == list(range(world))
+    steps = sorted(int(s) for s in arrival_analysis(store, run).steps["step"])
+    truth = pd.Series(
+        {r: float(np.median(np.maximum(_job_record(folders[world], "control", r, steps)[1], 0))) for r in st.index}
     )
-    assert worst < 1
-    # §1.9: msprof-analyze's "differs across ranks by > 5 %" rule must not fire on noise
-    adv = advise(store, f"w{world}_control")
-    assert not adv["title"].str.contains("differs across ranks").any(), adv[["title", "detail"]].to_string()
+    ratio = st["median_gain_ns"] / st["threshold_ns"].clip(lower=1)
+    print(
+        f"{run}: named {st.index[st['straggler']].tolist()}; median gain / threshold {ratio.round(3).tolist()}; "
+        f"median gains {list(st['median_gain_ns'] // 1000)} µs, on the job's clock {list(truth // 1000)} µs, "
+        f"others' p90 {list(st['others_p90_ns'] // 1000)} µs, floors {list(st['floor_ns'] // 1000)} µs"
+    )
+    late_on_the_clock = truth / st["threshold_ns"].clip(lower=1)
+    must, must_not = late_on_the_clock > 1 + TOLERANCE, late_on_the_clock < 1 - TOLERANCE
+    table = pd.DataFrame({"named": st["straggler"], "gain/threshold": ratio, "clock/threshold": late_on_the_clock})
+    assert st.loc[must, "straggler"].all() and not st.loc[must_not, "straggler"].any(), table.to_string()
+
+
+@pytest.mark.parametrize("world", list(WORLDS))
+def test_spread_rule_quiet_on_the_controls_noise(jobs, world):
+    """§1.9: msprof-analyze's "differs across ranks by > 5 %" rule must not fire on noise. The
+    control's real step breakdown with the rank labels shuffled within each step is that noise with
+    no systematic difference between ranks (the real labels may carry one the machine made: a rank
+    alone on a core showed 2-3 ms less Free per step than three ranks sharing the other, at every
+    step); the rule stays quiet on every shuffle, while the shuffles keep each step's spread."""
+    store, _ = jobs
+    run = f"w{world}_control"
+    sb = step_breakdown(store, run)[["rank", "step", "step_ns", "computing_ns", "communication_ns", "free_ns"]]
+    rng = np.random.default_rng(world)
+    cols = ["computing_ns", "communication_ns", "free_ns"]
+    for _ in range(50):
+        shuffled = sb.copy()
+        for _, idx in shuffled.groupby("step").groups.items():
+            shuffled.loc[idx, cols] = shuffled.loc[rng.permutation(idx), cols].to_numpy()
+        assert not _spread_rules(shuffled), [f["title"] for f in _spread_rules(shuffled)]
+    # the real labels: whatever the rule says is printed for the record (docs/analyses.md)
+    print(run, [f["title"] for f in _spread_rules(sb)] or "no spread finding")
+    # and it does fire on the same data with the last rank's Free raised at every step by the ranks'
+    # real spread plus 1.5x the larger of the floor and 6 step-to-step deviations (a real difference
+    # of the size the rule is meant to see)
+    raised = sb.copy()
+    floor = FLOOR_SHARE * float(sb["step_ns"].median())
+    free = sb.groupby("rank")["free_ns"]
+    spread = float(free.mean().max() - free.mean().min())
+    bump = int(spread + 1.5 * max(floor, 6 * float(free.std().max())))
+    raised.loc[raised["rank"] == world - 1, "free_ns"] += bump
+    assert any("Free differs across ranks" in f["title"] for f in _spread_rules(raised))
 
 
 def test_report_and_tables_name_the_straggler(jobs):

@@ -12,8 +12,9 @@ the other, each as its own profiled job (``OUT/<mode>/rank_{r}/...``, one ``anal
   ``__getitem__`` waits, as on a slow disk).
 
 Every batch takes ``READ_S`` to read on every rank (a sleep: I/O, no CPU), the ranks run at a
-higher scheduling priority (``NICE``) when allowed, and the slow rank has a CPU core of its own
-(the others share the rest): on a shared machine other processes' load would otherwise starve
+higher scheduling priority (``NICE``) when allowed, and in the slow modes the slow rank has a CPU
+core of its own (the others share the rest; in the control every rank has the same share, see
+``_cores``): on a shared machine other processes' load would otherwise starve
 some rank at random (on two cores loaded ~5x over, one rank of a 2-rank control arrived 15 ms
 late at every step of a 21 ms step, a real straggler the control is not meant to have), and the
 slow rank's extra compute would slow its peers too (their arrival ~10 ms later, the margin it
@@ -82,6 +83,21 @@ def _read(items: list) -> tuple:
     return default_collate(items)
 
 
+def _cores(rank: int, world: int, slow_rank: int, mode: str, cpus: list[int]) -> set[int]:
+    """The CPU cores a rank may run on in a mode. A slow mode gives the slow rank a core of its own
+    (the others share the rest: its extra compute must not slow its peers). The control gives every
+    rank the same share: one core each in turn when the ranks divide evenly over the cores, else
+    every core (the scheduler balances). With the slow mode's layout in the control too, a 4-rank
+    control on 2 cores had rank 1 alone on a core and ranks 0, 2, 3 sharing the other; descheduled
+    between their operators, those three showed 2-3 ms (10-11 % of the step) more Free than rank 1
+    at every step, a real difference the job made, and the advisor rightly reported it."""
+    if mode != "control":
+        return {cpus[-1]} if rank == slow_rank else set(cpus[:-1])
+    if world % len(cpus) == 0:
+        return {cpus[rank % len(cpus)]}
+    return set(cpus)
+
+
 def _train(rank: int, world: int, port: int, out: str, slow_rank: int, delay_s: float, steps: int, warmup: int) -> None:
     import torch
     import torch.distributed as dist
@@ -93,9 +109,7 @@ def _train(rank: int, world: int, port: int, out: str, slow_rank: int, delay_s: 
         os.nice(NICE)
     except (PermissionError, OSError):
         pass
-    if hasattr(os, "sched_setaffinity") and len(os.sched_getaffinity(0)) >= 2:
-        cpus = sorted(os.sched_getaffinity(0))  # the slow rank computes on a core of its own
-        os.sched_setaffinity(0, {cpus[-1]} if rank == slow_rank else set(cpus[:-1]))
+    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_setaffinity") else []
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group("gloo", rank=rank, world_size=world)
     torch.manual_seed(0)
@@ -126,6 +140,8 @@ def _train(rank: int, world: int, port: int, out: str, slow_rank: int, delay_s: 
 
     for mode in MODES:
         me_slow = rank == slow_rank and mode != "control"
+        if len(cpus) >= 2:
+            os.sched_setaffinity(0, _cores(rank, world, slow_rank, mode, cpus))
         model = nn.Sequential(nn.Linear(FEATURES, 128), nn.ReLU(), nn.Linear(128, 10))
         opt = torch.optim.SGD(model.parameters(), lr=0.01)
         per_item = delay_s / BATCH if me_slow and mode == "input" else 0.0
