@@ -982,6 +982,9 @@ def test_pages_in_chinese_by_the_url_and_links_keep_the_language(server: dict, p
 
 
 def test_a_page_in_the_browsers_language(server: dict, browser: Any) -> None:
+    from analyzer import messages
+    from analyzer.analyses import advise
+
     ctx = browser.new_context(viewport={"width": 1400, "height": 900}, locale="zh-CN")
     pg = ctx.new_page()
     pg.set_default_timeout(30_000)
@@ -998,6 +1001,18 @@ def test_a_page_in_the_browsers_language(server: dict, browser: Any) -> None:
         assert "lang=" not in pg.evaluate("() => location.search")
         assert "lang=" not in (pg.locator("#adv-link-0").get_attribute("href") or "")
         assert pg.locator("#lang-zh.current").count() == 1
+        assert pg.evaluate("() => document.documentElement.lang") == "zh-CN"
+        # a real finding in Chinese with its numbers: the npu run's idle rank
+        adv = advise(server["store"], "npu")
+        i, f = next((k, f) for k, f in enumerate(adv.to_dict("records")) if f["rule"] == "high_free")
+        pg.goto(server["url"] + f"advisor?run=npu&finding={i}")
+        pg.wait_for_selector(f"#adv-f-{i}.current")
+        shown = pg.inner_text(f"#adv-f-{i}")
+        title, detail = messages.render(f["title_msg"], "zh"), messages.render(f["detail_msg"], "zh")
+        rank, share = f["ranks"][0], f"{f['value']:.1%}"
+        assert title == f"卡 {rank} 有 {share} 的迭代时间空闲" and title in shown
+        assert detail.startswith("卡 ") and f"阈值 {f['threshold']:.0%}" in detail and detail in shown
+        assert f["title"] not in shown and "idle" not in shown
     finally:
         ctx.close()
     assert not problems, problems

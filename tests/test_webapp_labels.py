@@ -13,6 +13,9 @@ from typing import Any
 import pytest
 from webapp_helpers import KINETO, DashClient, callback_body, ingest
 
+from analyzer import messages
+from analyzer.analyses.blame import CAUSES
+from analyzer.messages import MESSAGES, message
 from webapp import labels, lang
 from webapp.labels import LABELS, fields, t
 
@@ -284,3 +287,92 @@ def test_the_navigation_and_the_language_switch(client: DashClient) -> None:
     assert "Referer" not in style.headers.get("Vary", "")  # the same in every language: cached once
     en = json.dumps(client.http.get("/_dash-layout").get_json(), ensure_ascii=False)
     assert "Memory" in en and "内存" not in en and "?lang=" in en  # only the switch names a language
+
+
+# ---------------------------------------------------------------------------------------------
+# the analyzer's messages (advisor findings, straggler causes): one catalog, both languages
+# ---------------------------------------------------------------------------------------------
+
+
+def test_every_analyzer_message_has_both_languages_with_the_same_fields() -> None:
+    assert len(MESSAGES) > 30
+    for key, texts in MESSAGES.items():
+        assert isinstance(texts, tuple) and len(texts) == 2, key
+        en, zh = texts
+        assert en and zh, key
+        assert messages.fields(en) == messages.fields(zh), f"{key}: {en!r} / {zh!r}"
+        assert not CJK.search(en), key
+        if key != "advisor.high_free.where_device":  # "Device": MindStudio Insight's Chinese term too
+            assert CJK.search(zh) or not re.search(r"[A-Za-z]{3,}", re.sub(r"\{[^}]*\}", "", zh)), key
+    # no sentence twice: a sentence of the analyzer is not also a label of the web app (words may be)
+    assert not {en for en, _ in MESSAGES.values()} & {en for en, _ in LABELS.values() if len(en) > 30}
+
+
+def _message_keys_used(path: Path) -> set[str]:
+    """The keys (or, for f-strings, key prefixes ending in '.') passed to ``message``."""
+    keys = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Call) and _call_name(node) == "message" and node.args:
+            a = node.args[0]
+            if isinstance(a, ast.IfExp):
+                keys |= {x.value for x in (a.body, a.orelse) if isinstance(x, ast.Constant)}
+            elif isinstance(a, ast.Constant):
+                keys.add(a.value)
+            elif isinstance(a, ast.JoinedStr) and isinstance(a.values[0], ast.Constant):
+                keys.add(a.values[0].value.rpartition(".")[0] + ".")
+    return keys
+
+
+def test_the_analyzer_writes_its_sentences_as_messages() -> None:
+    """Every message key the analyses use is in the catalog (an f-string key: some key with its
+    prefix), and the advisor's findings carry no sentence of their own."""
+    analyses = Path(messages.__file__).parent / "analyses"
+    used = set().union(*(_message_keys_used(p) for p in analyses.glob("*.py")))
+    assert {"advisor.straggler.detail", "advisor.high_free.title", "advisor.aicpu.detail"} <= used
+    for key in used:
+        if key.endswith("."):
+            assert any(k.startswith(key) for k in MESSAGES), key
+        else:
+            assert key in MESSAGES, key
+    # the advisor's sentences: none is written outside the catalog (a `_finding` takes messages)
+    tree = ast.parse((analyses / "advisor.py").read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and _call_name(node) == "_finding":
+            for a in node.args[2:4]:
+                assert isinstance(a, ast.Call) and _call_name(a) == "message", ast.unparse(a)[:80]
+    # every cause the blame analysis can name has a text
+    assert {f"cause.{c}" for c in (*CAUSES, "unexplained")} <= set(MESSAGES)
+
+
+def test_a_message_is_rendered_in_each_language_with_its_values_as_data() -> None:
+    name = "<b>张量{x}</b>"
+    msg = message("advisor.aicpu.detail", tasks=3, min_us=20.0, total=1_234_567.0, longest=1_000_000.0, name=name)
+    en, zh = messages.render(msg, "en"), messages.render(msg, "zh")
+    assert en.startswith("3 AI CPU tasks longer than 20 µs, 1.235 ms in total (longest 1.000 ms, <b>张量{x}</b>)")
+    assert zh.startswith("3 个 AI CPU 任务超过 20 µs，共 1.235 ms（最长 1.000 ms，<b>张量{x}</b>）")
+    # a message inside a message is rendered in the same language; a missing value reads "-"
+    tail = message("advisor.high_free.biggest", gap=None)
+    assert messages.render(tail, "zh") == "最大的空闲间隙为 -。"
+    spread = message("advisor.spread.title", column=message("column.free_ns"), ratio=0.0544)
+    assert messages.render(spread, "en") == "Free differs across ranks by 5.4%"
+    assert messages.render(spread, "zh") == "各卡的空闲相差 5.4%"
+    with lang.use("zh"):
+        assert labels.said(spread) == "各卡的空闲相差 5.4%"
+        assert labels.cause_label("dataloader") == "数据输入慢（DataLoader / GetNext）"
+    with pytest.raises(KeyError):
+        message("advisor.no_such_rule")
+
+
+def test_the_page_shell_grids_and_token_page_in_chinese(client: DashClient, tmp_path: Path) -> None:
+    from webapp.app import create_app
+
+    assert '<html lang="zh-CN">' in client.http.get("/?lang=zh").get_data(as_text=True)
+    assert '<html lang="en">' in client.http.get("/", headers={"Accept-Language": "en-US"}).get_data(as_text=True)
+    layout = _page(client, "/operators?run=gloo&lang=zh")
+    assert '"noRowsToShow": "无数据"' in layout and '"contains": "包含"' in layout
+    assert '"noRowsToShow": "No rows to show"' in _page(client, "/operators?run=gloo&lang=en")
+    locked = create_app(tmp_path / "empty", token="s3cret-token").server.test_client()
+    r = locked.get("/?lang=zh")
+    assert r.status_code == 401 and "需要令牌" in r.get_data(as_text=True)
+    r = locked.get("/", headers={"Accept-Language": "en"})
+    assert r.status_code == 401 and "needs its token" in r.get_data(as_text=True)

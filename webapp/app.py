@@ -147,6 +147,15 @@ function(url, href) {
 """
 
 
+class _App(Dash):
+    """Dash with the page's ``<html lang>`` in the request's language (screen readers, fonts, the
+    browser's translate offer); the language switch reloads the page, so it is set per request."""
+
+    def interpolate_index(self, **kwargs: Any) -> str:
+        page = super().interpolate_index(**kwargs)
+        return page.replace("<html>", f'<html lang="{lang.HTML_LANG[lang.current()]}">', 1)
+
+
 def create_app(
     store: Store | str | os.PathLike[str] | None = None,
     token: str | None = None,
@@ -164,7 +173,7 @@ def create_app(
     if not isinstance(store, Store):
         store = Store(resolve_store_path(store))
     warmup.preload()
-    app = Dash(
+    app = _App(
         "webapp",
         use_pages=True,
         pages_folder=str(HERE / "pages"),

@@ -27,6 +27,7 @@ from urllib.parse import urlencode
 from flask import Flask, Response, redirect, request
 
 from .errors import WebappError
+from .labels import t
 
 TOKEN_ENV_VAR = "RANKSCOPE_TOKEN"
 QUERY_PARAM = "token"
@@ -77,10 +78,9 @@ def _same(given: str, expected: str) -> bool:
     return hmac.compare_digest(given.encode("utf-8", "surrogateescape"), expected.encode())
 
 
-DENIED = (
-    "This rankscope server needs its token. Open the address `analyze serve` printed (it ends in "
-    "?token=...) once in this browser, or send the header 'Authorization: Bearer <token>'.\n"
-)
+def _denied(**headers: str) -> Response:
+    """401 in the request's language (``auth.denied`` of ``webapp.labels``)."""
+    return Response(t("auth.denied") + "\n", status=401, mimetype="text/plain", headers=headers)
 
 
 def protect(server: Flask, token: str) -> None:
@@ -94,7 +94,7 @@ def protect(server: Flask, token: str) -> None:
         given = request.args.get(QUERY_PARAM)
         if given is not None:
             if not _same(given, token):
-                return Response(DENIED, status=401, mimetype="text/plain")
+                return _denied()
             rest = [(k, v) for k, v in request.args.items(multi=True) if k != QUERY_PARAM]
             target = (request.script_root + request.path) + ("?" + urlencode(rest) if rest else "")
             resp = redirect(target, code=303)
@@ -108,4 +108,4 @@ def protect(server: Flask, token: str) -> None:
         auth = request.headers.get("Authorization", "")
         if auth[:7].lower() == "bearer " and _same(auth[7:].strip(), token):
             return None
-        return Response(DENIED, status=401, mimetype="text/plain", headers={"WWW-Authenticate": "Bearer"})
+        return _denied(**{"WWW-Authenticate": "Bearer"})

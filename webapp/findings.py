@@ -17,7 +17,7 @@ from analyzer.format import is_missing
 
 from . import links
 from .format import fmt_bytes, fmt_int, fmt_ns
-from .labels import t
+from .labels import said, t
 from .params import query_string
 
 SEVERITIES = ("high", "medium", "low")
@@ -39,7 +39,14 @@ MAX_OVERVIEW_LINKS = 5  # evidence links per finding on the Overview card
 def heading(f: Mapping[str, Any]) -> list[Any]:
     """Severity badge and title."""
     sev = str(f["severity"])
-    return [html.Span(severity_label(sev), className=f"sev sev-{sev}"), " ", html.B(str(f["title"]))]
+    return [html.Span(severity_label(sev), className=f"sev sev-{sev}"), " ", html.B(text(f, "title"))]
+
+
+def text(f: Mapping[str, Any], part: str) -> str:
+    """A finding's ``title`` or ``detail`` in the request's language (from its message; the English
+    sentence when it has none)."""
+    msg = f.get(f"{part}_msg")
+    return said(msg) if isinstance(msg, Mapping) else str(f[part])
 
 
 def measured(f: Mapping[str, Any]) -> tuple[str, str]:
@@ -164,7 +171,7 @@ def overview_card(adv: pd.DataFrame, run: str, prefix: str) -> html.Div:
     items = []
     for i, f in enumerate(adv.to_dict("records")):
         urls = [u for u in (links.evidence_url(run, e) for e in evidence(f)) if u]
-        kids: list[Any] = [*heading(f), html.Div(str(f["detail"]), className="note")]
+        kids: list[Any] = [*heading(f), html.Div(text(f, "detail"), className="note")]
         if urls:
             kids.append(
                 html.Div(

@@ -16,6 +16,8 @@ import string
 from collections.abc import Callable
 from typing import Any
 
+from analyzer import messages
+
 from . import lang
 
 # key -> (English, 简体中文)
@@ -57,6 +59,68 @@ LABELS: dict[str, tuple[str, str]] = {
         "Internal error ({kind}: {error}). The server log has the details.",
         "内部错误（{kind}：{error}）。详情见服务器日志。",
     ),
+    "auth.denied": (
+        "This rankscope server needs its token. Open the address `analyze serve` printed (it ends in "
+        "?token=...) once in this browser, or send the header 'Authorization: Bearer <token>'.",
+        "此 rankscope 服务器需要令牌。请在本浏览器中打开一次 `analyze serve` 打印的地址（以 ?token=... 结尾），"
+        "或发送请求头 'Authorization: Bearer <token>'。",
+    ),
+    # -- AG Grid's own texts (filter menus, pagination, "no rows"): ui.grid_locale -------------
+    "grid.noRowsToShow": ("No rows to show", "无数据"),
+    "grid.loadingOoo": ("Loading...", "加载中..."),
+    "grid.page": ("Page", "第"),
+    "grid.to": ("to", "至"),
+    "grid.of": ("of", "/"),
+    "grid.more": ("more", "更多"),
+    "grid.firstPage": ("First Page", "首页"),
+    "grid.lastPage": ("Last Page", "末页"),
+    "grid.nextPage": ("Next Page", "下一页"),
+    "grid.previousPage": ("Previous Page", "上一页"),
+    "grid.pageSizeSelectorLabel": ("Page Size:", "每页行数："),
+    "grid.ariaPageSizeSelectorLabel": ("Page Size", "每页行数"),
+    "grid.filterOoo": ("Filter...", "筛选..."),
+    "grid.searchOoo": ("Search...", "搜索..."),
+    "grid.selectAll": ("(Select All)", "（全选）"),
+    "grid.blanks": ("(Blanks)", "（空白）"),
+    "grid.equals": ("Equals", "等于"),
+    "grid.notEqual": ("Does not equal", "不等于"),
+    "grid.blank": ("Blank", "为空"),
+    "grid.notBlank": ("Not blank", "不为空"),
+    "grid.empty": ("Choose one", "请选择"),
+    "grid.lessThan": ("Less than", "小于"),
+    "grid.greaterThan": ("Greater than", "大于"),
+    "grid.lessThanOrEqual": ("Less than or equal to", "小于等于"),
+    "grid.greaterThanOrEqual": ("Greater than or equal to", "大于等于"),
+    "grid.inRange": ("Between", "介于"),
+    "grid.inRangeStart": ("From", "从"),
+    "grid.inRangeEnd": ("To", "到"),
+    "grid.contains": ("Contains", "包含"),
+    "grid.notContains": ("Does not contain", "不包含"),
+    "grid.startsWith": ("Begins with", "开头是"),
+    "grid.endsWith": ("Ends with", "结尾是"),
+    "grid.andCondition": ("AND", "且"),
+    "grid.orCondition": ("OR", "或"),
+    "grid.applyFilter": ("Apply", "应用"),
+    "grid.resetFilter": ("Reset", "重置"),
+    "grid.clearFilter": ("Clear", "清除"),
+    "grid.cancelFilter": ("Cancel", "取消"),
+    "grid.filterConditions": ("Conditions", "条件"),
+    "grid.columns": ("Columns", "列"),
+    "grid.filters": ("Filters", "筛选"),
+    "grid.pinColumn": ("Pin Column", "固定列"),
+    "grid.pinLeft": ("Pin Left", "固定在左侧"),
+    "grid.pinRight": ("Pin Right", "固定在右侧"),
+    "grid.noPin": ("No Pin", "取消固定"),
+    "grid.autosizeThisColumn": ("Autosize This Column", "自动调整此列宽度"),
+    "grid.autosizeAllColumns": ("Autosize All Columns", "自动调整所有列宽度"),
+    "grid.resetColumns": ("Reset Columns", "重置列"),
+    "grid.sortAscending": ("Sort Ascending", "升序排序"),
+    "grid.sortDescending": ("Sort Descending", "降序排序"),
+    "grid.sortUnSort": ("Clear Sort", "清除排序"),
+    "grid.copy": ("Copy", "复制"),
+    "grid.ariaFilterInput": ("Filter Input", "筛选输入"),
+    "grid.ariaFilterValue": ("Filter Value", "筛选值"),
+    "grid.ariaSearch": ("Search", "搜索"),
     # -- URL parameters (params.py, errors.py) -------------------------------------------------
     "err.url_param": ("URL parameter {name}={value}: {problem}", "URL 参数 {name}={value}：{problem}"),
     "err.twice": ("given more than once with different values", "多次给出且取值不同"),
@@ -560,8 +624,6 @@ LABELS: dict[str, tuple[str, str]] = {
     "ov.st.none_title": ("Straggler: none", "慢卡：无"),
     "ov.st.share": (" ({share} of the profiled step time)", "（占已采集迭代时间的 {share}）"),
     "ov.st.title": ("Straggler: rank {rank} — {cause}", "慢卡：卡 {rank} — {cause}"),
-    "ov.st.no_cause": ("cause not explained", "原因未明"),
-    "ov.st.nothing": ("nothing that stands out", "无明显去向"),
     "ov.st.text": (
         "Rank {rank} arrives last at the collectives of group {group} by a median {gain} per step (threshold "
         "{threshold}); before each late collective its extra time went to {cause}{ops}. Had it taken its peers' "
@@ -1244,6 +1306,23 @@ def t(key: str, **values: Any) -> str:
     en, zh = LABELS[key]
     text = zh if lang.current() == "zh" else en
     return text.format(**values) if values else text
+
+
+def grid_locale() -> dict[str, str]:
+    """AG Grid's own texts in the request's language (its ``localeText``: filter menus, pagination,
+    "no rows"); keys are AG Grid's, from its locale files."""
+    return {key.removeprefix("grid."): t(key) for key in LABELS if key.startswith("grid.")}
+
+
+def said(msg: messages.Message) -> str:
+    """An analyzer's message (a finding's title or detail: ``analyzer.messages``) in the request's
+    language; its names and numbers are filled in as text."""
+    return messages.render(msg, lang.current())
+
+
+def cause_label(key: str | None, missing: str = "cause.not_explained") -> str:
+    """A straggler cause (``analyses.blame`` CAUSES) in the request's language; ``missing`` when none."""
+    return said(messages.message(f"cause.{key}" if key else missing))
 
 
 def page_title(page: str) -> Callable[..., str]:

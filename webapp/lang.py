@@ -21,6 +21,7 @@ from flask import Flask, Response, g, has_request_context, request
 
 LANGS = ("en", "zh")
 DEFAULT = "en"
+HTML_LANG = {"en": "en", "zh": "zh-CN"}  # the page's <html lang> (BCP 47)
 PARAM = "lang"  # the URL parameter
 _TRADITIONAL = ("zh-tw", "zh-hk", "zh-mo", "zh-hant")
 _SAME_IN_EVERY_LANGUAGE = ("/_dash-component-suites/", "/assets/", "/_timeline/", "/_favicon.ico")

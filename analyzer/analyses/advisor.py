@@ -22,7 +22,9 @@ Rules (when each fires; the evidence it keeps):
   by name: count, total and longest duration.
 
 ``advise`` returns one row per finding: rule, severity (high / medium / low), title, detail (a
-sentence with the numbers), ranks, value, threshold, evidence (list of dicts).
+sentence with the numbers, in English), title_msg and detail_msg (the same as messages of
+``analyzer.messages``: a key and its numbers, ranks and names, rendered in the reader's language
+where they are shown), ranks, value, threshold, evidence (list of dicts).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import duckdb
 import numpy as np
 import pandas as pd
 
+from ..messages import Message, message, render
 from ..store import Store
 from . import activity
 from . import intervals as iv
@@ -43,7 +46,7 @@ from .slow_rank import slow_rank_analysis
 from .step_breakdown import step_breakdown
 from .straggler import blame_chains, stragglers
 
-COLUMNS = ["rule", "severity", "title", "detail", "ranks", "value", "threshold", "evidence"]
+COLUMNS = ["rule", "severity", "title", "detail", "title_msg", "detail_msg", "ranks", "value", "threshold", "evidence"]
 SPREAD_THRESHOLD = 0.05
 FREE_THRESHOLD = 0.10
 HOST_BOUND_THRESHOLD = 0.10
@@ -59,16 +62,11 @@ def _ms(ns: float) -> str:
     return f"{ns / 1e6:.3f} ms"
 
 
-def _pct(x: float) -> str:
-    """A ratio as a percentage with one decimal (5.44 % against a 5 % threshold reads "5.4%")."""
-    return f"{x:.1%}"
-
-
 def _finding(
     rule: str,
     severity: str,
-    title: str,
-    detail: str,
+    title: Message,
+    detail: Message,
     ranks: list[int],
     value: float,
     threshold: float,
@@ -77,8 +75,10 @@ def _finding(
     return {
         "rule": rule,
         "severity": severity,
-        "title": title,
-        "detail": detail,
+        "title": render(title),
+        "detail": render(detail),
+        "title_msg": title,
+        "detail_msg": detail,
         "ranks": sorted(set(ranks)),
         "value": value,
         "threshold": threshold,
@@ -113,10 +113,13 @@ def _slow_rank_rules(store: Store, run: str, sb: pd.DataFrame) -> list[dict]:
             _finding(
                 "slow_rank",
                 "high",
-                f"Rank {int(top['rank'])} is the slow rank",
-                f"rank {int(top['rank'])} arrived last (shortest elapsed time) in {int(top['votes'])} of the "
-                f"{int(top['instances'])} collectives it took part in (Dixon's Q at 99.5 % / 3σ vote); the others "
-                f"waited for it.",
+                message("advisor.slow_rank.title", rank=int(top["rank"])),
+                message(
+                    "advisor.slow_rank.detail",
+                    rank=int(top["rank"]),
+                    votes=int(top["votes"]),
+                    instances=int(top["instances"]),
+                ),
                 [int(r) for r in voted["rank"]],
                 float(top["votes"]),
                 1.0,
@@ -151,25 +154,31 @@ def _straggler_rules(store: Store, run: str) -> list[dict]:
     out = []
     for r in named.itertuples():
         ev = chains[chains["last_rank"] == r.rank] if not chains.empty else chains
-        ops = ", ".join(f"{t['name']} +{_ms(t['excess_ns'])}" for t in (r.top_ops or [])[:3])
-        share = f" ({_pct(r.gain_share)} of the profiled step time)" if r.gain_share is not None else ""
+        ops = ", ".join(f"{t['name']} +{_ms(t['excess_ns'])}" for t in (r.top_ops or [])[:3])  # names: data
+        cause = message(f"cause.{r.cause}") if r.cause else None
+        share = message("advisor.straggler.share", share=r.gain_share) if r.gain_share is not None else ""
         votes = (
-            f"; msprof-analyze's vote convicts it in {r.slow_rank_votes} collective(s)"
+            message("advisor.straggler.votes_yes", votes=int(r.slow_rank_votes))
             if r.slow_rank_votes
-            else "; msprof-analyze's vote does not convict it (Dixon's test needs 4 members and an outlying "
-            "elapsed time)"
+            else message("advisor.straggler.votes_no")
         )
         out.append(
             _finding(
                 "straggler",
                 "high",
-                f"Rank {r.rank} holds the others back: {r.cause_text or 'cause not explained'}",
-                f"rank {r.rank} arrives last at the collectives of group {r.group_name} by a median "
-                f"{_ms(r.median_gain_ns)} per step (threshold {_ms(r.threshold_ns)}: twice the others' random "
-                f"lateness, at least the clock and step-time floor). Before each late collective its extra time "
-                f"went to {r.cause_text or 'nothing that stands out'}"
-                f"{f' ({ops})' if ops else ''}. Had it taken its peers' time, the profiled steps would be "
-                f"{_ms(r.whatif_gain_ns)} shorter{share}{votes}.",
+                message("advisor.straggler.title", rank=int(r.rank), cause=cause or message("cause.not_explained")),
+                message(
+                    "advisor.straggler.detail",
+                    rank=int(r.rank),
+                    group=r.group_name,
+                    median_gain=float(r.median_gain_ns),
+                    threshold=float(r.threshold_ns),
+                    cause=cause or message("cause.nothing"),
+                    ops=message("advisor.straggler.ops", ops=ops) if ops else "",
+                    whatif_gain=float(r.whatif_gain_ns),
+                    share=share,
+                    votes=votes,
+                ),
                 [int(r.rank)],
                 float(r.median_gain_ns),
                 float(r.threshold_ns),
@@ -212,21 +221,26 @@ def _spread_rules(sb: pd.DataFrame) -> list[dict]:
         se = float(np.sqrt(std[hi] ** 2 / n[hi] + std[lo] ** 2 / n[lo]))
         if ratio <= SPREAD_THRESHOLD or gap <= max(100_000, floor) or gap <= z * se:
             continue
-        name = col.removesuffix("_ns").replace("_", " ").capitalize()
         out.append(
             _finding(
                 "slow_rank",
                 "medium",
-                f"{name} differs across ranks by {_pct(ratio)}",
-                f"{name} per step (mean over steps) ranges from {_ms(mean[lo])} (rank {lo}) to {_ms(mean[hi])} "
-                f"(rank {hi}), {_pct(ratio)} of the mean {_ms(mean.mean())} (threshold {SPREAD_THRESHOLD:.0%}), "
-                f"{gap / se if se else float('inf'):.1f} standard errors of the step-to-step noise (needs {z:.1f}) "
-                f"and above the run-to-run floor {_ms(floor)} ({FLOOR_SHARE:.0%} of the median step)"
-                + (
-                    "; in synchronous training the rank that waits least is the one the others wait for (see the "
-                    "straggler analysis)."
-                    if col != "computing_ns"
-                    else "."
+                message("advisor.spread.title", column=message(f"column.{col}"), ratio=ratio),
+                message(
+                    "advisor.spread.detail",
+                    column=message(f"column.{col}"),
+                    low=float(mean[lo]),
+                    low_rank=lo,
+                    high=float(mean[hi]),
+                    high_rank=hi,
+                    ratio=ratio,
+                    mean=float(mean.mean()),
+                    threshold=SPREAD_THRESHOLD,
+                    z_found=gap / se if se else float("inf"),
+                    z_needed=z,
+                    floor=floor,
+                    floor_share=FLOOR_SHARE,
+                    tail=message("advisor.spread.end_wait" if col != "computing_ns" else "advisor.spread.end"),
                 ),
                 [hi, lo],
                 ratio,
@@ -270,11 +284,19 @@ def slow_link_findings(judged: pd.DataFrame, evidence: pd.DataFrame) -> list[dic
                 _finding(
                     "slow_link",
                     "high",
-                    f"Rank {r['slow_rank']} is slow on {tr}",
-                    f"step {r['step']}, group {r['group_name']}: {tr} bandwidth "
-                    f"{r['min_bytes_per_s'] / 1e9:.2f} GB/s on rank "
-                    f"{r['slow_rank']} vs {r['max_bytes_per_s'] / 1e9:.2f} GB/s on rank {r['fast_rank']} (gap "
-                    f"{_pct(r['gap_ratio'])} of the mean, threshold {RATIO(SPREAD_THRESHOLD)}).",
+                    message("advisor.slow_link_rank.title", rank=r["slow_rank"], transport=tr),
+                    message(
+                        "advisor.slow_link_rank.detail",
+                        step=r["step"],
+                        group=r["group_name"],
+                        transport=tr,
+                        slow_bw=r["min_bytes_per_s"],
+                        rank=r["slow_rank"],
+                        fast_bw=r["max_bytes_per_s"],
+                        fast_rank=r["fast_rank"],
+                        gap=r["gap_ratio"],
+                        threshold=SPREAD_THRESHOLD,
+                    ),
                     [int(r["slow_rank"])],
                     float(r["gap_ratio"]),
                     SPREAD_THRESHOLD,
@@ -287,9 +309,17 @@ def slow_link_findings(judged: pd.DataFrame, evidence: pd.DataFrame) -> list[dic
             _finding(
                 "slow_link",
                 "medium",
-                f"Slow {r.transport} link {r.slow_src} → {r.slow_dst}",
-                f"{r.op_type} in group {r.group_name}: link {r.slow_src} → {r.slow_dst} reaches "
-                f"{r.min_bytes_per_s / 1e9:.2f} GB/s, {_pct(r.gap_ratio)} below the median of its {r.n} peer links.",
+                message("advisor.slow_link.title", transport=r.transport, src=r.slow_src, dst=r.slow_dst),
+                message(
+                    "advisor.slow_link.detail",
+                    op=r.op_type,
+                    group=r.group_name,
+                    src=r.slow_src,
+                    dst=r.slow_dst,
+                    bw=r.min_bytes_per_s,
+                    gap=r.gap_ratio,
+                    n=r.n,
+                ),
                 [x for x in (r.slow_src, r.slow_dst) if x is not None and not pd.isna(x)],
                 float(r.gap_ratio),
                 SPREAD_THRESHOLD,
@@ -297,10 +327,6 @@ def slow_link_findings(judged: pd.DataFrame, evidence: pd.DataFrame) -> list[dic
             )
         )
     return out
-
-
-def RATIO(x: float) -> str:
-    return f"{x:.0%}"
 
 
 def _device_names(con: duckdb.DuckDBPyConnection, run: str) -> pd.DataFrame:
@@ -345,11 +371,11 @@ def _gap_rules(store: Store, run: str, sb: pd.DataFrame) -> list[dict]:
     n_steps = sb.groupby("rank")["step_ns"].size()
     with_ids = sb.groupby("rank")["step"].count()  # rows with a step id (0: the whole trace, no markers)
 
-    def over(rank: int, mean: bool) -> str:
+    def over(rank: int, mean: bool) -> Message:
         if not with_ids.get(rank, 0):
-            return "over the whole trace (no step markers)"
+            return message("over.trace")
         n = int(n_steps[rank])
-        return f"{'mean over' if mean else 'over'} {n} step{'s' if n != 1 else ''}"
+        return message(f"over.{'mean' if mean else 'sum'}_{'1' if n == 1 else 'n'}", n=n)
 
     gaps_by_rank: dict[int, list[dict]] = {}
     for rank, ra in acts.items():
@@ -383,21 +409,24 @@ def _gap_rules(store: Store, run: str, sb: pd.DataFrame) -> list[dict]:
         if share <= FREE_THRESHOLD:
             continue
         top = sorted(gaps_by_rank[rank], key=lambda r: -r["dur_ns"])[:TOP_GAPS]
-        where = "the device" if acts[rank].mode == "device" else "the CPU threads (no operator, no collective running)"
+        where = "device" if acts[rank].mode == "device" else "cpu"
         out.append(
             _finding(
                 "high_free",
                 "high" if share > 0.3 else "medium",
-                f"Rank {rank} is idle {_pct(share)} of the step",
-                f"Free (no task on {where}) is {_ms(free_ns[rank] / n_steps[rank])} of "
-                f"{_ms(step_ns[rank] / n_steps[rank])} "
-                f"step time on rank {rank} ({over(rank, True)}; "
-                f"{_pct(share)}, threshold {FREE_THRESHOLD:.0%}); "
-                + (
-                    "the figures are the producer's own (step_trace_time.csv): this rank's files hold no device "
-                    "task, so the idle gaps cannot be shown."
+                message("advisor.high_free.title", rank=rank, share=share),
+                message(
+                    "advisor.high_free.detail",
+                    where=message(f"advisor.high_free.where_{where}"),
+                    free=float(free_ns[rank] / n_steps[rank]),
+                    step=float(step_ns[rank] / n_steps[rank]),
+                    rank=rank,
+                    over=over(rank, True),
+                    share=share,
+                    threshold=FREE_THRESHOLD,
+                    tail=message("advisor.high_free.no_tasks")
                     if acts[rank].no_tasks
-                    else f"the biggest idle gap is {_ms(top[0]['dur_ns']) if top else '-'}."
+                    else message("advisor.high_free.biggest", gap=top[0]["dur_ns"] if top else None),
                 ),
                 [rank],
                 share,
@@ -436,11 +465,16 @@ def _gap_rules(store: Store, run: str, sb: pd.DataFrame) -> list[dict]:
                     _finding(
                         "host_bound",
                         "high" if share > 0.3 else "medium",
-                        f"Rank {rank} is host-bound",
-                        f"on rank {rank} the device waited {_ms(total)} {over(rank, False)} "
-                        f"({_pct(share)} of the step time, threshold {HOST_BOUND_THRESHOLD:.0%}) in {len(bound)} "
-                        f"idle gaps for tasks the host launched only after the "
-                        f"device had gone idle: speed up dispatch (fewer, fused ops; graph mode; CPU binding).",
+                        message("advisor.host_bound.title", rank=rank),
+                        message(
+                            "advisor.host_bound.detail",
+                            rank=rank,
+                            total=total,
+                            over=over(rank, False),
+                            share=share,
+                            threshold=HOST_BOUND_THRESHOLD,
+                            gaps=len(bound),
+                        ),
                         [rank],
                         share,
                         HOST_BOUND_THRESHOLD,
@@ -465,11 +499,17 @@ def _small_packet_rules(store: Store, run: str) -> list[dict]:
                 _finding(
                     "small_packets",
                     "medium",
-                    f"Small {transport} communication ({_pct(ratio)} of the ops)",
-                    f"{len(small)} of {len(g)} {transport} ops move less than {limit / (1 << 20):.0f} MiB "
-                    f"(ratio {_pct(ratio)}, threshold {SMALL_PACKET_RATIO:.0%}), "
-                    f"{_ms(small['transit_ns'].sum())} of transit time: bucket gradients "
-                    f"(larger DDP buckets, fused collectives) or raise the batch size.",
+                    message("advisor.small_packets.title", transport=str(transport), ratio=ratio),
+                    message(
+                        "advisor.small_packets.detail",
+                        small=len(small),
+                        ops=len(g),
+                        transport=str(transport),
+                        limit_mib=limit / (1 << 20),
+                        ratio=ratio,
+                        threshold=SMALL_PACKET_RATIO,
+                        transit=float(small["transit_ns"].sum()),
+                    ),
                     [int(r) for r in small["rank"].unique()],
                     ratio,
                     SMALL_PACKET_RATIO,
@@ -499,11 +539,15 @@ def _aicpu_rules(store: Store, run: str) -> list[dict]:
         _finding(
             "aicpu",
             "medium",
-            f"{df['name'].nunique()} AI CPU operator(s) longer than 20 µs",
-            f"{int(df['count'].sum())} AI CPU tasks longer than {AICPU_MIN_NS / 1000:.0f} µs, "
-            f"{_ms(df['total_ns'].sum())} in total "
-            f"(longest {_ms(df['max_ns'].max())}, {df.iloc[0]['name']}): AI CPU runs operators the AI Core cannot "
-            f"(often int64/double inputs); change the dtype or use an AI Core operator.",
+            message("advisor.aicpu.title", names=int(df["name"].nunique()), min_us=AICPU_MIN_NS / 1000),
+            message(
+                "advisor.aicpu.detail",
+                tasks=int(df["count"].sum()),
+                min_us=AICPU_MIN_NS / 1000,
+                total=float(df["total_ns"].sum()),
+                longest=float(df["max_ns"].max()),
+                name=str(df.iloc[0]["name"]),
+            ),
             [int(r) for r in df["rank"].unique()],
             float(df["total_ns"].sum()),
             AICPU_MIN_NS,

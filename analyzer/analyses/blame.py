@@ -27,6 +27,7 @@ import duckdb
 import numpy as np
 import pandas as pd
 
+from ..messages import text
 from ..store import Store
 from . import activity
 from . import intervals as iv
@@ -34,15 +35,8 @@ from .arrivals import arrival_analysis
 from .cache import per_run
 
 CAUSES = ("untraced", "dataloader", "device_sync", "communication", "compute", "idle")
-CAUSE_TEXT = {
-    "untraced": "outside its profiled steps (the profiler writing its output between steps)",
-    "dataloader": "a slow input pipeline (DataLoader / GetNext)",
-    "device_sync": "waiting for the device (synchronize, .item())",
-    "communication": "waiting in other communication",
-    "compute": "computing longer",
-    "idle": "host time outside any operator (Python code, a sleep, a late launch)",
-    "unexplained": "no cause stands out (the peers spent the interval the same way)",
-}
+# the causes in English (CLI, report); the texts in both languages are ``analyzer.messages`` "cause.*"
+CAUSE_TEXT = {c: text(f"cause.{c}") for c in (*CAUSES, "unexplained")}
 DATALOADER_NAMES = ("enumerate(DataLoader)%", "%DataLoaderIter%", "%GetNext%", "%dataloader%", "%data_loader%")
 SYNC_NAMES = (
     "%Synchronize%",

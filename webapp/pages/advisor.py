@@ -164,7 +164,7 @@ def _card(i: int, f: dict[str, Any], run: str, origin: int | None, colls: pd.Dat
     return html.Div(
         [
             html.H2([*findings.heading(f), html.Span(f" · {f['rule']}", className="muted")]),
-            html.P(str(f["detail"]), className="note"),
+            html.P(findings.text(f, "detail"), className="note"),
             html.Div(
                 [
                     ui.stat(t("adv.measured"), value, id_=f"{P}-value-{i}"),

@@ -16,7 +16,7 @@ from dash import Dash, Input, Output, State, dcc, html
 from webapp import data, links, page, ui
 from webapp.errors import WebappError
 from webapp.format import fmt_bytes, fmt_int, fmt_ns, fmt_rate
-from webapp.labels import page_title, t
+from webapp.labels import cause_label, grid_locale, page_title, t
 from webapp.params import format_ranks, parse_choice
 from webapp.reader import Reader
 
@@ -81,6 +81,7 @@ def _layout(v: page.View, matrix_q: Any) -> html.Div:
                             "minWidth": 90,
                         },
                         dashGridOptions={
+                            "localeText": grid_locale(),
                             "pagination": True,
                             "paginationPageSize": 20,
                             "animateRows": False,
@@ -536,7 +537,7 @@ def blame_panel(b: pd.DataFrame, run: str, instance: str | None) -> html.Div:
                 margin=fmt_ns(r["margin_ns"]),
                 spent=fmt_ns(int(r["end_ns"]) - int(r["start_ns"])),
                 peers=fmt_ns(r["peer_interval_ns"]),
-                cause=r["cause_text"],
+                cause=cause_label(r["cause"], "cause.unexplained"),
             ),
             className="note",
             id=f"{P}-blame-text",

@@ -23,7 +23,7 @@ from analyzer.format import is_missing
 from webapp import data, links, ui
 from webapp.errors import BadParameter, NotFound
 from webapp.format import fmt_bytes, fmt_ns, plot_text
-from webapp.labels import page_title, t
+from webapp.labels import grid_locale, page_title, t
 from webapp.params import parse_int, single
 from webapp.reader import Reader, reader
 
@@ -201,6 +201,7 @@ def render(d: RunDiff, top: int = TOP_OPERATORS) -> list[Any]:
                     columnDefs=cols,
                     defaultColDef={"sortable": True, "filter": True, "resizable": True, "floatingFilter": True},
                     dashGridOptions={
+                        "localeText": grid_locale(),
                         "pagination": True,
                         "paginationPageSize": 15,
                         "paginationPageSizeSelector": [15, 50, 100],

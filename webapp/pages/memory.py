@@ -16,7 +16,7 @@ from dash import Dash, Input, Output, State, ctx, dcc, html
 from webapp import data, links, page, ui
 from webapp.errors import BadParameter
 from webapp.format import fmt_bytes
-from webapp.labels import page_title, t
+from webapp.labels import grid_locale, page_title, t
 from webapp.params import format_ranks, parse_int, single
 from webapp.reader import Reader
 
@@ -161,6 +161,7 @@ def _layout(v: page.View, component_q: Any, series_q: Any, start_q: Any = None, 
                                     "minWidth": 64,
                                 },
                                 dashGridOptions={
+                                    "localeText": grid_locale(),
                                     "pagination": True,
                                     "paginationPageSize": 15,
                                     "paginationPageSizeSelector": [15, 50, 100],

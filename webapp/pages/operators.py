@@ -18,7 +18,7 @@ from dash import Dash, Input, Output, Patch, State, dcc, html
 from webapp import data, links, page, ui
 from webapp.errors import WebappError
 from webapp.format import fmt_int, fmt_ns, shorten
-from webapp.labels import page_title, t
+from webapp.labels import grid_locale, page_title, t
 from webapp.params import format_ranks, parse_choice, parse_int, single
 from webapp.reader import Reader
 
@@ -128,6 +128,7 @@ def _layout(
                     "minWidth": 90,
                 },
                 dashGridOptions={
+                    "localeText": grid_locale(),
                     "rowSelection": {"mode": "singleRow", "enableClickSelection": True, "checkboxes": False},
                     "pagination": True,
                     "paginationPageSize": 20,

@@ -17,7 +17,7 @@ from dash import Dash, Input, Output, State, dcc, html
 from webapp import data, findings, links, page, ui
 from webapp.errors import BadParameter
 from webapp.format import fmt_bytes, fmt_int, fmt_ns
-from webapp.labels import page_title, t
+from webapp.labels import cause_label, page_title, t
 from webapp.params import format_ranks, parse_int
 from webapp.reader import Reader
 
@@ -331,7 +331,7 @@ def straggler_card(st: pd.DataFrame, chains: pd.DataFrame, matching: pd.DataFram
             if r["gain_share"] is None or pd.isna(r["gain_share"])
             else t("ov.st.share", share=f"{r['gain_share']:.1%}")
         )
-        kids.append(html.H2(t("ov.st.title", rank=rank, cause=r["cause_text"] or t("ov.st.no_cause"))))
+        kids.append(html.H2(t("ov.st.title", rank=rank, cause=cause_label(r["cause"]))))
         kids.append(
             html.P(
                 t(
@@ -340,7 +340,7 @@ def straggler_card(st: pd.DataFrame, chains: pd.DataFrame, matching: pd.DataFram
                     group=r["group_name"],
                     gain=fmt_ns(r["median_gain_ns"]),
                     threshold=fmt_ns(r["threshold_ns"]),
-                    cause=r["cause_text"] or t("ov.st.nothing"),
+                    cause=cause_label(r["cause"], "cause.nothing"),
                     ops=f" ({ops})" if ops else "",
                     whatif=fmt_ns(r["whatif_gain_ns"]),
                     share=share,

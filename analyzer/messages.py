@@ -1,0 +1,231 @@
+"""The sentences the analyses write for people (advisor findings, straggler causes), in English and
+Simplified Chinese, in one table: a finding carries a message — a key and its parameters (numbers,
+ranks, names from traces as data) — and the text is rendered where it is shown, in the language
+of the reader: the CLI in English, the web app in the request's language.
+
+``message(key, **params)`` makes a message; ``render(msg, lang)`` writes it. A parameter is
+rendered by its format spec: ``ms`` (nanoseconds as "1.234 ms"), ``pct`` ("5.4%"), ``pct0``
+("5%"), ``gbps`` (bytes/s as "1.23 GB/s"), any Python spec, none; a parameter that is itself a
+message is rendered in the same language. Names are filled in as text and never parsed again (a
+``{`` in an operator name stays a ``{``). The web app's own labels are in ``webapp.labels``; a
+test checks both tables have both texts with the same fields.
+"""
+
+from __future__ import annotations
+
+import string
+from collections.abc import Callable, Mapping
+from typing import Any
+
+LANGS = ("en", "zh")
+
+# key -> (English, 简体中文)
+MESSAGES: dict[str, tuple[str, str]] = {
+    # -- straggler causes (analyses.blame CAUSES) ---------------------------------------------
+    "cause.untraced": (
+        "outside its profiled steps (the profiler writing its output between steps)",
+        "在采集的迭代之外（性能数据采集工具在迭代之间写出数据）",
+    ),
+    "cause.dataloader": ("a slow input pipeline (DataLoader / GetNext)", "数据输入慢（DataLoader / GetNext）"),
+    "cause.device_sync": ("waiting for the device (synchronize, .item())", "等待 Device（synchronize、.item()）"),
+    "cause.communication": ("waiting in other communication", "在其他通信中等待"),
+    "cause.compute": ("computing longer", "计算时间更长"),
+    "cause.idle": (
+        "host time outside any operator (Python code, a sleep, a late launch)",
+        "Host 侧算子之外的时间（Python 代码、sleep、下发晚）",
+    ),
+    "cause.unexplained": (
+        "no cause stands out (the peers spent the interval the same way)",
+        "没有突出的原因（其他卡在这段时间里的分布相同）",
+    ),
+    "cause.not_explained": ("cause not explained", "原因不明"),
+    "cause.nothing": ("nothing that stands out", "没有突出的部分"),
+    # -- step-breakdown columns -----------------------------------------------------------------
+    "column.computing_ns": ("Computing", "计算"),
+    "column.communication_ns": ("Communication", "通信"),
+    "column.free_ns": ("Free", "空闲"),
+    # -- how many steps a figure covers ---------------------------------------------------------
+    "over.trace": ("over the whole trace (no step markers)", "基于整个 trace（没有迭代标记）"),
+    "over.mean_1": ("mean over 1 step", "1 个迭代的平均"),
+    "over.mean_n": ("mean over {n} steps", "{n} 个迭代的平均"),
+    "over.sum_1": ("over 1 step", "在 1 个迭代中"),
+    "over.sum_n": ("over {n} steps", "在 {n} 个迭代中"),
+    # -- advisor: slow rank (msprof-analyze's vote) ----------------------------------------------
+    "advisor.slow_rank.title": ("Rank {rank} is the slow rank", "卡 {rank} 是慢卡"),
+    "advisor.slow_rank.detail": (
+        "rank {rank} arrived last (shortest elapsed time) in {votes} of the {instances} collectives it took part "
+        "in (Dixon's Q at 99.5 % / 3σ vote); the others waited for it.",
+        "卡 {rank} 在其参与的 {instances} 个集合通信中有 {votes} 个最后到达（耗时最短；Dixon Q 检验 99.5 % / 3σ "
+        "投票）；其他卡在等待它。",
+    ),
+    # -- advisor: straggler ---------------------------------------------------------------------
+    "advisor.straggler.title": ("Rank {rank} holds the others back: {cause}", "卡 {rank} 拖慢了其他卡：{cause}"),
+    "advisor.straggler.detail": (
+        "rank {rank} arrives last at the collectives of group {group} by a median {median_gain:ms} per step "
+        "(threshold {threshold:ms}: twice the others' random lateness, at least the clock and step-time floor). "
+        "Before each late collective its extra time went to {cause}{ops}. Had it taken its peers' time, the "
+        "profiled steps would be {whatif_gain:ms} shorter{share}{votes}.",
+        "卡 {rank} 在通信组 {group} 的集合通信中最后到达，每个迭代晚到的中位数为 {median_gain:ms}（阈值 "
+        "{threshold:ms}：其他卡随机晚到的两倍，且不低于时钟和迭代时间的下限）。在每次晚到的集合通信之前，它多出的"
+        "时间用于{cause}{ops}。若它与其他卡用时相同，采集的迭代将缩短 {whatif_gain:ms}{share}{votes}。",
+    ),
+    "advisor.straggler.ops": (" ({ops})", "（{ops}）"),
+    "advisor.straggler.share": (" ({share:pct} of the profiled step time)", "（占采集迭代时间的 {share:pct}）"),
+    "advisor.straggler.votes_yes": (
+        "; msprof-analyze's vote convicts it in {votes} collective(s)",
+        "；msprof-analyze 的投票在 {votes} 个集合通信中判定它为慢卡",
+    ),
+    "advisor.straggler.votes_no": (
+        "; msprof-analyze's vote does not convict it (Dixon's test needs 4 members and an outlying elapsed time)",
+        "；msprof-analyze 的投票未判定它为慢卡（Dixon 检验需要 4 个成员和一个离群的耗时）",
+    ),
+    # -- advisor: step-breakdown spread across ranks ---------------------------------------------
+    "advisor.spread.title": ("{column} differs across ranks by {ratio:pct}", "各卡的{column}相差 {ratio:pct}"),
+    "advisor.spread.detail": (
+        "{column} per step (mean over steps) ranges from {low:ms} (rank {low_rank}) to {high:ms} (rank "
+        "{high_rank}), {ratio:pct} of the mean {mean:ms} (threshold {threshold:pct0}), {z_found:.1f} standard "
+        "errors of the step-to-step noise (needs {z_needed:.1f}) and above the run-to-run floor {floor:ms} "
+        "({floor_share:pct0} of the median step){tail}",
+        "每个迭代的{column}（各迭代平均）从 {low:ms}（卡 {low_rank}）到 {high:ms}（卡 {high_rank}），为平均值 "
+        "{mean:ms} 的 {ratio:pct}（阈值 {threshold:pct0}），是迭代间波动标准误差的 {z_found:.1f} 倍（需要 "
+        "{z_needed:.1f} 倍），且高于运行间的下限 {floor:ms}（迭代时间中位数的 {floor_share:pct0}）{tail}",
+    ),
+    "advisor.spread.end": (".", "。"),
+    "advisor.spread.end_wait": (
+        "; in synchronous training the rank that waits least is the one the others wait for (see the straggler "
+        "analysis).",
+        "；同步训练中等待最少的卡就是其他卡在等待的卡（见慢卡分析）。",
+    ),
+    # -- advisor: slow links --------------------------------------------------------------------
+    "advisor.slow_link_rank.title": ("Rank {rank} is slow on {transport}", "卡 {rank} 的 {transport} 慢"),
+    "advisor.slow_link_rank.detail": (
+        "step {step}, group {group}: {transport} bandwidth {slow_bw:gbps} on rank {rank} vs {fast_bw:gbps} on "
+        "rank {fast_rank} (gap {gap:pct} of the mean, threshold {threshold:pct0}).",
+        "迭代 {step}，通信组 {group}：卡 {rank} 的 {transport} 带宽为 {slow_bw:gbps}，卡 {fast_rank} 为 "
+        "{fast_bw:gbps}（差距为平均值的 {gap:pct}，阈值 {threshold:pct0}）。",
+    ),
+    "advisor.slow_link.title": ("Slow {transport} link {src} → {dst}", "{transport} 链路 {src} → {dst} 慢"),
+    "advisor.slow_link.detail": (
+        "{op} in group {group}: link {src} → {dst} reaches {bw:gbps}, {gap:pct} below the median of its {n} peer "
+        "links.",
+        "通信组 {group} 中的 {op}：链路 {src} → {dst} 的带宽为 {bw:gbps}，比其 {n} 条同类链路的中位数低 {gap:pct}。",
+    ),
+    # -- advisor: idle time ---------------------------------------------------------------------
+    "advisor.high_free.title": (
+        "Rank {rank} is idle {share:pct} of the step",
+        "卡 {rank} 有 {share:pct} 的迭代时间空闲",
+    ),
+    "advisor.high_free.detail": (
+        "Free (no task on {where}) is {free:ms} of {step:ms} step time on rank {rank} ({over}; {share:pct}, "
+        "threshold {threshold:pct0}); {tail}",
+        "卡 {rank} 的空闲时间（{where}上没有任务）为 {free:ms}，迭代时间为 {step:ms}（{over}；{share:pct}，阈值 "
+        "{threshold:pct0}）；{tail}",
+    ),
+    "advisor.high_free.where_device": ("the device", "Device"),
+    "advisor.high_free.where_cpu": (
+        "the CPU threads (no operator, no collective running)",
+        "CPU 线程（没有算子、没有集合通信在运行）",
+    ),
+    "advisor.high_free.no_tasks": (
+        "the figures are the producer's own (step_trace_time.csv): this rank's files hold no device task, so the "
+        "idle gaps cannot be shown.",
+        "这些数值来自采集工具自身（step_trace_time.csv）：该卡的文件中没有 Device 任务，因此无法显示空闲间隙。",
+    ),
+    "advisor.high_free.biggest": ("the biggest idle gap is {gap:ms}.", "最大的空闲间隙为 {gap:ms}。"),
+    "advisor.host_bound.title": ("Rank {rank} is host-bound", "卡 {rank} 受 Host 侧下发限制"),
+    "advisor.host_bound.detail": (
+        "on rank {rank} the device waited {total:ms} {over} ({share:pct} of the step time, threshold "
+        "{threshold:pct0}) in {gaps} idle gaps for tasks the host launched only after the device had gone idle: "
+        "speed up dispatch (fewer, fused ops; graph mode; CPU binding).",
+        "卡 {rank} 的 Device {over}在 {gaps} 个空闲间隙中共等待 {total:ms}（占迭代时间的 {share:pct}，阈值 "
+        "{threshold:pct0}），等待的任务在 Device 空闲之后才由 Host 下发：请加快下发（更少、融合的算子；图模式；"
+        "绑核）。",
+    ),
+    # -- advisor: communication sizes, AI CPU ---------------------------------------------------
+    "advisor.small_packets.title": (
+        "Small {transport} communication ({ratio:pct} of the ops)",
+        "{transport} 小包通信（占 {ratio:pct}）",
+    ),
+    "advisor.small_packets.detail": (
+        "{small} of {ops} {transport} ops move less than {limit_mib:.0f} MiB (ratio {ratio:pct}, threshold "
+        "{threshold:pct0}), {transit:ms} of transit time: bucket gradients (larger DDP buckets, fused "
+        "collectives) or raise the batch size.",
+        "{ops} 个 {transport} 通信中有 {small} 个传输量小于 {limit_mib:.0f} MiB（比例 {ratio:pct}，阈值 "
+        "{threshold:pct0}），传输时间共 {transit:ms}：请合并梯度（更大的 DDP bucket、融合的集合通信）或增大 "
+        "batch size。",
+    ),
+    "advisor.aicpu.title": (
+        "{names} AI CPU operator(s) longer than {min_us:.0f} µs",
+        "{names} 个 AI CPU 算子超过 {min_us:.0f} µs",
+    ),
+    "advisor.aicpu.detail": (
+        "{tasks} AI CPU tasks longer than {min_us:.0f} µs, {total:ms} in total (longest {longest:ms}, {name}): AI "
+        "CPU runs operators the AI Core cannot (often int64/double inputs); change the dtype or use an AI Core "
+        "operator.",
+        "{tasks} 个 AI CPU 任务超过 {min_us:.0f} µs，共 {total:ms}（最长 {longest:ms}，{name}）：AI CPU 执行 "
+        "AI Core 不能执行的算子（常因 int64/double 输入）；请更换数据类型或使用 AI Core 算子。",
+    ),
+}
+
+Message = dict[str, Any]  # {"key": str, "params": {name: number | str | Message | None}}
+
+
+def _plain(v: Any) -> Any:
+    """A parameter as plain data (numpy scalars as Python numbers): messages travel as JSON."""
+    item = getattr(v, "item", None)
+    return item() if callable(item) and not isinstance(v, (str, bytes)) else v
+
+
+def message(key: str, **params: Any) -> Message:
+    """A message: ``key`` of ``MESSAGES`` and the values of its fields."""
+    if key not in MESSAGES:
+        raise KeyError(f"no message {key!r} in analyzer.messages.MESSAGES")
+    return {"key": key, "params": {k: _plain(v) for k, v in params.items()}}
+
+
+def _ms(ns: float) -> str:
+    return f"{ns / 1e6:.3f} ms"
+
+
+UNITS: dict[str, Callable[[Any], str]] = {
+    "ms": _ms,
+    "pct": lambda x: f"{x:.1%}",
+    "pct0": lambda x: f"{x:.0%}",
+    "gbps": lambda b: f"{b / 1e9:.2f} GB/s",
+}
+
+
+def is_message(v: Any) -> bool:
+    return isinstance(v, Mapping) and isinstance(v.get("key"), str) and "params" in v
+
+
+class _Formatter(string.Formatter):
+    def __init__(self, lang: str) -> None:
+        self.lang = lang
+
+    def format_field(self, value: Any, format_spec: str) -> str:
+        if is_message(value):
+            return render(value, self.lang)
+        if value is None:
+            return "-"
+        if format_spec in UNITS:
+            return UNITS[format_spec](value)
+        if isinstance(value, str) and not format_spec:
+            return value
+        return super().format_field(value, format_spec)
+
+
+def text(key: str, lang: str = "en") -> str:
+    """The template of ``key`` in ``lang`` (English for a language without texts)."""
+    en, zh = MESSAGES[key]
+    return zh if lang == "zh" else en
+
+
+def render(msg: Message, lang: str = "en") -> str:
+    """A message written out in ``lang``."""
+    return _Formatter(lang).vformat(text(msg["key"], lang), (), dict(msg.get("params") or {}))
+
+
+def fields(template: str) -> set[str]:
+    """The ``{name}`` fields of a template."""
+    return {name for _, name, _, _ in string.Formatter().parse(template) if name}
