@@ -2,9 +2,26 @@
 
 from __future__ import annotations
 
+from typing import Any, TypeVar
+
+_E = TypeVar("_E", bound="AnalyzerError")
+
 
 class AnalyzerError(Exception):
-    """Base class of every error the analyzer raises on purpose."""
+    """Base class of every error the analyzer raises on purpose. One made by :meth:`said` also
+    carries its text as a message of ``analyzer.messages`` (``.message``: key and values), which
+    the web app shows in the reader's language; ``str()`` is the English."""
+
+    message: dict[str, Any] | None = None
+
+    @classmethod
+    def said(cls: type[_E], key: str, **params: Any) -> _E:
+        from .messages import message, render
+
+        msg = message(key, **params)
+        exc = cls(render(msg))
+        exc.message = msg
+        return exc
 
 
 class StoreError(AnalyzerError):

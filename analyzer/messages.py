@@ -21,6 +21,15 @@ LANGS = ("en", "zh")
 
 # key -> (English, 简体中文)
 MESSAGES: dict[str, tuple[str, str]] = {
+    # -- errors a page shows (AnalyzerError.said) ------------------------------------------------
+    "error.no_runs": (
+        "the store has no runs yet: run `analyze ingest <folder>` first",
+        "存储中还没有运行：请先运行 `analyze ingest <folder>`",
+    ),
+    "error.no_run": ("no run named {run}{runs}", "没有名为 {run} 的运行{runs}"),
+    "error.runs_in_store": ("; runs in the store: {shown}{more}", "；存储中的运行：{shown}{more}"),
+    "error.no_runs_in_store": ("; the store has no runs", "；存储中没有运行"),
+    "error.and_more": (" and {n} more", " 等另外 {n} 个"),
     # -- straggler causes (analyses.blame CAUSES) ---------------------------------------------
     "cause.untraced": (
         "outside its profiled steps (the profiler writing its output between steps)",

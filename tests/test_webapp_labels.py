@@ -376,3 +376,11 @@ def test_the_page_shell_grids_and_token_page_in_chinese(client: DashClient, tmp_
     assert r.status_code == 401 and "需要令牌" in r.get_data(as_text=True)
     r = locked.get("/", headers={"Accept-Language": "en"})
     assert r.status_code == 401 and "needs its token" in r.get_data(as_text=True)
+
+
+def test_an_analyzer_error_in_the_pages_language(client: DashClient) -> None:
+    """"No run named ..." comes from the store (``UnknownRunError.said``): its message is shown in
+    the page's language, the run's name as it was typed."""
+    zh = _page(client, "/operators?run=nope{0}&lang=zh")
+    assert "没有名为 'nope{0}' 的运行；存储中的运行：gloo" in zh and "no run named" not in zh
+    assert "no run named 'nope{0}'; runs in the store: gloo" in _page(client, "/operators?run=nope{0}&lang=en")

@@ -29,7 +29,7 @@ from analyzer.vocabulary import LANE_GROUPS
 from . import cache, lod
 from .cache import run_cached
 from .errors import EmptyStore, NotFound
-from .labels import t
+from .labels import said_error, t
 from .reader import Reader
 
 # Upper bounds of what one request may return.
@@ -90,9 +90,9 @@ def resolve_run(rd: Reader, run: str | None) -> str:
     try:
         return store_runs.resolve_run(rd.catalog_tables(), run)
     except NoRunsError as exc:
-        raise EmptyStore(str(exc)) from exc
+        raise EmptyStore(said_error(exc)) from exc
     except UnknownRunError as exc:
-        raise NotFound(str(exc)) from exc
+        raise NotFound(said_error(exc)) from exc
 
 
 COLLECTIONS_SQL = """

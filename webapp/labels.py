@@ -1308,6 +1308,12 @@ def t(key: str, **values: Any) -> str:
     return text.format(**values) if values else text
 
 
+def said_error(exc: BaseException) -> str:
+    """An analyzer error in the request's language when it carries a message (``AnalyzerError.said``)."""
+    msg = getattr(exc, "message", None)
+    return said(msg) if isinstance(msg, dict) else str(exc)
+
+
 def grid_locale() -> dict[str, str]:
     """AG Grid's own texts in the request's language (its ``localeText``: filter menus, pagination,
     "no rows"); keys are AG Grid's, from its locale files."""

@@ -16,9 +16,11 @@ from typing import Any
 
 from dash import html
 
+from analyzer.messages import message
+
 from . import data, ui, warmup
 from .errors import NotFound, WebappError
-from .labels import t
+from .labels import said, t
 from .params import format_ranks, parse_ranks, single
 from .reader import Reader, reader
 
@@ -92,6 +94,6 @@ def view(
     with reader(ui.current_store(), run, None if open_all else ui.hint_ranks(ranks), tables) as rd:
         all_ranks = data.ranks_of(rd, run)
         if check_run and not all_ranks:
-            raise NotFound(f"no run named {run!r}")
+            raise NotFound(said(message("error.no_run", run=repr(run), runs="")))
         selected = [r for r in ui.rank_list(ranks, all_ranks) if r in set(all_ranks)] or all_ranks
         yield View(rd, run, all_ranks, selected)

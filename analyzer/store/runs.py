@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..errors import NoRunsError, UnknownRunError
+from ..messages import message
 from .store import Store
 
 if TYPE_CHECKING:
@@ -94,12 +95,16 @@ def resolve_run(source: Store | Catalog, run: str | None) -> str:
     ``NoRunsError``, a run it does not have an ``UnknownRunError`` naming the runs it has."""
     names = run_names(source)
     if not names:
-        raise NoRunsError("the store has no runs yet: run `analyze ingest <folder>` first")
+        raise NoRunsError.said("error.no_runs")
     if run is None:
         return names[0]
     if run not in names:
-        shown = ", ".join(names[:MAX_NAMED]) + (f" and {len(names) - MAX_NAMED} more" if len(names) > MAX_NAMED else "")
-        raise UnknownRunError(f"no run named {run!r}; runs in the store: {shown}")
+        more = message("error.and_more", n=len(names) - MAX_NAMED) if len(names) > MAX_NAMED else ""
+        raise UnknownRunError.said(
+            "error.no_run",
+            run=repr(run),
+            runs=message("error.runs_in_store", shown=", ".join(names[:MAX_NAMED]), more=more),
+        )
     return run
 
 

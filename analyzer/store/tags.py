@@ -21,6 +21,7 @@ import duckdb
 import pyarrow.compute as pc
 
 from ..errors import InvalidNameError, UnknownBaselineError, UnknownRunError
+from ..messages import message
 from .runs import Catalog, _catalog, resolve_run
 from .store import Store, utcnow
 
@@ -105,8 +106,9 @@ def _require_runs(con: duckdb.DuckDBPyConnection, runs: Sequence[str]) -> None:
     have = {r[0] for r in con.execute("SELECT run FROM runs").fetchall()}
     missing = [r for r in runs if r not in have]
     if missing:
-        shown = ", ".join(sorted(have)[:20]) or "none"
-        raise UnknownRunError(f"no run named {missing[0]!r}; runs in the store: {shown}")
+        shown = ", ".join(sorted(have)[:20])
+        runs = message("error.runs_in_store", shown=shown, more="") if shown else message("error.no_runs_in_store")
+        raise UnknownRunError.said("error.no_run", run=repr(missing[0]), runs=runs)
 
 
 def tag_baseline(store: Store, name: str, run: str) -> str | None:
