@@ -16,7 +16,7 @@ from webapp_helpers import KINETO, NPU, ingest, trace_events, union_ns
 
 from analyzer import analyses
 from analyzer.store import Store
-from webapp import data, links, lod, tiles, timeline_api
+from webapp import cache, data, lang, links, lod, tiles, timeline_api
 from webapp.errors import BadParameter, EmptyStore, NotFound
 from webapp.format import plot_text
 from webapp.params import format_ranks, parse_choice, parse_int, parse_ranks, single
@@ -322,11 +322,18 @@ def test_results_cache_follows_the_store(tmp_path: Path) -> None:
     with reader(st) as r:
         assert data.ranks_of(r, "one") == [0]
         before = data.operator_stats(r, "one", "operators", "name", None, across=True)[0]
+        # a rendered page part is shared by the requests with the same inputs and language only
+        part = cache.rendered(r, "t", ("one", (0,)), object)
+        assert cache.rendered(r, "t", ("one", (0,)), object) is part
+        assert cache.rendered(r, "t", ("one", (0, 1)), object) is not part
+        with lang.use("zh"):
+            assert cache.rendered(r, "t", ("one", (0,)), object) is not part
     shutil.copytree(KINETO / "rank_1", folder / "rank_1")
     ingest(folder, path, "one")  # the same run now has both ranks
     with reader(st) as r:
         assert data.ranks_of(r, "one") == [0, 1]
         after = data.operator_stats(r, "one", "operators", "name", None, across=True)[0]
+        assert cache.rendered(r, "t", ("one", (0,)), object) is not part  # a new catalog: built again
     mm_b = int(before[before["key"] == "aten::mm"]["ranks"].iloc[0])
     mm_a = int(after[after["key"] == "aten::mm"]["ranks"].iloc[0])
     assert (mm_b, mm_a) == (1, 2)

@@ -7,6 +7,10 @@
   a concurrent ``analyze ingest`` is seen on the next request. A request asking for a value another
   request (or the warm-up) is computing waits for it. The analyses keep their own results the same
   way (``analyzer.analyses``).
+- ``RENDERED``: page parts (Dash components) built by :func:`rendered`, keyed on the catalog's state,
+  the inputs and the language: a request with the same inputs gets the part built for the one before
+  it (rendering hundreds of ranks' rows and figures costs 0.1-0.3 s of the interpreter, what many
+  users asking for the same page queue behind). Few are kept: they are large.
 - ``LANES``: the timeline's level-of-detail indexes (``lod.LaneCache``, bounded in bytes), keyed by
   the slices files they were built from (fresh names on every ingest too).
 """
@@ -19,16 +23,27 @@ from typing import Any
 
 from analyzer.store import ResultCache, copied, freeze
 
-from . import lod
+from . import lang, lod
 from .reader import Reader
 
 RESULTS = ResultCache(size=256)
+RENDERED = ResultCache(size=32)
 LANES = lod.LaneCache()
 
 
 def cached(rd: Reader, run: str, name: str, args: tuple[Any, ...], compute: Callable[[], Any]) -> Any:
     """``compute()`` once per key and content of the run (shared: treat the value as read-only)."""
     return RESULTS.get((str(rd.store.path), run, name, args, rd.run_key(run)), compute)
+
+
+def rendered(rd: Reader, name: str, args: tuple[Any, ...], build: Callable[[], Any]) -> Any:
+    """``build()`` once per catalog state, ``args`` and language (see the module doc); Dash only
+    serialises what a callback returns, so requests share it (treat it as read-only). A catalog read
+    while a commit wrote builds anew each time."""
+    stamp = rd.catalog_stamp()
+    if stamp is None:
+        return build()
+    return RENDERED.get((str(rd.store.path), stamp, name, freeze(args), lang.current()), build)
 
 
 def per_rank(

@@ -36,6 +36,7 @@ class Reader:
         self._conns: dict[tuple[str, RankKey, frozenset[str]], duckdb.DuckDBPyConnection] = {}
         self._catalog: duckdb.DuckDBPyConnection | None = None
         self._tables: dict[str, pa.Table] | None = None
+        self._stamp: tuple[Any, ...] | None = None
         self._run_keys: dict[str, str] = {}
         self.opened = 0  # read_connection calls (tests and the benchmark look at it)
 
@@ -58,8 +59,14 @@ class Reader:
         """The catalog tables (Arrow) as this request sees them."""
         if self._tables is None:
             self._require()
-            self._tables = self.store.catalog_snapshot()
+            self._stamp, self._tables = self.store.stamped_catalog()
         return self._tables
+
+    def catalog_stamp(self) -> tuple[Any, ...] | None:
+        """The state of the catalog this request reads (``Store.stamped_catalog``; None: read while
+        a commit wrote, nothing derived from it may be kept)."""
+        self.catalog_tables()
+        return self._stamp
 
     def catalog(self) -> duckdb.DuckDBPyConnection:
         """A connection where the catalog tables (runs, collections, source_files, fact_files) can be read."""

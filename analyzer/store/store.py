@@ -208,6 +208,12 @@ class Store:
         """
         return self._snapshot()[1]
 
+    def stamped_catalog(self) -> tuple[tuple[Any, ...] | None, dict[str, pa.Table]]:
+        """(stamp, tables): ``catalog_snapshot()`` and the state of the catalog files it was read
+        from (a key of what is derived from this catalog); the stamp is None when the snapshot was
+        read while a commit wrote (not kept: derive nothing lasting from it)."""
+        return self._snapshot()
+
     def _snapshot(self) -> tuple[tuple[Any, ...] | None, dict[str, pa.Table]]:
         """(stamp, tables) of ``catalog_snapshot``; the stamp is None when the snapshot is not kept."""
         key = str(self.path)

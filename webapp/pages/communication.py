@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 from dash import Dash, Input, Output, State, dcc, html
 
-from webapp import data, links, page, ui
+from webapp import cache, data, links, page, ui
 from webapp.errors import WebappError
 from webapp.format import fmt_bytes, fmt_int, fmt_ns, fmt_rate
 from webapp.labels import cause_label, grid_locale, page_title, t
@@ -434,7 +434,10 @@ def register_callbacks(app: Dash) -> None:
     def update(run: str, ranks: Any, metric: str) -> Any:
         with page.view(run, ranks) as v:
             all_ranks, selected = v.all_ranks, v.selected
-            content = render(v.rd, run, selected, metric if metric in MATRIX_METRICS else "bytes")
+            metric = metric if metric in MATRIX_METRICS else "bytes"
+            content = cache.rendered(
+                v.rd, "communication", (run, tuple(selected), metric), lambda: render(v.rd, run, selected, metric)
+            )
             ops, n = data.collectives(v.rd, run, selected)
             notes = matching_notes(data.collective_matching(v.rd, run))
         cut = t("cm.cut", n=f"{len(ops):,}", total=f"{n:,}") if n > len(ops) else ""

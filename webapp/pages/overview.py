@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 from dash import Dash, Input, Output, State, dcc, html
 
-from webapp import data, findings, links, page, ui
+from webapp import cache, data, findings, links, page, ui
 from webapp.errors import BadParameter
 from webapp.format import fmt_bytes, fmt_int, fmt_ns
 from webapp.labels import cause_label, page_title, t
@@ -811,7 +811,10 @@ def register_callbacks(app: Dash) -> None:
         with page.view(run, ranks, ("scalars", "steps"), open_all=True) as v:
             step_v = None if step in (None, "mean") else int(step)
             url = ui.page_url("/", {"run": run, "ranks": ui.ranks_param(v.selected, v.all_ranks), "step": step_v})
-            return render(v.rd, run, v.selected, step_v), url
+            content = cache.rendered(
+                v.rd, "overview", (run, tuple(v.selected), step_v), lambda: render(v.rd, run, v.selected, step_v)
+            )
+            return content, url
 
     @app.callback(Output(f"{P}-findings", "children"), Input(f"{P}-run", "value"))
     @ui.guard(1)
