@@ -49,6 +49,28 @@ MESSAGES: dict[str, tuple[str, str]] = {
     ),
     "cause.not_explained": ("cause not explained", "原因不明"),
     "cause.nothing": ("nothing that stands out", "没有突出的部分"),
+    # -- straggler verdicts (analyses.straggler: a rank's "verdict") ---------------------------
+    "straggler.verdict.named": (
+        "straggler: arrives last{where} by a median {median:ms} per {unit}, above the others' random lateness "
+        "({factor:g} × p90 {p90:ms}) and the floor {floor:ms}",
+        "慢卡：{where}最后到达，每{unit}晚到的中位数为 {median:ms}，高于其他卡的随机晚到（{factor:g} × p90 {p90:ms}）"
+        "和下限 {floor:ms}",
+    ),
+    "straggler.verdict.not_named": (
+        "not a straggler: median gain{where} {median:ms} per {unit} {why}",
+        "不是慢卡：{where}每{unit}晚到的中位数为 {median:ms}，{why}",
+    ),
+    "straggler.verdict.not_judged": ("not judged: {why}", "未判定：{why}"),
+    "straggler.too_few": (
+        "{n} {unit}(s) with a matched collective{where}, {needed} needed",
+        "{where}有匹配集合通信的{unit}为 {n} 个，需要 {needed} 个",
+    ),
+    "straggler.below_noise": ("≤ {factor:g} × the others' p90 {p90:ms}", "≤ {factor:g} × 其他卡的 p90 {p90:ms}"),
+    "straggler.below_floor": ("≤ the floor {floor:ms}", "≤ 下限 {floor:ms}"),
+    "straggler.in_group": (" in group {group}", "在通信组 {group} 中"),
+    "unit.step": ("step", "迭代"),
+    "unit.collective": ("collective", "集合通信"),
+    "unit.none": ("none", "无"),
     # -- step-breakdown columns -----------------------------------------------------------------
     "column.computing_ns": ("Computing", "计算"),
     "column.communication_ns": ("Communication", "通信"),

@@ -385,3 +385,15 @@ def test_an_analyzer_error_in_the_pages_language(client: DashClient) -> None:
     zh = _page(client, "/operators?run=nope{0}&lang=zh")
     assert "没有名为 'nope{0}' 的运行；存储中的运行：gloo" in zh and "no run named" not in zh
     assert "no run named 'nope{0}'; runs in the store: gloo" in _page(client, "/operators?run=nope{0}&lang=en")
+
+
+def test_the_straggler_verdict_in_the_pages_language(client: DashClient) -> None:
+    """The straggler analysis' verdict is a message: the Overview's card says why nobody is judged
+    in the page's language, with the analysis' own counts (this 2-step run: 2 of the 3 needed)."""
+    inputs = {"ov-run.value": "gloo", "ov-ranks.value": [], "ov-step.value": "mean"}
+    zh = json.dumps(
+        _call(client, "ov-content.children", inputs, {"Referer": ORIGIN + "/?run=gloo&lang=zh"}), ensure_ascii=False
+    )
+    assert "未判定：有匹配集合通信的迭代为 2 个，需要 3 个。" in zh and "not judged" not in zh.lower()
+    en = json.dumps(_call(client, "ov-content.children", inputs, {"Referer": ORIGIN + "/?run=gloo&lang=en"}))
+    assert "Not judged: 2 step(s) with a matched collective, 3 needed." in en

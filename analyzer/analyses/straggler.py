@@ -25,6 +25,7 @@ from collections import defaultdict
 
 import pandas as pd
 
+from ..messages import message, render
 from ..store import Store
 from .arrivals import arrival_analysis
 from .blame import CAUSE_TEXT, CAUSES, blame_chains
@@ -51,6 +52,7 @@ COLUMNS = [
     "threshold_ns",
     "slow_rank_votes",
     "verdict",
+    "verdict_msg",  # the verdict as a message of analyzer.messages (shown in the reader's language)
 ]
 
 
@@ -87,21 +89,22 @@ def stragglers(store: Store, run: str | None = None) -> pd.DataFrame:
         assert best is not None
         testable, ratio, group, n, med, p90, threshold = best
         named = testable and med > threshold
-        where = f" in group {group}" if a.gains["group_name"].nunique() > 1 else ""
+        where = message("straggler.in_group", group=str(group)) if a.gains["group_name"].nunique() > 1 else ""
+        per = message(f"unit.{unit}")
         if not testable:
-            verdict = f"not judged: {n} {unit}(s) with a matched collective{where}, {MIN_SAMPLES} needed"
+            why = message("straggler.too_few", n=n, unit=per, where=where, needed=MIN_SAMPLES)
+            verdict = message("straggler.verdict.not_judged", why=why)
         elif named:
-            verdict = (
-                f"straggler: arrives last{where} by a median {med / 1e6:.3f} ms per {unit}, above the others' "
-                f"random lateness ({NOISE_FACTOR:g} × p90 {p90 / 1e6:.3f} ms) and the floor {floor / 1e6:.3f} ms"
+            verdict = message(
+                "straggler.verdict.named", where=where, median=med, unit=per, factor=NOISE_FACTOR, p90=p90, floor=floor
             )
         else:
             why = (
-                f"≤ {NOISE_FACTOR:g} × the others' p90 {p90 / 1e6:.3f} ms"
+                message("straggler.below_noise", factor=NOISE_FACTOR, p90=p90)
                 if NOISE_FACTOR * p90 >= floor
-                else f"≤ the floor {floor / 1e6:.3f} ms"
+                else message("straggler.below_floor", floor=float(floor))
             )
-            verdict = f"not a straggler: median gain{where} {med / 1e6:.3f} ms per {unit} {why}"
+            verdict = message("straggler.verdict.not_named", where=where, median=med, unit=per, why=why)
         mine_all = a.gains.loc[a.gains["rank"] == r].groupby("sample")["gain_ns"].sum().astype("float64")
         mine_chains = chains[chains["last_rank"] == r] if not chains.empty else chains
         cause, top = _cause_of(mine_chains)
@@ -123,7 +126,8 @@ def stragglers(store: Store, run: str | None = None) -> pd.DataFrame:
                 "floor_ns": int(floor),
                 "threshold_ns": int(threshold),
                 "slow_rank_votes": int(vote.get(r, 0)),
-                "verdict": verdict,
+                "verdict": render(verdict),
+                "verdict_msg": verdict,
             }
         )
     df = pd.DataFrame(rows, columns=COLUMNS)

@@ -17,7 +17,7 @@ from dash import Dash, Input, Output, State, dcc, html
 from webapp import cache, data, findings, links, page, ui
 from webapp.errors import BadParameter
 from webapp.format import fmt_bytes, fmt_int, fmt_ns
-from webapp.labels import cause_label, page_title, t
+from webapp.labels import cause_label, page_title, said, t
 from webapp.params import format_ranks, parse_int
 from webapp.reader import Reader
 
@@ -310,7 +310,9 @@ def straggler_card(st: pd.DataFrame, chains: pd.DataFrame, matching: pd.DataFram
     if named.empty:
         judged = st[~st["verdict"].astype(str).str.startswith("not judged")]
         if judged.empty:
-            text = t("ov.st.not_judged", why=str(st["verdict"].iloc[0]).removeprefix("not judged: "))
+            msg = st.iloc[0].get("verdict_msg")  # (none in results stored by an older version)
+            why = said(msg["params"]["why"]) if isinstance(msg, dict) else str(st["verdict"].iloc[0])
+            text = t("ov.st.not_judged", why=why.removeprefix("not judged: "))
         else:
             ratio = judged["median_gain_ns"] / judged["threshold_ns"].clip(lower=1)
             w = judged.loc[ratio.idxmax()]
