@@ -49,6 +49,45 @@ MESSAGES: dict[str, tuple[str, str]] = {
     ),
     "cause.not_explained": ("cause not explained", "原因不明"),
     "cause.nothing": ("nothing that stands out", "没有突出的部分"),
+    # -- why communication was not matched across ranks (analyses.matching "notes") -------------
+    "matching.no_group": (
+        "{ops} op(s) name no group and none could be attributed (a gloo send/recv in a rank with several groups "
+        "names neither its group nor its peer): not matched across ranks",
+        "{ops} 个通信算子没有通信组且无法归属（在有多个通信组的卡上，gloo 的 send/recv 既不写通信组也不写对端）："
+        "未跨卡匹配",
+    ),
+    "matching.one_rank": (
+        "only rank {rank} of the group's {members} was profiled: nothing to match with (no wait/transit split, no "
+        "arrival order)",
+        "通信组的 {members} 张卡中只采集了卡 {rank}：无可匹配（无等待/传输拆分，无到达顺序）",
+    ),
+    "matching.some_ranks": (
+        "{profiled} of the group's {members} ranks profiled: matched among those",
+        "通信组的 {members} 张卡中采集了 {profiled} 张：在这些卡之间匹配",
+    ),
+    "matching.incomplete": (
+        "{n} instance(s) seen by fewer than the {need} profiled members (those calls are missing from a rank's "
+        "trace: sampled or cut traces, or different profiling windows); they are left out of the cross-rank "
+        "analyses",
+        "{n} 个实例被少于 {need} 个已采集成员看到（这些调用在某张卡的 trace 中缺失：采样或截断的 trace，或不同的"
+        "采集窗口）；它们不参与跨卡分析",
+    ),
+    "matching.by_time": (
+        "{n} instance(s) re-paired by their corrected end times (matching by order paired different calls)",
+        "{n} 个实例按校正后的结束时间重新配对（按顺序匹配配错了调用）",
+    ),
+    "matching.no_size": (
+        "matched by order without message sizes ({missing} of {ops} ops have none: the export records no size "
+        "for them)",
+        "按顺序匹配，无消息大小（{ops} 个通信算子中 {missing} 个没有：导出数据未记录其大小）",
+    ),
+    "matching.no_step": (
+        "matched by order across the trace, not within steps ({missing} of {ops} ops carry no step id: no step "
+        "marker around them, or a producer that writes none)",
+        "在整个 trace 中按顺序匹配，而非在迭代内（{ops} 个通信算子中 {missing} 个没有迭代号：周围没有迭代标记，"
+        "或采集工具不写迭代号）",
+    ),
+    "sep.semicolon": ("; ", "；"),
     # -- straggler verdicts (analyses.straggler: a rank's "verdict") ---------------------------
     "straggler.verdict.named": (
         "straggler: arrives last{where} by a median {median:ms} per {unit}, above the others' random lateness "

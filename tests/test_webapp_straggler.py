@@ -104,6 +104,16 @@ def test_pages_say_why_nothing_can_be_matched(client: DashClient) -> None:
     assert "Straggler: not judged" in words and "only rank 0 of the group's 2 was profiled" in words
     cm = client.call("cm-content.children", {"cm-run.value": "nccl", "cm-ranks.value": [], "cm-metric.value": "bytes"})
     assert "only rank 0 of the group's 2 was profiled" in " ".join(texts(cm["cm-matching"]["children"]))
+    # the same in Chinese: the analysis' notes are messages, shown in the page's language
+    from webapp import lang
+
+    with lang.use("zh"):
+        ov = client.call("ov-content.children", {"ov-run.value": "nccl", "ov-ranks.value": [], "ov-step.value": "mean"})
+        cm = client.call(
+            "cm-content.children", {"cm-run.value": "nccl", "cm-ranks.value": [], "cm-metric.value": "bytes"}
+        )
+    zh = "通信组的 2 张卡中只采集了卡 0：无可匹配（无等待/传输拆分，无到达顺序）"
+    assert zh in " ".join(texts(ov["ov-content"]["children"])) and zh in " ".join(texts(cm["cm-matching"]["children"]))
 
 
 def test_cluster_grid_colours_ranks_by_straggler_lateness(client: DashClient, store: Path) -> None:

@@ -13,7 +13,7 @@ outside this module.
 from __future__ import annotations
 
 import string
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from analyzer import messages
@@ -613,6 +613,8 @@ LABELS: dict[str, tuple[str, str]] = {
         "no collective was matched across two or more of its profiled ranks",
         "没有集合通信能在两张及以上已采集的卡之间匹配",
     ),
+    "ov.st.unmatched_why": ("{why}: {notes}.", "{why}：{notes}。"),
+    "ov.st.unmatched_end": ("{why}.", "{why}。"),
     "ov.st.not_judged_title": ("Straggler: not judged", "慢卡：未判定"),
     "ov.st.not_judged": ("Not judged: {why}.", "未判定：{why}。"),
     "ov.st.within_noise": (
@@ -1306,6 +1308,21 @@ def t(key: str, **values: Any) -> str:
     en, zh = LABELS[key]
     text = zh if lang.current() == "zh" else en
     return text.format(**values) if values else text
+
+
+def joined_notes(notes: list[str]) -> str:
+    """Sentences joined by the language's semicolon."""
+    return said(messages.message("sep.semicolon")).join(notes)
+
+
+def said_notes(row: Mapping[str, Any], notes: str = "notes", note: str = "note") -> str | None:
+    """An analysis' notes (a list of messages) in the request's language, joined; its English
+    ``note`` when the row has no messages (results stored by an older version)."""
+    msgs = row.get(notes)
+    if isinstance(msgs, (list, tuple)) and msgs:
+        return joined_notes([said(m) for m in msgs])
+    text = row.get(note)
+    return text if isinstance(text, str) and text else None
 
 
 def said_error(exc: BaseException) -> str:

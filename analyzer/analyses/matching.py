@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from ..messages import message, render
 from ..store import Store
 from .cache import per_run
 from .clock_alignment import run_alignment
@@ -26,6 +27,7 @@ COLUMNS = [
     "unmatched_ops",
     "key",
     "note",
+    "notes",  # the note's parts as messages of analyzer.messages (shown in the reader's language)
 ]
 
 
@@ -55,10 +57,8 @@ def collective_matching(store: Store, run: str | None = None) -> pd.DataFrame:
                     "matched_by_time": 0,
                     "unmatched_ops": len(sub),
                     "key": None,
-                    "note": (
-                        f"{len(sub)} op(s) name no group and none could be attributed (a gloo send/recv in a "
-                        "rank with several groups names neither its group nor its peer): not matched across ranks"
-                    ),
+                    "note": render(message("matching.no_group", ops=len(sub))),
+                    "notes": [message("matching.no_group", ops=len(sub))],
                 }
             )
             continue
@@ -74,35 +74,19 @@ def collective_matching(store: Store, run: str | None = None) -> pd.DataFrame:
         keys = sorted(set(sub["match_key"].dropna())) if "match_key" in sub else []
         notes = []
         if len(prof) < 2:
-            notes.append(
-                f"only rank {prof[0] if prof else '?'} of the group's {len(members) or '?'} was profiled: "
-                "nothing to match with (no wait/transit split, no arrival order)"
-            )
+            notes.append(message("matching.one_rank", rank=prof[0] if prof else "?", members=len(members) or "?"))
         else:
             if len(prof) < len(members):
-                notes.append(f"{len(prof)} of the group's {len(members)} ranks profiled: matched among those")
+                notes.append(message("matching.some_ranks", profiled=len(prof), members=len(members)))
             if incomplete:
-                notes.append(
-                    f"{incomplete} instance(s) seen by fewer than the {need} profiled members (those calls are "
-                    "missing from a rank's trace: sampled or cut traces, or different profiling windows); "
-                    "they are left out of the cross-rank analyses"
-                )
+                notes.append(message("matching.incomplete", n=incomplete, need=need))
             if by_time:
-                notes.append(
-                    f"{by_time} instance(s) re-paired by their corrected end times (matching by order paired "
-                    "different calls)"
-                )
+                notes.append(message("matching.by_time", n=by_time))
             no_size, no_step = int(sub["bytes"].isna().sum()), int(sub["step"].isna().sum())
             if keys and all(k in ("order", "step") for k in keys) and no_size:
-                notes.append(
-                    f"matched by order without message sizes ({no_size} of {len(sub)} ops have none: the export "
-                    "records no size for them)"
-                )
+                notes.append(message("matching.no_size", missing=no_size, ops=len(sub)))
             if keys and all(k in ("order", "size") for k in keys) and no_step:
-                notes.append(
-                    f"matched by order across the trace, not within steps ({no_step} of {len(sub)} ops carry no "
-                    "step id: no step marker around them, or a producer that writes none)"
-                )
+                notes.append(message("matching.no_step", missing=no_step, ops=len(sub)))
         rows.append(
             {
                 "group_name": g,
@@ -115,7 +99,8 @@ def collective_matching(store: Store, run: str | None = None) -> pd.DataFrame:
                 "matched_by_time": by_time,
                 "unmatched_ops": alone,
                 "key": ", ".join(keys) if keys else None,
-                "note": "; ".join(notes) if notes else None,
+                "note": "; ".join(render(n) for n in notes) if notes else None,
+                "notes": notes,
             }
         )
     return pd.DataFrame(rows, columns=COLUMNS)

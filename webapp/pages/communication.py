@@ -16,7 +16,7 @@ from dash import Dash, Input, Output, State, dcc, html
 from webapp import cache, data, links, page, ui
 from webapp.errors import WebappError
 from webapp.format import fmt_bytes, fmt_int, fmt_ns, fmt_rate
-from webapp.labels import cause_label, grid_locale, page_title, t
+from webapp.labels import cause_label, grid_locale, page_title, said_notes, t
 from webapp.params import format_ranks, parse_choice
 from webapp.reader import Reader
 
@@ -497,13 +497,14 @@ def matching_notes(cm: pd.DataFrame) -> list[Any]:
         return []
     items = []
     for r in cm.to_dict("records"):
-        if isinstance(r["note"], str) and r["note"]:
+        note = said_notes(r)
+        if note:
             g = (
                 t("cm.no_group")
                 if r["group_name"] is None or pd.isna(r["group_name"])
                 else t("cm.group", group=r["group_name"])
             )
-            items.append(html.Li([html.Span(t("cm.who", who=g), className="who"), r["note"]]))
+            items.append(html.Li([html.Span(t("cm.who", who=g), className="who"), note]))
     return [html.Ul(items, className="missing", id=f"{P}-matching-notes")]
 
 

@@ -17,7 +17,7 @@ from dash import Dash, Input, Output, State, dcc, html
 from webapp import cache, data, findings, links, page, ui
 from webapp.errors import BadParameter
 from webapp.format import fmt_bytes, fmt_int, fmt_ns
-from webapp.labels import cause_label, page_title, said, t
+from webapp.labels import cause_label, joined_notes, page_title, said, said_notes, t
 from webapp.params import format_ranks, parse_int
 from webapp.reader import Reader
 
@@ -301,10 +301,16 @@ def straggler_card(st: pd.DataFrame, chains: pd.DataFrame, matching: pd.DataFram
     named = st[st["straggler"].astype(bool)] if not st.empty else st
     if st.empty:
         why = t("ov.st.unmatched")
-        notes = [str(n) for n in matching["note"].dropna()] if not matching.empty else []
+        notes = [n for n in map(said_notes, matching.to_dict("records")) if n] if not matching.empty else []
         kids = [
             html.H2(t("ov.st.not_judged_title")),
-            html.P(why + (": " + "; ".join(notes) if notes else "") + ".", className="note", id=f"{P}-straggler"),
+            html.P(
+                t("ov.st.unmatched_why", why=why, notes=joined_notes(notes))
+                if notes
+                else t("ov.st.unmatched_end", why=why),
+                className="note",
+                id=f"{P}-straggler",
+            ),
         ]
         return html.Div(kids, className="card")
     if named.empty:
