@@ -59,6 +59,10 @@ def run(wsgi: Any, sock: socket.socket, workers: int, threads: int, quiet: bool 
             "threads": threads,
             "loglevel": "warning" if quiet else "info",
             "graceful_timeout": 5,
+            # an idle kept-alive connection stays open as long as waitress keeps one (its
+            # channel_timeout): with gunicorn's 2 s a client reusing the connection just as the
+            # worker closed it gets a reset (seen once in 3 717 requests of bench_load.py)
+            "keepalive": 120,
             "timeout": 600,  # a worker busy this long without a heartbeat is restarted
             "control_socket_disable": True,  # no shared socket file under $HOME
             "proc_name": "rankscope-serve",
