@@ -47,6 +47,14 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "no cause stands out (the peers spent the interval the same way)",
         "没有突出的原因（其他卡在这段时间里的分布相同）",
     ),
+    # the same causes named in a word (a table's cell, a chain of ranks)
+    "cause_name.untraced": ("outside the profiled steps", "采集迭代之外"),
+    "cause_name.dataloader": ("input pipeline", "数据输入"),
+    "cause_name.device_sync": ("device sync", "Device 同步"),
+    "cause_name.communication": ("other communication", "其他通信"),
+    "cause_name.compute": ("computing", "计算"),
+    "cause_name.idle": ("host idle", "Host 空闲"),
+    "cause_name.unexplained": ("unexplained", "无突出原因"),
     "cause.not_explained": ("cause not explained", "原因不明"),
     "cause.nothing": ("nothing that stands out", "没有突出的部分"),
     # -- why communication was not matched across ranks (analyses.matching "notes") -------------

@@ -341,8 +341,9 @@ def test_the_analyzer_writes_its_sentences_as_messages() -> None:
         if isinstance(node, ast.Call) and _call_name(node) == "_finding":
             for a in node.args[2:4]:
                 assert isinstance(a, ast.Call) and _call_name(a) == "message", ast.unparse(a)[:80]
-    # every cause the blame analysis can name has a text
+    # every cause the blame analysis can name has a sentence and a name
     assert {f"cause.{c}" for c in (*CAUSES, "unexplained")} <= set(MESSAGES)
+    assert {f"cause_name.{c}" for c in (*CAUSES, "unexplained")} <= set(MESSAGES)
 
 
 def test_a_message_is_rendered_in_each_language_with_its_values_as_data() -> None:

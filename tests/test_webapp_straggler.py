@@ -87,6 +87,16 @@ def test_communication_page_shows_who_arrived_last_and_why(client: DashClient, s
     )
     words = " ".join(texts(blame["cm-blame"]["children"]))
     assert "Rank 1 arrived last" in words and "Python code, a sleep" in words
+    assert "host idle" in words  # the cause's name in the table of excess per cause
+    from webapp import lang
+
+    with lang.use("zh"):
+        zh = client.call(
+            "cm-blame.children", {"cm-ops.selectedRows": [late[0]], "cm-ops.rowData": rows}, {"cm-run.value": "g4"}
+        )
+    zh_words = " ".join(texts(zh["cm-blame"]["children"]))
+    assert "Host 侧算子之外的时间（Python 代码、sleep、下发晚）" in zh_words and "Host 空闲" in zh_words
+    assert "host idle" not in zh_words
     link = next(x for x in _links(blame) if x.get("id") == "cm-blame-link")
     assert {r for r, _, _ in _hl(link["href"])} == {0, 1, 2, 3}
     # a row of another rendering (stale selection) shows the prompt, not a wrong blame

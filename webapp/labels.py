@@ -1325,6 +1325,12 @@ def said_notes(row: Mapping[str, Any], notes: str = "notes", note: str = "note")
     return text if isinstance(text, str) and text else None
 
 
+def cause_name(key: str) -> str:
+    """A straggler cause in a word or two (a cause the catalog does not know: its key, as data)."""
+    name = f"cause_name.{key}"
+    return said(messages.message(name)) if name in messages.MESSAGES else str(key)
+
+
 def said_error(exc: BaseException) -> str:
     """An analyzer error in the request's language when it carries a message (``AnalyzerError.said``)."""
     msg = getattr(exc, "message", None)

@@ -16,7 +16,7 @@ from dash import Dash, Input, Output, State, dcc, html
 from webapp import cache, data, links, page, ui
 from webapp.errors import WebappError
 from webapp.format import fmt_bytes, fmt_int, fmt_ns, fmt_rate
-from webapp.labels import cause_label, grid_locale, page_title, said_notes, t
+from webapp.labels import cause_label, cause_name, grid_locale, page_title, said_notes, t
 from webapp.params import format_ranks, parse_choice
 from webapp.reader import Reader
 
@@ -519,13 +519,15 @@ def blame_panel(b: pd.DataFrame, run: str, instance: str | None) -> html.Div:
             )
         )
     r = b.iloc[0]
-    rows = [[c, fmt_ns(v)] for c, v in sorted(r["excess_by_cause"].items(), key=lambda kv: -kv[1]) if v != 0]
+    rows = [
+        [cause_name(c), fmt_ns(v)] for c, v in sorted(r["excess_by_cause"].items(), key=lambda kv: -kv[1]) if v != 0
+    ]
     ops = [[op["name"], fmt_ns(op["excess_ns"]), fmt_ns(op["ns"])] for op in (r["top_ops"] or [])]
     chain = " → ".join(
         t(
             "cm.chain_rank",
             rank=c["rank"],
-            cause=c["cause"],
+            cause=cause_name(c["cause"]),
             waited=t("cm.waited", time=fmt_ns(c["waited_ns"])) if c.get("waited_ns") else "",
         )
         for c in r["chain"]
