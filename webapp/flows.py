@@ -41,7 +41,7 @@ s AS (
          coalesce(TRY_CAST(json_extract_string(s.args, '$.connection_id') AS BIGINT),
                   TRY_CAST(json_extract_string(s.args, '$.correlation') AS BIGINT)) AS link
   FROM slices s JOIN w ON s.rank = w.rank AND s.ts_ns >= w.lo AND s.ts_ns < w.hi
-  WHERE s.run = $run AND s.args IS NOT NULL
+  WHERE s.run = $run AND s.ts_ns >= $all_lo AND s.ts_ns < $all_hi AND s.args IS NOT NULL
     AND (s.args LIKE '%connection_id%' OR s.args LIKE '%correlation%')),
 l AS (SELECT DISTINCT rank, collection_id, pid, tid, lane_group FROM lanes WHERE run = $run)
 SELECT h.rank, h.collection_id AS h_cid, h.pid AS h_pid, h.tid AS h_tid, h.ts_ns AS h_ts,
@@ -62,6 +62,7 @@ SELECT w.id, arg_min(s.collection_id, abs(s.ts_ns - w.ts)) AS cid, arg_min(s.pid
        arg_min(s.tid, abs(s.ts_ns - w.ts)) AS tid
 FROM w JOIN slices s ON s.run = $run AND s.rank = w.rank AND s.name = w.name
   AND s.ts_ns BETWEEN w.ts - $tol AND w.ts + $tol
+WHERE s.ts_ns BETWEEN $all_lo AND $all_hi
 GROUP BY w.id
 """
 
@@ -112,6 +113,10 @@ def arrows(
             in_lo = [origin + a + offsets.get(r, 0) for r in ranks]
             in_hi = [origin + b + offsets.get(r, 0) for r in ranks]
             params = {"run": run, "ranks": ranks, "lo": lo, "hi": hi, "in_lo": in_lo, "in_hi": in_hi}
+            params |= {
+                "all_lo": min(lo),
+                "all_hi": max(hi),
+            }  # one range on the scan: the files' row groups outside it are skipped
             df = _q(con, LAUNCH_SQL, {**params, "limit": 4 * MAX_ARROWS})
             for r in df.itertuples(index=False):
                 if not (inside(r.rank, r.h_ts) or inside(r.rank, r.d_ts)):
@@ -188,6 +193,9 @@ def arrows(
                     "names": [str(w[2]) for w in wanted],
                     "ids": [int(w[3]) for w in wanted],
                     "tol": MATCH_NS,
+                    # the range of every end on the scan itself (the join's per-end ranges are not pushed into it)
+                    "all_lo": min(int(w[1]) for w in wanted) - MATCH_NS,
+                    "all_hi": max(int(w[1]) for w in wanted) + MATCH_NS,
                 },
             )
             for i, cid, pid, tid in found.itertuples(index=False):
