@@ -16,6 +16,8 @@ from dataclasses import dataclass
 import duckdb
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from analyzer.errors import QueryError
 
@@ -63,18 +65,26 @@ class Track:
     values: np.ndarray  # float64
 
 
-def _split(tbl: dict[str, np.ndarray], labels: list[str], units: list[str]) -> dict[int, list[tuple[str, str, slice]]]:
-    rank = tbl["rank"]
-    out: dict[int, list[tuple[str, str, slice]]] = {}
+def _codes(at: pa.Table, column: str) -> tuple[np.ndarray, list[str]]:
+    """A text column as integer codes and the texts they stand for (Arrow's dictionary encoding:
+    comparing codes, not Python strings, is what splits the samples into tracks)."""
+    if column not in at.column_names:
+        return np.zeros(at.num_rows, dtype=np.int32), ["bytes"]
+    enc = pc.fill_null(at.column(column), "None").combine_chunks().dictionary_encode()
+    return enc.indices.to_numpy(zero_copy_only=False), [str(x) for x in enc.dictionary.to_pylist()]
+
+
+def _split(rank: np.ndarray, label: np.ndarray, unit: np.ndarray) -> dict[int, list[tuple[int, int, slice]]]:
+    """Per rank, (label code, unit code, rows) of each run of equal (rank, label, unit)."""
+    out: dict[int, list[tuple[int, int, slice]]] = {}
     if not len(rank):
         return out
     change = np.ones(len(rank), dtype=bool)
-    change[1:] = (rank[1:] != rank[:-1]) | (np.array(labels[1:]) != np.array(labels[:-1]))
-    change[1:] |= np.array(units[1:]) != np.array(units[:-1])
+    change[1:] = (rank[1:] != rank[:-1]) | (label[1:] != label[:-1]) | (unit[1:] != unit[:-1])
     starts = np.flatnonzero(change)
     ends = np.r_[starts[1:], len(rank)]
     for a, b in zip(starts, ends):
-        out.setdefault(int(rank[a]), []).append((labels[a], units[a], slice(int(a), int(b))))
+        out.setdefault(int(rank[a]), []).append((int(label[a]), int(unit[a]), slice(int(a), int(b))))
     return out
 
 
@@ -131,11 +141,11 @@ def tracks(rd: Reader, run: str, ranks: Sequence[int]) -> dict[int, list[Track]]
             except duckdb.Error as exc:
                 raise QueryError(str(exc).strip().splitlines()[0]) from exc
             cols = {c: at.column(c).to_numpy(zero_copy_only=False) for c in ("rank", "ts_ns", "value")}
-            labels = at.column("label").to_pylist()
-            units = at.column("unit").to_pylist() if "unit" in at.column_names else ["bytes"] * at.num_rows
-            for r, parts in _split(cols, labels, units).items():
-                for label, unit, sl in parts:
-                    samples[(r, label, unit)] = (
+            label_codes, labels = _codes(at, "label")
+            unit_codes, units = _codes(at, "unit")
+            for r, parts in _split(cols["rank"], label_codes, unit_codes).items():
+                for li, ui, sl in parts:
+                    samples[(r, labels[li], units[ui])] = (
                         cols["ts_ns"][sl].astype(np.int64),
                         cols["value"][sl].astype(np.float64),
                     )
