@@ -169,7 +169,10 @@
     while (S.want.length && S.requests < MAX_INFLIGHT) {
       var batch = S.want.splice(0, BATCH);
       var run = S.run, fp = S.fp;
-      batch.forEach(function (w) { var k = tkey(w[0], w[1], w[2]); S.wantSet.delete(k); S.inflight.set(k, true); });
+      // the keys are made once: the view may change (another fingerprint) before the answer, and
+      // the same keys must leave ``inflight`` then, or ``pending()`` never comes back to 0
+      var keys = batch.map(function (w) { return tkey(w[0], w[1], w[2]); });
+      keys.forEach(function (k) { S.wantSet.delete(k); S.inflight.set(k, true); });
       S.requests++;
       S.stats.requests++;
       var t0 = performance.now();
@@ -192,7 +195,7 @@
       }).catch(function (e) {
         if (String(e.message) === "stale") { reloadMeta(); } else { status(T("tiles_error", { error: e.message }), true); }
       }).then(function () {
-        batch.forEach(function (w) { S.inflight.delete(tkey(w[0], w[1], w[2])); });
+        keys.forEach(function (k) { S.inflight.delete(k); });
         S.requests--;
         invalidate();
       });
@@ -220,6 +223,9 @@
     });
   }
   function useMeta(m) {
+    // tiles wanted for another view (run, ranks) are not fetched for this one: their lanes may not
+    // exist here, and their keys (fingerprint first) would never be marked done
+    if (m.fp !== S.fp) { S.want = []; S.wantSet.clear(); }
     S.meta = m; S.run = m.run; S.fp = m.fp; S.origin = m.origin; S.ranks = m.ranks.slice(); S.allRanks = m.all_ranks;
     S.clockMap = {};
     m.clock.forEach(function (c) { S.clockMap[c.rank] = c; });
