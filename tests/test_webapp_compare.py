@@ -140,6 +140,11 @@ def test_overview_shows_the_runs_over_time_with_links_to_compare(server: dict, p
     i = runs.index("slow")
     href = page.locator("#ov-trend-table tbody tr").nth(i).locator("a").get_attribute("href")
     assert parse_qs(urlsplit(href).query) == {"base": [runs[i - 1]], "new": ["slow"]}
-    # the chart marks every run (x) with its value
+    # the chart marks every run (x) with its value; Plotly draws it after the table is in the page
+    # (a clean clone on an idle machine read the graph before it existed: null)
+    page.wait_for_function(
+        "() => { const g = document.querySelector('#ov-trend-graph .js-plotly-plot');"
+        " return !!(g && g.data && g.data.length); }"
+    )
     xs = page.evaluate("() => document.querySelector('#ov-trend-graph .js-plotly-plot').data[0].x")
     assert xs == runs
