@@ -232,14 +232,8 @@ class Store:
         return stamp, tables
 
     def _catalog_stamp(self) -> tuple[Any, ...]:
-        out: list[Any] = []
-        for f in (self.catalog_path, self.catalog_path.with_name(self.catalog_path.name + ".wal")):
-            try:
-                st = f.stat()
-                out.append((st.st_ino, st.st_size, st.st_mtime_ns))
-            except FileNotFoundError:
-                out.append(None)
-        return tuple(out)
+        """``digest.catalog_stamp`` as a hashable tuple (a key of the in-memory caches)."""
+        return tuple(None if f is None else tuple(f) for f in digest.catalog_stamp(self.path))
 
     @contextlib.contextmanager
     def read_connection(
