@@ -5,8 +5,10 @@ of the reader: the CLI in English, the web app in the request's language.
 
 ``message(key, **params)`` makes a message; ``render(msg, lang)`` writes it. A parameter is
 rendered by its format spec: ``ms`` (nanoseconds as "1.234 ms"), ``pct`` ("5.4%"), ``pct0``
-("5%"), ``gbps`` (bytes/s as "1.23 GB/s"), any Python spec, none; a parameter that is itself a
-message is rendered in the same language. Names are filled in as text and never parsed again (a
+("5%"), ``gbps`` (bytes/s as "1.23 GB/s"), ``ns`` / ``bytes`` (in the unit that suits the value),
+``signed_ns`` / ``signed_bytes`` (with "+" or "−"), any Python spec, none; a parameter that is itself a
+message is rendered in the same language, a list is its items joined (``, `` or, with the spec
+``semicolon``, ``; `` in the language's punctuation). Names are filled in as text and never parsed again (a
 ``{`` in an operator name stays a ``{``). The web app's own labels are in ``webapp.labels``; a
 test checks both tables have both texts with the same fields.
 """
@@ -14,8 +16,10 @@ test checks both tables have both texts with the same fields.
 from __future__ import annotations
 
 import string
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
+
+from .format import fmt_bytes, fmt_ns
 
 LANGS = ("en", "zh")
 
@@ -243,6 +247,132 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "{tasks} 个 AI CPU 任务超过 {min_us:.0f} µs，共 {total:ms}（最长 {longest:ms}，{name}）：AI CPU 执行 "
         "AI Core 不能执行的算子（常因 int64/double 输入）；请更换数据类型或使用 AI Core 算子。",
     ),
+    # -- the verdict of a comparison (analyses.verdict: one message per finding) -----------------
+    "verdict.no_step": ("no step time to compare", "没有可比较的迭代时间"),
+    "verdict.same": (
+        "{new} takes as long per step as {base} ({base_ns:ns})",
+        "{new} 每个迭代与 {base} 耗时相同（{base_ns:ns}）",
+    ),
+    "verdict.slower": (
+        "{new} is {pct:.1f} % slower per step than {base} ({base_ns:ns} → {new_ns:ns}{noise})",
+        "{new} 每个迭代比 {base} 慢 {pct:.1f} %（{base_ns:ns} → {new_ns:ns}{noise}）",
+    ),
+    "verdict.faster": (
+        "{new} is {pct:.1f} % faster per step than {base} ({base_ns:ns} → {new_ns:ns}{noise})",
+        "{new} 每个迭代比 {base} 快 {pct:.1f} %（{base_ns:ns} → {new_ns:ns}{noise}）",
+    ),
+    "verdict.noise": (", within the step-to-step noise", "，在迭代间波动范围内"),
+    "verdict.share": (
+        "{share:.0f} % of it is {column}{where} ({delta:signed_ns})",
+        "其中 {share:.0f} % 来自{where}{column}（{delta:signed_ns}）",
+    ),
+    "verdict.beyond": (
+        "{column} {delta:signed_ns}{where}, more than the whole change",
+        "{where}{column} {delta:signed_ns}，超过了整体变化",
+    ),
+    "verdict.where_all": (" on every rank", "所有卡上的"),
+    "verdict.where": (" on {ranks}", "{ranks} 上的"),
+    "verdict.rank": ("rank {rank}", "卡 {rank}"),
+    "verdict.ranks": ("ranks {ranks}", "卡 {ranks}"),
+    "verdict.all_ranks": ("all ranks", "所有卡"),
+    "verdict.stands_out": (
+        "{who} stands out: {column} {delta:signed_ns} per step (other ranks {rest})",
+        "{who} 突出：每个迭代{column} {delta:signed_ns}（其他卡 {rest}）",
+    ),
+    "verdict.range1": ("{value:signed_ns}", "{value:signed_ns}"),
+    "verdict.range": ("{low:signed_ns} to {high:signed_ns}", "{low:signed_ns} 至 {high:signed_ns}"),
+    "verdict.contributors": ("top contributors per step: {items}", "每个迭代变化最大的：{items}"),
+    "verdict.contributor": ("{name}{kind}{status} {delta:signed_ns}", "{name}{kind}{status} {delta:signed_ns}"),
+    "verdict.kernel": (" kernel", " kernel"),
+    "verdict.new": (" (new)", "（新增）"),
+    "verdict.vanished": (" (vanished)", "（消失）"),
+    "verdict.shapes_1": (
+        "input shapes changed for 1 operator ({items:semicolon})",
+        "1 个算子的输入 shape 变了（{items:semicolon}）",
+    ),
+    "verdict.shapes_n": (
+        "input shapes changed for {n} operators ({items:semicolon})",
+        "{n} 个算子的输入 shape 变了（{items:semicolon}）",
+    ),
+    "verdict.calls_factor": (
+        "operator calls per step ×{factor:.2f} ({n} operators, e.g. {name} {base:g} → {new:g})",
+        "每个迭代的算子调用次数 ×{factor:.2f}（{n} 个算子，例如 {name} {base:g} → {new:g}）",
+    ),
+    "verdict.calls": ("calls per step changed: {items}", "每个迭代的调用次数变了：{items}"),
+    "verdict.comm": ("{op}: {items}", "{op}：{items}"),
+    "verdict.comm_calls": ("{base:g} → {new:g} calls per step", "每个迭代调用 {base:g} → {new:g} 次"),
+    "verdict.comm_per_call": ("{base:bytes} → {new:bytes} per call", "每次调用 {base:bytes} → {new:bytes}"),
+    "verdict.comm_bytes": (
+        "bytes per step {base:bytes} → {new:bytes}{factor}",
+        "每个迭代字节数 {base:bytes} → {new:bytes}{factor}",
+    ),
+    "verdict.factor": (" (×{factor:.2f})", "（×{factor:.2f}）"),
+    "verdict.comm_bytes_same": ("bytes per step unchanged", "每个迭代字节数不变"),
+    "verdict.comm_elapsed": ("elapsed {delta:signed_ns} per step{wait}", "每个迭代耗时 {delta:signed_ns}{wait}"),
+    "verdict.comm_wait": (" (wait {delta:signed_ns})", "（等待 {delta:signed_ns}）"),
+    "verdict.stragglers": ("stragglers: {new}; {base}", "慢卡：{new}；{base}"),
+    "verdict.stragglers_in": ("{ranks} in {run}", "{run} 中 {ranks}"),
+    "verdict.stragglers_none": ("none in {run}", "{run} 中无"),
+    "verdict.straggler": (
+        "rank {rank} ({votes} of {instances} collectives)",
+        "卡 {rank}（{instances} 个集合通信中 {votes} 个）",
+    ),
+    "verdict.memory": (
+        "peak memory {delta:signed_bytes} ({pct}, {base:bytes} → {new:bytes})",
+        "内存峰值 {delta:signed_bytes}（{pct}，{base:bytes} → {new:bytes}）",
+    ),
+    "verdict.pct": ("{pct:+.1f} %", "{pct:+.1f} %"),
+    "verdict.pct_na": ("n/a", "无"),
+    "verdict.pct_new": ("new", "新增"),
+    "verdict.producers": (
+        "different formats ({base_formats} vs {new_formats}): {only_base} operators and kernels only in {base}, "
+        "{only_new} only in {new}",
+        "格式不同（{base_formats} 与 {new_formats}）：{only_base} 个算子和 kernel 只在 {base} 中，{only_new} 个只在 "
+        "{new} 中",
+    ),
+    "verdict.unchanged": (
+        "no operator, kernel or collective changed in calls, shapes or bytes",
+        "没有算子、kernel 或集合通信在调用次数、shape 或字节数上发生变化",
+    ),
+    "verdict.column.computing_ns": ("computing", "计算"),
+    "verdict.column.comm_not_overlapped_ns": ("communication not overlapped", "未被掩盖的通信"),
+    "verdict.column.memory_not_overlapped_ns": ("memory copies not overlapped", "未被掩盖的内存拷贝"),
+    "verdict.column.free_ns": ("free", "空闲"),
+    "verdict.column.preparing_ns": ("preparing", "准备"),
+    "verdict.column.host_tail_ns": ("host time after the last task", "最后一个任务之后的 Host 时间"),
+    # -- how a parallel dimension was found (analyses.parallel_layout "source") --------------------
+    "layout.declared": ("declared ({origin})", "声明（{origin}）"),
+    "layout.composite": ("declared as composite ({labels})", "以组合名称声明（{labels}）"),
+    "layout.p2p": ("inferred (point-to-point traffic)", "推断（点对点通信）"),
+    "layout.only_family": ("inferred (only family carrying collectives)", "推断（唯一承载集合通信的一族通信组）"),
+    "layout.family": ("inferred (collective family, stride {stride})", "推断（集合通信的一族通信组，步长 {stride}）"),
+    "layout.no_collectives": (
+        "inferred (no collectives; outermost stride, send/recv not attributed)",
+        "推断（无集合通信；最外层步长，send/recv 未归属）",
+    ),
+    "layout.world": (
+        "inferred (the world is the only group and carries the collectives)",
+        "推断（全部卡是唯一的通信组，承载集合通信）",
+    ),
+    # -- short terms of a comparison (analyses.diff: row labels, statuses, kinds, how ranks matched) --
+    "term.total": ("total", "合计"),
+    "term.status.new": ("new", "新增"),
+    "term.status.vanished": ("vanished", "消失"),
+    "term.status.changed": ("changed", "变化"),
+    "term.status.same": ("same", "不变"),
+    "term.status.both": ("both", "两者都有"),
+    "term.kind.operator": ("operator", "算子"),
+    "term.kind.kernel": ("kernel", "kernel"),
+    "term.memory.peak_allocated_bytes": ("peak allocated", "分配峰值"),
+    "term.memory.peak_reserved_bytes": ("peak reserved", "预留峰值"),
+    "term.match.rank": ("rank", "卡号"),
+    "term.match.layout": ("layout", "并行布局"),
+    "term.match.position": ("position", "位置"),
+    "term.steps_1": ("step {steps}", "迭代 {steps}"),
+    "term.steps_n": ("steps {steps}", "迭代 {steps}"),
+    "term.no_steps": ("the whole profile (no steps)", "整个采集（无迭代）"),
+    "sep.comma": (", ", "，"),
+    "sep.end": (".", "。"),
 }
 
 Message = dict[str, Any]  # {"key": str, "params": {name: number | str | Message | None}}
@@ -265,8 +395,16 @@ def _ms(ns: float) -> str:
     return f"{ns / 1e6:.3f} ms"
 
 
+def _signed(fmt: Callable[[Any], str]) -> Callable[[Any], str]:
+    return lambda v: ("+" if v >= 0 else "−") + fmt(abs(v))
+
+
 UNITS: dict[str, Callable[[Any], str]] = {
     "ms": _ms,
+    "ns": fmt_ns,  # the unit that suits the value: "850 ns", "12.3 µs", "1.235 ms", "2.000 s"
+    "signed_ns": _signed(fmt_ns),
+    "bytes": fmt_bytes,
+    "signed_bytes": _signed(fmt_bytes),
     "pct": lambda x: f"{x:.1%}",
     "pct0": lambda x: f"{x:.0%}",
     "gbps": lambda b: f"{b / 1e9:.2f} GB/s",
@@ -286,6 +424,9 @@ class _Formatter(string.Formatter):
             return render(value, self.lang)
         if value is None:
             return "-"
+        if isinstance(value, (list, tuple)):  # a list: its items joined (", " or, with :semicolon, "; ")
+            sep = render(message("sep.semicolon" if format_spec == "semicolon" else "sep.comma"), self.lang)
+            return sep.join(self.format_field(v, "") for v in value)
         if format_spec in UNITS:
             return UNITS[format_spec](value)
         if isinstance(value, str) and not format_spec:
@@ -307,3 +448,9 @@ def render(msg: Message, lang: str = "en") -> str:
 def fields(template: str) -> set[str]:
     """The ``{name}`` fields of a template."""
     return {name for _, name, _, _ in string.Formatter().parse(template) if name}
+
+
+def sentence(msgs: Sequence[Message], lang: str = "en") -> str:
+    """Messages written out in ``lang`` as one sentence: joined by semicolons, with a full stop."""
+    sep, end = render(message("sep.semicolon"), lang), render(message("sep.end"), lang)
+    return sep.join(render(m, lang) for m in msgs) + end

@@ -35,6 +35,7 @@ from analyzer.analyses.views import query
 from analyzer.cli import main
 from analyzer.errors import AnalyzerError, QueryError
 from analyzer.format import fmt_bytes, fmt_ns
+from analyzer.messages import sentence
 from analyzer.store import Store
 
 sys.path.insert(0, str(REPO / "tests" / "data"))
@@ -144,6 +145,10 @@ def test_every_diff_opens_with_the_step_time_the_traces_give(store: Store, facts
         assert (d.pairing.step_mode, d.pairing.match) == ("number", "rank")
         assert d.pairing.base_steps == tuple(range(cfg.START, cfg.END))
         assert [g.label for g in d.pairing.groups] == [f"rank {r}" for r in range(cfg.WORLD)]
+        # the verdict is its findings' messages: the same sentence in English, each finding in Chinese too
+        assert sentence(d.verdict_msgs, "en") == d.verdict and len(d.verdict_msgs) == len(d.findings)
+        zh = sentence(d.verdict_msgs, "zh")
+        assert zh.startswith(f"{new} 每个迭代比 base ") and zh.endswith("。") and "per step" not in zh, zh
 
 
 def test_hidden_size_is_named_by_its_shapes_bytes_and_memory(store: Store, facts: dict[str, dict[str, Any]]) -> None:

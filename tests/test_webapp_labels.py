@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from webapp_helpers import KINETO, DashClient, callback_body, ingest
+import webapp_helpers
+from webapp_helpers import KINETO, NPU, DashClient, callback_body, ingest
 
 from analyzer import messages
 from analyzer.analyses.blame import CAUSES
@@ -50,6 +51,8 @@ SHOWN_KEYWORDS = {
 }
 # strings that are shown but are no label: the product's name, units; and commands to type
 ALLOWED = {"rankscope", "ms", "MiB", "%", "GB/s"}
+# messages that are the same words in both languages ("Device", "kernel": MindStudio Insight's Chinese terms too)
+SAME_MESSAGES = {"advisor.high_free.where_device", "verdict.kernel", "term.kind.kernel"}
 # terms MindStudio Insight's Chinese pages leave in English
 SAME_IN_BOTH = {"tl.kernel", "tl.k.block_dim", "tl.flow.p2p"}  # and send / recv, the API names
 COMMAND = re.compile(r"^(analyze|rankscope) ")
@@ -303,7 +306,7 @@ def test_every_analyzer_message_has_both_languages_with_the_same_fields() -> Non
         assert en and zh, key
         assert messages.fields(en) == messages.fields(zh), f"{key}: {en!r} / {zh!r}"
         assert not CJK.search(en), key
-        if key != "advisor.high_free.where_device":  # "Device": MindStudio Insight's Chinese term too
+        if key not in SAME_MESSAGES:
             assert CJK.search(zh) or not re.search(r"[A-Za-z]{3,}", re.sub(r"\{[^}]*\}", "", zh)), key
     # no sentence twice: a sentence of the analyzer is not also a label of the web app (words may be)
     assert not {en for en, _ in MESSAGES.values()} & {en for en, _ in LABELS.values() if len(en) > 30}
@@ -398,3 +401,66 @@ def test_the_straggler_verdict_in_the_pages_language(client: DashClient) -> None
     assert "未判定：有匹配集合通信的迭代为 2 个，需要 3 个。" in zh and "not judged" not in zh.lower()
     en = json.dumps(_call(client, "ov-content.children", inputs, {"Referer": ORIGIN + "/?run=gloo&lang=en"}))
     assert "Not judged: 2 step(s) with a matched collective, 3 needed." in en
+
+
+@pytest.fixture(scope="module")
+def two_formats(tmp_path_factory: pytest.TempPathFactory, ingested: Any) -> DashClient:
+    """The Kineto and torch_npu samples in one store (the same session-wide ingest as test_webapp_app's)."""
+    from webapp.app import create_app
+
+    store = ingested(tmp_path_factory.mktemp("labels2") / "store", (KINETO, "gloo"), (NPU, "npu"))
+    return DashClient(create_app(store))
+
+
+def _find(tree: Any, prop: str) -> Any:
+    """The first value of the property ``prop`` in a (JSON) component tree."""
+    if isinstance(tree, dict):
+        if prop in tree:
+            return tree[prop]
+        tree = list(tree.values())
+    for v in tree if isinstance(tree, list) else []:
+        found = _find(v, prop)
+        if found is not None:
+            return found
+    return None
+
+
+def test_the_comparison_in_the_pages_language(two_formats: DashClient) -> None:
+    """The Compare page's verdict, its findings and the terms of its tables (row labels, statuses,
+    kinds, memory metrics, how ranks matched) come from the analyzer's messages: Chinese on a
+    Chinese page, English on an English one; names from the traces as they are."""
+    inputs = {
+        "cmp-base.value": "gloo",
+        "cmp-new.value": "npu",
+        "cmp-base-step.value": "aligned",
+        "cmp-new-step.value": "aligned",
+    }
+
+    def shown(lang_: str) -> tuple[list[str], set[str]]:
+        out = _call(two_formats, "cmp-content.children", inputs, {"Referer": f"{ORIGIN}/compare?lang={lang_}"})
+        kids = out["cmp-content"]["children"]
+        rows = _find(kids, "rowData")
+        return webapp_helpers.texts(kids), {f"{r['kind']}/{r['status']}" for r in rows}
+
+    (zh, zh_ops), (en, en_ops) = shown("zh"), shown("en")
+    verdict_zh = next(w for w in zh if w.startswith("npu 每个迭代比 gloo "))
+    assert "格式不同（kineto 与 torch_npu_text）" in verdict_zh and verdict_zh.endswith("。")
+    assert not re.search(r"\b(slower|faster|per step|stands out|different formats|peak memory)\b", verdict_zh)
+    verdict_en = next(w for w in en if w.startswith("npu is "))
+    assert "different formats (kineto vs torch_npu_text)" in verdict_en and "格式" not in verdict_en
+    # the Chinese sentence is the English one's findings, one for one
+    assert verdict_zh.count("；") == verdict_en.count("; ")
+    assert "合计" in zh and "total" not in zh and "total" in en
+    assert {"算子/新增", "算子/消失"} <= zh_ops and {"operator/new", "operator/vanished"} <= en_ops
+
+
+def test_the_layout_source_in_the_pages_language(two_formats: DashClient) -> None:
+    """How the Cluster page says a parallel dimension was found (``parallel_dims`` source) is the
+    analyzer's message: in the page's language."""
+    inputs = {"cl-run.value": "gloo", "cl-metric.value": "step_ns"}
+    zh = json.dumps(
+        _call(two_formats, "cl-content.children", inputs, {"Referer": ORIGIN + "/cluster?lang=zh"}), ensure_ascii=False
+    )
+    en = json.dumps(_call(two_formats, "cl-content.children", inputs, {"Referer": ORIGIN + "/cluster?lang=en"}))
+    assert "推断（全部卡是唯一的通信组，承载集合通信）" in zh and "inferred" not in zh
+    assert "inferred (the world is the only group and carries the collectives)" in en

@@ -13,7 +13,7 @@ outside this module.
 from __future__ import annotations
 
 import string
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from analyzer import messages
@@ -1347,6 +1347,23 @@ def said(msg: messages.Message) -> str:
     """An analyzer's message (a finding's title or detail: ``analyzer.messages``) in the request's
     language; its names and numbers are filled in as text."""
     return messages.render(msg, lang.current())
+
+
+def said_term(kind: str, code: Any) -> str:
+    """An analysis' code for a short term (a status, a kind: ``term.KIND.CODE`` of the analyzer's
+    messages) in the request's language; a code the catalog does not know as it is (data)."""
+    key = f"term.{kind}.{code}"
+    return said(messages.message(key)) if key in messages.MESSAGES else str(code)
+
+
+def said_or_text(v: Any) -> str:
+    """A message in the request's language; anything else (a name) as text."""
+    return said(v) if messages.is_message(v) else str(v)
+
+
+def said_sentence(msgs: Sequence[messages.Message]) -> str:
+    """Messages (a comparison's findings) as one sentence in the request's language."""
+    return messages.sentence(msgs, lang.current())
 
 
 def cause_label(key: str | None, missing: str = "cause.not_explained") -> str:

@@ -19,11 +19,12 @@ different numbers of steps or ranks compare. Parts (each a table ``analysis.diff
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
+from ..messages import Message
 from ..store import Store
 from ..vocabulary import COMM_CALL_SQL, comparable_name
 from . import collectives
@@ -120,8 +121,9 @@ class RunDiff:
     memory: pd.DataFrame
     stragglers: pd.DataFrame
     findings: pd.DataFrame
-    verdict: str
+    verdict: str  # in English (the CLI's); ``verdict_msgs`` writes it in a language (``verdict.sentence``)
     producers: tuple[tuple[str, ...], tuple[str, ...]]
+    verdict_msgs: list[Message] = field(default_factory=list)  # a message per row of ``findings``
 
 
 def _pct(base: float | None, new: float | None) -> float | None:
@@ -586,6 +588,7 @@ def run_diff(
     ranks: tuple[int, ...] | None = None,
 ) -> RunDiff:
     """``new`` compared with ``base`` (see the module doc); cached per content of both runs."""
+    from ..messages import sentence
     from .verdict import findings
 
     p = pair_runs(store, base, new, base_step, new_step, ranks)
@@ -598,5 +601,5 @@ def run_diff(
         "stragglers": straggler_diff(store, p),
     }
     prods = (producers(store, p.base), producers(store, p.new))
-    found, sentence = findings(p, prods, **parts)
-    return RunDiff(p, **parts, findings=found, verdict=sentence, producers=prods)
+    found, msgs = findings(p, prods, **parts)
+    return RunDiff(p, **parts, findings=found, verdict=sentence(msgs), producers=prods, verdict_msgs=msgs)

@@ -24,10 +24,12 @@ Sources, best first:
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import Any
 
 import pandas as pd
 
 from ..errors import QueryError
+from ..messages import Message, message, render
 from ..store import Store
 from . import collectives
 from .cache import per_run
@@ -52,7 +54,14 @@ _ALIASES = {
     "pipeline": "pp",
     "pipeline_model_parallel": "pp",
 }
-DIM_COLUMNS = ["dim", "size", "groups", "stride", "source", "members"]
+# source: how the dimension was found, in English; source_msgs: the same as messages (analyzer.messages)
+DIM_COLUMNS = ["dim", "size", "groups", "stride", "source", "members", "source_msgs"]
+
+
+def _source(key: str, **params: Any) -> dict[str, Message]:
+    """How a dimension was found: {its English text: its message}."""
+    msg = message(key, **params)
+    return {render(msg): msg}
 
 
 def _dim_of(label: object) -> str | None:
@@ -96,25 +105,23 @@ def infer_layout(groups: pd.DataFrame, world: list[int]) -> tuple[pd.DataFrame, 
         ranks = tuple(sorted({int(x) for x in r.ranks}))
         if not ranks:
             continue
-        rec = recs.setdefault(
-            ranks, {"labels": set(), "traffic": set(), "sources": set(), "raw": set(), "origin": set()}
-        )
+        rec = recs.setdefault(ranks, {"labels": set(), "traffic": set(), "sources": {}, "raw": set(), "origin": set()})
         rec["origin"].add(r.source)
         if isinstance(r.label, str) and r.label:
             rec["raw"].add(r.label)
         dim = _dim_of(r.label)
         if dim:
             rec["labels"].add(dim)
-            rec["sources"].add(f"declared ({r.source})")
+            rec["sources"].update(_source("layout.declared", origin=str(r.source)))
         if isinstance(r.traffic, str):
             rec["traffic"] |= {"collective", "p2p"} if r.traffic == "both" else {r.traffic}
     # declared dimensions
     dims: dict[str, dict] = {}
     for ranks, rec in recs.items():
         for dim in rec["labels"]:
-            d = dims.setdefault(dim, {"groups": set(), "sources": set()})
+            d = dims.setdefault(dim, {"groups": set(), "sources": {}})
             d["groups"].add(ranks)
-            d["sources"] |= {s for s in rec["sources"] if s.startswith("declared")}
+            d["sources"].update(rec["sources"])
     # a declared dimension that does not cover every rank is completed with groups of the same size
     # and stride whose composite label names it (Megatron's ``dp_cp`` is the DP group when CP = 1)
     for dim, d in dims.items():
@@ -126,7 +133,7 @@ def infer_layout(groups: pd.DataFrame, world: list[int]) -> tuple[pd.DataFrame, 
             comp = {t for lab in rec.get("raw", ()) for t in lab.lower().split("_")}
             if dim in comp and (len(ranks), _stride(ranks)) in shape and not covered & set(ranks):
                 d["groups"].add(ranks)
-                d["sources"].add(f"declared as composite ({', '.join(sorted(rec['raw']))})")
+                d["sources"].update(_source("layout.composite", labels=", ".join(sorted(rec["raw"]))))
                 covered |= set(ranks)
     # families of unlabelled groups: (size, stride) partitions of the world
     fam: dict[tuple[int, int], set[tuple[int, ...]]] = defaultdict(set)
@@ -149,21 +156,21 @@ def infer_layout(groups: pd.DataFrame, world: list[int]) -> tuple[pd.DataFrame, 
     idle = [f for f in families if not f["traffic"]]
     if "pp" not in dims and p2p:
         f = max(p2p, key=lambda f: f["stride"])
-        dims["pp"] = {"groups": f["groups"], "sources": {"inferred (point-to-point traffic)"}}
+        dims["pp"] = {"groups": f["groups"], "sources": _source("layout.p2p")}
     # collective families by increasing stride, Megatron order tp-cp-ep-dp-pp
     k = len(coll)
     order = ["dp"] if k == 1 else ["tp", "dp"] if k == 2 else ["tp"] + ["cp", "ep"][: max(k - 3, 0)] + ["dp", "pp"]
     free_names = [d for d in order if d not in dims]
     for f, name in zip(coll, free_names):
-        why = "only family carrying collectives" if k == 1 else f"collective family, stride {f['stride']}"
-        dims[name] = {"groups": f["groups"], "sources": {f"inferred ({why})"}}
+        why = _source("layout.only_family") if k == 1 else _source("layout.family", stride=f["stride"])
+        dims[name] = {"groups": f["groups"], "sources": why}
     if "pp" not in dims and idle:
         max_coll = max((f["stride"] for f in coll), default=-1)
         f = max(idle, key=lambda f: f["stride"])
         if f["stride"] > max_coll:
             dims["pp"] = {
                 "groups": f["groups"],
-                "sources": {"inferred (no collectives; outermost stride, send/recv not attributed)"},
+                "sources": _source("layout.no_collectives"),
             }
     # pure data parallel: the job created no group but the world (the trace lists every process
     # group with its global ranks, Kineto pg_config) and all its collectives run there
@@ -178,7 +185,7 @@ def infer_layout(groups: pd.DataFrame, world: list[int]) -> tuple[pd.DataFrame, 
     ):
         dims["dp"] = {
             "groups": {tuple(world)},
-            "sources": {"inferred (the world is the only group and carries the collectives)"},
+            "sources": _source("layout.world"),
         }
     dim_rows, coords = [], {r: {"rank": r} for r in world}
     for dim in DIMS:
@@ -194,6 +201,7 @@ def infer_layout(groups: pd.DataFrame, world: list[int]) -> tuple[pd.DataFrame, 
                 "groups": len(gs),
                 "stride": strides.pop() if len(strides) == 1 else None,
                 "source": "; ".join(sorted(dims[dim]["sources"])),
+                "source_msgs": [m for _, m in sorted(dims[dim]["sources"].items())],
                 "members": [list(g) for g in gs],
             }
         )

@@ -31,8 +31,8 @@ from typing import Any
 
 import pandas as pd
 
-from ..format import fmt_bytes, fmt_ns
-from .run_metrics import LABELS
+from ..messages import Message, message, render
+from .diff import TOTAL
 from .run_pairing import Pairing, fmt_ranks
 
 SHARE = 0.2  # a component named as part of the step time's change holds at least this share of it
@@ -47,35 +47,42 @@ TAIL = "host_tail_ns"
 FINDING_COLUMNS = ["kind", "text", "subject", "base_value", "new_value", "delta", "delta_pct"]
 
 
-def _pct_text(pct: float | None) -> str:
+def _pct_text(pct: float | None) -> Message:
     if pct is None or (isinstance(pct, float) and math.isnan(pct)):
-        return "n/a"
+        return message("verdict.pct_na")
     if math.isinf(pct):
-        return "new"
-    return f"{pct:+.1f} %"
+        return message("verdict.pct_new")
+    return message("verdict.pct", pct=pct)
 
 
-def _signed_ns(v: float) -> str:
-    return ("+" if v >= 0 else "−") + fmt_ns(abs(v))
+def row_label(label: str) -> Message | str:
+    """A row of the pairing by its label: 'rank 4', 'all ranks' and the total as messages (shown in
+    the reader's language), a layout class ('tp 0 pp 1': dimension names) as it is."""
+    word, _, num = label.partition(" ")
+    if word == "rank" and num.isdigit():
+        return message("verdict.rank", rank=int(num))
+    return {"all ranks": message("verdict.all_ranks"), TOTAL: message("term.total")}.get(label, label)
 
 
-def _signed_bytes(v: float) -> str:
-    return ("+" if v >= 0 else "−") + fmt_bytes(abs(v))
-
-
-def _ranks_text(labels: Sequence[str]) -> str:
+def _ranks_text(labels: Sequence[str]) -> Message | list[Message | str]:
     """['rank 4', 'rank 5'] → 'ranks 4–5'; layout classes joined as they are."""
     nums = [int(x.split()[1]) for x in labels if x.startswith("rank ") and x.split()[1].isdigit()]
     if len(nums) == len(labels) and nums:
-        return ("rank " if len(nums) == 1 else "ranks ") + fmt_ranks(nums)
-    return ", ".join(labels)
+        if len(nums) == 1:
+            return message("verdict.rank", rank=nums[0])
+        return message("verdict.ranks", ranks=fmt_ranks(nums))
+    return [row_label(x) for x in labels]
 
 
-def _row(kind: str, text: str, subject: str | None = None, base: Any = None, new: Any = None, pct: Any = None) -> dict:
+def _row(
+    kind: str, msg: Message, subject: str | None = None, base: Any = None, new: Any = None, pct: Any = None
+) -> dict:
+    """A finding: its text in English (the CLI's, the ``diff_findings`` table's) and its message."""
     delta = None if base is None or new is None else float(new) - float(base)
     return {
         "kind": kind,
-        "text": text,
+        "text": render(msg),
+        "msg": msg,
         "subject": subject,
         "base_value": base,
         "new_value": new,
@@ -101,36 +108,36 @@ def _components(bd: pd.DataFrame) -> pd.DataFrame:
     return pd.concat({"base": out["base_value"], "new": out["new_value"], "delta": delta}, axis=1)
 
 
-def _label(col: str) -> str:
-    return "host time after the last task" if col == TAIL else LABELS[col]
+def _label(col: str) -> Message:
+    return message(f"verdict.column.{col}")
 
 
-def _where(per_label: pd.Series, sign: float, n_labels: int) -> str:
+def _where(per_label: pd.Series, sign: float, n_labels: int) -> Message | str:
     """'on ranks 4–7' / 'on every rank': the rank rows with at least half of the largest change."""
     d = per_label.dropna() * sign
     if d.empty or d.max() <= 0 or n_labels <= 1:
         return ""
     on = [str(k) for k, v in d.items() if v >= 0.5 * d.max()]
     if len(on) == n_labels:
-        return " on every rank" if n_labels > 1 else ""
-    return " on " + _ranks_text(on)
+        return message("verdict.where_all") if n_labels > 1 else ""
+    return message("verdict.where", ranks=_ranks_text(on))
 
 
 def _step_findings(p: Pairing, bd: pd.DataFrame) -> list[dict]:
     out: list[dict] = []
     total = bd[(bd["label"] == "total") & (bd["metric"] == "step_ns")]
     if total.empty or pd.isna(total["base_value"].iloc[0]) or pd.isna(total["new_value"].iloc[0]):
-        out.append(_row("step_time", "no step time to compare"))
+        out.append(_row("step_time", message("verdict.no_step")))
         return out
     t = total.iloc[0]
     b, n, pct = float(t["base_value"]), float(t["new_value"]), t["delta_pct"]
     sig = t["significant"]
-    noise = "" if pd.isna(sig) or bool(sig) else ", within the step-to-step noise"
+    noise = "" if pd.isna(sig) or bool(sig) else message("verdict.noise")
     if b == n:
-        text = f"{p.new} takes as long per step as {p.base} ({fmt_ns(b)})"
+        text = message("verdict.same", new=p.new, base=p.base, base_ns=b)
     else:
-        word = "slower" if n > b else "faster"
-        text = f"{p.new} is {abs(pct):.1f} % {word} per step than {p.base} ({fmt_ns(b)} → {fmt_ns(n)}{noise})"
+        key = "verdict.slower" if n > b else "verdict.faster"
+        text = message(key, new=p.new, base=p.base, pct=abs(pct), base_ns=b, new_ns=n, noise=noise)
     out.append(_row("step_time", text, "step_ns", b, n, pct))
     d_step = n - b
     if d_step == 0:
@@ -149,9 +156,9 @@ def _step_findings(p: Pairing, bd: pd.DataFrame) -> list[dict]:
     for share, col, d in sorted(shares, reverse=True)[:2]:
         where = _where(comp.loc[labels, ("delta", col)], math.copysign(1.0, d_step), len(labels))
         if share <= 1:
-            text = f"{share * 100:.0f} % of it is {_label(col)}{where} ({_signed_ns(d)})"
+            text = message("verdict.share", share=share * 100, column=_label(col), where=where, delta=d)
         else:  # the other columns moved the other way
-            text = f"{_label(col)} {_signed_ns(d)}{where}, more than the whole change"
+            text = message("verdict.beyond", column=_label(col), delta=d, where=where)
         out.append(
             _row(
                 "component",
@@ -181,13 +188,14 @@ def _outliers(comp: pd.DataFrame, labels: list[str], base_step: float) -> list[d
         v = float(d[top])
         if abs(v) >= OUTLIER * spread and abs(v) >= FLOOR * base_step and abs(v) > 0:
             lo, hi = float(others.min()), float(others.max())
-            rest = f"{_signed_ns(lo)}" if lo == hi else f"{_signed_ns(lo)} to {_signed_ns(hi)}"
+            rest = message("verdict.range", low=lo, high=hi) if lo != hi else message("verdict.range1", value=lo)
+            said = message("verdict.stands_out", who=row_label(str(top)), column=_label(col), delta=v, rest=rest)
             found.append(
                 (
                     abs(v),
                     _row(
                         "rank",
-                        f"{top} stands out: {_label(col)} {_signed_ns(v)} per step (other ranks {rest})",
+                        said,
                         f"{top}:{col}",
                         comp.at[top, ("base", col)],
                         comp.at[top, ("new", col)],
@@ -204,10 +212,10 @@ def _contributors(ops: pd.DataFrame) -> list[dict]:
     top = named.assign(_a=named["delta_ns"].abs()).sort_values("_a", ascending=False).head(TOP)
     bits = []
     for r in top.to_dict("records"):
-        tag = {"new": " (new)", "vanished": " (vanished)"}.get(r["status"], "")
-        kind = " kernel" if r["kind"] == "kernel" else ""
-        bits.append(f"{r['name']}{kind}{tag} {_signed_ns(r['delta_ns'])}")
-    return [_row("contributors", "top contributors per step: " + ", ".join(bits))]
+        tag = message(f"verdict.{r['status']}") if r["status"] in ("new", "vanished") else ""
+        kind = message("verdict.kernel") if r["kind"] == "kernel" else ""
+        bits.append(message("verdict.contributor", name=str(r["name"]), kind=kind, status=tag, delta=r["delta_ns"]))
+    return [_row("contributors", message("verdict.contributors", items=bits))]
 
 
 def _shape_findings(ops: pd.DataFrame) -> list[dict]:
@@ -233,9 +241,10 @@ def _shape_findings(ops: pd.DataFrame) -> list[dict]:
     if not changed:
         return []
     changed.sort(key=lambda x: -x[0])
-    eg = "; ".join(f"{name} {a} → {c}" for _, name, a, c in changed[:2])
+    eg = [f"{name} {a} → {c}" for _, name, a, c in changed[:2]]  # names and shapes: data
     k = len(changed)
-    return [_row("shapes", f"input shapes changed for {k} operator{'s' if k > 1 else ''} ({eg})", changed[0][1])]
+    said = message("verdict.shapes_1", items=eg) if k == 1 else message("verdict.shapes_n", n=k, items=eg)
+    return [_row("shapes", said, changed[0][1])]
 
 
 def _call_findings(ops: pd.DataFrame) -> list[dict]:
@@ -250,13 +259,12 @@ def _call_findings(ops: pd.DataFrame) -> list[dict]:
     common, k = float(counts.index[0]), int(counts.iloc[0])
     if k >= 3 and k >= 0.5 * len(moved):
         eg = moved[moved["ratio"] == common].iloc[0]
-        text = (
-            f"operator calls per step ×{common:.2f} ({k} operators, e.g. {eg['name']} "
-            f"{eg['base_calls']:g} → {eg['new_calls']:g})"
+        text = message(
+            "verdict.calls_factor", factor=common, n=k, name=str(eg["name"]), base=eg["base_calls"], new=eg["new_calls"]
         )
         return [_row("calls", text, str(eg["name"]), float(eg["base_calls"]), float(eg["new_calls"]))]
     bits = [f"{r['name']} {r['base_calls']:g} → {r['new_calls']:g}" for r in moved.head(TOP).to_dict("records")]
-    return [_row("calls", "calls per step changed: " + ", ".join(bits), str(moved.iloc[0]["name"]))]
+    return [_row("calls", message("verdict.calls", items=bits), str(moved.iloc[0]["name"]))]
 
 
 def _comm_findings(comm: pd.DataFrame, base_step: float | None) -> list[dict]:
@@ -278,20 +286,20 @@ def _comm_findings(comm: pd.DataFrame, base_step: float | None) -> list[dict]:
     for op, r in per.iterrows():
         bc, nc = float(r["base_calls"] or 0), float(r["new_calls"] or 0)
         bb, nb = r["base_bytes"], r["new_bytes"]
-        bits = []
+        bits: list[Message] = []
         calls_changed = bc == 0 or nc == 0 or abs(nc / bc - 1) > CALLS_EPS
         bytes_known = not (pd.isna(bb) or pd.isna(nb)) and bc > 0 and nc > 0
         bytes_changed = bytes_known and (bb == 0 or abs(nb / bb - 1) > CALLS_EPS)
         if calls_changed:
-            bits.append(f"{bc:g} → {nc:g} calls per step")
+            bits.append(message("verdict.comm_calls", base=bc, new=nc))
             if bytes_known:
-                bits.append(f"{fmt_bytes(bb / bc)} → {fmt_bytes(nb / nc)} per call")
+                bits.append(message("verdict.comm_per_call", base=bb / bc, new=nb / nc))
         if bytes_known and (calls_changed or bytes_changed):
             if bytes_changed:
-                factor = f" (×{nb / bb:.2f})" if bb else ""
-                bits.append(f"bytes per step {fmt_bytes(bb)} → {fmt_bytes(nb)}{factor}")
+                factor = message("verdict.factor", factor=nb / bb) if bb else ""
+                bits.append(message("verdict.comm_bytes", base=bb, new=nb, factor=factor))
             else:
-                bits.append("bytes per step unchanged")
+                bits.append(message("verdict.comm_bytes_same"))
         d_el = float((r["new_elapsed_ns"] or 0) - (r["base_elapsed_ns"] or 0))
         if base_step and abs(d_el) >= 0.1 * base_step and (bits or abs(d_el) > 0):
             wait = (
@@ -299,12 +307,11 @@ def _comm_findings(comm: pd.DataFrame, base_step: float | None) -> list[dict]:
                 if not pd.isna(r["new_wait_ns"]) and not pd.isna(r["base_wait_ns"])
                 else None
             )
-            bits.append(
-                f"elapsed {_signed_ns(d_el)} per step" + (f" (wait {_signed_ns(wait)})" if wait is not None else "")
-            )
+            said_wait = message("verdict.comm_wait", delta=wait) if wait is not None else ""
+            bits.append(message("verdict.comm_elapsed", delta=d_el, wait=said_wait))
         if bits:  # "communication": calls or bytes changed; "communication_time": only the time
             kind = "communication" if calls_changed or bytes_changed else "communication_time"
-            out.append(_row(kind, f"{op}: " + ", ".join(bits), str(op), bc, nc))
+            out.append(_row(kind, message("verdict.comm", op=str(op), items=bits), str(op), bc, nc))
     return out
 
 
@@ -312,18 +319,19 @@ def _straggler_findings(p: Pairing, st: pd.DataFrame) -> list[dict]:
     if st.empty:
         return []
 
-    def names(side: str) -> str:
+    def named(side: str, run: str) -> Message:
         s = st[st["side"] == side]
-        return ", ".join(
-            f"rank {int(r)} ({int(v)} of {int(i)} collectives)"
+        ranks = [
+            message("verdict.straggler", rank=int(r), votes=int(v), instances=int(i))
             for r, v, i in zip(s["rank"], s["votes"], s["instances"])
+        ]
+        return (
+            message("verdict.stragglers_in", ranks=ranks, run=run)
+            if ranks
+            else message("verdict.stragglers_none", run=run)
         )
 
-    b, n = names("base"), names("new")
-    text = "stragglers: " + "; ".join(
-        x for x in (f"{n} in {p.new}" if n else f"none in {p.new}", f"{b} in {p.base}" if b else f"none in {p.base}")
-    )
-    return [_row("stragglers", text)]
+    return [_row("stragglers", message("verdict.stragglers", new=named("new", p.new), base=named("base", p.base)))]
 
 
 def _memory_findings(mem: pd.DataFrame) -> list[dict]:
@@ -334,10 +342,7 @@ def _memory_findings(mem: pd.DataFrame) -> list[dict]:
     pct = r["delta_pct"]
     if r["delta"] == 0 or (not pd.isna(pct) and abs(pct) < MEMORY_PCT):
         return []
-    text = (
-        f"peak memory {_signed_bytes(r['delta'])} ({_pct_text(pct)}, "
-        f"{fmt_bytes(r['base_value'])} → {fmt_bytes(r['new_value'])})"
-    )
+    text = message("verdict.memory", delta=r["delta"], pct=_pct_text(pct), base=r["base_value"], new=r["new_value"])
     return [_row("memory", text, "peak_allocated_bytes", r["base_value"], r["new_value"], pct)]
 
 
@@ -349,8 +354,9 @@ def findings(
     communication: pd.DataFrame,
     memory: pd.DataFrame,
     stragglers: pd.DataFrame,
-) -> tuple[pd.DataFrame, str]:
-    """The findings of a diff (one row each) and the verdict sentence made of them."""
+) -> tuple[pd.DataFrame, list[Message]]:
+    """The findings of a diff (one row each, its text in English) and their messages, in the same
+    order (``messages.sentence`` writes the verdict of them in a language)."""
     rows = _step_findings(p, breakdown)
     base_step = rows[0]["base_value"]
     rows += _contributors(operators)
@@ -365,17 +371,32 @@ def findings(
         structural.append(
             _row(
                 "producers",
-                f"different formats ({', '.join(bp) or '?'} vs {', '.join(np_) or '?'}): "
-                f"{only_b} operators and kernels only in {p.base}, {only_n} only in {p.new}",
+                message(
+                    "verdict.producers",
+                    base_formats=", ".join(bp) or "?",
+                    new_formats=", ".join(np_) or "?",
+                    only_base=only_b,
+                    base=p.base,
+                    only_new=only_n,
+                    new=p.new,
+                ),
             )
         )
     rows += structural + [r for r in comm if r["kind"] == "communication_time"]
     rows += _straggler_findings(p, stragglers)
     rows += _memory_findings(memory)
     if not structural:
-        rows.append(_row("unchanged", "no operator, kernel or collective changed in calls, shapes or bytes"))
-    sentence = "; ".join(r["text"] for r in rows) + "."
+        rows.append(_row("unchanged", message("verdict.unchanged")))
+    msgs = [r["msg"] for r in rows]
     out = pd.DataFrame(rows, columns=FINDING_COLUMNS)
     for c in ("base_value", "new_value", "delta", "delta_pct"):
         out[c] = pd.to_numeric(out[c], errors="coerce").astype("float64")
-    return out, sentence
+    return out, msgs
+
+
+def steps_said(steps: Sequence[int | None]) -> Message:
+    """``run_pairing.fmt_steps`` as a message: 'steps 2–7', 'step 3', 'the whole profile (no steps)'."""
+    known = [s for s in steps if s is not None]
+    if not known:
+        return message("term.no_steps")
+    return message("term.steps_1" if len(known) == 1 else "term.steps_n", steps=fmt_ranks(known))

@@ -17,7 +17,7 @@ from analyzer.format import is_missing
 from webapp import data, links, page, ui
 from webapp.errors import BadParameter, WebappError
 from webapp.format import fmt_bytes, fmt_ns, plot_text
-from webapp.labels import page_title, t
+from webapp.labels import page_title, said_notes, t
 from webapp.params import format_ranks, parse_choice, parse_int
 from webapp.reader import Reader
 
@@ -249,7 +249,7 @@ def render(rd: Reader, run: str, metric: str, mark: int | None) -> list[Any]:
         found = t("cl.layout", dims=" × ".join(f"{d.upper()} {int(s)}" for d, s in zip(dims["dim"], dims["size"])))
     dim_rows = [
         [str(r["dim"]).upper(), int(r["size"]), int(r["groups"]), "-" if is_missing(r["stride"]) else r["stride"],
-         str(r["source"])]
+         said_notes(r, "source_msgs", "source") or "-"]
         for r in dims.to_dict("records")
     ]  # fmt: skip
     values = pd.to_numeric(lay["value"], errors="coerce")

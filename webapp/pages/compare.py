@@ -18,12 +18,12 @@ from dash import Dash, Input, Output, State, dcc, html
 
 from analyzer.analyses import RunDiff
 from analyzer.analyses.diff import TOTAL
-from analyzer.analyses.run_pairing import fmt_steps
+from analyzer.analyses.verdict import row_label, steps_said
 from analyzer.format import is_missing
 from webapp import data, links, ui
 from webapp.errors import BadParameter, NotFound
 from webapp.format import fmt_bytes, fmt_ns, plot_text
-from webapp.labels import grid_locale, page_title, t
+from webapp.labels import grid_locale, page_title, said, said_or_text, said_sentence, said_term, t
 from webapp.params import parse_int, single
 from webapp.reader import Reader, reader
 
@@ -167,22 +167,22 @@ def render(d: RunDiff, top: int = TOP_OPERATORS) -> list[Any]:
     """The comparison ``d`` as page content."""
     p = d.pairing
     head: list[Any] = [
-        html.P(d.verdict, className="verdict", id=f"{P}-verdict"),
+        html.P(said_sentence(d.verdict_msgs) if d.verdict_msgs else d.verdict, className="verdict", id=f"{P}-verdict"),
         html.P(
             t(
                 "cmp.steps",
                 base=p.base,
-                base_steps=fmt_steps(p.base_steps),
+                base_steps=said(steps_said(p.base_steps)),
                 new=p.new,
-                new_steps=fmt_steps(p.new_steps),
-                match=p.match,
+                new_steps=said(steps_said(p.new_steps)),
+                match=said_term("match", p.match),
             ),
             className="note",
             id=f"{P}-steps",
         ),
         *[html.P(n, className="note") for n in p.notes],
     ]
-    findings = [html.Li(text) for text in d.findings["text"]] if "text" in d.findings else []
+    findings = [html.Li(said(m)) for m in d.verdict_msgs]
     if findings:
         summary = html.Summary(t("cmp.all_findings", n=len(findings)))
         head.append(html.Details([summary, html.Ul(findings)], id=f"{P}-findings"))
@@ -242,7 +242,8 @@ def bars_figure(d: RunDiff) -> Any:
     fig = ui.figure(height=380, barmode="stack", yaxis_title=t("cmp.ms_per_step"))
     if not labels:
         return fig
-    x = [[lb for lb in labels for _ in (0, 1)], [r for _ in labels for r in (p.base, p.new)]]  # escaped when sent
+    shown = [said_or_text(row_label(lb)) for lb in labels]
+    x = [[lb for lb in shown for _ in (0, 1)], [r for _ in labels for r in (p.base, p.new)]]  # escaped when sent
     for col, color in SEGMENTS:
         y: list[float | None] = []
         for lb in labels:
@@ -303,7 +304,7 @@ def delta_table(d: RunDiff) -> html.Table:
         st = rows.loc["step_ns"] if "step_ns" in rows.index else None
         sig = None if st is None else st.get("significant")
         cells = [
-            label,
+            said_or_text(row_label(label)),
             "-" if st is None else f"{fmt_ns(st['base_value'])} → {fmt_ns(st['new_value'])}",
             _delta_cell(st),
             "-" if is_missing(sig) else t("cmp.beyond" if sig else "cmp.within"),
@@ -355,11 +356,11 @@ def operator_rows(d: RunDiff, top: int = TOP_OPERATORS) -> tuple[list[dict[str, 
     p = d.pairing
     out = pd.DataFrame(
         {
-            "kind": ops["kind"].astype(str),
+            "kind": [said_term("kind", k) for k in ops["kind"]],
             "name": ops["name"].astype(str),
             "grouping": np.where(ops["grouping"] == "name", t("cmp.by_name"), t("cmp.by_shapes")),
             "input_shapes": ops["input_shapes"].astype(object).where(ops["input_shapes"].notna(), None),
-            "status": ops["status"].astype(str),
+            "status": [said_term("status", s) for s in ops["status"]],
             "base_calls": pd.to_numeric(ops["base_calls"], errors="coerce").round(4),
             "new_calls": pd.to_numeric(ops["new_calls"], errors="coerce").round(4),
             "base_ms": (pd.to_numeric(ops["base_ns"], errors="coerce") / 1e6).round(6),
@@ -390,7 +391,7 @@ def comm_table(d: RunDiff) -> Any:
         [
             r["op_type"],
             r["group"],
-            r["status"],
+            said_term("status", r["status"]),
             _pair(r["base_calls"], r["new_calls"], lambda v: f"{float(v):g}"),
             _pair(r["base_bytes_per_call"], r["new_bytes_per_call"], fmt_bytes),
             _pair(r["base_elapsed_ns"], r["new_elapsed_ns"], fmt_ns),
@@ -412,8 +413,8 @@ def memory_table(d: RunDiff) -> Any:
         return ui.message(t("cmp.no_mem"), "info")
     rows = [
         [
-            r["label"],
-            str(r["metric"]).removesuffix("_bytes").replace("_", " "),
+            said_or_text(row_label(str(r["label"]))),
+            said_term("memory", r["metric"]),
             _pair(r["base_value"], r["new_value"], fmt_bytes),
         ]
         for r in m.to_dict("records")

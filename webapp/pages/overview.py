@@ -17,7 +17,7 @@ from dash import Dash, Input, Output, State, dcc, html
 from webapp import cache, data, findings, links, page, ui
 from webapp.errors import BadParameter
 from webapp.format import fmt_bytes, fmt_int, fmt_ns
-from webapp.labels import cause_label, joined_notes, page_title, said, said_notes, t
+from webapp.labels import cause_label, cause_name, joined_notes, page_title, said, said_notes, t
 from webapp.params import format_ranks, parse_int
 from webapp.reader import Reader
 
@@ -605,9 +605,8 @@ def _bars(per: pd.DataFrame, voted: pd.DataFrame, named: pd.DataFrame, slow: lis
         _mark_rank(fig, per, int(r), t("ov.slow_votes", n=n_votes), ay=-28, color="#b03030")
     for r in named.to_dict("records"):
         if int(r["rank"]) in set(per["rank"].astype(int)):
-            _mark_rank(
-                fig, per, int(r["rank"]), t("ov.straggler_cause", cause=r["cause"] or "?"), ay=-52, color="#8a1c1c"
-            )
+            note = t("ov.straggler_cause", cause=cause_name(r["cause"]) if r["cause"] else "?")
+            _mark_rank(fig, per, int(r["rank"]), note, ay=-52, color="#8a1c1c")
     return fig
 
 
@@ -632,7 +631,7 @@ def _marks(per: pd.DataFrame, voted: pd.DataFrame, named: pd.DataFrame) -> dict[
     out: dict[int, str] = {}
     for r in named.to_dict("records") if not named.empty else []:
         if int(r["rank"]) in have:
-            out[int(r["rank"])] = t("ov.straggler_cause", cause=r["cause"] or "?")
+            out[int(r["rank"])] = t("ov.straggler_cause", cause=cause_name(r["cause"]) if r["cause"] else "?")
     for r, n in zip(voted["rank"], voted["votes"]) if not voted.empty else []:
         if int(r) in have and int(r) not in out:
             out[int(r)] = t("ov.slow_votes", n=int(n))
@@ -729,7 +728,7 @@ def _heatmap(bd: pd.DataFrame, run: str, st: pd.DataFrame | None = None) -> html
             showarrow=False,
             font=dict(color="#b03030"),
         )
-        marked.append(t("ov.marked_rank", rank=rank, cause=r["cause"] or "?"))
+        marked.append(t("ov.marked_rank", rank=rank, cause=cause_name(r["cause"]) if r["cause"] else "?"))
     note = t("ov.heat_note")
     if marked:
         note += t("ov.outlined_n" if len(marked) > 1 else "ov.outlined_1", ranks=", ".join(marked))
