@@ -11,11 +11,12 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow.parquet as pq
 import pytest
 from helpers import REPO
 
 from analyzer import analyses, schema
-from analyzer.analyses import STORED_AT_INGEST, step_breakdown
+from analyzer.analyses import STORED_AT_INGEST, step_breakdown, stored
 from analyzer.analyses.cache import RESULTS
 from analyzer.analyses.step_breakdown import aggregated_ranks, from_aggregates, from_facts
 from analyzer.analyses.stored import read_stored
@@ -259,6 +260,20 @@ def test_reingest_of_a_changed_collection_rebuilds_its_aggregates(
         == second
         == {str(p.relative_to(st.path)) for p in st.path.rglob("*.parquet") if "/run_results/" in str(p)}
     )
+    # a result stored by another version of the analyses is never served: computed again
+    rr = st.load_catalog(["run_results"])["run_results"].to_pandas()
+    row = rr[rr["analysis"] == analyses.stragglers.full_name].iloc[0]
+    path = st.path / row["path"]
+    fresh = analyses.stragglers.compute(st, "job")
+    assert len(fresh)
+    tbl = pq.read_table(path)
+    for version, served in ((stored.code_version(), 0), ("an older version", len(fresh))):
+        meta = {**tbl.schema.metadata, b"rankscope.code_version": version.encode()}
+        pq.write_table(tbl.slice(0, 0).replace_schema_metadata(meta), path)  # stored rows: none
+        RESULTS.clear()
+        assert len(analyses.stragglers(st, "job")) == served
+    RESULTS.clear()
+    pd.testing.assert_frame_equal(analyses.stragglers(st, "job"), fresh)
 
 
 def test_operators_page_statistics_from_the_aggregates_equal_those_from_every_call(

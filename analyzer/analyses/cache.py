@@ -11,7 +11,8 @@ for a comparison of two runs ``fn(store, base, new, ...)``, kept under the conte
 
 The analyses of ``STORED`` are computed once more at ingest and stored with the run (``stored``,
 the catalog's ``run_results``): ``per_run`` serves those when the run is still the content they
-were computed from, so a server's first view does not match every collective again.
+were computed from and this version of the code computed them (``stored.code_version``), so a
+server's first view does not match every collective again.
 """
 
 from __future__ import annotations

@@ -10,10 +10,17 @@ rows while the run is that content; an ingest that changes the run removes them 
 
 The rows are the analysis' own DataFrame: its columns and dtypes come back as they were (Arrow's
 pandas metadata; object columns of lists and records go through MessagePack).
+
+A stored result is also keyed by the code that computed it (``code_version``: a digest of the
+analyzer's source files, in the file's metadata): rows stored by another version of the analyses (a
+store ingested before an upgrade: older columns, sentences without messages, a fixed rule) are never
+served; the analysis is computed from the facts instead, as for a run without stored results.
 """
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
 import time
 import uuid
@@ -32,6 +39,18 @@ from ..store import FACTS_DIR, Store, slug, utcnow
 
 _OBJECT_COLUMNS = b"rankscope.object_columns"
 _PACKED_COLUMNS = b"rankscope.msgpack_columns"
+_CODE_VERSION = b"rankscope.code_version"
+
+
+@functools.cache
+def code_version() -> str:
+    """The version of the analyses' code: a digest of the analyzer package's source files (their
+    paths and bytes; read once per process, a few milliseconds)."""
+    root = Path(__file__).resolve().parent.parent
+    h = hashlib.sha256()
+    for f in sorted(root.rglob("*.py")):
+        h.update(f.relative_to(root).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
 
 
 def to_arrow(df: pd.DataFrame) -> pa.Table:
@@ -88,9 +107,12 @@ def read_stored(store: Store, catalog: dict[str, pa.Table], run: str, key: str, 
     if not hit.num_rows:
         return None
     try:
-        return from_arrow(pq.read_table(store.path / hit["path"][0].as_py()))
+        tbl = pq.read_table(store.path / hit["path"][0].as_py())
     except (OSError, pa.ArrowException):  # a file removed meanwhile (a newer ingest): computed instead
         return None
+    if (tbl.schema.metadata or {}).get(_CODE_VERSION) != code_version().encode():
+        return None  # computed by another version of the analyses: computed again
+    return from_arrow(tbl)
 
 
 def compute_run(store_path: str, run: str, analyses: list[Callable[..., Any]]) -> list[dict[str, Any]]:
@@ -106,6 +128,7 @@ def compute_run(store_path: str, run: str, analyses: list[Callable[..., Any]]) -
         try:
             df = fn(store, run)  # through the cache: analyses that share a matching compute it once
             tbl = to_arrow(df)
+            tbl = tbl.replace_schema_metadata({**(tbl.schema.metadata or {}), _CODE_VERSION: code_version().encode()})
         except Exception:  # noqa: BLE001 - the run is committed: a page computing it says what went wrong
             continue
         name: str = fn.full_name  # type: ignore[attr-defined]
