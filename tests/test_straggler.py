@@ -23,7 +23,7 @@ from click.testing import CliRunner
 
 from analyzer.analyses import ANALYSES, blame_chains, critical_steps, step_breakdown, stragglers
 from analyzer.analyses.advisor import _spread_rules
-from analyzer.analyses.arrivals import FLOOR_SHARE, arrival_analysis
+from analyzer.analyses.arrivals import FLOOR_SHARE, Arrivals, arrival_analysis
 from analyzer.cli import main
 from analyzer.store import Store
 
@@ -86,17 +86,19 @@ def test_straggler_named_alone_with_its_cause_and_cost(jobs, world, mode):
     run, slow = f"w{world}_{mode}", WORLDS[world]
     st = stragglers(store, run).set_index("rank")
     assert sorted(st.index) == list(range(world))
-    named = st.index[st["straggler"]].tolist()
-    assert named == [slow], st[["straggler", "median_gain_ns", "threshold_ns", "verdict"]].to_string()
-    assert st.loc[slow, "cause"] == CAUSE[mode], st.loc[slow].to_dict()
-    if mode == "compute":
-        assert st.loc[slow, "top_ops"][0]["name"] == "aten::mm"  # the extra matrix products
-    # what-if: per step, the gain had the slow rank arrived with its peers, vs what the job saw on the
-    # machine's clock (tight: same quantity, another instrument) and vs what it injected
     a = arrival_analysis(store, run)
     steps = sorted(int(s) for s in a.steps["step"])
     assert len(steps) == 8
-    gain = a.gains[a.gains["rank"] == slow].groupby("sample")["gain_ns"].sum().reindex(steps).fillna(0).to_numpy()
+    # named as the job's own clock says: on an idle machine that is the slow rank alone (its injected
+    # 50 ms against thresholds of a few ms); a very busy machine can hold a peer back for real too
+    late = _named_as_the_clock_says(st, a, folders[world], mode, steps)
+    if late[slow] > 1 + TOLERANCE:
+        assert st.loc[slow, "cause"] == CAUSE[mode], st.loc[slow].to_dict()
+        if mode == "compute":
+            assert st.loc[slow, "top_ops"][0]["name"] == "aten::mm"  # the extra matrix products
+    # what-if: per step, the gain had the slow rank arrived with its peers, vs what the job saw on the
+    # machine's clock (tight: same quantity, another instrument) and vs what it injected
+    gain = _gains(a, steps).get(slow, np.zeros(len(steps)))
     injected, truth = (np.asarray(x) for x in _job_record(folders[world], mode, slow, steps))
     vs_truth = float(np.median(gain)) / float(np.median(truth))
     vs_injected = float(np.median(gain)) / float(np.median(injected))
@@ -151,38 +153,79 @@ def test_nobody_named_without_a_slow_rank(jobs, world):
     run = f"w{world}_control"
     st = stragglers(store, run).set_index("rank")
     assert sorted(st.index) == list(range(world))
-    steps = sorted(int(s) for s in arrival_analysis(store, run).steps["step"])
-    truth = pd.Series(
-        {r: float(np.median(np.maximum(_job_record(folders[world], "control", r, steps)[1], 0))) for r in st.index}
-    )
-    ratio = st["median_gain_ns"] / st["threshold_ns"].clip(lower=1)
+    a = arrival_analysis(store, run)
+    steps = sorted(int(s) for s in a.steps["step"])
+    _named_as_the_clock_says(st, a, folders[world], "control", steps)
+
+
+def _named_as_the_clock_says(st: pd.DataFrame, a: Arrivals, folder: Path, mode: str, steps: list[int]) -> pd.Series:
+    """Assert the analysis names exactly the ranks the job's own monotonic clock (no trace involved)
+    says are late: a rank whose median lateness there is clearly above its threshold must be named,
+    one clearly below must not. "Clearly": by more than 15 % of the threshold and more than the two
+    instruments disagree for that rank (the median per-step difference between the trace's gain and
+    the clock's lateness: the job stamps its clock just before calling the all-reduce, the trace
+    records the call, and a busy machine can deschedule the rank in between). Returns that lateness /
+    threshold per rank."""
+    run_gains = _gains(a, steps)
+    truth, disagree = {}, {}
+    for r in st.index:
+        clock = np.maximum(np.asarray(_job_record(folder, mode, r, steps)[1]), 0)
+        truth[r] = float(np.median(clock))
+        disagree[r] = float(np.median(np.abs(run_gains.get(r, np.zeros(len(steps))) - clock)))
+    truth, disagree = pd.Series(truth), pd.Series(disagree)
+    threshold = st["threshold_ns"].clip(lower=1)
+    ratio = st["median_gain_ns"] / threshold
+    band = np.maximum(TOLERANCE, disagree / threshold)
     print(
-        f"{run}: named {st.index[st['straggler']].tolist()}; median gain / threshold {ratio.round(3).tolist()}; "
+        f"{mode}: named {st.index[st['straggler']].tolist()}; median gain / threshold {ratio.round(3).tolist()}; "
         f"median gains {list(st['median_gain_ns'] // 1000)} µs, on the job's clock {list(truth // 1000)} µs, "
-        f"others' p90 {list(st['others_p90_ns'] // 1000)} µs, floors {list(st['floor_ns'] // 1000)} µs"
+        f"instruments' disagreement {list(disagree // 1000)} µs, others' p90 {list(st['others_p90_ns'] // 1000)} µs, "
+        f"floors {list(st['floor_ns'] // 1000)} µs"
     )
-    late_on_the_clock = truth / st["threshold_ns"].clip(lower=1)
-    must, must_not = late_on_the_clock > 1 + TOLERANCE, late_on_the_clock < 1 - TOLERANCE
-    table = pd.DataFrame({"named": st["straggler"], "gain/threshold": ratio, "clock/threshold": late_on_the_clock})
+    late_on_the_clock = truth / threshold
+    must, must_not = late_on_the_clock > 1 + band, late_on_the_clock < 1 - band
+    table = pd.DataFrame(
+        {"named": st["straggler"], "gain/threshold": ratio, "clock/threshold": late_on_the_clock, "band": band}
+    )
     assert st.loc[must, "straggler"].all() and not st.loc[must_not, "straggler"].any(), table.to_string()
+    return late_on_the_clock
+
+
+def _gains(a: Arrivals, steps: list[int]) -> dict[int, np.ndarray]:
+    """Per rank, the what-if gain per step (ns; 0 in a step where the rank held nobody back)."""
+    return {
+        int(r): g.groupby("sample")["gain_ns"].sum().reindex(steps).fillna(0).to_numpy()
+        for r, g in a.gains.groupby("rank")
+    }
 
 
 @pytest.mark.parametrize("world", list(WORLDS))
 def test_spread_rule_quiet_on_the_controls_noise(jobs, world):
-    """§1.9: msprof-analyze's "differs across ranks by > 5 %" rule must not fire on noise. The
-    control's real step breakdown with the rank labels shuffled within each step is that noise with
-    no systematic difference between ranks (the real labels may carry one the machine made: a rank
-    alone on a core showed 2-3 ms less Free per step than three ranks sharing the other, at every
-    step); the rule stays quiet on every shuffle, while the shuffles keep each step's spread."""
+    """§1.9: msprof-analyze's "differs across ranks by > 5 %" rule must not fire on noise. The noise:
+    the control's real step breakdown with its rows dealt out to the ranks again within each step,
+    balanced, so that no rank is systematically high or low. Per step the rows are ordered by Free
+    and the k-th goes to the rank at place (k + i) mod world of a random rank order, i being the step's place in
+    a random step order: over ``world`` steps every rank gets every place once. (An unbalanced random
+    shuffle is not noise: with 2 ranks, 8 steps and a machine that held one rank back ~10 ms at every
+    step, 7 % of shuffles give one rank the long wait in 7 of 8 steps, a systematic difference the
+    rule is right to see.) The real labels may carry a difference the machine made (a rank alone on
+    a core showed 2-3 ms less Free per step than three ranks sharing the other, at every step); the
+    rule stays quiet on every dealing, while the dealings keep each step's spread."""
     store, _ = jobs
     run = f"w{world}_control"
     sb = step_breakdown(store, run)[["rank", "step", "step_ns", "computing_ns", "communication_ns", "free_ns"]]
     rng = np.random.default_rng(world)
     cols = ["computing_ns", "communication_ns", "free_ns"]
+    groups = list(sb.groupby("step").groups.values())
     for _ in range(50):
         shuffled = sb.copy()
-        for _, idx in shuffled.groupby("step").groups.items():
-            shuffled.loc[idx, cols] = shuffled.loc[rng.permutation(idx), cols].to_numpy()
+        order = rng.permutation(world)
+        for i, g in enumerate(rng.permutation(len(groups))):
+            rows = sb.loc[groups[g]]
+            by_free = rows.sort_values("free_ns").index
+            by_rank = rows.assign(place=order[rows["rank"].to_numpy()]).sort_values("place").index
+            dest = [by_rank[(k + i) % len(rows)] for k in range(len(rows))]
+            shuffled.loc[dest, cols] = sb.loc[by_free, cols].to_numpy()
         assert not _spread_rules(shuffled), [f["title"] for f in _spread_rules(shuffled)]
     # the real labels: whatever the rule says is printed for the record (docs/analyses.md)
     print(run, [f["title"] for f in _spread_rules(sb)] or "no spread finding")
