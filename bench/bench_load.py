@@ -311,6 +311,17 @@ def tree_rss_mib(pid: int) -> float:
     return total
 
 
+def tree_cpu_s(pid: int) -> float:
+    """CPU time (user + system) of ``pid`` and its child processes so far, seconds."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    kids = Path(f"/proc/{pid}/task/{pid}/children")
+    for p in [pid, *(int(k) for k in (kids.read_text().split() if kids.exists() else []))]:
+        fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+        total += (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+    return total
+
+
 class Beside:
     """``analyze ingest FOLDER`` into the store, again and again until stopped (a run of its own each
     time): an ingest committing beside the server. Counts the commits and their times."""
@@ -415,6 +426,7 @@ def main() -> None:
         until = t0 + args.seconds
         threads = [threading.Thread(target=u.loop, args=(until, tuple(args.think))) for u in users]
         load0 = os.getloadavg()[0]
+        cpu0, server_cpu0 = time.process_time(), tree_cpu_s(proc.pid)
         for th in threads:
             th.start()
             time.sleep(0.02)
@@ -422,6 +434,11 @@ def main() -> None:
             th.join()
         wall = time.monotonic() - t0
         load1 = os.getloadavg()[0]
+        gen_cpu, server_cpu = time.process_time() - cpu0, tree_cpu_s(proc.pid) - server_cpu0
+        print(
+            f"CPU over the window: this load generator {gen_cpu:.1f} s ({gen_cpu / wall:.0%} of one core), "
+            f"the server's processes {server_cpu:.1f} s ({server_cpu / wall:.0%} of one core)"
+        )
         rss = tree_rss_mib(proc.pid)
         print(f"server RSS after the window: {rss:.0f} MiB (every process of the server)")
         if beside is not None:

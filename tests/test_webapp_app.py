@@ -661,3 +661,89 @@ def test_communication_page_shows_group_idle_and_the_producers_communication(cli
     defs = json.dumps(_find(body, "cm-definition-table"))
     assert "Communication (producer's)" in defs and "op spans" in defs
     assert "105.992 ms" in defs and "100.375 ms" in defs  # ours and step_trace_time.csv agree on both ranks
+
+
+# ---------------------------------------------------------------------------------------------
+# answers kept whole (webapp.answers)
+# ---------------------------------------------------------------------------------------------
+
+
+def _post(client: DashClient, first_output: str, inputs: dict[str, Any], **headers: str) -> Any:
+    from webapp_helpers import callback_body
+
+    return client.http.post(
+        "/_dash-update-component", json=callback_body(client.deps, first_output, inputs), headers=headers
+    )
+
+
+def test_a_callback_answer_is_kept_per_catalog_state_inputs_and_language(client: DashClient, store: Path) -> None:
+    """The second request with the same body is the first's answer, byte for byte (gzip-compressed
+    for a client that accepts it); other inputs, another language or a new catalog state are not."""
+    import gzip
+    import os
+
+    from webapp.answers import ANSWERS
+
+    inputs = {"cm-run.value": "gloo", "cm-ranks.value": [], "cm-metric.value": "bytes"}
+    first = _post(client, "cm-content.children", inputs)
+    assert first.status_code == 200 and "Content-Encoding" not in first.headers
+    n = len(ANSWERS)
+    again = _post(client, "cm-content.children", inputs, **{"Accept-Encoding": "gzip, deflate"})
+    assert again.headers["Content-Encoding"] == "gzip" and "Accept-Encoding" in again.headers["Vary"]
+    assert gzip.decompress(again.get_data()) == first.get_data()
+    assert _post(client, "cm-content.children", inputs).get_data() == first.get_data()  # decompressed
+    assert len(ANSWERS) == n  # served, not computed again
+    # other inputs: another answer
+    other = _post(client, "cm-content.children", {**inputs, "cm-metric.value": "transit_ns"})
+    assert other.status_code == 200 and other.get_data() != first.get_data() and len(ANSWERS) == n + 1
+    # the same inputs in another language: written in that language, kept apart
+    zh = _post(client, "cm-content.children", inputs, **{"Accept-Language": "zh-CN"})
+    assert zh.get_data() != first.get_data() and len(ANSWERS) == n + 2
+    assert _post(client, "cm-content.children", inputs).get_data() == first.get_data()
+    # a commit (here: the catalog file touched) changes the catalog's state: computed again
+    from analyzer.store.layout import CATALOG_FILE
+
+    catalog = store / CATALOG_FILE
+    st = catalog.stat()
+    os.utime(catalog, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))
+    assert _post(client, "cm-content.children", inputs).get_data() == first.get_data()
+    assert len(ANSWERS) == n + 3
+
+
+def test_answers_showing_an_error_or_of_unkept_callbacks_are_not_kept(client: DashClient) -> None:
+    from webapp.answers import ANSWERS
+
+    n = len(ANSWERS)
+    missing = {"cm-run.value": "no-such-run", "cm-ranks.value": [], "cm-metric.value": "bytes"}
+    for _ in range(2):
+        r = _post(client, "cm-content.children", missing)
+        assert r.status_code == 200 and b"no-such-run" in r.get_data()
+    assert len(ANSWERS) == n
+    # the Compare page's content is not declared kept
+    cmp = {"cmp-base.value": "gloo", "cmp-new.value": "npu", "cmp-base-step.value": "aligned"}
+    assert _post(client, "cmp-content.children", {**cmp, "cmp-new-step.value": "aligned"}).status_code == 200
+    assert len(ANSWERS) == n
+
+
+def test_answer_cache_waits_for_an_answer_under_way_and_stays_in_its_budget() -> None:
+    from webapp.answers import AnswerCache
+
+    cache = AnswerCache(budget=100)
+    claim = cache.claim("k")
+    assert claim is not None and not isinstance(claim, tuple)
+    got: list[Any] = []
+    waiter = threading.Thread(target=lambda: got.append(cache.claim("k", wait=120)))
+    waiter.start()  # waits for the claim (or, if it comes late, finds the answer kept): the same answer
+    cache.put("k", b"x" * 40, "application/json")
+    cache.release("k", claim)
+    waiter.join(120)
+    assert got == [(b"x" * 40, "application/json")]  # the first request's answer, not a claim of its own
+    cache.put("a", b"y" * 40, "application/json")
+    cache.put("b", b"z" * 40, "application/json")  # 120 bytes > 100: the least recently used goes
+    assert cache.get("k") is None and cache.get("a") is not None and cache.nbytes == 80
+    cache.put("huge", b"h" * 101, "application/json")  # larger than the budget: never kept
+    assert cache.get("huge") is None and len(cache) == 2
+    # a request whose wait ends without a kept answer computes it itself (None: no claim)
+    mine = cache.claim("slow")
+    assert cache.claim("slow", wait=0.0) is None
+    cache.release("slow", mine)  # type: ignore[arg-type]

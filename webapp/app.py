@@ -23,7 +23,7 @@ from flask import has_request_context, request
 
 from analyzer.store import Store, resolve_store_path
 
-from . import auth, lang, warmup
+from . import answers, auth, lang, warmup
 from .errors import WebappError
 from .labels import LANGUAGE_NAMES, t
 from .params import query_string
@@ -189,6 +189,11 @@ def create_app(
     if token:
         auth.protect(app.server, token)
     app.layout = _shell
+    answers.install(
+        app.server,
+        app.config.routes_pathname_prefix + "_dash-update-component",
+        lambda: app.server.config[STORE_KEY].path,
+    )
     pages = nav_pages()
     app.clientside_callback(
         _SYNC_URL_JS % (list(PAGE_KEYS), [p["relative_path"] for p in pages]),

@@ -11,6 +11,7 @@
   the inputs and the language: a request with the same inputs gets the part built for the one before
   it (rendering hundreds of ranks' rows and figures costs 0.1-0.3 s of the interpreter, what many
   users asking for the same page queue behind). Few are kept: they are large.
+- ``answers.ANSWERS``: whole serialised callback answers (see ``webapp.answers``).
 - ``LANES``: the timeline's level-of-detail indexes (``lod.LaneCache``, bounded in bytes), keyed by
   the slices files they were built from (fresh names on every ingest too).
 """

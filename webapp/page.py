@@ -18,7 +18,7 @@ from dash import html
 
 from analyzer.messages import message
 
-from . import data, ui, warmup
+from . import answers, data, ui, warmup
 from .errors import NotFound, WebappError
 from .labels import said, t
 from .params import format_ranks, parse_ranks, single
@@ -55,6 +55,7 @@ def layout(
     Errors become an inline message under the page title (``ui.safe_layout``)."""
 
     def render() -> Any:
+        answers.keep()  # a function of the URL, the store's content and the language
         with reader(ui.current_store(), single("run", run_q), None, tables) as rd:
             names = data.run_names(rd)
             if not names:

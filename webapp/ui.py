@@ -15,6 +15,7 @@ from flask import current_app
 from analyzer.errors import AnalyzerError
 from analyzer.store import Store
 
+from . import answers
 from .errors import BadParameter, EmptyStore, WebappError
 from .format import plot_safe
 from .labels import t
@@ -69,7 +70,9 @@ def empty_store(store: Store) -> html.Div:
 
 
 def error_content(exc: BaseException) -> html.Div:
-    """An exception as an inline message (unexpected ones are logged with their traceback)."""
+    """An exception as an inline message (unexpected ones are logged with their traceback); the
+    answer showing it is not kept (``answers.spoil``)."""
+    answers.spoil()
     if isinstance(exc, EmptyStore):
         return empty_store(current_store())
     if isinstance(exc, (WebappError, AnalyzerError)):

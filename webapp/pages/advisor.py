@@ -12,7 +12,7 @@ import dash
 import pandas as pd
 from dash import Dash, Input, Output, State, dcc, html
 
-from webapp import data, findings, links, page, ui
+from webapp import answers, data, findings, links, page, ui
 from webapp.errors import BadParameter, WebappError
 from webapp.labels import page_title, t
 from webapp.params import format_ranks, parse_int, single
@@ -237,6 +237,7 @@ def register_callbacks(app: Dash) -> None:
         State(f"{P}-want", "data"),
         prevent_initial_call="initial_duplicate",
     )
+    @answers.kept
     @ui.guard(3, message_index=0)
     def update(run: str, ranks: Any, severity: Any, rule: Any, want: Any) -> Any:
         sev = [s for s in (severity or []) if s in findings.SEVERITIES]

@@ -14,7 +14,7 @@ import pandas as pd
 from dash import Dash, Input, Output, State, dcc, html
 
 from analyzer.format import is_missing
-from webapp import data, links, page, ui
+from webapp import answers, data, links, page, ui
 from webapp.errors import BadParameter, WebappError
 from webapp.format import fmt_bytes, fmt_ns, plot_text
 from webapp.labels import page_title, said_notes, t
@@ -311,6 +311,7 @@ def register_callbacks(app: Dash) -> None:
         State(f"{P}-mark", "data"),
         prevent_initial_call="initial_duplicate",
     )
+    @answers.kept
     @ui.guard(2, message_index=0)
     def update(run: str, metric: str, mark: Any) -> Any:
         metric = metric if metric in METRICS else "step_ns"

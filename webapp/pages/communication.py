@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 from dash import Dash, Input, Output, State, dcc, html
 
-from webapp import cache, data, links, page, ui
+from webapp import answers, cache, data, links, page, ui
 from webapp.errors import WebappError
 from webapp.format import fmt_bytes, fmt_int, fmt_ns, fmt_rate
 from webapp.labels import cause_label, cause_name, grid_locale, page_title, said_notes, t
@@ -430,6 +430,7 @@ def register_callbacks(app: Dash) -> None:
         Input(f"{P}-metric", "value"),
         prevent_initial_call="initial_duplicate",
     )
+    @answers.kept
     @ui.guard(7, message_index=0)
     def update(run: str, ranks: Any, metric: str) -> Any:
         with page.view(run, ranks) as v:
@@ -474,6 +475,7 @@ def _register_selection(app: Dash) -> None:
         Input(f"{P}-ops", "rowData"),
         State(f"{P}-run", "value"),
     )
+    @answers.kept
     @ui.guard(1)
     def update_blame(sel: Any, rows: Any, run: str) -> Any:
         row = sel[0] if sel else None

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 from dash import Dash, Input, Output, State, ctx, dcc, html
 
-from webapp import data, links, page, ui
+from webapp import answers, data, links, page, ui
 from webapp.errors import BadParameter
 from webapp.format import fmt_bytes
 from webapp.labels import grid_locale, page_title, t
@@ -461,6 +461,7 @@ def register_callbacks(app: Dash) -> None:
         State(f"{P}-want", "data"),
         prevent_initial_call="initial_duplicate",
     )
+    @answers.kept
     @ui.guard(4, message_index=1)
     def update_curves(
         run: str, ranks: Any, component: Any, series: Any, _reset: Any, zoom: Any, window: Any, want: Any = None
@@ -519,6 +520,7 @@ def register_callbacks(app: Dash) -> None:
         Input(f"{P}-ranks", "value"),
         Input(f"{P}-component", "value"),
     )
+    @answers.kept
     @ui.guard(4, message_index=0)
     def update_tables(run: str, ranks: Any, component: Any) -> Any:
         with page.view(run, ranks, ("memory_samples", "operator_memory"), open_all=True) as v:

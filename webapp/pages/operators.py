@@ -15,7 +15,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from dash import Dash, Input, Output, Patch, State, dcc, html
 
-from webapp import data, links, page, ui
+from webapp import answers, data, links, page, ui
 from webapp.errors import WebappError
 from webapp.format import fmt_int, fmt_ns, shorten
 from webapp.labels import grid_locale, page_title, t
@@ -491,6 +491,7 @@ def register_callbacks(app: Dash) -> None:
         Input(f"{P}-group", "value"),
         Input(f"{P}-scope", "value"),
     )
+    @answers.kept
     @ui.guard(4, message_index=2)
     def update_grid(run: str, ranks: Any, source: str, group: str, scope: str) -> Any:
         with page.view(run, ranks, (source,)) as v:
@@ -552,6 +553,7 @@ def register_callbacks(app: Dash) -> None:
         Input(f"{P}-top", "value"),
         State(f"{P}-source", "value"),
     )
+    @answers.kept
     @ui.guard(1)
     def update_top(rows: Any, shown: Any, metric: str, top: Any, source: str) -> Any:
         """The top N of the rows the grid shows (after its search and filters)."""
@@ -577,6 +579,7 @@ def register_callbacks(app: Dash) -> None:
         State(f"{P}-source", "value"),
         State(f"{P}-group", "value"),
     )
+    @answers.kept
     @ui.guard(2, message_index=0)
     def update_drill(
         sel: Any, rows: Any, want: Any, current: Any, run: str, ranks: Any, source: str, group: str

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 from dash import Dash, Input, Output, State, dcc, html
 
-from webapp import cache, data, findings, links, page, ui
+from webapp import answers, cache, data, findings, links, page, ui
 from webapp.errors import BadParameter
 from webapp.format import fmt_bytes, fmt_int, fmt_ns
 from webapp.labels import cause_label, cause_name, joined_notes, page_title, said, said_notes, t
@@ -791,6 +791,7 @@ def register_callbacks(app: Dash) -> None:
         Input(f"{P}-run", "value"),
         State(f"{P}-want-step", "data"),
     )
+    @answers.kept
     @ui.guard(4, message_index=0)
     def run_changed(run: str, want_step: Any) -> Any:
         with page.view(run, None, ("steps",), check_run=False) as v:
@@ -813,6 +814,7 @@ def register_callbacks(app: Dash) -> None:
         Input(f"{P}-step", "value"),
         prevent_initial_call="initial_duplicate",
     )
+    @answers.kept
     @ui.guard(2, message_index=0)
     def update(run: str, ranks: Any, step: Any) -> Any:
         with page.view(run, ranks, ("scalars", "steps"), open_all=True) as v:
@@ -824,6 +826,7 @@ def register_callbacks(app: Dash) -> None:
             return content, url
 
     @app.callback(Output(f"{P}-findings", "children"), Input(f"{P}-run", "value"))
+    @answers.kept
     @ui.guard(1)
     def advice(run: str) -> Any:
         with page.view(run, None) as v:
@@ -834,6 +837,7 @@ def register_callbacks(app: Dash) -> None:
         Input(f"{P}-trend-metric", "value"),
         Input(f"{P}-run", "value"),  # the chosen run is marked
     )
+    @answers.kept
     @ui.guard(1)
     def runs_over_time(metric: Any, run: str) -> Any:
         if metric not in TREND_METRICS:

@@ -12,7 +12,7 @@ import dash
 import pandas as pd
 from dash import Dash, Input, Output, State, dcc, html
 
-from webapp import data, links, page, ui
+from webapp import answers, data, links, page, ui
 from webapp.errors import WebappError
 from webapp.format import fmt_ns, plot_text
 from webapp.labels import page_title, t
@@ -277,6 +277,7 @@ def register_callbacks(app: Dash) -> None:
         Input(f"{P}-group", "value"),
         prevent_initial_call="initial_duplicate",
     )
+    @answers.kept
     @ui.guard(2, message_index=0)
     def update(run: str, step: Any, group: Any) -> Any:
         with page.view(run, None) as v:
@@ -293,6 +294,7 @@ def register_callbacks(app: Dash) -> None:
         Input(f"{P}-run", "value"),
         prevent_initial_call=True,
     )
+    @answers.kept
     @ui.guard(2, message_index=0)
     def options(run: str) -> Any:
         with page.view(run, None) as v:

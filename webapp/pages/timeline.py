@@ -19,7 +19,7 @@ import dash
 import pandas as pd
 from dash import Dash, Input, Output, dcc, html
 
-from webapp import data, lang, links, page, timeline_api, ui
+from webapp import answers, data, lang, links, page, timeline_api, ui
 from webapp.errors import BadParameter
 from webapp.format import fmt_bytes, fmt_ns
 from webapp.labels import LABELS, page_title, t
@@ -509,6 +509,7 @@ def register_callbacks(app: Dash) -> None:
         Input(f"{P}-ranks", "value"),
         prevent_initial_call=True,
     )
+    @answers.kept
     @ui.guard(2, message_index=0)
     def options(run: str, ranks: Any) -> Any:
         with page.view(run, ranks, ("steps",)) as v:
@@ -520,6 +521,7 @@ def register_callbacks(app: Dash) -> None:
         Input(f"{P}-selected", "data"),
         prevent_initial_call=True,
     )
+    @answers.kept
     @ui.guard(1)
     def detail(sel: Any) -> Any:
         if not isinstance(sel, dict) or sel.get("event") is None:

@@ -12,7 +12,7 @@ import dash
 import pandas as pd
 from dash import Dash, Input, Output, State, dcc, html
 
-from webapp import data, links, page, ui
+from webapp import answers, data, links, page, ui
 from webapp.format import fmt_ns
 from webapp.labels import page_title, t
 from webapp.params import single
@@ -329,6 +329,7 @@ def register_callbacks(app: Dash) -> None:
         State(f"{P}-want-scalar", "data"),
         prevent_initial_call=True,
     )
+    @answers.kept
     @ui.guard(2, message_index=0)
     def run_changed(run: str, current: Any, want: Any) -> Any:
         with page.view(run, None, ("scalars",), check_run=False) as v:
@@ -344,6 +345,7 @@ def register_callbacks(app: Dash) -> None:
         Input(f"{P}-scalar", "value"),
         prevent_initial_call="initial_duplicate",
     )
+    @answers.kept
     @ui.guard(2, message_index=0)
     def update(run: str, ranks: Any, scalar: Any) -> Any:
         with page.view(run, ranks, ("scalars", "steps")) as v:
