@@ -16,6 +16,7 @@ Scenarios and where their files come from (copied unchanged):
 
 from __future__ import annotations
 
+import bisect
 import gzip
 import json
 import math
@@ -462,3 +463,51 @@ def test_a_big_trace_read_in_parts_gives_the_same_store(tmp_path: Path, monkeypa
     monkeypatch.setattr(parts, "events_before", lambda path, point: 1)
     again, n_again = read("again")
     assert again == whole and n_again == 1
+
+
+def test_gpu_launch_flows_are_the_traces_ac2g_links(store: Store) -> None:
+    """Issue 17 item 4 on a CUDA trace: the timeline's launch arrows join a ``cuda_runtime`` call to
+    the kernel / memcpy / memset it launched, as the trace's own ``ac2g`` flow events do (a ``s`` on
+    the runtime call, an ``f`` on the device task, one ``id``). Every arrow of a window is one such
+    link, from a host lane to a device lane, at both ends' times."""
+    from webapp import create_app, flows
+
+    (path,) = traces("hta_nccl")
+    evs, _ = events_of([path])
+    # the trace's links: ac2g id -> (the start of the X event its 's' is on, the one its 'f' is on)
+    xs: dict[tuple[Any, Any], list[tuple[int, int]]] = {}
+    for e in evs:
+        if e.get("ph") == "X" and e.get("cat") in {"cuda_runtime", *KERNEL_CATS}:
+            xs.setdefault((e["pid"], e["tid"]), []).append((e["_ts"], e["_ts"] + e["_dur"]))
+    for v in xs.values():
+        v.sort()
+    starts, ends = {}, {}
+    for e in evs:
+        if e.get("cat") != "ac2g" or e.get("ph") not in ("s", "f"):
+            continue
+        lane = xs.get((e["pid"], e["tid"]), [])
+        i = bisect.bisect_right(lane, (e["_ts"], float("inf"))) - 1  # the latest start at or before it
+        while i >= 0 and not lane[i][0] <= e["_ts"] <= lane[i][1]:
+            i -= 1
+        if i >= 0:
+            (starts if e["ph"] == "s" else ends)[e["id"]] = lane[i][0]
+    links = {(starts[i], ends[i]) for i in starts.keys() & ends.keys()}
+    assert len(links) > 1000
+
+    http = create_app(store).server.test_client()
+    m = http.get("/_timeline/meta?run=hta_nccl").get_json()
+    origin, lanes = int(m["origin"]), {ln["key"]: ln for ln in m["lanes"]}
+    rank = int(m["lanes"][0]["rank"])
+    ev = m["events"][str(rank)]
+    mid = (ev[0] + ev[1]) // 2
+    body = {"run": "hta_nccl", "fp": m["fp"], "ranks": [rank], "offsets": {str(rank): 0}, "kinds": ["launch"]}
+    got = http.post("/_timeline/flows", json={**body, "a": mid, "b": mid + 2_000_000}).get_json()
+    arrows = got["arrows"]
+    assert 0 < len(arrows) < flows.MAX_ARROWS and got["more"] == 0
+    for f in arrows:
+        (hl, r, t0), (dl, r2, t1) = f["from"], f["to"]
+        assert r == r2 == rank and lanes[hl]["group"] == "host" and lanes[dl]["group"] == "device", f
+        assert (origin + t0, origin + t1) in links, f
+    # and every trace link with an end in the window is drawn
+    inside = {(s, d) for s, d in links if mid <= s - origin < mid + 2_000_000 or mid <= d - origin < mid + 2_000_000}
+    assert {(origin + f["from"][2], origin + f["to"][2]) for f in arrows} == inside
