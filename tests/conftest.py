@@ -39,6 +39,25 @@ def compare_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 @pytest.fixture(scope="session")
+def pipeline_1f1b_job(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real 4-stage 1F1B pipeline job (tests/data/make_pipeline_1f1b.py), trained once per session
+    in child processes (this process never imports torch): ``trace/`` its profile folder, ``log/``
+    its own record. ``RANKSCOPE_PIPELINE_JOB=DIR`` uses a job made before into DIR."""
+    import os
+    import subprocess
+    import sys
+
+    made = os.environ.get("RANKSCOPE_PIPELINE_JOB")
+    if made:
+        return Path(made)
+    out = tmp_path_factory.mktemp("pipeline_1f1b")
+    script = TEST_DATA / "make_pipeline_1f1b.py"
+    proc = subprocess.run([sys.executable, str(script), str(out)], capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, f"training failed ({proc.returncode}):\n{proc.stderr[-3000:]}"
+    return out
+
+
+@pytest.fixture(scope="session")
 def compare_store(compare_runs: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One store with every run of ``compare_runs`` ingested under its configuration's name, in the
     order of make_compare_runs.CONFIGS (so `base` is the oldest)."""

@@ -4,28 +4,42 @@ stage the forward / backward micro-batches and the bubbles between them.
 msprof-analyze's ``pp_chart`` needs mstx ranges the user puts around each forward and backward in
 the schedule code. Here the schedule is read off the point-to-point traffic instead:
 
-1. *Pairs* (``send_recv_pairs``). A send and its recv both block until the message moved, so on the
-   aligned clock (``clock_alignment``) their ranges overlap. Within each pipeline group of the
-   inferred layout (``parallel_layout``: the ``pp`` dimension; without one, the two ranks of a job
-   in which only two exchange p2p ops), every send is paired, in time order, with the not yet paired recv of a
-   neighbouring stage (stage ± 1) of the same message size and step whose range overlaps it most
-   (within ``TOLERANCE_NS`` plus both ranks' clock residuals). gloo's ranges name neither peer nor
-   group, HCCL's name the group: both are paired the same way.
-2. *Direction*. A send to the next stage carries activations (forward), one to the previous stage
+1. *Pipelines*. The ``pp`` groups of the inferred layout (``parallel_layout``), their ranks by
+   stage; without a PP dimension (a job whose only group is the world, gloo p2p attributed to no
+   group) they are read off the traffic (``_traffic_chains``): a first stage is a rank whose step
+   starts with a send (every other stage first waits for its input), the next stage the rank
+   whose traffic pairs with what the current one has left, and so on.
+2. *Pairs* (``send_recv_pairs``). gloo's ranges name neither peer nor direction, activations and
+   gradients often have one size, and a middle stage of a 1F1B schedule sends to one neighbour
+   while it receives from it or from the other (Megatron posts both, then waits). What holds: a
+   send and its recv were both called before either ended (the message moves while both wait);
+   messages between two ranks arrive in the order sent; a stage forwards no micro-batch it has not
+   received, nor sends a gradient back before receiving it (the last stage: before its forward).
+   The first stage only sends forward and receives backward, the last the reverse. Per step each
+   middle stage's sends and recvs are labelled (``_label``: a dynamic programme over its ops in call
+   order, most pairs then least rendezvous slack) from its predecessor, then refined from both
+   neighbours; the labelled ops pair in order. Clocks: the fitted offsets (``clock_alignment``);
+   when their residuals exceed ``TOLERANCE_NS`` (a fit from a few collectives), each link's shift
+   is the one (scanned within the residuals, or the ranks' own clocks) under which the link and
+   the next pair best.
+3. *Direction*. A send to the next stage carries activations (forward), one to the previous stage
    gradients (backward); a recv is forward when it comes from the previous stage. The k-th op of a
    (kind, direction) in a rank's step is micro-batch k.
-3. *Segments* (``pipeline``). A stage's step is cut at its p2p ops. Each op, from the call to the
+4. *Segments* (``pipeline``). A stage's step is cut at its p2p ops. Each op, from the call to the
    end of its range (the calling thread waits on it), is time the stage is blocked on its
    neighbour: **bubble**. The work between two ops belongs to the micro-batch it produces or
    consumes: the work before a send is that send's micro-batch and direction (forward k before the
    activation send k); work after a recv that ends at another recv (or at the end of the pipeline
    phase) consumed that recv (the last stage's forward k after recv k; the first stage's backward
-   k after the gradient recv k). Work between a forward recv k and a backward send k (the last
-   stage in 1F1B) is **forward+backward** k: without markers the two cannot be told apart. Work
+   k after the gradient recv k). Forward and backward that meet with no p2p op between (the last
+   stage in 1F1B: forward k then backward k; the first stage: backward j then forward k) are split
+   where the trace shows the autograd engine (``autograd::engine::evaluate_function: ...``, torch
+   and torch_npu alike): at its first backward node, or after its last; a trace without those
+   names keeps them as one **forward+backward** segment. Work
    before the first op that ends in a recv, or between a send and a recv, is **other** (it feeds no
    micro-batch). The pipeline phase ends at the rank's first non-p2p collective after its last p2p
    op (the data-parallel gradient reduction) or at its step end.
-4. *Per stage* (``pipeline_stages``): per (rank, step) the micro-batches seen in each direction,
+5. *Per stage* (``pipeline_stages``): per (rank, step) the micro-batches seen in each direction,
    forward, backward and bubble time, and the bubble's share of the pipeline phase.
 
 Times are on each rank's own clock (``start_ns``) and on the reference clock (``aligned_start_ns``:
@@ -94,19 +108,13 @@ STAGE_COLUMNS = [
 ]
 
 
-def _stages(store: Store, run: str, ranks: list[int]) -> dict[int, tuple[int, int, int]]:
-    """rank -> (stage, pp group index, stages in the group) from the inferred layout; without a PP
-    dimension, the two ranks of a job where only two exchange p2p ops (more cannot be staged)."""
+def _layout_chains(store: Store, run: str) -> list[list[int]]:
+    """The pipelines of the inferred layout (``pp`` dimension): per PP group its ranks by stage."""
     lay = parallel_layout(store, run)
-    if "pp" in lay.columns and lay["pp"].notna().any():
-        n = lay.groupby("pp_group")["pp"].transform("nunique")
-        return {
-            int(r): (int(s), int(g), int(k))
-            for r, s, g, k in zip(lay["rank"], lay["pp"], lay["pp_group"], n)
-            if pd.notna(s) and pd.notna(g)
-        }
-    ranks = sorted(ranks)  # without a PP dimension only two ranks exchanging messages make a pipeline
-    return {r: (i, 0, 2) for i, r in enumerate(ranks)} if len(ranks) == 2 else {}
+    if "pp" not in lay.columns or not lay["pp"].notna().any():
+        return []
+    lay = lay.dropna(subset=["pp", "pp_group"])
+    return [[int(r) for r in g.sort_values("pp")["rank"]] for _, g in lay.groupby("pp_group", sort=True)]
 
 
 def _p2p_ops(store: Store, run: str) -> pd.DataFrame:
@@ -129,68 +137,387 @@ def send_recv_pairs(store: Store, run: str | None = None) -> pd.DataFrame:
     return _pairing(store, run)[PAIR_COLUMNS]
 
 
+class _Ops:
+    """One rank's sends or recvs of one step in call order, on the aligned clock, as arrays."""
+
+    def __init__(self, g: pd.DataFrame) -> None:
+        self.row = g.index.to_numpy(np.int64)
+        self.call = g["a_call"].to_numpy(np.int64)
+        self.end = g["a_end"].to_numpy(np.int64)
+        self.bytes = g["bytes"].astype("Int64").fillna(-1).to_numpy(np.int64)
+
+    def take(self, keep: np.ndarray) -> _Ops:
+        out = object.__new__(_Ops)
+        out.row, out.call, out.end, out.bytes = self.row[keep], self.call[keep], self.end[keep], self.bytes[keep]
+        return out
+
+    def shifted(self, d: int) -> _Ops:
+        out = self.take(np.ones(len(self.row), bool))
+        out.call, out.end = out.call + d, out.end + d
+        return out
+
+    def __len__(self) -> int:
+        return len(self.row)
+
+
+_EMPTY = pd.DataFrame({"a_call": [], "a_end": [], "bytes": []})
+_SCALE = 1 << 32  # a matched pair outweighs any sum of end gaps (each capped at 1 s, in µs)
+
+
+def _align(send: _Ops, recv: _Ops, tol: int) -> list[tuple[int, int]]:
+    """The sends of one rank to one peer as an ordered subsequence of the peer's recvs (messages
+    between two ranks arrive in the order sent): most pairs first, then the smallest sum of gaps
+    between the two ends. A send and a recv can pair when both were called before either ended
+    (the message moves while both wait; ``tol`` for the clocks) and their sizes agree. Returns
+    (send position, recv position) pairs."""
+    n, m = len(send), len(recv)
+    if not n or not m:
+        return []
+    ok = np.maximum.outer(send.call, recv.call) <= np.minimum.outer(send.end, recv.end) + tol
+    ok &= (send.bytes[:, None] == recv.bytes[None, :]) | (send.bytes[:, None] < 0) | (recv.bytes[None, :] < 0)
+    gap = np.minimum(np.abs(send.end[:, None] - recv.end[None, :]) // 1000, 1_000_000)
+    w = np.where(ok, _SCALE - gap, np.iinfo(np.int64).min // 4)
+    f = np.zeros((n + 1, m + 1), np.int64)  # f[i, j]: best value of the first i sends in the first j recvs
+    for i in range(1, n + 1):
+        h = np.maximum(f[i - 1, 1:], f[i - 1, :-1] + w[i - 1])
+        f[i, 1:] = np.maximum.accumulate(h)
+    out = []
+    i, j = n, m
+    while i > 0 and j > 0:
+        if f[i, j] == f[i, j - 1]:
+            j -= 1
+        elif f[i, j] == f[i - 1, j]:
+            i -= 1
+        else:
+            out.append((i - 1, j - 1))
+            i, j = i - 1, j - 1
+    return out[::-1]
+
+
+_NEG = -(1 << 60)
+
+
+def _weights(send: _Ops, recv: _Ops, tol: int) -> np.ndarray:
+    """Pair weights, send x recv: ``_SCALE`` less the rendezvous slack in µs (the time between the
+    later call and the earlier end: the message moves once both are called and the first side
+    returns when it has moved), ``_NEG`` where they cannot pair (one ended before the other was
+    called, beyond ``tol``, or the sizes differ)."""
+    if not len(send) or not len(recv):
+        return np.full((len(send), len(recv)), _NEG, np.int64)
+    later = np.maximum.outer(send.call, recv.call)
+    first_end = np.minimum.outer(send.end, recv.end)
+    ok = later <= first_end + tol
+    ok &= (send.bytes[:, None] == recv.bytes[None, :]) | (send.bytes[:, None] < 0) | (recv.bytes[None, :] < 0)
+    slack = np.minimum(np.abs(first_end - later) // 1000, 1_000_000)
+    return np.where(ok, _SCALE - slack, _NEG)
+
+
+Labels = tuple[np.ndarray, np.ndarray]  # a stage's (sends that go backward, recvs that come forward)
+
+
+def _label(
+    fwd: _Ops,
+    bwd: _Ops,
+    sends: _Ops,
+    recvs: _Ops,
+    tol: int,
+    right: tuple[_Ops, _Ops] | None = None,
+    last: bool | None = None,
+) -> tuple[np.ndarray, np.ndarray, int] | None:
+    """A stage's sends and recvs labelled from its neighbours' traffic (gloo's ranges name no
+    peer): which recvs carry the previous stage's forward sends ``fwd`` (in order) and which sends
+    its backward recvs ``bwd`` (in order); the others are the stage's own forward sends and
+    backward recvs with the next stage, paired with ``right`` (that stage's backward sends and
+    forward recvs) when it is known. Every op gets a partner where one is known, each pair can
+    meet in time (``_weights``), and the stage keeps causality in its own call order: it sends no
+    more micro-batches forward than it has received forward, nor backward than it has received
+    backward; a last stage (``last``; by default one with nothing left over) sends the j-th
+    gradient only after its j-th forward recv. Among such labellings the one with the least
+    rendezvous slack. Returns the masks (sends that go backward, recvs that come forward) and the
+    labelling's value (pairs x ``_SCALE`` less the slack), or None when no labelling fits."""
+    nf, nb = len(fwd), len(bwd)
+    if last is None:
+        last = right is None and len(recvs) <= nf and len(sends) <= nb
+    if last and (len(recvs) != nf or len(sends) != nb):
+        return None
+    if right is not None and (len(recvs) != nf + len(right[0]) or len(sends) != nb + len(right[1])):
+        return None
+    wf = _weights(fwd, recvs, tol)  # fwd i x recv
+    wb = _weights(sends, bwd, tol)  # send x bwd j
+    wrb = _weights(right[0], recvs, tol) if right is not None else None  # right's backward send x recv
+    wrf = _weights(sends, right[1], tol) if right is not None else None  # send x right's forward recv
+    order = sorted(
+        [(int(c), 1, k) for k, c in enumerate(recvs.call)] + [(int(c), 0, k) for k, c in enumerate(sends.call)]
+    )
+    ii = np.arange(nf + 1)[:, None]
+    jj = np.arange(nb + 1)[None, :]
+    v = np.full((nf + 1, nb + 1), _NEG, np.int64)
+    v[0, 0] = 0
+    live = _NEG // 2
+    choices = []
+    n_r = n_s = 0
+    for _, is_recv, k in order:
+        new = np.full_like(v, _NEG)
+        pick = np.zeros(v.shape, np.int8)  # 1: paired with the previous stage, 2: with the next
+        if is_recv:
+            ok = (v[:-1, :] > live) & (wf[:, k][:, None] > live)
+            new[1:, :] = np.where(ok, v[:-1, :] + wf[:, k][:, None], _NEG)
+            pick[1:, :] = np.where(ok, 1, 0)
+            if not last:  # a backward recv from the next stage: its (n_r - i)-th
+                own = v.copy()
+                if wrb is not None:
+                    kk = n_r - ii[:, 0]
+                    valid = (kk >= 0) & (kk < wrb.shape[0])
+                    w = np.where(valid, wrb[np.clip(kk, 0, max(wrb.shape[0] - 1, 0)), k] if wrb.size else _NEG, _NEG)
+                    own = np.where((v > live) & (w[:, None] > live), v + w[:, None], _NEG)
+                better = own > new
+                new = np.where(better, own, new)
+                pick = np.where(better, 2, pick)
+            n_r += 1
+        else:
+            causal = (jj[:, 1:] <= ii) if last else (jj[:, 1:] <= (n_r - ii))  # j-th gradient after its input
+            ok = (v[:, :-1] > live) & (wb[k, :][None, :] > live) & causal
+            new[:, 1:] = np.where(ok, v[:, :-1] + wb[k, :][None, :], _NEG)
+            pick[:, 1:] = np.where(ok, 1, 0)
+            if not last:  # a forward send to the next stage (its (n_s - j)-th), of a micro-batch received
+                own = np.where((v > live) & (n_s - jj + 1 <= ii), v, _NEG)
+                if wrf is not None:
+                    ll = n_s - jj[0]
+                    valid = (ll >= 0) & (ll < wrf.shape[1])
+                    w = np.where(valid, wrf[k, np.clip(ll, 0, max(wrf.shape[1] - 1, 0))] if wrf.size else _NEG, _NEG)
+                    own = np.where((own > live) & (w[None, :] > live), own + w[None, :], _NEG)
+                better = own > new
+                new = np.where(better, own, new)
+                pick = np.where(better, 2, pick)
+            n_s += 1
+        v = new
+        choices.append(pick)
+    if v[nf, nb] <= live:
+        return None
+    send_b = np.zeros(len(sends), bool)
+    recv_f = np.zeros(len(recvs), bool)
+    i, j = nf, nb
+    for (_, is_recv, k), pick in zip(reversed(order), reversed(choices)):
+        if pick[i, j] == 1:
+            if is_recv:
+                i -= 1
+                recv_f[k] = True
+            else:
+                j -= 1
+                send_b[k] = True
+    return send_b, recv_f, int(v[nf, nb])
+
+
+def _link(
+    fwd: _Ops, bwd: _Ops, nxt_send: _Ops, nxt_recv: _Ops, tol: int
+) -> tuple[list[tuple[int, int]], list[tuple[int, int]], _Ops, _Ops]:
+    """One link of a pipeline seen from the stage before it (``_label``; when no labelling fits,
+    e.g. a step cut short, each direction aligned alone, ``_align``). Returns the forward pairs
+    (send row, recv row), the backward pairs, and what the next stage has left: its forward sends
+    and backward recvs."""
+    got = _label(fwd, bwd, nxt_send, nxt_recv, tol)
+    if got is not None:
+        send_b, recv_f = got[0], got[1]
+    else:
+        send_b, recv_f = np.zeros(len(nxt_send), bool), np.zeros(len(nxt_recv), bool)
+        send_b[[i for i, _ in _align(nxt_send, bwd, tol)]] = True
+        recv_f[[j for _, j in _align(fwd, nxt_recv, tol)]] = True
+    fr, bs = nxt_recv.take(recv_f), nxt_send.take(send_b)
+    f = [(int(fwd.row[i]), int(fr.row[j])) for i, j in _align(fwd, fr, tol)]
+    b = [(int(bs.row[i]), int(bwd.row[j])) for i, j in _align(bs, bwd, tol)]
+    return f, b, nxt_send.take(~send_b), nxt_recv.take(~recv_f)
+
+
+MAX_SCAN = 80
+SHIFT_STEPS = 8  # steps a link's clock shift is chosen on
+LOOKAHEAD = 3  # shifts of a link tried against the next link
+REFINE = 2  # backward-and-forward passes labelling each middle stage from both neighbours
+
+
+def _shifts(sides: list[tuple[_Ops, _Ops, _Ops, _Ops]], raw: int, spread: int) -> list[tuple[int, int]]:
+    """Shifts of the next stage's clock against the stage's, best first, as (value, shift): the
+    value is that of ``_label`` (pairs, then least slack; ``TOLERANCE_NS``) summed over the steps
+    ``sides`` (forward sends, backward recvs, next stage's sends, next stage's recvs).
+    Candidates: none (the fitted clock offsets), ``raw`` (the ranks' own clocks), and, when the
+    fit is uncertain (``spread``, both ranks' residuals), a scan of ±spread: a fit from a few
+    collectives can be off by milliseconds, more than the rendezvous of two ops."""
+    cands = [0, raw]
+    if spread > TOLERANCE_NS:
+        step = max(TOLERANCE_NS // 2, (2 * spread) // MAX_SCAN)
+        cands += list(range(-spread, spread + 1, step))
+    out = []
+    for d in dict.fromkeys(cands):
+        value = 0
+        for fwd, bwd, snd, rcv in sides:
+            got = _label(fwd, bwd, snd.shifted(d), rcv.shifted(d), TOLERANCE_NS)
+            value += got[2] if got is not None else 0
+        out.append((value, d))
+    return sorted(out, key=lambda x: -x[0])
+
+
+def _chain_pairs(
+    chain: list[int], side: dict[int, list[dict[str, _Ops]]], offset: dict[int, int], resid: dict[int, int]
+) -> list[tuple[int, int, int, int]]:
+    """The pairs of one pipeline: (stage, direction code 0 = forward / 1 = backward, send row,
+    recv row).
+
+    1. Clocks, link by link from the first stage: each link's shift is chosen among its best few
+       (``_shifts``) by how well the link after it then pairs too.
+    2. Labels: the first stage only sends forward and receives backward, the last the reverse;
+       each middle stage is labelled from the stage before it (``_label``), then, ``REFINE``
+       times, from both neighbours, backward then forward: a middle stage's traffic can fit its
+       predecessor's more than one way, its successor's tells which.
+    3. Pairs: per link and direction the labelled sends and recvs in order (``_align``)."""
+    steps = sorted(side)
+    n = len(chain)
+    sample = steps[:: max(1, len(steps) // SHIFT_STEPS)][:SHIFT_STEPS]
+    shift = [0] * n
+
+    def ops(s: int, m: int, d: int) -> tuple[_Ops, _Ops]:
+        return side[s][m]["send"].shifted(d), side[s][m]["recv"].shifted(d)
+
+    def ranked(st: int, st_state: dict, base: int) -> list[tuple[int, int]]:
+        a, z = chain[st], chain[st + 1]
+        raw = offset.get(z, 0) - offset.get(a, 0) - base  # back to the two ranks' own clocks
+        return _shifts([(*st_state[s], *ops(s, st + 1, base)) for s in sample], raw, resid.get(a, 0) + resid.get(z, 0))
+
+    state = {s: (side[s][0]["send"], side[s][0]["recv"]) for s in steps}  # on the first stage's clock
+    for st in range(n - 1):
+        cands = ranked(st, state, shift[st])[:LOOKAHEAD]
+        if st + 2 < n and len(cands) > 1:
+            scored = []
+            for value, d in cands:
+                ahead = {}
+                for s in sample:
+                    _, _, fwd, bwd = _link(*state[s], *ops(s, st + 1, shift[st] + d), TOLERANCE_NS)
+                    ahead[s] = (fwd, bwd)
+                scored.append((value + ranked(st + 1, ahead, shift[st] + d)[0][0], d))
+            cands = sorted(scored, key=lambda x: -x[0])
+        shift[st + 1] = shift[st] + (cands[0][1] if cands else 0)
+        for s in steps:
+            _, _, fwd, bwd = _link(*state[s], *ops(s, st + 1, shift[st + 1]), TOLERANCE_NS)
+            state[s] = (fwd, bwd)
+    rows: list[tuple[int, int, int, int]] = []
+    for s in steps:
+        rows += _step_pairs([ops(s, m, shift[m]) for m in range(n)])
+    return rows
+
+
+def _step_pairs(mine: list[tuple[_Ops, _Ops]]) -> list[tuple[int, int, int, int]]:
+    """Steps 2 and 3 of ``_chain_pairs`` for one step: per stage its (sends, recvs) on the
+    pipeline's clock."""
+    n = len(mine)
+    lab: list[Labels] = [(np.zeros(len(mine[0][0]), bool), np.zeros(len(mine[0][1]), bool))]
+    lab += [(np.ones(len(snd), bool), np.ones(len(rcv), bool)) for snd, rcv in mine[1:]]
+
+    def fwd_of(m: int) -> tuple[_Ops, _Ops]:  # a stage's forward sends and backward recvs
+        return mine[m][0].take(~lab[m][0]), mine[m][1].take(~lab[m][1])
+
+    def bwd_of(m: int) -> tuple[_Ops, _Ops]:  # a stage's backward sends and forward recvs
+        return mine[m][0].take(lab[m][0]), mine[m][1].take(lab[m][1])
+
+    for m in range(1, n - 1):
+        got = _label(*fwd_of(m - 1), *mine[m], TOLERANCE_NS, last=False)
+        if got is None:
+            f, b, _, _ = _link(*fwd_of(m - 1), *mine[m], TOLERANCE_NS)
+            got = (np.isin(mine[m][0].row, [x for x, _ in b]), np.isin(mine[m][1].row, [y for _, y in f]), 0)
+        lab[m] = (got[0], got[1])
+    for _ in range(REFINE):
+        for m in [*range(n - 2, 0, -1), *range(1, n - 1)]:
+            got = _label(*fwd_of(m - 1), *mine[m], TOLERANCE_NS, right=bwd_of(m + 1), last=False)
+            if got is not None:
+                lab[m] = (got[0], got[1])
+    rows = []
+    for m in range(n - 1):
+        fs, br = fwd_of(m)
+        bs, fr = bwd_of(m + 1)
+        rows += [(m, 0, int(fs.row[i]), int(fr.row[j])) for i, j in _align(fs, fr, TOLERANCE_NS)]
+        rows += [(m, 1, int(bs.row[i]), int(br.row[j])) for i, j in _align(bs, br, TOLERANCE_NS)]
+    return rows
+
+
+def _traffic_chains(per: dict, ranks: list[int], tol: int) -> list[list[int]]:
+    """Pipelines read off the traffic when the layout has none: a first stage is a rank whose
+    step starts with a send (the first micro-batch's activations; every other stage first waits
+    for its input); the next stage is the rank whose recvs take most of the current stage's
+    forward sends in order (and whose sends its backward recvs), and so on while sends are left."""
+    steps = sorted({s for (_, s) in per})
+
+    def first_is_send(r: int) -> bool:
+        votes = [
+            per[(r, s)]["send"].call[0] < per[(r, s)]["recv"].call[0]
+            if len(per[(r, s)]["recv"]) and len(per[(r, s)]["send"])
+            else bool(len(per[(r, s)]["send"]))
+            for s in steps
+            if (r, s) in per
+        ]
+        return bool(votes) and sum(votes) * 2 > len(votes)
+
+    empty = _Ops(_EMPTY)
+    free = [r for r in ranks if not first_is_send(r)]
+    chains = []
+    for head in (r for r in ranks if first_is_send(r)):
+        chain = [head]
+        state = {s: (per[(head, s)]["send"], per[(head, s)]["recv"]) for s in steps if (head, s) in per}
+        while any(len(f) for f, _ in state.values()) and free:
+            best: tuple[int, int] | None = None  # (pairs, rank)
+            for b in free:
+                n = 0
+                for s, (fwd, bwd) in state.items():
+                    mine = per.get((b, s))
+                    if mine:
+                        fp, bp, _, _ = _link(fwd, bwd, mine["send"], mine["recv"], tol)
+                        n += len(fp) + len(bp)
+                if n and (best is None or n > best[0]):
+                    best = (n, b)
+            if best is None:
+                break
+            b = best[1]
+            free.remove(b)
+            chain.append(b)
+            nxt = {}
+            for s, (fwd, bwd) in state.items():
+                mine = per.get((b, s), {"send": empty, "recv": empty})
+                _, _, left_s, left_r = _link(fwd, bwd, mine["send"], mine["recv"], tol)
+                nxt[s] = (left_s, left_r)
+            state = nxt
+        if len(chain) > 1:
+            chains.append(chain)
+    return chains
+
+
 @per_run
 def _pairing(store: Store, run: str | None = None) -> pd.DataFrame:
-    """``send_recv_pairs`` plus the rows of the send and the recv in ``_p2p_ops`` (``_send``, ``_recv``)."""
+    """``send_recv_pairs`` plus the rows of the send and the recv in ``_p2p_ops`` (``_send``, ``_recv``).
+
+    Per pipeline (the layout's PP groups by stage, else ``_traffic_chains``) and step, from the
+    first stage on: its sends are all forward and its recvs all backward; they take their pairs
+    among the next stage's recvs and sends (``_align``); what the next stage has left are its own
+    forward sends and backward recvs, which pair with the stage after it, and so on."""
     ops = _p2p_ops(store, run)
     if ops.empty:
         return pd.DataFrame(columns=[*PAIR_COLUMNS, "_send", "_recv"])
-    stages = _stages(store, run, sorted({int(r) for r in ops["rank"]}))
     offset, resid = _offsets(store, run)
-    ops = ops[ops["rank"].isin(stages)].copy()
     shift = ops["rank"].map(lambda r: offset.get(int(r), 0))
     ops["a_call"], ops["a_end"] = ops["call"] - shift, ops["end_ns"] - shift
-    recvs = ops[ops["op_type"] == "recv"].sort_values("a_call", kind="stable")
-    sends = ops[ops["op_type"] == "send"].sort_values("a_call", kind="stable")
-    # per receiving rank, its recvs in call order as plain lists (the loop below is per send)
-    queue: dict[int, dict[str, list]] = {}
-    for r, g in recvs.groupby("rank"):
-        queue[int(r)] = {
-            "row": g.index.tolist(),
-            "end": g["a_end"].astype("int64").tolist(),
-            "bytes": [None if pd.isna(x) else int(x) for x in g["bytes"]],
-            "step": [None if pd.isna(x) else int(x) for x in g["step"]],
-            "taken": [False] * len(g),
-            "first": [0],  # the first recv not yet paired
-        }
-    neighbours = {
-        a: [b for b, (st_b, g_b, _) in stages.items() if g_b == g_a and abs(st_b - st_a) == 1]
-        for a, (st_a, g_a, _) in stages.items()
-    }
+    ops["_step"] = ops["step"].astype("Int64").fillna(-1)
+    per: dict[tuple[int, int], dict[str, _Ops]] = {}
+    for (r, s), g in ops.groupby(["rank", "_step"], sort=True):
+        g = g.sort_values("a_call", kind="stable")
+        per[(int(r), int(s))] = {k: _Ops(g[g["op_type"] == k]) for k in ("send", "recv")}
+    ranks = sorted({int(r) for r in ops["rank"]})
+    tol = TOLERANCE_NS + 2 * max(resid.values(), default=0)
+    chains = [c for c in _layout_chains(store, run) if len(set(c) & set(ranks)) > 1]
+    if not chains:
+        chains = _traffic_chains(per, ranks, tol)
+    empty = _Ops(_EMPTY)
     rows = []
-    for i, a, call, nbytes, step in zip(
-        sends.index, sends["rank"].astype(int), sends["a_call"].astype("int64"), sends["bytes"], sends["step"]
-    ):
-        nbytes = None if pd.isna(nbytes) else int(nbytes)
-        step = None if pd.isna(step) else int(step)
-        best: tuple[int, int, int] | None = None  # (end, rank, position)
-        for b in neighbours.get(a, ()):
-            q = queue.get(b)
-            if q is None:
-                continue
-            tol = TOLERANCE_NS + resid.get(a, 0) + resid.get(b, 0)
-            for k in range(q["first"][0], len(q["row"])):  # the first recv of b not yet paired that can hold it
-                if q["taken"][k]:
-                    continue
-                if nbytes is not None and q["bytes"][k] is not None and q["bytes"][k] != nbytes:
-                    continue
-                if step is not None and q["step"][k] is not None and q["step"][k] != step:
-                    continue
-                if q["end"][k] >= call - tol:
-                    if best is None or q["end"][k] < best[0]:
-                        best = (q["end"][k], b, k)
-                    break
-        if best is None:
-            continue
-        _, b, k = best
-        q = queue[b]
-        q["taken"][k] = True
-        while q["first"][0] < len(q["taken"]) and q["taken"][q["first"][0]]:
-            q["first"][0] += 1
-        stage, group, _ = stages[a]
-        rows.append(
-            (a, b, stage, stages[b][0], group, "forward" if stages[b][0] > stage else "backward", i, q["row"][k])
-        )
+    for gi, chain in enumerate(chains):
+        steps = sorted({s for (r, s) in per if r in chain})
+        side = {s: [per.get((r, s), {"send": empty, "recv": empty}) for r in chain] for s in steps}
+        for st, back, i, j in _chain_pairs(chain, side, offset, resid):
+            a, z = chain[st], chain[st + 1]
+            rows.append((z, a, st + 1, st, gi, "backward", i, j) if back else (a, z, st, st + 1, gi, "forward", i, j))
     got = pd.DataFrame(
         rows, columns=["src_rank", "dst_rank", "src_stage", "dst_stage", "pp_group", "direction", "_send", "_recv"]
     )
@@ -203,14 +530,29 @@ def _pairing(store: Store, run: str | None = None) -> pd.DataFrame:
     df = got[[*PAIR_COLUMNS, "_send", "_recv"]].copy()
     for c in ("step", "bytes"):
         df[c] = pd.to_numeric(df[c]).astype("Int64")
+    for c in ("src_rank", "dst_rank", "src_stage", "dst_stage", "pp_group", "_send", "_recv"):
+        df[c] = df[c].astype("int64")
     return df.sort_values(["send_ts_ns", "src_rank"], kind="stable").reset_index(drop=True)
+
+
+def _stages(store: Store, run: str) -> dict[int, tuple[int, int, int]]:
+    """rank -> (stage, pipeline index, stages in the pipeline) of every rank with a paired op."""
+    pairs = _pairing(store, run)
+    out: dict[int, tuple[int, int, int]] = {}
+    for col, st in (("src_rank", "src_stage"), ("dst_rank", "dst_stage")):
+        for r, s, g in zip(pairs[col], pairs[st], pairs["pp_group"]):
+            out[int(r)] = (int(s), int(g), 0)
+    n = {}
+    for s, g, _ in out.values():
+        n[g] = max(n.get(g, 0), s + 1)
+    return {r: (s, g, n[g]) for r, (s, g, _) in out.items()}
 
 
 def _directed_ops(store: Store, run: str) -> tuple[pd.DataFrame, dict[int, tuple[int, int, int]]]:
     """The p2p ops of ranks in a pipeline with their direction and peer (from the pairs)."""
     ops = _p2p_ops(store, run)
     pairs = _pairing(store, run)
-    stages = _stages(store, run, sorted({int(r) for r in ops["rank"]})) if len(ops) else {}
+    stages = _stages(store, run) if len(ops) else {}
     ops["direction"] = None
     ops["peer"] = pd.array([None] * len(ops), dtype="Int64")
     for col, peer in (("_send", "dst_rank"), ("_recv", "src_rank")):
@@ -230,6 +572,7 @@ def pipeline(store: Store, run: str | None = None) -> pd.DataFrame:
     offset, _ = _offsets(store, run)
     with store.read_connection(run=run) as con:
         steps = host_steps(con, run)
+        bw = _backward_ops(con, run)
     ends = {(int(r), int(s)): (int(a), int(b)) for r, s, a, b in steps.itertuples(index=False)}
     every = run_alignment(store, run).ops
     colls = every.loc[~every["is_p2p"], ["rank", "ts_ns"]]
@@ -250,7 +593,7 @@ def pipeline(store: Store, run: str | None = None) -> pd.DataFrame:
         phase_end = max(min(bounds or [last_end]), last_end)
         base = {"rank": rank, "stage": stage, "pp_group": group, "n_stages": n_stages}
         base["step"] = step if step >= 0 else None
-        for kind, k, a, b, op, peer in _cut(g, min(step_start, first_start), phase_end):
+        for kind, k, a, b, op, peer in _cut(g, min(step_start, first_start), phase_end, bw.get(rank)):
             rows.append({**base, "kind": kind, "micro_batch": k, "start_ns": a, "end_ns": b, "op": op, "peer": peer})
     df = pd.DataFrame(rows, columns=SEGMENT_COLUMNS)
     df["dur_ns"] = df["end_ns"] - df["start_ns"]
@@ -263,11 +606,36 @@ def pipeline(store: Store, run: str | None = None) -> pd.DataFrame:
 
 
 Segment = tuple[str, "int | None", int, int, "str | None", "int | None"]
+BACKWARD_OP = "autograd::engine::evaluate_function:%"  # torch's autograd engine, one per backward node
 
 
-def _cut(g: pd.DataFrame, start: int, phase_end: int) -> list[Segment]:
+def _backward_ops(con: object, run: str) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """Per rank, the autograd engine's backward nodes on its host threads (any thread: on a device
+    the engine runs them on its own thread) as (starts, ends) sorted by start."""
+    df = con.execute(  # type: ignore[attr-defined]
+        "SELECT rank, ts_ns, ts_ns + dur_ns AS end_ns FROM operators "
+        "WHERE run = ? AND ts_ns IS NOT NULL AND dur_ns >= 0 AND name LIKE ? ORDER BY rank, ts_ns",
+        [run, BACKWARD_OP],
+    ).df()
+    return {int(r): (g["ts_ns"].to_numpy(np.int64), g["end_ns"].to_numpy(np.int64)) for r, g in df.groupby("rank")}
+
+
+def _boundary(bw: tuple[np.ndarray, np.ndarray] | None, a: int, b: int, backward_first: bool) -> int | None:
+    """Where forward turns into backward (the first backward node starting in [a, b)) or backward
+    into forward (the end of the last one), None when no backward node runs there."""
+    if bw is None:
+        return None
+    starts, ends = bw
+    i0, i1 = np.searchsorted(starts, a, "left"), np.searchsorted(starts, b, "left")
+    if i0 >= i1:
+        return None
+    return min(int(ends[i0:i1].max()), b) if backward_first else int(starts[i0])
+
+
+def _cut(g: pd.DataFrame, start: int, phase_end: int, bw: tuple[np.ndarray, np.ndarray] | None = None) -> list[Segment]:
     """The segments (kind, micro-batch, start, end, op, peer) of one stage's step from its p2p ops
-    in call order (see the module doc)."""
+    in call order, forward and backward met without a p2p op between split at the autograd
+    engine's first (or after its last) backward node ``bw`` (see the module doc)."""
     out: list[Segment] = []
 
     def add(kind: str, k: int | None, a: int, b: int, op: str | None = None, peer: int | None = None) -> None:
@@ -280,8 +648,13 @@ def _cut(g: pd.DataFrame, start: int, phase_end: int) -> list[Segment]:
     for kind_n, dir_n, call, end, peer, k in zip(g["op_type"], g["direction"], g["call"], g["end_ns"], g["peer"], mb):
         kind_n, dir_n, a, k = str(kind_n), str(dir_n), int(call), int(k)
         if kind_n == "send":
-            if prev and prev[0] == "recv" and prev[1] != dir_n:  # the last stage: both, no marker between
-                add("forward+backward", k, t, a, f"{prev[1]} {prev[2]} + {dir_n} {k}")
+            if prev and prev[0] == "recv" and prev[1] != dir_n:  # both, no p2p op between
+                cut = _boundary(bw, t, a, backward_first=prev[1] == "backward")
+                if cut is None:
+                    add("forward+backward", k, t, a, f"{prev[1]} {prev[2]} + {dir_n} {k}")
+                else:
+                    add(prev[1], prev[2], t, cut)
+                    add(dir_n, k, cut, a)
             else:
                 add(dir_n, k, t, a)
         elif prev and prev[0] == "recv":
