@@ -135,7 +135,7 @@ def test_a_job_without_p2p_has_no_pipeline(store: Store) -> None:
 def test_pipeline_page_from_its_address(store: Store) -> None:
     """The page's layout restores run, step and group from the address (a wrong one is a note), its
     callback draws the step's segments and writes the view back; a run without pipeline says so."""
-    from webapp_helpers import DashClient, texts
+    from webapp_helpers import DashClient, props_of, texts
 
     from webapp import create_app
 
@@ -150,24 +150,13 @@ def test_pipeline_page_from_its_address(store: Store) -> None:
     st = pipeline_stages(store, "pp")
     mine = st[(st["pp_group"] == 1) & (st["step"] == 5)]
     assert f"the stages spend {mine['bubble_pct'].mean():.1f} % of the pipeline phase in bubbles" in " ".join(body)
-    chart = next(c for c in _walk(out["pp-content"]["children"]) if c.get("id") == "pp-chart")
+    chart = next(c for c in props_of(out["pp-content"]["children"]) if c.get("id") == "pp-chart")
     bars = {d["name"]: d for d in chart["figure"]["data"]}
     seg = pipeline(store, "pp")
     here = seg[(seg["pp_group"] == 1) & (seg["step"] == 5)]
     assert len(bars["backward"]["customdata"]) == (here["kind"] == "backward").sum()
     none = client.call("pp-content.children", {"pp-run.value": "dp", "pp-step.value": None, "pp-group.value": None})
     assert any(t.startswith("No pipeline found in this run") for t in texts(none["pp-content"]["children"]))
-
-
-def _walk(tree: Any) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    if isinstance(tree, list):
-        for t in tree:
-            out += _walk(t)
-    elif isinstance(tree, dict) and "props" in tree:
-        out.append(tree["props"])
-        out += _walk(tree["props"].get("children"))
-    return out
 
 
 def test_the_text_report_summarises_each_stage(store: Store) -> None:

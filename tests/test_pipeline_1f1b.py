@@ -143,3 +143,61 @@ def test_bubble_share_agrees_with_the_jobs_own_timing(store: Store, job: dict[st
         share = 100 * blocked / (log["pipeline_end"] - log["start"])
         assert abs(row.bubble_pct - share) < 10, (row.rank, row.step, row.bubble_pct, share)
         assert row.forward_backward_ns == 0 and row.forward_ns > 0 and row.backward_ns > 0
+
+
+def test_pipeline_page_draws_the_four_stages(store: Store) -> None:
+    """The page from its address (the page-test client): the four stages in order, one bar per
+    segment of the analysis, F/B marks with the job's micro-batches, no combined bar."""
+    from webapp_helpers import DashClient, props_of, texts
+
+    from webapp import create_app
+
+    client = DashClient(create_app(store.path))
+    st = pipeline_stages(store, "pp4")
+    step = int(sorted(st["step"].unique())[-1])
+    page = client.page("/pipeline", f"?run=pp4&step={step}&group=0")
+    assert f'"value": {step}' in page and "msg-error" not in page
+    out = client.call("pp-content.children", {"pp-run.value": "pp4", "pp-step.value": step, "pp-group.value": 0})
+    assert out["view-url"]["data"] == f"/pipeline?run=pp4&step={step}&group=0"
+    body = " ".join(texts(out["pp-content"]["children"]))
+    assert body.count("4 stages, 6 micro-batches forward and 6 backward") == 1 and "no autograd engine" not in body
+    chart = next(c for c in props_of(out["pp-content"]["children"]) if c.get("id") == "pp-chart")
+    bars = {d["name"]: d for d in chart["figure"]["data"]}
+    assert not any(name.startswith("forward + backward") for name in bars)
+    seg = pipeline(store, "pp4")
+    here = seg[(seg["pp_group"] == 0) & (seg["step"] == step)]
+    for kind, mark in (("forward", "F"), ("backward", "B")):
+        mine = here[here["kind"] == kind]
+        assert bars[kind]["text"] == [f"{mark}{int(k)}" for k in mine["micro_batch"]]
+        assert bars[kind]["y"] == [f"stage {int(s)} · rank {int(r)}" for s, r in zip(mine["stage"], mine["rank"])]
+    assert sorted(set(bars["backward"]["y"])) == [f"stage {s} · rank {s}" for s in range(STAGES)]
+
+
+def test_pipeline_page_in_a_browser(store: Store, page: Any) -> None:
+    """The real server and browser: a deep link draws the four stages, top to bottom, and their
+    table; another step picked is written to the address and a reload restores it."""
+    from webapp_helpers import CHROMIUM, choose, settle, start_server, stop_server
+
+    if not Path(CHROMIUM).exists():
+        pytest.skip("Debian chromium is not installed (apt-get install -y chromium)")
+    st = pipeline_stages(store, "pp4")
+    steps = sorted(int(s) for s in st["step"].unique())
+    first, last = steps[0], steps[-1]
+    proc, url = start_server(store.path)
+    try:
+        page.goto(url + f"pipeline?run=pp4&step={first}&group=0")
+        page.wait_for_selector("#pp-chart .bars")
+        settle(page)
+        rows = page.eval_on_selector_all("#pp-stages tbody tr", "rs => rs.map(r => [...r.cells].map(c => c.innerText))")
+        assert [r[:4] for r in rows] == [[str(s), str(s), "6", "6"] for s in range(STAGES)]
+        ticks = page.evaluate(
+            "() => document.querySelector('#pp-chart .js-plotly-plot')._fullLayout.yaxis.categoryarray"
+        )
+        assert list(ticks) == [f"stage {s} · rank {s}" for s in range(STAGES)][::-1]  # the first stage on top
+        choose(page, "#pp-step", f"step {last}")
+        page.wait_for_function(f"() => location.search.includes('step={last}')")
+        page.reload()
+        page.wait_for_selector("#pp-chart .bars")
+        assert page.inner_text("#pp-content h2") == f"Group 0, step {last}"
+    finally:
+        stop_server(proc)

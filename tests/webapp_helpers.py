@@ -149,6 +149,18 @@ def plotly_array(v: object) -> np.ndarray:
     )
 
 
+def props_of(tree: Any) -> list[dict[str, Any]]:
+    """The props of every component in a (JSON) component tree, depth first."""
+    out: list[dict[str, Any]] = []
+    if isinstance(tree, list):
+        for t in tree:
+            out += props_of(t)
+    elif isinstance(tree, dict) and "props" in tree:
+        out.append(tree["props"])
+        out += props_of(tree["props"].get("children"))
+    return out
+
+
 def texts(component: Any) -> list[str]:
     """Every string child in a (JSON) component tree."""
     out: list[str] = []

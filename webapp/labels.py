@@ -268,7 +268,10 @@ LABELS: dict[str, tuple[str, str]] = {
     "pp.showing_group": ("{error}; showing group {group}.", "{error}；显示组 {group}。"),
     "pp.k.forward": ("forward", "前向"),
     "pp.k.backward": ("backward", "反向"),
-    "pp.k.forward_backward": ("forward + backward (no marker between)", "前向 + 反向（其间无标记）"),
+    "pp.k.forward_backward": (
+        "forward + backward (no autograd node to split at)",
+        "前向 + 反向（无可切分的 autograd 节点）",
+    ),
     "pp.k.bubble": ("bubble (blocked in send / recv)", "气泡（阻塞于 send / recv）"),
     "pp.k.other": ("other work", "其他工作"),
     "pp.axis": ("ms (aligned clock)", "毫秒（对齐后的时钟）"),
@@ -305,10 +308,19 @@ LABELS: dict[str, tuple[str, str]] = {
     "pp.stage_share": ("stage {stage}: {share} %", "阶段 {stage}：{share} %"),
     "pp.explain": (
         "A bubble is the time from calling a send or recv to its end: the stage waits for its neighbour. Work "
-        "before a send belongs to that send's micro-batch; work after a recv up to the next one consumed it; on "
-        "the last stage a forward and the backward after it have no marker between them and show as one bar.",
+        "before a send belongs to that send's micro-batch; work after a recv up to the next one consumed it. "
+        "Where a forward and a backward meet with no send or recv between (the last stage in 1F1B, the first "
+        "stage's backward and next forward) they are split where the trace shows the autograd engine's first "
+        "backward node (or the end of its last).",
         "气泡指从调用 send 或 recv 到其结束的时间：该阶段在等待相邻阶段。send 之前的工作属于该 send 的微批次；recv "
-        "之后直到下一个 recv 的工作消费了该 recv；在最后一个阶段，前向与其后的反向之间没有标记，显示为同一色条。",
+        "之后直到下一个 recv 的工作消费了该 recv。前向与反向之间没有 send 或 recv 时（1F1B 的最后一个阶段、第一个阶段的"
+        "反向与下一个前向），按 trace 中 autograd 引擎的第一个反向节点（或最后一个反向节点的结束）切分。",
+    ),
+    "pp.combined": (
+        "{n} bar(s) show a forward and a backward together: the trace has no autograd engine nodes "
+        "(autograd::engine::evaluate_function) between them to split them at.",
+        "{n} 个色条将前向与反向合并显示：trace 中二者之间没有 autograd 引擎节点"
+        "（autograd::engine::evaluate_function）可用于切分。",
     ),
     # -- Profiling page (dynamic profiling) ---------------------------------------------------
     "pf.st.watching": ("watching the file, no window asked", "正在监视文件，未请求采集窗口"),

@@ -201,6 +201,7 @@ def render(rd: Reader, run: str, step: int | None, group: int | None) -> list[An
     if seg.empty:
         return [html.Div(html.P(t("pp.nothing"), className="note", id=f"{P}-none"), className="card")]
     n_stages = int(mine["n_stages"].max())
+    n_combined = int((seg["kind"] == "forward+backward").sum())
     share = mine["bubble_pct"].mean()
     ranks = sorted(int(r) for r in seg["rank"].unique())
     summary = t(
@@ -220,6 +221,7 @@ def render(rd: Reader, run: str, step: int | None, group: int | None) -> list[An
                 html.H2(t("pp.title", group=group, step=step)),
                 html.P(summary, className="note", id=f"{P}-summary"),
                 ui.graph(f"{P}-chart", figure(seg)),
+                *([html.P(t("pp.combined", n=n_combined), className="note", id=f"{P}-combined")] if n_combined else []),
                 html.P(
                     [
                         t("pp.click"),
