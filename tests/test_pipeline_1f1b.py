@@ -10,6 +10,7 @@ but the world: stages, directions and micro-batches come from the traffic alone.
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -72,10 +73,17 @@ def job(pipeline_1f1b_job: Path) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def store(pipeline_1f1b_job: Path, tmp_path_factory: pytest.TempPathFactory) -> Store:
-    path = tmp_path_factory.mktemp("pipeline_1f1b") / "store"
-    res = CliRunner().invoke(main, ["ingest", str(pipeline_1f1b_job / "trace"), "--run", "pp4", "--store", str(path)])
-    assert res.exit_code == 0, res.output
-    return Store(path)
+    """``pp4``: the job; ``plain``: the same traces with the autograd engine's node names renamed
+    (a producer that records none)."""
+    tmp = tmp_path_factory.mktemp("pipeline_1f1b")
+    plain = tmp / "plain"
+    shutil.copytree(pipeline_1f1b_job / "trace", plain)
+    for f in plain.rglob("*.pt.trace.json"):
+        f.write_text(f.read_text().replace("autograd::engine::evaluate_function: ", "node: "))
+    for folder, run in ((pipeline_1f1b_job / "trace", "pp4"), (plain, "plain")):
+        res = CliRunner().invoke(main, ["ingest", str(folder), "--run", run, "--store", str(tmp / "store")])
+        assert res.exit_code == 0, res.output
+    return Store(tmp / "store")
 
 
 def _op_at(job: dict[str, Any], rank: int, step: int, kind: str, end_ns: int) -> dict[str, Any]:
@@ -125,6 +133,33 @@ def test_each_stage_runs_the_jobs_micro_batches_in_its_order(store: Store, job: 
             assert (mine["stage"] == rank).all() and (mine["n_stages"] == STAGES).all()
             bubbles = mine[mine["kind"] == "bubble"]
             assert set(bubbles["peer"].astype(int)) <= {rank - 1, rank + 1}
+
+
+def test_without_autograd_names_forward_and_backward_stay_one_segment(store: Store) -> None:
+    """Where the trace names no backward node, the last stage's forward k and backward k (and the
+    first stage's backward j and forward j + stages) stay one forward+backward segment, the pairs
+    and the other segments unchanged, and the page says why."""
+    from webapp_helpers import DashClient, texts
+
+    from webapp import create_app
+
+    seg, plain = pipeline(store, "pp4"), pipeline(store, "plain")
+    both = plain[plain["kind"] == "forward+backward"]
+    assert set(both["stage"]) == {0, STAGES - 1}
+    last = both[both["stage"] == STAGES - 1]
+    assert len(last) == MICRO_BATCHES * len(set(last["step"]))
+    assert set(last["op"]) == {f"forward {k} + backward {k}" for k in range(MICRO_BATCHES)}
+    assert len(send_recv_pairs(store, "plain")) == len(send_recv_pairs(store, "pp4"))
+    for kind in ("bubble", "other"):
+        assert plain[plain["kind"] == kind]["dur_ns"].sum() == seg[seg["kind"] == kind]["dur_ns"].sum()
+    step = int(plain["step"].max())
+    out = DashClient(create_app(store.path)).call(
+        "pp-content.children", {"pp-run.value": "plain", "pp-step.value": step, "pp-group.value": 0}
+    )
+    here = plain[(plain["step"] == step) & (plain["kind"] == "forward+backward")]
+    assert f"{len(here)} bar(s) show a forward and a backward together" in " ".join(
+        texts(out["pp-content"]["children"])
+    )
 
 
 def test_bubble_share_agrees_with_the_jobs_own_timing(store: Store, job: dict[str, Any]) -> None:
