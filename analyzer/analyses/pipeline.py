@@ -216,8 +216,8 @@ Labels = tuple[np.ndarray, np.ndarray]  # a stage's (sends that go backward, rec
 
 
 def _label(
-    fwd: _Ops,
-    bwd: _Ops,
+    fwd: _Ops | None,
+    bwd: _Ops | None,
     sends: _Ops,
     recvs: _Ops,
     tol: int,
@@ -228,22 +228,31 @@ def _label(
     peer): which recvs carry the previous stage's forward sends ``fwd`` (in order) and which sends
     its backward recvs ``bwd`` (in order); the others are the stage's own forward sends and
     backward recvs with the next stage, paired with ``right`` (that stage's backward sends and
-    forward recvs) when it is known. Every op gets a partner where one is known, each pair can
+    forward recvs) when it is known (``fwd`` and ``bwd`` None: labelled from the next stage
+    alone). Every op gets a partner where one is known, each pair can
     meet in time (``_weights``), and the stage keeps causality in its own call order: it sends no
     more micro-batches forward than it has received forward, nor backward than it has received
     backward; a last stage (``last``; by default one with nothing left over) sends the j-th
     gradient only after its j-th forward recv. Among such labellings the one with the least
     rendezvous slack. Returns the masks (sends that go backward, recvs that come forward) and the
     labelling's value (pairs x ``_SCALE`` less the slack), or None when no labelling fits."""
-    nf, nb = len(fwd), len(bwd)
+    if fwd is None or bwd is None:  # labelled from the next stage alone
+        if right is None:
+            return None
+        nf, nb = len(recvs) - len(right[0]), len(sends) - len(right[1])
+        if nf < 0 or nb < 0:
+            return None
+        wf, wb = np.zeros((nf, len(recvs)), np.int64), np.zeros((len(sends), nb), np.int64)
+    else:
+        nf, nb = len(fwd), len(bwd)
+        wf = _weights(fwd, recvs, tol)  # fwd i x recv
+        wb = _weights(sends, bwd, tol)  # send x bwd j
     if last is None:
         last = right is None and len(recvs) <= nf and len(sends) <= nb
     if last and (len(recvs) != nf or len(sends) != nb):
         return None
     if right is not None and (len(recvs) != nf + len(right[0]) or len(sends) != nb + len(right[1])):
         return None
-    wf = _weights(fwd, recvs, tol)  # fwd i x recv
-    wb = _weights(sends, bwd, tol)  # send x bwd j
     wrb = _weights(right[0], recvs, tol) if right is not None else None  # right's backward send x recv
     wrf = _weights(sends, right[1], tol) if right is not None else None  # send x right's forward recv
     order = sorted(
@@ -330,29 +339,38 @@ def _link(
 
 MAX_SCAN = 80
 SHIFT_STEPS = 8  # steps a link's clock shift is chosen on
-LOOKAHEAD = 3  # shifts of a link tried against the next link
 REFINE = 2  # backward-and-forward passes labelling each middle stage from both neighbours
 
 
-def _shifts(sides: list[tuple[_Ops, _Ops, _Ops, _Ops]], raw: int, spread: int) -> list[tuple[int, int]]:
-    """Shifts of the next stage's clock against the stage's, best first, as (value, shift): the
-    value is that of ``_label`` (pairs, then least slack; ``TOLERANCE_NS``) summed over the steps
-    ``sides`` (forward sends, backward recvs, next stage's sends, next stage's recvs).
-    Candidates: none (the fitted clock offsets), ``raw`` (the ranks' own clocks), and, when the
-    fit is uncertain (``spread``, both ranks' residuals), a scan of ±spread: a fit from a few
-    collectives can be off by milliseconds, more than the rendezvous of two ops."""
+def _shift(sides: list[tuple[_Ops, _Ops, _Ops, _Ops]], raw: int, spread: int) -> int:
+    """The shift of the next stage's clock against the stage's under which their traffic pairs
+    best over the steps ``sides`` (forward sends, backward recvs, next stage's sends, next stage's
+    recvs; ``_label`` with ``TOLERANCE_NS``). Candidates: none (the fitted clock offsets), ``raw``
+    (the ranks' own clocks), and, when the fit is uncertain (``spread``, both ranks' residuals,
+    above the tolerance: a fit from a few collectives can be off by milliseconds, more than the
+    rendezvous of two ops), a scan of ±spread. Of the candidates that pair the most: the ranks'
+    own clocks when the fit is uncertain (no shift without evidence for it: ranks of one host share
+    a clock), else the fit, else the middle one of the scan: the true shift lies inside the range
+    where every pair can meet, and its edges are where a wrong labelling starts to fit as well (the
+    slack is no guide: it shrinks towards an edge)."""
     cands = [0, raw]
     if spread > TOLERANCE_NS:
         step = max(TOLERANCE_NS // 2, (2 * spread) // MAX_SCAN)
         cands += list(range(-spread, spread + 1, step))
-    out = []
+    count = {}
     for d in dict.fromkeys(cands):
-        value = 0
+        n = 0
         for fwd, bwd, snd, rcv in sides:
             got = _label(fwd, bwd, snd.shifted(d), rcv.shifted(d), TOLERANCE_NS)
-            value += got[2] if got is not None else 0
-        out.append((value, d))
-    return sorted(out, key=lambda x: -x[0])
+            n += int(got[0].sum() + got[1].sum()) if got is not None else 0
+        count[d] = n
+    most = max(count.values())
+    if spread > TOLERANCE_NS and count[raw] == most:
+        return raw
+    if count[0] == most:
+        return 0
+    best = sorted(d for d in count if count[d] == most)
+    return best[(len(best) - 1) // 2]
 
 
 def _chain_pairs(
@@ -361,12 +379,12 @@ def _chain_pairs(
     """The pairs of one pipeline: (stage, direction code 0 = forward / 1 = backward, send row,
     recv row).
 
-    1. Clocks, link by link from the first stage: each link's shift is chosen among its best few
-       (``_shifts``) by how well the link after it then pairs too.
+    1. Clocks, link by link from the first stage (``_shift``).
     2. Labels: the first stage only sends forward and receives backward, the last the reverse;
-       each middle stage is labelled from the stage before it (``_label``), then, ``REFINE``
-       times, from both neighbours, backward then forward: a middle stage's traffic can fit its
-       predecessor's more than one way, its successor's tells which.
+       each middle stage of the first half is labelled from the stage before it (``_label``), of
+       the second half from the stage after it, then, ``REFINE`` times, from both neighbours,
+       backward then forward: a middle stage's traffic can fit one neighbour's more than one
+       way (a neighbour waiting long in an exchange overlaps everything), the other's tells which.
     3. Pairs: per link and direction the labelled sends and recvs in order (``_align``)."""
     steps = sorted(side)
     n = len(chain)
@@ -376,24 +394,12 @@ def _chain_pairs(
     def ops(s: int, m: int, d: int) -> tuple[_Ops, _Ops]:
         return side[s][m]["send"].shifted(d), side[s][m]["recv"].shifted(d)
 
-    def ranked(st: int, st_state: dict, base: int) -> list[tuple[int, int]]:
-        a, z = chain[st], chain[st + 1]
-        raw = offset.get(z, 0) - offset.get(a, 0) - base  # back to the two ranks' own clocks
-        return _shifts([(*st_state[s], *ops(s, st + 1, base)) for s in sample], raw, resid.get(a, 0) + resid.get(z, 0))
-
     state = {s: (side[s][0]["send"], side[s][0]["recv"]) for s in steps}  # on the first stage's clock
     for st in range(n - 1):
-        cands = ranked(st, state, shift[st])[:LOOKAHEAD]
-        if st + 2 < n and len(cands) > 1:
-            scored = []
-            for value, d in cands:
-                ahead = {}
-                for s in sample:
-                    _, _, fwd, bwd = _link(*state[s], *ops(s, st + 1, shift[st] + d), TOLERANCE_NS)
-                    ahead[s] = (fwd, bwd)
-                scored.append((value + ranked(st + 1, ahead, shift[st] + d)[0][0], d))
-            cands = sorted(scored, key=lambda x: -x[0])
-        shift[st + 1] = shift[st] + (cands[0][1] if cands else 0)
+        a, z = chain[st], chain[st + 1]
+        raw = offset.get(z, 0) - offset.get(a, 0)  # the two ranks on their own clocks
+        sides = [(*state[s], *ops(s, st + 1, shift[st])) for s in sample]
+        shift[st + 1] = shift[st] + _shift(sides, raw, resid.get(a, 0) + resid.get(z, 0))
         for s in steps:
             _, _, fwd, bwd = _link(*state[s], *ops(s, st + 1, shift[st + 1]), TOLERANCE_NS)
             state[s] = (fwd, bwd)
@@ -405,7 +411,22 @@ def _chain_pairs(
 
 def _step_pairs(mine: list[tuple[_Ops, _Ops]]) -> list[tuple[int, int, int, int]]:
     """Steps 2 and 3 of ``_chain_pairs`` for one step: per stage its (sends, recvs) on the
-    pipeline's clock."""
+    pipeline's clock. The middle stages are first labelled from one side (those before ``split``
+    from the first stage on, the others from the last stage back), then refined; of the splits
+    (half and half, all from the first, all from the last stage) the one whose labels pair the
+    most ops in time and order: one stage labelled wrongly from one side can hold its neighbour's
+    refinement to the same mistake, which then leaves ops without a partner."""
+    n = len(mine)
+    best: list[tuple[int, int, int, int]] = []
+    for split in dict.fromkeys((n // 2, n - 1, 1)):
+        rows = _pairs_from(mine, split)
+        if len(rows) > len(best):
+            best = rows
+    return best
+
+
+def _pairs_from(mine: list[tuple[_Ops, _Ops]], split: int) -> list[tuple[int, int, int, int]]:
+    """``_step_pairs`` for one ``split``."""
     n = len(mine)
     lab: list[Labels] = [(np.zeros(len(mine[0][0]), bool), np.zeros(len(mine[0][1]), bool))]
     lab += [(np.ones(len(snd), bool), np.ones(len(rcv), bool)) for snd, rcv in mine[1:]]
@@ -416,11 +437,19 @@ def _step_pairs(mine: list[tuple[_Ops, _Ops]]) -> list[tuple[int, int, int, int]
     def bwd_of(m: int) -> tuple[_Ops, _Ops]:  # a stage's backward sends and forward recvs
         return mine[m][0].take(lab[m][0]), mine[m][1].take(lab[m][1])
 
-    for m in range(1, n - 1):
-        got = _label(*fwd_of(m - 1), *mine[m], TOLERANCE_NS, last=False)
-        if got is None:
-            f, b, _, _ = _link(*fwd_of(m - 1), *mine[m], TOLERANCE_NS)
-            got = (np.isin(mine[m][0].row, [x for x, _ in b]), np.isin(mine[m][1].row, [y for _, y in f]), 0)
+    for m in [*range(1, split), *range(n - 2, split - 1, -1)]:
+        if m < split:
+            got = _label(*fwd_of(m - 1), *mine[m], TOLERANCE_NS, last=False)
+            if got is None:
+                f, b, _, _ = _link(*fwd_of(m - 1), *mine[m], TOLERANCE_NS)
+                got = (np.isin(mine[m][0].row, [x for x, _ in b]), np.isin(mine[m][1].row, [y for _, y in f]), 0)
+        else:
+            got = _label(None, None, *mine[m], TOLERANCE_NS, right=bwd_of(m + 1), last=False)
+            if got is None:
+                bs, fr = bwd_of(m + 1)
+                s_f = np.isin(mine[m][0].row, [mine[m][0].row[i] for i, _ in _align(mine[m][0], fr, TOLERANCE_NS)])
+                r_b = np.isin(mine[m][1].row, [mine[m][1].row[j] for _, j in _align(bs, mine[m][1], TOLERANCE_NS)])
+                got = (~s_f, ~r_b, 0)
         lab[m] = (got[0], got[1])
     for _ in range(REFINE):
         for m in [*range(n - 2, 0, -1), *range(1, n - 1)]:
