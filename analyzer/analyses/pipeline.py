@@ -465,6 +465,27 @@ def _pairs_from(mine: list[tuple[_Ops, _Ops]], split: int) -> list[tuple[int, in
     return rows
 
 
+SHORTLIST = 4  # next-stage candidates labelled in full when the traffic stages a pipeline
+
+
+def _shortlist(per: dict, state: dict, free: list[int], tol: int) -> list[int]:
+    """The few ranks most likely next in a pipeline read off the traffic: most of the current
+    stage's forward sends with a recv of theirs that could meet them in time, and backward recvs
+    with such a send (any order; cheap beside ``_label``, which then decides among them)."""
+    live = _NEG // 2
+    score = {}
+    for b in free:
+        n = 0
+        for s, (fwd, bwd) in state.items():
+            mine = per.get((b, s))
+            if mine:
+                n += int((_weights(fwd, mine["recv"], tol) > live).any(axis=1).sum())
+                n += int((_weights(mine["send"], bwd, tol) > live).any(axis=0).sum())
+        if n:
+            score[b] = n
+    return sorted(score, key=lambda b: (-score[b], b))[:SHORTLIST]
+
+
 def _traffic_chains(per: dict, ranks: list[int], tol: int) -> list[list[int]]:
     """Pipelines read off the traffic when the layout has none: a first stage is a rank whose
     step starts with a send (the first micro-batch's activations; every other stage first waits
@@ -490,7 +511,7 @@ def _traffic_chains(per: dict, ranks: list[int], tol: int) -> list[list[int]]:
         state = {s: (per[(head, s)]["send"], per[(head, s)]["recv"]) for s in steps if (head, s) in per}
         while any(len(f) for f, _ in state.values()) and free:
             best: tuple[int, int] | None = None  # (pairs, rank)
-            for b in free:
+            for b in _shortlist(per, state, free, tol):
                 n = 0
                 for s, (fwd, bwd) in state.items():
                     mine = per.get((b, s))
