@@ -4,17 +4,36 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import time
 from pathlib import Path
 
+import duckdb
 from helpers import REPO, analyze, analyze_json, query
+
+from analyzer import schema
 
 SAMPLES = REPO / "sample_data"
 
 
 def _fact_files(store: Path) -> set[str]:
     return {str(p.relative_to(store)) for p in (store / "facts").rglob("*.parquet")}
+
+
+def _views_read_the_listed_files(store: Path) -> None:
+    """Each fact view of the catalog (what a user opening it with DuckDB reads) reads exactly the
+    files ``fact_files`` lists for its table: a commit makes again the views of the tables it changes only."""
+    con = duckdb.connect(str(store / "catalog.duckdb"), read_only=True)
+    try:
+        views = dict(con.execute("SELECT view_name, sql FROM duckdb_views() WHERE NOT internal").fetchall())
+        listed = con.execute("SELECT table_name, path FROM fact_files").fetchall()
+    finally:
+        con.close()
+    root = store.resolve()
+    for t in schema.FACT_TABLES:
+        want = sorted(str(root / os.path.normpath(p)) for name, p in listed if name == t.name)
+        assert sorted(re.findall(r"'([^']*\.parquet)'", views[t.name])) == want, t.name
 
 
 def test_unchanged_folder_is_skipped(tmp_path: Path) -> None:
@@ -79,6 +98,7 @@ def test_changed_file_is_reread(tmp_path: Path) -> None:
     assert after[1]["n"] == before[1]["n"] + 1
     added = query(store, "SELECT dur_ns, step FROM operators WHERE name = 'aten::added_by_test'")
     assert added == [{"dur_ns": 2500, "step": int(step["name"].split("#")[1])}]
+    _views_read_the_listed_files(store)
     # the replaced collection's old Parquet files are gone after the next ingest's clean-up
     analyze("ingest", str(root), "--store", str(store))
     listed = {r["path"] for r in query(store, "SELECT path FROM fact_files")}
@@ -97,8 +117,10 @@ def test_several_runs_side_by_side(tmp_path: Path) -> None:
     env_store = {"RANKSCOPE_STORE": str(store)}
     only_a = analyze("query", "SELECT DISTINCT run FROM slices", "--run", "a", "--format", "json", env=env_store)
     assert json.loads(only_a.stdout) == [{"run": "a"}]
+    _views_read_the_listed_files(store)
     analyze("drop", "a", "--store", str(store))
     assert [r["run"] for r in analyze_json("runs", "--json", "--store", str(store))] == ["b"]
+    _views_read_the_listed_files(store)
 
 
 def _imports(*args: str) -> set[str]:

@@ -19,7 +19,7 @@ from .discover import Discovery, discover, run_root
 from .jobs import separate_jobs
 from .pool import Executor, LocalPool, read_all
 from .report import CollectionResult, IngestReport
-from .run_results import store_run_results
+from .run_results import run_ranks, store_run_results
 
 
 def ingest(
@@ -40,25 +40,25 @@ def ingest(
     # a store that does not exist yet holds nothing to compare with or to collect: reading starts
     # at once and the empty catalog is created while the workers read
     fresh = not store.exists()
-    if not fresh:
-        store.initialize()
     report = IngestReport(run_name, path_text(root_p), str(store.path))
     notify = on_progress or (lambda kind, obj: None)
     # what is below the folder, before anything is read: a file that changes while the ingest
     # reads it is seen changed by the next ingest (see store.digest)
     listing = digest.folder_listing(run_root(root_p))
     with store.ingest_lock():
-        if fresh and store.exists():  # another ingest created it while this one waited for the lock
-            fresh = False
-            store.initialize()
+        fresh = not store.exists()  # another ingest may have created it while this one waited for the lock
         before = None if fresh else digest.read(store.path)
-        if not fresh:
-            # until this ingest commits, the digest is not trusted (a kill before the commit leaves
-            # files to collect: the next ingest must take this path)
-            digest.remove(store.path)
-            store.garbage_collect()
         disc = discover(root_p, run_name)
-        prev = Previous() if fresh else _previous(store, run_name, disc.root)
+        prev = Previous()
+        if not fresh:
+            # the catalog work before the reading, on one connection (``catalog_held``)
+            with store.catalog_held():
+                store.initialize()
+                # until this ingest commits, the digest is not trusted (a kill before the commit
+                # leaves files to collect: the next ingest must take this path)
+                digest.remove(store.path)
+                store.garbage_collect()
+                prev = _previous(store, run_name, disc.root)
         todo = plan_reads(disc.plans, prev, disc.root)
         _note_unchanged(report, todo, prev, disc, notify)
         results = read_all(
@@ -74,17 +74,21 @@ def ingest(
         _refuse_separate_jobs(store, root_p, batch, prev, todo)
         batch.file_rows += _discovery_rows(report, disc, run_name)
         ingests = _ingests(report, root_p, disc, listing, before)
-        committed, replaced = _commit(store, report, prev, run_name, disc.root, batch, ingests)
-        if replaced:
-            store.garbage_collect()  # the files of the collections this commit replaced or removed
-        if committed:
+        ranks = 0
+        with store.catalog_held():  # the catalog work after the reading, on one connection
+            committed, replaced = _commit(store, report, prev, run_name, disc.root, batch, ingests)
+            if replaced:
+                store.garbage_collect()  # the files of the collections this commit replaced or removed
+            if committed:
+                ranks = run_ranks(store, run_name)
+            elif store.exists():
+                store.write_digest(ingests)
+        if committed:  # the analyses are computed with the catalog closed: the executor reads it
             report.stored_analyses, report.stored_seconds = store_run_results(
-                store, run_name, executor or LocalPool(workers)
+                store, run_name, executor or LocalPool(workers), ranks
             )
             if report.stored_analyses:
                 store.write_digest(ingests)  # the catalog changed again since the commit wrote it
-        if not committed and store.exists():
-            store.write_digest(ingests)
     report.seconds = time.perf_counter() - t0
     if report.usable == 0:
         raise _nothing_ingested(report, disc, root_p)

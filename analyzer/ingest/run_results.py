@@ -17,11 +17,16 @@ from .pool import Executor
 MIN_RANKS = 16
 
 
-def store_run_results(store: Store, run: str, executor: Executor) -> tuple[int, float]:
-    """Compute and list the stored analyses of the just committed ``run`` (call under the ingest
-    lock); (analyses stored, seconds). Nothing when the run has fewer than ``MIN_RANKS`` ranks."""
+def run_ranks(store: Store, run: str) -> int:
+    """The number of ranks of ``run`` in the catalog."""
+    return store.catalog_rows("SELECT count(DISTINCT rank) AS n FROM collections WHERE run = ?", [run])[0]["n"]
+
+
+def store_run_results(store: Store, run: str, executor: Executor, ranks: int) -> tuple[int, float]:
+    """Compute and list the stored analyses of the just committed ``run`` of ``ranks`` ranks (call
+    under the ingest lock, the catalog not held: the executor reads it); (analyses stored, seconds).
+    Nothing when the run has fewer than ``MIN_RANKS`` ranks."""
     t = time.perf_counter()
-    ranks = store.catalog_rows("SELECT count(DISTINCT rank) AS n FROM collections WHERE run = ?", [run])[0]["n"]
     if ranks < MIN_RANKS:
         return 0, 0.0
     key = run_key(store.load_catalog(["fact_files", "collections"]), run)

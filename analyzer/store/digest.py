@@ -13,6 +13,7 @@ library only: it is read before anything heavy is imported.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -39,9 +40,12 @@ def catalog_stamp(store_path: Path) -> list[Any]:
     return out
 
 
+@functools.cache
 def code_stamp() -> str:
     """What identifies the analyzer's code: its modules' names, sizes and mtimes (a digest written
-    by another version, whose readers or discovery may decide differently, is not used)."""
+    by another version, whose readers or discovery may decide differently, is not used). Computed
+    once per process (a walk of the package, ~5 ms of CPU, was made at each digest read and write):
+    the code a process runs is the code it loaded."""
     h = hashlib.sha1()
     for top, dirs, files in os.walk(_ANALYZER):
         dirs[:] = sorted(d for d in dirs if d != "__pycache__")

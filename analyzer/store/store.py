@@ -99,6 +99,8 @@ class Store:
         self.catalog_path = self.path / CATALOG_FILE
         self.facts_dir = self.path / FACTS_DIR
         self.lock_path = self.path / LOCK_FILE
+        # ``catalog_held``: (thread, connection, digests to write when it closes) while held
+        self._held: tuple[int, duckdb.DuckDBPyConnection, list[tuple[Any, ...]]] | None = None
 
     def __repr__(self) -> str:
         return f"Store({str(self.path)!r})"
@@ -161,20 +163,57 @@ class Store:
                 delay = min(delay * 2, 0.5)
 
     @contextlib.contextmanager
-    def write_connection(self) -> Iterator[duckdb.DuckDBPyConnection]:
-        """A short-lived read-write connection to the catalog (retries while a reader holds it)."""
+    def catalog_held(self) -> Iterator[None]:
+        """Hold one read-write connection to an existing catalog for every catalog call of this
+        thread inside (``initialize``, ``load_catalog``, ``catalog_rows``, ``commit``,
+        ``garbage_collect``, ``write_digest``): one open and close (a DuckDB file connection costs
+        ~10-20 ms of CPU, the checkpoint at its close as much) instead of one each. Other processes
+        cannot open the catalog meanwhile (they retry): hold it for catalog work only, under
+        ``ingest_lock``. The digests written inside are written once it is closed (closing
+        checkpoints: their stamp is that of the closed files), unless the block failed."""
+        if self._held is not None or not self.exists():
+            yield  # nested (the outer holder closes), or nothing to hold: each call opens its own
+            return
         con = self._connect(read_only=False)
+        pending: list[tuple[Any, ...]] = []
+        self._held = (threading.get_ident(), con, pending)
+        try:
+            yield
+        finally:
+            self._held = None
+            con.close()
+        if pending:
+            self._digest(*pending[-1], digest.catalog_stamp(self.path))
+
+    def _held_by_me(self) -> tuple[duckdb.DuckDBPyConnection, list[tuple[Any, ...]]] | None:
+        held = self._held
+        return (held[1], held[2]) if held is not None and held[0] == threading.get_ident() else None
+
+    @contextlib.contextmanager
+    def _catalog(self, read_only: bool) -> Iterator[duckdb.DuckDBPyConnection]:
+        """The held connection (``catalog_held``), else a connection of its own, closed after."""
+        held = self._held_by_me()
+        if held is not None:
+            yield held[0]
+            return
+        con = self._connect(read_only=read_only)
         try:
             yield con
         finally:
             con.close()
 
+    @contextlib.contextmanager
+    def write_connection(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A short-lived read-write connection to the catalog (retries while a reader holds it);
+        the held one inside ``catalog_held``."""
+        with self._catalog(read_only=False) as con:
+            yield con
+
     def load_catalog(self, tables: Iterable[str] | None = None) -> dict[str, pa.Table]:
         """Copy catalog tables into memory (opening the file read-only for as short as possible)."""
         self.require()
         names = list(tables) if tables is not None else [t.name for t in schema.CATALOG_TABLES]
-        con = self._connect(read_only=True)
-        try:
+        with self._catalog(read_only=True) as con:
             have = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
             # a table added to the schema after the store was made (run_tags) reads as empty until
             # the first write creates it (``initialize``: CREATE TABLE IF NOT EXISTS)
@@ -184,20 +223,15 @@ class Store:
                 else schema.arrow_schema(n).empty_table()
                 for n in names
             }
-        finally:
-            con.close()
 
     def catalog_rows(self, sql: str, params: Sequence[Any] | None = None) -> list[dict[str, Any]]:
         """Rows of a query over the catalog tables alone, as dicts (opens the catalog read-only
         for as short as possible; no pyarrow, no pandas: what `analyze runs` needs to start fast)."""
         self.require()
-        con = self._connect(read_only=True)
-        try:
+        with self._catalog(read_only=True) as con:
             cur = con.execute(sql, list(params) if params else None)
             names = [d[0] for d in cur.description]
             return [dict(zip(names, row)) for row in cur.fetchall()]
-        finally:
-            con.close()
 
     def catalog_snapshot(self) -> dict[str, pa.Table]:
         """Every catalog table, as ``load_catalog()`` returns them, read again only when the catalog
@@ -383,6 +417,19 @@ class Store:
         if stmts:
             con.execute(";\n".join(stmts))
 
+    def _refresh_fact_views(self, con: duckdb.DuckDBPyConnection, changed: set[str]) -> None:
+        """Make again the catalog's fact views of the ``changed`` tables and of those missing (a
+        store made before a table existed): binding a view reads the footer of each of its files,
+        and a commit changes the files of a few tables only."""
+        have = {r[0] for r in con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()}
+        only = [t.name for t in schema.FACT_TABLES if t.name in changed or t.name not in have]
+        if not only:
+            return
+        ff = con.sql(
+            "SELECT table_name, path FROM fact_files WHERE list_contains($only, table_name)", params={"only": only}
+        ).to_arrow_table()
+        self._create_fact_views(con, self._paths_by_table(ff), only=only)
+
     def fact_files(self, table: str, run: str | None = None, ranks: Sequence[int] | None = None) -> list[str]:
         """Absolute paths of the Parquet files of a table, optionally for one run / some ranks."""
         ff = filter_fact_files(self.load_catalog(["fact_files"])["fact_files"], run=run, ranks=ranks, table=table)
@@ -459,8 +506,18 @@ class Store:
                     con.execute("UPDATE runs SET updated_at = ?, root_path = ? WHERE run = ?", [now, root_path, run])
                 else:
                     con.execute("INSERT INTO runs VALUES (?, ?, ?, ?)", [run, root_path, now, now])
+                # the fact tables whose list of files this commit changes: their views only are made again
+                changed = {f["table_name"] for f in fact_files}
                 if replace_collections:
                     ids = list(replace_collections)
+                    changed.update(
+                        r[0]
+                        for r in con.execute(
+                            "SELECT DISTINCT table_name FROM fact_files"
+                            " WHERE run = ? AND list_contains(?, collection_id)",
+                            [run, ids],
+                        ).fetchall()
+                    )
                     con.execute("DELETE FROM collections WHERE run = ? AND list_contains(?, collection_id)", [run, ids])
                     con.execute("DELETE FROM fact_files WHERE run = ? AND list_contains(?, collection_id)", [run, ids])
                     con.execute(
@@ -474,8 +531,7 @@ class Store:
                 self._insert(con, "collections", collections)
                 self._insert(con, "fact_files", fact_files)
                 self._insert(con, "source_files", source_files)
-                ff = con.sql("SELECT table_name, path FROM fact_files").to_arrow_table()
-                self._create_fact_views(con, self._paths_by_table(ff))
+                self._refresh_fact_views(con, changed)
                 con.execute("COMMIT")
             except BaseException:
                 con.execute("ROLLBACK")
@@ -483,7 +539,7 @@ class Store:
             if ingests is not None:
                 listing = _listing(con)
         if ingests is not None and listing is not None:
-            self._digest(ingests, *listing, digest.catalog_stamp(self.path))
+            self._write_digest_after(ingests, *listing)
 
     def drop_run(self, run: str, on_wait: Callable[[], None] | None = None) -> bool:
         """Remove a run from the catalog and delete its files. Takes the ingest lock: a drop during an
@@ -496,11 +552,14 @@ class Store:
                     return False
                 con.execute("BEGIN")
                 tables = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+                changed = {
+                    r[0]
+                    for r in con.execute("SELECT DISTINCT table_name FROM fact_files WHERE run = ?", [run]).fetchall()
+                }
                 for t in ("runs", "collections", "source_files", "fact_files", "run_tags", "run_results"):
                     if t in tables:  # run_tags, run_results: absent from stores made before they existed
                         con.execute(f'DELETE FROM "{t}" WHERE run = ?', [run])
-                ff = con.sql("SELECT table_name, path FROM fact_files").to_arrow_table()
-                self._create_fact_views(con, self._paths_by_table(ff))
+                self._refresh_fact_views(con, changed)
                 con.execute("COMMIT")
             self.garbage_collect()
             self.write_digest(dict((before or {}).get("ingests", {})))
@@ -534,13 +593,24 @@ class Store:
         """Write the catalog's digest (``digest``) as the catalog is now, with what the last ingest of
         each run found (``ingests``: by run; a run no longer in the store is left out). Call after
         a change, under ``ingest_lock``."""
-        stamp = digest.catalog_stamp(self.path)
-        con = self._connect(read_only=True)
-        try:
+        held = self._held_by_me()
+        stamp = None if held is not None else digest.catalog_stamp(self.path)
+        with self._catalog(read_only=True) as con:
             runs, problems = _listing(con)
-        finally:
-            con.close()
-        self._digest(ingests, runs, problems, stamp)
+        if stamp is None:
+            self._write_digest_after(ingests, runs, problems)
+        else:
+            self._digest(ingests, runs, problems, stamp)
+
+    def _write_digest_after(
+        self, ingests: dict[str, dict[str, Any]], runs: list[dict[str, Any]], problems: list[dict[str, Any]]
+    ) -> None:
+        """Write the digest now, or when the held connection closes (``catalog_held``)."""
+        held = self._held_by_me()
+        if held is not None:
+            held[1].append((ingests, runs, problems))
+        else:
+            self._digest(ingests, runs, problems, digest.catalog_stamp(self.path))
 
     def _digest(
         self,
