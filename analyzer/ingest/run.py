@@ -159,8 +159,8 @@ def _refuse_separate_jobs(store: Store, root: Path, batch: _Batch, prev: Previou
 
 def _previous(store: Store, run: str, run_root: Path) -> Previous:
     """What the store holds of ``run``; a run of that name over another folder is a conflict."""
-    cat = store.load_catalog(["runs", "collections", "source_files"])
-    prev_root = next((r["root_path"] for r in cat["runs"].to_pylist() if r["run"] == run), None)
+    cat = store.load_catalog(["runs", "collections", "source_files"], run=run)
+    prev_root = next((r["root_path"] for r in cat["runs"].to_pylist()), None)
     if prev_root is not None and prev_root != path_text(run_root):
         raise RunConflictError(
             f"run {run!r} in the store holds {prev_root}, not {run_root}: give this folder "
@@ -169,8 +169,8 @@ def _previous(store: Store, run: str, run_root: Path) -> Previous:
     return Previous(
         existed=prev_root is not None,
         root=prev_root,
-        collections={r["collection_id"]: r for r in cat["collections"].to_pylist() if r["run"] == run},
-        files={r["path"]: r for r in cat["source_files"].to_pylist() if r["run"] == run},
+        collections={r["collection_id"]: r for r in cat["collections"].to_pylist()},
+        files={r["path"]: r for r in cat["source_files"].to_pylist()},
     )
 
 

@@ -209,16 +209,18 @@ class Store:
         with self._catalog(read_only=False) as con:
             yield con
 
-    def load_catalog(self, tables: Iterable[str] | None = None) -> dict[str, pa.Table]:
-        """Copy catalog tables into memory (opening the file read-only for as short as possible)."""
+    def load_catalog(self, tables: Iterable[str] | None = None, run: str | None = None) -> dict[str, pa.Table]:
+        """Copy catalog tables into memory (opening the file read-only for as short as possible);
+        with ``run``, only its rows (of tables that have a run column)."""
         self.require()
         names = list(tables) if tables is not None else [t.name for t in schema.CATALOG_TABLES]
+        where = "" if run is None else " WHERE run = $run"
         with self._catalog(read_only=True) as con:
             have = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
             # a table added to the schema after the store was made (run_tags) reads as empty until
             # the first write creates it (``initialize``: CREATE TABLE IF NOT EXISTS)
             return {
-                n: con.sql(f'SELECT * FROM "{n}"').to_arrow_table()
+                n: con.sql(f'SELECT * FROM "{n}"{where}', params=None if run is None else {"run": run}).to_arrow_table()
                 if n in have
                 else schema.arrow_schema(n).empty_table()
                 for n in names
