@@ -447,7 +447,20 @@ def test_counter_tracks_are_listed_per_rank_and_sent_in_bounded_buckets(http, st
     tracks = [c for c in m["counters"] if c["rank"] == 0]
     assert [c["label"] for c in tracks[:3]] == ["PTA+GE (NPU:0)", "PTA (NPU:0)", "GE (NPU:0)"]  # largest peak first
     assert all(c["unit"] == "bytes" for c in tracks[:3]) and tracks[3]["label"].startswith("NPU MEM · ")
-    assert len(tracks) == 16 and not any("HDC" in c["label"] or "DRV" in c["label"] for c in tracks)
+    assert not any("HDC" in c["label"] or "DRV" in c["label"] for c in tracks)
+    # every track is listed (none dropped): the first 16 in that order are the rank's top ones
+    listed = (
+        store.query(
+            "SELECT count(DISTINCT (process, name, series)) AS n FROM counters WHERE run = 'npu' AND rank = 0",
+            run="npu",
+        )["n"].iloc[0]
+        + store.query(
+            "SELECT count(DISTINCT (component, device)) AS n FROM memory_samples WHERE run = 'npu' AND rank = 0 "
+            "AND allocated_bytes IS NOT NULL AND coalesce(source, '') NOT IN ('npu_module_mem', 'NPU_MODULE_MEM')",
+            run="npu",
+        )["n"].iloc[0]
+    )
+    assert len(tracks) == listed > 16 and [c["top"] for c in tracks] == [True] * 16 + [False] * (listed - 16)
     raw = store.query(
         "SELECT ts_ns, allocated_bytes::DOUBLE AS v FROM memory_samples WHERE run = 'npu' AND rank = 0 "
         "AND component = 'PTA+GE' AND allocated_bytes IS NOT NULL ORDER BY ts_ns",
@@ -479,8 +492,12 @@ def test_counter_tracks_are_listed_per_rank_and_sent_in_bounded_buckets(http, st
     later = shifted["tracks"][pta["key"]]
     moved = raw[(raw["ts_ns"] >= origin + a + 5_000_000) & (raw["ts_ns"] < origin + b + 5_000_000)]
     assert later["last"][-1] == moved["v"].iloc[-1] and later["last"] != got["last"]
+    # a track past the top ones is sent as well
+    last = tracks[-1]
+    got = http.post("/_timeline/counters", json={**body, "tracks": [last["key"]], "a": 0, "b": 10**15}).get_json()
+    assert len(got["tracks"][last["key"]]["t"]) > 0
     # bad requests are JSON messages
-    assert http.post("/_timeline/counters", json={**body, "tracks": ["0.c99"]}).status_code == 404
+    assert http.post("/_timeline/counters", json={**body, "tracks": ["0.c999"]}).status_code == 404
     assert http.post("/_timeline/counters", json={**body, "b": a}).status_code == 400
 
 
@@ -505,14 +522,44 @@ def test_flow_arrows_link_launches_to_device_tasks_and_a_collectives_members(htt
     )
     link_at = {(int(r), int(t)): str(x) for r, t, x in links.itertuples(index=False)}
     for f in got["arrows"][:50]:
-        (hl, r, t0), (dl, r2, t1) = f["from"], f["to"]
+        (hl, r, t0, _), (dl, r2, t1, _) = f["from"], f["to"]
         assert r == r2 and lanes[hl]["group"] == "host" and lanes[dl]["group"] == "device"
         assert link_at[(r, origin + t0)] == link_at[(r, origin + t1)]  # one connection_id
+    # once the lanes' tiles are drawn (their indexes built), each end is at its slice's nesting level:
+    # how many slices of its thread are still open at its start
+    keys = sorted({f[end][0] for f in got["arrows"][:50] for end in ("from", "to")})
+    z = tiles.level_for((ev[1] - ev[0]) / 1000)
+    want = [[k, z, i] for k in keys for i in tiles.tiles_for(ev[0], ev[1], z)][: api.tiles.MAX_TILES_PER_REQUEST]
+    assert http.post("/_timeline/tiles", json={"run": "npu", "fp": m["fp"], "tiles": want}).status_code == 200
+    got = http.post("/_timeline/flows", json={**body, "kinds": ["launch"]}).get_json()
+    sl = store.query(
+        "SELECT rank, collection_id, pid, tid, ts_ns, coalesce(dur_ns, 0) AS dur FROM slices "
+        "WHERE run = 'npu' AND rank IN (0, 1)",
+        run="npu",
+    )
+    levels = set()
+    for f in got["arrows"][:50]:
+        for _, r, t, level in (f["from"], f["to"]):
+            me = sl[(sl["rank"] == r) & (sl["ts_ns"] == origin + t)].sort_values("dur").iloc[0]
+            th = sl[(sl["collection_id"] == me["collection_id"]) & (sl["pid"] == me["pid"]) & (sl["tid"] == me["tid"])]
+            before = (th["ts_ns"] < me["ts_ns"]) | ((th["ts_ns"] == me["ts_ns"]) & (th["dur"] > me["dur"]))
+            assert level == int((before & (th["ts_ns"] + th["dur"] > me["ts_ns"])).sum()), f
+            levels.add(level)
+    assert max(levels) > 0  # host calls nested under operators: not all at the lane's top
     # a narrow window: every arrow has an end inside it, nothing left out
     a = got["arrows"][10]["from"][2]
     small = http.post("/_timeline/flows", json={**body, "kinds": ["launch"], "a": a, "b": a + 200_000}).get_json()
     assert small["more"] == 0 and 0 < len(small["arrows"]) < flows.MAX_ARROWS
     assert all(a <= f["from"][2] < a + 200_000 or a <= f["to"][2] < a + 200_000 for f in small["arrows"])
+    # the tooltips in the page's language, the tasks' names from the trace as they are (the same arrows:
+    # none left out; their order among launches at the same time is the query's)
+    zh = http.post(
+        "/_timeline/flows",
+        json={**body, "kinds": ["launch"], "a": a, "b": a + 200_000},
+        headers={"Referer": "http://localhost/timeline?lang=zh"},
+    ).get_json()["arrows"]
+    en = sorted(f["label"].replace("launch → ", "下发 → ", 1) for f in small["arrows"])
+    assert sorted(f["label"] for f in zh) == en and all(x.startswith("下发 → ") for x in en)
     # collectives: rank 0's member to rank 1's, at each one's end of the instance
     coll = http.post("/_timeline/flows", json={**body, "kinds": ["collective"]}).get_json()["arrows"]
     ops, _ = run_instances(store, "npu")

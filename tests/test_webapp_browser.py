@@ -1106,7 +1106,13 @@ def test_timeline_counter_tracks_under_their_rank(server: dict, page: Any) -> No
     labels = [c["label"] for c in st["counterTracks"]]
     assert labels[:3] == ["PTA+GE (NPU:0)", "PTA (NPU:0)", "GE (NPU:0)"]
     kinds = [r["kind"] for r in st["rows"]]
-    assert kinds.count("counter") == len(labels) and kinds.index("counter") > kinds.index("lane")  # under the lanes
+    assert kinds.index("counter") > kinds.index("lane")  # under the lanes
+    # the rank's top 16 tracks are drawn, the others behind a row that says how many: none dropped
+    top = [c["key"] for c in st["counterTracks"] if c["top"]]
+    assert len(top) == 16 < len(labels) and [r["key"] for r in st["rows"] if r["kind"] == "counter"] == top
+    more = [(r["key"], r["hidden"], r["total"]) for r in st["rows"] if r["kind"] == "more"]
+    assert more == [("0.allcounters", len(labels) - 16, len(labels))]  # below the tracks: "▸ 8 more counter tracks"
+    assert f"counters · 16 of {len(labels)} shown" in st["stats"]["headers"]
     assert "PTA+GE (NPU:0) [bytes]" in st["stats"]["counterLabels"]
     # what is drawn is the samples of the view: the last bucket holds the last sample before the view ends
     origin, data = int(st["origin"]), st["counters"]
@@ -1128,9 +1134,18 @@ def test_timeline_counter_tracks_under_their_rank(server: dict, page: Any) -> No
     page.wait_for_selector(".tl-tip:not([hidden])")
     tip = page.inner_text(".tl-tip")
     assert tip.startswith("PTA+GE (NPU:0)") and ("GiB" in tip or "MiB" in tip) and "rank 0 · counter" in tip
+    # the others opened: every track drawn and loaded, the address keeps it
+    page.evaluate("() => window.rankscopeTimeline.toggleFold('0.allcounters')")
+    page.wait_for_function("() => location.search.includes('fold=0.allcounters')")
+    last = st["counterTracks"][-1]["key"]
+    page.wait_for_function(
+        "(k) => { const s = window.rankscopeTimeline.state(); return s.counters && s.counters.tracks[k]; }", arg=last
+    )
+    st = tl_state(page)
+    assert [r["key"] for r in st["rows"] if r["kind"] == "counter"] == [c["key"] for c in st["counterTracks"]]
     # folding the counters group is a view of its own: the address keeps it, a reload restores it
     page.evaluate("() => window.rankscopeTimeline.toggleFold('0.counters')")
-    page.wait_for_function("() => location.search.includes('fold=0.counters')")
+    page.wait_for_function("() => /fold=[^&]*0\\.counters/.test(location.search)")
     page.reload()
     page.wait_for_function("() => (window.rankscopeTimeline.state().rows || []).some(r => r.key === '0.counters')")
     st = tl_state(page)
@@ -1166,6 +1181,15 @@ def test_timeline_flow_arrows_from_sends_to_their_recvs(server: dict, page: Any)
     for end in st["stats"]["arrowEnds"]:
         assert (end["y1"] > end["y0"]) == end["label"].startswith("forward")
     assert top > 0
+    # each end at its slice: its lane's row plus its nesting level (the same offset for every end)
+    at = set()
+    assert [e["label"] for e in st["stats"]["arrowEnds"]] == [f["label"] for f in arrows]  # drawn in order
+    for f, shown in zip(arrows, st["stats"]["arrowEnds"]):
+        for side, (lane, _, _, level) in (("0", f["from"]), ("1", f["to"])):
+            assert level is not None and lane in rows
+            at.add(round(shown["y" + side] - rows[lane]["y"] - level * 18, 3))
+    assert len(at) == 1, at
+    assert any(end[3] > 0 for f in arrows for end in (f["from"], f["to"])), arrows  # not all at the lane's top
     page.locator("#tl-flows label", has_text="send → recv").click()
     page.wait_for_function("() => !location.search.includes('flows=')")
     page.wait_for_function("() => window.rankscopeTimeline.state().stats.arrows === 0")

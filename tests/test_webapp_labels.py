@@ -464,3 +464,32 @@ def test_the_layout_source_in_the_pages_language(two_formats: DashClient) -> Non
     en = json.dumps(_call(two_formats, "cl-content.children", inputs, {"Referer": ORIGIN + "/cluster?lang=en"}))
     assert "推断（全部卡是唯一的通信组，承载集合通信）" in zh and "inferred" not in zh
     assert "inferred (the world is the only group and carries the collectives)" in en
+
+
+def test_evidence_columns_and_clock_notes_in_the_pages_language(two_formats: DashClient) -> None:
+    """The advisor's evidence tables name their columns, and the timeline its clock statuses and
+    warnings, in the page's language (the analyzer's messages; English as before)."""
+    from analyzer.analyses import advise, clock_offsets
+    from analyzer.store import Store
+
+    sev = ["high", "medium", "low"]
+    inputs = {"adv-run.value": "npu", "adv-ranks.value": [], "adv-severity.value": sev, "adv-rule.value": None}
+
+    def shown(lang_: str) -> str:
+        out = _call(two_formats, "adv-content.children", inputs, {"Referer": f"{ORIGIN}/advisor?lang={lang_}"})
+        return json.dumps(out["adv-content"]["children"], ensure_ascii=False)
+
+    zh, en = shown("zh"), shown("en")
+    store = two_formats.http.application.config["RANKSCOPE_STORE"]
+    store = store if isinstance(store, Store) else Store(store)
+    cols = {c for f in advise(store, "npu").to_dict("records") for r in f["evidence"] or [] for c in r}
+    assert "start_ns" in cols and "rank" in cols  # the idle gaps of high_free, e.g.
+    assert '"开始"' in zh and '"start"' not in zh and '"start"' in en and '"开始"' not in en
+    # the clock: each rank's status in the request's language, a warning as a message
+    meta = two_formats.http.get("/_timeline/meta?run=gloo", headers={"Referer": ORIGIN + "/timeline?lang=zh"})
+    assert {c["status_text"] for c in meta.get_json()["clock"]} <= {"参考", "已对齐", "未对齐", "对齐较差"}
+    off = clock_offsets(store, "gloo", max_residual_ns=0)  # every residual counts as poor
+    poor = off[off["status"] == "poorly aligned"].iloc[0]
+    assert poor["warning"] == messages.render(poor["warning_msg"], "en")
+    assert poor["warning"].startswith(f"rank {poor['rank']}: collectives still disagree by ")
+    assert messages.render(poor["warning_msg"], "zh").startswith(f"卡 {poor['rank']}：对齐后集合通信仍相差 ")

@@ -24,7 +24,7 @@ from analyzer.errors import QueryError
 from . import cache
 from .reader import Reader
 
-MAX_TRACKS_PER_RANK = 16
+TOP_TRACKS_PER_RANK = 16  # the tracks a rank shows at first (``top``); the others on the user's demand
 MAX_BUCKETS = 2000
 DRIVER_SOURCES = ("npu_module_mem", "NPU_MODULE_MEM")  # per driver module, reserved only: the Memory page's
 
@@ -91,8 +91,9 @@ def _split(rank: np.ndarray, label: np.ndarray, unit: np.ndarray) -> dict[int, l
 def catalog(rd: Reader, run: str, ranks: Sequence[int]) -> dict[int, list[dict[str, object]]]:
     """Per rank, the counter tracks the timeline lays out (key, rank, label, unit, value range,
     samples, first and last sample; from aggregates, no sample is kept): the allocators' memory
-    first, largest peak first; then the counters of memory processes, then the others, by name;
-    at most ``MAX_TRACKS_PER_RANK``."""
+    first, largest peak first; then the counters of memory processes, then the others, by name.
+    Every track is listed; the first ``TOP_TRACKS_PER_RANK`` of a rank are its ``top`` ones (shown
+    at first), the rest are there for the user to open (a job can record hundreds of counters)."""
 
     def load(missing: list[int]) -> dict[int, list[dict[str, object]]]:
         found: dict[int, list[dict[str, object]]] = {r: [] for r in missing}
@@ -113,9 +114,10 @@ def catalog(rd: Reader, run: str, ranks: Sequence[int]) -> dict[int, list[dict[s
                         "n": int(row["n"]),
                         "first": int(row["first"]),
                         "last": int(row["last"]),
+                        "top": len(found[r]) < TOP_TRACKS_PER_RANK,
                     }
                 )
-        return {r: v[:MAX_TRACKS_PER_RANK] for r, v in found.items()}
+        return found
 
     return cache.per_rank(rd, run, "counter_catalog", list(ranks), (), load)
 

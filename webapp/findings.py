@@ -17,7 +17,7 @@ from analyzer.format import is_missing
 
 from . import links
 from .format import fmt_bytes, fmt_int, fmt_ns
-from .labels import said, t
+from .labels import cause_name, said, said_term, t
 from .params import query_string
 
 SEVERITIES = ("high", "medium", "low")
@@ -98,6 +98,8 @@ def _cell(key: str, v: Any, origin: int | None) -> str:
         return ", ".join(_cell(key, x, origin) for x in v)
     if isinstance(v, bool):
         return str(v)
+    if key == "cause" and isinstance(v, str):
+        return cause_name(v)
     if key in ("start_ns", "end_ns", "ts_ns", "launch_ns") and origin is not None:
         return f"+{(int(v) - origin) / 1e6:,.3f} ms"
     if key.endswith("_ns") and isinstance(v, (int, float)):
@@ -150,7 +152,10 @@ def evidence_table(
     return html.Table(
         [
             html.Thead(
-                html.Tr([html.Th(c.removesuffix("_ns").replace("_", " ")) for c in cols] + [html.Th(t("fd.see"))])
+                html.Tr(
+                    [html.Th(said_term("evidence", c, c.removesuffix("_ns").replace("_", " "))) for c in cols]
+                    + [html.Th(t("fd.see"))]
+                )
             ),
             html.Tbody(body),
         ],

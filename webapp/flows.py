@@ -8,14 +8,16 @@
 - ``collective``: the members of one collective instance on their ranks (``analyses.collectives``
   matching), linked where each left it.
 
-Each end is placed on the lane of the slice it stands for (found by rank, name and start), so the
-browser draws it wherever that lane is; times are view times (ns after the origin, minus the
+Each end is placed on the lane of the slice it stands for (found by rank, name and start), at the
+slice's nesting level on that lane (from the lane's level-of-detail index the tiles were drawn
+from, ``cache.LANES``; None when that index is not built: the lane's first level), so the browser
+draws it at the slice wherever that lane is; times are view times (ns after the origin, minus the
 rank's offset when the aligned clock is on).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import duckdb
@@ -26,7 +28,9 @@ from analyzer.analyses.clock_alignment import run_instances
 from analyzer.errors import QueryError
 from analyzer.store import Store
 
-from .reader import reader
+from . import cache, data
+from .labels import LABELS, t
+from .reader import Reader, reader
 
 KINDS = ("launch", "p2p", "collective")
 MAX_ARROWS = 400
@@ -59,7 +63,7 @@ LIMIT $limit
 FIND_SQL = """
 WITH w AS (SELECT unnest($ranks) AS rank, unnest($ts) AS ts, unnest($names) AS name, unnest($ids) AS id)
 SELECT w.id, arg_min(s.collection_id, abs(s.ts_ns - w.ts)) AS cid, arg_min(s.pid, abs(s.ts_ns - w.ts)) AS pid,
-       arg_min(s.tid, abs(s.ts_ns - w.ts)) AS tid
+       arg_min(s.tid, abs(s.ts_ns - w.ts)) AS tid, arg_min(s.ts_ns, abs(s.ts_ns - w.ts)) AS ts
 FROM w JOIN slices s ON s.run = $run AND s.rank = w.rank AND s.name = w.name
   AND s.ts_ns BETWEEN w.ts - $tol AND w.ts + $tol
 WHERE s.ts_ns BETWEEN $all_lo AND $all_hi
@@ -74,6 +78,24 @@ def _q(con: duckdb.DuckDBPyConnection, sql: str, params: dict[str, Any]) -> pd.D
         raise QueryError(str(exc).strip().splitlines()[0]) from exc
 
 
+def _depths(rd: Reader, run: str, ranks: Sequence[int]) -> Callable[[Any, Any, Any, int], int | None]:
+    """``depth(collection_id, pid, tid, start)``: the nesting level the tiles draw the slice at (the
+    deepest slice starting then on its lane), from the lane's index when it is built (None if not)."""
+    sources = data.lane_sources(rd, run, ranks)
+
+    def depth(cid: Any, pid: Any, tid: Any, ts: int) -> int | None:
+        src = sources.get(str(cid))
+        index = cache.LANES.get(src[1]) if src else None
+        ix = index.lanes.get((str(pid), str(tid))) if index else None
+        if ix is None:
+            return None
+        rows = ix.select(int(ts), int(ts) + 1, min_dur=0)
+        rows = rows[ix.starts[rows] == int(ts)]
+        return int(ix.depth[rows].max()) if rows.size else None
+
+    return depth
+
+
 def arrows(
     store: Store,
     run: str,
@@ -86,9 +108,10 @@ def arrows(
     offsets: dict[int, int],
 ) -> dict[str, Any]:
     """The arrows of ``kinds`` between ``ranks`` with an end inside the view [a, b): each
-    ``{"kind", "from": [lane, rank, t], "to": [lane, rank, t], "label"}`` (lane None when the slice
-    is not found); at most ``MAX_ARROWS`` (``"more"``: how many were left out, of launches at most
-    ``4 * MAX_ARROWS`` counted)."""
+    ``{"kind", "from": [lane, rank, t, level], "to": [lane, rank, t, level], "label"}`` (lane None
+    when the slice is not found, level None when its lane's index is not built); at most
+    ``MAX_ARROWS`` (``"more"``: how many were left out, of launches at most ``4 * MAX_ARROWS``
+    counted)."""
     ranks = sorted({int(r) for r in ranks})
     span = b - a
 
@@ -101,11 +124,17 @@ def arrows(
     def inside(rank: int, ns: int) -> bool:
         return a <= view(rank, ns) < b
 
+    def inside_all(rank: pd.Series, ns: pd.Series) -> pd.Series:
+        """``inside`` of every row at once (the run's pairs and instances: filtered before the loops)."""
+        t = pd.to_numeric(ns, errors="coerce") - origin - rank.map(lambda r: offsets.get(int(r), 0))
+        return (t >= a) & (t < b)
+
     out: list[dict[str, Any]] = []
     more = 0
     wanted: list[tuple[int, int, str, int]] = []  # (rank, ts, name, arrow end id) whose lane is looked up
     with reader(store, run, ranks, ("slices", "lanes")) as rd:
         con = rd.facts(run, ranks, ("slices", "lanes"))
+        depth = _depths(rd, run, ranks)
         if "launch" in kinds:
             slack = max(span, LAUNCH_LAG_NS)
             lo = [origin + a - slack + offsets.get(r, 0) for r in ranks]
@@ -128,42 +157,46 @@ def arrows(
                             lane_keys.get((str(r.h_cid), str(r.h_pid), str(r.h_tid))),
                             int(r.rank),
                             view(r.rank, r.h_ts),
+                            depth(r.h_cid, r.h_pid, r.h_tid, r.h_ts),
                         ],
                         "to": [
                             lane_keys.get((str(r.d_cid), str(r.d_pid), str(r.d_tid))),
                             int(r.rank),
                             view(r.rank, r.d_ts),
+                            depth(r.d_cid, r.d_pid, r.d_tid, r.d_ts),
                         ],
-                        "label": f"launch → {r.d_name}",
+                        "label": t("tl.flow_label.launch", name=str(r.d_name)),
                     }
                 )
         if "p2p" in kinds:
             pairs = analyses.send_recv_pairs(store, run)
-            keep = set(ranks)
+            pairs = pairs[pairs["src_rank"].isin(ranks) & pairs["dst_rank"].isin(ranks)]
+            pairs = pairs[
+                inside_all(pairs["src_rank"], pairs["send_ts_ns"]) | inside_all(pairs["dst_rank"], pairs["recv_end_ns"])
+            ]
             for p in pairs.itertuples(index=False):
-                if p.src_rank not in keep or p.dst_rank not in keep:
-                    continue
-                if not (inside(p.src_rank, p.send_ts_ns) or inside(p.dst_rank, p.recv_end_ns)):
-                    continue
                 i = len(out)
                 wanted += [
                     (p.src_rank, p.send_ts_ns, p.send_name, 2 * i),
                     (p.dst_rank, p.recv_ts_ns, p.recv_name, 2 * i + 1),
                 ]
-                size = "" if pd.isna(p.bytes) else f", {int(p.bytes):,} bytes"
+                size = "" if pd.isna(p.bytes) else t("tl.flow_label.bytes", bytes=f"{int(p.bytes):,}")
+                way = t(f"tl.flow_dir.{p.direction}") if f"tl.flow_dir.{p.direction}" in LABELS else str(p.direction)
                 out.append(
                     {
                         "kind": "p2p",
-                        "from": [None, int(p.src_rank), view(p.src_rank, p.send_ts_ns)],
-                        "to": [None, int(p.dst_rank), view(p.dst_rank, p.recv_end_ns)],
-                        "label": f"{p.direction} send {p.src_rank} → recv {p.dst_rank}{size}",
+                        "from": [None, int(p.src_rank), view(p.src_rank, p.send_ts_ns), None],
+                        "to": [None, int(p.dst_rank), view(p.dst_rank, p.recv_end_ns), None],
+                        "label": t("tl.flow_label.p2p", direction=way, src=p.src_rank, dst=p.dst_rank, size=size),
                     }
                 )
         if "collective" in kinds:
             ops, _ = run_instances(store, run)
             ops = ops[ops["instance"].notna() & ~ops["is_p2p"] & ops["rank"].isin(ranks)]
+            # the instances with a member's end in the view (of every instance of the run)
+            ops = ops[ops["instance"].isin(ops.loc[inside_all(ops["rank"], ops["end_ns"]), "instance"].unique())]
             for _, g in ops.groupby("instance", sort=False):
-                if len(g) < 2 or not any(inside(r, e) for r, e in zip(g["rank"], g["end_ns"])):
+                if len(g) < 2:
                     continue
                 g = g.sort_values("rank")
                 rows = list(g.itertuples(index=False))
@@ -173,9 +206,11 @@ def arrows(
                     out.append(
                         {
                             "kind": "collective",
-                            "from": [None, int(x.rank), view(x.rank, x.end_ns)],
-                            "to": [None, int(y.rank), view(y.rank, y.end_ns)],
-                            "label": f"{x.name} ({x.op_type}) left by rank {x.rank} and rank {y.rank}",
+                            "from": [None, int(x.rank), view(x.rank, x.end_ns), None],
+                            "to": [None, int(y.rank), view(y.rank, y.end_ns), None],
+                            "label": t(
+                                "tl.flow_label.collective", name=str(x.name), op=str(x.op_type), a=x.rank, b=y.rank
+                            ),
                         }
                     )
         if len(out) > MAX_ARROWS:
@@ -198,6 +233,7 @@ def arrows(
                     "all_hi": max(int(w[1]) for w in wanted) + MATCH_NS,
                 },
             )
-            for i, cid, pid, tid in found.itertuples(index=False):
-                out[int(i) // 2]["from" if int(i) % 2 == 0 else "to"][0] = lane(cid, pid, tid)
+            for i, cid, pid, tid, ts in found.itertuples(index=False):
+                end = out[int(i) // 2]["from" if int(i) % 2 == 0 else "to"]
+                end[0], end[3] = lane(cid, pid, tid), depth(cid, pid, tid, ts)
     return {"arrows": out, "more": more}

@@ -1143,6 +1143,16 @@ LABELS: dict[str, tuple[str, str]] = {
     "tl.flow.launch": ("launch → device task", "下发 → 设备任务"),
     "tl.flow.p2p": ("send → recv", "send → recv"),
     "tl.flow.collective": ("collective members", "集合通信成员"),
+    # an arrow's tooltip (webapp.flows; names from the trace as values)
+    "tl.flow_label.launch": ("launch → {name}", "下发 → {name}"),
+    "tl.flow_label.p2p": ("{direction} send {src} → recv {dst}{size}", "{direction}：send {src} → recv {dst}{size}"),
+    "tl.flow_label.bytes": (", {bytes} bytes", "，{bytes} 字节"),
+    "tl.flow_label.collective": (
+        "{name} ({op}) left by rank {a} and rank {b}",
+        "{name}（{op}）：卡 {a} 与卡 {b} 离开之处",
+    ),
+    "tl.flow_dir.forward": ("forward", "前向"),
+    "tl.flow_dir.backward": ("backward", "反向"),
     "tl.arrows_tip": (
         "Flow arrows over the view once it is zoomed in to named slices: a host call to the device task it launched, "
         "a send to the recv it was paired with, the members of a collective on their ranks.",
@@ -1295,6 +1305,12 @@ LABELS: dict[str, tuple[str, str]] = {
     "tl.js.grp.other": ("other", "其他"),
     "tl.js.grp.counters": ("counters", "计数器"),
     "tl.js.counter": ("counter", "计数器"),
+    "tl.js.counters_shown": ("{shown} of {total} shown", "显示 {total} 条中的 {shown} 条"),
+    "tl.js.counters_more": (
+        "▸ {n} more counter tracks ({total} in all): show them",
+        "▸ 另有 {n} 条计数器轨道（共 {total} 条）：点击显示",
+    ),
+    "tl.js.counters_fewer": ("▾ hide the {n} other counter tracks", "▾ 隐藏其余 {n} 条计数器轨道"),
     "tl.js.counters_error": ("Could not load the counter tracks: {error}", "无法加载计数器轨道：{error}"),
     "tl.js.flows_zoom": ("zoom in to named slices for the flow arrows", "放大到显示切片名称时才绘制连线箭头"),
     "tl.js.arrows": ("{n} arrows", "{n} 条连线"),
@@ -1361,11 +1377,12 @@ def said(msg: messages.Message) -> str:
     return messages.render(msg, lang.current())
 
 
-def said_term(kind: str, code: Any) -> str:
-    """An analysis' code for a short term (a status, a kind: ``term.KIND.CODE`` of the analyzer's
-    messages) in the request's language; a code the catalog does not know as it is (data)."""
+def said_term(kind: str, code: Any, default: str | None = None) -> str:
+    """An analysis' code for a short term (a status, a kind, a column: ``term.KIND.CODE`` of the
+    analyzer's messages) in the request's language; a code the catalog does not know: ``default``,
+    else the code as it is (data)."""
     key = f"term.{kind}.{code}"
-    return said(messages.message(key)) if key in messages.MESSAGES else str(code)
+    return said(messages.message(key)) if key in messages.MESSAGES else str(code) if default is None else default
 
 
 def said_or_text(v: Any) -> str:

@@ -41,11 +41,13 @@ import pandas as pd
 from flask import Flask, Response, request
 
 from analyzer.errors import AnalyzerError
+from analyzer.messages import is_message
 from analyzer.store import Store
 
 from . import counter_tracks, data, flows, lod, tiles
 from .cache import run_cached
 from .errors import BadParameter, NotFound, WebappError
+from .labels import said, said_term
 from .params import parse_ranks, single
 from .reader import Reader, reader
 
@@ -262,6 +264,10 @@ def default_ranks(all_ranks: Sequence[int]) -> list[int]:
     return list(all_ranks[:DEFAULT_RANKS])
 
 
+def _text(v: Any) -> str | None:
+    return None if v is None or (isinstance(v, float) and pd.isna(v)) else str(v)
+
+
 def meta(store: Store, run: str, ranks: Sequence[int] | str | None) -> dict[str, Any]:
     """Everything the browser needs to lay out the timeline of ``ranks`` (None: the first 8, "all")."""
     ctx = context(store, run)
@@ -324,7 +330,9 @@ def meta(store: Store, run: str, ranks: Sequence[int] | str | None) -> dict[str,
                 "p90": None if pd.isna(r["residual_p90_ns"]) else int(r["residual_p90_ns"]),
                 "n": int(r["n_collectives"]),
                 "status": str(r["status"]),
-                "warning": None if r["warning"] is None or pd.isna(r["warning"]) else str(r["warning"]),
+                "status_text": said_term("clock", str(r["status"]).replace(" ", "_"), str(r["status"])),
+                # in the request's language (English from results stored without messages)
+                "warning": said(r["warning_msg"]) if is_message(r.get("warning_msg")) else _text(r.get("warning")),
             }
         )
     return {
@@ -344,6 +352,7 @@ def meta(store: Store, run: str, ranks: Sequence[int] | str | None) -> dict[str,
             "min_slice_buckets": tiles.MIN_SLICE_BUCKETS,
             "max_level": tiles.MAX_LEVEL,
             "max_tiles": tiles.MAX_TILES_PER_REQUEST,
+            "max_counters": MAX_COUNTER_REQUEST,
         },
     }
 

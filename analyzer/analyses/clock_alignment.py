@@ -28,6 +28,7 @@ import duckdb
 import numpy as np
 import pandas as pd
 
+from ..messages import message, render
 from ..store import Store
 from . import activity, collectives
 from .cache import per_run
@@ -44,6 +45,7 @@ COLUMNS = [
     "coarse_offset_ns",
     "status",
     "warning",
+    "warning_msg",  # the warning as a message of analyzer.messages (shown in the reader's language)
 ]
 
 
@@ -173,21 +175,11 @@ def clock_offsets(store: Store, run: str | None = None, max_residual_ns: int = M
         if rank != ref:
             if n < MIN_COLLECTIVES:
                 status = "not aligned"
-                warning = (
-                    f"rank {rank} cannot be aligned: only {n} blocking collective(s) matched with other ranks "
-                    f"(need {MIN_COLLECTIVES}); its timeline keeps its own clock"
-                    + (
-                        f" (coarse estimate from step starts: {coarse.get(rank, 0) / 1e6:.3f} ms)"
-                        if rank in coarse
-                        else ""
-                    )
-                )
+                rough = message("clock.coarse", ms=coarse.get(rank, 0) / 1e6) if rank in coarse else ""
+                warning = message("clock.not_aligned", rank=rank, n=n, need=MIN_COLLECTIVES, coarse=rough)
             elif res_med is not None and res_med > max_residual_ns:
                 status = "poorly aligned"
-                warning = (
-                    f"rank {rank}: collectives still disagree by {res_med / 1e6:.3f} ms (median) after alignment; "
-                    f"its offset is uncertain"
-                )
+                warning = message("clock.poorly_aligned", rank=rank, ms=res_med / 1e6)
         rows.append(
             {
                 "rank": rank,
@@ -197,7 +189,8 @@ def clock_offsets(store: Store, run: str | None = None, max_residual_ns: int = M
                 "n_collectives": n,
                 "coarse_offset_ns": coarse.get(rank),
                 "status": status,
-                "warning": warning,
+                "warning": None if warning is None else render(warning),
+                "warning_msg": warning,
             }
         )
     df = pd.DataFrame(rows, columns=COLUMNS)

@@ -302,8 +302,8 @@
     var c = S.clockMap[rank];
     if (!c) { return ""; }
     if (c.status === "reference") { return T("clock_ref"); }
-    if (c.offset == null) { return T("own_clock", { status: c.status }); }
-    if (c.status !== "aligned") { return T("own_clock_res", { status: c.status, residual: c.residual != null ? " (±" + fmtDur(c.residual) + ")" : "" }); }
+    if (c.offset == null) { return T("own_clock", { status: c.status_text || c.status }); }
+    if (c.status !== "aligned") { return T("own_clock_res", { status: c.status_text || c.status, residual: c.residual != null ? " (±" + fmtDur(c.residual) + ")" : "" }); }
     var t = (S.clock === "aligned" ? "" : T("raw")) + T("offset", { sign: c.offset >= 0 ? "+" : "−", offset: fmtDur(Math.abs(c.offset)) });
     if (c.residual != null) { t += " ± " + fmtDur(c.residual); }
     return t;
@@ -343,15 +343,24 @@
         });
       });
       if (folded || !tracks.length) { return; }
-      // the rank's counter tracks (memory, the producer's counters) under its lanes
-      var ck = rank + ".counters", cfold = S.fold.has(ck);
-      rows.push({ kind: "group", key: ck, rank: rank, group: "counters", y: y, h: GROUP_H, folded: cfold, counters: true });
+      // the rank's counter tracks (memory, the producer's counters) under its lanes: its top ones
+      // (the server's order), the others behind a row that opens them (its key in S.fold: deep-linked)
+      var ck = rank + ".counters", cfold = S.fold.has(ck), all = S.fold.has(rank + ".allcounters");
+      var shown = all ? tracks : tracks.filter(function (c) { return c.top !== false; });
+      rows.push({ kind: "group", key: ck, rank: rank, group: "counters", y: y, h: GROUP_H, folded: cfold, counters: true,
+        shown: shown.length, total: tracks.length });
       y += GROUP_H;
       if (cfold) { return; }
-      tracks.forEach(function (c) {
+      shown.forEach(function (c) {
         rows.push({ kind: "counter", key: c.key, rank: rank, group: "counters", track: c, y: y, h: COUNTER_H });
         y += COUNTER_H;
       });
+      var top = tracks.filter(function (c) { return c.top !== false; }).length;
+      if (top < tracks.length) {
+        rows.push({ kind: "more", key: rank + ".allcounters", rank: rank, group: "counters", y: y, h: ROW_H + 4, open: all,
+          hidden: tracks.length - top, total: tracks.length });
+        y += ROW_H + 4;
+      }
     });
     S.rows = rows; S.rowsH = y;
     var pins = [], py = 0;
@@ -550,16 +559,20 @@
     C.timer = null;
     var sig = counterSig();
     if (!sig || sig === C.sig) { return; }
-    var rows = counterRows(), a = S.a, b = S.b;
+    var keys = counterRows().map(function (r) { return r.key; }), a = S.a, b = S.b, parts = [], most = S.meta.limits.max_counters || 256;
     C.busy = true; C.sig = sig;
-    fetch("/_timeline/counters", {
-      method: "POST", headers: { "Content-Type": "application/json" },
-      body: JSON.stringify({ run: S.run, fp: S.fp, tracks: rows.map(function (r) { return r.key; }), offsets: offsetsPayload(),
-        a: a, b: b, n: Math.max(10, Math.round(dataW())) })
-    }).then(function (r) {
-      return r.json().then(function (j) { if (!r.ok) { throw new Error(j.error || r.statusText); } return j; });
-    }).then(function (j) {
-      if (C.sig === sig) { C.data = { a: j.a, b: j.b, tracks: j.tracks, clock: S.clock, fp: S.fp }; }
+    for (var i = 0; i < keys.length; i += most) { parts.push(keys.slice(i, i + most)); }
+    Promise.all(parts.map(function (part) {
+      return fetch("/_timeline/counters", {
+        method: "POST", headers: { "Content-Type": "application/json" },
+        body: JSON.stringify({ run: S.run, fp: S.fp, tracks: part, offsets: offsetsPayload(), a: a, b: b, n: Math.max(10, Math.round(dataW())) })
+      }).then(function (r) {
+        return r.json().then(function (j) { if (!r.ok) { throw new Error(j.error || r.statusText); } return j; });
+      });
+    })).then(function (answers) {
+      var tracks = {};
+      answers.forEach(function (j) { Object.keys(j.tracks).forEach(function (k) { tracks[k] = j.tracks[k]; }); });
+      if (C.sig === sig) { C.data = { a: answers[0].a, b: answers[0].b, tracks: tracks, clock: S.clock, fp: S.fp }; }
     }).catch(function (e) {
       status(T("counters_error", { error: e.message }), true);
     }).then(function () { C.busy = false; invalidate(); });
@@ -636,9 +649,11 @@
     }).then(function () { F.busy = false; F.shown = null; invalidate(); });
   }
   function flowY(end, top) {
-    // the middle of the first level of the end's lane; its rank's row when the lane is not shown
+    // the middle of the end's slice on its lane (its nesting level, the lane's first when unknown);
+    // the lane's row when it is folded, its rank's row when the lane is not shown
     var row = S.rows.find(function (r) { return r.key === end[0]; });
-    if (row) { return top + row.y + (row.kind === "lane" ? ROW_H / 2 : row.h / 2); }
+    if (row && row.kind === "lane") { return top + row.y + Math.min(end[3] || 0, row.levels - 1) * ROW_H + ROW_H / 2; }
+    if (row) { return top + row.y + row.h / 2; }
     var rr = S.rows.find(function (r) { return r.kind === "rank" && r.rank === end[1]; });
     return rr ? top + rr.y + rr.h / 2 : null;
   }
@@ -683,7 +698,14 @@
       S.stats.headers.push(T("rank", { rank: row.rank }) + " " + clockText(row.rank));
     } else if (row.kind === "group") {
       g.fillStyle = GROUP_COLORS[row.group] || "#555"; g.font = "600 11px system-ui, sans-serif";
-      g.fillText((row.folded ? "▸ " : "▾ ") + T("grp." + row.group), 14, y + GROUP_H / 2);
+      var head = T("grp." + row.group) + (row.counters && row.shown < row.total ? " · " + T("counters_shown", { shown: row.shown, total: row.total }) : "");
+      g.fillText((row.folded ? "▸ " : "▾ ") + head, 14, y + GROUP_H / 2);
+      if (row.counters) { S.stats.headers.push(head); }
+    } else if (row.kind === "more") {
+      g.fillStyle = "#8a4a12"; g.font = "11px system-ui, sans-serif";
+      var more = row.open ? T("counters_fewer", { n: row.hidden }) : T("counters_more", { n: row.hidden, total: row.total });
+      g.fillText(more, 26, y + row.h / 2);
+      S.stats.headers.push(more);
     } else {
       g.fillStyle = "#1d2733"; g.font = "11px system-ui, sans-serif";
       var text = row.kind === "summary" ? T("folded", { group: T("grp." + row.group) }) : row.kind === "counter" ? row.track.label + (row.track.unit ? " [" + row.track.unit + "]" : "") : laneLabel(row.lane);
@@ -1015,7 +1037,7 @@
     var row = hit.row;
     if ((row.kind === "lane" || row.kind === "summary") && mx >= LABEL_W - PIN_W - 4) { togglePin(row.key); return; }
     if (row.kind === "rank") { toggleFold(String(row.rank)); }
-    if (row.kind === "group") { toggleFold(row.key); }
+    if (row.kind === "group" || row.kind === "more") { toggleFold(row.key); }
   }
   function toggleFold(key) {
     if (S.fold.has(key)) { S.fold.delete(key); } else { S.fold.add(key); }
@@ -1404,7 +1426,7 @@
         mode: S.mode, step: S.step, clock: S.clock, groups: S.groups.slice(), fold: S.fold ? Array.from(S.fold) : [],
         pin: S.pin.slice(), hl: S.hl.slice(), sel: S.sel, pending: pending(), seq: S.seq,
         lanes: S.rows.filter(function (r) { return r.kind === "lane"; }).map(function (r) { return r.key; }),
-        rows: S.rows.map(function (r) { return { kind: r.kind, key: r.key, y: r.y, h: r.h }; }),
+        rows: S.rows.map(function (r) { return { kind: r.kind, key: r.key, y: r.y, h: r.h, shown: r.shown, hidden: r.hidden, total: r.total }; }),
         events: S.meta ? eventsWindow() : null, offsets: S.meta ? offsetsPayload() : {},
         clockInfo: S.meta ? S.meta.clock : [],
         headers: S.ranks.map(function (r) { return "rank " + r + " " + clockText(r); }), search: { q: S.search.q, matches: S.search.matches, hit: S.search.hit },
