@@ -4,7 +4,9 @@ bad URLs, the empty store, and `analyze serve` serving while `analyze ingest` wr
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+import sys
 import threading
 import time
 import urllib.request
@@ -747,3 +749,35 @@ def test_answer_cache_waits_for_an_answer_under_way_and_stays_in_its_budget() ->
     mine = cache.claim("slow")
     assert cache.claim("slow", wait=0.0) is None
     cache.release("slow", mine)  # type: ignore[arg-type]
+
+
+EXIT_CHILD = """
+import atexit, sys, threading
+# registered before the web app's: atexit runs handlers last-in first-out, so this one runs after it
+def report():
+    alive = [t.name for t in threading.enumerate() if t.name.startswith("rankscope-warm-")]
+    print("alive at exit:", alive, flush=True)
+atexit.register(report)
+from analyzer.store import Store
+from webapp import warmup
+from webapp.reader import Reader
+store = Store(sys.argv[1])
+with Reader(store, "npu") as rd:
+    assert warmup.warm_up(rd, "npu", [0, 1])
+print("exiting", flush=True)
+"""
+
+
+def test_exit_during_warm_up_is_clean(store: Path) -> None:
+    """A process that exits while the warm-up thread computes (a server stopped right after its
+    first page, a test run ending) waits for that thread to end its current job: a daemon thread
+    still inside DuckDB when the interpreter finalises aborts the process ("FATAL: exception not
+    rethrown", exit code 134; seen in 2 of 8 runs of a test module). The child starts a warm-up and
+    exits at once; a handler of its own that runs after the web app's finds no warm-up alive."""
+    env = {**os.environ, "RANKSCOPE_WEB_WARMUP": "1"}
+    proc = subprocess.run(
+        [sys.executable, "-c", EXIT_CHILD, str(store)], capture_output=True, text=True, timeout=600, env=env
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "FATAL" not in proc.stderr
+    assert proc.stdout.splitlines()[-2:] == ["exiting", "alive at exit: []"], proc.stdout

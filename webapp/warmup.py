@@ -3,13 +3,21 @@ ask for (the timeline's lane indexes, then every analysis of ``analyzer.analyses
 run whose analyses the ingest stored, only those), so the next clicks find them cached
 (``webapp.cache``, the analyses' own cache). ``RANKSCOPE_WEB_WARMUP=0``
 turns it off. :func:`preload` does the process's one-time work (imports, Plotly's validators) when
-the app is built, before the first request, and before ``analyze serve --workers`` forks."""
+the app is built, before the first request, and before ``analyze serve --workers`` forks.
+
+A warm-up thread is a daemon (it never holds a server's exit back), but one still inside DuckDB
+when the interpreter finalises is killed there and aborts the process ("FATAL: exception not
+rethrown", exit code 134, after a clean stop of the server or a passed test run). So at exit the
+threads are told to stop and are waited for (``_stop_at_exit``): each ends after the job it is in
+(one analysis or one set of lane indexes), at most ``EXIT_WAIT_S``."""
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -22,8 +30,12 @@ from .reader import Reader
 ENABLED = os.environ.get("RANKSCOPE_WEB_WARMUP", "1") not in ("0", "false", "no")
 log = logging.getLogger("webapp")
 
+EXIT_WAIT_S = 120.0  # at exit, how long the warm-up threads are waited for (each ends after its current job)
+
 _started: set[tuple[Any, ...]] = set()  # (store, run, content of the run) warmed up already
 _lock = threading.Lock()
+_threads: list[threading.Thread] = []  # the warm-up threads started and maybe alive
+_stop = threading.Event()  # set at exit: no warm-up job starts after it
 
 
 def warm_up(rd: Reader, run: str, timeline_ranks: Sequence[int]) -> bool:
@@ -39,10 +51,27 @@ def warm_up(rd: Reader, run: str, timeline_ranks: Sequence[int]) -> bool:
         _started.add(key)
     ranks = list(timeline_ranks)
     stored = _stored(rd, run)
-    threading.Thread(
-        target=_warm, args=(rd.store, run, ranks, stored), daemon=True, name=f"rankscope-warm-{run}"
-    ).start()
+    t = threading.Thread(target=_warm, args=(rd.store, run, ranks, stored), daemon=True, name=f"rankscope-warm-{run}")
+    with _lock:
+        _threads[:] = [x for x in _threads if x.is_alive()]
+        _threads.append(t)
+    t.start()
     return True
+
+
+def _stop_at_exit() -> None:
+    """At interpreter exit (``atexit``: daemon threads still run then), stop the warm-up threads
+    after their current job and wait for them, so none is inside DuckDB when the interpreter
+    finalises."""
+    _stop.set()
+    deadline = time.monotonic() + EXIT_WAIT_S
+    with _lock:
+        threads = list(_threads)
+    for t in threads:
+        t.join(timeout=max(0.0, deadline - time.monotonic()))
+
+
+atexit.register(_stop_at_exit)
 
 
 def _stored(rd: Reader, run: str) -> bool:
@@ -70,6 +99,8 @@ def _jobs(run: str, ranks: list[int], stored: bool = False) -> list[tuple[str, C
 
 def _warm(store: Store, run: str, ranks: list[int], stored: bool = False) -> None:
     for name, job in _jobs(run, ranks, stored):
+        if _stop.is_set():
+            return
         try:
             with Reader(store, run, ranks) as r:
                 job(r)
