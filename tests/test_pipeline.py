@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import gzip
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,15 +20,6 @@ from analyzer.store import Store
 JOB = Path(__file__).resolve().parent / "data" / "kineto_gloo_4rank_slow"
 DP_ONLY = Path(__file__).resolve().parent.parent / "sample_data" / "kineto_gloo_2rank"
 MICRO_BATCHES = 2
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _warm_ups_done() -> Iterator[None]:
-    """The module's web app warm-ups finish before it ends (``webapp_helpers.wait_for_warm_ups``)."""
-    from webapp_helpers import wait_for_warm_ups
-
-    yield
-    wait_for_warm_ups()
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,15 +23,6 @@ from analyzer.store import Store
 
 STAGES = 4
 MICRO_BATCHES = 6
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _warm_ups_done() -> Iterator[None]:
-    """The module's web app warm-ups finish before it ends (``webapp_helpers.wait_for_warm_ups``)."""
-    from webapp_helpers import wait_for_warm_ups
-
-    yield
-    wait_for_warm_ups()
 
 
 @pytest.fixture(scope="module")

@@ -25,6 +25,7 @@ from webapp_helpers import (
     ingest,
     iter_pages,
     plotly_array,
+    props_of,
     start_server,
     stop_server,
     texts,
@@ -65,25 +66,13 @@ def test_compare_page_compares_two_formats(client: DashClient, store: Path) -> N
     words = texts(out["cmp-content"]["children"])
     assert d.verdict in words and "different formats" in " ".join(words)
     assert out["view-url"]["data"] == "/compare?base=gloo&new=npu"
-    rows = next(c for c in _components(out["cmp-content"]["children"]) if c["props"].get("id") == "cmp-ops")
+    grid = next(p for p in props_of(out["cmp-content"]["children"]) if p.get("id") == "cmp-ops")
     ops = d.operators[d.operators["status"] != "same"]
-    assert {r["status"] for r in rows["props"]["rowData"]} >= {"new", "vanished"}
-    assert len(rows["props"]["rowData"]) == min(len(ops), 200)
+    assert {r["status"] for r in grid["rowData"]} >= {"new", "vanished"}
+    assert len(grid["rowData"]) == min(len(ops), 200)
     # the same run on both sides is a message, not an error
     out = client.call("cmp-content.children", {**inputs, "cmp-new-step.value": "aligned", "cmp-base.value": "npu"})
     assert "the same run" in json.dumps(out) and out["view-url"]["data"] == "/compare?base=npu&new=npu"
-
-
-def _components(tree: Any) -> list[dict[str, Any]]:
-    """Every component in a (JSON) component tree."""
-    out: list[dict[str, Any]] = []
-    if isinstance(tree, list):
-        for c in tree:
-            out += _components(c)
-    elif isinstance(tree, dict) and "props" in tree:
-        out.append(tree)
-        out += _components(tree["props"].get("children"))
-    return out
 
 
 def test_overview_callback_has_the_step_breakdown(client: DashClient) -> None:

@@ -149,19 +149,6 @@ def plotly_array(v: object) -> np.ndarray:
     )
 
 
-def wait_for_warm_ups(timeout_s: float = 300) -> None:
-    """Wait (polling) until no warm-up thread of the web app (``webapp.warmup``: a daemon computing
-    the analyses in DuckDB) is alive: one still inside DuckDB when the interpreter exits aborts the
-    process ('FATAL: exception not rethrown'), so a module that built the app ends with this."""
-    import threading
-
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline and any(
-        t.name.startswith("rankscope-warm-") and t.is_alive() for t in threading.enumerate()
-    ):
-        time.sleep(0.05)
-
-
 def props_of(tree: Any) -> list[dict[str, Any]]:
     """The props of every component in a (JSON) component tree, depth first."""
     out: list[dict[str, Any]] = []
