@@ -505,9 +505,9 @@ def test_gpu_launch_flows_are_the_traces_ac2g_links(store: Store) -> None:
     arrows = got["arrows"]
     assert 0 < len(arrows) < flows.MAX_ARROWS and got["more"] == 0
     for f in arrows:
-        (hl, r, t0), (dl, r2, t1) = f["from"], f["to"]
+        (hl, r, t0), (dl, r2, t1) = f["from"][:3], f["to"][:3]
         assert r == r2 == rank and lanes[hl]["group"] == "host" and lanes[dl]["group"] == "device", f
         assert (origin + t0, origin + t1) in links, f
     # and every trace link with an end in the window is drawn
     inside = {(s, d) for s, d in links if mid <= s - origin < mid + 2_000_000 or mid <= d - origin < mid + 2_000_000}
-    assert {(origin + f["from"][2], origin + f["to"][2]) for f in arrows} == inside
+    assert {(origin + f["from"][2], origin + f["to"][2]) for f in arrows} == inside  # [lane, rank, t, depth]

@@ -17,6 +17,7 @@ from webapp_helpers import DashClient, ingest, plotly_array, texts
 from analyzer.analyses import arrivals, stragglers
 from analyzer.store import Store
 from webapp import create_app
+from webapp.labels import cause_name
 
 DATA = Path(__file__).resolve().parent / "data"
 
@@ -66,7 +67,7 @@ def test_overview_names_the_straggler_with_its_cause(client: DashClient, store: 
     peers = [b - a for r, a, b in hl if r != 1]
     assert mine[2] - mine[1] > 25_000_000 > max(peers)  # its interval holds the 30 ms sleep
     # the step bars mark it with its cause
-    assert "straggler: idle" in json.dumps(out)
+    assert f"straggler: {cause_name('idle')}" in json.dumps(out)  # "host idle"
 
 
 def test_communication_page_shows_who_arrived_last_and_why(client: DashClient, store: Path) -> None:
@@ -177,6 +178,6 @@ def test_overview_of_many_ranks_draws_distributions_with_the_straggler_marked(st
     assert [b.name for b in boxes][0] == "Step time" and all(len(b.y) == 40 for b in boxes)
     marked = [t for t in fig.data if t.type == "scatter"]
     assert marked and all(list(t.text) == ["rank 1"] for t in marked)
-    assert "straggler: idle" in marked[0].customdata[0]
+    assert f"straggler: {cause_name('idle')}" in marked[0].customdata[0]
     rows = _find(card, "ov-steps-table").children[1].children
     assert len(rows) == overview.BARS_MAX_RANKS and rows[0].children[0].children == "1"
