@@ -654,8 +654,9 @@ AGGREGATE_TABLES: tuple[Table, ...] = (
     Table(
         "agg_memory_curve",
         "Memory counters per (rank, component, device) of each collection, downsampled to at most "
-        "MEMORY_BUCKETS equal buckets over the collection's samples; each bucket keeps its maximum (the peak "
-        "survives, at its own time), its minimum allocated and its last sample.",
+        "MEMORY_BUCKETS equal buckets over the collection's samples; each bucket keeps the maximum of each "
+        "series with its time (every peak survives, at its own time), its minimum allocated and its last sample "
+        "(the values held until the next one). The Memory page draws its zoomed-out views from it.",
         FACT_KEY
         + (
             _c("component", "VARCHAR", "As memory_samples.component."),
@@ -670,6 +671,10 @@ AGGREGATE_TABLES: tuple[Table, ...] = (
             _c("last_ts_ns", "BIGINT", "Time of the bucket's last sample."),
             _c("last_allocated_bytes", "BIGINT", "Allocated at the bucket's last sample (held until the next)."),
             _c("samples", "BIGINT", "Samples in the bucket."),
+            _c("reserved_peak_ts_ns", "BIGINT", "Time of the bucket's largest reserved sample."),
+            _c("active_peak_ts_ns", "BIGINT", "Time of the bucket's largest active sample."),
+            _c("last_reserved_bytes", "BIGINT", "Reserved at the bucket's last sample reporting it."),
+            _c("last_active_bytes", "BIGINT", "Active at the bucket's last sample reporting it."),
         ),
     ),
     Table(

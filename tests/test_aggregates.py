@@ -117,30 +117,53 @@ def check_statistics(store: Store, run: str) -> None:
     _same(want, have[list(want.columns)], keys)
 
 
+MEMORY_SERIES = ("allocated", "reserved", "active")
+
+
 def check_memory(store: Store, run: str) -> None:
+    """Per curve (rank, component, device): the samples, extent and the peak of each series, with a
+    time at which a sample had it, as the samples give them; at most MEMORY_BUCKETS buckets."""
+    keys = ["rank", "component", "device"]
+    peaks = ", ".join(f"max({s}_bytes) AS {s}" for s in MEMORY_SERIES)
     raw = _rows(
         store,
-        "SELECT rank, component, device, count(*) AS samples, max(allocated_bytes) AS peak, "
-        "arg_max(ts_ns, allocated_bytes) AS peak_ts, max(reserved_bytes) AS reserved FROM memory_samples "
-        "WHERE run = $run AND ts_ns IS NOT NULL GROUP BY ALL",
+        f"SELECT rank, component, device, count(*) AS samples, min(ts_ns) AS first_ns, max(ts_ns) AS last_ns, {peaks} "
+        "FROM memory_samples WHERE run = $run AND ts_ns IS NOT NULL GROUP BY ALL",
         run,
+    )
+    when = ", ".join(
+        f"arg_max({'peak_ts_ns' if s == 'allocated' else s + '_peak_ts_ns'}, {s}_bytes) AS {s}_at"
+        for s in MEMORY_SERIES
     )
     agg = _rows(
         store,
-        "SELECT rank, component, device, sum(samples) AS samples, max(allocated_bytes) AS peak, "
-        "arg_max(peak_ts_ns, allocated_bytes) AS peak_ts, max(reserved_bytes) AS reserved, count(*) AS buckets "
+        f"SELECT rank, component, device, sum(samples) AS samples, min(start_ns) AS first_ns, "
+        f"max(last_ts_ns) AS last_ns, {peaks}, {when}, count(*) AS buckets, max(bucket_ns) AS bucket_ns "
         "FROM agg_memory_curve WHERE run = $run GROUP BY ALL",
         run,
     )
     if raw.empty:
         assert agg.empty
         return
-    keys = ["rank", "component", "device"]
     m = raw.merge(agg, on=keys, suffixes=("", "_agg"))
     assert len(m) == len(raw) == len(agg)
-    assert (m["samples"] == m["samples_agg"]).all() and (m["buckets"] <= schema.MEMORY_BUCKETS).all()
-    for col in ("peak", "reserved"):  # the peaks survive the downsampling
-        assert ((m[col] == m[f"{col}_agg"]) | (m[col].isna() & m[f"{col}_agg"].isna())).all(), col
+    for col in ("samples", "first_ns", "last_ns"):
+        assert (m[col] == m[f"{col}_agg"]).all(), col
+    assert (m["buckets"] <= schema.MEMORY_BUCKETS).all()
+    assert (m["bucket_ns"] * schema.MEMORY_BUCKETS >= m["last_ns"] - m["first_ns"]).all()
+    samples = _rows(
+        store,
+        "SELECT rank, component, device, ts_ns, allocated_bytes, reserved_bytes, active_bytes FROM memory_samples "
+        "WHERE run = $run AND ts_ns IS NOT NULL",
+        run,
+    )
+    for s in MEMORY_SERIES:  # every peak survives the downsampling, at a time a sample had it
+        assert ((m[s] == m[f"{s}_agg"]) | (m[s].isna() & m[f"{s}_agg"].isna())).all(), s
+        had = m.dropna(subset=[s]).merge(
+            samples, left_on=[*keys, f"{s}_at", s], right_on=[*keys, "ts_ns", f"{s}_bytes"]
+        )
+        assert set(map(tuple, had[keys].values)) == set(map(tuple, m.dropna(subset=[s])[keys].values)), s
+    # downsampled where a curve has more samples than buckets
     assert (m["buckets"] < m["samples"]).any() or (m["samples"] <= schema.MEMORY_BUCKETS).all()
 
 
@@ -305,3 +328,119 @@ def test_operators_page_statistics_from_the_aggregates_equal_those_from_every_ca
                     pd.testing.assert_frame_equal(a.drop(columns=drop), b.drop(columns=drop), check_dtype=False)
                     compared += len(a)
     assert compared > 1000
+
+
+DENSE_SAMPLES = 6000  # memory samples per rank, about three times schema.MEMORY_BUCKETS
+
+
+@pytest.fixture(scope="module")
+def dense_memory(tmp_path_factory: pytest.TempPathFactory) -> tuple[Store, Store]:
+    """A real 2-rank Kineto job whose first window's traces also hold DENSE_SAMPLES allocator
+    samples per rank (a random walk with one-sample spikes), read by the Kineto reader; and the same
+    store without its aggregates (a store written before them)."""
+    folder = tmp_path_factory.mktemp("dense") / "job"
+    shutil.copytree(REPO / "sample_data" / "kineto_gloo_2rank", folder)
+    rng = np.random.default_rng(15)
+    for rank, trace in enumerate(sorted(folder.glob("rank_*/window_step2/*step000002.pt.trace.json"))):
+        doc = json.loads(trace.read_text())
+        mem = [e for e in doc["traceEvents"] if e.get("name") == "[memory]"]
+        xs = [e for e in doc["traceEvents"] if e.get("ph") == "X"]
+        t0, t1 = min(e["ts"] for e in xs), max(e["ts"] + e["dur"] for e in xs)
+        walk = (64 << 20) + np.cumsum(rng.integers(-(1 << 16), 1 << 16, DENSE_SAMPLES)).clip(-(32 << 20), None)
+        walk[rng.choice(DENSE_SAMPLES, 5, replace=False)] += rng.integers(1 << 20, 8 << 20, 5)  # lone spikes
+        for i, (ts, v) in enumerate(zip(np.linspace(t0, t1, DENSE_SAMPLES), walk)):
+            e = json.loads(json.dumps(mem[i % len(mem)]))
+            e["ts"] = round(float(ts), 3)
+            e["args"]["Total Allocated"] = int(v)
+            e["args"]["Total Reserved"] = int(v) + (2 << 20) - int(v) % (2 << 20) + rank * (1 << 20)
+            doc["traceEvents"].append(e)
+        trace.write_text(json.dumps(doc))
+    st = Store(tmp_path_factory.mktemp("dense_store") / "store")
+    ingest(folder, st, run="dense")
+    before = Store(tmp_path_factory.mktemp("dense_before") / "store")
+    shutil.copytree(st.path, before.path, dirs_exist_ok=True)
+    with before.write_connection() as con:
+        con.execute("DELETE FROM fact_files WHERE table_name LIKE 'agg_%'")
+    return st, before
+
+
+def test_memory_page_draws_whole_run_views_from_the_stored_curves(dense_memory: tuple[Store, Store]) -> None:
+    """The Memory page's counters, peaks and whole-run curves read from the stored curves (no
+    sample read) equal those read from every sample (the same store without its aggregates); a
+    window finer than the stored buckets is drawn from its samples."""
+    from webapp import data
+    from webapp.reader import reader
+
+    st, before = dense_memory
+    check_memory(st, "dense")
+    agg = _rows(
+        st, "SELECT rank, count(*) AS n, sum(samples) AS s FROM agg_memory_curve WHERE run = $run GROUP BY 1", "dense"
+    )
+    assert (agg["n"] <= schema.MEMORY_BUCKETS).all() and (agg["s"] > agg["n"]).all()  # really downsampled
+    bucket = int(_rows(st, "SELECT max(bucket_ns) AS w FROM agg_memory_curve WHERE run = $run", "dense")["w"][0])
+    got = {}
+    for name, store in (("stored", st), ("samples", before)):
+        with reader(store, "dense") as rd:
+            comps = data.memory_components.uncached(rd, "dense", None)
+            component = str(comps["component"].iloc[0])
+            peaks = data.memory_peaks.uncached(rd, "dense", [0, 1], component)
+            per_rank = data.memory_peak_per_rank.uncached(rd, "dense", None)
+            a, b = int(peaks["first_ns"].min()), int(peaks["last_ns"].max())
+            pad = (b - a) // 50  # the page's whole-run window: the samples' extent, padded
+            whole = data.memory_curves(rd, "dense", [0, 1], component, a - pad, b + pad, n_buckets=1000)
+            read = set(rd.tables_read)
+            z0 = a + (b - a) // 3  # zoomed in: 200 of the page's buckets span one stored bucket
+            zoom = data.memory_curves(rd, "dense", [0, 1], component, z0, z0 + bucket * 5, n_buckets=1000)
+            got[name] = (comps, peaks, per_rank, whole, zoom, read, set(rd.tables_read))
+    (comps, peaks, per_rank, whole, zoom, read, zoom_read), (comps0, peaks0, per_rank0, whole0, zoom0, read0, _) = (
+        got["stored"],
+        got["samples"],
+    )
+    assert "memory_samples" not in read and "agg_memory_curve" in read  # whole-run: no sample read
+    assert whole.attrs["stored"] and not whole0.attrs["stored"] and "memory_samples" in read0
+    pd.testing.assert_frame_equal(comps, comps0, check_dtype=False)
+    pd.testing.assert_frame_equal(per_rank, per_rank0, check_dtype=False)
+    times = [f"peak_{s}_ns" for s in MEMORY_SERIES]
+    pd.testing.assert_frame_equal(
+        peaks.drop(columns=[*times, "bucket_ns"]), peaks0.drop(columns=[*times, "bucket_ns"]), check_dtype=False
+    )
+    samples = _rows(
+        st, "SELECT rank, ts_ns, allocated_bytes, reserved_bytes FROM memory_samples WHERE run = $run", "dense"
+    )
+    for s in ("allocated", "reserved"):  # each peak's time is one at which a sample had it
+        at = peaks.merge(samples, left_on=["rank", f"peak_{s}_ns"], right_on=["rank", "ts_ns"])
+        assert (at[f"peak_{s}_bytes"] == at[f"{s}_bytes"]).groupby(at["rank"]).any().all() and len(at), s
+    for curves in (whole, whole0):  # every curve's highest point is the exact peak
+        assert curves.groupby("rank")["bucket"].nunique().max() <= 1000
+        top = curves.groupby("rank")[["allocated_bytes", "reserved_bytes"]].max()
+        want = peaks.set_index("rank")[["peak_allocated_bytes", "peak_reserved_bytes"]]
+        assert (top.to_numpy() == want.loc[top.index].to_numpy()).all()
+        assert int(curves["samples"].sum()) == int(peaks["samples"].sum())
+    assert not zoom.attrs["stored"] and "memory_samples" in zoom_read  # zoomed in far: the samples themselves
+    pd.testing.assert_frame_equal(zoom, zoom0)
+
+
+def test_an_aggregate_written_before_its_columns_grew_reads_null_there(
+    dense_memory: tuple[Store, Store], tmp_path: Path
+) -> None:
+    """A store whose memory curves were written before the peaks of reserved / active kept their
+    times: its views still read (NULL there) and the Memory page still draws from them."""
+    from webapp import data
+    from webapp.reader import reader
+
+    st = Store(tmp_path / "older")
+    shutil.copytree(dense_memory[0].path, st.path)
+    newer = ("reserved_peak_ts_ns", "active_peak_ts_ns", "last_reserved_bytes", "last_active_bytes")
+    files = [f for f in st.path.rglob("*.parquet") if "agg_memory_curve" in str(f)]
+    assert files
+    for f in files:
+        pq.write_table(pq.read_table(f).drop_columns(list(newer)), f)
+    with reader(st, "dense") as rd:
+        peaks = data.memory_peaks.uncached(rd, "dense", [0, 1], "allocator")
+        a, b = int(peaks["first_ns"].min()), int(peaks["last_ns"].max())
+        curves = data.memory_curves(rd, "dense", [0, 1], "allocator", a, b)
+    assert peaks["peak_reserved_ns"].isna().all() and peaks["peak_allocated_ns"].notna().all()
+    assert (
+        curves.attrs["stored"]
+        and (curves.groupby("rank")["allocated_bytes"].max() == peaks["peak_allocated_bytes"].values).all()
+    )

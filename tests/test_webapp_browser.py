@@ -638,9 +638,17 @@ def test_memory_curves_peaks_and_blocks(server: dict, page: Any) -> None:
     page.wait_for_selector("#mem-peaks-table")
     settle(page)
     table = page.inner_text("#mem-peaks-table")
+    # the whole run is drawn from the curves downsampled at ingest: each rank's highest point is its
+    # peak in the trace, as the peaks table says
+    assert "downsampled at ingest" in page.inner_text("#mem-status")
+    tops = page.evaluate(
+        """() => Object.fromEntries(document.querySelector('#mem-curves .js-plotly-plot')._fullData
+            .filter(d => d.name && d.name.endsWith('allocated')).map(d => [d.name, Math.max(...Array.from(d.y))]))"""
+    )
     for r in (0, 1):
         peak = max(e["args"]["Total Allocated"] for e in trace_events(r) if e.get("name") == "[memory]")
         assert fmt_bytes(peak) in table
+        assert tops[f"rank {r} allocated"] == pytest.approx(peak / 2**20, rel=1e-9)
     assert page.locator("#mem-curves .scatterlayer .trace").count() >= 2
     assert page.locator("#mem-blocks .ag-row").count() > 0
     assert {"rank", "name", "size_mib", "alloc_ms", "lifetime_ms", "released"} <= set(
@@ -660,6 +668,7 @@ def test_memory_curves_peaks_and_blocks(server: dict, page: Any) -> None:
     settle(page)
     zoomed = page.evaluate(xrange)
     assert zoomed[1] - zoomed[0] == pytest.approx((whole[1] - whole[0]) * 0.2, rel=0.05)
+    assert "every sample in view" in page.inner_text("#mem-status")  # finer than the stored buckets
     page.reload()
     page.wait_for_selector("#mem-curves .nsewdrag")
     settle(page)

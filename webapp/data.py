@@ -480,9 +480,9 @@ def slow_links(rd: Reader, run: str) -> pd.DataFrame:
     return analyses.slow_links(rd.store, run)
 
 
-MEMORY_PEAK_PER_RANK_SQL = f"""
+MEMORY_PEAK_PER_RANK_SQL = """
 SELECT rank, max(allocated_bytes) AS peak_allocated_bytes
-FROM memory_samples WHERE run = $run AND {RANK_FILTER} AND allocated_bytes IS NOT NULL
+FROM {table} WHERE run = $run AND ($ranks IS NULL OR list_contains($ranks, rank)) AND allocated_bytes IS NOT NULL
 GROUP BY rank ORDER BY rank
 """
 
@@ -490,9 +490,11 @@ GROUP BY rank ORDER BY rank
 @run_cached
 def memory_peak_per_rank(rd: Reader, run: str, ranks: Sequence[int] | None) -> pd.DataFrame:
     """Per rank: the highest allocated memory of any counter that records allocations (the
-    allocator's total: PTA+GE on torch_npu, Kineto's allocator)."""
-    con = rd.facts(run, ranks, ("memory_samples",))
-    return _df(con, MEMORY_PEAK_PER_RANK_SQL, {"run": run, "ranks": _ranks_param(ranks)})
+    allocator's total: PTA+GE on torch_npu, Kineto's allocator); from the stored curves when the
+    run has them (each bucket keeps its maximum)."""
+    table = memory_source(rd, run)
+    con = rd.facts(run, ranks, (table,))
+    return _df(con, MEMORY_PEAK_PER_RANK_SQL.format(table=table), {"run": run, "ranks": _ranks_param(ranks)})
 
 
 def pipeline_stages(rd: Reader, run: str) -> pd.DataFrame:
@@ -673,10 +675,16 @@ SELECT count(*) AS n FROM (
 """
 
 
+def _all_stored(rd: Reader, run: str, source: str, stored: str) -> bool:
+    """Whether every collection of ``run`` holding ``source`` rows has its aggregate ``stored``
+    (written at ingest: a store from before has none)."""
+    n = _df(rd.catalog(), STATS_STORED_SQL, {"run": run, "source": source, "stored": stored})
+    return int(n["n"].iloc[0]) == 0
+
+
 def _stats_stored(rd: Reader, run: str, source: str) -> bool:
     """Whether every collection of ``run`` holding ``source`` rows has its statistics stored at ingest."""
-    n = _df(rd.catalog(), STATS_STORED_SQL, {"run": run, "source": source, "stored": _STORED_STATS[source][0]})
-    return int(n["n"].iloc[0]) == 0
+    return _all_stored(rd, run, source, _STORED_STATS[source][0])
 
 
 def _op_per_rank(rd: Reader, run: str, source: str, grouping: str) -> tuple[str, str]:
@@ -781,84 +789,197 @@ def operator_drill(
 # memory
 # ---------------------------------------------------------------------------------------------
 
-MEMORY_KINDS_SQL = f"""
+# The counters' list, peaks and zoomed-out curves come from the curves the ingest downsampled
+# (``agg_memory_curve``: every bucket keeps each series' maximum, so the peaks are the samples'),
+# when every collection of the run holding samples has them; the samples are read only for a
+# window finer than the stored buckets, or in a store written before them.
+
+MEMORY_KINDS_SQL = {
+    "memory_samples": f"""
 SELECT component, coalesce(device, '') AS device, count(*) AS samples,
-       count(allocated_bytes) AS n_allocated, count(reserved_bytes) AS n_reserved, count(active_bytes) AS n_active,
+       count(allocated_bytes) > 0 AS has_allocated, count(reserved_bytes) > 0 AS has_reserved,
+       count(active_bytes) > 0 AS has_active,
        max(greatest(coalesce(allocated_bytes, 0), coalesce(reserved_bytes, 0), coalesce(active_bytes, 0)))
          AS peak_bytes
-FROM memory_samples WHERE run = $run AND {RANK_FILTER}
+FROM memory_samples WHERE run = $run AND {RANK_FILTER} AND ts_ns IS NOT NULL
 GROUP BY ALL ORDER BY samples DESC, component, device
-"""
+""",
+    "agg_memory_curve": f"""
+SELECT component, coalesce(device, '') AS device, sum(samples)::BIGINT AS samples,
+       count(allocated_bytes) > 0 AS has_allocated, count(reserved_bytes) > 0 AS has_reserved,
+       count(active_bytes) > 0 AS has_active,
+       max(greatest(coalesce(allocated_bytes, 0), coalesce(reserved_bytes, 0), coalesce(active_bytes, 0)))
+         AS peak_bytes
+FROM agg_memory_curve WHERE run = $run AND {RANK_FILTER}
+GROUP BY ALL ORDER BY samples DESC, component, device
+""",
+}
+
+
+@run_cached
+def memory_source(rd: Reader, run: str) -> str:
+    """The table the memory counters' whole-run figures are read from: the stored curves when every
+    collection of ``run`` holding samples has them, else the samples."""
+    return "agg_memory_curve" if _all_stored(rd, run, "memory_samples", "agg_memory_curve") else "memory_samples"
 
 
 @run_cached
 def memory_components(rd: Reader, run: str, ranks: Sequence[int] | None) -> pd.DataFrame:
-    """Which memory counters exist (component, device) with how many samples of each series and
-    the highest value any of them reached (``peak_bytes``)."""
-    con = rd.facts(run, ranks, ("memory_samples",))
-    return _df(con, MEMORY_KINDS_SQL, {"run": run, "ranks": _ranks_param(ranks)})
+    """Which memory counters exist (component, device) with how many samples of each series, which
+    series they record (``has_allocated`` / ``has_reserved`` / ``has_active``) and the highest value
+    any of them reached (``peak_bytes``)."""
+    table = memory_source(rd, run)
+    con = rd.facts(run, ranks, (table,))
+    return _df(con, MEMORY_KINDS_SQL[table], {"run": run, "ranks": _ranks_param(ranks)})
 
 
-MEMORY_SERIES_SQL = """
-SELECT rank, coalesce(device, '') AS device, ts_ns, allocated_bytes, reserved_bytes, active_bytes
-FROM memory_samples
-WHERE run = $run AND list_contains($ranks, rank) AND component = $component AND ts_ns IS NOT NULL
-ORDER BY rank, device, ts_ns
-"""
-
-
-def memory_series(
-    rd: Reader, run: str, ranks: Sequence[int], component: str
-) -> dict[int, dict[str, dict[str, np.ndarray]] | None]:
-    """Every sample of one memory counter per rank (device, ts_ns, allocated / reserved / active),
-    sorted by time; kept in memory per rank so that curves of any window are computed without SQL."""
-
-    def load(missing: list[int]) -> dict[int, dict[str, dict[str, np.ndarray]]]:
-        con = rd.facts(run, missing, ("memory_samples",))
-        try:  # Arrow straight to numpy: a pandas frame of every sample costs more than the query
-            tbl = con.sql(
-                MEMORY_SERIES_SQL, params={"run": run, "ranks": missing, "component": component}
-            ).to_arrow_table()
-        except duckdb.Error as exc:
-            raise QueryError(str(exc).strip().splitlines()[0]) from exc
-        rank = tbl.column("rank").to_numpy()
-        dev = pc.dictionary_encode(tbl.column("device")).combine_chunks()
-        dev_idx, dev_names = dev.indices.to_numpy(zero_copy_only=False), dev.dictionary.to_pylist()
-        cols = {
-            c: tbl.column(c).to_numpy(zero_copy_only=False)
-            for c in ("ts_ns", "allocated_bytes", "reserved_bytes", "active_bytes")
-        }
-        key = rank.astype(np.int64) * 4096 + dev_idx
-        cuts = np.r_[0, np.flatnonzero(np.diff(key)) + 1, len(key)]  # rows come ordered by rank, device, time
-        out: dict[int, dict[str, dict[str, np.ndarray]]] = {}
-        for lo, hi in zip(cuts[:-1], cuts[1:]):
-            if hi <= lo:
-                continue
-            out.setdefault(int(rank[lo]), {})[str(dev_names[dev_idx[lo]])] = {
-                "ts_ns": cols["ts_ns"][lo:hi].astype(np.int64),
-                **{c: cols[c][lo:hi].astype(np.float64) for c in ("allocated_bytes", "reserved_bytes", "active_bytes")},
-            }
-        return out
-
-    return cache.per_rank(rd, run, "memory_series", list(ranks), (component,), load)
-
-
-MEMORY_PEAKS_SQL = f"""
+MEMORY_PEAKS_SQL = {
+    "memory_samples": f"""
 SELECT rank, coalesce(device, '') AS device,
        max(allocated_bytes) AS peak_allocated_bytes, arg_max(ts_ns, allocated_bytes) AS peak_allocated_ns,
        max(reserved_bytes) AS peak_reserved_bytes, arg_max(ts_ns, reserved_bytes) AS peak_reserved_ns,
        max(active_bytes) AS peak_active_bytes, arg_max(ts_ns, active_bytes) AS peak_active_ns,
-       count(*) AS samples, min(ts_ns) AS first_ns, max(ts_ns) AS last_ns
-FROM memory_samples WHERE run = $run AND {RANK_FILTER} AND component = $component
+       count(*) AS samples, min(ts_ns) AS first_ns, max(ts_ns) AS last_ns, NULL::BIGINT AS bucket_ns
+FROM memory_samples WHERE run = $run AND {RANK_FILTER} AND component = $component AND ts_ns IS NOT NULL
 GROUP BY ALL ORDER BY rank, device
-"""
+""",
+    "agg_memory_curve": f"""
+SELECT rank, coalesce(device, '') AS device,
+       max(allocated_bytes) AS peak_allocated_bytes, arg_max(peak_ts_ns, allocated_bytes) AS peak_allocated_ns,
+       max(reserved_bytes) AS peak_reserved_bytes, arg_max(reserved_peak_ts_ns, reserved_bytes) AS peak_reserved_ns,
+       max(active_bytes) AS peak_active_bytes, arg_max(active_peak_ts_ns, active_bytes) AS peak_active_ns,
+       sum(samples)::BIGINT AS samples, min(start_ns) AS first_ns, max(last_ts_ns) AS last_ns,
+       max(bucket_ns) AS bucket_ns
+FROM agg_memory_curve WHERE run = $run AND {RANK_FILTER} AND component = $component
+GROUP BY ALL ORDER BY rank, device
+""",
+}
 
 
 @run_cached
 def memory_peaks(rd: Reader, run: str, ranks: Sequence[int] | None, component: str) -> pd.DataFrame:
-    """Per (rank, device): peak allocated / reserved / active and when they happened."""
+    """Per (rank, device): peak allocated / reserved / active and when they happened, the samples,
+    the first and last sample's time and the width of the stored buckets (``bucket_ns``; NULL
+    when read from the samples)."""
+    table = memory_source(rd, run)
+    con = rd.facts(run, ranks, (table,))
+    return _df(con, MEMORY_PEAKS_SQL[table], {"run": run, "ranks": _ranks_param(ranks), "component": component})
+
+
+MEMORY_STORED_SQL = """
+SELECT rank, coalesce(device, '') AS device, start_ns AS ts_ns, last_ts_ns, allocated_bytes, reserved_bytes,
+       active_bytes, min_allocated_bytes, samples, last_allocated_bytes, last_reserved_bytes, last_active_bytes
+FROM agg_memory_curve
+WHERE run = $run AND list_contains($ranks, rank) AND component = $component
+ORDER BY rank, device, start_ns
+"""
+
+# the samples of a window, with the last one before it and the first one after it (the values held
+# when the window opens, and whether the counter goes on after it)
+MEMORY_WINDOW_SQL = """
+WITH s AS (
+  SELECT rank, coalesce(device, '') AS device, ts_ns, allocated_bytes, reserved_bytes, active_bytes
+  FROM memory_samples
+  WHERE run = $run AND list_contains($ranks, rank) AND component = $component AND ts_ns IS NOT NULL)
+SELECT * FROM s WHERE ts_ns >= $a AND ts_ns <= $b
+UNION ALL (SELECT * FROM s WHERE ts_ns < $a
+           QUALIFY row_number() OVER (PARTITION BY rank, device ORDER BY ts_ns DESC) = 1)
+UNION ALL (SELECT * FROM s WHERE ts_ns > $b
+           QUALIFY row_number() OVER (PARTITION BY rank, device ORDER BY ts_ns) = 1)
+ORDER BY rank, device, ts_ns
+"""
+
+_SERIES = ("allocated_bytes", "reserved_bytes", "active_bytes")
+MEMORY_CURVE_COLUMNS = [
+    "rank",
+    "device",
+    "bucket",
+    "ts_ns",
+    "allocated_bytes",
+    "reserved_bytes",
+    "active_bytes",
+    "allocated_min_bytes",
+    "samples",
+]
+
+
+def _curve_runs(tbl: pa.Table) -> tuple[list[tuple[int, str, int, int]], dict[str, np.ndarray]]:
+    """A table ordered by (rank, device, time) cut into its curves: (rank, device, lo, hi) of each,
+    and its columns as numpy (int64 times and counts, float64 values: NULL is NaN)."""
+    cols: dict[str, np.ndarray] = {}
+    for c in tbl.column_names:
+        if c in ("rank", "device"):
+            continue
+        arr = tbl.column(c).to_numpy(zero_copy_only=False)
+        cols[c] = arr.astype(np.int64) if c.endswith("_ns") or c == "samples" else arr.astype(np.float64)
+    if not tbl.num_rows:
+        return [], cols
+    rank = tbl.column("rank").to_numpy().astype(np.int64)
+    dev = pc.dictionary_encode(tbl.column("device")).combine_chunks()
+    dev_idx, dev_names = dev.indices.to_numpy(zero_copy_only=False), dev.dictionary.to_pylist()
+    key = rank * 4096 + dev_idx
+    cuts = np.r_[0, np.flatnonzero(np.diff(key)) + 1, len(key)]
+    return [(int(rank[lo]), str(dev_names[dev_idx[lo]]), int(lo), int(hi)) for lo, hi in zip(cuts[:-1], cuts[1:])], cols
+
+
+def _query_arrow(con: duckdb.DuckDBPyConnection, sql: str, params: dict[str, Any]) -> pa.Table:
+    try:  # Arrow straight to numpy: a pandas frame of every sample costs more than the query
+        return con.sql(sql, params=params).to_arrow_table()
+    except duckdb.Error as exc:
+        raise QueryError(str(exc).strip().splitlines()[0]) from exc
+
+
+Curve = tuple[int, str, dict[str, np.ndarray], dict[str, float] | None, dict[str, float] | None]
+
+
+def _sample_curves(rd: Reader, run: str, ranks: list[int], component: str, a: int, b: int) -> list[Curve]:
+    """Every sample of the window [a, b] per (rank, device), with the values held when it opens (the
+    last sample before it, when the counter goes on into or past the window) and when it closes
+    (the last sample in or before it, when the counter goes on after it)."""
     con = rd.facts(run, ranks, ("memory_samples",))
-    return _df(con, MEMORY_PEAKS_SQL, {"run": run, "ranks": _ranks_param(ranks), "component": component})
+    tbl = _query_arrow(con, MEMORY_WINDOW_SQL, {"run": run, "ranks": ranks, "component": component, "a": a, "b": b})
+    runs, cols = _curve_runs(tbl)
+    out: list[Curve] = []
+    for rank, device, lo, hi in runs:
+        ts = cols["ts_ns"][lo:hi]
+        i, j = int(np.searchsorted(ts, a, side="left")), int(np.searchsorted(ts, b, side="right"))
+        n = hi - lo
+        before = {c: cols[c][lo + i - 1] for c in _SERIES} if 0 < i < n else None
+        after = {c: cols[c][lo + j - 1] for c in _SERIES} if 0 < j < n else None
+        pts = {c: cols[c][lo + i : lo + j] for c in (*_SERIES, "ts_ns")}
+        pts["allocated_min_bytes"] = pts["allocated_bytes"]
+        pts["samples"] = np.ones(j - i, dtype=np.int64)
+        out.append((rank, device, pts, before, after))
+    return out
+
+
+def _stored_curves(rd: Reader, run: str, ranks: list[int], component: str, a: int, b: int) -> list[Curve]:
+    """The stored buckets (``agg_memory_curve``) holding samples of the window [a, b] per (rank,
+    device), each drawn from max(its start, a) with its maxima, with the values held when the window
+    opens (the last sample of the bucket before it) and closes (the last sample of the last bucket
+    starting in or before it, when the counter goes on after it)."""
+    con = rd.facts(run, ranks, ("agg_memory_curve",))
+    tbl = _query_arrow(con, MEMORY_STORED_SQL, {"run": run, "ranks": ranks, "component": component})
+    runs, cols = _curve_runs(tbl)
+    last = {c: cols["last_" + c] for c in _SERIES}
+    out: list[Curve] = []
+    for rank, device, lo, hi in runs:
+        start, end = cols["ts_ns"][lo:hi], cols["last_ts_ns"][lo:hi]
+        inside = (start <= b) & (end >= a)
+        earlier, later = np.flatnonzero(end < a), np.flatnonzero(end > b)
+        first = np.flatnonzero(inside)
+        before = None
+        if earlier.size and (first.size == 0 or start[first[0]] > a) and (first.size or later.size):
+            before = {c: last[c][lo + earlier[-1]] for c in _SERIES}
+        after = None
+        upto = np.flatnonzero(start <= b)
+        if later.size and upto.size:
+            after = {c: last[c][lo + upto[-1]] for c in _SERIES}
+        pts = {c: cols[c][lo:hi][inside] for c in (*_SERIES, "samples")}
+        pts["ts_ns"] = np.maximum(start[inside], a)
+        pts["allocated_min_bytes"] = cols["min_allocated_bytes"][lo:hi][inside]
+        out.append((rank, device, pts, before, after))
+    return out
 
 
 def memory_curves(
@@ -873,60 +994,52 @@ def memory_curves(
     """Allocated / reserved / active per (rank, device), downsampled to ``n_buckets`` per curve by
     keeping each bucket's maximum (so peaks survive) and its minimum allocated.
 
-    A counter holds its value until its next sample, so each curve also starts at ``start_ns`` with
-    the value of the last sample before the window and ends at ``end_ns`` with its last value when
+    Drawn from the curves the ingest stored (``agg_memory_curve``) when their buckets are no finer
+    than the window's (a whole-run or zoomed-out view; ``attrs["stored"]`` is then True), else from
+    the window's samples. A counter holds its value until its next sample, so each curve also
+    starts at ``start_ns`` with the value held there and ends at ``end_ns`` with its last value when
     the series goes on after the window (``samples`` counts only the samples inside the window: a
     window between two samples draws the held value, with 0 samples in view)."""
     n_buckets = max(1, min(int(n_buckets), MAX_BUCKETS))
     width = max((end_ns - start_ns) / n_buckets, 1.0)
-    ranks = ranks_of(rd, run) if ranks is None else list(ranks)
-    series = ("allocated_bytes", "reserved_bytes", "active_bytes")
+    ranks = ranks_of(rd, run) if ranks is None else [int(r) for r in ranks]
+    stored = False
+    if memory_source(rd, run) == "agg_memory_curve":
+        resolution = pd.to_numeric(memory_peaks(rd, run, ranks, component)["bucket_ns"], errors="coerce").max()
+        stored = bool(pd.isna(resolution) or width >= float(resolution))
+    got = (_stored_curves if stored else _sample_curves)(rd, run, ranks, component, int(start_ns), int(end_ns))
     parts = []
-    for rank, devices in memory_series(rd, run, ranks, component).items():
-        for device, ser in (devices or {}).items():
-            ts = ser["ts_ns"]
-            lo, hi = np.searchsorted(ts, start_ns, side="left"), np.searchsorted(ts, end_ns, side="right")
-            held_before, held_after = 0 < lo < len(ts), 0 < hi < len(ts)  # a sample before and one after the edge
-            if hi <= lo and not held_before:
-                continue
-            frames = []
+    for rank, device, pts, before, after in got:
+        ts = pts["ts_ns"]
+        if ts.size == 0 and before is None:
+            continue
+        frames: list[dict[str, Any]] = []
 
-            def held(i: int, t: int, bucket: int, ser: dict[str, np.ndarray] = ser) -> dict[str, Any]:
-                """Sample ``i``'s value, held at time ``t`` (no sample of its own there)."""
-                row: dict[str, Any] = {"bucket": [bucket], "ts_ns": [t], "samples": [0]}
-                row.update({c: [ser[c][i]] for c in series})
-                row["allocated_min_bytes"] = [ser["allocated_bytes"][i]]
-                return row
+        def held(vals: dict[str, float], t: int, bucket: int) -> dict[str, Any]:
+            """Values held at time ``t`` (no sample of their own there)."""
+            row: dict[str, Any] = {"bucket": [bucket], "ts_ns": [t], "samples": [0]}
+            row.update({c: [vals[c]] for c in _SERIES})
+            row["allocated_min_bytes"] = [vals["allocated_bytes"]]
+            return row
 
-            if held_before:  # the value when the window opens
-                frames.append(held(lo - 1, start_ns, 0))
-            if hi > lo:
-                t = ts[lo:hi]
-                bucket = np.minimum(((t - start_ns) / width).astype(np.int64), n_buckets - 1)
-                cut = np.r_[0, np.flatnonzero(np.diff(bucket)) + 1]  # samples are in time order: buckets are runs
-                part = {"bucket": bucket[cut], "ts_ns": t[cut], "samples": np.diff(np.r_[cut, len(t)])}
-                for c in series:
-                    part[c] = np.fmax.reduceat(ser[c][lo:hi], cut)
-                part["allocated_min_bytes"] = np.fmin.reduceat(ser["allocated_bytes"][lo:hi], cut)
-                frames.append(part)
-            if held_after:  # the value still held when the window closes
-                frames.append(held(hi - 1, end_ns, n_buckets - 1))
-            df = pd.concat([pd.DataFrame(f) for f in frames], ignore_index=True)
-            parts.append(df.assign(rank=rank, device=device))
-    cols = [
-        "rank",
-        "device",
-        "bucket",
-        "ts_ns",
-        "allocated_bytes",
-        "reserved_bytes",
-        "active_bytes",
-        "allocated_min_bytes",
-        "samples",
-    ]
-    if not parts:
-        return pd.DataFrame(columns=cols)
-    return pd.concat(parts, ignore_index=True)[cols]
+        if before is not None:  # the value when the window opens
+            frames.append(held(before, start_ns, 0))
+        if ts.size:
+            bucket = np.minimum(((ts - start_ns) / width).astype(np.int64), n_buckets - 1)
+            cut = np.r_[0, np.flatnonzero(np.diff(bucket)) + 1]  # points are in time order: buckets are runs
+            part = {"bucket": bucket[cut], "ts_ns": ts[cut], "samples": np.add.reduceat(pts["samples"], cut)}
+            for c in _SERIES:
+                part[c] = np.fmax.reduceat(pts[c], cut)
+            part["allocated_min_bytes"] = np.fmin.reduceat(pts["allocated_min_bytes"], cut)
+            frames.append(part)
+        if after is not None:  # the value still held when the window closes
+            frames.append(held(after, end_ns, n_buckets - 1))
+        df = pd.concat([pd.DataFrame(f) for f in frames], ignore_index=True)
+        parts.append(df.assign(rank=rank, device=device))
+    cols = MEMORY_CURVE_COLUMNS
+    out = pd.concat(parts, ignore_index=True)[cols] if parts else pd.DataFrame(columns=cols)
+    out.attrs["stored"] = stored
+    return out
 
 
 OPERATOR_MEMORY_SQL = """

@@ -836,6 +836,11 @@ LABELS: dict[str, tuple[str, str]] = {
         "rank's peak.",
         "{counter}：视图中 {n} 个采样，卡 {ranks}，每条曲线至多 1000 个点（分桶最大值）；▼ 标出每张卡的峰值。",
     ),
+    "mem.from_stored": (
+        " Drawn from the curves downsampled at ingest (their peaks are the samples' own).",
+        "曲线取自导入时降采样的曲线（峰值与采样一致）。",
+    ),
+    "mem.from_samples": (" Drawn from every sample in view.", "曲线取自视图中的每个采样。"),
     # -- Training page ------------------------------------------------------------------------
     "tr.step_time": ("step time (ms)", "迭代时间 (ms)"),
     "tr.no_scalar": (

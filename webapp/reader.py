@@ -39,6 +39,7 @@ class Reader:
         self._stamp: tuple[Any, ...] | None = None
         self._run_keys: dict[str, str] = {}
         self.opened = 0  # read_connection calls (tests and the benchmark look at it)
+        self.tables_read: set[str] = set()  # the fact tables asked for (tests look at it)
 
     def close(self) -> None:
         self._stack.close()
@@ -91,6 +92,7 @@ class Reader:
     ) -> duckdb.DuckDBPyConnection:
         """A connection with views of ``tables`` for ``run`` (at least ``ranks``; None = every rank)."""
         rk, need = rank_key(ranks), frozenset(tables)
+        self.tables_read |= need
         for (r, have_rk, have_tb), con in self._conns.items():
             if r == run and _covers(have_rk, rk) and need <= have_tb:
                 return con

@@ -63,7 +63,9 @@ SELECT rank, component, device, bucket_ns, t0 + ((ts_ns - t0) // bucket_ns) * bu
        arg_max(ts_ns, allocated_bytes) AS peak_ts_ns, max(allocated_bytes) AS allocated_bytes,
        min(allocated_bytes) AS min_allocated_bytes, max(reserved_bytes) AS reserved_bytes,
        max(active_bytes) AS active_bytes, max(ts_ns) AS last_ts_ns,
-       arg_max(allocated_bytes, ts_ns) AS last_allocated_bytes, count(*) AS samples
+       arg_max(allocated_bytes, ts_ns) AS last_allocated_bytes, count(*) AS samples,
+       arg_max(ts_ns, reserved_bytes) AS reserved_peak_ts_ns, arg_max(ts_ns, active_bytes) AS active_peak_ts_ns,
+       arg_max(reserved_bytes, ts_ns) AS last_reserved_bytes, arg_max(active_bytes, ts_ns) AS last_active_bytes
 FROM b GROUP BY ALL
 """
 

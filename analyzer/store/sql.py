@@ -43,7 +43,12 @@ def fact_select_sql(table: str, paths: Sequence[str], usable_only: bool = False)
     t = schema.FACTS[table]
     cols = ", ".join(f'CAST("{c.name}" AS {c.type}) AS "{c.name}"' for c in t.columns)
     # run / rank come from the files, not from the folder names (a run name is slugged there)
-    sql = f"SELECT {cols} FROM read_parquet({_sql_list(paths)}, union_by_name=true, hive_partitioning=false)"
+    source = f"read_parquet({_sql_list(paths)}, union_by_name=true, hive_partitioning=false)"
+    if table in schema.AGGREGATES:
+        # an aggregate gains columns as the ingest learns to keep more: files an older version wrote
+        # read NULL there (until their collection is read again) instead of failing the whole view
+        source = f"({schema.empty_select_sql(table)} UNION ALL BY NAME SELECT * FROM {source})"
+    sql = f"SELECT {cols} FROM {source}"
     cond = usable_times_sql(table) if usable_only else None
     return f"SELECT * FROM ({sql}) WHERE {cond}" if cond else sql
 

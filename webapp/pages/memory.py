@@ -44,7 +44,7 @@ def layout(
         run,
         ranks,
         lambda v: _layout(v, component, series, start_ns, end_ns),
-        tables=("memory_samples",),
+        tables=("agg_memory_curve",),
         default_ranks=DEFAULT_RANKS,
     )
 
@@ -194,11 +194,11 @@ def component_options(comps: pd.DataFrame) -> list[dict[str, Any]]:
     per = (
         comps.assign(component=comps["component"].astype(str))
         .groupby("component", sort=False)
-        .agg(n_allocated=("n_allocated", "sum"), peak=("peak_bytes", "max"))
+        .agg(allocates=("has_allocated", "any"), peak=("peak_bytes", "max"))
         .reset_index()
     )
     per["peak"] = pd.to_numeric(per["peak"], errors="coerce").fillna(0)
-    per["group"] = np.where(per["peak"] <= 0, "zero", np.where(per["n_allocated"] > 0, "allocators", "modules"))
+    per["group"] = np.where(per["peak"] <= 0, "zero", np.where(per["allocates"], "allocators", "modules"))
     out: list[dict[str, Any]] = []
     for group in COUNTER_GROUPS:
         heading = t(f"mem.group.{group}")
@@ -466,7 +466,7 @@ def register_callbacks(app: Dash) -> None:
     def update_curves(
         run: str, ranks: Any, component: Any, series: Any, _reset: Any, zoom: Any, window: Any, want: Any = None
     ) -> Any:
-        with page.view(run, ranks, ("memory_samples",)) as v:
+        with page.view(run, ranks, ("agg_memory_curve",)) as v:
             rd, all_ranks, selected = v.rd, v.all_ranks, v.selected
             series = [s for s in (series or []) if s in SERIES]
             bounds = data.time_bounds(rd, run, None)
@@ -508,7 +508,9 @@ def register_callbacks(app: Dash) -> None:
             curves = data.memory_curves(rd, run, selected, component, a, max(b, a + 1), n_buckets=1000)
         fig = curves_figure(curves, peaks, series, origin, (a, b))
         n = int(curves["samples"].sum()) if not curves.empty else 0
-        status = t("mem.status", counter=component, n=f"{n:,}", ranks=format_ranks(selected))
+        status = t("mem.status", counter=component, n=f"{n:,}", ranks=format_ranks(selected)) + t(
+            "mem.from_stored" if curves.attrs.get("stored") else "mem.from_samples"
+        )
         return fig, status, {"run": run, "start": a - origin, "end": b - origin}, url
 
     @app.callback(
@@ -523,7 +525,7 @@ def register_callbacks(app: Dash) -> None:
     @answers.kept
     @ui.guard(4, message_index=0)
     def update_tables(run: str, ranks: Any, component: Any) -> Any:
-        with page.view(run, ranks, ("memory_samples", "operator_memory"), open_all=True) as v:
+        with page.view(run, ranks, ("agg_memory_curve", "operator_memory"), open_all=True) as v:
             rd, all_ranks, selected = v.rd, v.all_ranks, v.selected
             bounds = data.time_bounds(rd, run, None)
             peaks = data.memory_peaks(rd, run, all_ranks, component) if component else pd.DataFrame()
