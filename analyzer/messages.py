@@ -11,10 +11,19 @@ message is rendered in the same language, a list is its items joined (``, `` or,
 ``semicolon``, ``; `` in the language's punctuation). Names are filled in as text and never parsed again (a
 ``{`` in an operator name stays a ``{``). The web app's own labels are in ``webapp.labels``; a
 test checks both tables have both texts with the same fields.
+
+Some texts are stored or used as keys in English: the sentences a reader writes on what a
+collection lacks (``collections.missing``, ``missing.*``) and the names of compared rank and group
+classes (``label.*``). They are written with ``english(key, **params)`` from this table, so the
+English text is a stable key: ``translate(text, lang, family)`` finds the template of ``family``
+that wrote it and renders it in ``lang`` (stores written before keep their English sentences, and
+those are read back the same way; a text no template wrote is shown as it is).
 """
 
 from __future__ import annotations
 
+import functools
+import re
 import string
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -420,6 +429,402 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "term.clock.aligned": ("aligned", "已对齐"),
     "term.clock.not_aligned": ("not aligned", "未对齐"),
     "term.clock.poorly_aligned": ("poorly aligned", "对齐较差"),
+    # -- what a collection lacks and why (the readers' notes, collections.missing: English, read back) --
+    "missing.hint.torch_npu_raw": (
+        "run torch_npu.profiler.profiler.analyse(profiler_path=...) on a host with torch_npu and the CANN toolkit (an "
+        "Ascend machine), then ingest again",
+        "请在装有 torch_npu 和 CANN 工具包的主机（昇腾机器）上运行 "
+        "torch_npu.profiler.profiler.analyse(profiler_path=...)，然后重新导入",
+    ),
+    "missing.hint.msprof_export": (
+        "export it with `msprof --export=on --output=<this PROF_ folder>` on a host with the CANN toolkit (an Ascend "
+        "machine), then ingest again",
+        "请在装有 CANN 工具包的主机（昇腾机器）上用 `msprof --export=on --output=<this PROF_ folder>` 导出，"
+        "然后重新导入",
+    ),
+    "missing.hint.mindspore_offline": (
+        "parse it with `from mindspore.profiler.profiler import analyse; analyse('<this folder>')` on a host with "
+        "MindSpore (and the CANN toolkit for NPU data), then ingest again",
+        "请在装有 MindSpore（NPU 数据还需 CANN 工具包）的主机上用 `from mindspore.profiler.profiler import analyse; "
+        "analyse('<this folder>')` 解析，然后重新导入",
+    ),
+    "missing.rank_assigned": (
+        "no rank found (no rank_{{id}} folder, sidecar or producer metadata): numbered {rank} in discovery order",
+        "未找到卡号（没有 rank_{{id}} 目录、sidecar 或采集工具元数据）：按发现顺序编号为 {rank}",
+    ),
+    "missing.window_open": (
+        "the profiling window was still open (sidecar status running: the job is still profiling, or was killed "
+        "without clean-up){last}: later steps were not captured",
+        "采集窗口仍未关闭（sidecar 状态为 running：作业仍在采集，或被杀死而未清理）{last}：之后的迭代未采集",
+    ),
+    "missing.window_stopped": (
+        "the job stopped during the profiling window{why}{last}: later steps were not captured",
+        "作业在采集窗口中途停止{why}{last}：之后的迭代未采集",
+    ),
+    "missing.part.reason": (" ({reason})", "（{reason}）"),
+    "missing.part.last_step": (", last complete step {step}", "，最后一个完整的迭代为 {step}"),
+    "missing.part.no_step": (", no step completed", "，没有完成任何迭代"),
+    "missing.bad_number": (
+        "{what} {value} read from the files is no possible value; left empty",
+        "从文件读到的{what} {value} 不是可能的值；留空",
+    ),
+    "missing.part.world_size": ("world size", "总卡数"),
+    "missing.part.device_id": ("device id", "设备号"),
+    # Kineto
+    "missing.kineto.rebuilt_memory": (
+        "memory totals rebuilt from the allocation sizes (old trace without Total Allocated): a lower bound, blocks "
+        "allocated before the trace began are not counted",
+        "内存总量由分配大小重建（旧版 trace 没有 Total Allocated）：为下限，trace 开始前分配的内存块未计入",
+    ),
+    "missing.kineto.cpu_only": (
+        "no device kernels: CPU-only trace (torch.profiler without a CUDA activity)",
+        "没有 Device kernel：仅 CPU 的 trace（torch.profiler 未开启 CUDA activity）",
+    ),
+    "missing.kineto.no_memory": ("no memory events: profile_memory was off", "没有内存事件：profile_memory 未开启"),
+    "missing.kineto.no_stacks": ("no call stacks: with_stack was off", "没有调用栈：with_stack 未开启"),
+    "missing.kineto.no_shapes": ("no input shapes: record_shapes was off", "没有输入 shape：record_shapes 未开启"),
+    "missing.kineto.no_steps": (
+        "no ProfilerStep ranges: the profiler was used without prof.step()",
+        "没有 ProfilerStep 区间：使用 profiler 时没有调用 prof.step()",
+    ),
+    "missing.kineto.no_comm": (
+        "no communication: single process or no collective in the window",
+        "没有通信：单进程，或窗口内没有集合通信",
+    ),
+    "missing.kineto.no_matrix": (
+        "no communication matrix: Kineto does not record per-link transfers",
+        "没有通信矩阵：Kineto 不记录逐链路的传输",
+    ),
+    # torch_npu / MindSpore / msprof output (ascend)
+    "missing.ascend.level0_comm": (
+        "Level0: no communication matrix and no wait/transit split (communication.json and communication_matrix.json "
+        "are written from Level1)",
+        "Level0：没有通信矩阵，也没有等待/传输拆分（communication.json 和 communication_matrix.json 从 Level1 起才写）",
+    ),
+    "missing.ascend.level0_kernels": (
+        "Level0: kernels have no op type, shapes or AI Core PMU metrics (reduced kernel details)",
+        "Level0：kernel 没有算子类型、shape 或 AI Core PMU 指标（精简的 kernel 详情）",
+    ),
+    "missing.ascend.level0_cann": (
+        "Level0: no CANN API (AscendCL/Runtime) events on the host timeline",
+        "Level0：Host 时间线上没有 CANN API（AscendCL/Runtime）事件",
+    ),
+    "missing.ascend.level1_runtime": (
+        "Level1: no Runtime API events (recorded at Level2 only)",
+        "Level1：没有 Runtime API 事件（仅 Level2 记录）",
+    ),
+    "missing.ascend.level_none": (
+        "Level_none: no CANN-level data (kernels, communication) was collected",
+        "Level_none：未采集 CANN 层数据（kernel、通信）",
+    ),
+    "missing.ascend.no_npu": (
+        "activities without NPU: no device kernels or communication",
+        "activities 不含 NPU：没有 Device kernel 和通信",
+    ),
+    "missing.ascend.no_cpu": ("activities without CPU: no framework operators", "activities 不含 CPU：没有框架算子"),
+    "missing.ascend.memory_off": (
+        "profile_memory was off: no memory curves and no operator memory",
+        "profile_memory 未开启：没有内存曲线和算子内存",
+    ),
+    "missing.ascend.stack_off": ("with_stack was off: no call stacks", "with_stack 未开启：没有调用栈"),
+    "missing.ascend.shapes_off": ("record_shapes was off: no input shapes", "record_shapes 未开启：没有输入 shape"),
+    "missing.ascend.no_pmu": (
+        "aic_metrics=AiCoreNone: no AI Core PMU metrics",
+        "aic_metrics=AiCoreNone：没有 AI Core PMU 指标",
+    ),
+    "missing.ascend.l2_off": ("l2_cache was off: no L2 cache hit rates", "l2_cache 未开启：没有 L2 cache 命中率"),
+    "missing.ascend.no_memory": ("no memory records in the export", "导出数据中没有内存记录"),
+    "missing.ascend.no_comm": (
+        "no communication operations: single card, or no collective ran in the window",
+        "没有通信操作：单卡，或窗口内没有运行集合通信",
+    ),
+    "missing.ascend.no_matrix": ("no communication matrix in the export", "导出数据中没有通信矩阵"),
+    "missing.ascend.rank_discovered": (
+        "no rank found in profiler_info / db name / metadata: rank assigned by discovery",
+        "在 profiler_info / db 文件名 / 元数据中未找到卡号：卡号由发现顺序分配",
+    ),
+    "missing.ascend.no_steps_file": (
+        "no step ranges: trace_view.json, which holds the ProfilerStep ranges, is not in the export{scheduled}{known}",
+        "没有迭代区间：导出数据中没有保存 ProfilerStep 区间的 trace_view.json{scheduled}{known}",
+    ),
+    "missing.ascend.no_steps_marker": (
+        "no step ranges: the export holds no ProfilerStep marker although profiler_info records a schedule{known}",
+        "没有迭代区间：虽然 profiler_info 记录了 schedule，导出数据中却没有 ProfilerStep 标记{known}",
+    ),
+    "missing.ascend.no_steps_schedule": (
+        "no step ranges: the profiler ran without a schedule / prof.step(){known}",
+        "没有迭代区间：profiler 运行时没有 schedule / prof.step(){known}",
+    ),
+    "missing.part.scheduled": (" (profiler_info records a schedule)", "（profiler_info 记录了 schedule）"),
+    "missing.part.known_1": ("; step id {ids} known from its other files", "；由其他文件得知迭代号 {ids}"),
+    "missing.part.known_n": ("; step ids {ids} known from its other files", "；由其他文件得知迭代号 {ids}"),
+    "missing.ascend.unparsed": (
+        "no parsed torch_npu output in {folder}/: {hint}",
+        "{folder}/ 中没有解析后的 torch_npu 输出：{hint}",
+    ),
+    "missing.ascend.loose_trace_view": (
+        "trace_view.json found on its own (no *_ascend_pt/{folder}/ around it): the timeline and operators only",
+        "单独找到 trace_view.json（外层没有 *_ascend_pt/{folder}/）：只有时间线和算子",
+    ),
+    "missing.ascend.no_trace_view": (
+        "no trace_view.json: no timeline, no operator timestamps or self time from nesting",
+        "没有 trace_view.json：没有时间线，没有算子时间戳，也无法由嵌套得出自身耗时",
+    ),
+    "missing.ascend.kernels_from_trace": (
+        "no kernel_details.csv: kernels taken from trace_view.json's Ascend Hardware lanes (no op types, shapes or PMU "
+        "metrics)",
+        "没有 kernel_details.csv：kernel 取自 trace_view.json 的 Ascend Hardware 泳道"
+        "（没有算子类型、shape 或 PMU 指标）",
+    ),
+    "missing.ascend.no_kernel_details": (
+        "no kernel_details.csv: no device kernels",
+        "没有 kernel_details.csv：没有 Device kernel",
+    ),
+    "missing.ascend.no_start_info": (
+        "device {device}: no start_info.{device}, so its timeline stays on the device's monotonic clock (not wall "
+        "time)",
+        "设备 {device}：没有 start_info.{device}，其时间线保持设备的单调时钟（非墙上时间）",
+    ),
+    "missing.torch_npu.no_db": (
+        "no ascend_pytorch_profiler_{{rank}}.db in ASCEND_PROFILER_OUTPUT/",
+        "ASCEND_PROFILER_OUTPUT/ 中没有 ascend_pytorch_profiler_{{rank}}.db",
+    ),
+    "missing.torch_npu.no_analysis_db": (
+        "no analysis.db: no wait/transit split, bandwidth or communication matrix",
+        "没有 analysis.db：没有等待/传输拆分、带宽和通信矩阵",
+    ),
+    "missing.torch_npu.raw": (
+        "not parsed: this folder holds only raw {what} ({why}), no ASCEND_PROFILER_OUTPUT/; {hint}",
+        "未解析：该目录只有原始的 {what}（{why}），没有 ASCEND_PROFILER_OUTPUT/；{hint}",
+    ),
+    "missing.part.no_profiler_data": ("no profiler data", "没有性能数据"),
+    "missing.part.stopped_early": (
+        "the job stopped before the profiler finished (no profiler_info file)",
+        "作业在 profiler 结束前停止（没有 profiler_info 文件）",
+    ),
+    "missing.part.analyse_skipped": (
+        "parsing was skipped (e.g. dynamic profiling with analyse=false)",
+        "跳过了解析（例如动态采集设置了 analyse=false）",
+    ),
+    # msprof
+    "missing.msprof.empty": (
+        "nothing to read: every file of {folder}/ is empty (0 bytes), msprof exported no data",
+        "无可读取的内容：{folder}/ 中的每个文件都为空（0 字节），msprof 没有导出数据",
+    ),
+    "missing.msprof.not_exported": (
+        "not exported: this PROF folder holds raw data only, no {folder}/; {hint}",
+        "未导出：该 PROF 目录只有原始数据，没有 {folder}/；{hint}",
+    ),
+    "missing.msprof.no_analyzer_db": (
+        "no analyze/communication_analyzer.db (msprof --analyze=on): no wait/transit split, bandwidth or communication "
+        "matrix",
+        "没有 analyze/communication_analyzer.db（msprof --analyze=on）：没有等待/传输拆分、带宽和通信矩阵",
+    ),
+    "missing.msprof.no_framework": (
+        "no framework operators: msprof records CANN and device activity only",
+        "没有框架算子：msprof 只记录 CANN 和 Device 活动",
+    ),
+    "missing.msprof.no_timeline_db": (
+        "no timeline: the db has no TASK / CANN_API rows",
+        "没有时间线：db 中没有 TASK / CANN_API 行",
+    ),
+    "missing.msprof.no_timeline": (
+        "no timeline: the export has no msprof_*.json (or task_time) file",
+        "没有时间线：导出数据中没有 msprof_*.json（或 task_time）文件",
+    ),
+    "missing.msprof.no_kernels_db": (
+        "no device kernels: the db has no COMPUTE_TASK_INFO rows",
+        "没有 Device kernel：db 中没有 COMPUTE_TASK_INFO 行",
+    ),
+    "missing.msprof.no_kernels": (
+        "no device kernels: the export has no op_summary / task_time file",
+        "没有 Device kernel：导出数据中没有 op_summary / task_time 文件",
+    ),
+    "missing.msprof.no_steps_db": (
+        "no step ranges: msprof's db export has no step table",
+        "没有迭代区间：msprof 的 db 导出没有迭代表",
+    ),
+    "missing.msprof.no_steps": (
+        "no step ranges: the export has no step_trace file",
+        "没有迭代区间：导出数据中没有 step_trace 文件",
+    ),
+    "missing.msprof.no_memory_db": (
+        "no memory records: the db has no NPU_MEM / MEMORY_RECORD / OP_MEMORY rows (memory collection was off)",
+        "没有内存记录：db 中没有 NPU_MEM / MEMORY_RECORD / OP_MEMORY 行（未开启内存采集）",
+    ),
+    "missing.msprof.no_memory": (
+        "no memory records: the export has no npu_mem / memory_record / operator_memory file (memory collection was "
+        "off)",
+        "没有内存记录：导出数据中没有 npu_mem / memory_record / operator_memory 文件（未开启内存采集）",
+    ),
+    "missing.msprof.no_comm": (
+        "no communication operations: single card, or no HCCL op in the window",
+        "没有通信操作：单卡，或窗口内没有 HCCL 算子",
+    ),
+    "missing.msprof.no_matrix": (
+        "no communication matrix: msprof --analyze output is read only with a db export",
+        "没有通信矩阵：msprof --analyze 的输出只在 db 导出时读取",
+    ),
+    # MindSpore
+    "missing.mindspore.not_analysed": (
+        "not analysed: the job ended {when}, so there is no ASCEND_PROFILER_OUTPUT/; the host CPU ops were read from "
+        "the raw FRAMEWORK/ text files (no timeline of scopes, no steps)",
+        "未分析：作业在{when}结束，因此没有 ASCEND_PROFILER_OUTPUT/；Host CPU 算子读自原始的 FRAMEWORK/ 文本文件"
+        "（没有作用域时间线，没有迭代）",
+    ),
+    "missing.part.after_stop": (
+        "after the profiler stopped but before analyse()",
+        "profiler 停止之后、analyse() 之前",
+    ),
+    "missing.part.before_analyse": ("before analyse()", "analyse() 之前"),
+    "missing.mindspore.cann_only": (
+        "MindSpore did not finish parsing (no ASCEND_PROFILER_OUTPUT/): CANN data read from "
+        "PROF_*/mindstudio_profiler_output/, without framework operators",
+        "MindSpore 未完成解析（没有 ASCEND_PROFILER_OUTPUT/）：CANN 数据读自 PROF_*/mindstudio_profiler_output/，"
+        "没有框架算子",
+    ),
+    "missing.mindspore.not_parsed": (
+        "not parsed: this folder holds only raw FRAMEWORK/ or PROF_*/ data, no ASCEND_PROFILER_OUTPUT/; {hint}",
+        "未解析：该目录只有原始的 FRAMEWORK/ 或 PROF_*/ 数据，没有 ASCEND_PROFILER_OUTPUT/；{hint}",
+    ),
+    "missing.mindspore.exited_early": (
+        "no profiling data: the job exited before the profiler stopped (only logs/ were written: no FRAMEWORK/ data "
+        "and no ASCEND_PROFILER_OUTPUT/), so there is nothing to parse",
+        "没有性能数据：作业在 profiler 停止前退出（只写了 logs/：没有 FRAMEWORK/ 数据和 ASCEND_PROFILER_OUTPUT/），"
+        "无可解析",
+    ),
+    "missing.mindspore.no_data": (
+        "no profiling data: the folder holds no FRAMEWORK/ data and no ASCEND_PROFILER_OUTPUT/",
+        "没有性能数据：该目录没有 FRAMEWORK/ 数据和 ASCEND_PROFILER_OUTPUT/",
+    ),
+    "missing.mindspore.no_analyzer_db": (
+        "no communication_analyzer.db: no wait/transit split, bandwidth or communication matrix",
+        "没有 communication_analyzer.db：没有等待/传输拆分、带宽和通信矩阵",
+    ),
+    "missing.mindspore.cpu_only": (
+        "CPU-only profile: no device kernels and no CANN data; {comm}",
+        "仅 CPU 的采集：没有 Device kernel 和 CANN 数据；{comm}",
+    ),
+    "missing.part.cpu_collectives": (
+        "collectives read from the CPU ops, without sizes or groups",
+        "集合通信读自 CPU 算子，没有大小和通信组",
+    ),
+    "missing.part.no_collective": ("no collective ran in the window", "窗口内没有运行集合通信"),
+    "missing.mindspore.no_steps": (
+        "no step ranges: MindSpore writes step markers only for Ascend runs with a schedule / step(){window}",
+        "没有迭代区间：MindSpore 只在带 schedule / step() 的昇腾运行中写迭代标记{window}",
+    ),
+    "missing.part.window": (
+        " (this dynamic-profiling window covered steps {first}-{last})",
+        "（该动态采集窗口覆盖迭代 {first}-{last}）",
+    ),
+    "missing.mindspore.no_memory": (
+        "no memory records: profile_memory was off (or the job died before they were written)",
+        "没有内存记录：profile_memory 未开启（或作业在写出前已终止）",
+    ),
+    "missing.mindspore.no_info": (
+        "no profiler_info file (MindSpore writes none on CPU): version and switches unknown",
+        "没有 profiler_info 文件（MindSpore 在 CPU 上不写）：版本和开关未知",
+    ),
+    "missing.mindspore.no_framework": ("no framework operators", "没有框架算子"),
+    "missing.legacy.relative_times": (
+        "times are relative to the first op (no output_timeline_data file with device times)",
+        "时间相对于第一个算子（没有带设备时间的 output_timeline_data 文件）",
+    ),
+    "missing.legacy.device_clock": (
+        "times are on the device clock (the legacy files carry no wall-clock reference)",
+        "时间为设备时钟（旧版文件没有墙上时间参考）",
+    ),
+    "missing.legacy.assumed_hz": (
+        "step times assume the 100 MHz system counter of Ascend 910 (no info.json with hwts_frequency found)",
+        "迭代时间假定为昇腾 910 的 100 MHz 系统计数器（未找到带 hwts_frequency 的 info.json）",
+    ),
+    "missing.legacy.no_steps": ("no step ranges: no step_trace_raw file", "没有迭代区间：没有 step_trace_raw 文件"),
+    "missing.legacy.no_comm": (
+        "no communication operations or matrix: legacy hccl files are not ingested by this version",
+        "没有通信操作和通信矩阵：此版本不导入旧版 hccl 文件",
+    ),
+    "missing.legacy.no_host_ops": (
+        "no host operators: the legacy files hold device ops only",
+        "没有 Host 算子：旧版文件只有 Device 算子",
+    ),
+    "missing.legacy.no_memory": ("no memory records in the legacy files", "旧版文件中没有内存记录"),
+    # the rankscope collector
+    "missing.collector.no_output": (
+        "profiling window started (status {status}) but no profiler output was written",
+        "采集窗口已开始（状态 {status}），但没有写出性能数据",
+    ),
+    "missing.collector.no_markers": (
+        "this folder holds steps {first}-{last} (collector sidecar) but the producer wrote no step markers: its "
+        "events are not split by step",
+        "该目录包含迭代 {first}-{last}（采集器 sidecar），但采集工具没有写迭代标记：其事件未按迭代拆分",
+    ),
+    "missing.collector.one_step": (
+        "step {step} from the collector's sidecar (this folder holds that step; the producer writes no step markers "
+        "here): the step spans the folder's events",
+        "迭代 {step} 来自采集器的 sidecar（该目录包含这一步；采集工具在此不写迭代标记）：该迭代覆盖该目录的所有事件",
+    ),
+    "missing.collector.not_completed": (
+        "not a completed step of the collector's window (its sidecar lists {n} folder(s), not this one): the job "
+        "stopped{after} while the profiler was writing this step's data (status {status}{why})",
+        "不是采集器窗口中完成的迭代（其 sidecar 列出 {n} 个目录，不含本目录）：作业在{after} profiler "
+        "写出这一步的数据时停止（状态 {status}{why}）",
+    ),
+    "missing.part.after_step": (" after step {step}", "迭代 {step} 之后"),
+    "missing.part.comma_reason": (", {reason}", "，{reason}"),
+    # -- a run's and a file's status at ingest (collections.status, source_files.status) ---------
+    "term.run_status.complete": ("complete", "完整"),
+    "term.run_status.partial": ("partial", "不完整"),
+    "term.run_status.unparsed": ("unparsed", "未解析"),
+    "term.run_status.error": ("error", "错误"),
+    "term.file_status.ok": ("ok", "正常"),
+    "term.file_status.warning": ("warning", "警告"),
+    "term.file_status.error": ("error", "错误"),
+    "term.file_status.ignored": ("ignored", "已忽略"),
+    # -- where a collective's wait / transit split comes from (analyses.communication wait_source) --
+    "term.wait_source.producer": ("producer", "profiler 测得"),
+    "term.wait_source.estimated": ("estimated", "估计"),
+    # -- how the step breakdown's Communication was computed (step_breakdown comm_definition) ------
+    "term.comm_definition.op spans": ("op spans", "通信算子区间"),
+    "term.comm_definition.task union": ("task union", "HCCL 任务并集"),
+    "term.comm_definition.host ranges": ("host ranges", "Host 侧区间"),
+    # -- how two runs' steps and ranks were paired (analyses.run_pairing notes: English, read back) --
+    "pairing.steps_1": ("step {steps}", "迭代 {steps}"),
+    "pairing.steps_n": ("steps {steps}", "迭代 {steps}"),
+    "pairing.no_steps": ("the whole profile (no steps)", "整个采集（无迭代）"),
+    "pairing.common_steps": (
+        "steps compared: {steps}, the numbers both runs profiled",
+        "比较的迭代：{steps}，即两个运行都采集了的迭代号",
+    ),
+    "pairing.no_common_step": (
+        "no step number in common ({base_run}: {base_steps}; {new_run}: {new_steps}): every profiled step of each "
+        "run compared, per step (--base-step / --new-step to choose one of each)",
+        "没有共同的迭代号（{base_run}：{base_steps}；{new_run}：{new_steps}）：比较每个运行采集的所有迭代，按每步计"
+        "（用 --base-step / --new-step 各选一个）",
+    ),
+    "pairing.by_layout": (
+        "world sizes differ ({base_run}: {base_world}, {new_run}: {new_world}): ranks matched by layout coordinate "
+        "(the same place in every dimension but data parallelism), each class compared as its mean",
+        "总卡数不同（{base_run}：{base_world}，{new_run}：{new_world}）：按并行布局坐标匹配卡（除数据并行外每个维度的"
+        "位置相同），每类按其平均值比较",
+    ),
+    "pairing.by_number": (
+        "world sizes differ ({base_run}: {base_world}, {new_run}: {new_world}) and no layout in common: ranks "
+        "matched by number",
+        "总卡数不同（{base_run}：{base_world}，{new_run}：{new_world}）且没有共同的并行布局：按卡号匹配",
+    ),
+    "pairing.in_order": (
+        "no rank number in common ({base_run}: {base_ranks}; {new_run}: {new_ranks}): ranks paired in order",
+        "没有共同的卡号（{base_run}：{base_ranks}；{new_run}：{new_ranks}）：按顺序配对",
+    ),
+    "pairing.unmatched": ("ranks of {run} without a match: {ranks}", "{run} 中没有匹配的卡：{ranks}"),
+    # -- names of the rank classes and communication groups a comparison pairs (English, read back) --
+    "label.rank": ("rank {rank}", "卡 {rank}"),
+    "label.ranks": ("ranks {ranks}", "卡 {ranks}"),
+    "label.all_ranks": ("all ranks", "所有卡"),
+    "label.rank_pair": ("rank {base} ↔ {new}", "卡 {base} ↔ 卡 {new}"),
+    "label.group": ("{role} (ranks {ranks})", "{role}（卡 {ranks}）"),
+    "label.pair": ("{a} ↔ {b}", "{a} ↔ {b}"),
     "sep.comma": (", ", "，"),
     "sep.end": (".", "。"),
 }
@@ -492,6 +897,77 @@ def text(key: str, lang: str = "en") -> str:
 def render(msg: Message, lang: str = "en") -> str:
     """A message written out in ``lang``."""
     return _Formatter(lang).vformat(text(msg["key"], lang), (), dict(msg.get("params") or {}))
+
+
+def english(key: str, **params: Any) -> str:
+    """The English text of a message (a sentence stored as it is, ``translate`` reads it back)."""
+    return render(message(key, **params), "en")
+
+
+@functools.cache
+def _patterns(family: str) -> list[tuple[re.Pattern[str], str]]:
+    """The English templates of the keys ``family.*`` as patterns (each field any text; a field
+    named twice the same text), the one with the most literal text first."""
+    out: list[tuple[int, re.Pattern[str], str]] = []
+    for key, (en, _zh) in MESSAGES.items():
+        if not key.startswith(family + "."):
+            continue
+        parts, seen, literal = ["^"], set(), 0
+        for lit, name, spec, _conv in string.Formatter().parse(en):
+            parts.append(re.escape(lit))
+            literal += len(lit)
+            if name is None:
+                continue
+            if spec:
+                raise ValueError(f"{key}: a field of a {family}.* text has no format spec (it is read back)")
+            parts.append(f"(?P={name})" if name in seen else f"(?P<{name}>.*?)")
+            seen.add(name)
+        out.append((literal, re.compile("".join(parts) + "$", re.DOTALL), key))
+    return [(p, k) for _n, p, k in sorted(out, key=lambda x: -x[0])]
+
+
+def parse(text: str, family: str) -> Message | None:
+    """The message of ``family`` whose English text ``text`` is (its fields as text), or None."""
+    for pattern, key in _patterns(family):
+        m = pattern.match(text)
+        if m:
+            return {"key": key, "params": m.groupdict()}
+    return None
+
+
+# fields that hold names (runs, groups' roles): filled in as they are, never read as texts of a family
+NAME_FIELDS = frozenset({"run", "base_run", "new_run", "role", "name", "origin", "reason", "status"})
+
+
+def translate(text: Any, lang: str, family: str) -> Any:
+    """``text`` (an English text of ``family``, see ``english``) in ``lang``; its fields that are
+    texts of the family are translated too (not names: ``NAME_FIELDS``). Anything else is returned
+    as it is (a name is data)."""
+    if lang == "en" or not isinstance(text, str):
+        return text
+    out = _translated(text, lang, family, split=False)
+    return text if out is None else out
+
+
+def _translated(text: str, lang: str, family: str, split: bool = True) -> str | None:
+    """``text`` in ``lang`` when it is a text of ``family``; with ``split`` also when it is texts of
+    it one after the other (a field's value: two fields side by side, "{scheduled}{known}", are read
+    back as one); else None."""
+    if not text:
+        return text
+    msg = parse(text, family)
+    if msg is not None:
+        params = {
+            k: v if k in NAME_FIELDS or not isinstance(v, str) else _translated(v, lang, family) or v
+            for k, v in msg["params"].items()
+        }
+        return render({"key": msg["key"], "params": params}, lang)
+    for i in range(len(text) - 1, 0, -1) if split else ():
+        if parse(text[:i], family) is not None:
+            rest = _translated(text[i:], lang, family)
+            if rest is not None:
+                return _translated(text[:i], lang, family) + rest
+    return None
 
 
 def fields(template: str) -> set[str]:

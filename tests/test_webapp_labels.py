@@ -7,9 +7,11 @@ from __future__ import annotations
 import ast
 import json
 import re
+import string
 from pathlib import Path
 from typing import Any
 
+import dash
 import pytest
 import webapp_helpers
 from webapp_helpers import KINETO, NPU, DashClient, callback_body, ingest
@@ -17,7 +19,7 @@ from webapp_helpers import KINETO, NPU, DashClient, callback_body, ingest
 from analyzer import messages
 from analyzer.analyses.blame import CAUSES
 from analyzer.messages import MESSAGES, message
-from webapp import labels, lang
+from webapp import labels, lang, ui
 from webapp.labels import LABELS, fields, t
 
 WEBAPP = Path(labels.__file__).parent
@@ -493,3 +495,144 @@ def test_evidence_columns_and_clock_notes_in_the_pages_language(two_formats: Das
     assert poor["warning"] == messages.render(poor["warning_msg"], "en")
     assert poor["warning"].startswith(f"rank {poor['rank']}: collectives still disagree by ")
     assert messages.render(poor["warning_msg"], "zh").startswith(f"卡 {poor['rank']}：对齐后集合通信仍相差 ")
+
+
+# ---------------------------------------------------------------------------------------------
+# every page in Chinese: no English text of ours left (names from traces excepted)
+# ---------------------------------------------------------------------------------------------
+
+GLOO_4RANK = webapp_helpers.REPO / "tests" / "data" / "kineto_gloo_4rank_slow"
+WORD = r"(?<![\w]){}(?![\w])"
+
+
+def _english_fragments() -> dict[str, str]:
+    """The English text of our tables that a Chinese page must not show: per key of ``LABELS`` and
+    ``MESSAGES`` whose two texts differ, each literal stretch between its fields that holds a word
+    (and is no term the Chinese texts use as well: "send / recv", "batch size") -> the key."""
+    out: dict[str, str] = {}
+    chinese = " | ".join(zh for table in (LABELS, MESSAGES) for _en, zh in table.values())
+    for table in (LABELS, MESSAGES):
+        for key, (en, zh) in table.items():
+            if en == zh or key in SAME_MESSAGES:
+                continue
+            for lit, *_ in string.Formatter().parse(en):
+                frag = lit.strip(" .,;:()[]{}·/→↔+-–—'\"\n")
+                ours = re.search(r"[A-Za-z]{3,}", frag) and frag not in ALLOWED
+                if ours and not re.search(WORD.format(re.escape(frag)), chinese):
+                    out.setdefault(frag, key)
+    return out
+
+
+def _trace_names(store: Path, run: str) -> list[str]:
+    """Every text the store holds for ``run`` (names of operators, kernels, groups, counters,
+    scalars, files, hosts, versions...: what the pages show as data), longest first."""
+    from analyzer import schema
+    from analyzer.store import Store
+
+    names: set[str] = {run}
+    with Store(store).read_connection(run=run) as con:
+        present = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+        for table in (*schema.FACT_TABLES, *schema.CATALOG_TABLES):
+            cols = [c.name for c in table.columns if c.type in ("VARCHAR", "VARCHAR[]", "JSON")]
+            if table.name not in present or not cols or "run" not in table.column_names:
+                continue
+            for c in cols:
+                rows = con.execute(f'SELECT DISTINCT "{c}"::VARCHAR FROM "{table.name}" WHERE run = ?', [run])
+                names |= {v for (v,) in rows.fetchall() if v}
+    return sorted((n for n in names if len(n) >= 3), key=len, reverse=True)
+
+
+@pytest.fixture(scope="module")
+def zh_store(tmp_path_factory: pytest.TempPathFactory, ingested: Any) -> Path:
+    store = ingested(tmp_path_factory.mktemp("zh_pages") / "store", (KINETO, "gloo"), (NPU, "npu"))
+    ingest(
+        GLOO_4RANK, store, "gloo4"
+    )  # (gloo: the other run Compare opens on)  # 2 pipeline stages x 2, a straggler: the advisor's and cluster's texts
+    return store
+
+
+def _english_left(http: Any, store: Path, run: str) -> dict[str, list[str]]:
+    """Page -> the English texts of our tables that its Chinese rendering shows, trace names removed."""
+    frags = _english_fragments()
+    pats = [(f, re.compile(WORD.format(re.escape(f)))) for f in sorted(frags, key=len, reverse=True)]
+    names = _trace_names(store, run)
+    found: dict[str, list[str]] = {}
+    for path in sorted(dash.page_registry[m]["path"] for m in dash.page_registry):
+        answers = webapp_helpers.render_page(http, f"{path}?run={run}&lang=zh")
+        for text in set(webapp_helpers.shown_texts(answers)):
+            text = re.sub(r"\]\([^)]*\)", "]", text)  # a markdown link's address
+            for n in names:
+                if n in text:
+                    text = text.replace(n, " ")
+            hits = [f"{f!r} ({frags[f]})" for f, p in pats if p.search(text)]
+            if hits:
+                found.setdefault(path, []).append(f"{text[:100]!r}: {', '.join(hits[:3])}")
+    return found
+
+
+def test_every_page_in_chinese_shows_no_english_of_ours(zh_store: Path) -> None:
+    """Every page, rendered the way the browser loads it (the layout and the answers of the
+    callbacks that run on load), in Chinese, over a torch_npu run and a 4-rank Kineto CPU pipeline
+    job with a straggler: no text of the labels' or the analyzer's English table is
+    left; names from the traces are data and left out of the search."""
+    from webapp.app import create_app
+
+    http = create_app(zh_store).server.test_client()
+    assert http.get("/").status_code == 200
+    left = {run: _english_left(http, zh_store, run) for run in ("npu", "gloo4")}
+    assert left == {"npu": {}, "gloo4": {}}, json.dumps(left, indent=1, ensure_ascii=False)
+    # the search is not vacuous: the same pages in English are full of those texts
+    en = webapp_helpers.render_page(http, "/?run=npu&lang=en")
+    frags = _english_fragments()
+    shown = " | ".join(webapp_helpers.shown_texts(en))
+    assert sum(1 for f in frags if re.search(WORD.format(re.escape(f)), shown)) > 30
+    assert "Level1: no Runtime API events" in shown  # a reader's note, in English in English
+
+
+def test_every_dropdown_has_its_texts_in_the_pages_language() -> None:
+    """dcc.Dropdown writes "3 selected", "Select All", "Search" itself unless given its ``labels``:
+    every dropdown of the app is made by ``ui.dropdown``, which gives them in the page's language."""
+    made_elsewhere = [p.name for p in SCANNED if p.name != "ui.py" and "dcc.Dropdown(" in p.read_text()]
+    assert made_elsewhere == []
+    with lang.use("zh"):
+        labels_zh = ui.dropdown(id="x", options=[]).labels
+    assert labels_zh["selected_count"] == "已选 {num_selected} 项" and labels_zh["select_all"] == "全选"
+    assert set(labels_zh) == {k.removeprefix("dd.") for k in LABELS if k.startswith("dd.")}
+
+
+@pytest.mark.parametrize("family", ["missing", "pairing", "label"])
+def test_english_texts_of_a_family_read_back_in_chinese(family: str) -> None:
+    """A text stored or used as a key in English (``messages.english``: a reader's note on what a
+    collection lacks, a pairing note, a compared group's name) is read back by its template and
+    written in Chinese, for every template of the family; a text no template wrote is left as it is."""
+    keys = [k for k in MESSAGES if k.startswith(family + ".")]
+    assert len(keys) > {"missing": 80, "pairing": 5, "label": 4}[family]
+    for key in keys:
+        params = {f: f"v{i}_7" for i, f in enumerate(sorted(messages.fields(MESSAGES[key][0])))}
+        en = messages.english(key, **params)
+        parsed = messages.parse(en, family)
+        assert parsed is not None and parsed["key"] == key, key
+        order = dict.fromkeys(n for _, n, _, _ in string.Formatter().parse(MESSAGES[key][0]) if n)
+        assert "".join(parsed["params"][f] for f in order) == "".join(params[f] for f in order), key
+        assert messages.translate(en, "zh", family) == messages.render(message(key, **params), "zh"), key
+        assert messages.translate(en, "en", family) == en
+    name = "aten::mm (ranks 0-1) {x}"  # a name from a trace
+    assert messages.translate(name, "zh", "missing") == name
+
+
+def test_a_readers_note_nests_and_old_stores_read_the_same() -> None:
+    """Fields filled with texts of the family are translated too (two side by side as well); the
+    English is what stores written before this table hold, so their notes read back the same."""
+    note = "no step ranges: trace_view.json, which holds the ProfilerStep ranges, is not in the export (profiler_info records a schedule); step ids 3, 4 known from its other files"  # noqa: E501
+    assert messages.translate(note, "zh", "missing") == (
+        "没有迭代区间：导出数据中没有保存 ProfilerStep 区间的 trace_view.json（profiler_info 记录了 schedule）；"
+        "由其他文件得知迭代号 3, 4"
+    )
+    stopped = (
+        "the job stopped during the profiling window (SIGTERM {x}), last complete step 4: later steps were not captured"
+    )
+    assert messages.translate(stopped, "zh", "missing") == (
+        "作业在采集窗口中途停止（SIGTERM {x}），最后一个完整的迭代为 4：之后的迭代未采集"
+    )  # the sidecar's reason is data: as it is
+    pair = "no step number in common (a: steps 2–3; b: step 50): every profiled step of each run compared, per step (--base-step / --new-step to choose one of each)"  # noqa: E501
+    assert messages.translate(pair, "zh", "pairing").startswith("没有共同的迭代号（a：迭代 2–3；b：迭代 50）")

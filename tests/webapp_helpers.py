@@ -135,6 +135,120 @@ class DashClient:
         return json.dumps(out["_pages_content"]["children"])
 
 
+def _ids_and_props(tree: Any, props: dict[tuple[str, str], Any]) -> None:
+    """Every (id, property) -> value of the components with a string id in a (JSON) component tree."""
+    if isinstance(tree, list):
+        for x in tree:
+            _ids_and_props(x, props)
+    elif isinstance(tree, dict):
+        p = tree.get("props") if "namespace" in tree else None
+        if isinstance(p, dict) and isinstance(p.get("id"), str):
+            props.update({(p["id"], k): v for k, v in p.items()})
+            props[(p["id"], "")] = True  # the component exists
+        for v in (p if isinstance(p, dict) else tree).values():
+            if isinstance(v, (list, dict)):
+                _ids_and_props(v, props)
+
+
+def render_page(http: Any, address: str, headers: dict[str, str] | None = None) -> list[Any]:
+    """What the browser receives for ``address`` (path?query): the shell, the page's layout and the
+    answer of every callback Dash calls when the page loads (those with every input on the page and
+    not ``prevent_initial_call``, server side; each once, in the order their inputs appear, the
+    outputs of one feeding the inputs of the next). Sent with the address as Referer (the page's
+    language) and ``headers``. A callback that fails fails the call."""
+    path, _, query = address.partition("?")
+    hdrs = {"Referer": "http://localhost" + address, **(headers or {})}
+    deps = http.get("/_dash-dependencies").get_json()
+    shell = http.get("/_dash-layout", headers=hdrs).get_json()
+    props: dict[tuple[str, str], Any] = {}
+    _ids_and_props(shell, props)
+    search = "?" + query if query else ""
+    answers: list[Any] = [shell]
+
+    def post(d: dict[str, Any], inputs: dict[str, Any], state: dict[str, Any]) -> None:
+        body = {**callback_body([d], d["output"].lstrip("."), inputs, state), "output": d["output"]}
+        r = http.post("/_dash-update-component", json=body, headers=hdrs)
+        assert r.status_code in (200, 204), f"{address} {d['output'][:80]}: {r.get_data(as_text=True)[:500]}"
+        if r.status_code == 200:
+            out = r.get_json()["response"]
+            answers.append(out)
+            for cid, values in out.items():
+                props.update({(cid, k): v for k, v in values.items()})
+                props[(cid, "")] = True
+                _ids_and_props(values, props)
+
+    router = next(d for d in deps if d["output"].lstrip(".").startswith("_pages_content.children"))
+    post(router, {"_pages_location.pathname": path, "_pages_location.search": search}, {})
+    done: set[int] = set()
+    for _ in range(4):  # a callback whose inputs another one creates runs in a later round
+        ran = False
+        for i, d in enumerate(deps):
+            ids = [x["id"] for x in d["inputs"]]
+            if (
+                i in done
+                or d.get("clientside_function")
+                or d["prevent_initial_call"] is True
+                or not all(isinstance(x, str) and (x, "") in props for x in ids)
+            ):
+                continue
+            done.add(i)
+            ran = True
+            key = lambda x: f"{x['id']}.{x['property']}"  # noqa: E731
+            post(
+                d,
+                {key(x): props.get((x["id"], x["property"])) for x in d["inputs"]},
+                {key(x): props.get((x["id"], x["property"])) for x in d["state"] if isinstance(x["id"], str)},
+            )
+        if not ran:
+            break
+    return answers
+
+
+# properties whose text a user reads (not ids, class names, values or styles)
+SHOWN_PROPS = {
+    "children",
+    "label",
+    "placeholder",
+    "title",
+    "headerName",
+    "headerTooltip",
+    "text",
+    "hovertext",
+    "hovertemplate",
+    "name",
+    "labels",
+    "tooltip",
+    "x",
+    "y",
+    "ticktext",
+}
+NOT_SHOWN = {"id", "className", "style", "href", "value", "field", "colId", "type", "namespace", "bdata", "dtype"}
+
+
+def shown_texts(tree: Any, shown: bool = False) -> list[str]:
+    """Every text a user can read in answers of ``render_page``: the children, labels, titles,
+    tooltips and hover texts of components, grid cells, a figure's texts and category labels
+    (``shown``: ``tree`` is the value of such a property)."""
+    out: list[str] = []
+    if isinstance(tree, str):
+        if shown:
+            out.append(tree)
+    elif isinstance(tree, list):
+        for v in tree:
+            out += shown_texts(v, shown)
+    elif isinstance(tree, dict):
+        if shown and "namespace" not in tree and "props" not in tree and all(isinstance(v, str) for v in tree.values()):
+            return list(tree.values())  # a dropdown's labels, AG Grid's locale texts
+        for k, v in tree.items():
+            if k in NOT_SHOWN:
+                continue
+            if k == "rowData" and isinstance(v, list):
+                out += [c for row in v if isinstance(row, dict) for c in row.values() if isinstance(c, str)]
+            else:
+                out += shown_texts(v, k in SHOWN_PROPS)
+    return out
+
+
 def plotly_array(v: object) -> np.ndarray:
     """A figure's array as JSON carries it: a list, or Plotly's typed array (dtype, bdata, shape)."""
     if isinstance(v, dict) and "bdata" in v:

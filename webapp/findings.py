@@ -17,16 +17,24 @@ from analyzer.format import is_missing
 
 from . import links
 from .format import fmt_bytes, fmt_int, fmt_ns
-from .labels import cause_name, said, said_term, t
+from .labels import LABELS, cause_name, said, said_term, t
 from .params import query_string
 
 SEVERITIES = ("high", "medium", "low")
-RULES = ("slow_rank", "slow_link", "high_free", "host_bound", "small_packets", "aicpu")  # the advisor's rules
+RULES = (
+    "straggler",
+    "slow_rank",
+    "slow_link",
+    "high_free",
+    "host_bound",
+    "small_packets",
+    "aicpu",
+)  # the advisor's rules
 
 
 def rule_label(rule: str) -> str:
     """What a rule looks at ("slow rank"; the advisor's module docstring has the full rules)."""
-    return t(f"rule.{rule}")
+    return t(f"rule.{rule}") if f"rule.{rule}" in LABELS else rule
 
 
 def severity_label(severity: str) -> str:

@@ -65,6 +65,14 @@ LABELS: dict[str, tuple[str, str]] = {
         "此 rankscope 服务器需要令牌。请在本浏览器中打开一次 `analyze serve` 打印的地址（以 ?token=... 结尾），"
         "或发送请求头 'Authorization: Bearer <token>'。",
     ),
+    # -- dcc.Dropdown's own texts (its ``labels``: ui.dropdown) -----------------------------------
+    "dd.select_all": ("Select All", "全选"),
+    "dd.deselect_all": ("Deselect All", "全不选"),
+    "dd.selected_count": ("{num_selected} selected", "已选 {num_selected} 项"),
+    "dd.search": ("Search", "搜索"),
+    "dd.clear_search": ("Clear search", "清除搜索"),
+    "dd.clear_selection": ("Clear selection", "清除选择"),
+    "dd.no_options_found": ("No options found", "无匹配选项"),
     # -- AG Grid's own texts (filter menus, pagination, "no rows"): ui.grid_locale -------------
     "grid.noRowsToShow": ("No rows to show", "无数据"),
     "grid.loadingOoo": ("Loading...", "加载中..."),
@@ -137,6 +145,7 @@ LABELS: dict[str, tuple[str, str]] = {
     "sev.high": ("high", "高"),
     "sev.medium": ("medium", "中"),
     "sev.low": ("low", "低"),
+    "rule.straggler": ("straggler", "拖慢其他卡的卡"),
     "rule.slow_rank": ("slow rank", "慢卡"),
     "rule.slow_link": ("slow link", "慢链路"),
     "rule.high_free": ("idle device", "设备空闲"),
@@ -843,6 +852,7 @@ LABELS: dict[str, tuple[str, str]] = {
     "mem.from_samples": (" Drawn from every sample in view.", "曲线取自视图中的每个采样。"),
     # -- Training page ------------------------------------------------------------------------
     "tr.step_time": ("step time (ms)", "迭代时间 (ms)"),
+    "ov.scalar_step_time": ("step time", "迭代时间"),
     "tr.no_scalar": (
         "URL parameter scalar={scalar}: the run has no such scalar; showing the default.",
         "URL 参数 scalar={scalar}：该运行没有此标量；显示默认值。",
@@ -942,7 +952,7 @@ LABELS: dict[str, tuple[str, str]] = {
     ),
     "cm.tip.wait_source": (
         "producer: measured by the profiler; estimated: elapsed minus the shortest elapsed of the collective",
-        "producer：由 profiler 测得；estimated：耗时减去该集合通信的最短耗时",
+        "profiler 测得：由 profiler 测得；估计：耗时减去该集合通信的最短耗时",
     ),
     "cm.mx.bytes": ("bytes", "字节数"),
     "cm.mx.transit_ns": ("transit time", "传输时间"),
@@ -971,20 +981,20 @@ LABELS: dict[str, tuple[str, str]] = {
     "cm.note_producer": (
         "Elapsed time of the communication operations split as the producer measured it: transit (moving data), "
         "wait (for the peers), other (idle / synchronisation). Long waits point at a slow peer.",
-        "通信操作耗时按 producer 的测量拆分：传输（搬运数据）、等待（等待其他卡）、其他（空闲 / 同步）。"
+        "通信操作耗时按采集工具的测量拆分：传输（搬运数据）、等待（等待其他卡）、其他（空闲 / 同步）。"
         "等待时间长说明有慢卡。",
     ),
     "cm.note_estimated": (
         "Wait and transit estimated the way msprof-analyze does when the producer gives only elapsed times (Kineto, "
         "MindSpore on CPU): per collective, transit = the shortest elapsed time among its ranks, wait = the rest. "
         "Long waits point at a slow peer.",
-        "producer 只给出耗时时（Kineto、CPU 上的 MindSpore），按 msprof-analyze 的方法估计等待与传输："
+        "采集工具只给出耗时时（Kineto、CPU 上的 MindSpore），按 msprof-analyze 的方法估计等待与传输："
         "每次集合通信中，传输 = 各卡中最短的耗时，等待 = 其余部分。等待时间长说明有慢卡。",
     ),
     "cm.note_elapsed": (
         "Elapsed time of the communication operations; wait and transit could not be separated (no producer split "
         "and no collective matched on every rank).",
-        "通信操作的耗时；无法拆分等待与传输（producer 未拆分，且没有在每张卡上都匹配到的集合通信）。",
+        "通信操作的耗时；无法拆分等待与传输（采集工具未拆分，且没有在每张卡上都匹配到的集合通信）。",
     ),
     "cm.vote": (
         "Slow rank vote (msprof-analyze: Dixon / 3σ per collective): {ranks}",
@@ -1113,16 +1123,16 @@ LABELS: dict[str, tuple[str, str]] = {
         "operation, neither waiting for a peer nor moving data — synchronisation and the gaps between its tasks); "
         "the producer's own figure where it wrote one.",
         "按通信组的各卡求和。空闲 = 耗时 − 等待 − 传输（msprof-analyze 的 Idle Time：操作内部既不等待对端也不搬运数据"
-        "——同步以及任务间的空隙）；producer 写了自己的数值时用它的。",
+        "——同步以及任务间的空隙）；采集工具写了自己的数值时用它的。",
     ),
     "cm.dc.rank": ("rank", "卡"),
     "cm.dc.definition": ("definition", "定义"),
     "cm.dc.ours": ("Communication (ours)", "通信（本工具）"),
-    "cm.dc.producer": ("Communication (producer's)", "通信（producer）"),
+    "cm.dc.producer": ("Communication (producer's)", "通信（采集工具）"),
     "cm.def_note": (
         "The step breakdown's Communication, mean per step: union of the op spans, or of the HCCL tasks where the "
         "producer's own step rows count those (docs/analyses.md §1).",
-        "迭代拆解中的通信，每步平均：各操作区间的并集；若 producer 自己的迭代数据按 HCCL 任务统计，"
+        "迭代拆解中的通信，每步平均：各操作区间的并集；若采集工具自己的迭代数据按 HCCL 任务统计，"
         "则为 HCCL 任务的并集（docs/analyses.md §1）。",
     ),
     # -- Timeline page ------------------------------------------------------------------------
@@ -1171,7 +1181,7 @@ LABELS: dict[str, tuple[str, str]] = {
     "tl.pipeline": ("pipeline view", "流水线视图"),
     "tl.pipeline_tip": (
         "Pipeline-parallel jobs: each stage's forward / backward micro-batches and bubbles, from the send/recv pairs",
-        "流水线并行作业：由 send/recv 配对得到每个 stage 的前向 / 反向 micro-batch 与空泡",
+        "流水线并行作业：由 send/recv 配对得到每个阶段的前向 / 反向微批次与气泡",
     ),
     "tl.clock": ("Clock", "时钟"),
     "tl.aligned": ("aligned across ranks", "跨卡对齐"),
@@ -1251,7 +1261,7 @@ LABELS: dict[str, tuple[str, str]] = {
     "tl.stack_src": ("Call stack ({source})", "调用栈（{source}）"),
     "tl.no_stack": (
         "not recorded (with_stack was off or the producer gives none)",
-        "未记录（with_stack 未开启或 producer 未提供）",
+        "未记录（with_stack 未开启或采集工具未提供）",
     ),
     "tl.collective": (
         "Collective: {op} over {n} of {total} ranks{size}",
@@ -1348,6 +1358,11 @@ def joined_notes(notes: list[str]) -> str:
     return said(messages.message("sep.semicolon")).join(notes)
 
 
+def joined_list(items: Sequence[str]) -> str:
+    """Items joined by the language's comma."""
+    return said(messages.message("sep.comma")).join(items)
+
+
 def said_notes(row: Mapping[str, Any], notes: str = "notes", note: str = "note") -> str | None:
     """An analysis' notes (a list of messages) in the request's language, joined; its English
     ``note`` when the row has no messages (results stored by an older version)."""
@@ -1388,6 +1403,13 @@ def said_term(kind: str, code: Any, default: str | None = None) -> str:
     else the code as it is (data)."""
     key = f"term.{kind}.{code}"
     return said(messages.message(key)) if key in messages.MESSAGES else str(code) if default is None else default
+
+
+def said_english(text: Any, family: str) -> Any:
+    """A text the analyzer writes in English from its table (``messages.english``: a pairing note,
+    a compared group's name, a reader's note on what a collection lacks) in the request's language;
+    any other text (a name) as it is."""
+    return messages.translate(text, lang.current(), family)
 
 
 def said_or_text(v: Any) -> str:

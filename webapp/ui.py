@@ -18,7 +18,7 @@ from analyzer.store import Store
 from . import answers
 from .errors import BadParameter, EmptyStore, WebappError
 from .format import plot_safe
-from .labels import t
+from .labels import LABELS, t
 from .params import format_ranks, parse_ranks, query_string
 
 log = logging.getLogger("webapp")
@@ -120,7 +120,7 @@ def run_control(prefix: str, runs: Sequence[str], run: str) -> html.Div:
     return html.Div(
         [
             html.Label(t("ui.run"), htmlFor=f"{prefix}-run"),
-            dcc.Dropdown(
+            dropdown(
                 id=f"{prefix}-run",
                 options=[{"label": r, "value": r} for r in runs],
                 value=run,
@@ -132,6 +132,12 @@ def run_control(prefix: str, runs: Sequence[str], run: str) -> html.Div:
     )
 
 
+def dropdown(**props: Any) -> dcc.Dropdown:
+    """A ``dcc.Dropdown`` with its own texts ("3 selected", "Select All", "Search"...) in the page's
+    language (every dropdown of the app is made here: a test checks no page makes one itself)."""
+    return dcc.Dropdown(labels={key.removeprefix("dd."): t(key) for key in LABELS if key.startswith("dd.")}, **props)
+
+
 def rank_options(ranks: Sequence[int]) -> list[dict[str, Any]]:
     """A rank dropdown's options ("rank 3")."""
     return [{"label": t("ui.rank_n", rank=r), "value": r} for r in ranks]
@@ -141,7 +147,7 @@ def ranks_control(prefix: str, all_ranks: Sequence[int], selected: Sequence[int]
     return html.Div(
         [
             html.Label(label or t("ui.ranks"), htmlFor=f"{prefix}-ranks"),
-            dcc.Dropdown(
+            dropdown(
                 id=f"{prefix}-ranks",
                 options=rank_options(all_ranks),
                 value=list(selected),
@@ -160,7 +166,7 @@ def pick_control(prefix: str, options: Sequence[dict[str, Any]] = ()) -> html.Di
     return html.Div(
         [
             html.Label(t("ov.pick"), htmlFor=f"{prefix}-pick"),
-            dcc.Dropdown(
+            dropdown(
                 id=f"{prefix}-pick",
                 options=list(options),
                 placeholder=t("ov.pick_ph"),

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from ..messages import Message
+from ..messages import Message, english
 from ..store import Store
 from ..vocabulary import COMM_CALL_SQL, comparable_name
 from . import collectives
@@ -275,7 +275,8 @@ def _side(store: Store, p: Pairing, side: str) -> _Side:
     run, ranks, steps = p.side(side)
     known = [int(s) for s in steps if s is not None]
     where = "list_contains($steps, step)" if known else "true"
-    params = {"run": run, "ranks": [int(r) for r in ranks], "steps": known}
+    # DuckDB refuses a parameter the statement does not use: $steps only when steps filter
+    params = {"run": run, "ranks": [int(r) for r in ranks], **({"steps": known} if known else {})}
     with store.read_connection(run=run, ranks=ranks, tables=["operators", "kernels", "memory_samples"]) as con:
         ops = con.execute(OPERATORS_SQL.format(steps=where), params).df().assign(kind="operator")
         ker = con.execute(KERNELS_SQL.format(steps=where), params).df().assign(kind="kernel")
@@ -429,8 +430,12 @@ def _group_keys(store: Store, run: str) -> dict[str, str]:
     for g, pg, ranks in zip(groups["group_name"], groups["pg_name"], groups["global_ranks"]):
         members = collectives.rank_list(ranks)
         role = pg if isinstance(pg, str) and pg and pg not in ("undefined", "None") else None
-        where = f"ranks {fmt_ranks(members)}" if members else None
-        out[str(g)] = f"{role} ({where})" if role and where else (role or where or str(g))
+        ranks = fmt_ranks(members) if members else None
+        out[str(g)] = (
+            english("label.group", role=role, ranks=ranks)
+            if role and ranks
+            else role or (english("label.ranks", ranks=ranks) if ranks else str(g))
+        )
     return out
 
 
@@ -487,7 +492,7 @@ def _pair_leftover_groups(b: pd.DataFrame, n: pd.DataFrame) -> tuple[pd.DataFram
         for size, bgs in by_size_b.items():
             ngs = by_size_n.get(size, [])
             if len(bgs) == 1 and len(ngs) == 1:
-                label = f"{bgs[0]} ↔ {ngs[0]}"
+                label = english("label.pair", a=bgs[0], b=ngs[0])
                 b.loc[(b["op_type"] == op) & (b["group"] == bgs[0]), "group"] = label
                 n.loc[(n["op_type"] == op) & (n["group"] == ngs[0]), "group"] = label
     return b, n

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from ..errors import QueryError
+from ..messages import english
 from ..store import Store, resolve_run
 from .parallel_layout import parallel_layout
 from .step_breakdown import step_breakdown
@@ -91,8 +92,8 @@ def fmt_ranks(ranks: Sequence[int]) -> str:
 def fmt_steps(steps: Sequence[Step]) -> str:
     known = [s for s in steps if s is not None]
     if not known:
-        return "the whole profile (no steps)"
-    return ("step " if len(known) == 1 else "steps ") + fmt_ranks(known)
+        return english("pairing.no_steps")
+    return english("pairing.steps_1" if len(known) == 1 else "pairing.steps_n", steps=fmt_ranks(known))
 
 
 def run_steps(sb: pd.DataFrame) -> list[Step]:
@@ -128,11 +129,10 @@ def _choose_steps(
     common = sorted({s for s in bs if s is not None} & {s for s in ns if s is not None})
     if common:
         if len(common) < max(len(bs), len(ns)):
-            notes.append(f"steps compared: {fmt_steps(common)}, the numbers both runs profiled")
+            notes.append(english("pairing.common_steps", steps=fmt_steps(common)))
         return tuple(common), tuple(common), tuple((s, s) for s in common), "number", notes
     notes.append(
-        f"no step number in common ({base}: {fmt_steps(bs)}; {new}: {fmt_steps(ns)}): every profiled step "
-        "of each run compared, per step (--base-step / --new-step to choose one of each)"
+        english("pairing.no_common_step", base_run=base, base_steps=fmt_steps(bs), new_run=new, new_steps=fmt_steps(ns))
     )
     return tuple(bs), tuple(ns), tuple(zip(bs, ns)), "all", notes
 
@@ -158,7 +158,7 @@ def _by_layout(store: Store, base: str, new: str, b_ranks: list[int], n_ranks: l
         return None
     groups = []
     for k in keys:
-        label = " ".join(f"{d} {v}" for d, v in zip(dims, k)) if dims else "all ranks"
+        label = " ".join(f"{d} {v}" for d, v in zip(dims, k)) if dims else english("label.all_ranks")
         groups.append(RankGroup(label, tuple(bc[k]), tuple(nc[k])))
     return groups
 
@@ -190,24 +190,26 @@ def pair_runs(
         groups = _by_layout(store, base, new, b_ranks, n_ranks)
         if groups is not None:
             match = "layout"
-            notes.append(
-                f"world sizes differ ({base}: {wb}, {new}: {wn}): ranks matched by layout coordinate "
-                "(the same place in every dimension but data parallelism), each class compared as its mean"
-            )
+            notes.append(english("pairing.by_layout", base_run=base, base_world=wb, new_run=new, new_world=wn))
         else:
-            notes.append(
-                f"world sizes differ ({base}: {wb}, {new}: {wn}) and no layout in common: ranks matched by number"
-            )
+            notes.append(english("pairing.by_number", base_run=base, base_world=wb, new_run=new, new_world=wn))
     if groups is None:
         common = sorted(set(b_ranks) & set(n_ranks))
         if common:
-            groups = [RankGroup(f"rank {r}", (r,), (r,)) for r in common]
+            groups = [RankGroup(english("label.rank", rank=r), (r,), (r,)) for r in common]
         else:
             match = "position"
-            groups = [RankGroup(f"rank {b} ↔ {n}", (b,), (n,)) for b, n in zip(b_ranks, n_ranks)]
+            groups = [
+                RankGroup(english("label.rank_pair", base=b, new=n), (b,), (n,)) for b, n in zip(b_ranks, n_ranks)
+            ]
             notes.append(
-                f"no rank number in common ({base}: {fmt_ranks(b_ranks)}; {new}: {fmt_ranks(n_ranks)}): "
-                "ranks paired in order"
+                english(
+                    "pairing.in_order",
+                    base_run=base,
+                    base_ranks=fmt_ranks(b_ranks),
+                    new_run=new,
+                    new_ranks=fmt_ranks(n_ranks),
+                )
             )
     if ranks is not None:
         keep = {int(r) for r in ranks}
@@ -219,7 +221,7 @@ def pair_runs(
     un_b = tuple(r for r in b_ranks if r not in used_b) if ranks is None else ()
     un_n = tuple(r for r in n_ranks if r not in used_n) if ranks is None else ()
     if un_b:
-        notes.append(f"ranks of {base} without a match: {fmt_ranks(un_b)}")
+        notes.append(english("pairing.unmatched", run=base, ranks=fmt_ranks(un_b)))
     if un_n:
-        notes.append(f"ranks of {new} without a match: {fmt_ranks(un_n)}")
+        notes.append(english("pairing.unmatched", run=new, ranks=fmt_ranks(un_n)))
     return Pairing(base, new, b_steps, n_steps, pairs, mode, match, tuple(groups), un_b, un_n, tuple(notes))

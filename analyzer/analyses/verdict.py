@@ -31,7 +31,7 @@ from typing import Any
 
 import pandas as pd
 
-from ..messages import Message, message, render
+from ..messages import Message, message, parse, render
 from .diff import TOTAL
 from .run_pairing import Pairing, fmt_ranks
 
@@ -56,12 +56,12 @@ def _pct_text(pct: float | None) -> Message:
 
 
 def row_label(label: str) -> Message | str:
-    """A row of the pairing by its label: 'rank 4', 'all ranks' and the total as messages (shown in
-    the reader's language), a layout class ('tp 0 pp 1': dimension names) as it is."""
-    word, _, num = label.partition(" ")
-    if word == "rank" and num.isdigit():
-        return message("verdict.rank", rank=int(num))
-    return {"all ranks": message("verdict.all_ranks"), TOTAL: message("term.total")}.get(label, label)
+    """A row of the pairing by its label: 'rank 4', 'rank 2 ↔ 5', 'all ranks' (``label.*``, see
+    ``messages.english``) and the total as messages (shown in the reader's language), a layout class
+    ('tp 0 pp 1': dimension names) as it is."""
+    if label == TOTAL:
+        return message("term.total")
+    return parse(label, "label") or label
 
 
 def _ranks_text(labels: Sequence[str]) -> Message | list[Message | str]:

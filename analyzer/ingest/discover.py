@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..messages import english
 from ..readers import collector, kineto, mindspore, msprof, registry, torch_npu
 from ..readers.ascend.names import EXPORT_DIR, PROF_DIR_RE
 from ..readers.ascend.prof import prof_identity
@@ -449,8 +450,5 @@ def _resolve_unknown_ranks(disc: Discovery) -> None:
     for plans in workers.values():
         for p in plans:
             p.rank, p.rank_source = nxt, "assigned"
-            p.hints["rank_warning"] = (
-                "no rank found (no rank_{id} folder, sidecar or producer metadata): "
-                f"numbered {nxt} in discovery order"
-            )
+            p.hints["rank_warning"] = english("missing.rank_assigned", rank=nxt)
         nxt += 1

@@ -16,6 +16,7 @@ from .. import readers  # noqa: F401 - importing the readers registers them
 from ..errors import InputError
 from ..factwriter import FactWriter
 from ..format import safe_text
+from ..messages import english
 from ..readers.base import PART_READERS, READERS, CollectionPlan, ReadContext
 from ..readers.collector import sidecar_sentences, steps_from_sidecar
 from ..readers.registry import read_run_file
@@ -217,14 +218,11 @@ def _window_sentence(sc: dict[str, Any]) -> str | None:
     if not sc or sc.get("status") in (None, "complete"):
         return None
     captured = sc.get("captured_steps") or []
-    last = f", last complete step {max(captured)}" if captured else ", no step completed"
-    reason = f" ({sc['reason']})" if sc.get("reason") else ""
+    last = english("missing.part.last_step", step=max(captured)) if captured else english("missing.part.no_step")
+    why = english("missing.part.reason", reason=sc["reason"]) if sc.get("reason") else ""
     if sc.get("status") == "running":  # no clean-up ran: SIGKILL / os._exit, or the job is still profiling
-        return (
-            f"the profiling window was still open (sidecar status running: the job is still "
-            f"profiling, or was killed without clean-up){last}: later steps were not captured"
-        )
-    return f"the job stopped during the profiling window{reason}{last}: later steps were not captured"
+        return english("missing.window_open", last=last)
+    return english("missing.window_stopped", why=why, last=last)
 
 
 def _int32(name: str, v: Any, missing: list[str]) -> Any:
@@ -232,7 +230,7 @@ def _int32(name: str, v: Any, missing: list[str]) -> Any:
     damaged file that no such column holds (1e26 devices) is left empty and said, instead of failing
     the commit of the whole run."""
     if isinstance(v, int) and not -(1 << 31) <= v < (1 << 31):
-        missing.append(f"{name} {v} read from the files is no possible value; left empty")
+        missing.append(english("missing.bad_number", what=name, value=v))
         return None
     return v
 
@@ -249,7 +247,11 @@ def _collection_row(ctx: ReadContext, writer: FactWriter, rank: int, status: str
     extra = dict(meta.extra)
     if sc:
         extra["sidecar"] = sc
-    world_size = _int32("world size", meta.world_size if meta.world_size is not None else sc.get("world_size"), missing)
+    world_size = _int32(
+        english("missing.part.world_size"),
+        meta.world_size if meta.world_size is not None else sc.get("world_size"),
+        missing,
+    )
     return {
         "collection_id": plan.collection_id,
         "run": plan.run,
@@ -260,7 +262,7 @@ def _collection_row(ctx: ReadContext, writer: FactWriter, rank: int, status: str
         "root_path": plan.rel_root,
         "world_size": world_size,
         "hostname": meta.hostname or sc.get("host"),
-        "device_id": _int32("device id", meta.device_id, missing),
+        "device_id": _int32(english("missing.part.device_id"), meta.device_id, missing),
         "level": meta.level,
         "start_ns": writer.start_ns,
         "end_ns": writer.end_ns,

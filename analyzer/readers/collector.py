@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
+from ..messages import english
 from .base import SIDECAR_NAME, CollectionPlan, ReadContext, register
 from .common.jsonfile import json_value
 
@@ -81,9 +82,7 @@ def read_empty_window(ctx: ReadContext) -> None:
     with ctx.reading(ctx.plan.files[0], "collector_sidecar"):
         pass
     ctx.meta.status = "partial"
-    ctx.meta.missing.append(
-        f"profiling window started (status {sc.get('status', 'unknown')}) but no profiler output was written"
-    )
+    ctx.meta.missing.append(english("missing.collector.no_output", status=sc.get("status", "unknown")))
 
 
 def segment_steps(plan: CollectionPlan) -> list[int] | None:
@@ -119,18 +118,12 @@ def steps_from_sidecar(ctx: ReadContext) -> None:
         return
     lo, hi = ctx.writer.start_ns, ctx.writer.end_ns
     if len(steps) != 1 or lo is None or hi is None:
-        ctx.meta.missing.append(
-            f"this folder holds steps {steps[0]}-{steps[-1]} (collector sidecar) but the producer wrote no step "
-            "markers: its events are not split by step"
-        )
+        ctx.meta.missing.append(english("missing.collector.no_markers", first=steps[0], last=steps[-1]))
         return
     ctx.write("steps", {"step": steps, "start_ns": [lo], "end_ns": [hi], "dur_ns": [hi - lo], "source": ["collector"]})
     ctx.meta.capabilities.add("steps")
     ctx.meta.missing[:] = [s for s in ctx.meta.missing if not s.lower().startswith(NO_STEP_SENTENCE)]
-    ctx.meta.missing.append(
-        f"step {steps[0]} from the collector's sidecar (this folder holds that step; the producer writes no step "
-        "markers here): the step spans the folder's events"
-    )
+    ctx.meta.missing.append(english("missing.collector.one_step", step=steps[0]))
 
 
 def sidecar_sentences(ctx: ReadContext) -> None:
@@ -142,10 +135,11 @@ def sidecar_sentences(ctx: ReadContext) -> None:
     if not isinstance(segs, list) or segment_steps(ctx.plan) is not None:
         return
     captured = sc.get("captured_steps") or []
-    after = f" after step {max(captured)}" if captured else ""
+    after = english("missing.part.after_step", step=max(captured)) if captured else ""
+    why = english("missing.part.comma_reason", reason=str(sc["reason"])) if sc.get("reason") else ""
     ctx.meta.missing.insert(
         0,
-        f"not a completed step of the collector's window (its sidecar lists {len(segs)} folder(s), not this one): "
-        f"the job stopped{after} while the profiler was writing this step's data (status "
-        f"{sc.get('status', 'unknown')}{', ' + str(sc['reason']) if sc.get('reason') else ''})",
+        english(
+            "missing.collector.not_completed", n=len(segs), after=after, status=sc.get("status", "unknown"), why=why
+        ),
     )

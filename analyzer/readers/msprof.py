@@ -22,6 +22,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from ..messages import english
 from .ascend.db import expected_tables, read_ascend_db
 from .ascend.groups import Groups
 from .ascend.msprof_export import ExportState, export_files, file_size, legacy_timelines, read_export, read_legacy
@@ -63,9 +64,7 @@ def read_msprof(ctx: ReadContext) -> None:
         read_export(ctx, st, export)
         if all(file_size(f.path) == 0 for fs in export.values() for f in fs):
             empty = True
-            ctx.meta.missing.append(
-                f"nothing to read: every file of {EXPORT_DIR}/ is empty (0 bytes), msprof exported no data"
-            )
+            ctx.meta.missing.append(english("missing.msprof.empty", folder=EXPORT_DIR))
     elif legacy:
         read_legacy(ctx, st, legacy, clocks)
     elif dbs := sorted(p for p in ctx.plan.files if p.parent == root and MSPROF_DB_RE.match(p.name)):
@@ -73,9 +72,7 @@ def read_msprof(ctx: ReadContext) -> None:
         _read_db(ctx, dbs)
     else:
         ctx.meta.status = "unparsed"
-        ctx.meta.missing.append(
-            f"not exported: this PROF folder holds raw data only, no {EXPORT_DIR}/; {MSPROF_EXPORT_HINT}"
-        )
+        ctx.meta.missing.append(english("missing.msprof.not_exported", folder=EXPORT_DIR, hint=MSPROF_EXPORT_HINT))
     _ignore_rest(ctx, root)
     _finish_meta(ctx, st, empty, db)
 
@@ -100,10 +97,7 @@ def _read_db(ctx: ReadContext, dbs: list[Path]) -> None:
         expected_tables(False),
     )
     if analysis not in ctx.plan.files:
-        ctx.meta.missing.append(
-            "no analyze/communication_analyzer.db (msprof --analyze=on): no wait/transit split, "
-            "bandwidth or communication matrix"
-        )
+        ctx.meta.missing.append(english("missing.msprof.no_analyzer_db"))
 
 
 def _ignore_rest(ctx: ReadContext, root: Path) -> None:
@@ -147,32 +141,16 @@ def _finish_meta(ctx: ReadContext, st: ExportState, empty_export: bool, db: bool
     ctx.add_table_capabilities()
     if m.status == "unparsed" or empty_export:
         return
-    m.missing.append("no framework operators: msprof records CANN and device activity only")
+    m.missing.append(english("missing.msprof.no_framework"))
     if not w.has("slices"):
-        m.missing.append(
-            "no timeline: "
-            + ("the db has no TASK / CANN_API rows" if db else "the export has no msprof_*.json (or task_time) file")
-        )
+        m.missing.append(english("missing.msprof.no_timeline_db" if db else "missing.msprof.no_timeline"))
     if not w.has("kernels"):
-        m.missing.append(
-            "no device kernels: "
-            + ("the db has no COMPUTE_TASK_INFO rows" if db else "the export has no op_summary / task_time file")
-        )
+        m.missing.append(english("missing.msprof.no_kernels_db" if db else "missing.msprof.no_kernels"))
     if not w.has("steps"):
-        m.missing.append(
-            "no step ranges: " + ("msprof's db export has no step table" if db else "the export has no step_trace file")
-        )
+        m.missing.append(english("missing.msprof.no_steps_db" if db else "missing.msprof.no_steps"))
     if not w.has("memory_samples"):
-        m.missing.append(
-            "no memory records: "
-            + (
-                "the db has no NPU_MEM / MEMORY_RECORD / OP_MEMORY rows"
-                if db
-                else "the export has no npu_mem / memory_record / operator_memory file"
-            )
-            + " (memory collection was off)"
-        )
+        m.missing.append(english("missing.msprof.no_memory_db" if db else "missing.msprof.no_memory"))
     if not w.has("comm_ops"):
-        m.missing.append("no communication operations: single card, or no HCCL op in the window")
+        m.missing.append(english("missing.msprof.no_comm"))
     if not db and not w.has("comm_links"):
-        m.missing.append("no communication matrix: msprof --analyze output is read only with a db export")
+        m.missing.append(english("missing.msprof.no_matrix"))

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
+from ..messages import english
 from .ascend.db import expected_tables, rank_device_map, read_ascend_db
 from .ascend.groups import Groups, share_group_layouts
 from .ascend.metadata import fill_meta, read_producer_files, switch_sentences
@@ -129,12 +130,12 @@ def read_torch_npu_db(ctx: ReadContext) -> None:
         else:
             ctx.ignore(p, "not a file the db reader ingests")
     if main is None:
-        ctx.meta.missing.append("no ascend_pytorch_profiler_{rank}.db in ASCEND_PROFILER_OUTPUT/")
+        ctx.meta.missing.append(english("missing.torch_npu.no_db"))
     tables = expected_tables(True, pf.config)
     extra = read_ascend_db(ctx, main, analysis, groups, "ascend_pytorch_profiler.db", "a torch_npu profiler db", tables)
     fill_meta(ctx, pf, extra)
     if analysis is None:
-        ctx.meta.missing.append("no analysis.db: no wait/transit split, bandwidth or communication matrix")
+        ctx.meta.missing.append(english("missing.torch_npu.no_analysis_db"))
     switch_sentences(ctx, pf)
 
 
@@ -157,12 +158,8 @@ def read_torch_npu_raw(ctx: ReadContext) -> None:
             has_prof = True
         ctx.ignore(f, f"raw torch_npu data, not parsed: {TORCH_NPU_RAW_HINT}")
     ctx.meta.status = "unparsed"
-    what = " and ".join(x for x, ok in (("FRAMEWORK/", has_fwk), ("PROF_*/", has_prof)) if ok) or "no profiler data"
-    why = (
-        "the job stopped before the profiler finished (no profiler_info file)"
-        if pf.info is None
-        else "parsing was skipped (e.g. dynamic profiling with analyse=false)"
+    what = " and ".join(x for x, ok in (("FRAMEWORK/", has_fwk), ("PROF_*/", has_prof)) if ok) or english(
+        "missing.part.no_profiler_data"
     )
-    ctx.meta.missing.append(
-        f"not parsed: this folder holds only raw {what} ({why}), no ASCEND_PROFILER_OUTPUT/; {TORCH_NPU_RAW_HINT}"
-    )
+    why = english("missing.part.stopped_early" if pf.info is None else "missing.part.analyse_skipped")
+    ctx.meta.missing.append(english("missing.torch_npu.raw", what=what, why=why, hint=TORCH_NPU_RAW_HINT))

@@ -85,11 +85,9 @@ def _layout(v: page.View, severity_q: Any, rule_q: Any, finding_q: Any) -> html.
                     html.Div(
                         [
                             html.Label(t("adv.rule"), htmlFor=f"{P}-rule"),
-                            dcc.Dropdown(
+                            ui.dropdown(
                                 id=f"{P}-rule",
-                                options=[
-                                    {"label": f"{k} ({findings.rule_label(k)})", "value": k} for k in findings.RULES
-                                ],
+                                options=[{"label": findings.rule_label(k), "value": k} for k in findings.RULES],
                                 value=rule,
                                 placeholder=t("adv.every_rule"),
                                 className="dd dd-small",
@@ -163,7 +161,12 @@ def _card(i: int, f: dict[str, Any], run: str, origin: int | None, colls: pd.Dat
     current = opened is not None and int(opened) == i
     return html.Div(
         [
-            html.H2([*findings.heading(f), html.Span(f" · {f['rule']}", className="muted")]),
+            html.H2(
+                [
+                    *findings.heading(f),
+                    html.Span(" · " + findings.rule_label(f["rule"]), className="muted"),
+                ]
+            ),
             html.P(findings.text(f, "detail"), className="note"),
             html.Div(
                 [

@@ -70,7 +70,7 @@ def _layout(v: page.View, metric_q: Any, rank_q: Any) -> html.Div:
                     html.Div(
                         [
                             html.Label(t("cl.colour_by"), htmlFor=f"{P}-metric"),
-                            dcc.Dropdown(
+                            ui.dropdown(
                                 id=f"{P}-metric",
                                 options=[{"label": metric_label(k), "value": k} for k in METRICS],
                                 value=metric,

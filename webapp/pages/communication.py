@@ -13,10 +13,11 @@ import numpy as np
 import pandas as pd
 from dash import Dash, Input, Output, State, dcc, html
 
+from analyzer.format import is_missing
 from webapp import answers, cache, data, links, page, ui
 from webapp.errors import WebappError
 from webapp.format import fmt_bytes, fmt_int, fmt_ns, fmt_rate
-from webapp.labels import cause_label, cause_name, grid_locale, page_title, said_notes, t
+from webapp.labels import cause_label, cause_name, grid_locale, page_title, said_notes, said_term, t
 from webapp.params import format_ranks, parse_choice
 from webapp.reader import Reader
 
@@ -387,7 +388,7 @@ def op_rows(df: pd.DataFrame, run: str, token: str = "0") -> list[dict]:
             "step": pd.to_numeric(df["step"], errors="coerce").astype("Int64").astype(object),
             "ranks": df["ranks"].astype("int64"),
             "calls": df["calls"].astype("int64"),
-            "wait_source": df["wait_source"].astype(object),
+            "wait_source": [None if is_missing(v) else said_term("wait_source", v) for v in df["wait_source"]],
             "slowest_rank": df["slowest_rank"].astype("int64"),
             "fastest_rank": df["fastest_rank"].astype("int64"),
         }
@@ -613,7 +614,7 @@ def groups(df: pd.DataFrame, defs: pd.DataFrame) -> list[Any]:
         rows = [
             [
                 int(r["rank"]),
-                str(r["definition"]),
+                said_term("comm_definition", r["definition"]),
                 fmt_ns(r["communication_ns"]),
                 fmt_ns(r["producer_communication_ns"]),
             ]

@@ -23,7 +23,7 @@ from analyzer.format import is_missing
 from webapp import data, links, ui
 from webapp.errors import BadParameter, NotFound
 from webapp.format import fmt_bytes, fmt_ns, plot_text
-from webapp.labels import grid_locale, page_title, said, said_or_text, said_sentence, said_term, t
+from webapp.labels import grid_locale, page_title, said, said_english, said_or_text, said_sentence, said_term, t
 from webapp.params import parse_int, single
 from webapp.reader import Reader, reader
 
@@ -136,7 +136,7 @@ def _dropdown(label: str, id_: str, options: list[dict[str, Any]], value: Any, c
     return html.Div(
         [
             html.Label(label, htmlFor=id_),
-            dcc.Dropdown(id=id_, options=options, value=value, clearable=False, className=cls),
+            ui.dropdown(id=id_, options=options, value=value, clearable=False, className=cls),
         ],
         className="control",
     )
@@ -180,7 +180,7 @@ def render(d: RunDiff, top: int = TOP_OPERATORS) -> list[Any]:
             className="note",
             id=f"{P}-steps",
         ),
-        *[html.P(n, className="note") for n in p.notes],
+        *[html.P(said_english(n, "pairing"), className="note") for n in p.notes],
     ]
     findings = [html.Li(said(m)) for m in d.verdict_msgs]
     if findings:
@@ -272,7 +272,7 @@ def bars_figure(d: RunDiff) -> Any:
         mode="markers",
         name=t("cmp.step_marker"),
         marker=dict(symbol="line-ew-open", size=18, color="#222", line=dict(width=2)),
-        hovertemplate="%{x}: step %{y:.3f} ms<extra></extra>",
+        hovertemplate="%{x}: " + plot_text(t("cmp.step_marker")) + " %{y:.3f} ms<extra></extra>",
     )
     return fig
 
@@ -390,7 +390,7 @@ def comm_table(d: RunDiff) -> Any:
     rows = [
         [
             r["op_type"],
-            r["group"],
+            said_english(r["group"], "label"),
             said_term("status", r["status"]),
             _pair(r["base_calls"], r["new_calls"], lambda v: f"{float(v):g}"),
             _pair(r["base_bytes_per_call"], r["new_bytes_per_call"], fmt_bytes),

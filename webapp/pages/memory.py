@@ -94,7 +94,7 @@ def _layout(v: page.View, component_q: Any, series_q: Any, start_q: Any = None, 
                     html.Div(
                         [
                             html.Label(t("mem.counter"), htmlFor=f"{P}-component"),
-                            dcc.Dropdown(
+                            ui.dropdown(
                                 id=f"{P}-component",
                                 options=options,
                                 value=component,

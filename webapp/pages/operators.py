@@ -150,7 +150,7 @@ def _layout(
                                     html.H2(t("op.top"), id=f"{P}-top-title"),
                                     html.Div(
                                         [
-                                            dcc.Dropdown(
+                                            ui.dropdown(
                                                 id=f"{P}-metric",
                                                 options=[{"label": t(f"op.m.{k}"), "value": k} for k in METRICS],
                                                 value="total_ns",

@@ -17,7 +17,18 @@ from dash import Dash, Input, Output, State, dcc, html
 from webapp import answers, cache, data, findings, links, page, ui
 from webapp.errors import BadParameter
 from webapp.format import fmt_bytes, fmt_int, fmt_ns
-from webapp.labels import cause_label, cause_name, joined_notes, page_title, said, said_notes, t
+from webapp.labels import (
+    cause_label,
+    cause_name,
+    joined_list,
+    joined_notes,
+    page_title,
+    said,
+    said_english,
+    said_notes,
+    said_term,
+    t,
+)
 from webapp.params import format_ranks, parse_int
 from webapp.reader import Reader
 
@@ -92,7 +103,7 @@ def _layout(v: page.View, step_q: Any) -> html.Div:
                     html.Div(
                         [
                             html.Label(t("ov.step"), htmlFor=f"{P}-step"),
-                            dcc.Dropdown(
+                            ui.dropdown(
                                 id=f"{P}-step",
                                 options=[],
                                 value="mean" if step is None else step,
@@ -127,7 +138,7 @@ def _runs_table(runs: pd.DataFrame, current: str | None) -> html.Div:
                     html.Td(fmt_int(r["ranks"])),
                     html.Td(fmt_int(r["steps"])),
                     html.Td(", ".join(str(f) for f in (r["formats"] if r["formats"] is not None else []))),
-                    html.Td(str(r["status"])),
+                    html.Td(said_term("run_status", r["status"])),
                     html.Td(fmt_int(r["problems"])),
                     html.Td(fmt_int(r["rows"])),
                     html.Td(str(r["updated_at"])[:19]),
@@ -175,7 +186,7 @@ def _trend_card(n_runs: int) -> html.Div:
                 html.Div(
                     [
                         html.Label(t("ov.metric"), htmlFor=f"{P}-trend-metric"),
-                        dcc.Dropdown(
+                        ui.dropdown(
                             id=f"{P}-trend-metric",
                             options=[{"label": t(f"ov.tm.{k}"), "value": k} for k in TREND_METRICS],
                             value="step_time",
@@ -283,7 +294,10 @@ def render(rd: Reader, run: str, ranks: Sequence[int], step: int | None) -> list
                     html.H2(t("ov.problems_n", n=len(probs))),
                     ui.table(
                         [t(f"ov.pc.{c}") for c in ("path", "status", "reader", "problem")],
-                        probs[["path", "status", "reader", "error"]].values.tolist(),
+                        [
+                            [path, said_term("file_status", status), reader, error]
+                            for path, status, reader, error in probs[["path", "status", "reader", "error"]].values
+                        ],
                         id_=f"{P}-problems",
                     ),
                 ],
@@ -444,7 +458,11 @@ def _availability(cols: pd.DataFrame) -> html.Div:
     for (prods, stats, caps), ranks in sorted(groups.items(), key=lambda kv: kv[1][0]):
         rows.append(
             html.Tr(
-                [html.Td(format_ranks(ranks)), html.Td(", ".join(prods)), html.Td(", ".join(stats))]
+                [
+                    html.Td(format_ranks(ranks)),
+                    html.Td(", ".join(prods)),
+                    html.Td(joined_list([said_term("run_status", s) for s in stats])),
+                ]
                 + [html.Td("✓" if c else "—", className="yes" if c else "no") for c in caps]
             )
         )
@@ -469,7 +487,7 @@ def _availability(cols: pd.DataFrame) -> html.Div:
         items = []
         for sentence, rs in sorted(missing.items(), key=lambda kv: (-len(kv[1]), kv[0])):
             who = t("ui.all_ranks") if rs == all_ranks else t("ui.rank_n", rank=format_ranks(sorted(rs)))
-            items.append(html.Li([html.Span(t("ov.who", who=who), className="who"), sentence]))
+            items.append(html.Li([html.Span(t("ov.who", who=who), className="who"), said_english(sentence, "missing")]))
         kids.append(html.Ul(items, className="missing", id=f"{P}-missing"))
     return html.Div(kids, className="card")
 
@@ -744,6 +762,8 @@ def _heatmap(bd: pd.DataFrame, run: str, st: pd.DataFrame | None = None) -> html
 
 def scalar_label(name: str) -> str:
     """A scalar's name for people: ``step_time_ns`` → ``step time`` (the unit goes beside it)."""
+    if name == "step_time_ns":  # the collector's own scalar
+        return t("ov.scalar_step_time")
     base = name[:-3] if name.endswith("_ns") else name
     return base.replace("_", " ") if base.replace("_", "").isalnum() else base
 

@@ -6,6 +6,7 @@ run, the step and the pipeline group (``group``); a bar opens that stretch in th
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import dash
@@ -78,7 +79,7 @@ def _dropdown(name: str, label: str, options: list[dict[str, Any]], value: Any) 
     return html.Div(
         [
             html.Label(label, htmlFor=f"{P}-{name}"),
-            dcc.Dropdown(id=f"{P}-{name}", options=options, value=value, clearable=False, className="dd dd-small"),
+            ui.dropdown(id=f"{P}-{name}", options=options, value=value, clearable=False, className="dd dd-small"),
         ],
         className="control",
     )
@@ -120,6 +121,12 @@ def default_step(st: pd.DataFrame) -> int | None:
 # ---------------------------------------------------------------------------------------------
 
 
+def op_said(op: str) -> str:
+    """A segment's p2p op ("send forward", "recv backward 2 + forward 3": the analysis' codes) with
+    its directions in the page's language (send / recv stay: the API's names)."""
+    return re.sub(r"\b(forward|backward)\b", lambda m: t(f"pp.k.{m.group(1)}"), op)
+
+
 def figure(seg: pd.DataFrame) -> Any:
     """Per stage (a row, the first stage on top), the step's segments as bars on the aligned clock,
     in ms after the group's first segment; a bar's customdata is (rank, start_ns, end_ns) on the
@@ -144,7 +151,7 @@ def figure(seg: pd.DataFrame) -> Any:
             plot_text(label)
             + ("" if pd.isna(k) else " · " + t("pp.micro_batch", k=int(k)))
             + f"<br>{fmt_ns(d)}"
-            + ("" if pd.isna(op) else f"<br>{plot_text(op)}")
+            + ("" if pd.isna(op) else f"<br>{plot_text(op_said(str(op)))}")
             + ("" if pd.isna(p) else " · " + t("pp.peer", rank=int(p)))
             for k, d, op, p in zip(mb, sub["dur_ns"], sub["op"], sub["peer"])
         ]

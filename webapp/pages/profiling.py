@@ -70,7 +70,7 @@ def _layout() -> html.Div:
                     _field(t("ui.ranks"), dcc.Input(id=f"{P}-ranks", type="text", placeholder=t("pf.ranks_ph"))),
                     _field(
                         t("pf.level"),
-                        dcc.Dropdown(
+                        ui.dropdown(
                             id=f"{P}-level",
                             options=[{"label": lv, "value": lv} for lv in LEVELS],
                             value=level,

@@ -114,7 +114,7 @@ def controls(
     step = html.Div(
         [
             html.Label(t("tl.jump"), htmlFor=f"{P}-step"),
-            dcc.Dropdown(
+            ui.dropdown(
                 id=f"{P}-step",
                 options=_step_options(steps),
                 value=cfg["step"],

@@ -63,7 +63,7 @@ def _layout(v: page.View, scalar_q: Any) -> html.Div:
                     html.Div(
                         [
                             html.Label(t("tr.scalar"), htmlFor=f"{P}-scalar"),
-                            dcc.Dropdown(
+                            ui.dropdown(
                                 id=f"{P}-scalar",
                                 options=options,
                                 value=want or _default_scalar(list(known)),

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ...messages import english
 from ..base import ReadContext
 from ..common.jsonfile import load_json
 from .names import PROFILER_INFO_RE, PROFILER_METADATA
@@ -117,44 +118,41 @@ def switch_sentences(ctx: ReadContext, pf: ProducerFiles) -> None:
             miss.append(s)
 
     if level == "Level0":
-        say(
-            "Level0: no communication matrix and no wait/transit split (communication.json and "
-            "communication_matrix.json are written from Level1)"
-        )
-        say("Level0: kernels have no op type, shapes or AI Core PMU metrics (reduced kernel details)")
+        say(english("missing.ascend.level0_comm"))
+        say(english("missing.ascend.level0_kernels"))
         if "cann_api" not in caps:
-            say("Level0: no CANN API (AscendCL/Runtime) events on the host timeline")
+            say(english("missing.ascend.level0_cann"))
     elif level == "Level1":
-        say("Level1: no Runtime API events (recorded at Level2 only)")
+        say(english("missing.ascend.level1_runtime"))
     elif level == "Level_none":
-        say("Level_none: no CANN-level data (kernels, communication) was collected")
+        say(english("missing.ascend.level_none"))
     if pf.config is not None:
         acts = [str(a) for a in (pf.common("activities") or [])]
         if acts and not any("NPU" in a for a in acts):
-            say("activities without NPU: no device kernels or communication")
+            say(english("missing.ascend.no_npu"))
         if acts and not any("CPU" in a for a in acts):
-            say("activities without CPU: no framework operators")
+            say(english("missing.ascend.no_cpu"))
         if pf.common("profile_memory") is False:
-            say("profile_memory was off: no memory curves and no operator memory")
+            say(english("missing.ascend.memory_off"))
         if pf.common("with_stack") is False:
-            say("with_stack was off: no call stacks")
+            say(english("missing.ascend.stack_off"))
         if pf.common("record_shapes") is False:
-            say("record_shapes was off: no input shapes")
+            say(english("missing.ascend.shapes_off"))
         aic = pf.experimental("aic_metrics")
         if level != "Level0" and aic in ("ACL_AICORE_NONE", "AiCoreNone"):
-            say("aic_metrics=AiCoreNone: no AI Core PMU metrics")
+            say(english("missing.ascend.no_pmu"))
         if pf.experimental("l2_cache") is False:
-            say("l2_cache was off: no L2 cache hit rates")
+            say(english("missing.ascend.l2_off"))
     if "memory" not in caps and pf.common("profile_memory") is not False:
-        say("no memory records in the export")
+        say(english("missing.ascend.no_memory"))
     if "communication" not in caps:
-        say("no communication operations: single card, or no collective ran in the window")
+        say(english("missing.ascend.no_comm"))
     elif "comm_matrix" not in caps and level != "Level0":
-        say("no communication matrix in the export")
+        say(english("missing.ascend.no_matrix"))
     if "steps" not in caps:
         say(_no_steps_sentence(ctx, pf))
     if ctx.plan.rank_source in ("single", "assigned"):
-        say("no rank found in profiler_info / db name / metadata: rank assigned by discovery")
+        say(english("missing.ascend.rank_discovered"))
 
 
 def _no_steps_sentence(ctx: ReadContext, pf: ProducerFiles) -> str:
@@ -163,17 +161,17 @@ def _no_steps_sentence(ctx: ReadContext, pf: ProducerFiles) -> str:
     names = {f.name for f in ctx.plan.files}
     ids = sorted(ctx.writer.steps)
     known = (
-        f"; step id{'s' if len(ids) != 1 else ''} {', '.join(map(str, ids))} known from its other files" if ids else ""
+        english("missing.part.known_1" if len(ids) == 1 else "missing.part.known_n", ids=", ".join(map(str, ids)))
+        if ids
+        else ""
     )
     scheduled = isinstance(pf.common("schedule"), dict)
     if "trace_view.json" not in names and any(n.endswith(".csv") for n in names):
-        return (
-            "no step ranges: trace_view.json, which holds the ProfilerStep ranges, is not in the export"
-            + (" (profiler_info records a schedule)" if scheduled else "")
-            + known
+        return english(
+            "missing.ascend.no_steps_file",
+            scheduled=english("missing.part.scheduled") if scheduled else "",
+            known=known,
         )
     if scheduled:
-        return (
-            "no step ranges: the export holds no ProfilerStep marker although profiler_info records a schedule" + known
-        )
-    return "no step ranges: the profiler ran without a schedule / prof.step()" + known
+        return english("missing.ascend.no_steps_marker", known=known)
+    return english("missing.ascend.no_steps_schedule", known=known)

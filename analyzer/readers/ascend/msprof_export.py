@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ...messages import english
 from ...vocabulary import is_comm_task
 from ..base import ReadContext
 from ..common.csvfile import read_csv
@@ -333,10 +334,7 @@ def read_legacy(ctx: ReadContext, st: ExportState, files: list[LegacyFile], cloc
         st.device_ids.add(dev)
         clock = clocks.get(dev)
         if clock is None:
-            ctx.meta.missing.append(
-                f"device {dev}: no start_info.{dev}, so its timeline stays on the device's monotonic clock "
-                "(not wall time)"
-            )
+            ctx.meta.missing.append(english("missing.ascend.no_start_info", device=dev))
         have = {f.kind for f in fs}
         read_kinds = ("msprof",) if "msprof" in have else ("task_time", "hccl")
         trace = AscendTrace(ctx, device_tasks=True, timeline=True)

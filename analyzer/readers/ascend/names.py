@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from ...messages import english
 from ..chrome.stream import sniff
 
 # -- producer folders --------------------------------------------------------------------------------
@@ -66,14 +67,8 @@ MSPROF_ANALYSIS_DB = ("analyze", COMM_ANALYZER_DB)  # msprof --analyze=on with a
 COMMUNICATION_GROUP = "communication_group.json"  # cluster_analysis_output/communication_group.json
 
 # -- what to run when only raw data is there -------------------------------------------------------------
-TORCH_NPU_RAW_HINT = (
-    "run torch_npu.profiler.profiler.analyse(profiler_path=...) on a host with torch_npu and the CANN "
-    "toolkit (an Ascend machine), then ingest again"
-)
-MSPROF_EXPORT_HINT = (
-    "export it with `msprof --export=on --output=<this PROF_ folder>` on a host with the CANN toolkit "
-    "(an Ascend machine), then ingest again"
-)
+TORCH_NPU_RAW_HINT = english("missing.hint.torch_npu_raw")
+MSPROF_EXPORT_HINT = english("missing.hint.msprof_export")
 
 
 def folder_kind(name: str) -> str | None:

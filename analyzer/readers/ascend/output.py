@@ -39,6 +39,7 @@ import pyarrow as pa
 
 from ... import schema
 from ...errors import InputError
+from ...messages import english
 from ..base import ReadContext
 from ..chrome.nesting import self_time
 from ..common.spill import Staged
@@ -106,15 +107,12 @@ def read_output_folder(
     st.groups = Groups(ctx.rank, plan.hints, st.pf.metadata)
     _ignore_others(ctx, st)
     if not st.out.is_dir() or not any(n in st.files for n in TEXT_MARKERS):
-        ctx.meta.missing.append(f"no parsed torch_npu output in {OUTPUT_DIR}/: {TORCH_NPU_RAW_HINT}")
+        ctx.meta.missing.append(english("missing.ascend.unparsed", folder=OUTPUT_DIR, hint=TORCH_NPU_RAW_HINT))
         if not any(n.endswith((".csv", ".json")) for n in st.files):
             ctx.meta.status = "unparsed"
     f = st.files
     if plan.hints.get("loose_trace_view"):
-        ctx.meta.missing.append(
-            f"trace_view.json found on its own (no *_ascend_pt/{OUTPUT_DIR}/ around it): "
-            "the timeline and operators only"
-        )
+        ctx.meta.missing.append(english("missing.ascend.loose_trace_view", folder=OUTPUT_DIR))
     if "trace_view.json" in f:
         _read_trace(ctx, st, f["trace_view.json"])
     if "kernel_details.csv" in f:
@@ -374,13 +372,10 @@ def _fill_text_meta(ctx: ReadContext, st: TextExport) -> None:
     if st.kernels.l2:
         m.capabilities.add("l2_cache")
     if "trace_view.json" not in st.files:
-        m.missing.append("no trace_view.json: no timeline, no operator timestamps or self time from nesting")
+        m.missing.append(english("missing.ascend.no_trace_view"))
     if "kernel_details.csv" not in st.files:
         if picker is not None and picker.device_tasks:
-            m.missing.append(
-                "no kernel_details.csv: kernels taken from trace_view.json's Ascend Hardware lanes "
-                "(no op types, shapes or PMU metrics)"
-            )
+            m.missing.append(english("missing.ascend.kernels_from_trace"))
         else:
-            m.missing.append("no kernel_details.csv: no device kernels")
+            m.missing.append(english("missing.ascend.no_kernel_details"))
     switch_sentences(ctx, st.pf)

@@ -13,6 +13,7 @@ import pyarrow.compute as pc
 
 from ... import schema
 from ...factwriter import Origin
+from ...messages import english
 from ..base import ReadContext
 from ..chrome.nesting import depth_and_self
 from ..chrome.router import EventRouter
@@ -293,10 +294,7 @@ def _finish_memory(ctx: ReadContext, rows: Staged, late_base: dict[int, int], op
     allocated = b.column("allocated").take(order)
     if allocated.null_count == len(allocated) and b.column("bytes").null_count < b.num_rows:
         allocated = _allocated_from_deltas(b.column("bytes").take(order), b.column("device").take(order))
-        ctx.meta.missing.append(
-            "memory totals rebuilt from the allocation sizes (old trace without Total Allocated): a lower "
-            "bound, blocks allocated before the trace began are not counted"
-        )
+        ctx.meta.missing.append(english("missing.kineto.rebuilt_memory"))
     ctx.write(
         "memory_samples",
         {
@@ -502,18 +500,18 @@ def _fill_meta(ctx: ReadContext, router: KinetoPicker, metas: list[dict[str, Any
     if router.has_shapes:
         caps.add("shapes")
     if not w.has("kernels"):
-        m.missing.append("no device kernels: CPU-only trace (torch.profiler without a CUDA activity)")
+        m.missing.append(english("missing.kineto.cpu_only"))
     if not w.has("memory_samples"):
-        m.missing.append("no memory events: profile_memory was off")
+        m.missing.append(english("missing.kineto.no_memory"))
     if not router.has_stacks:
-        m.missing.append("no call stacks: with_stack was off")
+        m.missing.append(english("missing.kineto.no_stacks"))
     if not router.has_shapes:
-        m.missing.append("no input shapes: record_shapes was off")
+        m.missing.append(english("missing.kineto.no_shapes"))
     if not w.has("steps"):
-        m.missing.append("no ProfilerStep ranges: the profiler was used without prof.step()")
+        m.missing.append(english("missing.kineto.no_steps"))
     if not w.has("comm_ops"):
-        m.missing.append("no communication: single process or no collective in the window")
-    m.missing.append("no communication matrix: Kineto does not record per-link transfers")
+        m.missing.append(english("missing.kineto.no_comm"))
+    m.missing.append(english("missing.kineto.no_matrix"))
 
 
 def check_rank(ctx: ReadContext, path: Path, meta: dict[str, Any], outcome: Any) -> None:

@@ -28,6 +28,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from ...messages import english
 from ..ascend.db import expected_tables, read_ascend_db
 from ..ascend.groups import Groups
 from ..ascend.msprof_export import ExportState, export_files, read_export
@@ -53,10 +54,7 @@ from .host import (
 RANK_DIR_RE = re.compile(r"^rank-(\d+)_")  # MindSpore 2.3/2.4: profiler/rank-{rank}_{ts}_ascend_ms
 WINDOW_DIR_RE = re.compile(r"^rank(\d+)_start(\d+)_stop(\d+)$")  # DynamicProfilerMonitor window
 MS_OP_PROCESSES = frozenset({"MindSpore", CPU_PROCESS})
-OFFLINE_HINT = (
-    "parse it with `from mindspore.profiler.profiler import analyse; analyse('<this folder>')` on a host with "
-    "MindSpore (and the CANN toolkit for NPU data), then ingest again"
-)
+OFFLINE_HINT = english("missing.hint.mindspore_offline")
 
 
 def resolve_rank(d: Path) -> tuple[int | None, str | None]:
@@ -235,20 +233,14 @@ def read_mindspore(ctx: ReadContext) -> None:
         if "cpu_op_execute_timestamp" in cpu:
             write_cpu_ops_from_timestamps(ctx, cpu["cpu_op_execute_timestamp"], cpu.get("cpu_framework"))
             m.status = "partial"
-            when = "after the profiler stopped but before analyse()" if stage == "stopped" else "before analyse()"
-            m.missing.append(
-                f"not analysed: the job ended {when}, so there is no ASCEND_PROFILER_OUTPUT/; the host CPU ops were "
-                f"read from the raw FRAMEWORK/ text files (no timeline of scopes, no steps)"
-            )
+            when = english("missing.part.after_stop" if stage == "stopped" else "missing.part.before_analyse")
+            m.missing.append(english("missing.mindspore.not_analysed", when=when))
         elif prof_exports:
             st = ExportState()
             for exp in prof_exports:
                 read_export(ctx, st, export_files(plan.files, exp))
             m.status = "partial"
-            m.missing.append(
-                "MindSpore did not finish parsing (no ASCEND_PROFILER_OUTPUT/): CANN data read from "
-                "PROF_*/mindstudio_profiler_output/, without framework operators"
-            )
+            m.missing.append(english("missing.mindspore.cann_only"))
         else:
             m.status = "unparsed"
             raw = [
@@ -257,19 +249,11 @@ def read_mindspore(ctx: ReadContext) -> None:
                 if f.relative_to(root).parts[0] == "FRAMEWORK" or f.relative_to(root).parts[0].startswith("PROF_")
             ]
             if raw:
-                m.missing.append(
-                    "not parsed: this folder holds only raw FRAMEWORK/ or PROF_*/ data, no ASCEND_PROFILER_OUTPUT/; "
-                    f"{OFFLINE_HINT}"
-                )
+                m.missing.append(english("missing.mindspore.not_parsed", hint=OFFLINE_HINT))
             elif stage in ("none", "started"):
-                m.missing.append(
-                    "no profiling data: the job exited before the profiler stopped (only logs/ were written: no "
-                    "FRAMEWORK/ data and no ASCEND_PROFILER_OUTPUT/), so there is nothing to parse"
-                )
+                m.missing.append(english("missing.mindspore.exited_early"))
             else:
-                m.missing.append(
-                    "no profiling data: the folder holds no FRAMEWORK/ data and no ASCEND_PROFILER_OUTPUT/"
-                )
+                m.missing.append(english("missing.mindspore.no_data"))
     _fill_after(ctx, info, window, cpu, parsed)
     for f in plan.files:
         rel = f.relative_to(root).parts
@@ -294,9 +278,7 @@ def _read_db(ctx: ReadContext, dbs: list[Path]) -> None:
     tables = expected_tables(False)
     read_ascend_db(ctx, main, analysis, groups, "ascend_mindspore_profiler.db", "a MindSpore profiler db", tables)
     if analysis is None:
-        ctx.meta.missing.append(
-            "no communication_analyzer.db: no wait/transit split, bandwidth or communication matrix"
-        )
+        ctx.meta.missing.append(english("missing.mindspore.no_analyzer_db"))
 
 
 _NOT_FOR_MINDSPORE = (
@@ -333,20 +315,14 @@ def _fill_after(
     cpu_only = not w.has("kernels") and not any("NPU" in a for a in acts)
     _tidy_sentences(ctx, cpu_only)
     if cpu_only:
-        comm = (
-            "collectives read from the CPU ops, without sizes or groups"
-            if w.has("comm_ops")
-            else "no collective ran in the window"
-        )
-        m.missing.append(f"CPU-only profile: no device kernels and no CANN data; {comm}")
+        comm = english("missing.part.cpu_collectives" if w.has("comm_ops") else "missing.part.no_collective")
+        m.missing.append(english("missing.mindspore.cpu_only", comm=comm))
     if not w.has("steps"):
-        step_note = f" (this dynamic-profiling window covered steps {window[0]}-{window[1]})" if window else ""
-        m.missing.append(
-            "no step ranges: MindSpore writes step markers only for Ascend runs with a schedule / step()" + step_note
-        )
+        step_note = english("missing.part.window", first=window[0], last=window[1]) if window else ""
+        m.missing.append(english("missing.mindspore.no_steps", window=step_note))
     if "cpu_ms_memory_record" not in cpu and not w.has("memory_samples"):
-        m.missing.append("no memory records: profile_memory was off (or the job died before they were written)")
+        m.missing.append(english("missing.mindspore.no_memory"))
     if info is None and m.status != "unparsed":
-        m.missing.append("no profiler_info file (MindSpore writes none on CPU): version and switches unknown")
+        m.missing.append(english("missing.mindspore.no_info"))
     if not parsed and "operators" not in m.capabilities:
-        m.missing.append("no framework operators")
+        m.missing.append(english("missing.mindspore.no_framework"))

@@ -35,6 +35,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ...errors import InputError
+from ...messages import english
 from ...units import fit_ns, scaled_int
 from ..ascend.prof import prof_hwts_hz
 from ..base import FileOutcome, ReadContext, register
@@ -214,7 +215,7 @@ def read_mindspore_legacy(ctx: ReadContext) -> None:
         disp = files.get("ascend_timeline_display") or files.get("timeline_display")
         if disp is not None:
             _read_display(ctx, st, disp)
-            m.missing.append("times are relative to the first op (no output_timeline_data file with device times)")
+            m.missing.append(english("missing.legacy.relative_times"))
     if "aicpu_intermediate" in files:
         _read_aicpu(ctx, st, files["aicpu_intermediate"])
     if "aicore_intermediate_type" in files:
@@ -635,20 +636,18 @@ def _meta(ctx: ReadContext, files: dict[str, Path], hz: int) -> None:
     ctx.add_table_capabilities()
     if any(k in files for k in ("input_shapes",)) or "framework_raw" in files:
         m.capabilities.add("shapes")
-    m.missing.append("times are on the device clock (the legacy files carry no wall-clock reference)")
+    m.missing.append(english("missing.legacy.device_clock"))
     if w.has("steps"):
         m.extra["syscnt_hz"] = hz
         if hz == SYSCNT_HZ_DEFAULT:
-            m.missing.append(
-                "step times assume the 100 MHz system counter of Ascend 910 (no info.json with hwts_frequency found)"
-            )
+            m.missing.append(english("missing.legacy.assumed_hz"))
     else:
-        m.missing.append("no step ranges: no step_trace_raw file")
-    m.missing.append("no communication operations or matrix: legacy hccl files are not ingested by this version")
+        m.missing.append(english("missing.legacy.no_steps"))
+    m.missing.append(english("missing.legacy.no_comm"))
     if not w.has("operators"):
-        m.missing.append("no host operators: the legacy files hold device ops only")
+        m.missing.append(english("missing.legacy.no_host_ops"))
     if not w.has("memory_samples"):
-        m.missing.append("no memory records in the legacy files")
+        m.missing.append(english("missing.legacy.no_memory"))
 
 
 _EXTRAS = {
