@@ -88,3 +88,33 @@ def communication_group_json(path: Path) -> Any:
     cols = communication_groups(Path(path))
     cols["source"] = [SOURCE] * len(cols["group_name"])
     return declared_group_frame(pd.DataFrame(cols))
+
+
+def traced_p2p(doc: dict[str, Any]) -> dict[int, list[dict[str, Any]]]:
+    """Per ``ProfilerStep#N`` of a rank's raw Kineto trace (the loaded JSON document): its sends and
+    recvs in call order, each ``{"kind", "call", "end"}`` in ns on the trace's clock: the call
+    (``c10d::send`` / ``c10d::recv_`` on the training thread) and the end of its ``gloo:send`` /
+    ``gloo:recv`` range (gloo's worker thread). Gloo's ranges name no call, so the n-th call of a
+    kind is joined to the n-th range of that kind (both in time order; there must be as many)."""
+    base = int(doc["baseTimeNanoseconds"])
+    ev = [e for e in doc["traceEvents"] if e.get("ph") == "X"]
+
+    def ns(us: float) -> int:
+        return base + round(us * 1000)
+
+    steps = {
+        int(e["name"].split("#")[1]): (ns(e["ts"]), ns(e["ts"] + e["dur"]))
+        for e in ev
+        if e["name"].startswith("ProfilerStep#")
+    }
+    out: dict[int, list[dict[str, Any]]] = {s: [] for s in steps}
+    for kind, call_name in (("send", "c10d::send"), ("recv", "c10d::recv_")):
+        calls = sorted(ns(e["ts"]) for e in ev if e["name"] == call_name)
+        ranges = sorted((ns(e["ts"]), ns(e["ts"] + e["dur"])) for e in ev if e["name"] == f"gloo:{kind}")
+        assert len(calls) == len(ranges), (kind, len(calls), len(ranges))
+        for call, (_, end) in zip(calls, ranges):
+            step = next(s for s, (a, b) in steps.items() if a <= call < b)
+            out[step].append({"kind": kind, "call": call, "end": end})
+    for ops in out.values():
+        ops.sort(key=lambda o: o["call"])
+    return out

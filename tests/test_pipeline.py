@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from helpers import traced_p2p
 
 from analyzer.analyses import ANALYSES
 from analyzer.analyses.pipeline import pipeline, pipeline_stages, send_recv_pairs
@@ -32,32 +33,12 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Store:
 
 
 def raw_p2p(rank: int) -> dict[int, list[dict[str, Any]]]:
-    """Per step of the rank's raw trace: its sends and recvs in call order, each with the call
-    (``c10d::send`` / ``c10d::recv_`` on the training thread) and the end of its ``gloo:*`` range
-    (the gloo worker thread), in ns; the n-th call of a kind is the n-th range of that kind."""
+    """Per step of the rank's raw trace: its sends and recvs in call order (helpers.traced_p2p);
+    every rank posts 12 of each kind in the profiled steps."""
     with gzip.open(JOB / f"rank_{rank}" / f"rank{rank}.pt.trace.json.gz") as f:
-        doc = json.load(f)
-    base = int(doc["baseTimeNanoseconds"])
-    ev = [e for e in doc["traceEvents"] if e.get("ph") == "X"]
-
-    def ns(us: float) -> int:
-        return base + round(us * 1000)
-
-    steps = {
-        int(e["name"].split("#")[1]): (ns(e["ts"]), ns(e["ts"] + e["dur"]))
-        for e in ev
-        if e["name"].startswith("ProfilerStep#")
-    }
-    out: dict[int, list[dict[str, Any]]] = {s: [] for s in steps}
-    for kind, call_name in (("send", "c10d::send"), ("recv", "c10d::recv_")):
-        calls = sorted(ns(e["ts"]) for e in ev if e["name"] == call_name)
-        ranges = sorted((ns(e["ts"]), ns(e["ts"] + e["dur"])) for e in ev if e["name"] == f"gloo:{kind}")
-        assert len(calls) == len(ranges) == 12
-        for call, (_, end) in zip(calls, ranges):
-            step = next(s for s, (a, b) in steps.items() if a <= call < b)
-            out[step].append({"kind": kind, "call": call, "end": end})
-    for ops in out.values():
-        ops.sort(key=lambda o: o["call"])
+        out = traced_p2p(json.load(f))
+    for kind in ("send", "recv"):
+        assert sum(o["kind"] == kind for ops in out.values() for o in ops) == 12, (rank, kind)
     return out
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from helpers import traced_p2p
 
 from analyzer.analyses.pipeline import pipeline, pipeline_stages, send_recv_pairs
 from analyzer.cli import main
@@ -29,32 +30,15 @@ MICRO_BATCHES = 6
 def job(pipeline_1f1b_job: Path) -> dict[str, Any]:
     """The job's record per rank (log/rank{r}.json) with each p2p op joined to its events in the
     rank's raw trace: the n-th op posted in a step is the n-th ``c10d::send`` / ``c10d::recv_``
-    call in it (the call and the end of its ``gloo:*`` range, ns on the trace's clock)."""
+    call in it (the call and the end of its ``gloo:*`` range, ns on the trace's clock:
+    helpers.traced_p2p)."""
     out: dict[int, dict[str, Any]] = {}
     for rank in range(STAGES):
         log = json.loads((pipeline_1f1b_job / "log" / f"rank{rank}.json").read_text())
         doc = json.loads((pipeline_1f1b_job / "trace" / f"rank_{rank}" / f"rank{rank}.pt.trace.json").read_text())
-        base = int(doc["baseTimeNanoseconds"])
-        ev = [e for e in doc["traceEvents"] if e.get("ph") == "X"]
-
-        def ns(us: float, base: int = base) -> int:
-            return base + round(us * 1000)
-
-        steps = {
-            int(e["name"].split("#")[1]): (ns(e["ts"]), ns(e["ts"] + e["dur"]))
-            for e in ev
-            if e["name"].startswith("ProfilerStep#")
-        }
-        traced: dict[int, list[dict[str, Any]]] = {s: [] for s in steps}
-        for kind, call_name in (("send", "c10d::send"), ("recv", "c10d::recv_")):
-            calls = sorted(ns(e["ts"]) for e in ev if e["name"] == call_name)
-            ranges = sorted((ns(e["ts"]), ns(e["ts"] + e["dur"])) for e in ev if e["name"] == f"gloo:{kind}")
-            assert len(calls) == len(ranges)
-            for call, (_, end) in zip(calls, ranges):
-                step = next(s for s, (a, b) in steps.items() if a <= call < b)
-                traced[step].append({"kind": kind, "call": call, "end": end})
+        traced = traced_p2p(doc)
         for st in log["steps"]:
-            mine = sorted(traced[st["step"]], key=lambda o: o["call"])
+            mine = traced[st["step"]]  # in call order
             assert [o["kind"] for o in mine] == [o["kind"] for o in st["p2p"]], (rank, st["step"])
             for o, posted in zip(mine, st["p2p"]):
                 o.update(posted)

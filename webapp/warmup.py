@@ -5,11 +5,12 @@ run whose analyses the ingest stored, only those), so the next clicks find them 
 turns it off. :func:`preload` does the process's one-time work (imports, Plotly's validators) when
 the app is built, before the first request, and before ``analyze serve --workers`` forks.
 
-A warm-up thread is a daemon (it never holds a server's exit back), but one still inside DuckDB
-when the interpreter finalises is killed there and aborts the process ("FATAL: exception not
-rethrown", exit code 134, after a clean stop of the server or a passed test run). So at exit the
-threads are told to stop and are waited for (``_stop_at_exit``): each ends after the job it is in
-(one analysis or one set of lane indexes), at most ``EXIT_WAIT_S``."""
+A warm-up thread is a daemon, but one still inside DuckDB when the interpreter finalises is killed
+there and aborts the process ("FATAL: exception not rethrown", exit code 134, after a clean stop of
+the server or a passed test run). So at exit the threads are told to stop and are waited for
+(``_stop_at_exit``): each ends after the job it is in (one analysis or one set of lane indexes).
+A server's exit is therefore held back by the warm-up's current job, for at most ``EXIT_WAIT_S``
+in all; a thread still busy after that is left to the interpreter."""
 
 from __future__ import annotations
 
