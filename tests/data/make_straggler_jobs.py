@@ -34,8 +34,10 @@ peers' on the machine's clock is the what-if gain measured without traces, clock
 matching.
 
     python tests/data/make_straggler_jobs.py OUT --world 3 --slow-rank 2 --delay-ms 40
+    python tests/data/make_straggler_jobs.py OUT --jobs 2:1,3:2,4:1 --delay-ms 50   # OUT/w2, OUT/w3, OUT/w4
 
-Needs torch (``pip install torch==2.13.0``). The tests run it (module-scoped fixtures).
+Needs torch (``pip install torch==2.13.0``). The tests run it once (test_straggler's module fixture:
+every job from one launch, the ranks forked from it).
 """
 
 from __future__ import annotations
@@ -204,12 +206,18 @@ def _train(rank: int, world: int, port: int, out: str, slow_rank: int, delay_s: 
 def generate(
     out: Path, world: int, slow_rank: int, delay_ms: float, steps: int = 8, warmup: int = 2
 ) -> dict[str, Path]:
-    """Run the job; returns {mode: folder to ingest}."""
+    """Run the job; returns {mode: folder to ingest}. The ranks are forked from this process, which
+    imports torch once for them (spawned ranks each imported it again: ~2.5 s of CPU per rank)."""
+    # imported here once: the forked ranks inherit them
+    import torch.distributed
     import torch.multiprocessing as tmp
+    import torch.nn
+    import torch.profiler
+    import torch.utils.data  # noqa: F401
 
     out.mkdir(parents=True, exist_ok=True)
     args = (world, _free_port(), str(out), slow_rank, delay_ms / 1000, steps, warmup)
-    tmp.spawn(_train, args=args, nprocs=world, join=True)
+    tmp.start_processes(_train, args=args, nprocs=world, join=True, start_method="fork")
     (out / "job.json").write_text(
         json.dumps({"world": world, "slow_rank": slow_rank, "delay_ms": delay_ms, "steps": steps, "warmup": warmup})
     )
@@ -224,10 +232,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--delay-ms", type=float, default=40.0)
     ap.add_argument("--steps", type=int, default=8)
     ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument(
+        "--jobs",
+        help="several jobs one after the other, WORLD:SLOW_RANK,... (e.g. 2:1,3:2,4:1), each into OUT/w{WORLD} "
+        "(instead of --world/--slow-rank)",
+    )
     a = ap.parse_args(argv)
-    slow = a.world - 1 if a.slow_rank is None else a.slow_rank
-    for mode, folder in generate(a.out, a.world, slow, a.delay_ms, a.steps, a.warmup).items():
-        print(f"{mode}: {folder}")
+    if a.jobs:
+        jobs = [tuple(int(x) for x in j.split(":")) for j in a.jobs.split(",")]
+        todo = [(a.out / f"w{world}", world, slow) for world, slow in jobs]
+    else:
+        todo = [(a.out, a.world, a.world - 1 if a.slow_rank is None else a.slow_rank)]
+    for out, world, slow in todo:
+        for mode, folder in generate(out, world, slow, a.delay_ms, a.steps, a.warmup).items():
+            print(f"{mode}: {folder}")
     return 0
 
 
