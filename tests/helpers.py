@@ -26,6 +26,25 @@ def analyze(
     return proc
 
 
+def analyze_here(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    """``analyze ...`` through the real command in this process (click's runner), answered as
+    :func:`analyze` answers: for a test of what the command made (a reader's rows, its reasons), not
+    of the command as a process (exit codes, signals, stderr of a real process: test_store_and_cli,
+    test_kill_mid_ingest, test_concurrent_writers use :func:`analyze`). A process per call cost ~2 s of
+    CPU more (the interpreter, pandas, DuckDB, pyarrow imported again)."""
+    from click.testing import CliRunner
+
+    from analyzer.cli import main
+
+    res = CliRunner().invoke(main, list(args), env={"COLUMNS": "200"})
+    proc = subprocess.CompletedProcess(["analyze", *args], res.exit_code, res.stdout, res.stderr)
+    if check and res.exit_code != 0:
+        raise AssertionError(
+            f"analyze {' '.join(args)} failed ({res.exit_code}):\n{res.stdout}\n{res.stderr}"
+        ) from res.exception
+    return proc
+
+
 def sigint_as_on_a_terminal() -> None:
     """``preexec_fn`` of a child a test interrupts with SIGINT: the default disposition, as a program
     started from a terminal has it. A suite run as a background job (``make test &``) ignores SIGINT,

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import REPO, analyze, query
+from helpers import REPO, analyze_here, query
 
 from analyzer.store import Store
 
@@ -46,7 +46,7 @@ DTYPE = {"float": 4, "Float": 4, "int8_t": 1, "Byte": 1, "Long": 8, "long int": 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> Store:
     path = tmp_path_factory.mktemp("kineto") / "store"
-    analyze("ingest", *map(str, SCENARIOS.values()), "--store", str(path))
+    analyze_here("ingest", *map(str, SCENARIOS.values()), "--store", str(path))
     return Store(path)
 
 
@@ -359,7 +359,7 @@ def test_overlapping_ops_take_the_stack_walk(tmp_path: Path) -> None:
         x.pop("_dur", None)
     (tmp_path / "rank_0").mkdir()
     (tmp_path / "rank_0" / src.name).write_text(json.dumps(data))
-    analyze("ingest", str(tmp_path), "--store", str(tmp_path / "store"), "--run", "stretched")
+    analyze_here("ingest", str(tmp_path), "--store", str(tmp_path / "store"), "--run", "stretched")
     evs2, _ = events_of([tmp_path / "rank_0" / src.name])
     ops2 = [(i, x) for i, x in enumerate(evs2) if x.get("ph") == "X" and x.get("cat") in OP_CATS]
     want = _stack_walk(ops2)

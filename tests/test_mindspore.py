@@ -16,7 +16,7 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
-from helpers import REPO, analyze
+from helpers import REPO, analyze_here
 
 from analyzer.store import Store
 
@@ -49,7 +49,7 @@ def ingest(src: Path, tmp: Path) -> tuple[Path, Path]:
     root = tmp / src.name
     shutil.copytree(src, root)
     store = tmp / "store"
-    analyze("ingest", str(root), "--store", str(store))
+    analyze_here("ingest", str(root), "--store", str(store))
     return root, store
 
 
@@ -171,7 +171,7 @@ def test_abnormal_exits_are_partial_or_unparsed_not_errors(tmp_path: Path) -> No
     root = tmp_path / "abnormal"
     shutil.copytree(ABNORMAL, root)
     store = tmp_path / "store"
-    proc = analyze("ingest", str(root), "--store", str(store))
+    proc = analyze_here("ingest", str(root), "--store", str(store))
     assert proc.returncode == 0
     cols = {
         c["root_path"].split("/")[0]: c
@@ -363,7 +363,7 @@ def test_mindspore_24_profiler_folder_and_unfinished_parse(tmp_path: Path) -> No
         unfinished / "PROF_000001_20260101000000200_AAAAAAAAAAAAAAAA",
     )
     store = tmp_path / "store"
-    analyze("ingest", str(root), "--store", str(store))
+    analyze_here("ingest", str(root), "--store", str(store))
     cols = {
         c["root_path"]: c
         for c in q(store, "SELECT root_path, rank, rank_source, producer, status, missing FROM collections")

@@ -18,7 +18,7 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
-from helpers import analyze
+from helpers import analyze_here
 
 from analyzer.store import Store
 
@@ -51,7 +51,7 @@ def ingest(src: Path, tmp: Path) -> Path:
     root = tmp / src.name
     shutil.copytree(src, root)
     store = tmp / "store"
-    analyze("ingest", str(root), "--store", str(store))
+    analyze_here("ingest", str(root), "--store", str(store))
     return store
 
 
@@ -402,7 +402,7 @@ def test_export_folder_without_its_prof_parent_and_zero_byte_files(tmp_path: Pat
     ):
         (empty / name).write_bytes(b"")
     store = tmp_path / "store"
-    proc = analyze("ingest", str(root), "--store", str(store))
+    proc = analyze_here("ingest", str(root), "--store", str(store))
     assert "every file of mindstudio_profiler_output/ is empty" in proc.stdout  # the reason is printed
     cols = {c["root_path"]: c for c in q(store, "SELECT root_path, producer, status, n_rows FROM collections")}
     assert cols["node1"]["producer"] == cols["node2"]["producer"] == "msprof"
@@ -411,7 +411,7 @@ def test_export_folder_without_its_prof_parent_and_zero_byte_files(tmp_path: Pat
     files = q(store, "SELECT path, status, error FROM source_files WHERE path LIKE 'node2/%'")
     assert len(files) == 5 and all(f["status"] == "ignored" and "0-byte" in f["error"] for f in files)
     # nothing at all to read: the exit code says so
-    proc = analyze("ingest", str(root / "node2"), "--store", str(tmp_path / "store2"), check=False)
+    proc = analyze_here("ingest", str(root / "node2"), "--store", str(tmp_path / "store2"), check=False)
     assert proc.returncode != 0
 
 
@@ -505,7 +505,7 @@ def test_mindspore_db_export_with_its_communication_analyzer_db(tmp_path: Path) 
     shutil.copyfile(db, root / "ASCEND_PROFILER_OUTPUT" / "ascend_mindspore_profiler_3.db")
     shutil.copyfile(analysis, root / "ASCEND_PROFILER_OUTPUT" / "communication_analyzer.db")
     store = tmp_path / "store"
-    analyze("ingest", str(tmp_path / "ms"), "--store", str(store))
+    analyze_here("ingest", str(tmp_path / "ms"), "--store", str(store))
     (col,) = q(store, "SELECT rank, producer, status, missing FROM collections")
     assert (col["rank"], col["producer"], col["status"]) == (3, "mindspore", "complete")
     assert not any("not read by this version" in s for s in col["missing"])
@@ -527,7 +527,7 @@ def test_text_export_wins_over_a_db_export_of_the_same_folder(tmp_path: Path) ->
     prof = next(root.glob("PROF_*"))
     shutil.copyfile(next(MSPROF_DB.glob("PROF_*/msprof_*.db")), prof / "msprof_20260605161737.db")
     store = tmp_path / "store"
-    analyze("ingest", str(root), "--store", str(store))
+    analyze_here("ingest", str(root), "--store", str(store))
     src = rows(next(prof.glob("mindstudio_profiler_output/op_summary_*.csv")))
     assert q(store, "SELECT count(*) AS n FROM kernels")[0]["n"] == len(src)
     (db,) = q(store, "SELECT status, error FROM source_files WHERE path LIKE '%.db'")
@@ -542,7 +542,7 @@ def test_db_copied_without_its_prof_folder(tmp_path: Path) -> None:
     shutil.copyfile(next(MSPROF_DB.glob("PROF_*/msprof_*.db")), loose / "msprof_20240315081920.db")
     (loose / "notes.txt").write_text("not profiler data")
     store = tmp_path / "store"
-    analyze("ingest", str(tmp_path / "job"), "--store", str(store))
+    analyze_here("ingest", str(tmp_path / "job"), "--store", str(store))
     (col,) = q(store, "SELECT producer, status, root_path FROM collections")
     assert (col["producer"], col["status"], col["root_path"]) == ("msprof", "complete", "node3")
     assert q(store, "SELECT count(*) AS n, sum(dur_ns) AS s FROM kernels WHERE NOT is_communication") == [

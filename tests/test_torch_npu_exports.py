@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import REPO, analyze
+from helpers import REPO, analyze_here
 
 from analyzer.readers.ascend.groups import double_hash
 from analyzer.store import Store
@@ -25,7 +25,7 @@ OUT = "ASCEND_PROFILER_OUTPUT"
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> Store:
     path = tmp_path_factory.mktemp("npu") / "store"
-    proc = analyze("ingest", str(TEXT), str(DB), "--store", str(path))
+    proc = analyze_here("ingest", str(TEXT), str(DB), "--store", str(path))
     assert proc.stdout.count(" 0 file problem(s)") == 2, proc.stdout
     return Store(path)
 
@@ -407,7 +407,7 @@ def test_trace_view_json_on_its_own(tmp_path: Path) -> None:
         )
     )
     path = tmp_path / "store"
-    analyze("ingest", str(job), "--store", str(path))
+    analyze_here("ingest", str(job), "--store", str(path))
     st = Store(path)
     cols = {c["root_path"]: c for c in q(st, "SELECT root_path, producer, status, missing FROM collections")}
     assert {k: v["producer"] for k, v in cols.items()} == {

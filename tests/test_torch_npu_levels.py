@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import REPO, analyze
+from helpers import REPO, analyze_here
 
 from analyzer.store import Store
 
@@ -22,7 +22,7 @@ OUT = "ASCEND_PROFILER_OUTPUT"
 def store(tmp_path_factory: pytest.TempPathFactory) -> Store:
     path = tmp_path_factory.mktemp("levels") / "store"
     runs = [DATA / f"torch_npu_{k}_{lv}" for k in ("text", "db") for lv in ("level0", "level2")]
-    analyze("ingest", *map(str, runs), str(DATA / "torch_npu_text_2023"), "--store", str(path))
+    analyze_here("ingest", *map(str, runs), str(DATA / "torch_npu_text_2023"), "--store", str(path))
     return Store(path)
 
 
@@ -149,7 +149,7 @@ def test_raw_folder_is_unparsed(tmp_path: Path) -> None:
         DATA / "torch_npu_text_level0" / "rank0_ascend_pt", root / "rank_0" / "node0_1_20250101120000000_ascend_pt"
     )
     store = tmp_path / "store"
-    out = analyze("ingest", str(root), "--store", str(store))
+    out = analyze_here("ingest", str(root), "--store", str(store))
     assert out.returncode == 0
     st = Store(store)
     cols = {r["rank"]: r for r in st.query("SELECT * FROM collections").to_dict("records")}
@@ -188,7 +188,7 @@ def test_parallel_group_info_gives_every_global_rank(tmp_path: Path) -> None:
         meta["parallel_group_info"] = {group_id: {"group_name": "dp", "group_rank": rank, "global_ranks": global_ranks}}
         (d / "profiler_metadata.json").write_text(json.dumps(meta))
     store = tmp_path / "store"
-    analyze("ingest", str(root), "--store", str(store))
+    analyze_here("ingest", str(root), "--store", str(store))
     st = Store(store)
     groups = st.query("SELECT * FROM comm_groups ORDER BY rank").to_dict("records")
     assert [
