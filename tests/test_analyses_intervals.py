@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from analyzer.analyses import intervals as iv
+from analyzer.breakdown import intervals as iv
 
 
 def _cells(starts, ends, n):

@@ -66,11 +66,11 @@ def test_ingest_never_imports_pandas(tmp_path: Path) -> None:
     got = _imported_by_program(
         "ingest", str(REPO / "sample_data" / "kineto_gloo_2rank"), "--store", str(tmp_path / "s")
     )
-    # the readers never go through pandas (pyarrow asks for it once and is refused); pandas is loaded
-    # only for the step breakdown stored with each collection (analyses.step_breakdown's own code,
-    # ingest.aggregate: by a local pool's driver before it forks its workers, which share it), never
-    # by the readers' Arrow path
+    # the readers never go through pandas (pyarrow asks for it once and is refused), nor does the
+    # step breakdown stored with each collection (analyzer.breakdown, imported by a local pool's
+    # driver before it forks its workers), nor anything of the analyses (their package imports pandas)
     assert "pyarrow" in got and "pyarrow.pandas_compat" not in got
+    assert "pandas.core" not in got and "analyzer.analyses" not in got and "analyzer.breakdown.rows" in got
     # and the store it wrote reads back through the usual (pandas) query path
     out = analyze("query", "SELECT count(*) AS n FROM slices", "--format", "json", "--store", str(tmp_path / "s"))
     assert json.loads(out.stdout)[0]["n"] > 0

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from analyzer.analyses import intervals as iv
+from analyzer.breakdown import intervals as iv
 
 DEFAULT_BUDGET_BYTES = int(os.environ.get("RANKSCOPE_WEB_CACHE_MB", "768")) * (1 << 20)
 N_CLASSES = 64  # class 0: instants; class k: durations in [2^(k-1), 2^k)

@@ -35,10 +35,10 @@ import duckdb
 import numpy as np
 import pandas as pd
 
+from ..breakdown import intervals as iv
 from ..messages import Message, message, render
 from ..store import Store
 from . import activity
-from . import intervals as iv
 from .arrivals import FLOOR_SHARE
 from .cache import per_run
 from .slow_link import slow_link_analysis

@@ -30,9 +30,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ..breakdown import intervals as iv
 from ..store import Store
 from . import activity
-from . import intervals as iv
 from .activity import step_of
 from .cache import per_run
 from .clock_alignment import clock_offsets, run_alignment

@@ -27,10 +27,10 @@ import duckdb
 import numpy as np
 import pandas as pd
 
+from ..breakdown import intervals as iv
 from ..messages import text
 from ..store import Store
 from . import activity
-from . import intervals as iv
 from .arrivals import arrival_analysis
 from .cache import per_run
 

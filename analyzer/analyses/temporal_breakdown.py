@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import pandas as pd
 
+from ..breakdown import intervals as iv
 from ..store import Store
 from . import activity
-from . import intervals as iv
 from .cache import per_run
 
 COLUMNS = [

@@ -4,11 +4,11 @@ Once a collection's facts are written, the worker that read them (a local pool p
 worker: both call ``read.read_collection``) opens its fresh Parquet files in an in-memory DuckDB,
 with the views every analysis sees (usable times only) and the collection's catalog row, and
 computes from them the tables the pages draw whole-run views from: the step breakdown per (rank,
-step) (``analyses.step_breakdown``, the same code), operator and kernel statistics, communication
-per (group, collective type), memory curves downsampled with their peaks kept, and the occupancy
-pyramid of every timeline lane with the slices a zoomed-out view draws. They are written as Parquet
-files of the collection, listed in ``fact_files`` with its facts: a re-read collection replaces
-them with its facts, in the same commit.
+step) (``breakdown.rows``, whose rows ``analyses.step_breakdown`` reads), operator and kernel
+statistics, communication per (group, collective type), memory curves downsampled with their
+peaks kept, and the occupancy pyramid of every timeline lane with the slices a zoomed-out view
+draws. They are written as Parquet files of the collection, listed in ``fact_files`` with its
+facts: a re-read collection replaces them with its facts, in the same commit.
 """
 
 from __future__ import annotations
@@ -90,12 +90,11 @@ _STATS = (
 
 
 def preload() -> None:
-    """Import what ``build`` needs (DuckDB, the analyses' breakdown code and pandas, 0.25 s of CPU)
-    in a process about to fork its reader workers: they then share it instead of each importing it
-    when its first collection is read."""
+    """Import what ``build`` needs (DuckDB and the breakdown's code) in a process about to fork its
+    reader workers: they then share it instead of each importing it when its first collection is read."""
     import duckdb  # noqa: F401
 
-    from ..analyses.step_breakdown import rows_of  # noqa: F401
+    from ..breakdown.rows import rows_of  # noqa: F401
 
 
 _local = threading.local()
@@ -139,9 +138,9 @@ if hasattr(os, "register_at_fork"):  # POSIX
 
 def build(store_path: str, collection_row: dict[str, Any], fact_files: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Compute and write the aggregates of one collection from its fact files; their ``fact_files`` rows."""
-    # the analyses' own breakdown code (pandas): imported when the first collection is done (a
-    # local pool imports it before it forks its workers: ``preload``); the readers never use it
-    from ..analyses.step_breakdown import rows_of as breakdown_rows
+    # the breakdown's code (``breakdown``, the analyses' own, without pandas): imported when the
+    # first collection is done (a local pool imports it before it forks its workers: ``preload``)
+    from ..breakdown.rows import rows_of as breakdown_rows
 
     run, rank, cid = collection_row["run"], collection_row["rank"], collection_row["collection_id"]
     paths: dict[str, list[str]] = {}
@@ -161,7 +160,8 @@ def build(store_path: str, collection_row: dict[str, Any], fact_files: list[dict
         con.register("__collection", pa.Table.from_pylist([row], schema=schema.arrow_schema("collections")))
         con.execute("CREATE OR REPLACE TABLE collections AS SELECT * FROM __collection")
         con.unregister("__collection")
-        breakdown = breakdown_rows(con, run) if any(paths.get(t) for t in _BREAKDOWN_SOURCES) else []
+        present = {t for t in _SOURCES if paths.get(t)}
+        breakdown = breakdown_rows(con, run, present) if present & set(_BREAKDOWN_SOURCES) else []
         if breakdown:
             writer.write("agg_step_breakdown", breakdown)
         for table, source, sql in _STATS:
@@ -189,7 +189,7 @@ def lane_pyramid(slices: pa.Table) -> tuple[pa.Table, pa.Table, pa.Table]:
     lane its slices, first start, last end and deepest nesting (``agg_lanes``); per lane and level
     of ``schema.TILE_LEVELS`` the busy length and the instants of every bucket that holds any
     (``agg_lane_occupancy``); the long slices and instants with their nesting depth (``agg_lane_slices``)."""
-    from ..analyses.intervals import nesting_depths, union
+    from ..breakdown.intervals import nesting_depths, union
 
     lane = pc.dictionary_encode(pc.binary_join_element_wise(slices["pid"], slices["tid"], "\x00")).combine_chunks()
     key = lane.indices.to_numpy(zero_copy_only=False).astype(np.int64)
