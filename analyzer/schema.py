@@ -26,6 +26,9 @@ class Column:
     name: str
     type: str  # DuckDB type
     doc: str
+    # a column added after stores were written: how a view computes it from the other columns of a
+    # file written before (``store.sql.fact_select_sql``); an ingest reads such a collection again
+    derive: str | None = None
 
 
 @dataclass(frozen=True)
@@ -45,8 +48,20 @@ class Table:
         raise KeyError(f"{self.name} has no column {name}")
 
 
-def _c(name: str, type_: str, doc: str) -> Column:
-    return Column(name, type_, doc)
+def _c(name: str, type_: str, doc: str, derive: str | None = None) -> Column:
+    return Column(name, type_, doc, derive)
+
+
+# the link id of a slice in its JSON args, as the readers wrote them before ``slices.link`` existed
+# (factwriter.slice_links computes the same at ingest)
+LINK_KEYS = ("connection_id", "correlation")
+LINK_FROM_ARGS_SQL = (
+    "CASE WHEN "
+    + " OR ".join(f"args LIKE '%{k}%'" for k in LINK_KEYS)
+    + " THEN coalesce("
+    + ", ".join(f"TRY_CAST(json_extract_string(args, '$.{k}') AS BIGINT)" for k in LINK_KEYS)
+    + ") END"
+)
 
 
 # Every *_ns column of a fact table (an instant or a duration) lies in [0, MAX_TIME_NS): no profile is
@@ -249,6 +264,14 @@ FACT_TABLES: tuple[Table, ...] = (
             _c("dur_ns", "BIGINT", "Duration (ns); 0 for instant events."),
             _c("event_id", "BIGINT", "Position of the event in its source (stable within a collection)."),
             _c("args", "JSON", "Event arguments as written (shapes, call stack, ids...)."),
+            _c(
+                "link",
+                "BIGINT",
+                "Link id a host call shares with the device task it launched: torch_npu's connection_id (a CANN "
+                "API call and its Ascend Hardware task), Kineto's correlation (cudaLaunchKernel and its kernel); "
+                "from the args at ingest, NULL when they name none.",
+                derive=LINK_FROM_ARGS_SQL,
+            ),
         ),
     ),
     Table(

@@ -511,3 +511,42 @@ def test_gpu_launch_flows_are_the_traces_ac2g_links(store: Store) -> None:
     # and every trace link with an end in the window is drawn
     inside = {(s, d) for s, d in links if mid <= s - origin < mid + 2_000_000 or mid <= d - origin < mid + 2_000_000}
     assert {(origin + f["from"][2], origin + f["to"][2]) for f in arrows} == inside  # [lane, rank, t, depth]
+
+
+def test_launch_links_of_a_store_written_before_the_link_column(store: Store, tmp_path: Path) -> None:
+    """``slices.link`` is written at ingest; a store written before it (its slices files without the
+    column) still draws the same launch arrows (the view reads the link out of the args), and an
+    ingest of such a run reads its collections again, so that no run mixes files with and without it."""
+    import shutil
+
+    import pyarrow.parquet as pq
+
+    from analyzer.store.sql import absent_columns
+    from webapp import create_app
+
+    old = Store(shutil.copytree(store.path, tmp_path / "old"))
+    slices = [old.path / p for p in old.query("SELECT path FROM fact_files WHERE table_name = 'slices'")["path"]]
+    for f in slices:
+        pq.write_table(pq.read_table(f).drop_columns(["link"]), f)
+
+    def launch_arrows(s: Store) -> list[Any]:
+        http = create_app(s).server.test_client()
+        m = http.get("/_timeline/meta?run=hta_nccl").get_json()
+        rank = int(m["lanes"][0]["rank"])
+        mid = sum(m["events"][str(rank)]) // 2
+        body = {"run": "hta_nccl", "fp": m["fp"], "ranks": [rank], "offsets": {str(rank): 0}, "kinds": ["launch"]}
+        return http.post("/_timeline/flows", json={**body, "a": mid, "b": mid + 2_000_000}).get_json()["arrows"]
+
+    new_arrows = launch_arrows(store)
+    assert len(new_arrows) > 10
+    assert absent_columns("slices", [str(f) for f in slices]) == {"link"}
+    assert launch_arrows(old) == new_arrows
+    assert rows(old, "SELECT count(link) AS n FROM slices WHERE run = 'hta_nccl'") == rows(
+        store, "SELECT count(link) AS n FROM slices WHERE run = 'hta_nccl'"
+    )
+    # ingested again: its collections are read again (their files unchanged), the column written
+    out = analyze_here("ingest", str(SCENARIOS["hta_nccl"]), "--store", str(old.path)).stdout
+    assert "read 1 collection(s), 0 unchanged" in out, out
+    fresh = old.query("SELECT path FROM fact_files WHERE table_name = 'slices' AND run = 'hta_nccl'")["path"]
+    assert all("link" in pq.read_schema(old.path / p).names for p in fresh)
+    assert launch_arrows(old) == new_arrows

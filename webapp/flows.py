@@ -1,9 +1,9 @@
 """The timeline's flow arrows over a view, bounded in number:
 
 - ``launch``: a host call to the device task it launched — the slices of one collection sharing a
-  link id: torch_npu's ``connection_id`` (a CANN API call on the host, the task on an Ascend
-  Hardware stream), Kineto's ``correlation`` (``cudaLaunchKernel`` and its kernel: the ``ac2g``
-  flow);
+  link id (``slices.link``, read from the args at ingest): torch_npu's ``connection_id`` (a CANN
+  API call on the host, the task on an Ascend Hardware stream), Kineto's ``correlation``
+  (``cudaLaunchKernel`` and its kernel: the ``ac2g`` flow);
 - ``p2p``: a send to the recv it was paired with on another rank (``analyses.send_recv_pairs``);
 - ``collective``: the members of one collective instance on their ranks (``analyses.collectives``
   matching), linked where each left it.
@@ -41,12 +41,9 @@ LAUNCH_SQL = """
 WITH w AS (SELECT unnest($ranks) AS rank, unnest($lo) AS lo, unnest($hi) AS hi, unnest($in_lo) AS in_lo,
                   unnest($in_hi) AS in_hi),
 s AS (
-  SELECT s.rank, s.collection_id, s.pid, s.tid, s.ts_ns, s.name,
-         coalesce(TRY_CAST(json_extract_string(s.args, '$.connection_id') AS BIGINT),
-                  TRY_CAST(json_extract_string(s.args, '$.correlation') AS BIGINT)) AS link
+  SELECT s.rank, s.collection_id, s.pid, s.tid, s.ts_ns, s.name, s.link
   FROM slices s JOIN w ON s.rank = w.rank AND s.ts_ns >= w.lo AND s.ts_ns < w.hi
-  WHERE s.run = $run AND s.ts_ns >= $all_lo AND s.ts_ns < $all_hi AND s.args IS NOT NULL
-    AND (s.args LIKE '%connection_id%' OR s.args LIKE '%correlation%')),
+  WHERE s.run = $run AND s.ts_ns >= $all_lo AND s.ts_ns < $all_hi AND s.link IS NOT NULL),
 l AS (SELECT DISTINCT rank, collection_id, pid, tid, lane_group FROM lanes WHERE run = $run)
 SELECT h.rank, h.collection_id AS h_cid, h.pid AS h_pid, h.tid AS h_tid, h.ts_ns AS h_ts,
        d.collection_id AS d_cid, d.pid AS d_pid, d.tid AS d_tid, d.ts_ns AS d_ts, d.name AS d_name

@@ -118,6 +118,7 @@ class Previous:
     root: str | None = None
     collections: dict[str, dict[str, Any]] = field(default_factory=dict)  # by collection id
     files: dict[str, dict[str, Any]] = field(default_factory=dict)  # source_files rows by path
+    stale: set[str] = field(default_factory=set)  # collections written before a column existed: read again
 
 
 @dataclass
@@ -136,6 +137,9 @@ def plan_reads(plans: list[CollectionPlan], prev: Previous, run_root: Path) -> P
         old = prev.collections.get(plan.collection_id)
         if old is None or old["rank"] != plan.rank or old["rank_source"] != plan.rank_source:
             out.to_read.append(plan)  # new, or its rank is now decided differently
+            continue
+        if plan.collection_id in prev.stale:
+            out.to_read.append(plan)  # its files lack a column added since
             continue
         verdict = unchanged(plan, prev.files, run_root)
         if verdict is True:

@@ -11,9 +11,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .. import schema
 from ..errors import NothingIngestedError, RunConflictError, RunNameError, SeparateJobsError
 from ..format import safe_text
 from ..store import Store, digest, utcnow
+from ..store.sql import absent_columns
 from .changes import Plan, Previous, path_text, plan_reads, source_file_row
 from .discover import Discovery, discover, run_root
 from .jobs import separate_jobs
@@ -159,7 +161,7 @@ def _refuse_separate_jobs(store: Store, root: Path, batch: _Batch, prev: Previou
 
 def _previous(store: Store, run: str, run_root: Path) -> Previous:
     """What the store holds of ``run``; a run of that name over another folder is a conflict."""
-    cat = store.load_catalog(["runs", "collections", "source_files"], run=run)
+    cat = store.load_catalog(["runs", "collections", "source_files", "fact_files"], run=run)
     prev_root = next((r["root_path"] for r in cat["runs"].to_pylist()), None)
     if prev_root is not None and prev_root != path_text(run_root):
         raise RunConflictError(
@@ -171,7 +173,20 @@ def _previous(store: Store, run: str, run_root: Path) -> Previous:
         root=prev_root,
         collections={r["collection_id"]: r for r in cat["collections"].to_pylist()},
         files={r["path"]: r for r in cat["source_files"].to_pylist()},
+        stale=_written_before(store, cat["fact_files"].to_pylist()),
     )
+
+
+def _written_before(store: Store, fact_files: list[dict[str, Any]]) -> set[str]:
+    """The collections whose fact files lack a column added since (``schema.Column.derive``): read
+    again, so that a run never mixes files with and without it (a view computes such a column only
+    when no file holds it). Every ingest leaves none behind, so one file of the run tells: the
+    others are looked at only when it lacks one."""
+    late = {t.name for t in schema.FACT_TABLES if any(c.derive for c in t.columns)}
+    rows = [r for r in fact_files if r["table_name"] in late]
+    if not rows or not absent_columns(rows[0]["table_name"], [str(store.path / rows[0]["path"])]):
+        return set()
+    return {r["collection_id"] for r in rows if absent_columns(r["table_name"], [str(store.path / r["path"])])}
 
 
 def _note_unchanged(

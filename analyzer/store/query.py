@@ -36,7 +36,7 @@ import pyarrow as pa
 
 from .. import schema
 from ..errors import QueryError, QueryLimitError
-from .sql import check_read_only, exact_frame
+from .sql import absent_columns, check_read_only, exact_frame
 from .store import Store, filter_fact_files
 
 if TYPE_CHECKING:  # pandas costs 0.4 s to import: only the query paths load it
@@ -72,10 +72,15 @@ def _quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def _fact_view_sql(table: str, source: str | None) -> str:
+def _fact_view_sql(table: str, source: str | None, absent: set[str] = frozenset()) -> str:
+    """The view of a fact table over its dataset; the columns ``absent`` from its files computed by
+    their ``derive`` SQL (``sql.absent_columns``)."""
     if source is None:
         return schema.empty_select_sql(table)
-    cols = ", ".join(f"CAST({_quote(c.name)} AS {c.type}) AS {_quote(c.name)}" for c in schema.FACTS[table].columns)
+    cols = ", ".join(
+        f"CAST({(c.derive or 'NULL') if c.name in absent else _quote(c.name)} AS {c.type}) AS {_quote(c.name)}"
+        for c in schema.FACTS[table].columns
+    )
     return f"SELECT {cols} FROM {_quote(source)}"
 
 
@@ -114,7 +119,8 @@ def connect(
             if paths.get(t.name):
                 source = f"__facts_{t.name}"
                 con.register(source, ds.dataset(paths[t.name], format="parquet", schema=schema.arrow_schema(t.name)))
-            con.execute(f"CREATE VIEW {_quote(t.name)} AS {_fact_view_sql(t.name, source)}")
+            absent = absent_columns(t.name, paths[t.name]) if source else set()
+            con.execute(f"CREATE VIEW {_quote(t.name)} AS {_fact_view_sql(t.name, source, absent)}")
         for qualified, tbl in (tables or {}).items():
             _copy_in(con, qualified, tbl)
         # set here, not in the config of connect(): DuckDB 2.0 then lists the in-memory database's

@@ -35,13 +35,35 @@ def usable_times_sql(table: str) -> str | None:
     return " AND ".join(conds)
 
 
+def absent_columns(table: str, paths: Sequence[str]) -> set[str]:
+    """The columns of ``table`` added after stores were written (``Column.derive``) that none of
+    the files holds (all written before): a file's footer is read until one holds them (the
+    first, in a store written since)."""
+    import pyarrow.parquet as pq
+
+    late = {c.name for c in schema.FACTS[table].columns if c.derive}
+    for p in paths if late else ():
+        late -= set(pq.read_schema(p).names)
+        if not late:
+            break
+    return late
+
+
+def _column_sql(c: schema.Column, absent: set[str]) -> str:
+    source = (c.derive or "NULL") if c.name in absent else f'"{c.name}"'
+    return f'CAST({source} AS {c.type}) AS "{c.name}"'
+
+
 def fact_select_sql(table: str, paths: Sequence[str], usable_only: bool = False) -> str:
     """SELECT over the given Parquet files with the table's columns in schema order; with
-    ``usable_only``, only the rows whose times are usable (``usable_times_sql``)."""
+    ``usable_only``, only the rows whose times are usable (``usable_times_sql``). A column none
+    of the files holds (``absent_columns``: files written before it existed) is computed from the
+    others by its ``derive`` SQL."""
     if not paths:
         return schema.empty_select_sql(table)
     t = schema.FACTS[table]
-    cols = ", ".join(f'CAST("{c.name}" AS {c.type}) AS "{c.name}"' for c in t.columns)
+    absent = absent_columns(table, paths)
+    cols = ", ".join(_column_sql(c, absent) for c in t.columns)
     # run / rank come from the files, not from the folder names (a run name is slugged there)
     source = f"read_parquet({_sql_list(paths)}, union_by_name=true, hive_partitioning=false)"
     if table in schema.AGGREGATES:
