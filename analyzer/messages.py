@@ -353,6 +353,10 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "layout.declared": ("declared ({origin})", "声明（{origin}）"),
     "layout.composite": ("declared as composite ({labels})", "以组合名称声明（{labels}）"),
     "layout.p2p": ("inferred (point-to-point traffic)", "推断（点对点通信）"),
+    "layout.p2p_chain": (
+        "inferred (send/recv along a chain of ranks, in the world group)",
+        "推断（全部卡的通信组中沿一条卡链的 send/recv）",
+    ),
     "layout.only_family": ("inferred (only family carrying collectives)", "推断（唯一承载集合通信的一族通信组）"),
     "layout.family": ("inferred (collective family, stride {stride})", "推断（集合通信的一族通信组，步长 {stride}）"),
     "layout.no_collectives": (

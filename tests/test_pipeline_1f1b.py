@@ -234,6 +234,33 @@ def test_pipeline_page_draws_the_four_stages(store: Store, right_steps: list[int
     assert sorted(set(bars["backward"]["y"])) == [f"stage {s} · rank {s}" for s in range(STAGES)]
 
 
+def test_the_layout_is_pipeline_parallel_and_the_cluster_grid_shows_it(store: Store, job: dict[str, Any]) -> None:
+    """The job makes no group but the world, whose traffic is the pipeline's sends and recvs and an
+    all-reduce: the layout is PP over the four ranks by the job's own stages (not DP: data parallel
+    ranks exchange no p2p), and the Cluster page draws one row of four stages along ``pp``."""
+    from webapp_helpers import DashClient, props_of, texts
+
+    from analyzer.analyses import parallel_dims, parallel_layout
+    from webapp import create_app
+
+    by_stage = sorted(job, key=lambda r: job[r]["stage"])
+    for run in ("pp4", "plain"):
+        dims = parallel_dims(store, run)
+        assert list(dims["dim"]) == ["pp"] and int(dims["size"].iloc[0]) == STAGES, dims
+        assert [list(m) for m in dims["members"].iloc[0]] == [by_stage]
+        assert "send/recv along a chain" in dims["source"].iloc[0]
+        lay = parallel_layout(store, run)
+        assert {int(r): int(p) for r, p in zip(lay["rank"], lay["pp"])} == {r: job[r]["stage"] for r in job}
+    client = DashClient(create_app(store.path))
+    out = client.call("cl-content.children", {"cl-run.value": "pp4", "cl-metric.value": "step_ns"})
+    body = " ".join(texts(out["cl-content"]["children"]))
+    assert "Layout: PP 4." in body and "DP" not in body
+    grid = next(c for c in props_of(out["cl-content"]["children"]) if c.get("id") == "cl-grid")["figure"]
+    layout = grid["layout"]
+    assert layout["xaxis"]["ticktext"] == [str(s) for s in range(STAGES)]  # one column per stage
+    assert layout["yaxis"]["ticktext"] == ["pp"]  # one row: the pipeline
+
+
 def test_pipeline_page_in_a_browser(store: Store, page: Any, right_steps: list[int]) -> None:
     """The real server and browser: a deep link draws the four stages, top to bottom, and their
     table; another step picked is written to the address and a reload restores it."""

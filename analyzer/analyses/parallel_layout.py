@@ -14,6 +14,9 @@ Sources, best first:
    ``tp-cp-ep-dp-pp``; a family with no traffic whose stride is larger than every collective
    family's is PP (pipeline send/recv that the trace could not attribute to a group). With three or
    more collective families the outermost is PP and the ones between TP and DP are CP, EP.
+   When the job's sends and recvs run in no group but the world (gloo's name no group), the
+   pipelines are read off the traffic (``pipeline.traffic_chains``): each chain of ranks that
+   pass activations on is a PP group, its ranks by stage.
    When the trace lists no group but the world and the world carries the collectives, the job is
    pure data parallel: DP = world size.
 
@@ -92,11 +95,15 @@ def _stride(ranks: tuple[int, ...]) -> int | None:
     return d.pop() if len(d) == 1 else None
 
 
-def infer_layout(groups: pd.DataFrame, world: list[int]) -> tuple[pd.DataFrame, pd.DataFrame]:
+def infer_layout(
+    groups: pd.DataFrame, world: list[int], chains: list[list[int]] | None = None
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(dims, per-rank coordinates) from group records.
 
     ``groups`` columns: ranks (tuple), label (role name or None), traffic ('collective', 'p2p',
-    'both' or None), source. ``world``: every rank of the job.
+    'both' or None), source. ``world``: every rank of the job. ``chains``: the pipelines the
+    send/recv traffic forms, each its ranks by stage (``_p2p_chains``), for a job whose p2p runs
+    in no group but the world.
     """
     world = sorted(set(world))
     n = len(world)
@@ -172,6 +179,17 @@ def infer_layout(groups: pd.DataFrame, world: list[int]) -> tuple[pd.DataFrame, 
                 "groups": f["groups"],
                 "sources": _source("layout.no_collectives"),
             }
+    # pure pipeline parallel: the sends and recvs of the world run along chains of ranks (a rank
+    # talks to its two neighbours only); each chain is a PP group, its ranks by stage; data
+    # parallel ranks never exchange p2p, so the world's collectives (a loss all-reduce) make no DP
+    if "pp" not in dims and chains:
+        ranks_in = [r for c in chains for r in c]
+        if (
+            all(len(c) > 1 for c in chains)
+            and len(ranks_in) == len(set(ranks_in))
+            and len({len(c) for c in chains}) == 1
+        ):
+            dims["pp"] = {"groups": {tuple(c) for c in chains}, "sources": _source("layout.p2p_chain")}
     # pure data parallel: the job created no group but the world (the trace lists every process
     # group with its global ranks, Kineto pg_config) and all its collectives run there
     world_rec = recs.get(tuple(world))
@@ -217,6 +235,23 @@ def infer_layout(groups: pd.DataFrame, world: list[int]) -> tuple[pd.DataFrame, 
     return pd.DataFrame(dim_rows, columns=DIM_COLUMNS), out
 
 
+def _p2p_chains(store: Store, run: str, groups: pd.DataFrame, world: list[int]) -> list[list[int]]:
+    """The pipelines the send/recv traffic forms (``pipeline.traffic_chains``) when the job's p2p
+    runs in the world and no smaller group (a gloo send/recv names no group: it is counted in the
+    world, or in none), else none."""
+    p2p = [tuple(r) for r, t in zip(groups["ranks"], groups["traffic"]) if t in ("p2p", "both")]
+    if not p2p or any(len(r) < len(world) for r in p2p):
+        return []
+    from .pipeline import traffic_chains  # the pipeline analysis reads the layout: imported here
+
+    return traffic_chains(store, run)
+
+
+def _records_and_chains(store: Store, run: str) -> tuple[pd.DataFrame, list[int], list[list[int]]]:
+    groups, world = _group_records(store, run)
+    return groups, world, _p2p_chains(store, run, groups, world)
+
+
 def _group_records(store: Store, run: str) -> tuple[pd.DataFrame, list[int]]:
     groups = collectives.run_groups(store, run)
     ops, members = run_instances(store, run)
@@ -260,7 +295,7 @@ def _group_records(store: Store, run: str) -> tuple[pd.DataFrame, list[int]]:
 @per_run
 def parallel_dims(store: Store, run: str | None = None) -> pd.DataFrame:
     """One row per parallel dimension found: dim (tp/cp/ep/dp/pp), size, groups, stride, source, members."""
-    return infer_layout(*_group_records(store, run))[0]
+    return infer_layout(*_records_and_chains(store, run))[0]
 
 
 @per_run
@@ -268,7 +303,7 @@ def parallel_layout(store: Store, run: str | None = None) -> pd.DataFrame:
     """One row per rank of the job (also ranks that were not profiled, when the groups name them)
     with its coordinate along each dimension found (``tp``, ``dp``, ``pp``, ...: index inside its
     group) and the group's index (``tp_group``, ...)."""
-    return infer_layout(*_group_records(store, run))[1]
+    return infer_layout(*_records_and_chains(store, run))[1]
 
 
 @per_run

@@ -486,6 +486,32 @@ def _shortlist(per: dict, state: dict, free: list[int], tol: int) -> list[int]:
     return sorted(score, key=lambda b: (-score[b], b))[:SHORTLIST]
 
 
+def _per_step(
+    store: Store, run: str
+) -> tuple[pd.DataFrame, dict[tuple[int, int], dict[str, _Ops]], dict[int, int], dict[int, int], int]:
+    """The p2p ops (with ``a_call`` / ``a_end`` on the aligned clock), per (rank, step) its sends
+    and recvs in call order, the clock offsets and residuals, and the tolerance of a rendezvous."""
+    ops = _p2p_ops(store, run)
+    offset, resid = _offsets(store, run) if not ops.empty else ({}, {})
+    per: dict[tuple[int, int], dict[str, _Ops]] = {}
+    if not ops.empty:
+        shift = ops["rank"].map(lambda r: offset.get(int(r), 0))
+        ops["a_call"], ops["a_end"] = ops["call"] - shift, ops["end_ns"] - shift
+        ops["_step"] = ops["step"].astype("Int64").fillna(-1)
+        for (r, s), g in ops.groupby(["rank", "_step"], sort=True):
+            g = g.sort_values("a_call", kind="stable")
+            per[(int(r), int(s))] = {k: _Ops(g[g["op_type"] == k]) for k in ("send", "recv")}
+    return ops, per, offset, resid, TOLERANCE_NS + 2 * max(resid.values(), default=0)
+
+
+def traffic_chains(store: Store, run: str) -> list[list[int]]:
+    """The pipelines the send/recv traffic of ``run`` forms, each its ranks by stage
+    (``_traffic_chains``), whatever the layout says: how ``parallel_layout`` finds the PP
+    dimension of a job whose only group is the world."""
+    ops, per, _offset, _resid, tol = _per_step(store, run)
+    return _traffic_chains(per, sorted({int(r) for r in ops["rank"]}), tol) if per else []
+
+
 def _traffic_chains(per: dict, ranks: list[int], tol: int) -> list[list[int]]:
     """Pipelines read off the traffic when the layout has none: a first stage is a rank whose
     step starts with a send (the first micro-batch's activations; every other stage first waits
@@ -544,19 +570,10 @@ def _pairing(store: Store, run: str | None = None) -> pd.DataFrame:
     first stage on: its sends are all forward and its recvs all backward; they take their pairs
     among the next stage's recvs and sends (``_align``); what the next stage has left are its own
     forward sends and backward recvs, which pair with the stage after it, and so on."""
-    ops = _p2p_ops(store, run)
+    ops, per, offset, resid, tol = _per_step(store, run)
     if ops.empty:
         return pd.DataFrame(columns=[*PAIR_COLUMNS, "_send", "_recv"])
-    offset, resid = _offsets(store, run)
-    shift = ops["rank"].map(lambda r: offset.get(int(r), 0))
-    ops["a_call"], ops["a_end"] = ops["call"] - shift, ops["end_ns"] - shift
-    ops["_step"] = ops["step"].astype("Int64").fillna(-1)
-    per: dict[tuple[int, int], dict[str, _Ops]] = {}
-    for (r, s), g in ops.groupby(["rank", "_step"], sort=True):
-        g = g.sort_values("a_call", kind="stable")
-        per[(int(r), int(s))] = {k: _Ops(g[g["op_type"] == k]) for k in ("send", "recv")}
     ranks = sorted({int(r) for r in ops["rank"]})
-    tol = TOLERANCE_NS + 2 * max(resid.values(), default=0)
     chains = [c for c in _layout_chains(store, run) if len(set(c) & set(ranks)) > 1]
     if not chains:
         chains = _traffic_chains(per, ranks, tol)
