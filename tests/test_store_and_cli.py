@@ -181,3 +181,27 @@ def test_summary_reads_in_80_columns(kineto_store: Path) -> None:
     s = json.loads(analyze("summary", "--json", "--store", str(kineto_store)).stdout)
     for r in s["ranks"]:  # each rank's step time and top operator are printed whole
         assert fmt_ns(r["step_avg_ns"]) in out and r["top_operators"][0]["name"] in out
+
+
+def test_result_cache_is_bounded_in_bytes_as_well_as_entries() -> None:
+    """A whole run's values grow with its ranks: the cache drops the least recently used values
+    once their estimated bytes pass its budget (the newest stays, however large)."""
+    import numpy as np
+    import pandas as pd
+
+    from analyzer.store import ResultCache, nbytes
+
+    frame = pd.DataFrame({"rank": np.arange(5000), "name": [f"op{i % 97}" for i in range(5000)]})
+    assert nbytes(frame) == pytest.approx(frame.memory_usage(index=True, deep=True).sum(), rel=0.05)
+    assert nbytes((np.zeros(1000), {"a": np.zeros(500)})) >= 12_000
+    cache = ResultCache(size=100, budget=3 * 80_000)
+    for k in range(5):
+        cache.get(k, lambda: np.zeros(10_000))  # 80 kB each
+    assert len(cache) == 3 and cache.nbytes == 3 * 80_000
+    assert cache.get(0, lambda: "computed again") == "computed again"  # the oldest went first
+    cache.get("big", lambda: np.zeros(100_000))
+    assert len(cache) == 1 and cache.nbytes == 800_000
+    counted = ResultCache(size=2)  # no budget: bounded by the count alone
+    for k in range(3):
+        counted.get(k, lambda: np.zeros(100_000))
+    assert len(counted) == 2

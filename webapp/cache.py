@@ -27,7 +27,9 @@ from analyzer.store import ResultCache, copied, freeze
 from . import lang, lod
 from .reader import Reader
 
-RESULTS = ResultCache(size=256)
+# bounded in bytes too: a run's values grow with its ranks (at 256 ranks the pages' first views
+# keep ~1 MiB here; the budget is for thousands of ranks)
+RESULTS = ResultCache(size=256, budget=256 << 20)
 RENDERED = ResultCache(size=32)
 LANES = lod.LaneCache()
 

@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 
 from ..store import ResultCache, Store, copied, freeze, resolve_run, run_key
 
-RESULTS = ResultCache(size=64)
+RESULTS = ResultCache(size=64, budget=256 << 20)  # whole-run results grow with the ranks: bounded in bytes too
 # the analyses an ingest computes and stores with the run (``stored``; their full names, filled by
 # ``analyzer.analyses.STORED_AT_INGEST``): ``per_run`` reads them from the store before computing
 STORED: set[str] = set()

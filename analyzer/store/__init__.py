@@ -32,7 +32,7 @@ from .layout import (
 
 if TYPE_CHECKING:
     from .query import DEFAULT_LIMITS, SHARED_LIMITS, Limits, QueryResult, execute
-    from .results import ResultCache, copied, freeze
+    from .results import ResultCache, copied, freeze, nbytes
     from .runs import PROBLEMS_SQL, RUNS_SQL, Catalog, resolve_run, run_key, run_names
     from .sql import check_read_only, fact_select_sql
     from .store import Store, utcnow
@@ -60,6 +60,7 @@ _LAZY = {
     "ResultCache": "results",
     "copied": "results",
     "freeze": "results",
+    "nbytes": "results",
     "RUNS_SQL": "runs",
     "PROBLEMS_SQL": "runs",
     "Catalog": "runs",
@@ -122,6 +123,7 @@ __all__ = [
     "execute",
     "fact_select_sql",
     "freeze",
+    "nbytes",
     "resolve_run",
     "resolve_store_path",
     "run_key",

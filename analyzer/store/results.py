@@ -2,12 +2,16 @@
 
 The analyses and the web app keep what they computed in a :class:`ResultCache` under a key that
 holds ``runs.run_key`` (the content of the run: its fact files get fresh names on every ingest), so
-a value is never served after the run changed. The least recently used entry leaves first; a caller
-asking for a value another thread is computing waits for it instead of computing it again.
+a value is never served after the run changed. The least recently used entry leaves first, when
+there are more than ``size`` entries or their estimated bytes (:func:`nbytes`) pass the cache's
+``budget``: a value of a whole run (every rank's rows) grows with the ranks, so a count alone does
+not bound the memory. A caller asking for a value another thread is computing waits for it instead
+of computing it again.
 """
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable
@@ -15,26 +19,41 @@ from typing import Any
 
 
 class ResultCache:
-    """At most ``size`` values by key, least recently used out first; thread-safe."""
+    """At most ``size`` values by key and about ``budget`` bytes (:func:`nbytes`; None: no bound
+    but the count), least recently used out first (the newest value stays, however large); thread-safe."""
 
-    def __init__(self, size: int):
+    def __init__(self, size: int, budget: int | None = None):
         self.size = size
+        self.budget = budget
         self.lock = threading.Lock()
         self._values: OrderedDict[Hashable, Any] = OrderedDict()
+        self._sizes: dict[Hashable, int] = {}
+        self._bytes = 0
         self._inflight: dict[Hashable, threading.Lock] = {}
 
     def __len__(self) -> int:
         return len(self._values)
 
+    @property
+    def nbytes(self) -> int:
+        """The estimated bytes of the values kept."""
+        return self._bytes
+
     def clear(self) -> None:
         with self.lock:
             self._values.clear()
+            self._sizes.clear()
+            self._bytes = 0
 
-    def _put(self, key: Hashable, value: Any) -> None:  # under self.lock
-        self._values[key] = value
+    def _put(self, key: Hashable, value: Any, size: int) -> None:  # under self.lock
+        self._bytes += size - self._sizes.get(key, 0)
+        self._values[key], self._sizes[key] = value, size
         self._values.move_to_end(key)
-        while len(self._values) > self.size:
-            self._values.popitem(last=False)
+        while len(self._values) > 1 and (
+            len(self._values) > self.size or (self.budget is not None and self._bytes > self.budget)
+        ):
+            old, _ = self._values.popitem(last=False)
+            self._bytes -= self._sizes.pop(old)
 
     def get(self, key: Hashable, compute: Callable[[], Any]) -> Any:
         """The value of ``key``: cached, or computed once by ``compute()`` (another caller of the same
@@ -58,8 +77,9 @@ class ResultCache:
                 return compute()
             try:
                 value = compute()
+                size = nbytes(value) if self.budget is not None else 0
                 with self.lock:
-                    self._put(key, value)
+                    self._put(key, value, size)
                 return value
             finally:
                 with self.lock:
@@ -82,11 +102,40 @@ class ResultCache:
                     missing.append(k)
         if missing:
             got = load(missing)
+            sizes = {k: nbytes(got.get(k)) if self.budget is not None else 0 for k in missing}
             with self.lock:
                 for k in missing:
                     out[k] = got.get(k)
-                    self._put(k, out[k])
+                    self._put(k, out[k], sizes[k])
         return out
+
+
+_DEEP_ROWS = 2000  # a frame's text columns are measured on this many rows, the rest extrapolated
+
+
+def nbytes(v: Any, _depth: int = 0) -> int:
+    """About how many bytes ``v`` holds: DataFrames and Series (their text cells measured on a
+    sample of rows), numpy arrays, Arrow tables and arrays, and containers of them; other objects
+    as ``sys.getsizeof`` (or their own ``nbytes``)."""
+    kind = type(v).__name__
+    if kind in ("DataFrame", "Series"):  # pandas is not imported by this module
+        n = len(v)
+        if n <= _DEEP_ROWS:
+            return int(v.memory_usage(index=True, deep=True).sum())
+        flat = int(v.memory_usage(index=True, deep=False).sum())
+        head = v.iloc[:_DEEP_ROWS]
+        extra = int(head.memory_usage(index=True, deep=True).sum()) - int(head.memory_usage(index=True).sum())
+        return flat + extra * n // _DEEP_ROWS
+    if _depth < 4 and isinstance(v, (list, tuple, set, frozenset)):
+        return sys.getsizeof(v) + sum(nbytes(x, _depth + 1) for x in v)
+    if _depth < 4 and isinstance(v, dict):
+        return sys.getsizeof(v) + sum(nbytes(k, _depth + 1) + nbytes(x, _depth + 1) for k, x in v.items())
+    size = getattr(v, "nbytes", None)  # numpy, Arrow, the timeline's lane indexes
+    if callable(size):
+        size = size()
+    if isinstance(size, int):
+        return size
+    return sys.getsizeof(v)
 
 
 def freeze(v: Any) -> Hashable:

@@ -1,0 +1,144 @@
+"""What the server holds in memory against the rank count (issue 15 item 2).
+
+One process: the web app on waitress in a thread of this process (as ``analyze serve`` runs it),
+one simulated user of ``bench_load.py`` (its warm-up visit of every page, then ``--visits`` random
+visits: random ranks, windows, steps), then the process's RSS and what holds it:
+
+- Python objects (``tracemalloc``, started before the app is built), the growth since the app
+  was built by file and line;
+- each cache of the server: its entries and their estimated bytes (``analyzer.store.nbytes``):
+  ``webapp.cache.RESULTS`` / ``RENDERED``, the analyses' ``RESULTS``, the kept answers
+  (``webapp.answers.ANSWERS``) and the timeline's lane indexes (``webapp.cache.LANES``);
+- DuckDB's own accounting of the read databases (``duckdb_memory()``) and pyarrow's pool.
+
+Run it once per store, each in a fresh process, and compare (64 and 256 ranks of the same job):
+
+    python bench/bench_server_memory.py --store bench/out/store64 --run job
+    python bench/bench_server_memory.py --store bench/out/store256 --run job
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import sys
+import threading
+import time
+import tracemalloc
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(REPO), str(REPO / "bench"), str(REPO / "tests")]
+
+
+def rss_mib() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def caches() -> dict[str, dict[str, float]]:
+    """Entries and estimated MiB of every cache the server keeps."""
+    from analyzer.analyses import cache as analyses_cache
+    from analyzer.store import nbytes
+    from webapp import answers, cache
+
+    out: dict[str, dict[str, float]] = {}
+    for name, c in (
+        ("webapp RESULTS", cache.RESULTS),
+        ("webapp RENDERED", cache.RENDERED),
+        ("analyses RESULTS", analyses_cache.RESULTS),
+    ):
+        with c.lock:
+            values = list(c._values.values())
+        out[name] = {"entries": len(values), "MiB": sum(nbytes(v) for v in values) / 2**20}
+    out["answers"] = {"entries": len(answers.ANSWERS), "MiB": answers.ANSWERS.nbytes / 2**20}
+    out["lane indexes"] = {"entries": len(cache.LANES._items), "MiB": cache.LANES.nbytes / 2**20}
+    return out
+
+
+def duckdb_mib() -> float:
+    from analyzer.store import store as store_mod
+
+    total = 0
+    with store_mod._READ_LOCK:
+        dbs = list(store_mod._READ_DBS.values())
+    for db in dbs:
+        con = db.con.cursor()
+        try:
+            total += con.execute("SELECT sum(memory_usage_bytes) FROM duckdb_memory()").fetchone()[0] or 0
+        finally:
+            con.close()
+    return total / 2**20
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--store", required=True)
+    ap.add_argument("--run", default="job")
+    ap.add_argument("--visits", type=int, default=40, help="random visits after the warm-up")
+    ap.add_argument("--top", type=int, default=12, help="tracemalloc lines shown")
+    ap.add_argument("--json", dest="json_out", default=None)
+    args = ap.parse_args()
+    tracemalloc.start(8)
+    import pyarrow as pa
+    from bench_load import PAGES, Recorder, User, store_info
+    from waitress import create_server
+
+    from analyzer.store import Store
+    from webapp.app import create_app
+
+    store = Path(args.store).resolve()
+    info = store_info(store, args.run)
+    app = create_app(Store(store))
+    server = create_server(app.server, host="127.0.0.1", port=0, threads=8)
+    threading.Thread(target=server.run, daemon=True).start()
+    base = f"http://127.0.0.1:{server.effective_port}"
+    gc.collect()
+    snap0, rss0 = tracemalloc.take_snapshot(), rss_mib()
+    rec = Recorder()
+    rec.counting = True
+    user = User(base, base + "/", rec, [], info)
+    user.open()
+    user.deps = user.http.get(base + "/_dash-dependencies", timeout=120).json()
+    t = time.perf_counter()
+    for p in PAGES:
+        user.visit(p)
+    warm_s = time.perf_counter() - t
+    gc.collect()
+    rss1 = rss_mib()
+    for _ in range(args.visits):
+        user.visit(user.rng.choice(PAGES))
+    gc.collect()
+    rss2 = rss_mib()
+    snap = tracemalloc.take_snapshot()
+    errors = sum(len(v) for v in rec.errors.values())
+    py_now = sum(s.size for s in snap.statistics("filename")) / 2**20
+    py_before = sum(s.size for s in snap0.statistics("filename")) / 2**20
+    result: dict[str, Any] = {
+        "store": str(store),
+        "ranks": info["n_ranks"],
+        "load": os.getloadavg(),
+        "warm_up_s": round(warm_s, 1),
+        "errors": errors,
+        "rss_mib": {"app built": rss0, "after the first views": rss1, f"after {args.visits} visits": rss2},
+        "python_mib": {"app built": py_before, "end": py_now},
+        "caches": caches(),
+        "duckdb_mib": duckdb_mib(),
+        "arrow_pool_mib": pa.total_allocated_bytes() / 2**20,
+    }
+    print(json.dumps(result, indent=1))
+    print(f"Python objects grown since the app was built (top {args.top} lines):")
+    for st in snap.compare_to(snap0, "lineno")[: args.top]:
+        print(f"  {st.size_diff / 2**20:+8.2f} MiB  {st.count_diff:+8d}  {st.traceback[0]}")
+    if args.json_out:
+        Path(args.json_out).write_text(json.dumps(result, indent=1))
+    server.close()
+
+
+if __name__ == "__main__":
+    main()
