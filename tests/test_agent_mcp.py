@@ -411,7 +411,7 @@ def test_diff_and_check_answer_what_the_cli_answers(compare_store: Path, tmp_pat
     shutil.copytree(compare_store, store)
     s = str(store)
     analyze("baseline", "tag", "agent-main", "base", "--store", s)
-    rules = ["step_time > +50%", "peak_memory > +10%"]
+    rules = ["step_time > +100%", "peak_memory > +50%"]  # wide of a rerun under load (test_compare)
     fail_if = [a for r in rules for a in ("--fail-if", r)]
     cli_diff = {
         ("base", "slow"): analyze_json("diff", "base", "slow", "--json", "--store", s),

@@ -242,11 +242,14 @@ def test_check_fails_on_a_regression_and_passes_on_a_rerun(
 ) -> None:
     s = str(compare_store)
     assert analyze("baseline", "tag", "main", "base", "--store", s).returncode == 0
-    rules = ["--fail-if", "step_time > +50%", "--fail-if", "peak_memory > +10%"]
+    # margins wide of both sides: slow is +440-600 % per step (rank 2 sleeps 400 ms of a 60-80 ms
+    # step) and hidden's peak +190 %, while a rerun on a machine whose load changed between the two
+    # runs was seen +50 % slower per step (beyond the noise: the load, not the code) and +8 % in peak
+    rules = ["--fail-if", "step_time > +100%", "--fail-if", "peak_memory > +50%"]
     # the real process, as CI runs it: exit codes
     slow = analyze("check", "slow", "--against", "baseline:main", *rules, "--store", s, check=False)
     assert slow.returncode == 1, slow.stdout + slow.stderr
-    assert "FAIL step_time > +50%: step time" in slow.stdout and "check failed: 1 of 2 rule(s) broken" in slow.stdout
+    assert "FAIL step_time > +100%: step time" in slow.stdout and "check failed: 1 of 2 rule(s) broken" in slow.stdout
     assert "beyond the step-to-step noise" in slow.stdout and "diff: slow is " in slow.stdout
     hidden = analyze("check", "hidden", "--against", "baseline:main", *rules, "--json", "--store", s, check=False)
     assert hidden.returncode == 1
