@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..breakdown.rows import PARTS
 from ..format import is_missing, json_ready
 from ..store import Store, resolve_run
 from ..terminal import lit
@@ -122,17 +123,7 @@ def _print_steps(report: dict[str, Any], console: Any) -> None:
     if sb.empty:
         _say(console, "step breakdown: no steps and no activity recorded in this run")
     else:
-        cols = [
-            "step_ns",
-            "computing_ns",
-            "comm_not_overlapped_ns",
-            "overlapped_ns",
-            "communication_ns",
-            "free_ns",
-            "preparing_ns",
-            "stage_ns",
-            "bubble_ns",
-        ]
+        cols = ["step_ns", *PARTS]
         rows = []
         theirs = "producer_communication_ns"
         show_theirs = bool(sb[theirs].notna().any())

@@ -48,10 +48,7 @@ import duckdb
 from . import activity
 from . import intervals as iv
 
-COLUMNS = [
-    "rank",
-    "step",
-    "step_ns",
+PARTS = [  # a step's parts, in the fixed interface's order
     "computing_ns",
     "comm_not_overlapped_ns",
     "overlapped_ns",
@@ -60,6 +57,12 @@ COLUMNS = [
     "preparing_ns",
     "stage_ns",
     "bubble_ns",
+]
+COLUMNS = [
+    "rank",
+    "step",
+    "step_ns",
+    *PARTS,
     # extras (after the fixed interface columns)
     "comm_not_overlapped_excl_receive_ns",
     "memory_not_overlapped_ns",
@@ -176,17 +179,7 @@ def _definition(rank: int, ra: activity.RankActivity, theirs: dict[tuple[int, in
     return TASK_UNION if seen and by_tasks < by_ops else OP_SPANS
 
 
-_PRODUCER_COLS = [
-    "computing_ns",
-    "comm_not_overlapped_ns",
-    "overlapped_ns",
-    "communication_ns",
-    "free_ns",
-    "preparing_ns",
-    "stage_ns",
-    "bubble_ns",
-    "comm_not_overlapped_excl_receive_ns",
-]
+_PRODUCER_COLS = [*PARTS, "comm_not_overlapped_excl_receive_ns"]
 
 
 def producer_rows(con: duckdb.DuckDBPyConnection, run: str, ranks: list[int]) -> list[dict]:
