@@ -181,8 +181,8 @@ def test_bubble_share_agrees_with_the_jobs_own_timing(
 ) -> None:
     """The stage's time blocked in p2p ops over its pipeline phase, from the trace, against the
     job's own clock: the time its exchanges took from posting to the last wait, over the time from
-    the step's start to the end of its last exchange (two readings of the same intervals; the
-    profiler's own overhead and the step's first lines make the small difference). In the steps
+    the step's start to the end of its last exchange (two readings of the same intervals: the
+    trace's lies inside the job's, which also counts its thread's wake-up after each exchange). In the steps
     paired exactly, every stage saw the job's micro-batches in both directions."""
     st = pipeline_stages(store, "pp4")
     assert len(st) == STAGES * len(job[0]["steps"])
