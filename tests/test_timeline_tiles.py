@@ -571,3 +571,37 @@ def test_flow_arrows_link_launches_to_device_tasks_and_a_collectives_members(htt
         assert lanes[f["from"][0]]["group"] == lanes[f["to"][0]]["group"] == "communication"
     bad = http.post("/_timeline/flows", json={**body, "kinds": ["teleport"]})
     assert bad.status_code == 400 and "expected a list of launch, p2p, collective" in bad.get_json()["error"]
+
+
+def test_launch_arrows_are_every_link_with_an_end_in_the_view(http, store: Store) -> None:
+    """The launch arrows of a view are exactly the host call -> device task pairs (one link id, a
+    host lane and a device lane of one rank) with an end inside it, whichever end, on both ranks,
+    with and without clock offsets: among them pairs whose task starts a little before its call
+    (this sample's device clock: up to 24 µs), cut by the view's left edge between the two."""
+    m = http.get("/_timeline/meta?run=npu").get_json()
+    origin = int(m["origin"])
+    sl = store.query(
+        "SELECT s.rank, s.ts_ns, s.link, l.lane_group FROM slices s JOIN (SELECT DISTINCT rank, collection_id, "
+        "pid, tid, lane_group FROM lanes WHERE run = 'npu') l USING (rank, collection_id, pid, tid) "
+        "WHERE s.run = 'npu' AND s.link IS NOT NULL",
+        run="npu",
+    )
+    host, dev = sl[sl["lane_group"] == "host"], sl[sl["lane_group"] == "device"]
+    pairs = host.merge(dev, on=["rank", "link"], suffixes=("_h", "_d"))
+    early = pairs[pairs["ts_ns_d"] < pairs["ts_ns_h"]]
+    assert len(pairs) > 1000 and len(early) > 0
+    e = early.iloc[len(early) // 2]
+    cut = int(e["ts_ns_d"]) - origin + 1  # a view starting between an early task and its call
+    mid = int(pairs["ts_ns_h"].median()) - origin
+    for offsets in ({0: 0, 1: 0}, {0: 3_000_000, 1: -2_000_000}):
+        for a, width in ((cut, 20_000), (cut - 10_000, 50_000), (mid, 200_000), (mid + 1_000_000, 1_500_000)):
+            body = {"run": "npu", "fp": m["fp"], "ranks": [0, 1], "kinds": ["launch"], "a": a, "b": a + width}
+            got = http.post("/_timeline/flows", json={**body, "offsets": {str(r): o for r, o in offsets.items()}})
+            got = got.get_json()
+            assert got["more"] == 0
+            drawn = {(f["from"][1], f["from"][2], f["to"][2]) for f in got["arrows"]}
+            off = pairs["rank"].map(offsets)
+            h, d = pairs["ts_ns_h"] - origin - off, pairs["ts_ns_d"] - origin - off
+            want = pairs[((h >= a) & (h < a + width)) | ((d >= a) & (d < a + width))]
+            assert drawn == set(zip(want["rank"], h[want.index], d[want.index])), (offsets, a, width)
+            assert drawn or width < 100_000

@@ -3,7 +3,9 @@
 - ``launch``: a host call to the device task it launched — the slices of one collection sharing a
   link id (``slices.link``, read from the args at ingest): torch_npu's ``connection_id`` (a CANN
   API call on the host, the task on an Ascend Hardware stream), Kineto's ``correlation``
-  (``cudaLaunchKernel`` and its kernel: the ``ac2g`` flow);
+  (``cudaLaunchKernel`` and its kernel: the ``ac2g`` flow). Two scans of the slices: host calls
+  from the launch lag before the view up to its end, device tasks from its start up to the lag after
+  it (each widened by ``LAUNCH_SKEW_NS``: a task's clock may put it a little before its call);
 - ``p2p``: a send to the recv it was paired with on another rank (``analyses.send_recv_pairs``);
 - ``collective``: the members of one collective instance on their ranks (``analyses.collectives``
   matching), linked where each left it.
@@ -35,23 +37,29 @@ from .reader import Reader, reader
 KINDS = ("launch", "p2p", "collective")
 MAX_ARROWS = 400
 LAUNCH_LAG_NS = 100_000_000  # a device task may run this long after its launch (asynchronous queues)
+LAUNCH_SKEW_NS = 1_000_000  # a device task seen up to this long before its launch (the two clocks' error)
 MATCH_NS = 2_000  # a comm op and its slice start within 2 µs of each other (µs floats in traces)
 
 LAUNCH_SQL = """
 WITH w AS (SELECT unnest($ranks) AS rank, unnest($lo) AS lo, unnest($hi) AS hi, unnest($in_lo) AS in_lo,
                   unnest($in_hi) AS in_hi),
-s AS (
+l AS (SELECT DISTINCT rank, collection_id, pid, tid, lane_group FROM lanes
+      WHERE run = $run AND lane_group IN ('host', 'device')),
+h AS (
+  SELECT s.rank, s.collection_id, s.pid, s.tid, s.ts_ns, s.link
+  FROM slices s JOIN w ON s.rank = w.rank AND s.ts_ns >= w.lo AND s.ts_ns < least(w.hi, w.in_hi + $skew)
+  WHERE s.run = $run AND s.ts_ns >= $h_lo AND s.ts_ns < $h_hi AND s.link IS NOT NULL),
+d AS (
   SELECT s.rank, s.collection_id, s.pid, s.tid, s.ts_ns, s.name, s.link
-  FROM slices s JOIN w ON s.rank = w.rank AND s.ts_ns >= w.lo AND s.ts_ns < w.hi
-  WHERE s.run = $run AND s.ts_ns >= $all_lo AND s.ts_ns < $all_hi AND s.link IS NOT NULL),
-l AS (SELECT DISTINCT rank, collection_id, pid, tid, lane_group FROM lanes WHERE run = $run)
+  FROM slices s JOIN w ON s.rank = w.rank AND s.ts_ns >= greatest(w.lo, w.in_lo - $skew) AND s.ts_ns < w.hi
+  WHERE s.run = $run AND s.ts_ns >= $d_lo AND s.ts_ns < $d_hi AND s.link IS NOT NULL)
 SELECT h.rank, h.collection_id AS h_cid, h.pid AS h_pid, h.tid AS h_tid, h.ts_ns AS h_ts,
        d.collection_id AS d_cid, d.pid AS d_pid, d.tid AS d_tid, d.ts_ns AS d_ts, d.name AS d_name
-FROM s h JOIN l lh USING (rank, collection_id, pid, tid)
-JOIN s d ON d.rank = h.rank AND d.collection_id = h.collection_id AND d.link = h.link
+FROM h JOIN l lh USING (rank, collection_id, pid, tid)
+JOIN d ON d.rank = h.rank AND d.collection_id = h.collection_id AND d.link = h.link
 JOIN l ld ON ld.rank = d.rank AND ld.collection_id = d.collection_id AND ld.pid = d.pid AND ld.tid = d.tid
 JOIN w ON w.rank = h.rank
-WHERE h.link IS NOT NULL AND lh.lane_group = 'host' AND ld.lane_group = 'device'
+WHERE lh.lane_group = 'host' AND ld.lane_group = 'device'
   AND ((h.ts_ns >= w.in_lo AND h.ts_ns < w.in_hi) OR (d.ts_ns >= w.in_lo AND d.ts_ns < w.in_hi))
 ORDER BY h.ts_ns
 LIMIT $limit
@@ -139,10 +147,16 @@ def arrows(
             in_lo = [origin + a + offsets.get(r, 0) for r in ranks]
             in_hi = [origin + b + offsets.get(r, 0) for r in ranks]
             params = {"run": run, "ranks": ranks, "lo": lo, "hi": hi, "in_lo": in_lo, "in_hi": in_hi}
+            # one range on each scan (the files' row groups outside it are skipped): a host call ends an
+            # arrow in the view only if it starts before the view's end (its task runs after it), a
+            # device task only if it starts after the view's start
             params |= {
-                "all_lo": min(lo),
-                "all_hi": max(hi),
-            }  # one range on the scan: the files' row groups outside it are skipped
+                "skew": LAUNCH_SKEW_NS,
+                "h_lo": min(lo),
+                "h_hi": max(min(h, i + LAUNCH_SKEW_NS) for h, i in zip(hi, in_hi)),
+                "d_lo": min(max(x, i - LAUNCH_SKEW_NS) for x, i in zip(lo, in_lo)),
+                "d_hi": max(hi),
+            }
             df = _q(con, LAUNCH_SQL, {**params, "limit": 4 * MAX_ARROWS})
             for r in df.itertuples(index=False):
                 if not (inside(r.rank, r.h_ts) or inside(r.rank, r.d_ts)):
