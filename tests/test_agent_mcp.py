@@ -22,7 +22,7 @@ from typing import Any
 import anyio
 import anyio.from_thread
 import pytest
-from helpers import REPO, analyze, analyze_json, query
+from helpers import REPO, analyze, analyze_here, query
 from test_query_lockdown import escapes, fingerprint
 
 mcp = pytest.importorskip("mcp")
@@ -39,8 +39,8 @@ TIMEOUT = 300  # seconds one session may take (generous: the machine may be load
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("mcp") / "store"
-    analyze("ingest", *(str(REPO / "sample_data" / s) for s in SAMPLES), "--store", str(path))
-    analyze("ingest", str(GLOO4), "--run", "gloo4", "--store", str(path))
+    analyze_here("ingest", *(str(REPO / "sample_data" / s) for s in SAMPLES), "--store", str(path))
+    analyze_here("ingest", str(GLOO4), "--run", "gloo4", "--store", str(path))
     return path
 
 
@@ -106,6 +106,12 @@ def plain(x: Any) -> Any:
     return json.loads(json.dumps(x, default=str))
 
 
+def cli_json(*args: str) -> Any:
+    """What `analyze ARGS` prints as JSON, through the real command in this process (the answer the
+    tools are checked against; the command as a process is test_store_and_cli's)."""
+    return json.loads(analyze_here(*args).stdout)
+
+
 def test_the_server_lists_its_tools_resources_and_prompts(server: Any) -> None:
     async def script(s: ClientSession) -> Any:
         tools = {t.name: t for t in (await s.list_tools()).tools}
@@ -156,9 +162,9 @@ def test_the_server_lists_its_tools_resources_and_prompts(server: Any) -> None:
 
 
 def test_each_tool_answers_what_the_cli_answers(store: Path, server: Any) -> None:
-    runs = analyze_json("runs", "--json", "--store", str(store))
-    summaries = {r: analyze_json("summary", "--run", r, "--json", "--store", str(store)) for r in SAMPLES}
-    reports = {r: analyze_json("report", "--run", r, "--json", "--store", str(store)) for r in SAMPLES}
+    runs = cli_json("runs", "--json", "--store", str(store))
+    summaries = {r: cli_json("summary", "--run", r, "--json", "--store", str(store)) for r in SAMPLES}
+    reports = {r: cli_json("report", "--run", r, "--json", "--store", str(store)) for r in SAMPLES}
 
     async def script(s: ClientSession) -> dict[str, Any]:
         out: dict[str, Any] = {"runs": await call(s, "list_runs")}
@@ -340,7 +346,7 @@ def test_an_investigation_reaches_the_straggler_and_its_cause(store: Path, serve
 
     r = server(script)
     st, ev, win = r["st"], r["ev"], r["win"]
-    report = analyze_json("report", "--run", "gloo4", "--json", "--store", str(store))
+    report = cli_json("report", "--run", "gloo4", "--json", "--store", str(store))
     # the answer is issue 11's analyses, as `analyze report` gives them
     assert st["rows"] == report["stragglers"]
     assert st["critical_steps"] == report["critical_steps"]
@@ -410,22 +416,24 @@ def test_diff_and_check_answer_what_the_cli_answers(compare_store: Path, tmp_pat
     store = tmp_path / "store"  # a copy: the session's store is shared with the compare tests
     shutil.copytree(compare_store, store)
     s = str(store)
-    analyze("baseline", "tag", "agent-main", "base", "--store", s)
+    analyze_here("baseline", "tag", "agent-main", "base", "--store", s)
     rules = ["step_time > +100%", "peak_memory > +50%"]  # wide of a rerun under load (test_compare)
     fail_if = [a for r in rules for a in ("--fail-if", r)]
     cli_diff = {
-        ("base", "slow"): analyze_json("diff", "base", "slow", "--json", "--store", s),
-        ("baseline:agent-main", "hidden"): analyze_json(
+        ("base", "slow"): cli_json("diff", "base", "slow", "--json", "--store", s),
+        ("baseline:agent-main", "hidden"): cli_json(
             "diff", "baseline:agent-main", "hidden", "--base-step", "3", "--new-step", "4", "--json", "--store", s
         ),
     }
     cli_check = {}
     for run in ("slow", "rerun"):
-        proc = analyze("check", run, "--against", "baseline:agent-main", *fail_if, "--json", "--store", s, check=False)
+        proc = analyze_here(
+            "check", run, "--against", "baseline:agent-main", *fail_if, "--json", "--store", s, check=False
+        )
         assert proc.returncode in (0, 1), proc.stderr
         cli_check[run] = (proc.returncode, json.loads(proc.stdout))
     op_rule = ["op:aten::mm > +10s"]
-    proc = analyze("check", "micro", "--against", "base", "--fail-if", op_rule[0], "--json", "--store", s)
+    proc = analyze_here("check", "micro", "--against", "base", "--fail-if", op_rule[0], "--json", "--store", s)
     cli_check["micro"] = (proc.returncode, json.loads(proc.stdout))
     before = fingerprint(store)
 
@@ -498,8 +506,8 @@ def test_names_from_traces_come_back_as_data(tmp_path: Path) -> None:
     for f in folder.rglob("*.pt.trace.json"):
         f.write_text(f.read_text().replace('"name": "aten::mm"', '"name": ' + json.dumps(op)))
     store = tmp_path / "store"
-    analyze("ingest", str(REPO / "sample_data" / "kineto_gloo_2rank"), "--run", "plain", "--store", str(store))
-    analyze("ingest", str(folder), "--run", run, "--store", str(store))
+    analyze_here("ingest", str(REPO / "sample_data" / "kineto_gloo_2rank"), "--run", "plain", "--store", str(store))
+    analyze_here("ingest", str(folder), "--run", run, "--store", str(store))
 
     async def script(s: ClientSession) -> Any:
         runs = await call(s, "list_runs")
