@@ -26,7 +26,7 @@ def analyze(
     return proc
 
 
-def analyze_here(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+def analyze_here(*args: str, check: bool = True, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """``analyze ...`` through the real command in this process (click's runner), answered as
     :func:`analyze` answers: for a test of what the command made (a reader's rows, its reasons), not
     of the command as a process (exit codes, signals, stderr of a real process: test_store_and_cli,
@@ -36,7 +36,7 @@ def analyze_here(*args: str, check: bool = True) -> subprocess.CompletedProcess[
 
     from analyzer.cli import main
 
-    res = CliRunner().invoke(main, list(args), env={"COLUMNS": "200"})
+    res = CliRunner().invoke(main, list(args), env={"COLUMNS": "200", **(env or {})})
     proc = subprocess.CompletedProcess(["analyze", *args], res.exit_code, res.stdout, res.stderr)
     if check and res.exit_code != 0:
         raise AssertionError(
@@ -55,6 +55,11 @@ def sigint_as_on_a_terminal() -> None:
 
 def analyze_json(*args: str) -> Any:
     return json.loads(analyze(*args).stdout)
+
+
+def analyze_here_json(*args: str) -> Any:
+    """What ``analyze ARGS`` prints as JSON, through the real command in this process (:func:`analyze_here`)."""
+    return json.loads(analyze_here(*args).stdout)
 
 
 def query(store: Path, sql: str) -> list[dict[str, Any]]:

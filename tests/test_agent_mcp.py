@@ -22,7 +22,7 @@ from typing import Any
 import anyio
 import anyio.from_thread
 import pytest
-from helpers import REPO, analyze, analyze_here, query
+from helpers import REPO, analyze, analyze_here, analyze_here_json, query
 from test_query_lockdown import escapes, fingerprint
 
 mcp = pytest.importorskip("mcp")
@@ -106,12 +106,6 @@ def plain(x: Any) -> Any:
     return json.loads(json.dumps(x, default=str))
 
 
-def cli_json(*args: str) -> Any:
-    """What `analyze ARGS` prints as JSON, through the real command in this process (the answer the
-    tools are checked against; the command as a process is test_store_and_cli's)."""
-    return json.loads(analyze_here(*args).stdout)
-
-
 def test_the_server_lists_its_tools_resources_and_prompts(server: Any) -> None:
     async def script(s: ClientSession) -> Any:
         tools = {t.name: t for t in (await s.list_tools()).tools}
@@ -162,9 +156,9 @@ def test_the_server_lists_its_tools_resources_and_prompts(server: Any) -> None:
 
 
 def test_each_tool_answers_what_the_cli_answers(store: Path, server: Any) -> None:
-    runs = cli_json("runs", "--json", "--store", str(store))
-    summaries = {r: cli_json("summary", "--run", r, "--json", "--store", str(store)) for r in SAMPLES}
-    reports = {r: cli_json("report", "--run", r, "--json", "--store", str(store)) for r in SAMPLES}
+    runs = analyze_here_json("runs", "--json", "--store", str(store))
+    summaries = {r: analyze_here_json("summary", "--run", r, "--json", "--store", str(store)) for r in SAMPLES}
+    reports = {r: analyze_here_json("report", "--run", r, "--json", "--store", str(store)) for r in SAMPLES}
 
     async def script(s: ClientSession) -> dict[str, Any]:
         out: dict[str, Any] = {"runs": await call(s, "list_runs")}
@@ -346,7 +340,7 @@ def test_an_investigation_reaches_the_straggler_and_its_cause(store: Path, serve
 
     r = server(script)
     st, ev, win = r["st"], r["ev"], r["win"]
-    report = cli_json("report", "--run", "gloo4", "--json", "--store", str(store))
+    report = analyze_here_json("report", "--run", "gloo4", "--json", "--store", str(store))
     # the answer is issue 11's analyses, as `analyze report` gives them
     assert st["rows"] == report["stragglers"]
     assert st["critical_steps"] == report["critical_steps"]
@@ -420,8 +414,8 @@ def test_diff_and_check_answer_what_the_cli_answers(compare_store: Path, tmp_pat
     rules = ["step_time > +100%", "peak_memory > +50%"]  # wide of a rerun under load (test_compare)
     fail_if = [a for r in rules for a in ("--fail-if", r)]
     cli_diff = {
-        ("base", "slow"): cli_json("diff", "base", "slow", "--json", "--store", s),
-        ("baseline:agent-main", "hidden"): cli_json(
+        ("base", "slow"): analyze_here_json("diff", "base", "slow", "--json", "--store", s),
+        ("baseline:agent-main", "hidden"): analyze_here_json(
             "diff", "baseline:agent-main", "hidden", "--base-step", "3", "--new-step", "4", "--json", "--store", s
         ),
     }
