@@ -10,7 +10,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from helpers import REPO, analyze, analyze_json, query, trace_events
+from helpers import REPO, analyze_here, analyze_here_json, query, trace_events
 
 from analyzer.ingest import ingest
 from analyzer.ingest.discover import discover
@@ -25,16 +25,16 @@ def test_a_run_that_never_held_data_is_not_created(tmp_path: Path) -> None:
     bad.mkdir()
     (bad / "x.pt.trace.json").write_text('[{"ph":')
     store = tmp_path / "store"
-    out = analyze("ingest", str(bad), "--store", str(store), check=False)
+    out = analyze_here("ingest", str(bad), "--store", str(store), check=False)
     assert out.returncode == 1 and "nothing could be ingested" in out.stderr
     assert "x.pt.trace.json" in out.stdout
-    assert analyze_json("runs", "--json", "--store", str(store)) == []
-    assert "the store is empty" in analyze("runs", "--store", str(store)).stdout
+    assert analyze_here_json("runs", "--json", "--store", str(store)) == []
+    assert "the store is empty" in analyze_here("runs", "--store", str(store)).stdout
     # a real run beside it: listed with plain JSON values
-    analyze("ingest", str(SAMPLES / "kineto_gloo_2rank"), "--store", str(store), "--run", "gloo")
-    out = analyze("ingest", str(bad), "--store", str(store), check=False)
+    analyze_here("ingest", str(SAMPLES / "kineto_gloo_2rank"), "--store", str(store), "--run", "gloo")
+    out = analyze_here("ingest", str(bad), "--store", str(store), check=False)
     assert out.returncode == 1
-    (run,) = analyze_json("runs", "--json", "--store", str(store))
+    (run,) = analyze_here_json("runs", "--json", "--store", str(store))
     assert run["run"] == "gloo" and run["formats"] == ["collector_scalars", "kineto"]
     assert isinstance(run["rows"], int) and run["rows"] > 0 and run["status"] == "complete"
 
@@ -44,19 +44,19 @@ def test_two_folders_under_one_run_name_are_refused(tmp_path: Path) -> None:
     shutil.copytree(SAMPLES / "kineto_gloo_2rank", a)
     shutil.copytree(SAMPLES / "kineto_gloo_2rank" / "rank_0", b / "rank_0")
     store = tmp_path / "store"
-    analyze("ingest", str(a), "--store", str(store))
+    analyze_here("ingest", str(a), "--store", str(store))
     before = query(store, "SELECT rank, count(*) AS n FROM slices GROUP BY rank ORDER BY rank")
-    out = analyze("ingest", str(b), "--store", str(store), check=False)
+    out = analyze_here("ingest", str(b), "--store", str(store), check=False)
     assert out.returncode == 1
     assert f"run 'job' in the store holds {a}" in out.stderr and "--run NAME" in out.stderr
     assert query(store, "SELECT rank, count(*) AS n FROM slices GROUP BY rank ORDER BY rank") == before
-    analyze("ingest", str(b), "--store", str(store), "--run", "job_b")
-    assert [r["run"] for r in analyze_json("runs", "--json", "--store", str(store))] == ["job_b", "job"]
+    analyze_here("ingest", str(b), "--store", str(store), "--run", "job_b")
+    assert [r["run"] for r in analyze_here_json("runs", "--json", "--store", str(store))] == ["job_b", "job"]
 
 
 def test_query_sums_are_exact_and_cells_plain(tmp_path: Path) -> None:
     store = tmp_path / "store"
-    analyze("ingest", str(SAMPLES / "kineto_gloo_2rank"), "--store", str(store))
+    analyze_here("ingest", str(SAMPLES / "kineto_gloo_2rank"), "--store", str(store))
     files = sorted((SAMPLES / "kineto_gloo_2rank").rglob("*.pt.trace.json*"))
     base = {}
     for f in files:
@@ -67,7 +67,7 @@ def test_query_sums_are_exact_and_cells_plain(tmp_path: Path) -> None:
     assert row["l"] == [1, 2] and row["n"] is None
     (per,) = query(store, "SELECT sum(dur_ns) AS d, count(*) AS c FROM operators")
     assert per["d"] == row["d"] and isinstance(per["d"], int)
-    csv_out = analyze(
+    csv_out = analyze_here(
         "query",
         "SELECT sum(ts_ns) AS s, [1, 2] AS l, NULL AS n FROM operators",
         "--format",
@@ -76,9 +76,9 @@ def test_query_sums_are_exact_and_cells_plain(tmp_path: Path) -> None:
         str(store),
     ).stdout
     assert csv_out.splitlines() == ["s,l,n", f'{row["s"]},"[1, 2]",']
-    table = analyze("query", "SELECT NULL AS n, sum(dur_ns) AS d FROM operators", "--store", str(store)).stdout
+    table = analyze_here("query", "SELECT NULL AS n, sum(dur_ns) AS d FROM operators", "--store", str(store)).stdout
     assert "NULL" in table and f"{row['d']}" in table and "<NA>" not in table and ".0" not in table
-    out = analyze("query", "SELECT 1", "--run", "nosuch", "--store", str(store), check=False)
+    out = analyze_here("query", "SELECT 1", "--run", "nosuch", "--store", str(store), check=False)
     assert out.returncode == 1 and "no run named 'nosuch'" in out.stderr
 
 
@@ -144,13 +144,13 @@ def test_reingest_mirrors_the_folder_and_repeats_its_problems(tmp_path: Path) ->
     cut = root / "rank_1" / "window_step2" / "rank1_step000003.pt.trace.json"
     cut.write_bytes(cut.read_bytes()[: cut.stat().st_size // 2])  # a warning inside rank 1's window
     store = tmp_path / "store"
-    first = analyze_json("ingest", str(root), "--store", str(store), "--json")
-    again = analyze_json("ingest", str(root), "--store", str(store), "--json")
+    first = analyze_here_json("ingest", str(root), "--store", str(store), "--json")
+    again = analyze_here_json("ingest", str(root), "--store", str(store), "--json")
     assert again["collections"] == [] and len(again["unchanged"]) == len(first["collections"])
     assert again["problems"] == first["problems"]
     assert [p["path"] for p in first["problems"]] == ["rank_1/window_step2/rank1_step000003.pt.trace.json"]
     shutil.rmtree(root / "rank_1")
-    out = analyze("ingest", str(root), "--store", str(store))
+    out = analyze_here("ingest", str(root), "--store", str(store))
     assert "removed rank 1 rank_1/window_step2: no longer below the folder" in out.stdout
     assert query(store, "SELECT DISTINCT rank FROM collections") == [{"rank": 0}]
     assert query(store, "SELECT count(*) AS n FROM source_files WHERE path LIKE 'rank_1/%'") == [{"n": 0}]
@@ -161,17 +161,17 @@ def test_binary_csv_named_in_plain_words(tmp_path: Path) -> None:
     root = tmp_path / "job"
     shutil.copytree(SAMPLES / "torch_npu_text_level1" / "rank1_ascend_pt", root / "rank1_ascend_pt")
     (root / "rank1_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "op_statistic.csv").write_bytes(bytes(range(256)) * 8)
-    out = analyze("ingest", str(root), "--store", str(tmp_path / "store"))
+    out = analyze_here("ingest", str(root), "--store", str(tmp_path / "store"))
     line = next(x for x in out.stdout.splitlines() if "op_statistic.csv" in x)
     assert line.endswith("op_statistic.csv: not an op_statistic.csv: binary content, not CSV text")
 
 
 def test_summary_compute_kernels_leave_out_copies_and_communication(tmp_path: Path) -> None:
     store = tmp_path / "store"
-    analyze("ingest", str(DATA / "hta_nccl"), "--store", str(store))
+    analyze_here("ingest", str(DATA / "hta_nccl"), "--store", str(store))
     events = trace_events(DATA / "hta_nccl" / "nccl_data.json.gz")
     kernels = [e for e in events if e.get("cat") == "kernel" and "nccl" not in e["name"].lower()]
-    (rank,) = analyze_json("summary", "--json", "--store", str(store))["ranks"]
+    (rank,) = analyze_here_json("summary", "--json", "--store", str(store))["ranks"]
     assert rank["compute_kernels"] == len(kernels)
     assert abs(rank["compute_kernel_ns"] - sum(e["dur"] for e in kernels) * 1000) < len(kernels)
 
@@ -180,9 +180,9 @@ def test_run_names_any_characters(tmp_path: Path) -> None:
     """Partition folders hold a slug of the run name; the run column comes from the files."""
     store = tmp_path / "store"
     for name in ('quo"te/sl<a>', "quo_te_sl_a"):  # same slug, two runs
-        analyze("ingest", str(SAMPLES / "kineto_gloo_2rank"), "--store", str(store), "--run", name)
+        analyze_here("ingest", str(SAMPLES / "kineto_gloo_2rank"), "--store", str(store), "--run", name)
     for name in ('quo"te/sl<a>', "quo_te_sl_a"):
-        ranks = analyze_json("summary", "--json", "--run", name, "--store", str(store))["ranks"]
+        ranks = analyze_here_json("summary", "--json", "--run", name, "--store", str(store))["ranks"]
         assert [(r["rank"], r["steps"]) for r in ranks] == [(0, 2), (1, 2)]
     counts = query(store, "SELECT run, count(*) AS n FROM slices GROUP BY run ORDER BY run")
     assert [r["run"] for r in counts] == ['quo"te/sl<a>', "quo_te_sl_a"] and counts[0]["n"] == counts[1]["n"]
@@ -199,7 +199,7 @@ def test_gzip_trace_cut_short_keeps_its_complete_events(tmp_path: Path) -> None:
     (root / "rank_1").mkdir()
     shutil.copy(src, root / "rank_1" / "r.pt.trace.json")
     store = tmp_path / "store"
-    out = analyze("ingest", str(root), "--store", str(store))
+    out = analyze_here("ingest", str(root), "--store", str(store))
     assert "rank_0/r.pt.trace.json.gz: compressed stream ends early" in out.stdout
     n = {r["rank"]: r["n"] for r in query(store, "SELECT rank, n_rows AS n FROM collections WHERE producer = 'kineto'")}
     assert 0 < n[0] < n[1]
@@ -214,13 +214,13 @@ def test_a_refused_folder_does_not_skip_the_next(tmp_path: Path) -> None:
     shutil.copytree(SAMPLES / "kineto_gloo_2rank" / "rank_0", a / "rank_0")
     shutil.copytree(SAMPLES / "kineto_gloo_2rank", b)
     store = tmp_path / "store"
-    analyze("ingest", str(other), "--store", str(store))  # run 'job' holds another folder
-    out = analyze("ingest", str(a), str(b), "--store", str(store), check=False)
+    analyze_here("ingest", str(other), "--store", str(store))  # run 'job' holds another folder
+    out = analyze_here("ingest", str(a), str(b), "--store", str(store), check=False)
     assert out.returncode == 1
     err = " ".join(out.stderr.split())
     assert f"error: {a}: run 'job' in the store holds {other}" in err
     assert f"1 of 2 folder(s) ingested ({b}); not ingested: {a}" in err
-    assert sorted(r["run"] for r in analyze_json("runs", "--json", "--store", str(store))) == ["job", "next"]
+    assert sorted(r["run"] for r in analyze_here_json("runs", "--json", "--store", str(store))) == ["job", "next"]
 
 
 def test_unrelated_jobs_under_one_folder_are_not_one_run(tmp_path: Path) -> None:
@@ -232,14 +232,14 @@ def test_unrelated_jobs_under_one_folder_are_not_one_run(tmp_path: Path) -> None
     shutil.copytree(SAMPLES / "kineto_gloo_2rank", parent / "gloo2")
     shutil.copytree(DATA / "kineto_gloo_4rank_slow", parent / "gloo4")
     store = tmp_path / "store"
-    out = analyze("ingest", str(parent), "--store", str(store), check=False)
+    out = analyze_here("ingest", str(parent), "--store", str(store), check=False)
     assert out.returncode == 1
     err = " ".join(out.stderr.split())
     assert f"{parent} holds separate jobs (gloo2 and gloo4: their world sizes differ)" in err
     assert "gloo2: world size 2, ranks 0-1" in err and "gloo4: world size 4, ranks 0-3" in err
     assert f"analyze ingest {parent / 'gloo2'} {parent / 'gloo4'}" in err
-    assert analyze_json("runs", "--json", "--store", str(store)) == []
-    analyze("ingest", str(parent / "gloo2"), str(parent / "gloo4"), "--store", str(store))
-    runs = {r["run"]: r for r in analyze_json("runs", "--json", "--store", str(store))}
+    assert analyze_here_json("runs", "--json", "--store", str(store)) == []
+    analyze_here("ingest", str(parent / "gloo2"), str(parent / "gloo4"), "--store", str(store))
+    runs = {r["run"]: r for r in analyze_here_json("runs", "--json", "--store", str(store))}
     assert sorted(runs) == ["gloo2", "gloo4"]
     assert query(store, "SELECT count(DISTINCT rank) AS n FROM collections WHERE run = 'gloo4'") == [{"n": 4}]
