@@ -6,6 +6,7 @@ search, range) as the browser calls them."""
 from __future__ import annotations
 
 import gzip
+import json
 from pathlib import Path
 from typing import Any
 
@@ -112,6 +113,26 @@ def test_lane_index_selects_exactly_the_slices_a_brute_force_finds() -> None:
         want = set(np.flatnonzero(overlap & (dur >= min_dur)).tolist())
         assert got == want, (a, b, min_dur)
     assert ix.overlapping(int(ts.min()), int((ts + dur).max()) + 1) == len(ts)
+
+
+def test_lane_index_select_in_one_search_equals_the_walk_class_by_class() -> None:
+    """``select`` finds every class's rows in one search over the (class, start) keys: the same rows
+    in the same order as walking the classes one by one (what tiles are built from, byte for byte),
+    and a lane too long for the keys walks the classes."""
+    rng = np.random.default_rng(13)
+    ts, dur = random_nested_lane(rng, 20)
+    ts = ts + 1_700_000_000_000_000_000  # epoch ns, as traces have them
+    ix = lod.build_lane(ts, dur, events=np.arange(len(ts)))
+    assert ix.keys is not None
+    lo, hi = int(ts.min()), int((ts + dur).max())
+    for _ in range(400):
+        a = int(rng.integers(lo - 10_000_000, hi + 10_000_000))
+        b = a + int(rng.integers(1, 50_000_000))
+        min_dur = int(rng.choice([-1, 0, 1, 2, 7, 100, 5000, 300_000, 1 << 40]))
+        assert np.array_equal(ix.select(a, b, min_dur), ix._select_by_class(a, b, min_dur)), (a, b, min_dur)
+    far = lod.build_lane(np.array([0, 5, 1 << 57]), np.array([10, 0, 3]), events=np.arange(3))
+    assert far.keys is None
+    assert set(far.events[far.select(-1, (1 << 57) + 1, 0)].tolist()) == {0, 1, 2}
 
 
 def test_lane_index_depth_is_the_nesting_level() -> None:
@@ -352,6 +373,24 @@ def test_meta_lists_lanes_steps_clock_and_event_bounds(http, store: Store) -> No
     bad = http.get("/_timeline/meta?run=npu&ranks=7")
     assert bad.status_code == 404 and "has no rank 7" in bad.get_json()["error"]
     assert http.get("/_timeline/meta?run=nope").status_code == 404
+
+
+def test_meta_of_a_rank_set_is_the_same_whatever_was_asked_before(http, store: Store) -> None:
+    """meta keeps the lanes' statistics, the steps and the counters per rank: the answer for a set of
+    ranks is the same from cold caches as after other sets filled them in any order."""
+    from webapp import cache
+
+    sets = ("0", "1", "0,1", "1,0")
+    cold = {}
+    for run in ("npu", "gloo"):
+        for ranks in sets:
+            cache.RESULTS.clear()
+            cold[run, ranks] = http.get(f"/_timeline/meta?run={run}&ranks={ranks}").data
+        cache.RESULTS.clear()  # then each rank read alone, the pair made of what they left
+        for ranks in ("1", "0", "0,1", "1,0"):
+            assert http.get(f"/_timeline/meta?run={run}&ranks={ranks}").data == cold[run, ranks], (run, ranks)
+    steps = store.query("SELECT count(*) AS n FROM steps WHERE run = 'npu' AND step IS NOT NULL", run="npu")
+    assert 0 < len(json.loads(cold["npu", "0,1"])["steps"]) <= int(steps["n"].iloc[0])
 
 
 def test_tiles_endpoint_sends_gzip_binary_and_refuses_a_stale_view(http) -> None:

@@ -27,9 +27,10 @@ from analyzer.store import ResultCache, copied, freeze
 from . import lang, lod
 from .reader import Reader
 
-# bounded in bytes too: a run's values grow with its ranks (at 256 ranks the pages' first views
-# keep ~1 MiB here; the budget is for thousands of ranks)
-RESULTS = ResultCache(size=256, budget=256 << 20)
+# bounded in bytes: a run's values grow with its ranks (at 256 ranks the pages' first views keep
+# ~1 MiB here; the budget is for thousands of ranks); the count allows a few per-rank values
+# (``per_rank``: the timeline's lanes, steps and counters) of every rank of a 4096-rank run
+RESULTS = ResultCache(size=16384, budget=256 << 20)
 RENDERED = ResultCache(size=32)
 LANES = lod.LaneCache()
 

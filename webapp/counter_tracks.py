@@ -32,7 +32,7 @@ MEMORY_ROWS = f"""
 SELECT rank, false AS memory,
        component || CASE WHEN coalesce(device, '') = '' THEN '' ELSE ' (' || device || ')' END AS label,
        'bytes' AS unit, ts_ns, allocated_bytes::DOUBLE AS value
-FROM memory_samples
+FROM {{source}}
 WHERE run = $run AND list_contains($ranks, rank) AND ts_ns IS NOT NULL AND allocated_bytes IS NOT NULL
   AND coalesce(source, '') NOT IN {DRIVER_SOURCES}
 """
@@ -41,7 +41,7 @@ SELECT rank, coalesce(process, '') ILIKE '%mem%' AS memory,
        CASE WHEN coalesce(process, '') = '' OR name LIKE process || '%' THEN name ELSE process || ' · ' || name END
          AS label,
        coalesce(series, '') AS unit, ts_ns, value
-FROM counters
+FROM {source}
 WHERE run = $run AND list_contains($ranks, rank) AND ts_ns IS NOT NULL AND value IS NOT NULL
 """
 SOURCES = ((MEMORY_ROWS, "memory_samples"), (COUNTER_ROWS, "counters"))
@@ -98,7 +98,8 @@ def catalog(rd: Reader, run: str, ranks: Sequence[int]) -> dict[int, list[dict[s
     def load(missing: list[int]) -> dict[int, list[dict[str, object]]]:
         found: dict[int, list[dict[str, object]]] = {r: [] for r in missing}
         for rows, table in SOURCES:
-            df = _df(rd.facts(run, missing, (table,)), LIST_SQL.format(rows=rows), {"run": run, "ranks": missing})
+            sql = LIST_SQL.format(rows=rows.format(source=rd.source(run, missing, table)))
+            df = _df(rd.catalog(), sql, {"run": run, "ranks": missing})
             order = ["rank", "max", "label"] if table == "memory_samples" else ["rank", "memory", "label", "unit"]
             asc = [True, False, True] if table == "memory_samples" else [True, False, True, True]
             for row in df.sort_values(order, ascending=asc, kind="stable").to_dict("records"):
@@ -137,9 +138,9 @@ def tracks(rd: Reader, run: str, ranks: Sequence[int]) -> dict[int, list[Track]]
     def load(missing: list[int]) -> dict[int, list[Track]]:
         samples: dict[tuple[int, str, str], tuple[np.ndarray, np.ndarray]] = {}
         for rows, table in SOURCES:
-            con = rd.facts(run, missing, (table,))
+            sql = SAMPLES_SQL.format(rows=rows.format(source=rd.source(run, missing, table)))
             try:
-                at = con.sql(SAMPLES_SQL.format(rows=rows), params={"run": run, "ranks": missing}).to_arrow_table()
+                at = rd.catalog().sql(sql, params={"run": run, "ranks": missing}).to_arrow_table()
             except duckdb.Error as exc:
                 raise QueryError(str(exc).strip().splitlines()[0]) from exc
             cols = {c: at.column(c).to_numpy(zero_copy_only=False) for c in ("rank", "ts_ns", "value")}

@@ -308,7 +308,7 @@ GROUP BY collection_id
 
 LANE_LOAD_SQL = """
 SELECT k.lane_key, s.ts_ns, coalesce(s.dur_ns, 0) AS dur_ns, s.name, s.event_id
-FROM slices s JOIN __lane_keys k USING (collection_id, pid, tid)
+FROM {slices} s JOIN __lane_keys k USING (collection_id, pid, tid)
 WHERE s.run = $run AND s.ts_ns IS NOT NULL
 """
 
@@ -342,14 +342,15 @@ def lane_indexes(
     read once (all missing collections in one query) and cached."""
     out: dict[str, lod.CollectionIndex] = {}
     missing: list[tuple[str, str]] = []
-    for cid, (_, source) in lane_sources(rd, run, ranks).items():
+    sources = lane_sources(rd, run, ranks)
+    for cid, (_, source) in sources.items():
         got = cache.LANES.get(source)
         if got is None:
             missing.append((cid, source))
         else:
             out[cid] = got
     if missing:
-        con = rd.facts(run, ranks, ("lanes", "slices"))
+        con = rd.catalog()
         want = {cid for cid, _ in missing}
         keys = (
             lane_df[lane_df["collection_id"].isin(want)][["collection_id", "pid", "tid"]]
@@ -357,9 +358,10 @@ def lane_indexes(
             .reset_index(drop=True)
         )
         keys = keys.assign(lane_key=np.arange(len(keys), dtype=np.int64))
-        con.register("__lane_keys", keys)
+        con.register("__lane_keys", pa.Table.from_pandas(keys, preserve_index=False))
         try:
-            tbl = con.sql(LANE_LOAD_SQL, params={"run": run}).to_arrow_table()
+            sql = LANE_LOAD_SQL.format(slices=rd.source(run, sorted({sources[c][0] for c in want}), "slices"))
+            tbl = con.sql(sql, params={"run": run}).to_arrow_table()
         except duckdb.Error as exc:
             raise QueryError(str(exc).strip().splitlines()[0]) from exc
         finally:
@@ -395,14 +397,14 @@ SELECT collection_id FROM fact_files WHERE run = $run GROUP BY collection_id
 HAVING bool_or(table_name = 'agg_lanes') OR NOT bool_or(table_name = 'slices')
 """
 
-STORED_LANES_SQL = f"""
-SELECT collection_id, pid, tid, n_slices, first_ns, last_ns, max_depth FROM agg_lanes
-WHERE run = $run AND {RANK_FILTER}
+STORED_LANES_SQL = """
+SELECT rank, collection_id, pid, tid, n_slices, first_ns, last_ns, max_depth FROM {agg_lanes}
+WHERE run = $run AND list_contains($ranks, rank)
 """
 
 STORED_OCCUPANCY_SQL = """
 SELECT w.q, o.bucket - w.lo AS at, o.busy_ns, o.instants
-FROM agg_lane_occupancy o JOIN __want w
+FROM {agg_lane_occupancy} o JOIN __want w
   ON o.collection_id = w.collection_id AND o.pid = w.pid AND o.tid = w.tid AND o.level = w.level
  AND o.bucket >= w.lo AND o.bucket < w.hi
 WHERE o.run = $run
@@ -410,7 +412,7 @@ WHERE o.run = $run
 
 STORED_SLICES_SQL = """
 SELECT w.q, s.ts_ns, s.dur_ns, s.depth, coalesce(s.event_id, -1) AS event_id, coalesce(s.name, '') AS name
-FROM agg_lane_slices s JOIN __want w
+FROM {agg_lane_slices} s JOIN __want w
   ON s.collection_id = w.collection_id AND s.pid = w.pid AND s.tid = w.tid AND s.ts_ns < w.b
  AND ((s.dur_ns >= w.min_dur AND s.ts_ns + s.dur_ns > w.a) OR (s.dur_ns = 0 AND s.ts_ns >= w.a))
 WHERE s.run = $run
@@ -423,21 +425,35 @@ def stored_collections(rd: Reader, run: str) -> set[str]:
     return {str(c) for c in _df(rd.catalog(), STORED_COLLECTIONS_SQL, {"run": run})["collection_id"]}
 
 
-@run_cached
-def stored_lanes(rd: Reader, run: str, ranks: Sequence[int] | None) -> pd.DataFrame:
+LaneStats = tuple[int, int, int, int]  # slices, first start, last end, deepest nesting
+
+
+def stored_lanes(rd: Reader, run: str, ranks: Sequence[int]) -> dict[tuple[str, Any, Any], LaneStats]:
     """Per lane (collection_id, pid, tid) of the ranks: its slices, first start, last end and
-    deepest nesting, as the ingest stored them (``agg_lanes``)."""
-    con = rd.facts(run, ranks, ("agg_lanes",))
-    return _df(con, STORED_LANES_SQL, {"run": run, "ranks": _ranks_param(ranks)})
+    deepest nesting, as the ingest stored them (``agg_lanes``); kept per rank (``cache.per_rank``),
+    so a new set of ranks reads only the ranks not seen yet."""
+
+    def load(missing: list[int]) -> dict[int, dict[tuple[str, Any, Any], LaneStats]]:
+        sql = STORED_LANES_SQL.format(agg_lanes=rd.source(run, missing, "agg_lanes"))
+        df = _df(rd.catalog(), sql, {"run": run, "ranks": missing})
+        out: dict[int, dict[tuple[str, Any, Any], LaneStats]] = {r: {} for r in missing}
+        for r, c, pid, tid, n, a, b, d in df.itertuples(index=False):
+            out[int(r)][(str(c), pid, tid)] = (int(n), int(a), int(b), int(d))
+        return out
+
+    got = cache.per_rank(rd, run, "stored_lanes", list(ranks), (), load)
+    return {k: v for r in ranks for k, v in (got.get(int(r)) or {}).items()}
 
 
 def stored_tiles(rd: Reader, run: str, ranks: Sequence[int], want: pd.DataFrame) -> tuple[pa.Table, pa.Table]:
     """The stored pyramid rows and long slices of the tiles ``want`` (``tiles.StoredTileSource``)."""
-    con = rd.facts(run, ranks, ("agg_lane_occupancy", "agg_lane_slices"))
-    con.register("__want", want)
+    con = rd.catalog()
+    occ_sql = STORED_OCCUPANCY_SQL.format(agg_lane_occupancy=rd.source(run, ranks, "agg_lane_occupancy"))
+    sl_sql = STORED_SLICES_SQL.format(agg_lane_slices=rd.source(run, ranks, "agg_lane_slices"))
+    con.register("__want", pa.Table.from_pandas(want, preserve_index=False))  # Arrow: DuckDB scans no Python objects
     try:
-        occ = con.sql(STORED_OCCUPANCY_SQL, params={"run": run}).to_arrow_table()
-        sl = con.sql(STORED_SLICES_SQL, params={"run": run}).to_arrow_table()
+        occ = con.sql(occ_sql, params={"run": run}).to_arrow_table()
+        sl = con.sql(sl_sql, params={"run": run}).to_arrow_table()
     except duckdb.Error as exc:
         raise QueryError(str(exc).strip().splitlines()[0]) from exc
     finally:
@@ -445,18 +461,33 @@ def stored_tiles(rd: Reader, run: str, ranks: Sequence[int], want: pd.DataFrame)
     return occ, sl
 
 
-STEP_WINDOWS_SQL = f"""
+STEP_WINDOWS_SQL = """
 SELECT rank, step, min(start_ns) AS start_ns, max(end_ns) AS end_ns
-FROM steps WHERE run = $run AND {RANK_FILTER} AND step IS NOT NULL AND source <> 'collector'
+FROM {steps} WHERE run = $run AND list_contains($ranks, rank) AND step IS NOT NULL AND source <> 'collector'
 GROUP BY rank, step ORDER BY step, rank LIMIT 200000
 """
+MAX_STEP_WINDOWS = 200_000
 
 
-@run_cached
 def step_windows(rd: Reader, run: str, ranks: Sequence[int] | None) -> pd.DataFrame:
-    """Each profiled step of each selected rank: rank, step, start_ns, end_ns (the rank's own clock)."""
-    con = rd.facts(run, ranks, ("steps",))
-    return _df(con, STEP_WINDOWS_SQL, {"run": run, "ranks": _ranks_param(ranks)})
+    """Each profiled step of each selected rank: rank, step, start_ns, end_ns (the rank's own clock),
+    by step then rank; kept per rank (``cache.per_rank``: a new set of ranks reads only the ranks not
+    seen yet)."""
+    ranks = ranks_of(rd, run) if ranks is None else sorted({int(r) for r in ranks})
+
+    def load(missing: list[int]) -> dict[int, pd.DataFrame]:
+        sql = STEP_WINDOWS_SQL.format(steps=rd.source(run, missing, "steps"))
+        df = _df(rd.catalog(), sql, {"run": run, "ranks": missing})
+        out = dict.fromkeys(missing, df.iloc[:0])
+        out.update({int(r): g.reset_index(drop=True) for r, g in df.groupby("rank", sort=False)})
+        return out
+
+    got = cache.per_rank(rd, run, "step_windows", ranks, (), load)
+    parts = [got[r] for r in ranks if got.get(r) is not None]
+    if not parts:
+        return pd.DataFrame(columns=["rank", "step", "start_ns", "end_ns"])
+    df = pd.concat(parts, ignore_index=True)
+    return df.sort_values(["step", "rank"], kind="stable").head(MAX_STEP_WINDOWS).reset_index(drop=True)
 
 
 def advice(rd: Reader, run: str) -> pd.DataFrame:

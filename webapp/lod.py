@@ -32,6 +32,7 @@ from analyzer.breakdown import intervals as iv
 DEFAULT_BUDGET_BYTES = int(os.environ.get("RANKSCOPE_WEB_CACHE_MB", "768")) * (1 << 20)
 N_CLASSES = 64  # class 0: instants; class k: durations in [2^(k-1), 2^k)
 MAX_DEPTH = 255  # depths are stored as uint8: deeper slices share the last level
+KEY_SHIFT = 56  # LaneIndex.keys: class in the bits above, ns after the lane's first start below
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,9 @@ class LaneIndex:
     last_ns: int  # latest end
     max_depth: int
     classes: tuple[int, ...] = ()  # the classes holding slices
+    # (class << KEY_SHIFT) + start - first_ns per row: sorted, so one binary search finds every class's
+    # bounds at once (``select``); None when the lane spans 2^KEY_SHIFT ns or more (then class by class)
+    keys: np.ndarray | None = None
 
     @property
     def n(self) -> int:
@@ -59,7 +63,7 @@ class LaneIndex:
     @property
     def nbytes(self) -> int:
         arrays = (self.starts, self.durs, self.depth, self.names, self.events, self.union_a, self.union_b, self.cum)
-        return int(sum(a.nbytes for a in arrays))
+        return int(sum(a.nbytes for a in arrays)) + (0 if self.keys is None else int(self.keys.nbytes))
 
     # -- occupancy ---------------------------------------------------------------------------
 
@@ -102,6 +106,39 @@ class LaneIndex:
     def select(self, start: int, end: int, min_dur: int = 1) -> np.ndarray:
         """Rows of the slices overlapping [start, end) that last at least ``min_dur`` ns (an instant
         overlaps when start <= t < end; ``min_dur`` <= 0 includes the instants), in class order."""
+        if self.keys is None:
+            return self._select_by_class(start, end, min_dur)
+        ks = np.asarray([k for k in self.classes if k and (1 << k) - 1 >= min_dur], dtype=np.int64)
+        parts = []
+        if min_dur <= 0 and 0 in self.classes:  # instants: start <= t < end
+            lo, hi = self.class_lo[0], self.class_lo[1]
+            s = self.starts[lo:hi]
+            a0, b0 = np.searchsorted(s, start, side="left"), np.searchsorted(s, end, side="left")
+            parts.append(np.arange(lo + a0, lo + b0, dtype=np.int64))
+        if ks.size:
+            # a slice of class k overlapping [start, end) starts in (start - (2^k - 1), end): both bounds
+            # of every class in one search over the (class, start) keys
+            top = (1 << KEY_SHIFT) - 1
+            rel_a = np.minimum(np.maximum(start - ((1 << ks) - 1) - self.first_ns, -1), top)
+            rel_b = min(max(end - self.first_ns, 0), top)
+            base = ks << KEY_SHIFT
+            a = np.searchsorted(self.keys, base + rel_a, side="right")
+            b = np.searchsorted(self.keys, base + rel_b, side="left")
+            n = np.maximum(b - a, 0)
+            total = int(n.sum())
+            if total:
+                # the rows a[i]:b[i] of every class, concatenated
+                rows = np.repeat(a - np.cumsum(n) + n, n) + np.arange(total, dtype=np.int64)
+                ok = self.starts[rows] + self.durs[rows] > start
+                if min_dur > 1:
+                    ok &= self.durs[rows] >= min_dur
+                parts.append(rows[ok])
+        if not parts:
+            return np.zeros(0, dtype=np.int64)
+        return np.concatenate(parts).astype(np.int64, copy=False)
+
+    def _select_by_class(self, start: int, end: int, min_dur: int) -> np.ndarray:
+        """``select`` one class at a time (a lane too long for ``keys``)."""
         parts = []
         for k in self._classes():
             if k == 0:
@@ -188,8 +225,12 @@ def build_lane(
     class_lo = np.searchsorted(cls[by_class], np.arange(N_CLASSES + 1), side="left").astype(np.int64)
     first = int(ts[0]) if ts.size else 0
     last = int((ts + dur).max()) if ts.size else 0
+    starts = ts[by_class]
+    keys = None
+    if not ts.size or int(ts[-1]) - first < 1 << KEY_SHIFT:
+        keys = (cls[by_class].astype(np.int64) << KEY_SHIFT) + (starts - first)
     return LaneIndex(
-        starts=ts[by_class],
+        starts=starts,
         durs=dur[by_class],
         depth=depth[by_class],
         names=names[by_class],
@@ -202,6 +243,7 @@ def build_lane(
         last_ns=last,
         max_depth=int(depth.max()) if depth.size else 0,
         classes=tuple(int(k) for k in np.flatnonzero(np.diff(class_lo))),
+        keys=keys,
     )
 
 

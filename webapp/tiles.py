@@ -209,7 +209,7 @@ class IndexTileSource:
         for _, ix, _ in self.members(lane):
             busy += ix.busy(edges)
             marks += ix.instants_per_bucket(edges)
-        occ = np.ceil(np.clip(busy.astype(np.float64) / bucket, 0.0, 1.0) * 255).astype(np.uint8)
+        occ = np.ceil(np.minimum(np.maximum(busy / bucket, 0.0), 1.0) * 255).astype(np.uint8)
         occ[(occ == 0) & (marks > 0)] = 1
         return occ, int(marks.sum())
 

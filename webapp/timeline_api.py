@@ -179,7 +179,7 @@ def _check_ranks(ctx: Context, ranks: Sequence[int]) -> list[int]:
     return sorted({int(r) for r in ranks})
 
 
-def tile_source(store: Store, ctx: Context, ranks: Sequence[int]) -> tiles.IndexTileSource:
+def tile_source(store: Store | Reader, ctx: Context, ranks: Sequence[int]) -> tiles.IndexTileSource:
     """The tile source of ``ranks`` (lane indexes built on first use, then cached)."""
     ranks = _check_ranks(ctx, ranks)
     keep = set(ranks)
@@ -214,7 +214,7 @@ def stored_source(store: Store, ctx: Context, ranks: Sequence[int]) -> tiles.Sto
 
 
 def _lane_stats(
-    store: Store, ctx: Context, ranks: list[int], rows: pd.DataFrame
+    store: Store | Reader, ctx: Context, ranks: list[int], rows: pd.DataFrame
 ) -> dict[str, tuple[int, int, int, int]]:
     """Per lane key of ``rows``: (slices, first start, last end, deepest nesting level), from what the
     ingest stored when every collection of the ranks has it, else from the lane indexes."""
@@ -223,8 +223,7 @@ def _lane_stats(
     out: dict[str, tuple[int, int, int, int]] = {}
     if cids <= ctx.stored:
         with reader(store, ctx.run, ranks, ("agg_lanes",)) as rd:
-            st = data.stored_lanes(rd, ctx.run, ranks)
-        by = {(str(c), p, t): (int(n), int(a), int(b), int(d)) for c, p, t, n, a, b, d in st.itertuples(index=False)}
+            by = data.stored_lanes(rd, ctx.run, ranks)
         for key, mem in members.items():
             got = [by[m] for m in mem if m in by]
             n = sum(g[0] for g in got)
@@ -274,9 +273,16 @@ def meta(store: Store, run: str, ranks: Sequence[int] | str | None) -> dict[str,
     run = ctx.run
     all_ranks = list(ctx.ranks)
     selected = all_ranks if ranks == "all" else default_ranks(all_ranks) if ranks is None else _check_ranks(ctx, ranks)
-    origin = ctx.origin
     rows = ctx.rows[ctx.rows["rank"].isin(selected)]
-    stats = _lane_stats(store, ctx, selected, rows)
+    # one reader for all that follows: the fact views of the ranks bound once, and only for what the
+    # per-rank caches do not hold yet
+    with reader(store, run, selected, ("agg_lanes", "steps", "memory_samples", "counters")) as rd:
+        return _meta(rd, ctx, all_ranks, selected, rows)
+
+
+def _meta(rd: Reader, ctx: Context, all_ranks: list[int], selected: list[int], rows: pd.DataFrame) -> dict[str, Any]:
+    run, origin = ctx.run, ctx.origin
+    stats = _lane_stats(rd, ctx, selected, rows)
     lanes_out = []
     first: dict[int, int] = {}
     last: dict[int, int] = {}
@@ -299,20 +305,20 @@ def meta(store: Store, run: str, ranks: Sequence[int] | str | None) -> dict[str,
                 "members": [m[0] for m in members],
             }
         )
-    with reader(store, run, selected, ("steps", "memory_samples", "counters")) as rd:
-        st = data.step_windows(rd, run, selected)
-        counters = [
-            {**d, "first": d["first"] - origin, "last": d["last"] - origin}
-            for listed in counter_tracks.catalog(rd, run, selected).values()
-            for d in listed
-        ]
-        try:
-            off = data.clock_offsets(rd, run)
-        except (AnalyzerError, WebappError, ValueError, KeyError) as exc:  # the timeline works without offsets
-            off = pd.DataFrame()
-            clock_error: str | None = str(exc)
-        else:
-            clock_error = None
+    st = data.step_windows(rd, run, selected)
+    counters = [
+        {**d, "first": d["first"] - origin, "last": d["last"] - origin}
+        for listed in counter_tracks.catalog(rd, run, selected).values()
+        for d in listed
+    ]
+    try:
+        off = data.clock_offsets(rd, run)
+    except (AnalyzerError, WebappError, ValueError, KeyError) as exc:  # the timeline works without offsets
+        off = pd.DataFrame()
+        clock_error: str | None = str(exc)
+    else:
+        clock_error = None
+        off = off[off["rank"].astype("int64").isin(selected)] if not off.empty else off
     steps = [
         [int(r), int(s), int(a) - origin, int(b) - origin]
         for r, s, a, b in zip(st["rank"], st["step"], st["start_ns"], st["end_ns"])
