@@ -98,6 +98,8 @@ def catalog(rd: Reader, run: str, ranks: Sequence[int]) -> dict[int, list[dict[s
     def load(missing: list[int]) -> dict[int, list[dict[str, object]]]:
         found: dict[int, list[dict[str, object]]] = {r: [] for r in missing}
         for rows, table in SOURCES:
+            if not rd.has_files(run, missing, table):
+                continue
             sql = LIST_SQL.format(rows=rows.format(source=rd.source(run, missing, table)))
             df = _df(rd.catalog(), sql, {"run": run, "ranks": missing})
             order = ["rank", "max", "label"] if table == "memory_samples" else ["rank", "memory", "label", "unit"]
@@ -138,6 +140,8 @@ def tracks(rd: Reader, run: str, ranks: Sequence[int]) -> dict[int, list[Track]]
     def load(missing: list[int]) -> dict[int, list[Track]]:
         samples: dict[tuple[int, str, str], tuple[np.ndarray, np.ndarray]] = {}
         for rows, table in SOURCES:
+            if not rd.has_files(run, missing, table):
+                continue
             sql = SAMPLES_SQL.format(rows=rows.format(source=rd.source(run, missing, table)))
             try:
                 at = rd.catalog().sql(sql, params={"run": run, "ranks": missing}).to_arrow_table()

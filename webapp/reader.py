@@ -109,6 +109,12 @@ class Reader:
         self._conns[(run, rk, need)] = con
         return con
 
+    def has_files(self, run: str, ranks: Sequence[int] | None, table: str) -> bool:
+        """Whether ``table`` has any file of ``run`` / ``ranks`` (None = every rank) in the catalog: a
+        query over none is skipped (it still costs a query's planning)."""
+        ff = self.catalog_tables()["fact_files"]
+        return filter_fact_files(ff, run, None if ranks is None else [int(r) for r in ranks], table).num_rows > 0
+
     def source(self, run: str, ranks: Sequence[int] | None, table: str) -> str:
         """A subquery of ``table``'s rows of ``run`` / ``ranks`` (None = every rank) straight over their
         Parquet files, as the fact views of ``Store.read_connection`` read them, for a query on
