@@ -7,7 +7,7 @@ import os
 import shutil
 from pathlib import Path
 
-from helpers import REPO, analyze, analyze_json, query, trace_events
+from helpers import REPO, analyze_here, analyze_here_json, query, trace_events
 
 SAMPLES = REPO / "sample_data"
 
@@ -24,7 +24,7 @@ def _bad_root(tmp_path: Path) -> Path:
 def test_bad_files_are_reported_and_valid_data_ingested(tmp_path: Path) -> None:
     root = _bad_root(tmp_path)
     store = tmp_path / "store"
-    out = analyze("ingest", str(root), "--store", str(store))
+    out = analyze_here("ingest", str(root), "--store", str(store))
     text = out.stdout
     # every problem named with its file and reason, in the ingest output
     assert "rank_2/empty.pt.trace.json: empty file" in text
@@ -58,9 +58,9 @@ def test_bad_files_are_reported_and_valid_data_ingested(tmp_path: Path) -> None:
     assert cols == {0: "complete", 1: "partial"}
 
     # `analyze runs` shows the same problems
-    runs = analyze("runs", "--store", str(store)).stdout
+    runs = analyze_here("runs", "--store", str(store)).stdout
     assert "empty.pt.trace.json: empty file" in runs
-    runs_json = analyze_json("runs", "--json", "--store", str(store))
+    runs_json = analyze_here_json("runs", "--json", "--store", str(store))
     assert runs_json[0]["status"] == "partial"
     assert len(runs_json[0]["problems"]) == 5
 
@@ -68,7 +68,7 @@ def test_bad_files_are_reported_and_valid_data_ingested(tmp_path: Path) -> None:
 def test_nothing_ingestable_exits_non_zero(tmp_path: Path) -> None:
     root = tmp_path / "job"
     shutil.copytree(SAMPLES / "bad_input" / "rank_2", root / "rank_2")
-    proc = analyze("ingest", str(root), "--store", str(tmp_path / "store"), check=False)
+    proc = analyze_here("ingest", str(root), "--store", str(tmp_path / "store"), check=False)
     assert proc.returncode == 1
     assert "nothing could be ingested" in proc.stderr or "no profiler output found" in proc.stderr
     assert "empty.pt.trace.json: empty file" in proc.stdout
@@ -77,7 +77,7 @@ def test_nothing_ingestable_exits_non_zero(tmp_path: Path) -> None:
     empty = tmp_path / "nothing"
     empty.mkdir()
     (empty / "readme.md").write_text("hi")
-    proc = analyze("ingest", str(empty), "--store", str(tmp_path / "store2"), check=False)
+    proc = analyze_here("ingest", str(empty), "--store", str(tmp_path / "store2"), check=False)
     assert proc.returncode == 1
     assert "no profiler output found" in proc.stderr
 
@@ -86,13 +86,13 @@ def test_corrupting_an_ingested_file_keeps_the_previous_data(tmp_path: Path) -> 
     root = tmp_path / "job"
     shutil.copytree(SAMPLES / "kineto_gloo_2rank", root)
     store = tmp_path / "store"
-    analyze("ingest", str(root), "--store", str(store))
+    analyze_here("ingest", str(root), "--store", str(store))
     before = query(store, "SELECT rank, count(*) AS n, sum(dur_ns) AS d FROM slices GROUP BY rank ORDER BY rank")
 
     traces = sorted((root / "rank_1").rglob("*.pt.trace.json"))  # every trace file of rank 1's collection
     for trace in traces:
         trace.write_bytes(b'{"schemaVersion": 1, "traceEvents": [{"ph": "X", "na')  # cut before any complete event
-    out = analyze("ingest", str(root), "--store", str(store), check=False)
+    out = analyze_here("ingest", str(root), "--store", str(store), check=False)
     assert out.returncode == 0, out.stderr  # rank 0 is still there (unchanged)
     assert all(str(t.relative_to(root)) in out.stdout for t in traces)
     assert "previous data of this collection kept" in out.stdout

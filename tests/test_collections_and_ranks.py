@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from helpers import REPO, analyze, query
+from helpers import REPO, analyze_here, query
 
 SAMPLES = REPO / "sample_data"
 
@@ -31,7 +31,7 @@ def test_repeat_cycles_are_separate_collections(tmp_path: Path) -> None:
     traces = sorted(out.glob("*.pt.trace.json"))
     assert len(traces) == 2  # one file per repeat cycle, same (unknown) rank
     store = tmp_path / "store"
-    analyze("ingest", str(out), "--store", str(store))
+    analyze_here("ingest", str(out), "--store", str(store))
     cols = query(store, "SELECT rank, rank_source, steps, missing FROM collections ORDER BY steps[1]")
     assert [c["steps"] for c in cols] == [[1, 2], [4, 5]]  # ProfilerStep ids of each cycle, not merged
     # no rank anywhere (single process, no distributedInfo): both cycles come from one worker -> rank 0
@@ -39,7 +39,7 @@ def test_repeat_cycles_are_separate_collections(tmp_path: Path) -> None:
     # two workers without ranks are numbered in discovery order, and the store says so
     other = out / "host_5678.1700000000000.pt.trace.json"
     shutil.copy(traces[0], other)
-    analyze("ingest", str(out), "--store", str(store))
+    analyze_here("ingest", str(out), "--store", str(store))
     cols = query(store, "SELECT rank, rank_source, missing, root_path FROM collections")
     assert sorted(c["rank"] for c in cols) == [0, 0, 1]
     assert all(c["rank_source"] == "assigned" and any("no rank found" in m for m in c["missing"]) for c in cols)
@@ -57,7 +57,7 @@ def test_rank_sources(tmp_path: Path) -> None:
     (root / "rank_7").mkdir()
     shutil.copy(src, root / "rank_7" / "w.pt.trace.json")
     store = tmp_path / "store"
-    analyze("ingest", str(root), "--store", str(store))
+    analyze_here("ingest", str(root), "--store", str(store))
     got = {
         c["root_path"]: (c["rank"], c["rank_source"], c["status"])
         for c in query(store, "SELECT root_path, rank, rank_source, status FROM collections")
@@ -73,7 +73,7 @@ def test_rank_sources(tmp_path: Path) -> None:
     data = json.loads(src.read_text())
     data.pop("distributedInfo", None)
     (solo / "t.pt.trace.json").write_text(json.dumps(data))
-    analyze("ingest", str(solo), "--store", str(store))
+    analyze_here("ingest", str(solo), "--store", str(store))
     assert query(store, "SELECT rank, rank_source FROM collections WHERE run = 'solo'") == [
         {"rank": 0, "rank_source": "single"}
     ]

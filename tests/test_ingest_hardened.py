@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import ANALYZE, REPO, analyze, analyze_json, query
+from helpers import ANALYZE, REPO, analyze_here, analyze_here_json, query
 
 from analyzer.errors import InputError, RunNameError
 from analyzer.ingest import ingest
@@ -66,7 +66,7 @@ def test_file_and_folder_names_that_are_not_utf8(tmp_path: Path) -> None:
     assert store.query("SELECT root_path FROM runs")["root_path"][0].endswith("/job\\xff")
     again = ingest(root, store, workers=1)  # same names, same store text: nothing is read again
     assert again.read == [] and len(again.unchanged) == 5
-    out = analyze("runs", "--store", str(store.path)).stdout
+    out = analyze_here("runs", "--store", str(store.path)).stdout
     assert "job\\xff" in out and "cut\\xc3.pt.trace.json" in out
 
 
@@ -87,7 +87,7 @@ def test_json_nested_deeper_than_the_decoder_goes(tmp_path: Path) -> None:
     i = text.index(b'"args"')
     trace.write_bytes(text[:i] + b'"deep": ' + deep + b", " + text[i:])  # the first event's args
     store = tmp_path / "store"
-    out = analyze("ingest", str(root), "--store", str(store))
+    out = analyze_here("ingest", str(root), "--store", str(store))
     assert "Traceback" not in out.stdout + out.stderr
     probs = _problems(store)
     assert probs["npu/rank0_ascend_pt/profiler_info_0.json"][0] == "error"
@@ -178,21 +178,21 @@ def test_folders_and_files_the_process_may_not_read(shared_tmp: Path) -> None:
 def test_run_names_a_terminal_or_a_file_system_would_choke_on(tmp_path: Path) -> None:
     store = tmp_path / "store"
     src = SAMPLES / "kineto_gloo_2rank"
-    analyze("ingest", str(src), "--store", str(store), "--run", "[/]")
+    analyze_here("ingest", str(src), "--store", str(store), "--run", "[/]")
     long = tmp_path / ("x" * 250)  # a folder name as long as the file system allows
     shutil.copytree(src / "rank_0", long / "rank_0")
-    out = analyze("ingest", str(long), "--store", str(store))
+    out = analyze_here("ingest", str(long), "--store", str(store))
     name = "x" * 110 + "~" + out.stdout.split("~")[1][:8]
     assert f"run {name}: read 2 collection(s)" in out.stdout
     assert len(slug("x" * 300)) == 100 and slug("x" * 300) != slug("x" * 299)
-    bad = analyze("ingest", str(src), "--store", str(store), "--run", "a\x1b[31mb", check=False)
+    bad = analyze_here("ingest", str(src), "--store", str(store), "--run", "a\x1b[31mb", check=False)
     assert bad.returncode == 1 and "holds the control character '\\x1b'" in bad.stderr
     with pytest.raises(RunNameError, match="is 121 characters long"):
         ingest(src, Store(store), run="y" * 121)
-    runs = analyze("runs", "--store", str(store)).stdout
+    runs = analyze_here("runs", "--store", str(store)).stdout
     assert "[/]" in runs and "Traceback" not in runs
-    assert [r["run"] for r in analyze_json("runs", "--json", "--store", str(store))] == [name, "[/]"]
-    summary = analyze_json("summary", "--json", "--run", "[/]", "--store", str(store))
+    assert [r["run"] for r in analyze_here_json("runs", "--json", "--store", str(store))] == [name, "[/]"]
+    summary = analyze_here_json("summary", "--json", "--run", "[/]", "--store", str(store))
     assert [r["rank"] for r in summary["ranks"]] == [0, 1]
 
 
@@ -329,7 +329,7 @@ def test_a_gzip_bomb_is_refused_early_and_named(tmp_path: Path) -> None:
         while f.read(4 << 20):
             pass
     assert f.bytes_out <= RATIO_AFTER_BYTES + (4 << 20) and f.bytes_in < 1 << 20  # stopped at once
-    out = analyze("ingest", str(bomb.parent), "--store", str(tmp_path / "store"), check=False)
+    out = analyze_here("ingest", str(bomb.parent), "--store", str(tmp_path / "store"), check=False)
     assert out.returncode == 1 and "bomb.pt.trace.json.gz: decompresses to more than 200 times its size" in out.stdout
 
 
