@@ -831,6 +831,106 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "label.pair": ("{a} ↔ {b}", "{a} ↔ {b}"),
     "sep.comma": (", ", "，"),
     "sep.end": (".", "。"),
+    # -- what was wrong with one file (source_files.error: stored in English, read back by
+    # ``translate(text, lang, "problem")``; ``problem(...)`` writes them; {kind} names a file kind,
+    # {detail} is the system's or the library's own words)
+    "problem.cannot_read": ("cannot read: {detail}", "无法读取：{detail}"),
+    "problem.cannot_read_kind": ("cannot read {kind}: {detail}", "无法读取 {kind}：{detail}"),
+    "problem.empty": ("empty file", "空文件"),
+    "problem.empty_whitespace": ("empty file (only whitespace)", "空文件（只有空白字符）"),
+    "problem.empty_kind": ("empty file: no {kind} data", "空文件：没有 {kind} 数据"),
+    "problem.empty_zero_kind": ("empty file (0 bytes): no {kind} data", "空文件（0 字节）：没有 {kind} 数据"),
+    "problem.empty_no_header": ("empty file (no header): no {kind} data", "空文件（没有表头）：没有 {kind} 数据"),
+    "problem.empty_expected": ("empty file (0 bytes; expected: {kind})", "空文件（0 字节；应为：{kind}）"),
+    "problem.not_json_kind": ("not valid JSON ({kind}): {detail}", "不是有效的 JSON（{kind}）：{detail}"),
+    "problem.not_object.a": ("not a {kind} file: the JSON is not an object", "不是 {kind} 文件：JSON 不是对象"),
+    "problem.not_object.an": ("not an {kind} file: the JSON is not an object", "不是 {kind} 文件：JSON 不是对象"),
+    "problem.csv_binary.a": ("not a {kind}: binary content, not CSV text", "不是 {kind}：二进制内容，不是 CSV 文本"),
+    "problem.csv_binary.an": ("not an {kind}: binary content, not CSV text", "不是 {kind}：二进制内容，不是 CSV 文本"),
+    "problem.csv_no_header.a": ("not a {kind}: the first line is not a CSV header", "不是 {kind}：第一行不是 CSV 表头"),
+    "problem.csv_no_header.an": (
+        "not an {kind}: the first line is not a CSV header",
+        "不是 {kind}：第一行不是 CSV 表头",
+    ),
+    "problem.csv_columns.a": (
+        "not a {kind}: the header lacks {missing} (expected columns {expected}; found {found})",
+        "不是 {kind}：表头缺少 {missing}（应有的列：{expected}；实际的列：{found}）",
+    ),
+    "problem.csv_columns.an": (
+        "not an {kind}: the header lacks {missing} (expected columns {expected}; found {found})",
+        "不是 {kind}：表头缺少 {missing}（应有的列：{expected}；实际的列：{found}）",
+    ),
+    "problem.csv_unreadable": ("not a readable CSV ({kind}): {detail}", "不是可读的 CSV（{kind}）：{detail}"),
+    "problem.not_sqlite": (
+        "not a SQLite database (no SQLite header; expected: {kind})",
+        "不是 SQLite 数据库（没有 SQLite 文件头；应为：{kind}）",
+    ),
+    "problem.sqlite_corrupt": ("corrupt SQLite database ({kind}): {detail}", "SQLite 数据库已损坏（{kind}）：{detail}"),
+    "problem.gz_cut": (
+        "compressed stream ends early (cut after {n} decompressed bytes)",
+        "压缩数据流提前结束（解压出 {n} 字节后被截断）",
+    ),
+    "problem.gz_trailing": (
+        "bytes after the compressed data ignored (from byte {n})",
+        "压缩数据之后的字节已忽略（从第 {n} 字节起）",
+    ),
+    "problem.gz_corrupt": (
+        "compressed data is corrupt after {n} decompressed bytes ({detail})",
+        "解压出 {n} 字节后压缩数据损坏（{detail}）",
+    ),
+    "problem.gz_bomb": (
+        "decompresses to more than {ratio} times its size ({mib} MiB from the first {kib} KiB): not read "
+        "(a decompression bomb, or not profiler data)",
+        "解压后超过自身大小的 {ratio} 倍（前 {kib} KiB 解压出 {mib} MiB）：未读取（解压炸弹，或不是性能数据）",
+    ),
+    "problem.not_json_start": ("not JSON (does not start with '{{' or '[')", "不是 JSON（开头不是 '{{' 或 '['）"),
+    "problem.not_json_text": (
+        "not JSON: the file holds text (starts with {start})",
+        "不是 JSON：文件内容为文本（开头为 {start}）",
+    ),
+    "problem.not_json_binary": (
+        "not JSON: the file holds binary data (starts with {start})",
+        "不是 JSON：文件内容为二进制数据（开头为 {start}）",
+    ),
+    "problem.not_a_trace": (
+        "JSON but not a Kineto/Chrome trace (no traceEvents array)",
+        "是 JSON，但不是 Kineto/Chrome trace（没有 traceEvents 数组）",
+    ),
+    "problem.no_trace_events": (
+        "no traceEvents array: not a Chrome/Kineto trace",
+        "没有 traceEvents 数组：不是 Chrome/Kineto trace",
+    ),
+    "problem.trace_events_not_array": ("traceEvents is not an array", "traceEvents 不是数组"),
+    "problem.no_events": ("trace has no events", "trace 中没有事件"),
+    "problem.unterminated": (
+        "file ends inside the event list (unterminated JSON array): kept {kept} complete events, dropped the "
+        "last {dropped} bytes (from byte {at})",
+        "文件在事件列表中途结束（JSON 数组未闭合）：保留了 {kept} 个完整事件，"
+        "丢弃了最后 {dropped} 字节（从第 {at} 字节起）",
+    ),
+    "problem.kept_before": ("{problem}; kept the events before it", "{problem}；保留了此前的事件"),
+    "problem.trailing_bytes": (
+        "{n} unexpected bytes after the event array ignored",
+        "事件数组之后的 {n} 个多余字节已忽略",
+    ),
+    "problem.object_not_closed": ("trace object is not closed ('}}' missing)", "trace 对象没有闭合（缺少 '}}'）"),
+    "problem.bad_header": (
+        "unreadable trace header ({detail}); event data still read",
+        "trace 文件头无法读取（{detail}）；事件数据仍已读取",
+    ),
+    "problem.rank_mismatch": (
+        "{field} is {found} but the folder says rank {rank}; kept {rank}",
+        "{field} 为 {found}，但文件夹表明是卡 {rank}；按卡 {rank} 处理",
+    ),
+    "problem.collector_incomplete": (
+        "last line is incomplete (the job stopped while writing it); dropped",
+        "最后一行不完整（作业在写入时停止）；已丢弃",
+    ),
+    "problem.collector_bad_lines": (
+        "{n} unreadable line(s) skipped (the first: line {line})",
+        "跳过了 {n} 行无法读取的内容（第一处：第 {line} 行）",
+    ),
+    "problem.collector_no_steps": ("no step records", "没有迭代记录"),
 }
 
 Message = dict[str, Any]  # {"key": str, "params": {name: number | str | Message | None}}
@@ -906,6 +1006,36 @@ def render(msg: Message, lang: str = "en") -> str:
 def english(key: str, **params: Any) -> str:
     """The English text of a message (a sentence stored as it is, ``translate`` reads it back)."""
     return render(message(key, **params), "en")
+
+
+def problem(key: str, **params: Any) -> str:
+    """What was wrong with a file (``problem.<key>``), in English as it is stored; a key with an
+    article before ``{kind}`` (``problem.<key>.a`` / ``.an``) is chosen by the kind's first letter."""
+    if f"problem.{key}" not in MESSAGES:
+        key = f"{key}.{'an' if str(params.get('kind', ''))[:1].lower() in 'aeiou' else 'a'}"
+    return english(f"problem.{key}", **params)
+
+
+def translate_problems(text: Any, lang: str) -> Any:
+    """A file's problems (``source_files.error``: one, or several joined by "; ") in ``lang``; each
+    a text no template wrote is left as it is."""
+    if lang == "en" or not isinstance(text, str) or not text:
+        return text
+    whole = _translated(text, lang, "problem", split=False)
+    if whole is not None:
+        return whole
+    parts, out, i = text.split("; "), [], 0
+    while i < len(parts):
+        for j in range(len(parts), i, -1):  # the longest run of parts that is one problem
+            got = _translated("; ".join(parts[i:j]), lang, "problem", split=False)
+            if got is not None:
+                out.append(got)
+                i = j
+                break
+        else:
+            out.append(parts[i])
+            i += 1
+    return render(message("sep.semicolon"), lang).join(out)
 
 
 @functools.cache

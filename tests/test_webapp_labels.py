@@ -502,6 +502,7 @@ def test_evidence_columns_and_clock_notes_in_the_pages_language(two_formats: Das
 # ---------------------------------------------------------------------------------------------
 
 GLOO_4RANK = webapp_helpers.REPO / "tests" / "data" / "kineto_gloo_4rank_slow"
+BAD_INPUT = webapp_helpers.REPO / "sample_data" / "bad_input"
 WORD = r"(?<![\w]){}(?![\w])"
 
 
@@ -523,6 +524,23 @@ def _english_fragments() -> dict[str, str]:
     return out
 
 
+def _filled_in(text: str) -> set[str]:
+    """The values filled into a file's problems (``messages.problem`` texts joined by "; "), those
+    that are problems themselves opened in turn; a text no template wrote is data as a whole."""
+    out: set[str] = set()
+    parts = text.split("; ")
+    for i in range(len(parts)):
+        for j in range(len(parts), i, -1):
+            msg = messages.parse("; ".join(parts[i:j]), "problem")
+            if msg is not None:
+                for v in msg["params"].values():
+                    out |= _filled_in(str(v)) if messages.parse(str(v), "problem") else {str(v)}
+                break
+        else:
+            out.add(parts[i])
+    return out
+
+
 def _trace_names(store: Path, run: str) -> list[str]:
     """Every text the store holds for ``run`` (names of operators, kernels, groups, counters,
     scalars, files, hosts, versions...: what the pages show as data), longest first."""
@@ -533,12 +551,21 @@ def _trace_names(store: Path, run: str) -> list[str]:
     with Store(store).read_connection(run=run) as con:
         present = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
         for table in (*schema.FACT_TABLES, *schema.CATALOG_TABLES):
-            cols = [c.name for c in table.columns if c.type in ("VARCHAR", "VARCHAR[]", "JSON")]
+            # (what a reader found wrong with a file is ours: written from MESSAGES, read back translated)
+            cols = [
+                c.name
+                for c in table.columns
+                if c.type in ("VARCHAR", "VARCHAR[]", "JSON") and (table.name, c.name) != ("source_files", "error")
+            ]
             if table.name not in present or not cols or "run" not in table.column_names:
                 continue
             for c in cols:
                 rows = con.execute(f'SELECT DISTINCT "{c}"::VARCHAR FROM "{table.name}" WHERE run = ?', [run])
                 names |= {v for (v,) in rows.fetchall() if v}
+        # a file's problem is ours, what fills its fields (the system's words, the file's first bytes) is data
+        errors = con.execute("SELECT DISTINCT error FROM source_files WHERE run = ? AND error IS NOT NULL", [run])
+        for (text,) in errors.fetchall():
+            names |= _filled_in(text)
     return sorted((n for n in names if len(n) >= 3), key=len, reverse=True)
 
 
@@ -548,6 +575,7 @@ def zh_store(tmp_path_factory: pytest.TempPathFactory, ingested: Any) -> Path:
     ingest(
         GLOO_4RANK, store, "gloo4"
     )  # (gloo: the other run Compare opens on)  # 2 pipeline stages x 2, a straggler: the advisor's and cluster's texts
+    ingest(BAD_INPUT, store, "bad")  # a file cut short, an empty one, a corrupt gzip, a CSV named as a trace
     return store
 
 
@@ -579,8 +607,13 @@ def test_every_page_in_chinese_shows_no_english_of_ours(zh_store: Path) -> None:
 
     http = create_app(zh_store).server.test_client()
     assert http.get("/").status_code == 200
-    left = {run: _english_left(http, zh_store, run) for run in ("npu", "gloo4")}
-    assert left == {"npu": {}, "gloo4": {}}, json.dumps(left, indent=1, ensure_ascii=False)
+    left = {run: _english_left(http, zh_store, run) for run in ("npu", "gloo4", "bad")}
+    assert left == {"npu": {}, "gloo4": {}, "bad": {}}, json.dumps(left, indent=1, ensure_ascii=False)
+    # each file's problem, stored in English, is shown in Chinese: the system's own words left as they are
+    bad = " | ".join(webapp_helpers.shown_texts(webapp_helpers.render_page(http, "/?run=bad&lang=zh")))
+    assert "空文件" in bad and "文件在事件列表中途结束（JSON 数组未闭合）：保留了 1098 个完整事件" in bad
+    assert "无法读取：解压出 0 字节后压缩数据损坏（Error -3 while decompressing data" in bad
+    assert "不是 JSON：文件内容为文本（开头为 b'Step,Computing,Free\\r'）" in bad
     # the search is not vacuous: the same pages in English are full of those texts
     en = webapp_helpers.render_page(http, "/?run=npu&lang=en")
     frags = _english_fragments()
@@ -600,13 +633,13 @@ def test_every_dropdown_has_its_texts_in_the_pages_language() -> None:
     assert set(labels_zh) == {k.removeprefix("dd.") for k in LABELS if k.startswith("dd.")}
 
 
-@pytest.mark.parametrize("family", ["missing", "pairing", "label"])
+@pytest.mark.parametrize("family", ["missing", "pairing", "label", "problem"])
 def test_english_texts_of_a_family_read_back_in_chinese(family: str) -> None:
     """A text stored or used as a key in English (``messages.english``: a reader's note on what a
     collection lacks, a pairing note, a compared group's name) is read back by its template and
     written in Chinese, for every template of the family; a text no template wrote is left as it is."""
     keys = [k for k in MESSAGES if k.startswith(family + ".")]
-    assert len(keys) > {"missing": 80, "pairing": 5, "label": 4}[family]
+    assert len(keys) > {"missing": 80, "pairing": 5, "label": 4, "problem": 35}[family]
     for key in keys:
         params = {f: f"v{i}_7" for i, f in enumerate(sorted(messages.fields(MESSAGES[key][0])))}
         en = messages.english(key, **params)

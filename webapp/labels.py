@@ -1412,6 +1412,12 @@ def said_english(text: Any, family: str) -> Any:
     return messages.translate(text, lang.current(), family)
 
 
+def said_problems(text: Any) -> Any:
+    """What a reader found wrong with a file (``source_files.error``, English from the analyzer's
+    table, several joined by "; ") in the request's language; a text no template wrote as it is."""
+    return messages.translate_problems(text, lang.current())
+
+
 def said_or_text(v: Any) -> str:
     """A message in the request's language; anything else (a name) as text."""
     return said(v) if messages.is_message(v) else str(v)

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..messages import english
+from ..messages import english, problem
 from ..readers import collector, kineto, mindspore, msprof, registry, torch_npu
 from ..readers.ascend.names import EXPORT_DIR, PROF_DIR_RE
 from ..readers.ascend.prof import prof_identity
@@ -166,7 +166,7 @@ def _file(disc: Discovery, found: Found, f: Path) -> None:
     try:
         _classify(disc, found, f)
     except OSError as exc:
-        disc.problems.append((f, f"cannot read: {exc.strerror or exc}"))
+        disc.problems.append((f, problem("cannot_read", detail=exc.strerror or exc)))
 
 
 def _classify(disc: Discovery, found: Found, f: Path) -> None:

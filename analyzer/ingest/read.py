@@ -16,7 +16,7 @@ from .. import readers  # noqa: F401 - importing the readers registers them
 from ..errors import InputError
 from ..factwriter import FactWriter
 from ..format import safe_text
-from ..messages import english
+from ..messages import english, problem
 from ..readers.base import PART_READERS, READERS, CollectionPlan, ReadContext
 from ..readers.collector import sidecar_sentences, steps_from_sidecar
 from ..readers.registry import read_run_file
@@ -191,7 +191,7 @@ def _run_reader(ctx: ReadContext) -> None:
     except OSError as exc:  # a file or folder the reader could not open (permissions, vanished)
         where = Path(exc.filename) if isinstance(exc.filename, str) else None
         target = where if where in plan.files else plan.files[0] if plan.files else plan.root
-        what = f"cannot read: {exc.strerror or exc}"
+        what = problem("cannot_read", detail=exc.strerror or exc)
         if where is not None and where != target:
             what += f" ({safe_text(where.name)})"
         with ctx.reading(target, plan.producer):

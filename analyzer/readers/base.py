@@ -24,6 +24,7 @@ from typing import Any, Protocol
 
 from ..errors import InputError
 from ..factwriter import FactWriter, Origin
+from ..messages import problem
 
 # the collector's description of one profiling window, in the window's folder: it covers every
 # collection below that folder (CollectionPlan.sidecar), whoever wrote them
@@ -126,12 +127,12 @@ class ReadContext:
         or, for rows written after their files were read (staged rows), on each row's own file:
         ``origin`` gives per row its index in ``files`` and its number there."""
         n = self.writer.write(table, data, origin)
-        for f, problem in self.writer.take_problems():
+        for f, said in self.writer.take_problems():
             outcome = self.outcomes.get(files[f]) if f is not None and files is not None and f < len(files) else None
             if outcome is not None:
-                outcome.warn(problem)
+                outcome.warn(said)
             else:
-                self.note(problem)
+                self.note(said)
         return n
 
     def note(self, problem: str) -> None:
@@ -161,7 +162,7 @@ class ReadContext:
             outcome.error = exc.problem
         except OSError as exc:  # permissions, a file that vanished or is a folder
             outcome.status = "error"
-            outcome.error = f"cannot read: {exc.strerror or exc}"
+            outcome.error = problem("cannot_read", detail=exc.strerror or exc)
         except Exception as exc:  # noqa: BLE001 - any failure is recorded against the file
             outcome.status = "error"
             outcome.error = f"{type(exc).__name__}: {exc}"

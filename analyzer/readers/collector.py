@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
-from ..messages import english
+from ..messages import english, problem
 from .base import SIDECAR_NAME, CollectionPlan, ReadContext, register
 from .common.jsonfile import json_value
 
@@ -59,7 +59,7 @@ def read_scalars(ctx: ReadContext) -> None:
                 bad += 1
                 first_bad = first_bad or i + 1
                 if i == len(lines) - 1:
-                    outcome.warn("last line is incomplete (the job stopped while writing it); dropped")
+                    outcome.warn(problem("collector_incomplete"))
                 continue
             for name, value in row:
                 steps.append(step)
@@ -67,9 +67,9 @@ def read_scalars(ctx: ReadContext) -> None:
                 names.append(name)
                 values.append(value)
         if bad > 1 or (bad == 1 and outcome.status == "ok"):
-            outcome.warn(f"{bad} unreadable line(s) skipped (the first: line {first_bad})")
+            outcome.warn(problem("collector_bad_lines", n=bad, line=first_bad))
         if not values:
-            raise InputError(str(path), "no step records")
+            raise InputError(str(path), problem("collector_no_steps"))
         outcome.rows = ctx.write("scalars", {"step": steps, "ts_ns": ts, "name": names, "value": values})
     ctx.meta.capabilities.add("scalars")
     ctx.meta.producer_version = "rankscope collector"

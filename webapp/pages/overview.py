@@ -26,6 +26,7 @@ from webapp.labels import (
     said,
     said_english,
     said_notes,
+    said_problems,
     said_term,
     t,
 )
@@ -295,7 +296,7 @@ def render(rd: Reader, run: str, ranks: Sequence[int], step: int | None) -> list
                     ui.table(
                         [t(f"ov.pc.{c}") for c in ("path", "status", "reader", "problem")],
                         [
-                            [path, said_term("file_status", status), reader, error]
+                            [path, said_term("file_status", status), reader, said_problems(error)]
                             for path, status, reader, error in probs[["path", "status", "reader", "error"]].values
                         ],
                         id_=f"{P}-problems",

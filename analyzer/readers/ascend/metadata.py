@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ...messages import english
+from ...messages import english, problem
 from ..base import ReadContext
 from ..common.jsonfile import load_json
 from .names import PROFILER_INFO_RE, PROFILER_METADATA
@@ -61,7 +61,7 @@ def read_producer_files(ctx: ReadContext, root: Path) -> ProducerFiles:
                     pf.info = data
                 rid = data.get("rank_id")
                 if isinstance(rid, int) and rid != ctx.rank and ctx.plan.rank_source in ("sidecar", "rank_dir"):
-                    oc.warn(f"rank_id is {rid} but the folder says rank {ctx.rank}; kept {ctx.rank}")
+                    oc.warn(problem("rank_mismatch", field="rank_id", found=rid, rank=ctx.rank))
         elif f.name == PROFILER_METADATA:
             with ctx.reading(f, PROFILER_METADATA):
                 data = load_json(f, "profiler_metadata", obj=True)

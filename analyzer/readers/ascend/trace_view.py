@@ -36,6 +36,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ...errors import InputError
+from ...messages import problem
 from ...vocabulary import COMM_OP_PREFIX, COMM_TASK_TYPES, P2P_TYPES, normalize_op_type
 from ..base import FileOutcome, ReadContext
 from ..chrome.columns import Codes, EventColumns, decode_args, id_text
@@ -541,7 +542,7 @@ class AscendTrace:
             outcome.rows = ts.n_events
             outcome.warn_all(ts.warnings)
             if ts.n_events == 0:
-                raise InputError(str(path), "trace has no events")
+                raise InputError(str(path), problem("no_events"))
 
     def close(self) -> dict[str, Staged]:
         return self.stage.close()
@@ -619,4 +620,4 @@ def outcome_of_trace(outcome: FileOutcome, ts: TraceStream) -> None:
     if not ts.bare_array:
         outcome.warn("trace_view.json is a trace object, not the bare event array torch_npu writes; read anyway")
     if ts.n_events == 0:
-        raise InputError(str(ts.path), "trace has no events")
+        raise InputError(str(ts.path), problem("no_events"))

@@ -32,6 +32,7 @@ from typing import Any, BinaryIO
 import msgspec
 
 from ...errors import InputError
+from ...messages import problem
 from ..common.jsonfile import DECODE_ERRORS
 from ..common.opener import InputStream, open_input
 
@@ -242,7 +243,7 @@ class TraceStream:
                 if isinstance(source, _ReadAhead):
                     source.close()
             if f.problem:
-                self.warnings.append(f"{f.problem}; kept the events before it" if f.truncated else f.problem)
+                self.warnings.append(problem("kept_before", problem=f.problem) if f.truncated else f.problem)
                 self.truncated = self.truncated or f.truncated
             events = self._finish(self._carry)
             self.n_events += len(events)
@@ -345,19 +346,19 @@ class TraceStream:
         while i < len(buf) and buf[i] in _WS:
             i += 1
         if i >= len(buf):
-            raise InputError(str(self.path), "empty file" if not buf else "empty file (only whitespace)")
+            raise InputError(str(self.path), problem("empty" if not buf else "empty_whitespace"))
         if buf[i] == 0x5B:  # '['
             self.bare_array = True
             return buf[i + 1 :]
         if buf[i] != 0x7B:  # '{'
-            raise InputError(str(self.path), "not JSON (does not start with '{' or '[')")
+            raise InputError(str(self.path), problem("not_json_start"))
         key = b'"traceEvents"'
         grown = bytearray(buf)
         pos = grown.find(key)
         while pos < 0:  # header keys before the events: read on, searching only what is new
             more = f.read(self.block_bytes)
             if not more or len(grown) > MAX_EVENT_BYTES:
-                raise InputError(str(self.path), "no traceEvents array: not a Chrome/Kineto trace")
+                raise InputError(str(self.path), problem("no_trace_events"))
             seen = len(grown)
             grown += more
             pos = grown.find(key, max(0, seen - len(key)))
@@ -366,14 +367,14 @@ class TraceStream:
         while j < len(buf) and buf[j] in _WS + b":":
             j += 1
         if j >= len(buf) or buf[j] != 0x5B:
-            raise InputError(str(self.path), "traceEvents is not an array")
+            raise InputError(str(self.path), problem("trace_events_not_array"))
         head = buf[i:pos].rstrip()
         if head.endswith(b","):
             head = head[:-1]
         try:
             self.header = ANY.decode(head + b"}") if head != b"{" else {}
         except DECODE_ERRORS as exc:
-            self.warnings.append(f"unreadable trace header ({exc}); event data still read")
+            self.warnings.append(problem("bad_header", detail=exc))
         return buf[j + 1 :]
 
     def _finish(self, buf: bytes) -> list[Event]:
@@ -404,8 +405,12 @@ class TraceStream:
             events = self._decode_region(data, b[0])
             if events is not None:
                 self.warnings.append(
-                    f"file ends inside the event list (unterminated JSON array): kept {self.n_events + len(events)} "
-                    f"complete events, dropped the last {len(buf) - b[0]} bytes (from byte {self._carry_at + b[0]})"
+                    problem(
+                        "unterminated",
+                        kept=self.n_events + len(events),
+                        dropped=len(buf) - b[0],
+                        at=self._carry_at + b[0],
+                    )
                 )
                 return events
             b = last_boundary(data, b[1], start=1)
@@ -415,10 +420,7 @@ class TraceStream:
             return [ev]
         except DECODE_ERRORS:
             pass
-        self.warnings.append(
-            f"file ends inside the event list (unterminated JSON array): kept {self.n_events} complete events, "
-            f"dropped the last {len(buf)} bytes (from byte {self._carry_at})"
-        )
+        self.warnings.append(problem("unterminated", kept=self.n_events, dropped=len(buf), at=self._carry_at))
         return []
 
     def _tail_ok(self, rest: bytes) -> bool:
@@ -437,13 +439,13 @@ class TraceStream:
         rest = rest.strip(_WS)
         if self.bare_array:
             if rest:
-                self.warnings.append(f"{len(rest)} unexpected bytes after the event array ignored")
+                self.warnings.append(problem("trailing_bytes", n=len(rest)))
             return
         if rest.startswith(b","):
             rest = rest[1:].strip(_WS)
         if not rest or rest == b"}":
             if not rest:
-                self.warnings.append("trace object is not closed ('}' missing)")
+                self.warnings.append(problem("object_not_closed"))
             return
         try:
             tail = ANY.decode(b"{" + rest)
@@ -578,29 +580,28 @@ def sniff(path: Path) -> str:
     named_trace = bool(_TRACE_NAME.search(path.name))
     try:
         if path.stat().st_size == 0:
-            return "empty file"
+            return problem("empty")
         with open_input(path) as f:  # a compressed file cut short: its first bytes still tell
             head = f.read(64 << 10)
             if not head and f.problem:
-                return f"cannot read: {f.problem}"
+                return problem("cannot_read", detail=f.problem)
     except OSError as exc:
-        return f"cannot read: {exc.strerror or exc}"
+        return problem("cannot_read", detail=exc.strerror or exc)
     except InputError as exc:
         return exc.problem
     s = head.lstrip()
     if s.startswith(b"\xef\xbb\xbf"):
         s = s[3:].lstrip()
     if not s:
-        return "empty file (only whitespace)"
+        return problem("empty_whitespace")
     if s[:1] not in (b"{", b"["):
-        kind = "binary data" if b"\x00" in s[:512] else "text"
-        return f"not JSON: the file holds {kind} (starts with {s[:20]!r})"
+        return problem("not_json_binary" if b"\x00" in s[:512] else "not_json_text", start=repr(s[:20]))
     if any(k in head for k in _TRACE_KEYS):
         return "object"
     if s[:1] == b"[" and b'"ph"' in head:  # Chrome's JSON array format (torch_npu / msprof write it)
         return "array"
     if named_trace:
-        return "JSON but not a Kineto/Chrome trace (no traceEvents array)"
+        return problem("not_a_trace")
     return "ignore:JSON file that is not a profiler trace"
 
 

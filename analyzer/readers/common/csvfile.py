@@ -30,7 +30,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ...errors import InputError
-from ...format import a_or_an
+from ...messages import problem
 from ...units import to_float, to_int, us_text_to_ns
 from .cells import NULL_TOKENS
 
@@ -220,11 +220,11 @@ def iter_csv(
         size = path.stat().st_size
         fh = open(path, encoding="utf-8", errors=_COUNTING_REPLACE, newline="")  # noqa: SIM115 - `with fh` below
     except OSError as exc:
-        raise InputError(str(path), f"cannot read {kind}: {exc.strerror or exc}") from exc
+        raise InputError(str(path), problem("cannot_read_kind", kind=kind, detail=exc.strerror or exc)) from exc
     decode_errors_before = _DECODE_ERRORS[0]
     if size == 0:
         fh.close()
-        raise InputError(str(path), f"empty file (0 bytes): no {kind} data")
+        raise InputError(str(path), problem("empty_zero_kind", kind=kind))
     with fh:
         try:
             tail = _tail(path)
@@ -234,15 +234,15 @@ def iter_csv(
             while header is not None and not any(c.strip() for c in header):
                 header = next(reader, None)  # blank lines before the header
             if header is None:
-                raise InputError(str(path), f"empty file (no header): no {kind} data")
+                raise InputError(str(path), problem("empty_no_header", kind=kind))
             if header and header[0].startswith("\ufeff"):
                 header[0] = header[0][1:]
             keys = [norm_header(h) for h in header]
             first = "".join(header)
             if any((ch < " " and ch != "\t") or ch == "\ufffd" for ch in first):
-                raise InputError(str(path), f"not {a_or_an(kind)}: binary content, not CSV text")
+                raise InputError(str(path), problem("csv_binary", kind=kind))
             if sum(1 for k in keys if k) == 0:
-                raise InputError(str(path), f"not {a_or_an(kind)}: the first line is not a CSV header")
+                raise InputError(str(path), problem("csv_no_header", kind=kind))
             index: dict[str, int] = {}
             extra_idx: dict[str, int] = {}
             for i, k in enumerate(keys):
@@ -257,8 +257,13 @@ def iter_csv(
                 found = ", ".join(h.strip() for h in header[:8]) + (", ..." if len(header) > 8 else "")
                 raise InputError(
                     str(path),
-                    f"not {a_or_an(kind)}: the header lacks {', '.join(_first_alias(columns, k) for k in missing)} "
-                    f"(expected columns {expected}; found {found})",
+                    problem(
+                        "csv_columns",
+                        kind=kind,
+                        missing=", ".join(_first_alias(columns, k) for k in missing),
+                        expected=expected,
+                        found=found,
+                    ),
                 )
             clean_header = [h.strip() for h in header]
             ncols = len(header)
@@ -297,7 +302,7 @@ def iter_csv(
                         bad_rows.append(record)
                 held = row
         except csv.Error as exc:
-            raise InputError(str(path), f"not a readable CSV ({kind}): {exc}") from exc
+            raise InputError(str(path), problem("csv_unreadable", kind=kind, detail=exc)) from exc
         finally:
             replaced = _DECODE_ERRORS[0] - decode_errors_before
     if held is not None and unclosed_quote(held, tail):

@@ -22,7 +22,7 @@ from typing import Any
 import msgspec
 
 from ...errors import InputError
-from ...format import a_or_an
+from ...messages import problem
 
 # what a msgspec decode raises on bad input: its own error, UnicodeDecodeError for bytes that are not
 # UTF-8 inside a string, RecursionError for nesting deeper than the interpreter's recursion limit
@@ -50,15 +50,15 @@ def load_json(path: Path, kind: str, obj: bool = False) -> Any:
     try:
         data = path.read_bytes()
     except OSError as exc:
-        raise InputError(str(path), f"cannot read {kind}: {exc.strerror or exc}") from exc
+        raise InputError(str(path), problem("cannot_read_kind", kind=kind, detail=exc.strerror or exc)) from exc
     if not data.strip():
-        raise InputError(str(path), f"empty file: no {kind} data")
+        raise InputError(str(path), problem("empty_kind", kind=kind))
     try:
         out = json_value(_text(data))
     except ValueError as exc:
-        raise InputError(str(path), f"not valid JSON ({kind}): {exc}") from exc
+        raise InputError(str(path), problem("not_json_kind", kind=kind, detail=exc)) from exc
     if obj and not isinstance(out, dict):
-        raise InputError(str(path), f"not {a_or_an(kind)} file: the JSON is not an object")
+        raise InputError(str(path), problem("not_object", kind=kind))
     return out
 
 

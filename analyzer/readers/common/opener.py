@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import InputError
+from ...messages import problem
 
 GZIP_MAGIC = b"\x1f\x8b"
 MAX_RATIO = 200
@@ -107,7 +108,7 @@ class InputStream(io.RawIOBase):
                 self._raw_eof = True
                 if not self._zlib.eof:
                     done = self.bytes_out + len(self._pending) - self._pos
-                    self._end(f"compressed stream ends early (cut after {done} decompressed bytes)")
+                    self._end(problem("gz_cut", n=done))
                 self._done = True
                 return
             self._tail = chunk
@@ -117,7 +118,7 @@ class InputStream(io.RawIOBase):
             if not rest:
                 return
             if not rest.startswith(GZIP_MAGIC):
-                self.problem = f"bytes after the compressed data ignored (from byte {self.bytes_in - len(rest)})"
+                self.problem = problem("gz_trailing", n=self.bytes_in - len(rest))
                 self._done = True
                 return
             self._zlib = zlib.decompressobj(wbits=31)
@@ -126,7 +127,7 @@ class InputStream(io.RawIOBase):
             out = self._zlib.decompress(self._tail, max(want, _OUT_CHUNK))
         except zlib.error as exc:
             done = self.bytes_out + len(self._pending) - self._pos
-            self._end(f"compressed data is corrupt after {done} decompressed bytes ({exc})")
+            self._end(problem("gz_corrupt", n=done, detail=exc))
             return
         self._tail = self._zlib.unused_data if self._zlib.eof else self._zlib.unconsumed_tail
         self._pending, self._pos = out, 0
@@ -137,8 +138,7 @@ class InputStream(io.RawIOBase):
         if total > RATIO_AFTER_BYTES and total > MAX_RATIO * max(self.bytes_in, 1):
             raise InputError(
                 str(self.path),
-                f"decompresses to more than {MAX_RATIO} times its size ({total >> 20} MiB from the first "
-                f"{self.bytes_in >> 10} KiB): not read (a decompression bomb, or not profiler data)",
+                problem("gz_bomb", ratio=MAX_RATIO, mib=total >> 20, kib=self.bytes_in >> 10),
             )
 
     def _end(self, problem: str) -> None:

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import InputError
+from ...messages import problem
 from ..base import PART_READERS, SIDECAR_NAME, ReadContext, register
 from ..chrome.router import EventRouter
 from ..chrome.stream import Event, TraceStream, open_binary, sniff
@@ -117,7 +118,7 @@ def read_kineto(ctx: ReadContext) -> None:
             outcome.sha256 = ts.sha256
             outcome.warn_all(ts.warnings)
             if ts.n_events == 0:
-                raise InputError(str(path), "trace has no events")
+                raise InputError(str(path), problem("no_events"))
             check_rank(ctx, path, meta, outcome)
     staged = stage.close()
     if not staged and router.event_base == 0 and not ctx.writer.total_rows:

@@ -13,7 +13,7 @@ import pyarrow.compute as pc
 
 from ... import schema
 from ...factwriter import Origin
-from ...messages import english
+from ...messages import english, problem
 from ..base import ReadContext
 from ..chrome.nesting import depth_and_self
 from ..chrome.router import EventRouter
@@ -523,4 +523,4 @@ def check_rank(ctx: ReadContext, path: Path, meta: dict[str, Any], outcome: Any)
         and dist["rank"] != ctx.rank
         and ctx.plan.rank_source in ("sidecar", "rank_dir")
     ):
-        outcome.warn(f"distributedInfo.rank is {dist['rank']} but the folder says rank {ctx.rank}; kept {ctx.rank}")
+        outcome.warn(problem("rank_mismatch", field="distributedInfo.rank", found=dist["rank"], rank=ctx.rank))

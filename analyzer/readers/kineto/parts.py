@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import InputError
+from ...messages import problem
 from ..base import SIDECAR_NAME, CollectionPlan, ReadContext
 from ..chrome.lanes import LaneInfo
 from ..chrome.router import EventRouter
@@ -139,7 +140,7 @@ def finish(ctx: ReadContext, states: list[dict[str, Any]]) -> None:
         outcome.sha256 = states[0]["sha256"]
         outcome.warn_all([w for s in states for w in s["warnings"]])
         if seen == 0:
-            raise InputError(str(path), "trace has no events")
+            raise InputError(str(path), problem("no_events"))
         check_rank(ctx, path, meta, outcome)
     if seen:
         finish_file(ctx, router, picker, {k: Staged.joined(v) for k, v in staged.items()}, {}, [meta])

@@ -28,7 +28,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ...messages import english
+from ...messages import english, problem
 from ..ascend.db import expected_tables, read_ascend_db
 from ..ascend.groups import Groups
 from ..ascend.msprof_export import ExportState, export_files, read_export
@@ -128,7 +128,7 @@ def _read_profiler_info(ctx: ReadContext, root: Path) -> dict[str, Any] | None:
                 msi = data.get("ms_profiler_info") if isinstance(data.get("ms_profiler_info"), dict) else {}
                 rid = int_or_none(msi.get("rank_id")) if msi else int_or_none(data.get("rank_id"))
                 if rid is not None and rid >= 0 and rid != ctx.rank and ctx.plan.rank_source in ("sidecar", "rank_dir"):
-                    oc.warn(f"rank_id is {rid} but the folder says rank {ctx.rank}; kept {ctx.rank}")
+                    oc.warn(problem("rank_mismatch", field="rank_id", found=rid, rank=ctx.rank))
         elif f.name == "profiler_metadata.json":
             with ctx.reading(f, "profiler_metadata.json") as oc:
                 md = load_json(f, "profiler_metadata")

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from ....errors import InputError
+from ....messages import problem
 from ...base import ReadContext
 from ...common.cells import text_cell
 from ...common.steps import last_step_started
@@ -107,13 +108,13 @@ class Db:
         try:
             size = path.stat().st_size
         except OSError as exc:
-            raise InputError(str(path), f"cannot read {kind}: {exc.strerror or exc}") from exc
+            raise InputError(str(path), problem("cannot_read_kind", kind=kind, detail=exc.strerror or exc)) from exc
         if size == 0:
-            raise InputError(str(path), f"empty file (0 bytes; expected: {kind})")
+            raise InputError(str(path), problem("empty_expected", kind=kind))
         with open(path, "rb") as f:
             magic = f.read(16)
         if magic != b"SQLite format 3\x00":
-            raise InputError(str(path), f"not a SQLite database (no SQLite header; expected: {kind})")
+            raise InputError(str(path), problem("not_sqlite", kind=kind))
         self._open = contextlib.ExitStack()
         self.problems: list[str] = []  # the db's damage, said once (the schema)
         self._text = _Text()
@@ -125,7 +126,7 @@ class Db:
             self.tables = self._table_names()
         except (sqlite3.Error, UnicodeDecodeError) as exc:
             self._open.close()
-            raise InputError(str(path), f"corrupt SQLite database ({kind}): {sqlite_problem(exc)}") from exc
+            raise InputError(str(path), problem("sqlite_corrupt", kind=kind, detail=sqlite_problem(exc))) from exc
         self._cols: dict[str, set[str]] = {}
 
     def _table_names(self) -> set[str]:
