@@ -931,6 +931,76 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "跳过了 {n} 行无法读取的内容（第一处：第 {line} 行）",
     ),
     "problem.collector_no_steps": ("no step records", "没有迭代记录"),
+    "problem.empty_op_timeline": ("empty file: no op timeline", "空文件：没有算子时间线"),
+    "problem.empty_cpu_timestamps": ("empty file: no CPU op timestamps", "空文件：没有 CPU 算子时间戳"),
+    "problem.empty_cpu_shapes": ("empty file: no CPU op shapes", "空文件：没有 CPU 算子 shape"),
+    "problem.not_output_timeline": (
+        "not an output_timeline_data file: header {header}",
+        "不是 output_timeline_data 文件：表头为 {header}",
+    ),
+    "problem.malformed_lines": ("{n} malformed line(s) skipped", "跳过了 {n} 行格式错误的内容"),
+    "problem.malformed_records": ("{n} malformed record(s) skipped", "跳过了 {n} 条格式错误的记录"),
+    "problem.not_in_framework_raw": (
+        "{n} op(s) not found in framework_raw: no op type / shapes for them",
+        "{n} 个算子在 framework_raw 中找不到：它们没有算子类型和 shape",
+    ),
+    "problem.cells_no_numbers": (
+        "{n} cell(s) of column {column} are no numbers (e.g. {example}); read as empty",
+        "{column} 列有 {n} 个单元格不是数字（例如 {example}）；按空值读取",
+    ),
+    "problem.ends_mid_line": (
+        "file ends mid-line (the job stopped while writing it); the last op's last record may be incomplete",
+        "文件在一行的中途结束（作业在写入时停止）；最后一个算子的最后一条记录可能不完整",
+    ),
+    "problem.no_cpu_records": (
+        "not a cpu_op_execute_timestamp file: no 'name;type;start,dur,tid' records",
+        "不是 cpu_op_execute_timestamp 文件：没有 'name;type;start,dur,tid' 记录",
+    ),
+    "problem.trace_object": (
+        "trace_view.json is a trace object, not the bare event array torch_npu writes; read anyway",
+        "trace_view.json 是 trace 对象，而不是 torch_npu 写出的纯事件数组；仍已读取",
+    ),
+    "problem.rows_without_iteration": (
+        "{n} row(s) without iteration id, end or time skipped",
+        "跳过了 {n} 行没有迭代号、结束时间或时间的记录",
+    ),
+    "problem.no_group": ("no communication group in the file", "文件中没有通信组"),
+    "problem.no_comm_op": (
+        "no communication operation in the file (empty collective / p2p sections)",
+        "文件中没有通信算子（collective / p2p 部分为空）",
+    ),
+    "problem.no_comm_link": (
+        "no communication link in the file (empty collective / p2p sections)",
+        "文件中没有通信链路（collective / p2p 部分为空）",
+    ),
+    "problem.not_keyed_by_step.a": (
+        "not a {kind}: the JSON is not an object keyed by step",
+        "不是 {kind}：JSON 不是按迭代组织的对象",
+    ),
+    "problem.not_keyed_by_step.an": (
+        "not an {kind}: the JSON is not an object keyed by step",
+        "不是 {kind}：JSON 不是按迭代组织的对象",
+    ),
+    "problem.no_comm_sections.a": (
+        "not a {kind}: no step with 'collective' / 'p2p' sections",
+        "不是 {kind}：没有含 'collective' / 'p2p' 部分的迭代",
+    ),
+    "problem.no_comm_sections.an": (
+        "not an {kind}: no step with 'collective' / 'p2p' sections",
+        "不是 {kind}：没有含 'collective' / 'p2p' 部分的迭代",
+    ),
+    "problem.no_trace_view": (
+        "trace_view.json is missing: operators written from this file, without timestamps",
+        "缺少 trace_view.json：算子由此文件写入，没有时间戳",
+    ),
+    "problem.start_info_clock": (
+        "not a start_info file: a clock that is no number ({detail})",
+        "不是 start_info 文件：时钟不是数字（{detail}）",
+    ),
+    "problem.start_info_fields": (
+        "not a start_info file: no collectionTimeBegin / clockMonotonicRaw",
+        "不是 start_info 文件：没有 collectionTimeBegin / clockMonotonicRaw",
+    ),
 }
 
 Message = dict[str, Any]  # {"key": str, "params": {name: number | str | Message | None}}
@@ -1018,16 +1088,21 @@ def problem(key: str, **params: Any) -> str:
 
 def translate_problems(text: Any, lang: str) -> Any:
     """A file's problems (``source_files.error``: one, or several joined by "; ") in ``lang``; each
-    a text no template wrote is left as it is."""
+    a text no template wrote is left as it is. A reading whose field swallowed a "; " (that is not
+    itself a problem) is taken for two problems side by side."""
     if lang == "en" or not isinstance(text, str) or not text:
         return text
-    whole = _translated(text, lang, "problem", split=False)
-    if whole is not None:
-        return whole
+
+    def one(part: str) -> str | None:
+        msg = parse(part, "problem")
+        if msg is None or any("; " in str(v) and parse(str(v), "problem") is None for v in msg["params"].values()):
+            return None
+        return _translated(part, lang, "problem", split=False)
+
     parts, out, i = text.split("; "), [], 0
     while i < len(parts):
         for j in range(len(parts), i, -1):  # the longest run of parts that is one problem
-            got = _translated("; ".join(parts[i:j]), lang, "problem", split=False)
+            got = one("; ".join(parts[i:j]))
             if got is not None:
                 out.append(got)
                 i = j

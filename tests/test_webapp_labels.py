@@ -669,3 +669,33 @@ def test_a_readers_note_nests_and_old_stores_read_the_same() -> None:
     )  # the sidecar's reason is data: as it is
     pair = "no step number in common (a: steps 2–3; b: step 50): every profiled step of each run compared, per step (--base-step / --new-step to choose one of each)"  # noqa: E501
     assert messages.translate(pair, "zh", "pairing").startswith("没有共同的迭代号（a：迭代 2–3；b：迭代 50）")
+
+
+def test_a_files_problems_read_back_one_by_one() -> None:
+    """A file's problems are stored joined by "; " (``FileOutcome.warn``), some with "; " in their own
+    text: each is read back by its template (a field never swallows the next problem), the system's
+    words in a field and a text no template wrote stay as they are."""
+    from analyzer.messages import problem, translate_problems
+
+    joined = "; ".join(
+        [
+            problem("ends_mid_line"),
+            problem("malformed_records", n=3),
+            "a note no template wrote",
+            problem("kept_before", problem=problem("unterminated", kept=5, dropped=87, at=391515)),
+            problem("cannot_read", detail=problem("gz_corrupt", n=0, detail="Error -3 while decompressing data")),
+        ]
+    )
+    assert translate_problems(joined, "en") == joined
+    assert translate_problems(joined, "zh") == "；".join(
+        [
+            "文件在一行的中途结束（作业在写入时停止）；最后一个算子的最后一条记录可能不完整",
+            "跳过了 3 条格式错误的记录",
+            "a note no template wrote",
+            "文件在事件列表中途结束（JSON 数组未闭合）：保留了 5 个完整事件，丢弃了最后 87 字节（从第 391515 字节起）；"
+            "保留了此前的事件",
+            "无法读取：解压出 0 字节后压缩数据损坏（Error -3 while decompressing data）",
+        ]
+    )
+    assert problem("not_object", kind="operator_details.csv").startswith("not an operator_details.csv file")
+    assert problem("not_object", kind="trace").startswith("not a trace file")

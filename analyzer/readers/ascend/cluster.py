@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import InputError
+from ...messages import problem
 from ..base import ReadContext
 from ..common.jsonfile import load_json
 from .names import COMMUNICATION_GROUP
@@ -60,4 +61,4 @@ def read_communication_group(ctx: ReadContext, path: Path) -> None:
         cols["source"] = [SOURCE] * len(cols["group_name"])
         outcome.rows = ctx.write("declared_groups", cols)
         if not outcome.rows:
-            outcome.warn("no communication group in the file")
+            outcome.warn(problem("no_group"))

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import InputError
-from ...format import a_or_an
+from ...messages import problem
 from ...units import ascend_gbps_to_bytes_per_s, mb_to_bytes, ms_to_ns, us_text_or_bad_ns
 from ...vocabulary import P2P_TYPES, normalize_op_type
 from ..base import ReadContext
@@ -135,7 +135,7 @@ def link_rows(entries: Iterable[dict[str, Any]], groups: Groups) -> list[dict[st
 def _sections(data: Any, path: Path, kind: str) -> list[tuple[int | None, bool, dict[str, Any]]]:
     """(step, is_p2p, {op key: value}) sections of communication*.json."""
     if not isinstance(data, dict):
-        raise InputError(str(path), f"not {a_or_an(kind)}: the JSON is not an object keyed by step")
+        raise InputError(str(path), problem("not_keyed_by_step", kind=kind))
     out = []
     for step_key, body in data.items():
         if not isinstance(body, dict):
@@ -146,7 +146,7 @@ def _sections(data: Any, path: Path, kind: str) -> list[tuple[int | None, bool, 
             if isinstance(sec, dict):
                 out.append((step, part == "p2p", sec))
     if data and not out:
-        raise InputError(str(path), f"not {a_or_an(kind)}: no step with 'collective' / 'p2p' sections")
+        raise InputError(str(path), problem("no_comm_sections", kind=kind))
     return out
 
 
@@ -205,7 +205,7 @@ def read_communication_json(ctx: ReadContext, path: Path, groups: Groups) -> lis
         if bw:
             outcome.rows += ctx.write("comm_bandwidth", dict(bw))
         if not comm_times:
-            outcome.warn("no communication operation in the file (empty collective / p2p sections)")
+            outcome.warn(problem("no_comm_op"))
     return comm_times
 
 
@@ -241,7 +241,7 @@ def read_matrix_json(ctx: ReadContext, path: Path, groups: Groups) -> None:
         rows = link_rows(entries, groups)
         outcome.rows = ctx.write("comm_links", rows) if rows else 0
         if not rows:
-            outcome.warn("no communication link in the file (empty collective / p2p sections)")
+            outcome.warn(problem("no_comm_link"))
 
 
 def write_comm_ops(

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ...messages import english
+from ...messages import english, problem
 from ...vocabulary import is_comm_task
 from ..base import ReadContext
 from ..common.csvfile import read_csv
@@ -211,7 +211,7 @@ def _read_step_trace(ctx: ReadContext, st: ExportState, path: Path) -> None:
         outcome.rows = ctx.write("steps", rows)
         skipped = t.n_rows - len(rows["step"])
         if skipped:
-            outcome.warn(f"{skipped} row(s) without iteration id, end or time skipped")
+            outcome.warn(problem("rows_without_iteration", n=skipped))
 
 
 def _read_task_time(ctx: ReadContext, st: ExportState, path: Path, kernels: bool, slices: bool) -> None:

@@ -39,7 +39,7 @@ import pyarrow as pa
 
 from ... import schema
 from ...errors import InputError
-from ...messages import english
+from ...messages import english, problem
 from ..base import ReadContext
 from ..chrome.nesting import self_time
 from ..common.spill import Staged
@@ -350,7 +350,7 @@ def _operators_from_details(ctx: ReadContext, st: TextExport) -> None:
     if st.op_details_path is not None:
         oc = ctx.outcomes.get(st.op_details_path)
         if oc is not None:
-            oc.warn("trace_view.json is missing: operators written from this file, without timestamps")
+            oc.warn(problem("no_trace_view"))
 
 
 def _fill_text_meta(ctx: ReadContext, st: TextExport) -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import InputError
+from ...messages import problem
 from ...units import us_text_to_ns
 from ..base import ReadContext
 from ..common.cells import int_or_none
@@ -118,14 +119,14 @@ def read_prof_meta(ctx: ReadContext, root: Path, device_ids: set[int]) -> dict[i
                     begin = us_text_to_ns(str(info.get("collectionTimeBegin")))
                     mono = int(str(mono)) if mono is not None else None
                 except ValueError as exc:
-                    raise InputError(str(p), f"not a start_info file: a clock that is no number ({exc})") from exc
+                    raise InputError(str(p), problem("start_info_clock", detail=exc)) from exc
                 if begin is None or mono is None:
-                    raise InputError(str(p), "not a start_info file: no collectionTimeBegin / clockMonotonicRaw")
+                    raise InputError(str(p), problem("start_info_fields"))
                 clocks[dev] = DeviceClock(mono, begin)
         elif name.startswith("end_info") or name == "host_start.log" or name == "start_info":
             with ctx.reading(p, "msprof clock info"):
                 if p.stat().st_size == 0:
-                    raise InputError(str(p), "empty file")
+                    raise InputError(str(p), problem("empty"))
     m_ = ctx.meta
     for top, info in sorted(infos.items()):
         if not isinstance(info, dict):

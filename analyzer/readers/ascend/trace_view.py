@@ -618,6 +618,6 @@ def outcome_of_trace(outcome: FileOutcome, ts: TraceStream) -> None:
     outcome.rows = ts.n_events
     outcome.warn_all(ts.warnings)
     if not ts.bare_array:
-        outcome.warn("trace_view.json is a trace object, not the bare event array torch_npu writes; read anyway")
+        outcome.warn(problem("trace_object"))
     if ts.n_events == 0:
         raise InputError(str(ts.path), problem("no_events"))

@@ -34,6 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ...errors import InputError
+from ...messages import problem
 from ...units import fit_ns
 from ...vocabulary import P2P_TYPES
 from ..base import ReadContext
@@ -150,9 +151,11 @@ def parse_execute_timestamps(path: Path) -> tuple[dict[str, list[Any]], list[str
     try:
         text = path.read_text(encoding="utf-8", errors="replace")
     except OSError as exc:
-        raise InputError(str(path), f"cannot read cpu_op_execute_timestamp: {exc.strerror or exc}") from exc
+        raise InputError(
+            str(path), problem("cannot_read_kind", kind="cpu_op_execute_timestamp", detail=exc.strerror or exc)
+        ) from exc
     if not text.strip():
-        raise InputError(str(path), "empty file: no CPU op timestamps")
+        raise InputError(str(path), problem("empty_cpu_timestamps"))
     lines = text.splitlines()
     cut = not text.endswith("\n")
     for k, line in enumerate(lines):
@@ -165,9 +168,7 @@ def parse_execute_timestamps(path: Path) -> tuple[dict[str, list[Any]], list[str
         name, typ, records = parts[0], parts[1], parts[2]
         recs = records.split()
         if cut and k == len(lines) - 1:
-            warnings.append(
-                "file ends mid-line (the job stopped while writing it); the last op's last record may be incomplete"
-            )
+            warnings.append(problem("ends_mid_line"))
         for rec in recs:
             f = rec.split(",")
             if len(f) < 2:
@@ -187,9 +188,9 @@ def parse_execute_timestamps(path: Path) -> tuple[dict[str, list[Any]], list[str
             rows["dur_ns"].append(dur)
             rows["tid"].append(f[2] if len(f) > 2 and f[2] else "0")
     if bad:
-        warnings.append(f"{bad} malformed record(s) skipped")
+        warnings.append(problem("malformed_records", n=bad))
     if not rows["name"]:
-        raise InputError(str(path), "not a cpu_op_execute_timestamp file: no 'name;type;start,dur,tid' records")
+        raise InputError(str(path), problem("no_cpu_records"))
     return rows, warnings
 
 
@@ -200,9 +201,11 @@ def parse_framework_shapes(path: Path) -> tuple[dict[str, str], list[str]]:
     try:
         text = path.read_text(encoding="utf-8", errors="replace")
     except OSError as exc:
-        raise InputError(str(path), f"cannot read cpu_framework: {exc.strerror or exc}") from exc
+        raise InputError(
+            str(path), problem("cannot_read_kind", kind="cpu_framework", detail=exc.strerror or exc)
+        ) from exc
     if not text.strip():
-        raise InputError(str(path), "empty file: no CPU op shapes")
+        raise InputError(str(path), problem("empty_cpu_shapes"))
     for line in text.splitlines():
         parts = [p for p in line.strip().split(";") if p != ""]
         if len(parts) < 3:

@@ -35,7 +35,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ...errors import InputError
-from ...messages import english
+from ...messages import english, problem
 from ...units import fit_ns, scaled_int
 from ..ascend.prof import prof_hwts_hz
 from ..base import FileOutcome, ReadContext, register
@@ -334,12 +334,14 @@ def _read_timeline_txt(ctx: ReadContext, st: LegacyState, path: Path) -> None:
         try:
             lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
         except OSError as exc:
-            raise InputError(str(path), f"cannot read output_timeline_data: {exc.strerror or exc}") from exc
+            raise InputError(
+                str(path), problem("cannot_read_kind", kind="output_timeline_data", detail=exc.strerror or exc)
+            ) from exc
         if not lines or not lines[0].strip():
-            raise InputError(str(path), "empty file: no op timeline")
+            raise InputError(str(path), problem("empty_op_timeline"))
         header = [h.strip().lower() for h in lines[0].split(",")]
         if len(header) < 4 or not header[0].startswith("op_name"):
-            raise InputError(str(path), f"not an output_timeline_data file: header {lines[0][:80]!r}")
+            raise InputError(str(path), problem("not_output_timeline", header=repr(lines[0][:80])))
         start_ms = "(ms)" in header[2]
         rows: dict[str, list[Any]] = defaultdict(list)
         bad = 0
@@ -367,11 +369,11 @@ def _read_timeline_txt(ctx: ReadContext, st: LegacyState, path: Path) -> None:
             rows["ts_ns"].append(ts)
             rows["dur_ns"].append(d)
         if bad:
-            outcome.warn(f"{bad} malformed line(s) skipped")
+            outcome.warn(problem("malformed_lines", n=bad))
         outcome.rows = _write_device_tasks(ctx, st, rows, core_type="AI_CORE", process="Ascend Hardware")
         unknown = sum(1 for t in rows["op_type"] if t is None)
         if unknown and st.framework:
-            outcome.warn(f"{unknown} op(s) not found in framework_raw: no op type / shapes for them")
+            outcome.warn(problem("not_in_framework_raw", n=unknown))
 
 
 def _write_device_tasks(
@@ -582,7 +584,7 @@ def _ms_cells(outcome: FileOutcome, values: list[str | None], column: str) -> li
     """ms cells to ns; a cell that is no number is empty, and said so."""
     out, bad = decimal_cells_to_ns(values)
     if bad:
-        outcome.warn(f"{len(bad)} cell(s) of column {column!r} are no numbers (e.g. {bad[0]!r}); read as empty")
+        outcome.warn(problem("cells_no_numbers", n=len(bad), column=repr(column), example=repr(bad[0])))
     return out
 
 
