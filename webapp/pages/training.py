@@ -122,8 +122,11 @@ def _shade(fig: Any, prof: pd.DataFrame) -> None:
             ranges[-1][1] = s
         else:
             ranges.append([s, s])
-    for a, b in ranges[:MAX_WINDOW_SHADES]:
-        fig.add_vrect(x0=a - 0.5, x1=b + 0.5, fillcolor="#5bc0de", opacity=0.18, line_width=0, layer="below")
+    # one layout update for every range (add_vrect per range re-validates the layout each time: ~5 ms a range)
+    shade = dict(type="rect", xref="x", yref="paper", y0=0, y1=1, fillcolor="#5bc0de", opacity=0.18, layer="below")
+    fig.update_layout(
+        shapes=[{**shade, "x0": a - 0.5, "x1": b + 0.5, "line": {"width": 0}} for a, b in ranges[:MAX_WINDOW_SHADES]]
+    )
 
 
 def scalar_figure(
@@ -160,8 +163,8 @@ def scalar_figure(
         )
     for rank, g in sc.groupby("rank", sort=True):
         fig.add_scatter(
-            x=g["step"],
-            y=g["value"] / scale,
+            x=g["step"].to_numpy(),  # arrays: plotly validates a pandas Series ~2x slower
+            y=(g["value"] / scale).to_numpy(),
             mode="lines+markers" if len(g) <= 60 else "lines",
             name=t("ui.rank_n", rank=int(rank)),
             meta=int(rank),
