@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import analyze, query, sigint_as_on_a_terminal
+from helpers import analyze_here, query, sigint_as_on_a_terminal
 
 REPO = Path(__file__).resolve().parent.parent
 SCRIPT = Path(__file__).resolve().parent / "collector_scripts" / "ms_train.py"
@@ -183,7 +183,7 @@ def test_static_window_one_mindspore_folder_per_step(jobs: dict[str, Job]) -> No
 def test_static_window_ingests(jobs: dict[str, Job], tmp_path: Path) -> None:
     job = ok(jobs["static"])
     store = tmp_path / "store"
-    analyze("ingest", str(job.out), "--store", str(store))
+    analyze_here("ingest", str(job.out), "--store", str(store))
     cols = query(
         store, "SELECT collection_id, root_path, producer, status, rank FROM collections ORDER BY producer, root_path"
     )
@@ -325,7 +325,7 @@ def test_crash_at_step_k_keeps_every_step_before_k(jobs: dict[str, Job], mode: s
 
 def test_crashed_jobs_ingest_with_every_completed_step(jobs: dict[str, Job], tmp_path: Path) -> None:
     store = tmp_path / "store"
-    analyze("ingest", *(str(jobs[f"crash_{m}"].out) for m in CRASHES), "--store", str(store))
+    analyze_here("ingest", *(str(jobs[f"crash_{m}"].out) for m in CRASHES), "--store", str(store))
     cols = query(store, "SELECT run, root_path, status, missing FROM collections WHERE producer = 'mindspore'")
     by_run: dict[str, list[dict[str, Any]]] = {}
     for c in cols:
@@ -387,7 +387,7 @@ def test_two_ranks_under_msrun(msrun_job: Job, tmp_path: Path) -> None:
             "complete",
         )
     store = tmp_path / "store"
-    analyze("ingest", str(job.out), "--store", str(store))
+    analyze_here("ingest", str(job.out), "--store", str(store))
     cols = query(store, "SELECT rank, count(*) AS n FROM collections WHERE producer = 'mindspore' GROUP BY rank")
     assert sorted((c["rank"], c["n"]) for c in cols) == [(0, 2), (1, 2)]
     # the gradients' AllReduce (one per parameter: 4) ran in each captured step on each rank
@@ -397,7 +397,7 @@ def test_two_ranks_under_msrun(msrun_job: Job, tmp_path: Path) -> None:
     # each folder holds, so every rank has steps 2 and 3, and the all-reduces match across the ranks
     steps = query(store, "SELECT rank, step, source FROM steps ORDER BY rank, step")
     assert [(s["rank"], s["step"], s["source"]) for s in steps] == [(r, s, "collector") for r in (0, 1) for s in (2, 3)]
-    summary = analyze("summary", "--store", str(store), "--json")
+    summary = analyze_here("summary", "--store", str(store), "--json")
     assert {r["steps"] for r in json.loads(summary.stdout)["ranks"]} == {2}, summary.stdout
     matched = query(store, "SELECT group_name, ops, instances, complete, note FROM analysis.collective_matching")
     assert [(m["ops"], m["instances"], m["complete"]) for m in matched] == [(16, 8, 8)], matched

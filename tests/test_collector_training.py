@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import analyze, query, sigint_as_on_a_terminal
+from helpers import analyze_here, query, sigint_as_on_a_terminal
 
 REPO = Path(__file__).resolve().parent.parent
 SCRIPTS = Path(__file__).resolve().parent / "collector_scripts"
@@ -84,7 +84,7 @@ def test_static_window_captures_exactly_the_asked_steps(tmp_path: Path) -> None:
     assert all(r["step_time_ns"] > 0 and set(r["scalars"]) == {"loss", "lr"} for r in rows)
 
     store = tmp_path / "store"
-    analyze("ingest", str(out), "--store", str(store))
+    analyze_here("ingest", str(out), "--store", str(store))
     cols = {c["producer"]: c for c in query(store, "SELECT producer, status, steps, rank, world_size FROM collections")}
     assert cols["kineto"]["status"] == "complete" and cols["kineto"]["steps"] == [2, 3, 4]
     assert [r["step"] for r in query(store, "SELECT step FROM steps ORDER BY step")] == [2, 3, 4]
@@ -157,7 +157,7 @@ def test_unmodified_script_under_torchrun_with_a_tools_json_and_rank_filter(tmp_
     for r in (0, 1):
         assert [x["step"] for x in scalars(out / f"rank_{r}" / "rankscope_scalars.jsonl")] == [0, 1, 2, 3, 4]
     store = tmp_path / "store"
-    analyze("ingest", str(out), "--store", str(store))
+    analyze_here("ingest", str(out), "--store", str(store))
     got = query(store, "SELECT rank, producer, status, steps, world_size FROM collections ORDER BY rank, producer")
     assert [(g["rank"], g["producer"]) for g in got] == [
         (0, "collector_scalars"),
@@ -338,7 +338,7 @@ def test_dynamic_config_edited_while_training_runs(tmp_path: Path) -> None:
         range(14)
     )  # training went on
     store = tmp_path / "store"
-    analyze("ingest", str(out), "--store", str(store))
+    analyze_here("ingest", str(out), "--store", str(store))
     assert query(store, "SELECT steps FROM collections WHERE producer = 'kineto'") == [{"steps": [9, 10, 11]}]
 
 
@@ -434,7 +434,7 @@ def test_crash_at_step_k_keeps_the_steps_before_k(crashed: dict[str, Any], mode:
 def test_crashed_ranks_ingest_as_partial(crashed: dict[str, Any], tmp_path: Path) -> None:
     store = tmp_path / "store"
     folders = [str(crashed[m][0]) for m in CRASHES]
-    analyze("ingest", *folders, "--store", str(store))
+    analyze_here("ingest", *folders, "--store", str(store))
     cols = query(store, "SELECT run, status, steps, missing FROM collections WHERE producer = 'kineto' ORDER BY run")
     assert [c["run"] for c in cols] == sorted(CRASHES)
     for c in cols:
@@ -450,7 +450,7 @@ def test_window_killed_in_its_first_step_ingests_as_partial(crashed: dict[str, A
     assert [p.name for p in win.iterdir()] == ["rankscope_window.json"]
     assert (sidecar(win)["status"], sidecar(win)["captured_steps"], sidecar(win)["files"]) == ("running", [], [])
     store = tmp_path / "store"
-    analyze("ingest", str(d), "--store", str(store))
+    analyze_here("ingest", str(d), "--store", str(store))
     got = query(store, "SELECT producer, status, missing FROM collections WHERE root_path = 'rank_0/window_step1'")
     assert len(got) == 1 and got[0]["status"] == "partial", got
     assert any("no step completed" in m for m in got[0]["missing"])
