@@ -112,3 +112,31 @@ def test_text_report_says_what_is_missing(stores):
     cov = {c["group_name"]: c for c in doc["group_coverage"]}
     assert cov["0"]["ranks"] == [0, 1, 2, 3] and cov["0"]["ranks_profiled"] == [0]
     assert doc["slow_link_evidence"] == []
+
+
+def test_report_reads_one_view_set_and_gives_what_each_analysis_gives_alone(stores, monkeypatch):
+    """`build_report` binds the run's fact views once and serves every analysis from them (whatever
+    tables or ranks it asks for): one view set for the whole report, and its JSON is what the
+    analyses give when each reads the view set of exactly what it asks for (as before), nothing
+    cached from the first pass."""
+    from analyzer.analyses import cache
+    from analyzer.analyses.report import build_report, report_json
+    from analyzer.store import store as store_module
+
+    g = stores["gloo4"]
+    made: list[object] = []
+    create = store_module.Store._create_fact_views
+    monkeypatch.setattr(
+        store_module.Store, "_create_fact_views", lambda self, *a, **k: made.append(k) or create(self, *a, **k)
+    )
+    cache.RESULTS.clear()
+    store_module._READ_DBS.clear()
+    once = report_json(build_report(g, "gloo4"))
+    assert len(made) == 1, made
+    cache.RESULTS.clear()
+    store_module._READ_DBS.clear()
+    monkeypatch.setattr(store_module, "_bound_set", lambda db, views: views if views in db.schemas else None)
+    made.clear()
+    alone = report_json(build_report(g, "gloo4"))
+    assert len(made) > 1, made  # the analyses' own view sets were bound
+    assert json.loads(once) == json.loads(alone)

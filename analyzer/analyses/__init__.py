@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -28,7 +29,6 @@ from .blame import blame_chains, blame_of
 from .clock_alignment import clock_offsets
 from .comm_rollups import collective_instances, comm_per_rank, rank_pairs, transport_bandwidth
 from .communication import comm_bandwidth, comm_group_totals, comm_matrix, communication_summary, group_coverage
-from .diff import RunDiff, run_diff
 from .matching import collective_matching
 from .parallel_layout import layout_metric, parallel_dims, parallel_layout
 from .pipeline import pipeline, pipeline_stages, send_recv_pairs
@@ -40,6 +40,22 @@ from .step_outliers import step_outliers
 from .straggler import stragglers
 from .temporal_breakdown import temporal_breakdown
 from .trend import trend
+
+if TYPE_CHECKING:
+    from .diff import RunDiff, run_diff
+
+# the comparison of two runs is imported when first asked for (``__getattr__``): `analyze report` and
+# a page of one run never use it
+_LATER = {"RunDiff": ".diff", "run_diff": ".diff"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LATER:
+        import importlib
+
+        return getattr(importlib.import_module(_LATER[name], __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 LAYOUT_METRIC = "step_ns"  # the per-rank metric of the layout grid (mean over steps)
 
@@ -240,6 +256,8 @@ class Comparison:
 
 def _part(part: str) -> Callable[[Store, str, str], pd.DataFrame]:
     def compute(store: Store, base: str, new: str) -> pd.DataFrame:
+        from .diff import run_diff
+
         return getattr(run_diff(store, base, new), part).copy()
 
     compute.__name__ = f"diff_{part}"

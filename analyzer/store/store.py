@@ -78,6 +78,31 @@ _VIEW_SETS = 64  # schemas of views kept per database (those in use are never dr
 _READ_LOCK = threading.Lock()
 
 
+def _every_rank(fact_files: pa.Table, run: str, ranks: Sequence[int]) -> bool:
+    """Whether ``ranks`` holds every rank with fact files in ``run`` (then the run's files are theirs)."""
+    ff = filter_fact_files(fact_files, run=run)
+    return set(ff["rank"].to_pylist()) <= {int(r) for r in ranks}
+
+
+def _bound_set(db: _ReadDatabase, views: tuple[Any, ...]) -> tuple[Any, ...] | None:
+    """The key of a view set of ``db`` that serves ``views`` = (run, ranks, tables, usable_only):
+    the same, else one over the same files (run, ranks, usable_only) holding every table asked for
+    (the most recently used); None: none bound yet. Call under ``_READ_LOCK``."""
+    if views in db.schemas:
+        return views
+    run, ranks, tables, usable_only = views
+    if tables is None:
+        return None
+    return next(
+        (
+            v
+            for v in reversed(db.schemas)
+            if (v[0], v[1], v[3]) == (run, ranks, usable_only) and (v[2] is None or set(tables) <= set(v[2]))
+        ),
+        None,
+    )
+
+
 class _ReadDatabase:
     """The in-memory database of one catalog state: the catalog tables copied once, and a schema of
     fact views per (run, ranks, tables, usable_only) bound once (binding reads every file's footer)
@@ -297,6 +322,8 @@ class Store:
         views' schema, then the catalog's; what a caller registers or creates as TEMP goes with it).
         """
         stamp, cat = self._snapshot()
+        if ranks is not None and run is not None and _every_rank(cat["fact_files"], run, ranks):
+            ranks = None  # the same files as the whole run's: the same views
         views = (run, None if ranks is None else tuple(ranks), None if tables is None else tuple(sorted(tables)))
         key = (str(self.path), stamp)
         if stamp is None:  # a catalog read while a commit wrote: a database of its own, not kept
@@ -329,6 +356,10 @@ class Store:
         import duckdb
 
         con = duckdb.connect(":memory:")
+        # every view set and query of this database reads the footers of the same Parquet files (a
+        # report runs ~100 queries over them): read each footer once. A fact file never changes under
+        # its name (every write is a fresh name, listed by the catalog commit that makes it a fact).
+        con.execute("SET parquet_metadata_cache = true")
         for name, tbl in cat.items():
             con.register(f"__cat_{name}", tbl)
             con.execute(f'CREATE TABLE "{name}" AS SELECT * FROM "__cat_{name}"')
@@ -342,9 +373,10 @@ class Store:
         run, ranks, tables, usable_only = views
         while True:
             with _READ_LOCK:
-                name = db.schemas.get(views)
-                if name is not None:
-                    db.schemas.move_to_end(views)
+                bound = _bound_set(db, views)
+                if bound is not None:
+                    name = db.schemas[bound]
+                    db.schemas.move_to_end(bound)
                     db.in_use[name] = db.in_use.get(name, 0) + 1
                     return name
                 wait = db.building.get(views)
@@ -385,13 +417,22 @@ class Store:
 
     def unusable_rows(self, run: str) -> dict[str, int]:
         """Rows of ``run`` the fact views of ``read_connection`` leave out because their times are not
-        usable (``sql.usable_times_sql``), by table (tables without any left out are not listed)."""
-        conds = {t.name: usable_times_sql(t.name) for t in schema.FACT_TABLES}
-        parts = [f'(SELECT count(*) FROM "{t}" WHERE NOT ({c})) AS "{t}"' for t, c in conds.items() if c]
-        with self.read_connection(run=run, tables=[t for t, c in conds.items() if c], usable_only=False) as con:
-            row = con.execute("SELECT " + ", ".join(parts)).fetchone()
-        counts = dict(zip([t for t, c in conds.items() if c], row))
-        return {t: int(n) for t, n in counts.items() if n}
+        usable (``sql.usable_times_sql``), by table (tables without any left out are not listed): the
+        rows its files hold (the catalog's ``fact_files.rows``) less those its views read (the views
+        an analysis reads, so a report binds no other set)."""
+        tables = [t.name for t in schema.FACT_TABLES if usable_times_sql(t.name)]
+        ff = filter_fact_files(self.catalog_snapshot()["fact_files"], run=run)
+        held = ff.group_by("table_name").aggregate([("rows", "sum")])
+        held_rows = dict(zip(held["table_name"].to_pylist(), held["rows_sum"].to_pylist()))
+        tables = [t for t in tables if held_rows.get(t)]
+        if not tables:
+            return {}
+        with self.read_connection(run=run, tables=tables) as con:
+            row = con.execute(
+                "SELECT " + ", ".join(f'(SELECT count(*) FROM "{t}") AS "{t}"' for t in tables)
+            ).fetchone()
+        out = {t: int(held_rows[t]) - int(n) for t, n in zip(tables, row)}
+        return {t: n for t, n in out.items() if n}
 
     def _paths_by_table(self, fact_files: pa.Table) -> dict[str, list[str]]:
         out: dict[str, list[str]] = {}
