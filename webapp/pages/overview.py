@@ -286,7 +286,7 @@ def render(rd: Reader, run: str, ranks: Sequence[int], step: int | None) -> list
     bd_sel = bd[bd["rank"].isin(list(ranks))] if not bd.empty else bd
     out.append(_step_bars(bd_sel, step, run, data.slow_ranks(rd, run), st))
     out.append(_heatmap(bd_sel, run, st))
-    out.append(_scalars(data.scalars(rd, run, ranks)))
+    out.append(_scalars(rd, run, list(ranks)))
     probs = data.problems(rd, run)
     if not probs.empty:
         out.append(
@@ -769,32 +769,68 @@ def scalar_label(name: str) -> str:
     return base.replace("_", " ") if base.replace("_", "").isalnum() else base
 
 
-def _scalars(sc: pd.DataFrame) -> html.Div:
-    if sc.empty:
-        return html.Div(
-            [
-                html.H2(t("ov.scalars")),
-                ui.message(t("ov.no_scalars"), "info"),
-            ],
-            className="card",
-        )
-    names = list(dict.fromkeys(sc["name"]))
+SCALAR_CHART_POINTS = 8_000  # points of one scalar's chart over all its ranks: each rank's curve gets its share
+SCALAR_RANK_POINTS = 400  # (at least)
+SCALAR_RANK_LINES = 8  # more ranks: the lowest, median and highest value over them per bucket of steps
+SCALAR_BAND_POINTS = 1000  # buckets of steps of that band
+
+
+def _scalars(rd: Reader, run: str, ranks: list[int]) -> html.Div:
+    """The collector's scalars, a chart each (at most 8): a curve per rank thinned to the chart's
+    share, or for many ranks their band per bucket of steps (as the Training page draws them: a
+    chart of 64 ranks x 20 000 steps was 6.7 MB)."""
+    names = [str(n) for n in data.scalar_names(rd, run)["name"]]
+    many = len(ranks) > SCALAR_RANK_LINES
+    per_rank = max(SCALAR_RANK_POINTS, SCALAR_CHART_POINTS // max(1, len(ranks)))
+    sc = pd.DataFrame() if many or not names else data.scalars(rd, run, ranks, None, per_rank)
     graphs = []
     for name in names[:8]:
-        d = sc[sc["name"] == name]
-        scale, unit = (1e6, " (ms)") if str(name).endswith("_ns") else (1.0, "")
-        label = scalar_label(str(name))
+        scale, unit = (1e6, " (ms)") if name.endswith("_ns") else (1.0, "")
+        label = scalar_label(name)
         fig = ui.figure(height=260, xaxis_title=t("ov.heat_step"), yaxis_title=label + unit, title=label + unit)
-        for rank, g in d.groupby("rank"):
+        if many:
+            band = data.scalar_band(rd, run, ranks, name, SCALAR_BAND_POINTS)
+            if band.empty:
+                continue
+            x = band["step"].to_numpy()
+            fig.add_scatter(x=x, y=(band["lo"] / scale).to_numpy(), mode="lines", line=dict(width=0), hoverinfo="skip")
             fig.add_scatter(
-                x=g["step"],
-                y=g["value"] / scale,
-                mode="lines+markers" if len(g) <= 50 else "lines",
-                name=t("ui.rank_n", rank=rank),
+                x=x,
+                y=(band["hi"] / scale).to_numpy(),
+                mode="lines",
+                line=dict(width=0),
+                fill="tonexty",
+                fillcolor="rgba(47,111,176,0.25)",
+                name=t("tr.band"),
+                hovertemplate=t("tr.band_hover") + "<extra></extra>",
             )
-        if d["step"].nunique() <= 20:
+            fig.add_scatter(
+                x=x,
+                y=(band["mid"] / scale).to_numpy(),
+                mode="lines",
+                name=t("tr.median"),
+                line=dict(color="#2f6fb0"),
+                hovertemplate=t("tr.median_hover") + "<extra></extra>",
+            )
+            fig.update_layout(showlegend=False)
+            steps = band["step"]
+        else:
+            d = sc[sc["name"] == name]
+            if d.empty:
+                continue
+            for rank, g in d.groupby("rank"):
+                fig.add_scatter(
+                    x=g["step"].to_numpy(),
+                    y=(g["value"] / scale).to_numpy(),
+                    mode="lines+markers" if len(g) <= 50 else "lines",
+                    name=t("ui.rank_n", rank=rank),
+                )
+            steps = d["step"]
+        if steps.nunique() <= 20:
             fig.update_xaxes(dtick=1)
-        graphs.append(ui.graph({"type": f"{P}-scalar", "name": str(name)}, fig))
+        graphs.append(ui.graph({"type": f"{P}-scalar", "name": name}, fig))
+    if not graphs:
+        return html.Div([html.H2(t("ov.scalars")), ui.message(t("ov.no_scalars"), "info")], className="card")
     return html.Div([html.H2(t("ov.scalars")), html.Div(graphs, className="grid2")], className="card")
 
 
