@@ -167,6 +167,16 @@ def test_many_ranks_are_drawn_as_a_band_that_keeps_a_spike(job: dict, monkeypatc
         assert b.hi == rec[20]["step_time_ns"] and b.lo == min(rec[s]["step_time_ns"] for s in range(18, 24))
         monkeypatch.setattr(training, "MAX_RANK_LINES", 0)
         cards = training.render(rd, "job", [0], [0], "loss")
+        # the Overview draws the same band (ui.add_band) over as many ranks
+        from webapp.pages import overview
+
+        monkeypatch.setattr(overview, "SCALAR_RANK_LINES", 0)
+        with reader(job["store"], "job", None, ("scalars",)) as rd_scalars:
+            ov = overview._scalars(rd_scalars, "job", [0])
+    ov_figs = [g.figure for g in ov.children[1].children if isinstance(g, dcc.Graph)]  # [H2, the charts' grid]
+    step_fig = next(f for f in ov_figs if f.layout.title.text == "step time (ms)")
+    assert [t.name for t in step_fig.data] == [None, "lowest to highest rank", "median over the ranks"]
+    assert max(step_fig.data[1].y) == pytest.approx(max(r["step_time_ns"] for r in job["records"]) / 1e6)
     graphs = [k for c in cards if isinstance(getattr(c, "children", None), list) for k in c.children]
     figs = [g.figure for g in graphs if isinstance(g, dcc.Graph)]
     names = [[t.name for t in f.data] for f in figs]

@@ -314,6 +314,34 @@ def figure(height: int = 360, **layout: Any) -> Figure:
     return fig
 
 
+def add_band(fig: go.Figure, band: Any, scale: float = 1.0) -> None:
+    """Draw a scalar's spread over ranks (``data.scalar_band``: columns step, lo, mid, hi) on ``fig``:
+    the lo-hi band filled and the median as a line, values divided by ``scale``. Arrays, not pandas
+    Series: plotly validates a Series ~2x slower."""
+    x = band["step"].to_numpy()
+    fig.add_scatter(
+        x=x, y=(band["lo"] / scale).to_numpy(), mode="lines", line=dict(width=0), hoverinfo="skip", showlegend=False
+    )
+    fig.add_scatter(
+        x=x,
+        y=(band["hi"] / scale).to_numpy(),
+        mode="lines",
+        line=dict(width=0),
+        fill="tonexty",
+        fillcolor="rgba(47,111,176,0.25)",
+        name=t("tr.band"),
+        hovertemplate=t("tr.band_hover") + "<extra></extra>",
+    )
+    fig.add_scatter(
+        x=x,
+        y=(band["mid"] / scale).to_numpy(),
+        mode="lines",
+        name=t("tr.median"),
+        line=dict(color="#2f6fb0"),
+        hovertemplate=t("tr.median_hover") + "<extra></extra>",
+    )
+
+
 def graph(id_: str | dict[str, Any], fig: go.Figure, config: dict[str, Any] | None = None, **kw: Any) -> dcc.Graph:
     return dcc.Graph(id=id_, figure=fig, config={"displaylogo": False, **(config or {})}, **kw)
 

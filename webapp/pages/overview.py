@@ -792,26 +792,7 @@ def _scalars(rd: Reader, run: str, ranks: list[int]) -> html.Div:
             band = data.scalar_band(rd, run, ranks, name, SCALAR_BAND_POINTS)
             if band.empty:
                 continue
-            x = band["step"].to_numpy()
-            fig.add_scatter(x=x, y=(band["lo"] / scale).to_numpy(), mode="lines", line=dict(width=0), hoverinfo="skip")
-            fig.add_scatter(
-                x=x,
-                y=(band["hi"] / scale).to_numpy(),
-                mode="lines",
-                line=dict(width=0),
-                fill="tonexty",
-                fillcolor="rgba(47,111,176,0.25)",
-                name=t("tr.band"),
-                hovertemplate=t("tr.band_hover") + "<extra></extra>",
-            )
-            fig.add_scatter(
-                x=x,
-                y=(band["mid"] / scale).to_numpy(),
-                mode="lines",
-                name=t("tr.median"),
-                line=dict(color="#2f6fb0"),
-                hovertemplate=t("tr.median_hover") + "<extra></extra>",
-            )
+            ui.add_band(fig, band, scale)
             fig.update_layout(showlegend=False)
             steps = band["step"]
         else:

@@ -141,26 +141,7 @@ def scalar_figure(
     label = scalar_label(name)
     fig = ui.figure(height=340, xaxis_title=t("tr.step"), yaxis_title=label, title=label)
     if band is not None:
-        x = band["step"]
-        fig.add_scatter(x=x, y=band["lo"] / scale, mode="lines", line=dict(width=0), hoverinfo="skip", showlegend=False)
-        fig.add_scatter(
-            x=x,
-            y=band["hi"] / scale,
-            mode="lines",
-            line=dict(width=0),
-            fill="tonexty",
-            fillcolor="rgba(47,111,176,0.25)",
-            name=t("tr.band"),
-            hovertemplate=t("tr.band_hover") + "<extra></extra>",
-        )
-        fig.add_scatter(
-            x=x,
-            y=band["mid"] / scale,
-            mode="lines",
-            name=t("tr.median"),
-            line=dict(color="#2f6fb0"),
-            hovertemplate=t("tr.median_hover") + "<extra></extra>",
-        )
+        ui.add_band(fig, band, scale)
     for rank, g in sc.groupby("rank", sort=True):
         fig.add_scatter(
             x=g["step"].to_numpy(),  # arrays: plotly validates a pandas Series ~2x slower
