@@ -28,13 +28,13 @@ injected), with the time each step's ``next(loader)`` took (``fetch_ns``: a slow
 costs its extra fetch time, Python and collation around the slow reads included) and, for each of
 the step's two all-reduces (the gradients', then the loss'), the machine's clock just before the
 rank called it and again once the call had issued it (``call_ns``: {step: [[before, after], ...]},
-``time.monotonic_ns``: one clock for every process of the machine, read without the profiler;
-``enter_ns`` is the gradient all-reduce's ``before``). The tests compare the analyses with what was
-done, not with what was asked (a sleep overshoots, and on a loaded machine a compute loop takes
-longer than asked), and with what the job saw: how much later than its peers each rank called each
-all-reduce on the machine's clock is the what-if gain measured without traces, clock alignment or
-matching, known within the two stamps (microseconds apart on an idle machine; on a busy one a rank
-descheduled between its stamp and its call is late in the trace by as much).
+``time.monotonic_ns``: one clock for every process of the machine, read without the profiler).
+The tests compare the analyses with what was done, not with what was asked (a sleep overshoots, and
+on a loaded machine a compute loop takes longer than asked), and with what the job saw: how much
+later than its peers each rank called each all-reduce on the machine's clock is the what-if gain
+measured without traces, clock alignment or matching, known within the two stamps (microseconds
+apart on an idle machine; on a busy one a rank descheduled between its stamp and its call is late in
+the trace by as much).
 
     python tests/data/make_straggler_jobs.py OUT --world 3 --slow-rank 2 --delay-ms 40
     python tests/data/make_straggler_jobs.py OUT --jobs 2:1,3:2,4:1 --delay-ms 50   # OUT/w2, OUT/w3, OUT/w4
@@ -88,17 +88,16 @@ def _read(items: list) -> tuple:
     return default_collate(items)
 
 
-def _call(collective, tensor, stamps: list[list[int]]) -> int:
+def _call(collective, tensor, stamps: list[list[int]]) -> None:
     """Run one collective as ``dist.all_reduce`` does (issue it, then wait for it), with the machine's
     monotonic clock read just before the call and again when the call has issued it, before the
     wait: the trace's mark of the call lies between the two stamps, whatever the scheduler did in
     between (on a busy machine a rank descheduled right after its first stamp calls the collective
-    milliseconds later). Appends [before, after] to ``stamps``; returns ``before``."""
+    milliseconds later). Appends [before, after] to ``stamps``."""
     before = time.monotonic_ns()  # one clock for every process of the machine
     work = collective(tensor, async_op=True)
     stamps.append([before, time.monotonic_ns()])
     work.wait()
-    return before
 
 
 def _cores(rank: int, world: int, slow_rank: int, mode: str, cpus: list[int]) -> set[int]:
@@ -170,7 +169,6 @@ def _train(rank: int, world: int, port: int, out: str, slow_rank: int, delay_s: 
         folder.mkdir(parents=True, exist_ok=True)
         injected: dict[int, int] = {}
         fetch: dict[int, int] = {}
-        enter: dict[int, int] = {}
         calls: dict[int, list[list[int]]] = {}
 
         def on_ready(p: profile, folder: Path = folder) -> None:
@@ -199,7 +197,7 @@ def _train(rank: int, world: int, port: int, out: str, slow_rank: int, delay_s: 
                     while time.perf_counter() - t0 < delay_s - per_mm / 2:
                         torch.mm(a, b)
                     slow.add(t0)
-                enter[i] = _call(dist.all_reduce, flat, calls.setdefault(i, []))
+                _call(dist.all_reduce, flat, calls.setdefault(i, []))
                 offset = 0
                 for p in model.parameters():
                     n = p.grad.numel()
@@ -211,7 +209,7 @@ def _train(rank: int, world: int, port: int, out: str, slow_rank: int, delay_s: 
                 injected[i] = slow.take()  # ProfilerStep#i
                 prof.step()
         (folder / "injected.json").write_text(
-            json.dumps({"injected_ns": injected, "fetch_ns": fetch, "enter_ns": enter, "call_ns": calls})
+            json.dumps({"injected_ns": injected, "fetch_ns": fetch, "call_ns": calls})
         )
     # every rank leaves together: torch 2.13 + gloo can abort at interpreter exit when one rank
     # tears down while a peer is still in destroy_process_group (see make_slow_rank.py)
