@@ -590,6 +590,10 @@ TILE_LEVELS = (18, 22, 26)
 LONG_SLICE_BUCKETS = 3
 # memory curves: at most this many buckets per (component, device) of a collection
 MEMORY_BUCKETS = 2048
+# zoom levels of the timeline's counter tracks (``agg_counter_curve``): a bucket of level z is 2^z ns
+# (16 us, 131 us, 1 ms, 8.4 ms, 67 ms); a view reads the coarsest level whose buckets are at most a
+# pixel (so at most 8 buckets per pixel), its exact samples when its pixels are finer than 16 us
+COUNTER_LEVELS = (14, 17, 20, 23, 26)
 
 AGGREGATE_TABLES: tuple[Table, ...] = (
     Table(
@@ -698,6 +702,34 @@ AGGREGATE_TABLES: tuple[Table, ...] = (
             _c("active_peak_ts_ns", "BIGINT", "Time of the bucket's largest active sample."),
             _c("last_reserved_bytes", "BIGINT", "Reserved at the bucket's last sample reporting it."),
             _c("last_active_bytes", "BIGINT", "Active at the bucket's last sample reporting it."),
+        ),
+    ),
+    Table(
+        "agg_counter_curve",
+        "The timeline's counter tracks per (rank, label, unit) of each collection (the allocators' allocated memory "
+        "per (component, device), the driver modules left out, and every counter of ``counters``, as "
+        "webapp.counter_tracks lists them), at each zoom level of COUNTER_LEVELS: per bucket [bucket * 2^level, "
+        "(bucket + 1) * 2^level) ns of the rank's clock holding samples, their count, minimum, maximum with its "
+        "time (every peak survives, at its own time), first and last sample.",
+        FACT_KEY
+        + (
+            _c("label", "VARCHAR", "Track label: 'component (device)' of memory, 'process · name' of a counter."),
+            _c("unit", "VARCHAR", "'bytes' for memory, else counters.series."),
+            _c("allocator", "BOOLEAN", "The allocators' memory (memory_samples): listed first, largest peak first."),
+            _c("memory", "BOOLEAN", "A counter of a memory process: listed before the other counters."),
+            _c("level", "INTEGER", "Zoom level: the bucket is 2^level ns."),
+            _c("bucket", "BIGINT", "Bucket number: its start is bucket * 2^level ns."),
+            _c("samples", "BIGINT", "Samples in the bucket."),
+            _c("min_value", "DOUBLE", "Smallest value in the bucket."),
+            _c("max_value", "DOUBLE", "Largest value in the bucket."),
+            _c("peak_ts_ns", "BIGINT", "Time of the bucket's largest value."),
+            _c("first_ts_ns", "BIGINT", "Time of the bucket's first sample."),
+            _c("last_ts_ns", "BIGINT", "Time of the bucket's last sample."),
+            _c(
+                "last_value",
+                "DOUBLE",
+                "Value of the bucket's last sample (held until the next; of equal times the largest).",
+            ),
         ),
     ),
     Table(

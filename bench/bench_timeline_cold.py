@@ -24,11 +24,19 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 KINDS = ("meta", "tiles whole run", "tiles step", "tiles 1 ms", "tiles 10 us")
+
+
+def visit_ranks(rng: Any, n: int, visit: int) -> list[int]:
+    """The 8 ranks of a visit of a timeline of ``n`` ranks: consecutive from a random first one,
+    every third visit 8 drawn at random."""
+    first = rng.randrange(0, max(1, n - 7))
+    return sorted(rng.sample(range(n), min(8, n))) if visit % 3 == 1 else list(range(first, min(n, first + 8)))
 
 
 def child(store: str, run: str, visits: int, seed: int) -> None:
@@ -58,8 +66,7 @@ def child(store: str, run: str, visits: int, seed: int) -> None:
         return r
 
     for v in range(visits):
-        first = rng.randrange(0, max(1, n - 7))
-        ranks = sorted(rng.sample(range(n), min(8, n))) if v % 3 == 1 else list(range(first, min(n, first + 8)))
+        ranks = visit_ranks(rng, n, v)
         m = timed("meta", "GET", f"/_timeline/meta?run={run}&ranks={format_ranks(ranks)}").get_json()
         ev = m["events"].get(str(ranks[0]))
         steps = [s for s in m["steps"] if s[0] == ranks[0]]
@@ -81,11 +88,12 @@ def child(store: str, run: str, visits: int, seed: int) -> None:
     print(json.dumps({"cpu": cpu, "hashes": hashes}))
 
 
-def run_tree(tree: Path | None, args: argparse.Namespace, seed: int) -> dict:
+def run_tree(script: str, tree: Path | None, args: argparse.Namespace, seed: int) -> dict:
+    """``script --child`` in a fresh process, with ``tree``'s webapp (None: this tree's); its JSON."""
     env = dict(os.environ)
     if tree is not None:  # the baseline's webapp, this tree's analyzer
         env["PYTHONPATH"] = os.pathsep.join([str(tree), str(REPO)])
-    cmd = [sys.executable, __file__, "--child", "--store", args.store, "--run", args.run]
+    cmd = [sys.executable, script, "--child", "--store", args.store, "--run", args.run]
     cmd += ["--visits", str(args.visits), "--seed", str(seed)]
     out = subprocess.run(cmd, env=env, cwd=str(REPO), capture_output=True, text=True, check=False)
     if out.returncode != 0:
@@ -93,8 +101,8 @@ def run_tree(tree: Path | None, args: argparse.Namespace, seed: int) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def arguments(doc: str) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--store", required=True)
     ap.add_argument("--run", default="job")
     ap.add_argument("--baseline", type=Path, help="a tree holding the baseline's webapp package")
@@ -102,29 +110,39 @@ def main() -> None:
     ap.add_argument("--visits", type=int, default=15)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
-    args = ap.parse_args()
-    if args.child:
-        child(args.store, args.run, args.visits, args.seed)
-        return
+    return ap.parse_args()
+
+
+def alternated(script: str, args: argparse.Namespace) -> Iterator[tuple[int, dict[str, tuple[dict, float, float]]]]:
+    """Per round (1, 2, ...): each tree's answer of ``script --child`` with the load average before
+    and after it, this tree first in odd rounds, the baseline first in even ones."""
     trees: list[tuple[str, Path | None]] = [("this tree", None)]
     if args.baseline is not None:
         trees.append(("baseline", args.baseline.resolve()))
     for rnd in range(args.rounds):
-        seed = args.seed + rnd
-        order = trees if rnd % 2 == 0 else trees[::-1]
         got = {}
-        for name, tree in order:
+        for name, tree in trees if rnd % 2 == 0 else trees[::-1]:
             load = os.getloadavg()[0]
-            got[name] = res = run_tree(tree, args, seed)
+            got[name] = (run_tree(script, tree, args, args.seed + rnd), load, os.getloadavg()[0])
+        yield rnd + 1, got
+
+
+def main() -> None:
+    args = arguments(__doc__)
+    if args.child:
+        child(args.store, args.run, args.visits, args.seed)
+        return
+    for rnd, got in alternated(__file__, args):
+        for name, (res, load, _) in got.items():
             cells = []
             for kind in KINDS:
                 xs = sorted(res["cpu"][kind])
                 if xs:
                     cells.append(f"{kind} {1000 * xs[len(xs) // 2]:.1f} ms ({1000 * sum(xs):.0f})")
-            print(f"round {rnd + 1}, {name} (load {load:.1f}): CPU median per call (total): " + ", ".join(cells))
+            print(f"round {rnd}, {name} (load {load:.1f}): CPU median per call (total): " + ", ".join(cells))
         if len(got) == 2:
-            a, b = (got[name]["hashes"] for name, _ in trees)
-            print(f"round {rnd + 1}: {len(a)} answers, " + ("identical" if a == b else "DIFFERENT"))
+            a, b = (got[name][0]["hashes"] for name in ("this tree", "baseline"))
+            print(f"round {rnd}: {len(a)} answers, " + ("identical" if a == b else "DIFFERENT"))
 
 
 if __name__ == "__main__":

@@ -59,6 +59,7 @@ OUT = REPO / "bench" / "out"
 RUN = "bench64"
 TIME_COLS = ("ts_ns", "start_ns", "end_ns", "alloc_ns", "release_ns", "active_release_ns")
 NOT_REPLICATED = {"lanes", "comm_groups", "statistics"}
+BUILT_HERE = {"agg_counter_curve"}  # aggregates computed from the replicated facts, not copied
 TRAIN_STEPS = 20_000  # steps of the collector's per-step scalars of each rank (step time, loss, lr: every step)
 TIMELINE_PX = 1150  # the canvas' data area on a 1920 px wide screen (lane names and the details panel beside it)
 
@@ -125,9 +126,10 @@ def build_store(source: Path, dest: Path, n_ranks: int, target_slices: int) -> d
         max_kernel = (pc.max(f["kernels"].column("kernel_id")).as_py() or 0) + 1 if f["kernels"].num_rows else 1
         cid = f"bench{r:04d}"
         w = FactWriter(dest, RUN, r, cid)
+        replicated: dict[str, pa.Table] = {}
         for t in schema.FACT_TABLES:
             tbl = f[t.name]
-            if tbl.num_rows == 0:
+            if tbl.num_rows == 0 or t.name in BUILT_HERE:
                 continue
             tbl = tbl.drop_columns(["run", "rank", "collection_id"])
             if t.name in NOT_REPLICATED:
@@ -150,6 +152,10 @@ def build_store(source: Path, dest: Path, n_ranks: int, target_slices: int) -> d
             if t.name == "comm_links":
                 big = _remap_links(big, sr, r, n_ranks)
             w.write(t.name, big)
+            replicated[t.name] = big
+        curves = _counter_curves(r, replicated)
+        if curves.num_rows:
+            w.write("agg_counter_curve", curves)
         if f["scalars"].num_rows == 0:  # the collector's scalars of a long run (the source has none)
             w.write("scalars", _scalars(r, start + jitter, TRAIN_STEPS))
         fact_files += w.close()
@@ -190,6 +196,27 @@ def build_store(source: Path, dest: Path, n_ranks: int, target_slices: int) -> d
         ).fetchone()[0]
     info["size_bytes"] = sum(p.stat().st_size for p in dest.rglob("*") if p.is_file())
     return info
+
+
+def _counter_curves(rank: int, facts: dict[str, pa.Table]) -> pa.Table:
+    """The counter tracks' stored curves of a replicated rank, built as the ingest builds them
+    (``aggregate.COUNTER_CURVE_SQL``) from its replicated memory samples and counters (the source's
+    curves are on its own bucket grid: shifting their times would not put them on the replica's)."""
+    import duckdb
+
+    from analyzer.ingest.aggregate import COUNTER_CURVE_SQL
+
+    con = duckdb.connect()
+    for name in ("memory_samples", "counters"):
+        tbl = facts.get(name)
+        if tbl is None:
+            sch = schema.arrow_schema(name)
+            tbl = sch.empty_table().drop_columns(["run", "rank", "collection_id"])
+        con.register(f"__{name}", tbl)
+        con.execute(f"CREATE VIEW {name} AS SELECT *, {int(rank)} AS rank FROM __{name}")
+    out = con.sql(COUNTER_CURVE_SQL).to_arrow_table().drop_columns(["rank"])
+    con.close()
+    return out
 
 
 def _scalars(rank: int, t0: int, n_steps: int) -> pa.Table:
@@ -316,6 +343,7 @@ def main() -> None:
         "ranks": args.ranks,
         "slices": args.slices,
         "train_steps": TRAIN_STEPS,
+        "built_here": sorted(BUILT_HERE),
     }
     if args.rebuild or not meta.exists() or json.loads(meta.read_text()).get("want") != want:
         print(f"building {dest} from {args.source}: {args.ranks} ranks, ~{args.slices:,} slices ...")

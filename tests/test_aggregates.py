@@ -22,7 +22,8 @@ from analyzer.analyses.step_breakdown import aggregated_ranks, from_aggregates, 
 from analyzer.analyses.stored import read_stored
 from analyzer.ingest import ingest, run_results
 from analyzer.store import Store, run_key
-from webapp import lod
+from analyzer.tracks import TRACK_SOURCES
+from webapp import counter_tracks, lod
 
 SAMPLES = {
     "kineto": REPO / "tests" / "data" / "kineto_gloo_4rank_slow",
@@ -57,6 +58,7 @@ def check_aggregates(store: Store, run: str) -> None:
     check_breakdown(store, run)
     check_statistics(store, run)
     check_memory(store, run)
+    check_counter_curve(store, run)
     check_occupancy(store, run)
 
 
@@ -165,6 +167,62 @@ def check_memory(store: Store, run: str) -> None:
         assert set(map(tuple, had[keys].values)) == set(map(tuple, m.dropna(subset=[s])[keys].values)), s
     # downsampled where a curve has more samples than buckets
     assert (m["buckets"] < m["samples"]).any() or (m["samples"] <= schema.MEMORY_BUCKETS).all()
+
+
+def track_samples(store: Store, run: str) -> pd.DataFrame:
+    """Every sample of the timeline's counter tracks of ``run`` (``analyzer.tracks``), in the tracks'
+    order: by time, of equal times the largest value last."""
+    union = " UNION ALL ".join(
+        rows.format(source=f"(SELECT * FROM {table} WHERE run = $run)") for rows, table in TRACK_SOURCES
+    )
+    raw = _rows(store, f"SELECT * FROM ({union})", run)
+    return raw.sort_values(["rank", "label", "unit", "ts_ns", "value"], kind="stable").reset_index(drop=True)
+
+
+def check_counter_curve(store: Store, run: str) -> None:
+    """Per track and level, the stored buckets (a rank's collections merged) against the samples:
+    their count, minimum, maximum with a time a sample had it, first, last and the last value."""
+    raw = track_samples(store, run)
+    agg = _rows(store, "SELECT * FROM agg_counter_curve WHERE run = $run", run)
+    if raw.empty:
+        assert agg.empty
+        return
+    keys = ["rank", "label", "unit", "bucket"]
+    for level in schema.COUNTER_LEVELS:
+        r = raw.assign(bucket=raw["ts_ns"].to_numpy(np.int64) >> level)
+        want = (
+            r.groupby(keys, sort=True)
+            .agg(
+                samples=("value", "size"),
+                lo=("value", "min"),
+                hi=("value", "max"),
+                first=("ts_ns", "min"),
+                last=("ts_ns", "max"),
+                last_value=("value", "last"),
+            )
+            .reset_index()
+        )
+        a = agg[agg["level"] == level].sort_values(["last_ts_ns", "last_value"])
+        got = (
+            a.groupby(keys, sort=True)
+            .agg(
+                samples=("samples", "sum"),
+                lo=("min_value", "min"),
+                hi=("max_value", "max"),
+                first=("first_ts_ns", "min"),
+                last=("last_ts_ns", "max"),
+                last_value=("last_value", "last"),
+            )
+            .reset_index()
+        )
+        pd.testing.assert_frame_equal(want, got, check_dtype=False)
+        # every bucket's peak at a time a sample of its track had it
+        at = a.merge(raw, left_on=["rank", "label", "unit", "peak_ts_ns", "max_value"],
+                     right_on=["rank", "label", "unit", "ts_ns", "value"])  # fmt: skip
+        assert len(at.drop_duplicates(["collection_id", *keys])) == len(a), level
+    # the driver modules' reserved-only rows are no track; every memory track is the allocators'
+    assert not agg["label"].str.contains("HDC|DRV").any() if len(agg) else True
+    assert (agg.groupby("level")["samples"].sum() == len(raw)).all()  # each level holds every sample once
 
 
 def check_occupancy(store: Store, run: str) -> None:
@@ -450,3 +508,103 @@ def test_an_aggregate_written_before_its_columns_grew_reads_null_there(
         curves.attrs["stored"]
         and (curves.groupby("rank")["allocated_bytes"].max() == peaks["peak_allocated_bytes"].values).all()
     )
+
+
+def expected_window(ts: np.ndarray, v: np.ndarray, lo: int, hi: int, n: int) -> tuple[dict, str]:
+    """What the timeline's counter track should answer for the samples (ts, v in the tracks' order)
+    over [lo, hi) in ``n`` buckets, computed here from the samples: the exact buckets when the track
+    or the view holds few samples (or the view is finer than the finest level), else the samples of
+    the level's buckets overlapping the view, each stored bucket counted where it starts (clipped to
+    the window)."""
+    width = max(1.0, (hi - lo) / n)
+    fit = [z for z in schema.COUNTER_LEVELS if (1 << z) <= (hi - lo) / n]
+
+    def per_bucket(k: np.ndarray, vals: np.ndarray, held: float | None) -> dict:
+        g = pd.Series(vals).groupby(k, sort=True)
+        return {
+            "held": held,
+            "t": [round(int(x) * width) for x in g.min().index],
+            "lo": g.min().tolist(),
+            "hi": g.max().tolist(),
+            "last": g.last().tolist(),
+        }
+
+    if fit and len(ts) > counter_tracks.SMALL_TRACK:
+        level = max(fit)
+        q = ts >> level
+        inview = (q >= lo >> level) & (q <= (hi - 1) >> level)
+        if inview.sum() > counter_tracks.EXACT_PER_BUCKET * n:
+            start = np.maximum(q[inview] << level, lo)
+            k = np.minimum(((start - lo) / width).astype(np.int64), n - 1)
+            before = v[q < lo >> level]
+            return per_bucket(k, v[inview], float(before[-1]) if len(before) else None), "stored"
+    inside = (ts >= lo) & (ts < hi)
+    k = np.minimum(((ts[inside] - lo) / width).astype(np.int64), n - 1)
+    before = v[ts < lo]
+    return per_bucket(k, v[inside], float(before[-1]) if len(before) else None), "exact"
+
+
+def test_counter_tracks_draw_zoomed_out_views_from_the_stored_curves(dense_memory: tuple[Store, Store]) -> None:
+    """The timeline's counter tracks (issue 15): a zoomed-out view is drawn from the stored curves
+    (no sample read): per view bucket the minimum, maximum and last value of the samples of the
+    stored buckets counted there, the value held before them, and every peak — the run's highest
+    and each lone spike — kept; a zoomed-in view (few samples) is the exact answer, equal to the one
+    a store without the curves gives from every sample."""
+    from webapp.reader import reader
+
+    st, before = dense_memory
+    check_counter_curve(st, "dense")
+    raw = track_samples(st, "dense")
+    steps = _rows(st, "SELECT rank, min(start_ns) AS a, max(end_ns) AS b FROM steps WHERE run = $run GROUP BY 1",
+                  "dense").set_index("rank")  # fmt: skip
+    paths: dict[str, set[str]] = {"stored": set(), "exact": set()}
+    for rank in (0, 1):
+        with reader(st, "dense", [rank]) as rd:
+            listed = counter_tracks.catalog(rd, "dense", [rank])[rank]
+        track = listed[0]  # the allocator's, the dense one
+        mine = raw[(raw["rank"] == rank) & (raw["label"] == track["label"]) & (raw["unit"] == track["unit"])]
+        ts, v = mine["ts_ns"].to_numpy(np.int64), mine["value"].to_numpy(np.float64)
+        assert (track["n"], track["max"], track["first"], track["last"]) == (len(ts), v.max(), ts[0], ts[-1])
+        a, b = int(ts[0]), int(ts[-1]) + 1
+        mid = int(ts[len(ts) // 2])
+        windows = [
+            ("whole run", a, b, 1150),
+            ("whole run, 300 px", a - (b - a) // 20, b + (b - a) // 20, 300),
+            ("steps", int(steps.loc[rank, "a"]), int(steps.loc[rank, "b"]), 1150),
+            ("a tenth", mid, mid + (b - a) // 10, 200),
+            ("narrow", mid, mid + (b - a) // 200, 1150),
+        ]
+        for name, lo, hi, n in windows:
+            got = {}
+            for which, store in (("stored", st), ("samples", before)):
+                with reader(store, "dense", [rank]) as rd:
+                    view = counter_tracks.View.of(track, lo, hi)
+                    got[which] = counter_tracks.windows(rd, "dense", [view], n)[track["key"]]
+                    got[which + " read"] = set(rd.tables_read)
+            want, path = expected_window(ts, v, lo, hi, n)
+            paths[path].add(name)
+            assert got["stored"] == want, (rank, name)
+            assert len(want["t"]) <= n
+            if path == "stored":
+                assert "memory_samples" not in got["stored read"] and "agg_counter_curve" in got["stored read"]
+                # every sample inside the window is counted (the straddling buckets add at most a
+                # stored bucket's samples, under a view bucket, past its edges)
+                inside = v[(ts >= lo) & (ts < hi)]
+                assert max(got["stored"]["hi"]) >= inside.max() and min(got["stored"]["lo"]) <= inside.min()
+            else:  # zoomed in: the exact samples, as every sample gives them
+                assert got["stored"] == got["samples"], (rank, name)
+                assert "memory_samples" in got["stored read"]
+        with reader(st, "dense", [rank]) as rd:
+            whole = counter_tracks.windows(rd, "dense", [counter_tracks.View.of(track, a, b)], 1150)[track["key"]]
+        assert max(whole["hi"]) == v.max()  # the run's peak is never lost
+        # nor a lone one-sample spike: the view bucket holding its time reaches it
+        spikes = np.flatnonzero((v[1:-1] > v[:-2] + (1 << 20)) & (v[1:-1] > v[2:] + (1 << 20))) + 1
+        width = (b - a) / 1150
+        level = counter_tracks.level_for(width)
+        assert level is not None
+        at = dict(zip(whole["t"], whole["hi"]))
+        for i in spikes:
+            start = max(int(ts[i]) >> level << level, a)
+            assert at[round(int((start - a) / width) * width)] >= v[i]
+        assert len(spikes) >= 5
+    assert paths["stored"] >= {"whole run", "whole run, 300 px"} and "narrow" in paths["exact"], paths

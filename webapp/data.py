@@ -706,7 +706,7 @@ SELECT count(*) AS n FROM (
 """
 
 
-def _all_stored(rd: Reader, run: str, source: str, stored: str) -> bool:
+def all_stored(rd: Reader, run: str, source: str, stored: str) -> bool:
     """Whether every collection of ``run`` holding ``source`` rows has its aggregate ``stored``
     (written at ingest: a store from before has none)."""
     n = _df(rd.catalog(), STATS_STORED_SQL, {"run": run, "source": source, "stored": stored})
@@ -715,7 +715,7 @@ def _all_stored(rd: Reader, run: str, source: str, stored: str) -> bool:
 
 def _stats_stored(rd: Reader, run: str, source: str) -> bool:
     """Whether every collection of ``run`` holding ``source`` rows has its statistics stored at ingest."""
-    return _all_stored(rd, run, source, _STORED_STATS[source][0])
+    return all_stored(rd, run, source, _STORED_STATS[source][0])
 
 
 def _op_per_rank(rd: Reader, run: str, source: str, grouping: str) -> tuple[str, str]:
@@ -851,7 +851,7 @@ GROUP BY ALL ORDER BY samples DESC, component, device
 def memory_source(rd: Reader, run: str) -> str:
     """The table the memory counters' whole-run figures are read from: the stored curves when every
     collection of ``run`` holding samples has them, else the samples."""
-    return "agg_memory_curve" if _all_stored(rd, run, "memory_samples", "agg_memory_curve") else "memory_samples"
+    return "agg_memory_curve" if all_stored(rd, run, "memory_samples", "agg_memory_curve") else "memory_samples"
 
 
 @run_cached

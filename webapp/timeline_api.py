@@ -276,7 +276,7 @@ def meta(store: Store, run: str, ranks: Sequence[int] | str | None) -> dict[str,
     rows = ctx.rows[ctx.rows["rank"].isin(selected)]
     # one reader for all that follows: the fact views of the ranks bound once, and only for what the
     # per-rank caches do not hold yet
-    with reader(store, run, selected, ("agg_lanes", "steps", "memory_samples", "counters")) as rd:
+    with reader(store, run, selected, ("agg_lanes", "steps", "agg_counter_curve", "memory_samples", "counters")) as rd:
         return _meta(rd, ctx, all_ranks, selected, rows)
 
 
@@ -554,16 +554,16 @@ def counters(store: Store, ctx: Context, body: dict[str, Any]) -> dict[str, Any]
     keys = [str(k) for k in keys]
     ranks = _check_ranks(ctx, sorted({_rank_of(k) for k in keys}))
     offsets = _offsets(body)
-    out: dict[str, Any] = {}
-    with reader(store, ctx.run, ranks, ("memory_samples", "counters")) as rd:
-        have = counter_tracks.tracks(rd, ctx.run, ranks)
-    by_key = {t.key: t for ts in have.values() for t in ts}
-    for k in keys:
-        tr = by_key.get(k)
-        if tr is None:
-            raise NotFound(f"run {ctx.run!r} has no counter track {k}")
-        lo = ctx.origin + a + offsets.get(tr.rank, 0)
-        out[k] = counter_tracks.window(tr, lo, lo + (b - a), n)
+    with reader(store, ctx.run, ranks, ("memory_samples", "counters", "agg_counter_curve")) as rd:
+        listed = {str(c["key"]): c for cs in counter_tracks.catalog(rd, ctx.run, ranks).values() for c in cs}
+        views = []
+        for k in dict.fromkeys(keys):
+            tr = listed.get(k)
+            if tr is None:
+                raise NotFound(f"run {ctx.run!r} has no counter track {k}")
+            lo = ctx.origin + a + offsets.get(int(tr["rank"]), 0)
+            views.append(counter_tracks.View.of(tr, lo, lo + (b - a)))
+        out = counter_tracks.windows(rd, ctx.run, views, n)
     return {"a": a, "b": b, "tracks": out}
 
 

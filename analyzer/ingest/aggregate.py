@@ -6,9 +6,10 @@ with the views every analysis sees (usable times only) and the collection's cata
 computes from them the tables the pages draw whole-run views from: the step breakdown per (rank,
 step) (``breakdown.rows``, whose rows ``analyses.step_breakdown`` reads), operator and kernel
 statistics, communication per (group, collective type), memory curves downsampled with their
-peaks kept, and the occupancy pyramid of every timeline lane with the slices a zoomed-out view
-draws. They are written as Parquet files of the collection, listed in ``fact_files`` with its
-facts: a re-read collection replaces them with its facts, in the same commit.
+peaks kept, the timeline's counter tracks at a few zoom levels, and the occupancy pyramid of every
+timeline lane with the slices a zoomed-out view draws. They are written as Parquet files of the
+collection, listed in ``fact_files`` with its facts: a re-read collection replaces them with its
+facts, in the same commit.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import pyarrow.compute as pc
 from .. import schema
 from ..factwriter import FactWriter
 from ..store.sql import fact_select_sql
+from ..tracks import COUNTER_TRACK_ROWS, MEMORY_TRACK_ROWS
 
 # the rows the Operators page counts (``webapp.data``): ProfilerStep ranges are steps, Python frames call stacks
 OPERATOR_FILTER = "name NOT LIKE 'ProfilerStep#%' AND coalesce(category, '') <> 'python_function'"
@@ -69,6 +71,22 @@ SELECT rank, component, device, bucket_ns, t0 + ((ts_ns - t0) // bucket_ns) * bu
 FROM b GROUP BY ALL
 """
 
+# per track, level of COUNTER_LEVELS and bucket holding samples: their count, extremes (the largest
+# with its time), first and last sample (of equal times the largest value: as the tracks order them);
+# in order of level and track (a third smaller file than unordered rows, and a query of one level
+# skips the row groups of the others)
+COUNTER_CURVE_SQL = f"""
+SELECT rank, label, unit, bool_or(allocator) AS allocator, bool_or(memory) AS memory, level,
+       ts_ns >> level AS bucket, count(*) AS samples,
+       min(value) AS min_value, max(value) AS max_value, arg_max(ts_ns, value) AS peak_ts_ns,
+       min(ts_ns) AS first_ts_ns, max(ts_ns) AS last_ts_ns, arg_max(value, (ts_ns, value)) AS last_value
+FROM ({MEMORY_TRACK_ROWS.format(source="memory_samples")} UNION ALL
+      {COUNTER_TRACK_ROWS.format(source="counters")}) r,
+     (SELECT unnest({list(schema.COUNTER_LEVELS)}) AS level) z
+GROUP BY rank, label, unit, level, bucket
+ORDER BY level, label, unit, bucket
+"""
+
 LANE_SLICES_SQL = """
 SELECT s.pid, s.tid, s.ts_ns, greatest(coalesce(s.dur_ns, 0), 0) AS dur_ns, s.name, s.event_id
 FROM slices s JOIN (SELECT DISTINCT pid, tid FROM lanes WHERE n_slices > 0) l USING (pid, tid)
@@ -76,7 +94,7 @@ WHERE s.ts_ns IS NOT NULL
 """
 
 # the fact tables the aggregates read
-_SOURCES = ("steps", "kernels", "slices", "comm_ops", "operators", "step_trace", "memory_samples", "lanes")
+_SOURCES = ("steps", "kernels", "slices", "comm_ops", "operators", "step_trace", "memory_samples", "counters", "lanes")
 # the tables without which each aggregate has no row: the breakdown's ranks are those of the steps,
 # device tasks (kernels) and collectives (``activity.load``); a collection holding none of them (the
 # collector's scalars, a memory-only export) skips it, and every aggregate when it holds no source
@@ -170,6 +188,10 @@ def build(store_path: str, collection_row: dict[str, Any], fact_files: list[dict
             tbl = con.sql(sql).to_arrow_table()
             if tbl.num_rows:
                 writer.write(table, tbl.drop_columns(["rank"]))
+        if paths.get("memory_samples") or paths.get("counters"):
+            tbl = con.sql(COUNTER_CURVE_SQL).to_arrow_table()
+            if tbl.num_rows:
+                writer.write("agg_counter_curve", tbl.drop_columns(["rank"]))
         slices = con.sql(LANE_SLICES_SQL).to_arrow_table() if paths.get("slices") and paths.get("lanes") else None
         if slices is not None and slices.num_rows:
             lanes, occupancy, long = lane_pyramid(slices)
