@@ -43,16 +43,30 @@ def pipeline_1f1b_job(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A real 4-stage 1F1B pipeline job (tests/data/make_pipeline_1f1b.py), trained once per session
     in child processes (this process never imports torch): ``trace/`` its profile folder, ``log/``
     its own record. ``RANKSCOPE_PIPELINE_JOB=DIR`` uses a job made before into DIR."""
+    return _pipeline_job(tmp_path_factory, "RANKSCOPE_PIPELINE_JOB", "make_pipeline_1f1b.py")
+
+
+@pytest.fixture(scope="session")
+def pipeline_interleaved_job(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real 4-rank interleaved (virtual-pipeline) 1F1B job, two chunks per rank
+    (tests/data/make_pipeline_interleaved.py), trained once per session in child processes:
+    ``trace/`` its profile folder, ``log/`` its own record. ``RANKSCOPE_INTERLEAVED_JOB=DIR`` uses a
+    job made before into DIR."""
+    return _pipeline_job(tmp_path_factory, "RANKSCOPE_INTERLEAVED_JOB", "make_pipeline_interleaved.py")
+
+
+def _pipeline_job(tmp_path_factory: pytest.TempPathFactory, env: str, script: str) -> Path:
+    """A pipeline job made by ``tests/data/SCRIPT`` into a fresh folder (or the folder ``$ENV`` names)."""
     import os
     import subprocess
     import sys
 
-    made = os.environ.get("RANKSCOPE_PIPELINE_JOB")
+    made = os.environ.get(env)
     if made:
         return Path(made)
-    out = tmp_path_factory.mktemp("pipeline_1f1b")
-    script = TEST_DATA / "make_pipeline_1f1b.py"
-    proc = subprocess.run([sys.executable, str(script), str(out)], capture_output=True, text=True, timeout=900)
+    out = tmp_path_factory.mktemp(Path(script).stem)
+    cmd = [sys.executable, str(TEST_DATA / script), str(out)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, f"training failed ({proc.returncode}):\n{proc.stderr[-3000:]}"
     return out
 

@@ -223,6 +223,8 @@ def _label(
     tol: int,
     right: tuple[_Ops, _Ops] | None = None,
     last: bool | None = None,
+    wrap: str | None = None,
+    sends_prev_first: bool = True,
 ) -> tuple[np.ndarray, np.ndarray, int] | None:
     """A stage's sends and recvs labelled from its neighbours' traffic (gloo's ranges name no
     peer): which recvs carry the previous stage's forward sends ``fwd`` (in order) and which sends
@@ -234,7 +236,11 @@ def _label(
     more micro-batches forward than it has received forward, nor backward than it has received
     backward; a last stage (``last``; by default one with nothing left over) sends the j-th
     gradient only after its j-th forward recv. Among such labellings the one with the least
-    rendezvous slack. Returns the masks (sends that go backward, recvs that come forward) and the
+    rendezvous slack. In a ring (an interleaved pipeline, ``wrap``) the first rank (``"head"``)
+    sends its first chunk's activations without receiving them, and the last rank (``"tail"``)
+    sends its last chunk's gradients after that chunk's forward alone: the head's forward sends are
+    not bounded by its forward recvs, the tail's backward sends by its forward recvs (as a last
+    stage's). Returns the masks (sends that go backward, recvs that come forward) and the
     labelling's value (pairs x ``_SCALE`` less the slack), or None when no labelling fits."""
     if fwd is None or bwd is None:  # labelled from the next stage alone
         if right is None:
@@ -253,11 +259,13 @@ def _label(
         return None
     if right is not None and (len(recvs) != nf + len(right[0]) or len(sends) != nb + len(right[1])):
         return None
+    lead_s, trail_s, lead_r, trail_r = _posted_first(sends, recvs, sends_prev_first) if wrap else (0, 0, 0, 0)
     wrb = _weights(right[0], recvs, tol) if right is not None else None  # right's backward send x recv
     wrf = _weights(sends, right[1], tol) if right is not None else None  # send x right's forward recv
-    order = sorted(
-        [(int(c), 1, k) for k, c in enumerate(recvs.call)] + [(int(c), 0, k) for k, c in enumerate(sends.call)]
-    )
+    # in a ring a recv counts from its end (a recv still under way when a send is called fed nothing
+    # it sends: Megatron posts a send and the next recv together), elsewhere from its call
+    at = recvs.end if wrap is not None else recvs.call
+    order = sorted([(int(c), 1, k) for k, c in enumerate(at)] + [(int(c), 0, k) for k, c in enumerate(sends.call)])
     ii = np.arange(nf + 1)[:, None]
     jj = np.arange(nb + 1)[None, :]
     v = np.full((nf + 1, nb + 1), _NEG, np.int64)
@@ -270,7 +278,9 @@ def _label(
         pick = np.zeros(v.shape, np.int8)  # 1: paired with the previous stage, 2: with the next
         if is_recv:
             ok = (v[:-1, :] > live) & (wf[:, k][:, None] > live)
-            new[1:, :] = np.where(ok, v[:-1, :] + wf[:, k][:, None], _NEG)
+            if wrap in ("head", "middle"):  # in a ring each activation received is sent on after it arrived
+                ok &= n_s - jj <= len(sends) - nb - nf + ii[:-1]
+            new[1:, :] = np.where(ok, v[:-1, :] + wf[:, k][:, None] + _at(lead_r, k), _NEG)
             pick[1:, :] = np.where(ok, 1, 0)
             if not last:  # a backward recv from the next stage: its (n_r - i)-th
                 own = v.copy()
@@ -279,22 +289,26 @@ def _label(
                     valid = (kk >= 0) & (kk < wrb.shape[0])
                     w = np.where(valid, wrb[np.clip(kk, 0, max(wrb.shape[0] - 1, 0)), k] if wrb.size else _NEG, _NEG)
                     own = np.where((v > live) & (w[:, None] > live), v + w[:, None], _NEG)
+                own = np.where(own > live, own + _at(trail_r, k), _NEG)
+                if wrap in ("tail", "middle"):  # and each gradient received, sent back after it arrived
+                    own = np.where(jj <= nb - len(recvs) + nf + n_r - ii, own, _NEG)
                 better = own > new
                 new = np.where(better, own, new)
                 pick = np.where(better, 2, pick)
             n_r += 1
         else:
-            causal = (jj[:, 1:] <= ii) if last else (jj[:, 1:] <= (n_r - ii))  # j-th gradient after its input
+            causal = (jj[:, 1:] <= ii) if last or wrap == "tail" else (jj[:, 1:] <= (n_r - ii))  # after its input
             ok = (v[:, :-1] > live) & (wb[k, :][None, :] > live) & causal
-            new[:, 1:] = np.where(ok, v[:, :-1] + wb[k, :][None, :], _NEG)
+            new[:, 1:] = np.where(ok, v[:, :-1] + wb[k, :][None, :] + _at(lead_s, k), _NEG)
             pick[:, 1:] = np.where(ok, 1, 0)
             if not last:  # a forward send to the next stage (its (n_s - j)-th), of a micro-batch received
-                own = np.where((v > live) & (n_s - jj + 1 <= ii), v, _NEG)
+                own = np.where((v > live) & ((n_s - jj + 1 <= ii) | (wrap == "head")), v, _NEG)
                 if wrf is not None:
                     ll = n_s - jj[0]
                     valid = (ll >= 0) & (ll < wrf.shape[1])
                     w = np.where(valid, wrf[k, np.clip(ll, 0, max(wrf.shape[1] - 1, 0))] if wrf.size else _NEG, _NEG)
                     own = np.where((own > live) & (w[None, :] > live), own + w[None, :], _NEG)
+                own = np.where(own > live, own + _at(trail_s, k), _NEG)
                 better = own > new
                 new = np.where(better, own, new)
                 pick = np.where(better, 2, pick)
@@ -315,6 +329,51 @@ def _label(
                 j -= 1
                 send_b[k] = True
     return send_b, recv_f, int(v[nf, nb])
+
+
+FIRST = _SCALE // 4  # an exchange's order: below one pair, above any sum of slack
+
+
+def _at(bonus: np.ndarray | int, k: int) -> int:
+    return int(bonus[k]) if isinstance(bonus, np.ndarray) else 0
+
+
+def _posted_first(
+    sends: _Ops, recvs: _Ops, sends_prev_first: bool = True
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Where the timing cannot tell, the order of an exchange: the ops a stage posts together (each
+    called before any of them ended: Megatron's ``_communicate`` posts them all, then waits) trade
+    with the previous stage first (Megatron's batched p2p: send_prev, recv_prev, send_next,
+    recv_next). Returns the bonus (``FIRST``) of a send with the previous stage, of one with the
+    next, and the same for the recvs: in an exchange with two sends, the first gets the bonus as
+    the previous stage's, the other as the next's; a send alone in its exchange, none."""
+    call = np.concatenate([sends.call, recvs.call])
+    end = np.concatenate([sends.end, recvs.end])
+    is_recv = np.concatenate([np.zeros(len(sends), bool), np.ones(len(recvs), bool)])
+    order = np.argsort(call, kind="stable")
+    group = np.zeros(len(call), np.int64)
+    g, reach = 0, None
+    for i in order:  # a new exchange when a call comes after an op of the current one ended
+        if reach is not None and call[i] > reach:
+            g += 1
+            reach = None
+        group[i] = g
+        reach = end[i] if reach is None else min(reach, end[i])
+    out = []
+    for kind in (False, True):
+        idx = order[is_recv[order] == kind]
+        first = np.zeros(len(call), bool)
+        many = np.zeros(len(call), bool)
+        seen: dict[int, int] = {}
+        for i in idx:
+            seen[group[i]] = seen.get(group[i], 0) + 1
+            first[i] = seen[group[i]] == 1
+        for i in idx:
+            many[i] = seen[group[i]] > 1
+        sl = slice(len(sends), None) if kind else slice(0, len(sends))
+        lead = first if kind or sends_prev_first else ~first
+        out += [np.where(many & lead, FIRST, 0)[sl], np.where(many & ~lead, FIRST, 0)[sl]]
+    return out[0], out[1], out[2], out[3]
 
 
 def _link(
@@ -403,10 +462,25 @@ def _chain_pairs(
         for s in steps:
             _, _, fwd, bwd = _link(*state[s], *ops(s, st + 1, shift[st + 1]), TOLERANCE_NS)
             state[s] = (fwd, bwd)
+    mine = {s: [ops(s, m, shift[m]) for m in range(n)] for s in steps}
     rows: list[tuple[int, int, int, int]] = []
     for s in steps:
-        rows += _step_pairs([ops(s, m, shift[m]) for m in range(n)])
-    return rows
+        rows += _step_pairs(mine[s])
+    if n < 3 or all(len(rows) * 2 == sum(len(x) + len(y) for x, y in mine[s]) for s in steps):
+        return rows
+    # the first stage's or the last's ops left over: an interleaved pipeline? (``_ring_step_pairs``,
+    # with either order of an exchange's sends, the one that pairs the most)
+    best: tuple[int, int, list[tuple[int, int, int, int]]] = (len(rows), 0, rows)
+    for prev_first in (True, False):
+        ring: list[tuple[int, int, int, int]] = []
+        value = 0
+        for s in steps:
+            got = _ring_step_pairs(mine[s], prev_first)
+            ring += got[0]
+            value += got[1]
+        if any(st == n - 1 for st, *_ in ring) and (len(ring), value) > best[:2]:
+            best = (len(ring), value, ring)
+    return best[2]
 
 
 def _step_pairs(mine: list[tuple[_Ops, _Ops]]) -> list[tuple[int, int, int, int]]:
@@ -463,6 +537,135 @@ def _pairs_from(mine: list[tuple[_Ops, _Ops]], split: int) -> list[tuple[int, in
         rows += [(m, 0, int(fs.row[i]), int(fr.row[j])) for i, j in _align(fs, fr, TOLERANCE_NS)]
         rows += [(m, 1, int(bs.row[i]), int(br.row[j])) for i, j in _align(bs, br, TOLERANCE_NS)]
     return rows
+
+
+def _ring_step_pairs(
+    mine: list[tuple[_Ops, _Ops]], sends_prev_first: bool = True
+) -> tuple[list[tuple[int, int, int, int]], int]:
+    """The pairs of one step of an interleaved pipeline (``_chain_pairs``): the stages form a ring,
+    the last sending activations to the first (its next chunk) and the first gradients back to the
+    last; every rank then trades with both neighbours and none is known to send only forward.
+    On every link as many gradients go back as activations went forward, so the counts leave one
+    unknown, ``w``: the messages each way across the wrap; from it, each rank's count with its
+    previous neighbour. For each ``w`` every rank is labelled alone (``_alone``: by the order of its
+    exchanges and causality), and for the ``WRAPS`` values whose labellings fit best, refined,
+    ``REFINE`` + 1 times, from both neighbours (``_label``, the first rank ``"head"``, the last
+    ``"tail"``); kept: the labelling that pairs the most, then with the best value. Rows as
+    ``_pairs_from``'s, the wrap link's stage the last one, and the labelling's value.
+    ``sends_prev_first``: the order of an exchange's sends (``_posted_first``)."""
+    n = len(mine)
+    if any(len(s) != len(r) for s, r in mine):  # a link's sends and recvs do not balance: no ring
+        return [], 0
+    fits = []
+    for w in _wraps([len(r) for _, r in mine]):
+        prev, labs, total = w, [], 0
+        for m in range(n):
+            got = _alone(mine[m], prev, WRAP_MODES[(m > 0) + (m == n - 1)], sends_prev_first)
+            if got is None:
+                break
+            labs.append((got[0], got[1]))
+            total += got[2]
+            prev = len(mine[m][1]) - prev  # the next rank's count with this one
+        if len(labs) == n and prev == w:
+            fits.append((total, w, labs))
+    best: tuple[int, int, list[tuple[int, int, int, int]]] = (0, 0, [])
+    for _, _, labs in sorted(fits, key=lambda x: (-x[0], x[1]))[:WRAPS]:
+        rows, value = _ring_pairs_from(mine, labs, sends_prev_first)
+        if (len(rows), value) > best[:2]:
+            best = (len(rows), value, rows)
+    return best[2], best[1]
+
+
+WRAPS = 3  # starts tried for an interleaved pipeline's step
+
+
+def _wraps(recvs: list[int]) -> list[int]:
+    """The messages each way across the wrap of an interleaved pipeline whose ranks receive
+    ``recvs`` messages in a step: every chunk crosses every inner link, all but the last the wrap,
+    so each inner link carries ``v * m`` each way and the wrap ``(v - 1) * m`` (``v`` >= 2 chunks,
+    ``m`` micro-batches); a rank receives from its previous neighbour what it sends back, so with
+    ``w`` across the wrap the next link carries ``recvs[0] - w``, the one after ``recvs[1]`` less
+    that, and so on round the ring."""
+    out = []
+    for w in range(1, recvs[0]):
+        links, prev = [], w
+        for r in recvs[:-1]:
+            prev = r - prev
+            links.append(prev)
+        inner = links[0]
+        if inner > w and all(x == inner for x in links) and recvs[-1] - inner == w and inner % (inner - w) == 0:
+            out.append(w)
+    return out
+
+
+WRAP_MODES = ("head", "middle", "tail")
+
+
+def _anything(n: int) -> _Ops:
+    """``n`` ops that can meet any op (a neighbour not known yet)."""
+    far = np.iinfo(np.int64).max // 2
+    out = object.__new__(_Ops)
+    out.row, out.call, out.end, out.bytes = np.full(n, -1), np.full(n, -far), np.full(n, far), np.full(n, -1)
+    return out
+
+
+def _alone(
+    mine: tuple[_Ops, _Ops], w: int, mode: str, sends_prev_first: bool = True
+) -> tuple[np.ndarray, np.ndarray, int] | None:
+    """A rank of a ring labelled without its neighbours: ``w`` sends back to the previous rank and
+    ``w`` recvs from it, by the order of its exchanges and causality alone (``_label``)."""
+    snd, rcv = mine
+    if w > len(snd) or w > len(rcv):
+        return None
+    right = (_anything(len(rcv) - w), _anything(len(snd) - w))
+    return _label(
+        _anything(w),
+        _anything(w),
+        snd,
+        rcv,
+        TOLERANCE_NS,
+        right=right,
+        last=False,
+        wrap=mode,
+        sends_prev_first=sends_prev_first,
+    )
+
+
+def _ring_pairs_from(
+    mine: list[tuple[_Ops, _Ops]], lab: list[Labels], sends_prev_first: bool = True
+) -> tuple[list[tuple[int, int, int, int]], int]:
+    """``_ring_step_pairs`` from the ranks' labels ``lab``: the rows and the labelling's value."""
+    n = len(mine)
+    lab = list(lab)
+    value = [0] * n
+    wrap = ["head"] + ["middle"] * (n - 2) + ["tail"]
+    kw = {"last": False, "sends_prev_first": sends_prev_first}
+
+    def fwd_of(m: int) -> tuple[_Ops, _Ops]:  # a stage's forward sends and backward recvs
+        return mine[m][0].take(~lab[m][0]), mine[m][1].take(~lab[m][1])
+
+    def bwd_of(m: int) -> tuple[_Ops, _Ops]:  # a stage's backward sends and forward recvs
+        return mine[m][0].take(lab[m][0]), mine[m][1].take(lab[m][1])
+
+    for _ in range(REFINE + 1):
+        for m in [0, *range(n - 1, 0, -1), *range(1, n)]:
+            left, right = fwd_of((m - 1) % n), bwd_of((m + 1) % n)
+            got = _label(*left, *mine[m], TOLERANCE_NS, right=right, wrap=wrap[m], **kw)
+            if got is None:  # a neighbour labelled wrongly: from the other alone
+                one = [
+                    _label(*left, *mine[m], TOLERANCE_NS, wrap=wrap[m], **kw),
+                    _label(None, None, *mine[m], TOLERANCE_NS, right=right, wrap=wrap[m], **kw),
+                ]
+                got = max((x for x in one if x is not None), key=lambda x: x[2], default=None)
+            if got is not None:
+                lab[m], value[m] = (got[0], got[1]), got[2]
+    rows = []
+    for m in range(n):
+        fs, br = fwd_of(m)
+        bs, fr = bwd_of((m + 1) % n)
+        rows += [(m, 0, int(fs.row[i]), int(fr.row[j])) for i, j in _align(fs, fr, TOLERANCE_NS)]
+        rows += [(m, 1, int(bs.row[i]), int(br.row[j])) for i, j in _align(bs, br, TOLERANCE_NS)]
+    return rows, sum(value)
 
 
 SHORTLIST = 4  # next-stage candidates labelled in full when the traffic stages a pipeline
@@ -583,8 +786,9 @@ def _pairing(store: Store, run: str | None = None) -> pd.DataFrame:
         steps = sorted({s for (r, s) in per if r in chain})
         side = {s: [per.get((r, s), {"send": empty, "recv": empty}) for r in chain] for s in steps}
         for st, back, i, j in _chain_pairs(chain, side, offset, resid):
-            a, z = chain[st], chain[st + 1]
-            rows.append((z, a, st + 1, st, gi, "backward", i, j) if back else (a, z, st, st + 1, gi, "forward", i, j))
+            nx = (st + 1) % len(chain)  # the last stage's next: the first (an interleaved pipeline's wrap)
+            a, z = chain[st], chain[nx]
+            rows.append((z, a, nx, st, gi, "backward", i, j) if back else (a, z, st, nx, gi, "forward", i, j))
     got = pd.DataFrame(
         rows, columns=["src_rank", "dst_rank", "src_stage", "dst_stage", "pp_group", "direction", "_send", "_recv"]
     )

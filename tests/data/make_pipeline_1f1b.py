@@ -67,8 +67,6 @@ def _train(rank: int, port: int, out: str) -> None:
     import torch
     import torch.distributed as dist
     import torch.nn as nn
-    from torch.profiler import ProfilerActivity, profile
-    from torch.profiler import schedule as prof_schedule
 
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group("gloo", rank=rank, world_size=STAGES)
@@ -89,7 +87,6 @@ def _train(rank: int, port: int, out: str) -> None:
     log_dir.mkdir(parents=True, exist_ok=True)
 
     record: dict[str, Any] = {"rank": rank, "stage": stage, "stages": STAGES, "micro_batches": MICRO_BATCHES}
-    steps: list[dict[str, Any]] = []
     now = time.monotonic_ns
 
     def exchange(step_log: dict[str, Any], ops: list[tuple[str, str, int, int, Any]]) -> list[Any]:
@@ -165,7 +162,25 @@ def _train(rank: int, port: int, out: str) -> None:
 
     received: dict[int, torch.Tensor] = {}
     grads: dict[int, torch.Tensor] = {}
-    total = WAIT + WARMUP + ACTIVE
+    record["steps"] = profiled_steps(rank, trace_dir, opt, run_step)
+    (log_dir / f"rank{rank}.json").write_text(json.dumps(record))
+    # every rank leaves together (torch 2.13 + gloo can abort at exit when a peer is still tearing down)
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def profiled_steps(rank: int, trace_dir: Path, opt: Any, run_step: Any) -> list[dict[str, Any]]:
+    """The training loop under torch.profiler (``WAIT`` + ``WARMUP`` + ``ACTIVE`` steps, the active ones
+    written to ``trace_dir``): each step ``run_step(step_log)`` runs the pipeline and returns the
+    loss, which the world all-reduces (the end of the pipeline phase) before the optimizer steps.
+    Returns the profiled steps' records (``start``, ``pipeline_end``: the last exchange's end,
+    ``end``, and what ``run_step`` logged in ``p2p``, ``exchanges``, ``compute``)."""
+    import torch.distributed as dist
+    from torch.profiler import ProfilerActivity, profile
+    from torch.profiler import schedule as prof_schedule
+
+    now = time.monotonic_ns
+    steps: list[dict[str, Any]] = []
 
     def on_ready(p: profile) -> None:
         p.export_chrome_trace(str(trace_dir / f"rank{rank}.pt.trace.json"))
@@ -177,7 +192,7 @@ def _train(rank: int, port: int, out: str) -> None:
         record_shapes=True,
         on_trace_ready=on_ready,
     ) as prof:
-        for step in range(total):
+        for step in range(WAIT + WARMUP + ACTIVE):
             step_log: dict[str, Any] = {"step": step, "start": now(), "p2p": [], "exchanges": [], "compute": []}
             opt.zero_grad()
             loss = run_step(step_log)
@@ -188,16 +203,13 @@ def _train(rank: int, port: int, out: str) -> None:
             if step >= WAIT + WARMUP:
                 steps.append(step_log)
             prof.step()
-    record["steps"] = steps
-    (log_dir / f"rank{rank}.json").write_text(json.dumps(record))
-    # every rank leaves together (torch 2.13 + gloo can abort at exit when a peer is still tearing down)
-    dist.barrier()
-    dist.destroy_process_group()
+    return steps
 
 
-def generate(out: Path) -> Path:
-    """Run the job into ``out`` (``out/trace``: the profile folder; ``out/log``: the job's record).
-    The ranks are forked from this process after it imported torch (imported once)."""
+def generate(out: Path, train: Any = None, ranks: int = STAGES) -> Path:
+    """Run the job (``train(rank, port, out)`` on ``ranks`` ranks; this one's ``_train`` by default)
+    into ``out`` (``out/trace``: the profile folder; ``out/log``: the job's record). The ranks are
+    forked from this process after it imported torch (imported once)."""
     import torch.distributed
     import torch.multiprocessing as tmp
     import torch.nn
@@ -205,7 +217,8 @@ def generate(out: Path) -> Path:
 
     out = Path(out).resolve()
     out.mkdir(parents=True, exist_ok=True)
-    tmp.start_processes(_train, args=(_free_port(), str(out)), nprocs=STAGES, join=True, start_method="fork")
+    train = _train if train is None else train
+    tmp.start_processes(train, args=(_free_port(), str(out)), nprocs=ranks, join=True, start_method="fork")
     return out
 
 
