@@ -20,7 +20,7 @@ import pytest
 from click.testing import CliRunner
 from helpers import bubble_shares, job_records
 
-from analyzer.analyses.pipeline import pipeline_stages, send_recv_pairs
+from analyzer.analyses.pipeline import pipeline, pipeline_stages, send_recv_pairs
 from analyzer.cli import main
 from analyzer.store import Store
 
@@ -114,4 +114,124 @@ def test_bubble_share_agrees_with_the_jobs_own_timing(store: Store, job: dict[in
     pcts = bubble_shares(st, job)
     gaps = [abs(job_pct - share) for (job_pct, _), share in zip(pcts, st["bubble_pct"])]
     assert statistics.median(gaps) < 10, sorted(gaps)
-    assert (st["forward_micro_batches"] >= 0.9 * MICRO_BATCHES * CHUNKS).all()
+    passes = st["forward_micro_batches"] * st["chunks"].fillna(1)  # a micro-batch passes a rank once per chunk
+    assert (passes >= 0.9 * MICRO_BATCHES * CHUNKS).all()
+
+
+def test_each_stage_runs_the_jobs_chunks_and_micro_batches_in_its_order(
+    store: Store, job: dict[int, dict[str, Any]]
+) -> None:
+    """Where a rank's exchanges are those of Megatron's interleaved schedule (the analysis checks
+    them one for one against its model, ``analyses.interleaved``), its forward and backward
+    segments are the job's computations in its order, with their chunks and micro-batches, each
+    segment holding the computation it names on the job's clock (a steady-phase forward and
+    backward, which run with no p2p op between, split at the autograd engine's first node); that
+    is so for at least nine in ten of the (rank, step)s."""
+    seg = pipeline(store, "vpp")
+    st = pipeline_stages(store, "vpp")
+    known = st[st["chunks"].notna()]
+    assert len(known) >= 0.9 * len(st), st
+    assert (known["chunks"] == CHUNKS).all()
+    assert (known["forward_micro_batches"] == MICRO_BATCHES).all()
+    assert (known["backward_micro_batches"] == MICRO_BATCHES).all()
+    for row in known.itertuples():
+        log = job[row.rank]
+        mine = seg[(seg["rank"] == row.rank) & (seg["step"] == row.step)].sort_values("start_ns")
+        work = mine[mine["kind"].isin(["forward", "backward"])]
+        done = next(s for s in log["steps"] if s["step"] == row.step)["compute"]
+        assert [(k, int(c), int(m)) for k, c, m in zip(work["kind"], work["chunk"], work["micro_batch"])] == [
+            (c["kind"], c["chunk"], c["micro_batch"]) for c in done
+        ], (row.rank, row.step)
+        for c, a, b in zip(done, work["start_ns"], work["end_ns"]):
+            start, end = c["start"] + log["to_trace"], c["end"] + log["to_trace"]
+            assert max(a, start) < min(b, end), (row.rank, row.step, c)
+        bubbles = mine[mine["kind"] == "bubble"]
+        assert set(bubbles["peer"].astype(int)) <= {(row.rank - 1) % RANKS, (row.rank + 1) % RANKS}
+        assert bubbles["chunk"].notna().all()
+
+
+def _exact_step(store: Store) -> int:
+    """A step in which every stage's exchanges fit the interleaved model (chunks known)."""
+    st = pipeline_stages(store, "vpp")
+    known = st.groupby("step")["chunks"].apply(lambda c: c.notna().all())
+    return int(known[known].index.max())
+
+
+def test_pipeline_page_shows_the_chunks(store: Store) -> None:
+    """The page from its address (the page-test client): the four stages, the interleaved schedule
+    said with its chunks, one bar per segment marked micro-batch·chunk, the chunks per stage in the
+    table; the callback writes the address back."""
+    from webapp_helpers import DashClient, props_of, texts
+
+    from webapp import create_app
+
+    client = DashClient(create_app(store.path))
+    step = _exact_step(store)
+    page = client.page("/pipeline", f"?run=vpp&step={step}&group=0")
+    assert f'"value": {step}' in page and "msg-error" not in page
+    out = client.call("pp-content.children", {"pp-run.value": "vpp", "pp-step.value": step, "pp-group.value": 0})
+    assert out["view-url"]["data"] == f"/pipeline?run=vpp&step={step}&group=0"
+    body = " ".join(texts(out["pp-content"]["children"]))
+    assert f"{RANKS} stages, {MICRO_BATCHES} micro-batches forward and {MICRO_BATCHES} backward" in body
+    assert f"each rank holds {CHUNKS} model chunks" in body
+    chart = next(c for c in props_of(out["pp-content"]["children"]) if c.get("id") == "pp-chart")
+    bars = {d["name"]: d for d in chart["figure"]["data"]}
+    seg = pipeline(store, "vpp")
+    here = seg[(seg["pp_group"] == 0) & (seg["step"] == step)]
+    for kind, mark in (("forward", "F"), ("backward", "B")):
+        mine = here[here["kind"] == kind]
+        assert len(mine) == RANKS * MICRO_BATCHES * CHUNKS
+        assert bars[kind]["text"] == [f"{mark}{int(k)}·{int(c)}" for k, c in zip(mine["micro_batch"], mine["chunk"])]
+        assert bars[kind]["y"] == [f"stage {int(s)} · rank {int(r)}" for s, r in zip(mine["stage"], mine["rank"])]
+        assert all("model chunk" in h for h in bars[kind]["hovertext"])
+    table = next(c for c in props_of(out["pp-content"]["children"]) if c.get("id") == "pp-stages")
+    rows = _rows(table["children"])
+    assert rows[0][-1] == "chunks" and [r[-1] for r in rows[1:]] == [str(CHUNKS)] * RANKS
+
+
+def _rows(tree: Any) -> list[list[str]]:
+    """The rows (``Tr``) of a component tree as their cells' text."""
+    if isinstance(tree, list):
+        return [r for t in tree for r in _rows(t)]
+    if not isinstance(tree, dict) or "props" not in tree:
+        return []
+    if tree.get("type") == "Tr":
+        return [["".join(str(x) for x in _flat(c)) for c in tree["props"].get("children") or []]]
+    return _rows(tree["props"].get("children"))
+
+
+def _flat(tree: Any) -> list[Any]:
+    if isinstance(tree, (str, int, float)):
+        return [tree]
+    if isinstance(tree, list):
+        return [x for t in tree for x in _flat(t)]
+    if isinstance(tree, dict) and "props" in tree:
+        return _flat(tree["props"].get("children"))
+    return []
+
+
+def test_pipeline_page_in_a_browser(store: Store, page: Any) -> None:
+    """The real server and browser: a deep link draws the four stages with their chunks (the note,
+    the bars' marks micro-batch·chunk, the table's chunks column)."""
+    from webapp_helpers import CHROMIUM, settle, start_server, stop_server
+
+    if not Path(CHROMIUM).exists():
+        pytest.skip("Debian chromium is not installed (apt-get install -y chromium)")
+    step = _exact_step(store)
+    proc, url = start_server(store.path)
+    try:
+        page.goto(url + f"pipeline?run=vpp&step={step}&group=0")
+        page.wait_for_selector("#pp-chart .bars")
+        settle(page)
+        assert f"each rank holds {CHUNKS} model chunks" in page.inner_text("#pp-interleaved")
+        rows = page.eval_on_selector_all("#pp-stages tbody tr", "rs => rs.map(r => [...r.cells].map(c => c.innerText))")
+        want = [(str(s), str(s), str(MICRO_BATCHES), str(CHUNKS)) for s in range(RANKS)]
+        assert [(r[0], r[1], r[2], r[-1]) for r in rows] == want
+        fwd = page.evaluate(
+            "() => document.querySelector('#pp-chart .js-plotly-plot')._fullData.find(d => d.name === 'forward').text"
+        )
+        seg = pipeline(store, "vpp")
+        mine = seg[(seg["step"] == step) & (seg["kind"] == "forward")]
+        assert list(fwd) == [f"F{int(k)}·{int(c)}" for k, c in zip(mine["micro_batch"], mine["chunk"])]
+    finally:
+        stop_server(proc)

@@ -286,6 +286,7 @@ LABELS: dict[str, tuple[str, str]] = {
     "pp.axis": ("ms (aligned clock)", "毫秒（对齐后的时钟）"),
     "pp.row": ("stage {stage} · rank {rank}", "阶段 {stage} · 卡 {rank}"),
     "pp.micro_batch": ("micro-batch {k}", "微批次 {k}"),
+    "pp.chunk": ("model chunk {c}", "模型块 {c}"),
     "pp.peer": ("peer rank {rank}", "对端卡 {rank}"),
     "pp.none": (
         "No pipeline found in this run: no send was paired with a recv between neighbouring stages of a pipeline "
@@ -301,6 +302,13 @@ LABELS: dict[str, tuple[str, str]] = {
         "{stages} 个阶段，前向 {forward} 个微批次、反向 {backward} 个；"
         "各阶段在流水线阶段中平均有 {share} % 的时间处于气泡。",
     ),
+    "pp.interleaved": (
+        "Interleaved schedule (virtual pipeline): each rank holds {chunks} model chunks, the last stage sends its "
+        "activations on to the first stage's next chunk; a bar's mark is micro-batch·chunk (F3·1: the forward of "
+        "micro-batch 3 in chunk 1).",
+        "交错调度（虚拟流水线）：每张卡持有 {chunks} 个模型块，最后一个阶段把激活发给第一个阶段的下一个模型块；"
+        "色条标记为 微批次·模型块（F3·1：模型块 1 中微批次 3 的前向）。",
+    ),
     "pp.click": ("Click a bar: that stretch in the timeline. ", "点击色条：在时间线中查看该时段。"),
     "pp.open_step": ("Open the step in the timeline", "在时间线中打开该迭代"),
     "pp.per_stage": ("Per stage", "各阶段"),
@@ -313,6 +321,7 @@ LABELS: dict[str, tuple[str, str]] = {
     "pp.col.fwd_bwd": ("forward+backward", "前向+反向"),
     "pp.col.bubble": ("bubble", "气泡"),
     "pp.col.share": ("bubble share", "气泡占比"),
+    "pp.col.chunks": ("chunks", "模型块"),
     "pp.over_steps": ("Bubble share over every step: {shares}.", "所有迭代的气泡占比：{shares}。"),
     "pp.stage_share": ("stage {stage}: {share} %", "阶段 {stage}：{share} %"),
     "pp.explain": (

@@ -48,6 +48,8 @@ minus the rank's clock offset, where it could be estimated).
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pandas as pd
 
@@ -55,6 +57,8 @@ from ..store import Store
 from .activity import host_steps
 from .cache import per_run
 from .clock_alignment import clock_offsets, run_alignment
+from .interleaved import chunks_from_traffic, posted_together
+from .interleaved import cut as cut_interleaved
 from .parallel_layout import parallel_layout
 
 TOLERANCE_NS = 200_000
@@ -89,6 +93,7 @@ SEGMENT_COLUMNS = [
     "aligned_start_ns",
     "op",
     "peer",
+    "chunk",
 ]
 STAGE_COLUMNS = [
     "rank",
@@ -105,6 +110,7 @@ STAGE_COLUMNS = [
     "bubble_ns",
     "phase_ns",
     "bubble_pct",
+    "chunks",
 ]
 
 
@@ -348,17 +354,9 @@ def _posted_first(
     next, and the same for the recvs: in an exchange with two sends, the first gets the bonus as
     the previous stage's, the other as the next's; a send alone in its exchange, none."""
     call = np.concatenate([sends.call, recvs.call])
-    end = np.concatenate([sends.end, recvs.end])
     is_recv = np.concatenate([np.zeros(len(sends), bool), np.ones(len(recvs), bool)])
     order = np.argsort(call, kind="stable")
-    group = np.zeros(len(call), np.int64)
-    g, reach = 0, None
-    for i in order:  # a new exchange when a call comes after an op of the current one ended
-        if reach is not None and call[i] > reach:
-            g += 1
-            reach = None
-        group[i] = g
-        reach = end[i] if reach is None else min(reach, end[i])
+    group = posted_together(call, np.concatenate([sends.end, recvs.end]))
     out = []
     for kind in (False, True):
         idx = order[is_recv[order] == kind]
@@ -833,6 +831,27 @@ def _directed_ops(store: Store, run: str) -> tuple[pd.DataFrame, dict[int, tuple
     return ops[ops["direction"].notna()].reset_index(drop=True), stages
 
 
+def _interleaving(store: Store, run: str) -> dict[tuple[int, int], tuple[int, int]]:
+    """(pipeline, step) -> (chunks per rank, micro-batches) of the steps of interleaved pipelines:
+    those whose last stage sends activations to the first (the wrap), from the counts of
+    activations over the first link and over the wrap (``interleaved.chunks_from_traffic``)."""
+    pairs = _pairing(store, run)
+    out: dict[tuple[int, int], tuple[int, int]] = {}
+    if pairs.empty:
+        return out
+    stages = _stages(store, run)
+    n = {g: k for _, g, k in stages.values()}
+    fwd = pairs[pairs["direction"] == "forward"].assign(_step=pairs["step"].fillna(-1).astype("int64"))
+    for (g, step), sub in fwd.groupby(["pp_group", "_step"]):
+        k = n.get(int(g), 0)
+        inner = int(((sub["src_stage"] == 0) & (sub["dst_stage"] == 1)).sum())
+        wrap = int(((sub["src_stage"] == k - 1) & (sub["dst_stage"] == 0)).sum())
+        got = chunks_from_traffic(inner, wrap) if k >= 3 else None
+        if got is not None:
+            out[(int(g), int(step))] = got
+    return out
+
+
 @per_run
 def pipeline(store: Store, run: str | None = None) -> pd.DataFrame:
     """One row per segment of a pipeline stage's step: forward / backward / forward+backward work of
@@ -845,6 +864,7 @@ def pipeline(store: Store, run: str | None = None) -> pd.DataFrame:
         steps = host_steps(con, run)
         bw = _backward_ops(con, run)
     ends = {(int(r), int(s)): (int(a), int(b)) for r, s, a, b in steps.itertuples(index=False)}
+    shapes = _interleaving(store, run)
     every = run_alignment(store, run).ops
     colls = every.loc[~every["is_p2p"], ["rank", "ts_ns"]]
     coll_starts = {int(r): np.sort(g["ts_ns"].to_numpy(np.int64)) for r, g in colls.groupby("rank")}
@@ -864,12 +884,25 @@ def pipeline(store: Store, run: str | None = None) -> pd.DataFrame:
         phase_end = max(min(bounds or [last_end]), last_end)
         base = {"rank": rank, "stage": stage, "pp_group": group, "n_stages": n_stages}
         base["step"] = step if step >= 0 else None
-        for kind, k, a, b, op, peer in _cut(g, min(step_start, first_start), phase_end, bw.get(rank)):
-            rows.append({**base, "kind": kind, "micro_batch": k, "start_ns": a, "end_ns": b, "op": op, "peer": peer})
+        got = None
+        if (group, step) in shapes:  # an interleaved pipeline: the model's computations, when its exchanges fit
+            v, m = shapes[(group, step)]
+            mine = list(zip(g["op_type"], g["direction"], g["call"], g["end_ns"], g["peer"]))
+            split = functools.partial(_boundary, bw.get(rank), backward_first=False)
+            got = cut_interleaved(mine, min(step_start, first_start), phase_end, stage, n_stages, v, m, split)
+        if got is None:
+            got = [
+                (kd, k, None, a, b, op, p)
+                for kd, k, a, b, op, p in _cut(g, min(step_start, first_start), phase_end, bw.get(rank))
+            ]
+        for kind, k, c, a, b, op, peer in got:
+            rows.append(
+                {**base, "kind": kind, "micro_batch": k, "chunk": c, "start_ns": a, "end_ns": b, "op": op, "peer": peer}
+            )
     df = pd.DataFrame(rows, columns=SEGMENT_COLUMNS)
     df["dur_ns"] = df["end_ns"] - df["start_ns"]
     df["aligned_start_ns"] = df["start_ns"] - df["rank"].map(lambda r: offset.get(int(r), 0))
-    for c in ("step", "micro_batch", "peer"):
+    for c in ("step", "micro_batch", "peer", "chunk"):
         df[c] = pd.to_numeric(df[c]).astype("Int64")
     for c in ("start_ns", "end_ns", "dur_ns", "aligned_start_ns"):
         df[c] = df[c].astype("int64")
@@ -961,6 +994,9 @@ def pipeline_stages(store: Store, run: str | None = None) -> pd.DataFrame:
     at = pd.MultiIndex.from_arrays([t.index.get_level_values("rank"), t.index.get_level_values("_step")])
     fwd = pd.Series(n["forward"].reindex(at).fillna(0).to_numpy(), index=t.index)
     bwd = pd.Series(n["backward"].reindex(at).fillna(0).to_numpy(), index=t.index)
+    # an interleaved pipeline's stage: each micro-batch passes once per chunk
+    chunks = seg.dropna(subset=["chunk"]).groupby(keys)["chunk"].nunique().reindex(t.index)
+    fwd, bwd = fwd // chunks.fillna(1).astype("int64"), bwd // chunks.fillna(1).astype("int64")
     span = seg.groupby(keys).agg(a=("start_ns", "min"), b=("end_ns", "max"))
     out = pd.DataFrame(
         {
@@ -976,4 +1012,5 @@ def pipeline_stages(store: Store, run: str | None = None) -> pd.DataFrame:
     ).reset_index()
     out["bubble_pct"] = (100.0 * out["bubble_ns"] / out["phase_ns"].where(out["phase_ns"] > 0)).round(2)
     out["step"] = out["_step"].where(out["_step"] >= 0).astype("Int64")
+    out["chunks"] = chunks.reset_index(drop=True).astype("Int64")
     return out[STAGE_COLUMNS].sort_values(["pp_group", "stage", "step", "rank"]).reset_index(drop=True)

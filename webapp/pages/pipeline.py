@@ -140,20 +140,21 @@ def figure(seg: pd.DataFrame) -> Any:
         sub = seg[seg["kind"] == kind]
         if sub.empty:
             continue
-        mb = sub["micro_batch"]
+        mb, chunk = sub["micro_batch"], sub["chunk"]
         text = [
-            (f"{mark}{'' if pd.isna(k) else int(k)}" if mark else "")
+            (f"{mark}{'' if pd.isna(k) else int(k)}{'' if pd.isna(c) else f'·{int(c)}'}" if mark else "")
             if kind != "forward+backward" or pd.isna(op)
             else str(op).replace("forward ", "F").replace("backward ", "B").replace(" + ", "+")
-            for k, op in zip(mb, sub["op"])
+            for k, c, op in zip(mb, chunk, sub["op"])
         ]
         hover = [
             plot_text(label)
             + ("" if pd.isna(k) else " · " + t("pp.micro_batch", k=int(k)))
+            + ("" if pd.isna(c) else " · " + t("pp.chunk", c=int(c)))
             + f"<br>{fmt_ns(d)}"
             + ("" if pd.isna(op) else f"<br>{plot_text(op_said(str(op)))}")
             + ("" if pd.isna(p) else " · " + t("pp.peer", rank=int(p)))
-            for k, d, op, p in zip(mb, sub["dur_ns"], sub["op"], sub["peer"])
+            for k, c, d, op, p in zip(mb, chunk, sub["dur_ns"], sub["op"], sub["peer"])
         ]
         fig.add_bar(
             name=label,
@@ -187,6 +188,7 @@ def stage_rows(st: pd.DataFrame) -> list[list[Any]]:
                 fmt_ns(r["forward_backward_ns"]),
                 fmt_ns(r["bubble_ns"]),
                 "" if pd.isna(r["bubble_pct"]) else f"{r['bubble_pct']:.1f} %",
+                "" if pd.isna(r["chunks"]) else int(r["chunks"]),
             ]
         )
     return out
@@ -210,6 +212,9 @@ def render(rd: Reader, run: str, step: int | None, group: int | None) -> list[An
     n_stages = int(mine["n_stages"].max())
     n_combined = int((seg["kind"] == "forward+backward").sum())
     share = mine["bubble_pct"].mean()
+    chunks = int(mine["chunks"].max()) if mine["chunks"].notna().any() else 0
+    interleaved = [html.P(t("pp.interleaved", chunks=chunks), className="note", id=f"{P}-interleaved")]
+    interleaved = interleaved if chunks else []
     ranks = sorted(int(r) for r in seg["rank"].unique())
     summary = t(
         "pp.summary",
@@ -227,6 +232,7 @@ def render(rd: Reader, run: str, step: int | None, group: int | None) -> list[An
             [
                 html.H2(t("pp.title", group=group, step=step)),
                 html.P(summary, className="note", id=f"{P}-summary"),
+                *interleaved,
                 ui.graph(f"{P}-chart", figure(seg)),
                 *([html.P(t("pp.combined", n=n_combined), className="note", id=f"{P}-combined")] if n_combined else []),
                 html.P(
@@ -259,6 +265,7 @@ def render(rd: Reader, run: str, step: int | None, group: int | None) -> list[An
                             "fwd_bwd",
                             "bubble",
                             "share",
+                            "chunks",
                         )
                     ],
                     stage_rows(mine),
