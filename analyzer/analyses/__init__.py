@@ -186,14 +186,15 @@ ANALYSES: dict[str, Analysis] = {
         Analysis(
             "pipeline",
             pipeline,
-            "One row per segment of a pipeline stage's step: forward / backward work of micro-batch k, bubble "
-            "(blocked in send / recv), from send/recv pairing without instrumentation.",
+            "One row per segment of a pipeline stage's step: forward / backward work of micro-batch k (and its "
+            "model chunk in an interleaved pipeline), bubble (blocked in send / recv), from send/recv pairing "
+            "without instrumentation.",
         ),
         Analysis(
             "pipeline_stages",
             pipeline_stages,
             "One row per (rank, step) of a pipeline stage: forward / backward micro-batches, their time, bubble "
-            "time and share.",
+            "time and share, model chunks per rank when interleaved.",
         ),
         Analysis(
             "clock_offsets", clock_offsets, "One row per rank: clock offset to the reference rank, residual, warning."

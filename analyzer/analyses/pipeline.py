@@ -41,6 +41,13 @@ the schedule code. Here the schedule is read off the point-to-point traffic inst
    op (the data-parallel gradient reduction) or at its step end.
 5. *Per stage* (``pipeline_stages``): per (rank, step) the micro-batches seen in each direction,
    forward, backward and bubble time, and the bubble's share of the pipeline phase.
+6. *Interleaved pipelines* (virtual pipeline: each rank holds v model chunks, the last stage sends
+   activations on to the first). When a chain leaves ops of its first or last stage unpaired, the
+   stages are tried as a ring (``_ring_step_pairs``): the counts tell whether a wrap fits (inner
+   links ``v * m`` each way, the wrap ``(v - 1) * m``: ``_wraps``), each rank is labelled alone by
+   causality and the order of its exchanges, then from its neighbours; the ring is kept when it
+   pairs more. Such a step's segments come from Megatron's schedule (``interleaved``) when the
+   rank's exchanges are the model's, with each segment's ``chunk``.
 
 Times are on each rank's own clock (``start_ns``) and on the reference clock (``aligned_start_ns``:
 minus the rank's clock offset, where it could be estimated).
