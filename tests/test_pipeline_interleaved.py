@@ -235,3 +235,18 @@ def test_pipeline_page_in_a_browser(store: Store, page: Any) -> None:
         assert list(fwd) == [f"F{int(k)}·{int(c)}" for k, c in zip(mine["micro_batch"], mine["chunk"])]
     finally:
         stop_server(proc)
+
+
+def test_the_text_report_gives_the_chunks_per_stage(store: Store) -> None:
+    """``analyze report``'s pipeline table has a chunks column for an interleaved pipeline: 2 on
+    every stage's row, and the micro-batches per step."""
+    res = CliRunner().invoke(main, ["report", "--run", "vpp", "--store", str(store.path)], terminal_width=200)
+    assert res.exit_code == 0, res.output
+    lines = res.output.splitlines()
+    at = next(i for i, x in enumerate(lines) if "Pipeline from send/recv pairing" in x)
+    head = next(x for x in lines[at:] if "group" in x and "stage" in x)
+    assert [c.strip() for c in head.strip().strip("┃").split("┃")][-2:] == ["bubble %", "chunks"]
+    for stage in range(RANKS):
+        row = next(x for x in lines[at:] if x.replace(" ", "").startswith(f"│0│{stage}│{stage}│"))
+        cells = [c.strip() for c in row.strip().strip("│").split("│")]
+        assert cells[-1] == str(CHUNKS), row

@@ -681,18 +681,18 @@ def _print_pipeline(report: dict[str, Any], console: Any) -> None:
         both=("forward_backward_ns", "mean"),
         bubble=("bubble_ns", "mean"),
         pct=("bubble_pct", "mean"),
+        chunks=("chunks", "max"),
     )
     rows = [
         [str(k[0]), str(k[1]), str(k[2]), f"{r.fwd:.1f}", f"{r.bwd:.1f}", _ms(r.forward), _ms(r.backward), _ms(r.both),
          _ms(r.bubble), f"{r.pct:.1f}"]
         for k, r in zip(g.index, g.itertuples(index=False))
     ]  # fmt: skip
-    _table(
-        console,
-        "Pipeline from send/recv pairing (mean per step; ms)",
-        ["group", "stage", "rank", "fwd µb", "bwd µb", "forward", "backward", "fwd+bwd", "bubble", "bubble %"],
-        rows,
-    )
+    head = ["group", "stage", "rank", "fwd µb", "bwd µb", "forward", "backward", "fwd+bwd", "bubble", "bubble %"]
+    if g["chunks"].notna().any():  # an interleaved pipeline: the model chunks per rank
+        head.append("chunks")
+        rows = [row + ["" if pd.isna(c) else str(int(c))] for row, c in zip(rows, g["chunks"])]
+    _table(console, "Pipeline from send/recv pairing (mean per step; ms)", head, rows)
 
 
 def _print_clocks(report: dict[str, Any], console: Any) -> None:
