@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import pytest
 from webapp_helpers import KINETO, NPU, ingest, trace_events, union_ns
 
@@ -384,3 +385,23 @@ def test_importing_the_web_app_does_not_import_torch(tmp_path: Path) -> None:
     )
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert res.returncode == 0 and "ok" in res.stdout, res.stderr[-2000:]
+
+
+def test_every_rank_asked_for_reads_what_the_whole_run_gives(store: Store, rd: Reader) -> None:
+    """A page showing every rank passes them all; the data layer asks the analyses for the whole run
+    (one cached result for every page, the stored rows of a many-rank run): the same rows as the
+    analyses give for that list of ranks."""
+    every = data.ranks_of(rd, "gloo")
+    assert every == sorted(analyses.step_breakdown(store, "gloo")["rank"].unique().tolist())
+    assert data._ranks_arg(rd, "gloo", every[::-1]) is None and data._ranks_arg(rd, "gloo", every[:1]) == every[:1]
+    pairs = (
+        (data.step_breakdown, analyses.step_breakdown),
+        (data.comm_per_rank, analyses.comm_per_rank),
+        (data.comm_bandwidth, analyses.transport_bandwidth),
+    )
+    for ours, theirs in pairs:
+        pd.testing.assert_frame_equal(ours(rd, "gloo", every), theirs(store, "gloo", every))
+    ops, n = data.collectives(rd, "gloo", every)
+    listed, n_listed = data._collectives(rd, "gloo", every, data.MAX_GRID_ROWS)  # the ranks as a list
+    assert n == n_listed == len(analyses.collective_instances(store, "gloo", every))
+    pd.testing.assert_frame_equal(ops, listed)

@@ -109,9 +109,10 @@ def collections(rd: Reader, run: str) -> pd.DataFrame:
 
 
 def ranks_of(rd: Reader, run: str) -> list[int]:
-    con = rd.catalog()
-    df = _df(con, "SELECT DISTINCT rank FROM collections WHERE run = $run ORDER BY rank", {"run": run})
-    return [int(r) for r in df["rank"]]
+    """The run's ranks, ascending (from the request's catalog snapshot: no query; pages ask it often)."""
+    cols = rd.catalog_tables()["collections"]
+    ranks = pc.unique(cols.filter(pc.equal(cols["run"], run))["rank"])
+    return sorted(int(r) for r in ranks.to_pylist())
 
 
 def check_ranks(rd: Reader, run: str, ranks: Sequence[int] | None) -> list[int]:
@@ -1125,13 +1126,19 @@ def operator_memory(
 # ---------------------------------------------------------------------------------------------
 
 
-def _ranks_arg(ranks: Sequence[int] | None) -> list[int] | None:
-    return None if ranks is None else sorted({int(r) for r in ranks})
+def _ranks_arg(rd: Reader, run: str, ranks: Sequence[int] | None) -> list[int] | None:
+    """``ranks`` as the analyses take them: sorted, and None when they are every rank of the run, so
+    a page showing every rank and one asking for the whole run share one result (and the analyses
+    the ingest stored, which are the whole run's, are read rather than computed)."""
+    if ranks is None:
+        return None
+    rs = sorted({int(r) for r in ranks})
+    return None if rs == ranks_of(rd, run) else rs
 
 
 def step_breakdown(rd: Reader, run: str, ranks: Sequence[int] | None = None) -> pd.DataFrame:
     """msprof-analyze's step time breakdown per (rank, step) (``analyses.step_breakdown``)."""
-    return analyses.step_breakdown(rd.store, run, _ranks_arg(ranks))
+    return analyses.step_breakdown(rd.store, run, _ranks_arg(rd, run, ranks))
 
 
 TOP_SLOWEST = (8, 32)  # the "top-N slowest" rank picks
@@ -1212,7 +1219,7 @@ def comm_groups(rd: Reader, run: str) -> pd.DataFrame:
 def comm_definition(rd: Reader, run: str, ranks: Sequence[int] | None) -> pd.DataFrame:
     """Per rank: the step breakdown's Communication (mean per step), the definition it follows and
     the producer's own figure (``analyses.step_breakdown``)."""
-    sb = analyses.step_breakdown(rd.store, run, _ranks_arg(ranks))
+    sb = analyses.step_breakdown(rd.store, run, _ranks_arg(rd, run, ranks))
     if sb.empty:
         return pd.DataFrame(columns=["rank", "definition", "communication_ns", "producer_communication_ns"])
     return (
@@ -1233,13 +1240,13 @@ def comm_definition(rd: Reader, run: str, ranks: Sequence[int] | None) -> pd.Dat
 @run_cached
 def comm_per_rank(rd: Reader, run: str, ranks: Sequence[int] | None) -> pd.DataFrame:
     """Per rank: operations, elapsed, wait, transit, bytes (``analyses.comm_per_rank``)."""
-    return analyses.comm_per_rank(rd.store, run, _ranks_arg(ranks))
+    return analyses.comm_per_rank(rd.store, run, _ranks_arg(rd, run, ranks))
 
 
 @run_cached
 def comm_bandwidth(rd: Reader, run: str, ranks: Sequence[int] | None) -> pd.DataFrame:
     """Per (rank, transport): bytes, transit, bandwidth, min / max over ops (``analyses.transport_bandwidth``)."""
-    return analyses.transport_bandwidth(rd.store, run, _ranks_arg(ranks))
+    return analyses.transport_bandwidth(rd.store, run, _ranks_arg(rd, run, ranks))
 
 
 @run_cached
@@ -1247,7 +1254,8 @@ def comm_matrix(rd: Reader, run: str, ranks: Sequence[int] | None) -> pd.DataFra
     """Rank x rank links summed over op types and steps (``analyses.rank_pairs``) with their labels
     ``src`` / ``dst``: the global rank as text, or ``L<k>`` (local rank k of the group) when the
     group's layout is unknown."""
-    m = analyses.rank_pairs(rd.store, run, _ranks_arg(ranks))
+    # not None for every rank: the pairs of ranks asked for leave out those with no known end
+    m = analyses.rank_pairs(rd.store, run, None if ranks is None else sorted({int(r) for r in ranks}))
     m["src"] = [_end_label(g, lo) for g, lo in zip(m["src_rank"], m["src_local"])]
     m["dst"] = [_end_label(g, lo) for g, lo in zip(m["dst_rank"], m["dst_local"])]
     return m
@@ -1259,13 +1267,17 @@ def _end_label(global_rank: Any, local: Any) -> str:
     return f"L{int(local)}" if pd.notna(local) else "?"
 
 
-@run_cached
 def collectives(
     rd: Reader, run: str, ranks: Sequence[int] | None, limit: int = MAX_GRID_ROWS
 ) -> tuple[pd.DataFrame, int]:
     """The ``limit`` slowest collective instances over the selected ranks (``analyses.collective_instances``)
     and how many there are; ``members`` lists each one's (rank, ts_ns, dur_ns), each on its rank's clock."""
-    df = analyses.collective_instances(rd.store, run, _ranks_arg(ranks))
+    return _collectives(rd, run, _ranks_arg(rd, run, ranks), limit)
+
+
+@run_cached
+def _collectives(rd: Reader, run: str, ranks: list[int] | None, limit: int) -> tuple[pd.DataFrame, int]:
+    df = analyses.collective_instances(rd.store, run, ranks)
     out = df.head(limit).reset_index(drop=True)
     s = analyses.communication_summary(rd.store, run)
     if ranks is not None:

@@ -29,6 +29,12 @@ def timeline_url(
     """``/timeline?...`` showing ``ranks`` (None: the page's default), highlighting each (rank,
     start_ns, end_ns) and opening on them, or on ``step`` when no range is given."""
     hl = [(int(r), int(a), max(int(b), int(a))) for r, a, b in list(highlights)[:MAX_HIGHLIGHTS]]
+    return _timeline_url(run, ranks, hl, step)
+
+
+def _timeline_url(run: str, ranks: Iterable[int] | None, hl: list[tuple[int, int, int]], step: int | None) -> str:
+    """``timeline_url`` of highlights already (rank, start, end) integers, end >= start, at most
+    ``MAX_HIGHLIGHTS``."""
     params: dict[str, Any] = {"run": run}
     if ranks is not None:
         params["ranks"] = format_ranks(ranks)
@@ -48,10 +54,18 @@ def call_url(run: str, rank: int, ts_ns: int, dur_ns: int | None) -> str:
 def collective_url(run: str, members: Sequence[tuple[int, int, int | None]]) -> str:
     """A collective instance: every member rank with its own (entry, duration), the slowest first
     when there are more than ``MAX_HIGHLIGHTS``."""
-    rows = [(int(r), int(t), 0 if is_missing(d) else int(d)) for r, t, d in members if not is_missing(t)]  # type: ignore[arg-type]
+    # a page writes one per collective instance (hundreds, of up to thousands of members): plain
+    # integers, what the data layer gives, skip the test for a missing value
+    rows = [
+        (int(r), int(t), d if type(d) is int else 0 if is_missing(d) else int(d))  # type: ignore[arg-type]
+        for r, t, d in members
+        if type(t) is int or not is_missing(t)
+    ]
     rows.sort(key=lambda x: -x[2])
     rows = rows[:MAX_HIGHLIGHTS]
-    return timeline_url(run, sorted({r for r, _, _ in rows}), [(r, t, t + d) for r, t, d in rows])
+    return _timeline_url(
+        run, sorted({r for r, _, _ in rows}), [(r, t, t + d if d > 0 else t) for r, t, d in rows], None
+    )
 
 
 def instant_url(run: str, rank: int, ts_ns: int) -> str:

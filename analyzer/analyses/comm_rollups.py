@@ -14,6 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from ..format import is_missing
 from ..store import Store
 from .communication import comm_bandwidth, comm_matrix, communication_summary
 
@@ -75,14 +76,20 @@ def comm_per_rank(store: Store, run: str | None = None, ranks: Sequence[int] | N
     if s.empty:
         return pd.DataFrame(columns=PER_RANK_COLUMNS)
     g = s.groupby("rank")
+    ops = g.size()
+    # one pass over the rows (a Python function per rank's group cost ~0.5 ms each: 0.15 s at 256 ranks)
+    sources: dict[int, set[str]] = {}
+    for r, v in zip(s["rank"].tolist(), s["wait_source"].tolist()):
+        if not is_missing(v):
+            sources.setdefault(r, set()).add(str(v))
     return pd.DataFrame(
         {
-            "ops": g.size(),
+            "ops": ops,
             "elapsed_ns": g["dur_ns"].sum(),
             "wait_ns": g["wait_ns"].sum(min_count=1),
             "transit_ns": g["transit_ns"].sum(min_count=1),
             "bytes": g["bytes"].sum(min_count=1),
-            "wait_sources": g["wait_source"].agg(lambda x: sorted({str(v) for v in x.dropna()})),
+            "wait_sources": pd.Series([sorted(sources.get(r, ())) for r in ops.index.tolist()], index=ops.index),
         }
     ).reset_index()[PER_RANK_COLUMNS]
 
