@@ -334,6 +334,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=20, help="calls per callback (inputs varied)")
     ap.add_argument("--store", default=str(OUT / "webapp_store"))
     ap.add_argument("--rebuild", action="store_true")
+    ap.add_argument("--dump", help="write every call's wall and CPU seconds per callback to this JSON file")
     args = ap.parse_args()
 
     dest = Path(args.store)
@@ -442,6 +443,8 @@ def main() -> None:
         return [ln["key"] for ln in m["lanes"] if ln["group"] != "other"][:limit]
 
     ctl = control_client(store, Path(args.store).parent / "control")
+    if hasattr(warmup, "settle"):  # what `analyze serve` does once its app is built (a tree before it: not)
+        warmup.settle()
 
     for i in range(args.repeat):
         timed("layout /", lambda: cl.layout("/", f"?run={RUN}"))
@@ -660,6 +663,8 @@ def main() -> None:
         print(f"\r  round {i + 1}/{args.repeat}", end="", flush=True)
     print()
 
+    if args.dump:
+        Path(args.dump).write_text(json.dumps({n: {"wall": xs, "cpu": cpu[n]} for n, xs in results.items()}))
     base_open = statistics.median(results["baseline: open the store (read_connection, 8 ranks)"])
     base_ship = statistics.median(results["baseline: ship the whole trace of 8 ranks"])
     print(f"\nserver time per callback over HTTP ({args.repeat} calls each; 2-core machine shared with others)")

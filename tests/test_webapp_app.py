@@ -325,6 +325,31 @@ def rank0_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Pat
         stop_server(proc)
 
 
+SETTLE_CHILD = r"""
+import gc, sys
+import waitress
+class Server:  # the server's loop replaced: say what the collector sees once the app is built
+    effective_port = 1
+    def run(self):
+        print("frozen", gc.get_freeze_count(), flush=True)
+    def close(self):
+        pass
+waitress.create_server = lambda *a, **k: Server()
+from webapp.app import serve
+serve(sys.argv[1], port=0, echo=lambda s: None)
+"""
+
+
+def test_serve_puts_the_long_lived_objects_out_of_the_collectors_passes(store: Path) -> None:
+    """`analyze serve` builds the app, then freezes what the process holds (``warmup.settle``:
+    ``gc.freeze``), so a full collection inside a request no longer walks the modules', the app's
+    and Plotly's ~150 000 objects (that pass was the p95 of the cheap views: bench/README.md)."""
+    proc = subprocess.run([sys.executable, "-c", SETTLE_CHILD, str(store)], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    frozen = int(proc.stdout.split()[-1])
+    assert frozen > 50_000, proc.stdout
+
+
 def test_serve_reports_a_busy_port(rank0_server: tuple[Path, str]) -> None:
     store, url = rank0_server
     port = url.rsplit(":", 1)[1].strip("/")

@@ -241,6 +241,7 @@ def serve(
     does ``control`` (the Profiling page writing a job's ``profiler_config.json``), whatever the address."""
     auth.check_bind(host, token, insecure)
     app = create_app(store, token=token, control=control)
+    warmup.settle()  # the process' long-lived objects out of the collector's full passes
     if workers > 1:
         if sys.platform == "win32":
             raise WebappError("several server processes (--workers) need a Unix system; use --workers 1")
