@@ -12,7 +12,7 @@ import dash
 import pandas as pd
 from dash import Dash, Input, Output, State, dcc, html
 
-from webapp import answers, data, findings, links, page, ui
+from webapp import answers, cache, data, findings, links, page, ui
 from webapp.errors import BadParameter, WebappError
 from webapp.labels import page_title, t
 from webapp.params import format_ranks, parse_int, single
@@ -144,14 +144,19 @@ def render(
     )
     if shown.empty:
         return [head, ui.message(t("adv.no_match"), "info")]
+    cards = cache.rendered(rd, "advisor.cards", (run, opened), lambda: _cards(rd, run, adv, opened))
+    return [head, *(cards[int(i)] for i in shown.index)]
+
+
+def _cards(rd: Reader, run: str, adv: pd.DataFrame, opened: int | None) -> dict[int, Any]:
+    """Every finding's card by its index, built once per catalog state, run, opened finding and
+    language (``cache.rendered``) whatever the filters: a filter then picks cards instead of building
+    them (the 64 findings of a 64-rank run are ~6 000 components; building them was the page's p95)."""
     bounds = data.time_bounds(rd, run, None)
     origin = bounds[0] if bounds else None
-    has_instances = any("instance" in e for ev in shown["evidence"] for e in (ev if ev is not None else []))
+    has_instances = any("instance" in e for ev in adv["evidence"] for e in (ev if ev is not None else []))
     colls = data.collectives(rd, run, None)[0] if has_instances else None
-    cards = [head]
-    for i, f in shown.iterrows():
-        cards.append(_card(int(i), f.to_dict(), run, origin, colls, opened))
-    return cards
+    return {int(i): _card(int(i), f.to_dict(), run, origin, colls, opened) for i, f in adv.iterrows()}
 
 
 def _card(i: int, f: dict[str, Any], run: str, origin: int | None, colls: pd.DataFrame | None, opened: Any) -> Any:
