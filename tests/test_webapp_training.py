@@ -56,6 +56,56 @@ def test_step_outliers_name_the_slept_steps(job: dict) -> None:
     assert bool(out.loc[41, "profiled"]) and not bool(out.loc[20, "profiled"])
 
 
+def test_curves_are_bucketed_keeping_each_ranks_extremes_and_outliers_come_from_every_step(
+    job: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Curves with fewer points than steps (``data.scalars`` at 10 points: 5 buckets of 12 steps):
+    every point is one of the rank's records, each bucket's lowest and highest record is drawn
+    (the slept steps' step times among them), no bucket gives more than 2 points; with as many
+    buckets as steps every record is drawn. The band's middle line is the mean of its bucket's
+    records. The outliers marked on the step-time chart are those of the analysis over every step,
+    whatever the curves keep."""
+    from dash import dcc
+
+    from webapp import create_app, data
+    from webapp.reader import reader
+
+    create_app(job["store"])  # the pages register themselves with an app
+    from webapp.pages import training
+
+    rec = {r["step"]: r for r in job["records"]}
+    values = {"step_time_ns": lambda r: r["step_time_ns"], "lr": lambda r: r["scalars"]["lr"]}
+    with reader(job["store"], "job", None, ("scalars", "steps")) as rd:
+        few = data.scalars(rd, "job", None, ["step_time_ns", "lr"], 10)
+        every = data.scalars(rd, "job", None, ["lr"], 2 * len(rec))
+        band = data.scalar_band(rd, "job", None, "step_time_ns", 10)
+        monkeypatch.setattr(training, "MIN_RANK_POINTS", 10)
+        monkeypatch.setattr(training, "CHART_POINTS", 10)
+        cards = training.render(rd, "job", [0], [0], "lr")
+    assert sorted(set(few["name"])) == ["lr", "step_time_ns"]
+    for name, value in values.items():
+        got = few[few["name"] == name]
+        assert list(got["step"]) == sorted(got["step"]) and len(got) <= 10
+        assert all(value(rec[s]) == v for s, v in zip(got["step"], got["value"]))  # real records only
+        for b in range(5):
+            steps = [s for s in sorted(rec) if 12 * b <= s < 12 * (b + 1)]
+            kept = [v for s, v in zip(got["step"], got["value"]) if s in steps]
+            assert 1 <= len(kept) <= 2
+            assert min(kept) == min(value(rec[s]) for s in steps) and max(kept) == max(value(rec[s]) for s in steps)
+    assert set(SLEEPS) <= set(few[few["name"] == "step_time_ns"]["step"])
+    assert list(every["step"]) == sorted(rec) and list(every["value"]) == [rec[s]["scalars"]["lr"] for s in sorted(rec)]
+    (b,) = band[band["step"] == 18].itertuples()  # steps 18..23
+    assert b.mid == pytest.approx(sum(rec[s]["step_time_ns"] for s in range(18, 24)) / 6)
+    graphs = [k for c in cards if isinstance(getattr(c, "children", None), list) for k in c.children]
+    figs = [g.figure for g in graphs if isinstance(g, dcc.Graph)]
+    step_fig = figs[1]
+    (line,) = [t for t in step_fig.data if t.name == "rank 0"]
+    assert len(line.x) <= 10 and max(line.y) == max(r["step_time_ns"] for r in job["records"]) / 1e6
+    (marks,) = [t for t in step_fig.data if t.name == "outlier step"]
+    out = step_outliers(job["store"], "job")
+    assert list(marks.x) == list(out["step"]) and list(marks.y) == list(out["step_time_ns"] / 1e6)
+
+
 def _figure(page: Any, graph: str) -> dict[str, Any]:
     return page.evaluate(
         "(sel) => { const g = document.querySelector(sel + ' .js-plotly-plot');"
@@ -149,7 +199,7 @@ def test_a_scalar_named_with_markup_is_shown_as_text(job: dict, page: Any) -> No
 
 
 def test_many_ranks_are_drawn_as_a_band_that_keeps_a_spike(job: dict, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Over more than MAX_RANK_LINES ranks a chart draws the lowest, median and highest value per
+    """Over more than MAX_RANK_LINES ranks a chart draws the lowest, mean and highest value per
     bucket of steps; the bucket holding a slept step keeps its full length."""
     from dash import dcc
 
@@ -175,11 +225,11 @@ def test_many_ranks_are_drawn_as_a_band_that_keeps_a_spike(job: dict, monkeypatc
             ov = overview._scalars(rd_scalars, "job", [0])
     ov_figs = [g.figure for g in ov.children[1].children if isinstance(g, dcc.Graph)]  # [H2, the charts' grid]
     step_fig = next(f for f in ov_figs if f.layout.title.text == "step time (ms)")
-    assert [t.name for t in step_fig.data] == [None, "lowest to highest rank", "median over the ranks"]
+    assert [t.name for t in step_fig.data] == [None, "lowest to highest rank", "mean over the ranks"]
     assert max(step_fig.data[1].y) == pytest.approx(max(r["step_time_ns"] for r in job["records"]) / 1e6)
     graphs = [k for c in cards if isinstance(getattr(c, "children", None), list) for k in c.children]
     figs = [g.figure for g in graphs if isinstance(g, dcc.Graph)]
     names = [[t.name for t in f.data] for f in figs]
-    assert names[0] == [None, "lowest to highest rank", "median over the ranks"]
-    assert names[1] == [None, "lowest to highest rank", "median over the ranks", "outlier step"]
+    assert names[0] == [None, "lowest to highest rank", "mean over the ranks"]
+    assert names[1] == [None, "lowest to highest rank", "mean over the ranks", "outlier step"]
     assert max(figs[1].data[1].y) == pytest.approx(max(r["step_time_ns"] for r in job["records"]) / 1e6)

@@ -178,34 +178,63 @@ def steps(rd: Reader, run: str, ranks: Sequence[int] | None) -> pd.DataFrame:
     return _df(con, STEPS_SQL, {"run": run, "ranks": _ranks_param(ranks)})
 
 
-SCALARS_SQL = f"""
-WITH s AS (
-  SELECT rank, name, step, value, ts_ns,
-         row_number() OVER (PARTITION BY rank, name ORDER BY step, ts_ns) AS i,
-         count(*) OVER (PARTITION BY rank, name) AS n
-  FROM scalars WHERE run = $run AND {RANK_FILTER} AND ($name::VARCHAR IS NULL OR name = $name::VARCHAR))
-SELECT rank, name, step, value FROM s
-WHERE n <= $maxp OR (i - 1) % CAST(ceil(n / $maxp) AS BIGINT) = 0 OR i = n
-ORDER BY name, rank, step
+SCALAR_POINTS_SQL = """
+SELECT rank, name, arg_min(step, (value, step)) AS lo_step, min(value) AS lo,
+       arg_max(step, (value, -step)) AS hi_step, max(value) AS hi
+FROM {scalars} JOIN __scalar_grid USING (name)
+WHERE run = $run AND step IS NOT NULL AND ($names IS NULL OR list_contains($names, name))
+GROUP BY rank, name, (step - first) // width
 """
+
+
+def scalar_grid(rd: Reader, run: str, names: Sequence[str] | None, buckets: int) -> pd.DataFrame:
+    """Buckets of consecutive steps per scalar (``name``, ``first`` step, ``width`` in steps): about
+    ``buckets`` over the run's steps of that scalar (``scalar_names``), the same for every rank,
+    so that a bucket of one rank lines up with the same bucket of another."""
+    g = scalar_names(rd, run)[["name", "first_step", "last_step"]].dropna()
+    if names is not None:
+        g = g[g["name"].isin(list(names))]
+    span = g["last_step"].astype("int64") - g["first_step"].astype("int64") + 1
+    width = np.maximum(1, np.ceil(span / max(1, int(buckets)))).astype("int64")
+    return pd.DataFrame({"name": g["name"].astype(str), "first": g["first_step"].astype("int64"), "width": width})
 
 
 @run_cached
 def scalars(
-    rd: Reader, run: str, ranks: Sequence[int] | None, name: str | None = None, max_points: int = MAX_SCALAR_POINTS
+    rd: Reader,
+    run: str,
+    ranks: Sequence[int] | None,
+    names: str | Sequence[str] | None = None,
+    max_points: int = MAX_SCALAR_POINTS,
 ) -> pd.DataFrame:
-    """Per-step training scalars (step_time_ns, loss, ...; only ``name`` when given), thinned to
-    about ``max_points`` points per (rank, name) (every k-th step, and the last)."""
-    con = rd.facts(run, ranks, ("scalars",))
-    params = {"run": run, "ranks": _ranks_param(ranks), "name": name, "maxp": max(1, int(max_points))}
-    return _df(con, SCALARS_SQL, params)
+    """Per-step training scalars (step_time_ns, loss, ...; only ``names`` when given), at most about
+    ``max_points`` points per (rank, name): the steps are cut into ``max_points // 2`` buckets
+    (:func:`scalar_grid`) and each rank keeps, per bucket, its record of the lowest and of the
+    highest value (at their steps; the first such step on a tie), so a spike or a dip of one step
+    stays on its curve. With no more steps than buckets a bucket is one step: every record is
+    kept (two records of one step: its lowest and highest). Columns rank, name, step, value, by
+    name, rank and step."""
+    want = [names] if isinstance(names, str) else None if names is None else [str(n) for n in names]
+    grid = scalar_grid(rd, run, want, max(1, int(max_points) // 2))
+    con = rd.catalog()  # the ranks' files read straight (``Reader.source``): a new set of ranks binds no views
+    con.register("__scalar_grid", pa.Table.from_pandas(grid, preserve_index=False))
+    try:
+        b = _df(con, SCALAR_POINTS_SQL.format(scalars=rd.source(run, ranks, "scalars")), {"run": run, "names": want})
+    finally:
+        con.unregister("__scalar_grid")
+    cols = ["rank", "name", "step", "value"]
+    lo = b[["rank", "name", "lo_step", "lo"]].set_axis(cols, axis=1).assign(k=0)
+    # a bucket whose lowest and highest record are one (a single step, or equal values) is one point
+    one = (b["hi_step"] == b["lo_step"]) & ((b["hi"] == b["lo"]) | (b["hi"].isna() & b["lo"].isna()))
+    hi = b.loc[~one, ["rank", "name", "hi_step", "hi"]].set_axis(cols, axis=1).assign(k=1)
+    out = pd.concat([lo, hi], ignore_index=True).sort_values(["name", "rank", "step", "k"], kind="stable")
+    return out[cols].reset_index(drop=True)
 
 
-SCALAR_BAND_SQL = f"""
-WITH s AS (SELECT step, value FROM scalars WHERE run = $run AND {RANK_FILTER} AND name = $name AND step IS NOT NULL),
-w AS (SELECT min(step) AS first, greatest(1, CAST(ceil((max(step) - min(step) + 1) / $maxp) AS BIGINT)) AS width FROM s)
-SELECT min(step) AS step, min(value) AS lo, median(value) AS mid, max(value) AS hi, count(DISTINCT step) AS steps
-FROM s, w GROUP BY (step - first) // width ORDER BY step
+SCALAR_BAND_SQL = """
+SELECT min(step) AS step, min(value) AS lo, avg(value) AS mid, max(value) AS hi
+FROM {scalars} WHERE run = $run AND name = $name AND step IS NOT NULL
+GROUP BY (step - $first) // $width ORDER BY step
 """
 
 
@@ -213,29 +242,32 @@ FROM s, w GROUP BY (step - first) // width ORDER BY step
 def scalar_band(
     rd: Reader, run: str, ranks: Sequence[int] | None, name: str, max_points: int = MAX_SCALAR_POINTS
 ) -> pd.DataFrame:
-    """One scalar over the ranks, per bucket of consecutive steps (about ``max_points`` buckets):
-    the first step of the bucket, the lowest, median and highest value of any rank in it (so a
-    spike of one rank in one step survives)."""
-    con = rd.facts(run, ranks, ("scalars",))
-    params = {"run": run, "ranks": _ranks_param(ranks), "name": name, "maxp": max(1, int(max_points))}
-    return _df(con, SCALAR_BAND_SQL, params)
+    """One scalar over the ranks, per bucket of consecutive steps (about ``max_points`` buckets,
+    :func:`scalar_grid`): the first step of the bucket, the lowest, mean and highest value of any
+    rank in it (so a spike of one rank in one step survives). One pass over the records: the
+    mean, unlike a median, needs no sort of each bucket's values."""
+    grid = scalar_grid(rd, run, [name], max_points)
+    if grid.empty:
+        return pd.DataFrame(columns=["step", "lo", "mid", "hi"])
+    g = grid.iloc[0]
+    params = {"run": run, "name": name, "first": int(g["first"]), "width": int(g["width"])}
+    return _df(rd.catalog(), SCALAR_BAND_SQL.format(scalars=rd.source(run, ranks, "scalars")), params)
 
 
 SCALAR_NAMES_SQL = """
 SELECT name, count(*) AS n, count(DISTINCT rank) AS ranks, min(step) AS first_step, max(step) AS last_step
-FROM scalars WHERE run = $run GROUP BY name ORDER BY name <> 'step_time_ns', name
+FROM {scalars} WHERE run = $run GROUP BY name ORDER BY name <> 'step_time_ns', name
 """
 
 
 @run_cached
 def scalar_names(rd: Reader, run: str) -> pd.DataFrame:
     """The run's training scalars: name (step_time_ns first), records, ranks, first and last step."""
-    con = rd.facts(run, None, ("scalars",))
-    return _df(con, SCALAR_NAMES_SQL, {"run": run})
+    return _df(rd.catalog(), SCALAR_NAMES_SQL.format(scalars=rd.source(run, None, "scalars")), {"run": run})
 
 
-PROFILED_STEPS_SQL = f"""
-SELECT DISTINCT rank, step FROM steps WHERE run = $run AND {RANK_FILTER} AND step IS NOT NULL ORDER BY rank, step
+PROFILED_STEPS_SQL = """
+SELECT DISTINCT rank, step FROM {steps} WHERE run = $run AND step IS NOT NULL ORDER BY rank, step
 """
 
 
@@ -243,8 +275,7 @@ SELECT DISTINCT rank, step FROM steps WHERE run = $run AND {RANK_FILTER} AND ste
 def profiled_steps(rd: Reader, run: str, ranks: Sequence[int] | None) -> pd.DataFrame:
     """(rank, step) of every step a profile of the rank holds (any producer, also the collector's
     sidecar steps): the steps the timeline can open on."""
-    con = rd.facts(run, ranks, ("steps",))
-    return _df(con, PROFILED_STEPS_SQL, {"run": run, "ranks": _ranks_param(ranks)})
+    return _df(rd.catalog(), PROFILED_STEPS_SQL.format(steps=rd.source(run, ranks, "steps")), {"run": run})
 
 
 def step_outliers(rd: Reader, run: str) -> pd.DataFrame:

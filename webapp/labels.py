@@ -877,8 +877,8 @@ LABELS: dict[str, tuple[str, str]] = {
     "tr.step": ("step", "迭代"),
     "tr.band": ("lowest to highest rank", "最低到最高的卡"),
     "tr.band_hover": ("step %{x}: highest %{y:.6g}", "第 %{x} 步：最高 %{y:.6g}"),
-    "tr.median": ("median over the ranks", "各卡中位数"),
-    "tr.median_hover": ("step %{x}: median %{y:.6g}", "第 %{x} 步：中位数 %{y:.6g}"),
+    "tr.mean": ("mean over the ranks", "各卡平均值"),
+    "tr.mean_hover": ("step %{x}: mean %{y:.6g}", "第 %{x} 步：平均值 %{y:.6g}"),
     "tr.rank_hover": ("rank {rank}<br>step %{{x}}<br>%{{y:.6g}}", "卡 {rank}<br>第 %{{x}} 步<br>%{{y:.6g}}"),
     "tr.outlier_step": ("outlier step", "异常迭代"),
     "tr.outlier_hover": (

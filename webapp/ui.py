@@ -316,7 +316,7 @@ def figure(height: int = 360, **layout: Any) -> Figure:
 
 def add_band(fig: go.Figure, band: Any, scale: float = 1.0) -> None:
     """Draw a scalar's spread over ranks (``data.scalar_band``: columns step, lo, mid, hi) on ``fig``:
-    the lo-hi band filled and the median as a line, values divided by ``scale``. Arrays, not pandas
+    the lo-hi band filled and the mean as a line, values divided by ``scale``. Arrays, not pandas
     Series: plotly validates a Series ~2x slower."""
     x = band["step"].to_numpy()
     fig.add_scatter(
@@ -336,9 +336,9 @@ def add_band(fig: go.Figure, band: Any, scale: float = 1.0) -> None:
         x=x,
         y=(band["mid"] / scale).to_numpy(),
         mode="lines",
-        name=t("tr.median"),
+        name=t("tr.mean"),
         line=dict(color="#2f6fb0"),
-        hovertemplate=t("tr.median_hover") + "<extra></extra>",
+        hovertemplate=t("tr.mean_hover") + "<extra></extra>",
     )
 
 

@@ -771,7 +771,7 @@ def scalar_label(name: str) -> str:
 
 SCALAR_CHART_POINTS = 8_000  # points of one scalar's chart over all its ranks: each rank's curve gets its share
 SCALAR_RANK_POINTS = 400  # (at least)
-SCALAR_RANK_LINES = 8  # more ranks: the lowest, median and highest value over them per bucket of steps
+SCALAR_RANK_LINES = 8  # more ranks: the lowest, mean and highest value over them per bucket of steps
 SCALAR_BAND_POINTS = 1000  # buckets of steps of that band
 
 

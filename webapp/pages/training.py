@@ -12,7 +12,7 @@ import dash
 import pandas as pd
 from dash import Dash, Input, Output, State, dcc, html
 
-from webapp import answers, data, links, page, ui
+from webapp import answers, cache, data, links, page, ui
 from webapp.format import fmt_ns
 from webapp.labels import page_title, t
 from webapp.params import single
@@ -26,9 +26,9 @@ MAX_OUTLIER_ROWS = 30  # rows of the outlier table (the longest excess first)
 MAX_WINDOW_ROWS = 40  # profiled windows listed
 MAX_WINDOW_SHADES = 60  # profiled step ranges shaded on the charts
 MAX_STEP_LINKS = 12  # step links of one profiled window
-CHART_POINTS = 8_000  # points of one chart over all its ranks: each rank's curve is thinned to its share
+CHART_POINTS = 8_000  # points of one chart over all its ranks: each rank's curve is bucketed to its share
 MIN_RANK_POINTS = 400  # (outliers are marked from every step, not from the thinned curves)
-MAX_RANK_LINES = 8  # more ranks: the lowest, median and highest value over them per step instead of a line each
+MAX_RANK_LINES = 8  # more ranks: the lowest, mean and highest value over them per bucket of steps, not a line each
 BAND_POINTS = 1000  # buckets of steps of that band (a chart is about 1000 px wide)
 MAX_OUTLIER_MARKS = 400  # outliers marked on the chart (the longest excess first; the table and the analysis have all)
 
@@ -132,7 +132,7 @@ def _shade(fig: Any, prof: pd.DataFrame) -> None:
 def scalar_figure(
     sc: pd.DataFrame, name: str, prof: pd.DataFrame, outliers: pd.DataFrame | None, band: pd.DataFrame | None = None
 ) -> Any:
-    """One scalar per rank over steps (``sc``), or, for many ranks, its lowest / median / highest
+    """One scalar per rank over steps (``sc``), or, for many ranks, its lowest / mean / highest
     value over them per bucket of steps (``band``); profiled steps shaded; ``outliers`` (step time)
     marked. Each rank's trace names its rank in ``meta`` (:func:`chart` keeps them for the click
     into the timeline: a list of customdata per point costs plotly ~30 µs a point); an outlier's
@@ -248,19 +248,19 @@ def render(rd: Reader, run: str, ranks: list[int], all_ranks: list[int], scalar:
     outliers = outliers[outliers["rank"].isin(ranks)] if not outliers.empty else outliers
     per_rank = max(MIN_RANK_POINTS, CHART_POINTS // max(1, len(ranks)))
     many = len(ranks) > MAX_RANK_LINES
+    shown = [n for n in dict.fromkeys([scalar, STEP_TIME]) if n in known]
+    # a few ranks: the curves of both charts' scalars in one pass over their records
+    curves = None if many else data.scalars(rd, run, sel, shown, per_rank)
 
     def series(name: str) -> tuple[pd.DataFrame, pd.DataFrame | None]:
-        if many:
+        if curves is None:
             return pd.DataFrame(columns=["rank", "name", "step", "value"]), data.scalar_band(
                 rd, run, sel, name, BAND_POINTS
             )
-        return data.scalars(rd, run, sel, name, per_rank), None
+        return curves[curves["name"] == name], None
 
-    st, st_band = series(STEP_TIME) if STEP_TIME in known else (pd.DataFrame(), None)
-    cards: list[Any] = []
     steps_row = names.set_index("name")
     first, last = int(steps_row["first_step"].min()), int(steps_row["last_step"].max())
-    n_prof = len(prof)
     summary = t(
         "tr.summary",
         first=first,
@@ -269,9 +269,9 @@ def render(rd: Reader, run: str, ranks: list[int], all_ranks: list[int], scalar:
         names=", ".join(known),
         outliers=len(outliers),
         in_profile=t("tr.in_profile", n=int(outliers["profiled"].sum())) if len(outliers) else "",
-        pairs=n_prof,
+        pairs=len(prof),
     )
-    cards.append(html.P(summary, className="note", id=f"{P}-summary"))
+    cards: list[Any] = [html.P(summary, className="note", id=f"{P}-summary")]
     if scalar is not None and scalar != STEP_TIME:
         sc, band = series(scalar)
         cards.append(
@@ -280,23 +280,31 @@ def render(rd: Reader, run: str, ranks: list[int], all_ranks: list[int], scalar:
                 className="card",
             )
         )
-    if not st.empty or st_band is not None:
-        cards.append(
-            html.Div(
-                [
-                    html.H2(t("tr.steptime_title")),
-                    *chart(f"{P}-steptime", scalar_figure(st, STEP_TIME, prof, outliers, st_band)),
-                    html.P(
-                        t("tr.outlier_rule"),
-                        className="note",
-                    ),
-                ],
-                className="card",
+
+    def step_cards() -> list[Any]:
+        """The step-time chart and the two tables: the same whichever scalar is chosen beside them."""
+        st, st_band = series(STEP_TIME) if STEP_TIME in known else (pd.DataFrame(), None)
+        out: list[Any] = []
+        if not st.empty or st_band is not None:
+            out.append(
+                html.Div(
+                    [
+                        html.H2(t("tr.steptime_title")),
+                        *chart(f"{P}-steptime", scalar_figure(st, STEP_TIME, prof, outliers, st_band)),
+                        html.P(
+                            t("tr.outlier_rule"),
+                            className="note",
+                        ),
+                    ],
+                    className="card",
+                )
             )
-        )
-    cards.append(html.Div([html.H2(t("tr.outliers_title")), _outlier_table(run, outliers)], className="card"))
-    cards.append(html.Div([html.H2(t("tr.profiled_title")), _window_table(run, prof)], className="card"))
-    return cards
+        out.append(html.Div([html.H2(t("tr.outliers_title")), _outlier_table(run, outliers)], className="card"))
+        out.append(html.Div([html.H2(t("tr.profiled_title")), _window_table(run, prof)], className="card"))
+        return out
+
+    key = (run, tuple(ranks), tuple(all_ranks), many, per_rank)
+    return cards + cache.rendered(rd, "training.steps", key, step_cards)
 
 
 # ---------------------------------------------------------------------------------------------
