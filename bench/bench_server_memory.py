@@ -9,7 +9,14 @@ visits: random ranks, windows, steps), then the process's RSS and what holds it:
 - each cache of the server: its entries and their estimated bytes (``analyzer.store.nbytes``):
   ``webapp.cache.RESULTS`` / ``RENDERED``, the analyses' ``RESULTS``, the kept answers
   (``webapp.answers.ANSWERS``) and the timeline's lane indexes (``webapp.cache.LANES``);
-- DuckDB's own accounting of the read databases (``duckdb_memory()``) and pyarrow's pool.
+- DuckDB's own accounting of the read databases (``duckdb_memory()``) and pyarrow's pool;
+- the RSS split into anonymous and file-backed pages, and the RSS after glibc's ``malloc_trim(0)``
+  (what the allocator held free).
+
+Variants to try against the growth: ``--duckdb SETTING=VALUE`` (applied to every read database the
+store makes, e.g. ``allocator_flush_threshold='4MiB'``, ``threads=1``, ``parquet_metadata_cache=false``),
+``--view-sets N`` (fact view sets kept per read database), ``MALLOC_ARENA_MAX=2`` in the environment,
+``--no-tracemalloc`` (RSS without tracemalloc's own bookkeeping).
 
 Run it once per store, each in a fresh process, and compare (64 and 256 ranks of the same job):
 
@@ -76,6 +83,29 @@ def duckdb_mib() -> float:
     return total / 2**20
 
 
+def rss_parts() -> dict[str, float]:
+    """The RSS split by what backs it (``/proc/self/status``): anonymous memory, mapped files, shared memory (MiB)."""
+    out = {}
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(("RssAnon:", "RssFile:", "RssShmem:")):
+            out[line.split(":")[0]] = int(line.split()[1]) / 1024
+    return out
+
+
+def take_snapshot() -> tracemalloc.Snapshot | None:
+    return tracemalloc.take_snapshot() if tracemalloc.is_tracing() else None
+
+
+def malloc_trim() -> bool:
+    """glibc's ``malloc_trim(0)``: the free pages of every arena given back (False: not glibc)."""
+    import ctypes
+
+    try:
+        return bool(ctypes.CDLL("libc.so.6").malloc_trim(0) or True)
+    except (OSError, AttributeError):
+        return False
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--store", required=True)
@@ -83,8 +113,15 @@ def main() -> None:
     ap.add_argument("--visits", type=int, default=40, help="random visits after the warm-up")
     ap.add_argument("--top", type=int, default=12, help="tracemalloc lines shown")
     ap.add_argument("--json", dest="json_out", default=None)
+    ap.add_argument(
+        "--duckdb", action="append", default=[], metavar="SETTING=VALUE",
+        help="a DuckDB setting applied to every read database the store makes (e.g. parquet_metadata_cache=false)",
+    )  # fmt: skip
+    ap.add_argument("--view-sets", type=int, default=None, help="fact view sets per read database (store._VIEW_SETS)")
+    ap.add_argument("--no-tracemalloc", action="store_true", help="RSS without tracemalloc's own bookkeeping")
     args = ap.parse_args()
-    tracemalloc.start(8)
+    if not args.no_tracemalloc:
+        tracemalloc.start(8)
     import pyarrow as pa
     from bench_load import PAGES, Recorder, User, store_info
     from waitress import create_server
@@ -92,6 +129,23 @@ def main() -> None:
     from analyzer.store import Store
     from webapp.app import create_app
 
+    if args.duckdb:
+        from analyzer.store import store as store_mod
+
+        made = store_mod.Store._catalog_database
+
+        def with_settings(self: Any, cat: Any) -> Any:
+            con = made(self, cat)
+            for kv in args.duckdb:
+                k, v = kv.split("=", 1)
+                con.execute(f"SET {k} = {v}")
+            return con
+
+        store_mod.Store._catalog_database = with_settings  # type: ignore[method-assign]
+    if args.view_sets is not None:
+        from analyzer.store import store as store_mod
+
+        store_mod._VIEW_SETS = args.view_sets
     store = Path(args.store).resolve()
     info = store_info(store, args.run)
     app = create_app(Store(store))
@@ -99,7 +153,7 @@ def main() -> None:
     threading.Thread(target=server.run, daemon=True).start()
     base = f"http://127.0.0.1:{server.effective_port}"
     gc.collect()
-    snap0, rss0 = tracemalloc.take_snapshot(), rss_mib()
+    snap0, rss0, parts0 = take_snapshot(), rss_mib(), rss_parts()
     rec = Recorder()
     rec.counting = True
     user = User(base, base + "/", rec, [], info)
@@ -114,27 +168,40 @@ def main() -> None:
     for _ in range(args.visits):
         user.visit(user.rng.choice(PAGES))
     gc.collect()
-    rss2 = rss_mib()
-    snap = tracemalloc.take_snapshot()
+    rss2, parts2 = rss_mib(), rss_parts()
+    trimmed = malloc_trim()
+    rss3 = rss_mib()
+    snap = take_snapshot()
     errors = sum(len(v) for v in rec.errors.values())
-    py_now = sum(s.size for s in snap.statistics("filename")) / 2**20
-    py_before = sum(s.size for s in snap0.statistics("filename")) / 2**20
+    py_now = sum(s.size for s in snap.statistics("filename")) / 2**20 if snap else 0.0
+    py_before = sum(s.size for s in snap0.statistics("filename")) / 2**20 if snap0 else 0.0
     result: dict[str, Any] = {
         "store": str(store),
         "ranks": info["n_ranks"],
         "load": os.getloadavg(),
         "warm_up_s": round(warm_s, 1),
+        "cpu_s": round(time.process_time(), 1),
         "errors": errors,
-        "rss_mib": {"app built": rss0, "after the first views": rss1, f"after {args.visits} visits": rss2},
+        "rss_mib": {
+            "app built": rss0,
+            "after the first views": rss1,
+            f"after {args.visits} visits": rss2,
+            "after malloc_trim(0)" if trimmed else "malloc_trim not available": rss3,
+        },
+        "rss_parts_mib": {"app built": parts0, "end": parts2},
+        "env": {k: os.environ[k] for k in ("MALLOC_ARENA_MAX", "MALLOC_TRIM_THRESHOLD_") if k in os.environ},
+        "duckdb_settings": args.duckdb,
+        "view_sets": args.view_sets,
         "python_mib": {"app built": py_before, "end": py_now},
         "caches": caches(),
         "duckdb_mib": duckdb_mib(),
         "arrow_pool_mib": pa.total_allocated_bytes() / 2**20,
     }
     print(json.dumps(result, indent=1))
-    print(f"Python objects grown since the app was built (top {args.top} lines):")
-    for st in snap.compare_to(snap0, "lineno")[: args.top]:
-        print(f"  {st.size_diff / 2**20:+8.2f} MiB  {st.count_diff:+8d}  {st.traceback[0]}")
+    if snap is not None and snap0 is not None:
+        print(f"Python objects grown since the app was built (top {args.top} lines):")
+        for st in snap.compare_to(snap0, "lineno")[: args.top]:
+            print(f"  {st.size_diff / 2**20:+8.2f} MiB  {st.count_diff:+8d}  {st.traceback[0]}")
     if args.json_out:
         Path(args.json_out).write_text(json.dumps(result, indent=1))
     server.close()
