@@ -1001,8 +1001,11 @@ def pipeline_stages(store: Store, run: str | None = None) -> pd.DataFrame:
     at = pd.MultiIndex.from_arrays([t.index.get_level_values("rank"), t.index.get_level_values("_step")])
     fwd = pd.Series(n["forward"].reindex(at).fillna(0).to_numpy(), index=t.index)
     bwd = pd.Series(n["backward"].reindex(at).fillna(0).to_numpy(), index=t.index)
-    # an interleaved pipeline's stage: each micro-batch passes once per chunk
-    chunks = seg.dropna(subset=["chunk"]).groupby(keys)["chunk"].nunique().reindex(t.index)
+    # an interleaved pipeline's step (from its traffic): each micro-batch passes a rank once per chunk
+    shapes = _interleaving(store, run)
+    groups, at_steps = t.index.get_level_values("pp_group"), t.index.get_level_values("_step")
+    v = [shapes.get((int(g), int(s)), (None, None))[0] for g, s in zip(groups, at_steps)]
+    chunks = pd.Series(pd.array(v, dtype="Int64"), index=t.index)
     fwd, bwd = fwd // chunks.fillna(1).astype("int64"), bwd // chunks.fillna(1).astype("int64")
     span = seg.groupby(keys).agg(a=("start_ns", "min"), b=("end_ns", "max"))
     out = pd.DataFrame(
