@@ -61,10 +61,10 @@ def test_the_report_the_tables_and_the_warm_up_iterate_the_registry() -> None:
         assert referenced(f"SELECT * FROM {SCHEMA}.{name}") == [name]
     from webapp.warmup import _jobs
 
-    assert [name for name, _ in _jobs("r", [0])][1:] == list(ANALYSES)
+    assert [name for name, _ in _jobs("r", [0]) if name in ANALYSES] == list(ANALYSES)
     # a run whose analyses the ingest stored: the warm-up reads those, and computes nothing else
     stored = {fn.full_name for fn in STORED_AT_INGEST}
-    warmed = [n for n, _ in _jobs("r", [0], stored=True)][1:]
+    warmed = [n for n, _ in _jobs("r", [0], stored=True) if n in ANALYSES]
     assert warmed and {ANALYSES[n].compute.full_name for n in warmed} <= stored
     schema_out = CliRunner().invoke(main, ["schema"]).output
     for name, a in (*ANALYSES.items(), *COMPARISONS.items()):

@@ -405,3 +405,55 @@ def test_every_rank_asked_for_reads_what_the_whole_run_gives(store: Store, rd: R
     listed, n_listed = data._collectives(rd, "gloo", every, data.MAX_GRID_ROWS)  # the ranks as a list
     assert n == n_listed == len(analyses.collective_instances(store, "gloo", every))
     pd.testing.assert_frame_equal(ops, listed)
+
+
+def test_the_warm_up_fills_what_the_communication_page_asks_for(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The warm-up's Communication job computes the page's first view with the arguments its
+    callback uses: afterwards the page's data needs none of the analyses it is built from."""
+    from webapp import warmup
+
+    cache.RESULTS.clear()
+    analyses.cache.RESULTS.clear()
+    job = dict(warmup._jobs("gloo", [0], stored=False))["communication page"]
+    with reader(store, "gloo") as r:
+        job(r)
+    for name in ("collective_instances", "comm_per_rank", "transport_bandwidth", "rank_pairs", "step_breakdown"):
+        monkeypatch.setattr(analyses, name, lambda *a, **k: pytest.fail("computed again"))
+    with reader(store, "gloo") as r:
+        every = data.ranks_of(r, "gloo")
+        ops, n = data.collectives(r, "gloo", every)
+        assert n and len(ops) == n
+        assert not data.comm_per_rank(r, "gloo", every).empty and not data.comm_definition(r, "gloo", every).empty
+        data.comm_bandwidth(r, "gloo", every)  # none on gloo's ops (no transports, no links): still kept
+        data.comm_matrix(r, "gloo", every)
+
+
+def test_the_warm_up_gives_way_to_requests_being_served() -> None:
+    """A warm-up job starts once no request of the process is being served (or after YIELD_S)."""
+    import threading
+
+    from flask import Flask
+
+    from webapp import warmup
+
+    app = Flask("t")
+    warmup.install(app)
+    release, inside = threading.Event(), threading.Event()
+
+    @app.route("/slow")
+    def slow() -> str:
+        inside.set()
+        release.wait(60)
+        return "ok"
+
+    client = threading.Thread(target=lambda: app.test_client().get("/slow"))
+    client.start()
+    assert inside.wait(60)
+    started = threading.Event()
+    waiter = threading.Thread(target=lambda: (warmup._give_way(120.0), started.set()))
+    waiter.start()
+    assert not started.wait(0.5)  # a request is being served: the job waits
+    release.set()
+    assert started.wait(60)  # it ended: the job starts
+    client.join(60)
+    waiter.join(60)

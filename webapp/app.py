@@ -186,6 +186,7 @@ def create_app(
     app.server.config[STORE_KEY] = store
     app.server.config[CONTROL_KEY] = None if control is None else os.fspath(control)
     lang.install(app.server)
+    warmup.install(app.server)  # the warm-up gives way to the requests being served
     if token:
         auth.protect(app.server, token)
     app.layout = _shell

@@ -1,9 +1,16 @@
 """Warm-up: when a page of a run is opened, compute in the background what the pages of that run
-ask for (the timeline's lane indexes, then every analysis of ``analyzer.analyses.ANALYSES``; for a
-run whose analyses the ingest stored, only those), so the next clicks find them cached
-(``webapp.cache``, the analyses' own cache). ``RANKSCOPE_WEB_WARMUP=0``
-turns it off. :func:`preload` does the process's one-time work (imports, Plotly's validators) when
-the app is built, before the first request, and before ``analyze serve --workers`` forks.
+ask for (the timeline's lane indexes and every analysis of ``analyzer.analyses.ANALYSES`` — for a
+run whose analyses the ingest stored, only those, read first — then the timeline's whole-run rows
+and the Communication page's whole-run roll-ups), so the next clicks find them cached
+(``webapp.cache``, the analyses' own cache). ``RANKSCOPE_WEB_WARMUP=0`` turns it off.
+
+The warm-up gives way to requests: a job starts when no request of the process is being served
+(``install`` counts them), or after ``YIELD_S`` of waiting, so it fills the time a user reads a page
+rather than sharing the interpreter with the request being served (a request asking for a value the
+warm-up is computing waits for it rather than computing it too).
+
+:func:`preload` does the process's one-time work (imports, Plotly's validators) when the app is
+built, before the first request, and before ``analyze serve --workers`` forks.
 
 A warm-up thread is a daemon, but one still inside DuckDB when the interpreter finalises is killed
 there and aborts the process ("FATAL: exception not rethrown", exit code 134, after a clean stop of
@@ -23,21 +30,55 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from flask import Flask
+
 from analyzer.analyses import ANALYSES, STORED_AT_INGEST
 from analyzer.store import Store
 
-from . import data
+from . import data, timeline_api
 from .reader import Reader
 
 ENABLED = os.environ.get("RANKSCOPE_WEB_WARMUP", "1") not in ("0", "false", "no")
 log = logging.getLogger("webapp")
 
 EXIT_WAIT_S = 120.0  # at exit, how long the warm-up threads are waited for (each ends after its current job)
+YIELD_S = 1.0  # how long a warm-up job waits for the requests being served to end before it starts anyway
 
 _started: set[tuple[Any, ...]] = set()  # (store, run, content of the run) warmed up already
 _lock = threading.Lock()
 _threads: list[threading.Thread] = []  # the warm-up threads started and maybe alive
 _stop = threading.Event()  # set at exit: no warm-up job starts after it
+_serving = 0  # requests of this process being served (``install``)
+_idle = threading.Condition()  # notified when the last of them ends
+
+
+def install(server: Flask) -> None:
+    """Count the requests ``server`` is serving, so the warm-up gives way to them."""
+
+    @server.before_request
+    def _begin() -> None:
+        global _serving
+        with _idle:
+            _serving += 1
+
+    @server.teardown_request
+    def _end(_exc: BaseException | None) -> None:
+        global _serving
+        with _idle:
+            _serving = max(0, _serving - 1)
+            if not _serving:
+                _idle.notify_all()
+
+
+def _give_way(limit: float = YIELD_S) -> None:
+    """Wait until no request is being served (at most ``limit`` seconds, or until the exit)."""
+    deadline = time.monotonic() + limit
+    with _idle:
+        while _serving and not _stop.is_set():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            _idle.wait(min(left, 0.1))
 
 
 def warm_up(rd: Reader, run: str, timeline_ranks: Sequence[int]) -> bool:
@@ -87,20 +128,41 @@ def _stored(rd: Reader, run: str) -> bool:
 
 def _jobs(run: str, ranks: list[int], stored: bool = False) -> list[tuple[str, Callable[[Reader], Any]]]:
     """The timeline's lane indexes first (the heaviest first view), then every analysis — for a run
-    whose analyses the ingest stored, only those (read, not computed): the pages' first views ask
-    for them; the others match every collective of every rank again and would hold the server's
-    interpreter for minutes at hundreds of ranks while it serves, in every server process (one of
-    them is computed when a page or a query asks for it)."""
+    whose analyses the ingest stored, only those (read, not computed), and first: the page being
+    opened asks for them at once; the others match every collective of every rank again and would
+    hold the server's interpreter for minutes at hundreds of ranks while it serves, in every server
+    process (one of them is computed when a page or a query asks for it). Then the whole-run parts
+    of the other pages' first views: the timeline's rows of every lane (``timeline_api.context``),
+    the Communication page's collectives and per-rank roll-ups of every rank."""
     lanes = ("timeline lanes", lambda r: data.lane_indexes(r, run, ranks, data.lanes(r, run, ranks)))
     wanted = {fn.full_name for fn in STORED_AT_INGEST}  # type: ignore[attr-defined]
     chosen = [
         (name, a) for name, a in ANALYSES.items() if not stored or getattr(a.compute, "full_name", None) in wanted
     ]
-    return [lanes] + [(name, lambda r, a=a: a.compute(r.store, run)) for name, a in chosen]
+    computed = [(name, lambda r, a=a: a.compute(r.store, run)) for name, a in chosen]
+    pages = [
+        ("timeline page", lambda r: timeline_api.context(r.store, run)),
+        ("communication page", _communication(run)),
+    ]
+    return ([*computed, lanes] if stored else [lanes, *computed]) + pages
+
+
+def _communication(run: str) -> Callable[[Reader], Any]:
+    """The Communication page's first view of every rank (its callback asks with these arguments)."""
+
+    def job(r: Reader) -> None:
+        every = data.ranks_of(r, run)
+        data.collectives(r, run, every)
+        data.collective_matching(r, run)
+        for fn in (data.comm_per_rank, data.comm_bandwidth, data.comm_definition, data.comm_matrix):
+            fn(r, run, every)
+
+    return job
 
 
 def _warm(store: Store, run: str, ranks: list[int], stored: bool = False) -> None:
     for name, job in _jobs(run, ranks, stored):
+        _give_way()
         if _stop.is_set():
             return
         try:

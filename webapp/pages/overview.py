@@ -276,16 +276,25 @@ def trend_content(df: pd.DataFrame, metric: str, current: str | None) -> list[An
 
 
 def render(rd: Reader, run: str, ranks: Sequence[int], step: int | None) -> list[Any]:
-    """The overview of one run for the selected ranks (step None = mean over steps)."""
-    cols = data.collections(rd, run)
-    cols = cols[cols["rank"].isin(list(ranks))]
-    out: list[Any] = [_facts(run, cols), _availability(cols)]
-    st = data.stragglers(rd, run)
-    out.append(straggler_card(st, data.blame_chains(rd, run), data.collective_matching(rd, run), run))
+    """The overview of one run for the selected ranks (step None = mean over steps). Only the step
+    bars depend on the step: the other parts are built once per run and ranks (``cache.rendered``;
+    at 256 ranks they are ~2/3 of a rendering), so choosing another step builds the bars alone."""
+    head, tail = cache.rendered(rd, "overview-run", (run, tuple(ranks)), lambda: _run_parts(rd, run, ranks))
     bd = data.step_breakdown(rd, run)
     bd_sel = bd[bd["rank"].isin(list(ranks))] if not bd.empty else bd
-    out.append(_step_bars(bd_sel, step, run, data.slow_ranks(rd, run), st))
-    out.append(_heatmap(bd_sel, run, st))
+    return [*head, _step_bars(bd_sel, step, run, data.slow_ranks(rd, run), data.stragglers(rd, run)), *tail]
+
+
+def _run_parts(rd: Reader, run: str, ranks: Sequence[int]) -> tuple[list[Any], list[Any]]:
+    """The parts of the overview above and below the step bars (they do not depend on the step)."""
+    cols = data.collections(rd, run)
+    cols = cols[cols["rank"].isin(list(ranks))]
+    head: list[Any] = [_facts(run, cols), _availability(cols)]
+    st = data.stragglers(rd, run)
+    head.append(straggler_card(st, data.blame_chains(rd, run), data.collective_matching(rd, run), run))
+    bd = data.step_breakdown(rd, run)
+    bd_sel = bd[bd["rank"].isin(list(ranks))] if not bd.empty else bd
+    out: list[Any] = [_heatmap(bd_sel, run, st)]
     out.append(_scalars(rd, run, list(ranks)))
     probs = data.problems(rd, run)
     if not probs.empty:
@@ -305,7 +314,7 @@ def render(rd: Reader, run: str, ranks: Sequence[int], step: int | None) -> list
                 className="card",
             )
         )
-    return out
+    return head, out
 
 
 def straggler_card(st: pd.DataFrame, chains: pd.DataFrame, matching: pd.DataFrame, run: str) -> html.Div:
