@@ -24,6 +24,7 @@ import pyarrow.parquet as pq
 
 from . import schema
 from .format import safe_text
+from .messages import problem
 from .store import FACTS_DIR, slug
 from .units import INT64_MAX, INT64_MIN, time_problems
 
@@ -129,7 +130,7 @@ def _array(values: Any, typ: pa.DataType | None, name: str, notes: list[str] | N
     elif pa.types.is_string(typ) or pa.types.is_large_string(typ):
         fixed, bad = [_text(v) for v in values], []
         if any(v is not w for v, w in zip(values, fixed)):
-            notes.append(f"{name}: values that are not UTF-8 text (bytes, numbers) stored as text")
+            notes.append(problem("not_text", column=name))
     else:
         raise ValueError(f"column {name}: values that are not {typ}")
     _note(notes, name, bad)
@@ -214,9 +215,7 @@ def _cast(col: pa.Array | pa.ChunkedArray, typ: pa.DataType, name: str, notes: l
 
 def _note(notes: list[str], name: str, bad: list[Any]) -> None:
     if bad:
-        notes.append(
-            f"{name}: {len(bad)} value(s) that are not numbers or do not fit 64 bits, stored as empty (e.g. {bad[0]!r})"
-        )
+        notes.append(problem("not_numbers", column=name, n=len(bad), example=repr(bad[0])))
 
 
 ROW_GROUP_ROWS = 64 * 1024

@@ -1001,6 +1001,212 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "not a start_info file: no collectionTimeBegin / clockMonotonicRaw",
         "不是 start_info 文件：没有 collectionTimeBegin / clockMonotonicRaw",
     ),
+    # rows kept out because a time cannot be true (units.time_problems): {where} names them (``where.*``)
+    "problem.time_overflow.row": (
+        "{table}: {n} row(s) not stored, {column} beyond what 64-bit ns hold (overflow, or not a number) ({where})",
+        "{table}：{n} 行未存储，{column} 超出 64 位纳秒所能表示的范围（溢出或不是数字）（{where}）",
+    ),
+    "problem.time_overflow.event": (
+        "{table}: {n} event(s) not stored, {column} beyond what 64-bit ns hold (overflow, or not a number) ({where})",
+        "{table}：{n} 个事件未存储，{column} 超出 64 位纳秒所能表示的范围（溢出或不是数字）（{where}）",
+    ),
+    "problem.time_negative.row": (
+        "{table}: {n} row(s) not stored, {column} negative ({where})",
+        "{table}：{n} 行未存储，{column} 为负数（{where}）",
+    ),
+    "problem.time_negative.event": (
+        "{table}: {n} event(s) not stored, {column} negative ({where})",
+        "{table}：{n} 个事件未存储，{column} 为负数（{where}）",
+    ),
+    "problem.time_after_2100.row": (
+        "{table}: {n} row(s) not stored, {column} after the year 2100 ({where})",
+        "{table}：{n} 行未存储，{column} 晚于 2100 年（{where}）",
+    ),
+    "problem.time_after_2100.event": (
+        "{table}: {n} event(s) not stored, {column} after the year 2100 ({where})",
+        "{table}：{n} 个事件未存储，{column} 晚于 2100 年（{where}）",
+    ),
+    "problem.time_longer_130y.row": (
+        "{table}: {n} row(s) not stored, {column} longer than 130 years ({where})",
+        "{table}：{n} 行未存储，{column} 长于 130 年（{where}）",
+    ),
+    "problem.time_longer_130y.event": (
+        "{table}: {n} event(s) not stored, {column} longer than 130 years ({where})",
+        "{table}：{n} 个事件未存储，{column} 长于 130 年（{where}）",
+    ),
+    "problem.time_metric_not_stored.row": (
+        "{table}: {n} row(s) not stored, a time metric negative or not a time ({where})",
+        "{table}：{n} 行未存储，时间类指标为负数或不是时间（{where}）",
+    ),
+    "problem.time_metric_not_stored.event": (
+        "{table}: {n} event(s) not stored, a time metric negative or not a time ({where})",
+        "{table}：{n} 个事件未存储，时间类指标为负数或不是时间（{where}）",
+    ),
+    "problem.ending_after_2100.row": (
+        "{table}: {n} row(s) not stored, ending after the year 2100 ({where})",
+        "{table}：{n} 行未存储，结束时间晚于 2100 年（{where}）",
+    ),
+    "problem.ending_after_2100.event": (
+        "{table}: {n} event(s) not stored, ending after the year 2100 ({where})",
+        "{table}：{n} 个事件未存储，结束时间晚于 2100 年（{where}）",
+    ),
+    # values the store cannot hold as given (factwriter.conform)
+    "problem.not_text": (
+        "{column}: values that are not UTF-8 text (bytes, numbers) stored as text",
+        "{column}：不是 UTF-8 文本的值（字节、数字）已按文本存储",
+    ),
+    "problem.not_numbers": (
+        "{column}: {n} value(s) that are not numbers or do not fit 64 bits, stored as empty (e.g. {example})",
+        "{column}：{n} 个值不是数字或超出 64 位，已按空值存储（例如 {example}）",
+    ),
+    # MindSpore's legacy AI CPU rows without a time
+    "problem.rows_without_time": (
+        "{n} row(s) skipped, without a start or an end time that is a number ({rows})",
+        "跳过了 {n} 行开始或结束时间不是数字的记录（{rows}）",
+    ),
+    "problem.rows_without_time_eg": (
+        "{n} row(s) skipped, without a start or an end time that is a number ({rows}; e.g. {example})",
+        "跳过了 {n} 行开始或结束时间不是数字的记录（{rows}；例如 {example}）",
+    ),
+    # the Ascend readers
+    "problem.l2_unmatched": (
+        "{n} of {total} rows match no kernel of kernel_details.csv (by stream/task id or name); skipped",
+        "{total} 行中有 {n} 行匹配不到 kernel_details.csv 中的 kernel（按 stream/task id 或名称）；已跳过",
+    ),
+    "problem.op_device_times": (
+        "device times of {attached} of {n} operators attached: {unmatched} row(s) match no trace operator by name "
+        "and order, {bad} disagree with the trace's host duration by more than 1 µs",
+        "{n} 个算子中 {attached} 个附上了 Device 时间：{unmatched} 行按名称和顺序匹配不到 trace 中的算子，"
+        "{bad} 行与 trace 中的 Host 耗时相差超过 1 µs",
+    ),
+    "problem.db_table_missing": (
+        "table {tables} missing: no {holds} (not recorded, or the db is incomplete); the other tables were read",
+        "缺少表 {tables}：没有{holds}（未采集，或 db 不完整）；其他表已读取",
+    ),
+    "problem.db_tables_missing": (
+        "tables {tables} missing: no {holds} (not recorded, or the db is incomplete); the other tables were read",
+        "缺少表 {tables}：没有{holds}（未采集，或 db 不完整）；其他表已读取",
+    ),
+    "problem.rank_device_map": (
+        "RANK_DEVICE_MAP says rank {found} but the collection is rank {rank}; kept {rank}",
+        "RANK_DEVICE_MAP 表明是卡 {found}，但该采集是卡 {rank}；按卡 {rank} 处理",
+    ),
+    "problem.schema_damaged": (
+        "the db's schema is damaged ({detail}); read with SQLite's schema checks off: {n} table(s) found ({names})",
+        "db 的 schema 已损坏（{detail}）；已关闭 SQLite 的 schema 检查读取：找到 {n} 个表（{names}）",
+    ),
+    "problem.schema_damaged_none": (
+        "the db's schema is damaged ({detail}); read with SQLite's schema checks off: {n} table(s) found (none)",
+        "db 的 schema 已损坏（{detail}）；已关闭 SQLite 的 schema 检查读取：找到 {n} 个表（无）",
+    ),
+    "problem.table_unreadable": (
+        "{table}: table unreadable ({detail}); skipped",
+        "{table}：表无法读取（{detail}）；已跳过",
+    ),
+    "problem.table_bad_value": (
+        "{table}: a value of the wrong type or out of range ({detail}); skipped",
+        "{table}：有值类型错误或超出范围（{detail}）；已跳过",
+    ),
+    "problem.table_cut": (
+        "{table}: {detail} after row {n}; the rows before it were read, the rest of the table is lost",
+        "{table}：第 {n} 行之后{detail}；此前的行已读取，表的其余部分丢失",
+    ),
+    "problem.not_utf8": (
+        "{table}: {n} text value(s) not valid UTF-8 (e.g. {example}), kept with U+FFFD for the bad bytes",
+        "{table}：{n} 个文本值不是有效的 UTF-8（例如 {example}），坏字节以 U+FFFD 保留",
+    ),
+    "problem.not_utf8_row": (
+        "{table}: {n} text value(s) not valid UTF-8 in row {numbers} (e.g. {example}), kept with U+FFFD for the bad "
+        "bytes",
+        "{table}：第 {numbers} 行有 {n} 个文本值不是有效的 UTF-8（例如 {example}），坏字节以 U+FFFD 保留",
+    ),
+    "problem.not_utf8_rows": (
+        "{table}: {n} text value(s) not valid UTF-8 in rows {numbers} (e.g. {example}), kept with U+FFFD for the bad "
+        "bytes",
+        "{table}：第 {numbers} 行有 {n} 个文本值不是有效的 UTF-8（例如 {example}），坏字节以 U+FFFD 保留",
+    ),
+    "problem.l2_kind_unread": (
+        "not read: {kind} could not be read, so L2 rates cannot be joined",
+        "未读取：{kind} 无法读取，因此无法关联 L2 命中率",
+    ),
+    "problem.l2_no_kernel_details": (
+        "not read: kernel_details.csv is missing, so L2 rates cannot be joined to kernels",
+        "未读取：缺少 kernel_details.csv，因此无法将 L2 命中率关联到 kernel",
+    ),
+    "problem.bad_rank_list": ("not {kind}: a rank list holds {detail}", "不是 {kind}：rank 列表中有 {detail}"),
+    "problem.no_string_ids": (
+        "not {kind}: no STRING_IDS table (expected tables STRING_IDS, TASK, COMPUTE_TASK_INFO, CANN_API, ...)",
+        "不是 {kind}：没有 STRING_IDS 表（应有 STRING_IDS、TASK、COMPUTE_TASK_INFO、CANN_API 等表）",
+    ),
+    "problem.not_analysis_db": (
+        "not a torch_npu analysis.db: none of the tables {tables}",
+        "不是 torch_npu 的 analysis.db：{tables} 中的表一个都没有",
+    ),
+    # CSV tables and traces read in a stream
+    "problem.cells_not.numbers": (
+        "{n} cell(s) of column {column} are not numbers (e.g. {example}); read as empty",
+        "{column} 列有 {n} 个单元格不是数字（例如 {example}）；按空值读取",
+    ),
+    "problem.cells_not.us": (
+        "{n} cell(s) of column {column} are not µs values (e.g. {example}); read as empty",
+        "{column} 列有 {n} 个单元格不是 µs 数值（例如 {example}）；按空值读取",
+    ),
+    "problem.cells_not.integers": (
+        "{n} cell(s) of column {column} are not integers (e.g. {example}); read as empty",
+        "{column} 列有 {n} 个单元格不是整数（例如 {example}）；按空值读取",
+    ),
+    "problem.quote_not_closed": (
+        "a quote opened in record {record} is never closed: the {lines} line(s) after it were read as one cell; "
+        "that record dropped",
+        "第 {record} 条记录中的引号没有闭合：其后的 {lines} 行被读成了一个单元格；该记录已丢弃",
+    ),
+    "problem.ends_mid_row": (
+        "file ends mid-row (last row incomplete: {n} of {ncols} cells); dropped it",
+        "文件在一行的中途结束（最后一行不完整：{ncols} 个单元格中只有 {n} 个）；已丢弃该行",
+    ),
+    "problem.ends_mid_row_newline": (
+        "file ends mid-row (last row incomplete: no final newline); dropped it",
+        "文件在一行的中途结束（最后一行不完整：没有结尾的换行符）；已丢弃该行",
+    ),
+    "problem.cell_count": (
+        "{n} record(s) with a cell count different from the header's {ncols} skipped (record {records})",
+        "跳过了 {n} 条单元格数与表头的 {ncols} 个不同的记录（第 {records} 条）",
+    ),
+    "problem.bytes_replaced": (
+        "{n} byte sequence(s) that are not UTF-8 (replaced)",
+        "{n} 处字节序列不是 UTF-8（已替换）",
+    ),
+    "problem.header_only": ("header only: no data rows", "只有表头：没有数据行"),
+    "problem.array_not_closed": (
+        "file ends after the last event without closing the JSON array",
+        "文件在最后一个事件之后结束，JSON 数组没有闭合",
+    ),
+    "problem.keys_after_events": ("unreadable keys after traceEvents ignored", "traceEvents 之后无法读取的键已忽略"),
+    # the rows a problem names (its {where} / {rows}: items joined, see LIST_FIELDS)
+    "where.row_value": ("row {n}: {value}", "第 {n} 行：{value}"),
+    "where.event_value": ("event {n}: {value}", "第 {n} 个事件：{value}"),
+    "where.row": ("row {n}", "第 {n} 行"),
+    "where.event": ("event {n}", "第 {n} 个事件"),
+    # what a torch_npu / msprof db table holds (a missing table's {holds})
+    "hold.TASK": (
+        "device tasks (kernels, communication tasks, the device timeline)",
+        "Device 任务（kernel、通信任务、Device 时间线）",
+    ),
+    "hold.COMPUTE_TASK_INFO": ("kernel names, types and shapes", "kernel 的名称、类型和 shape"),
+    "hold.CANN_API": (
+        "CANN API calls (the host launch timeline, api statistics)",
+        "CANN API 调用（Host 下发时间线、API 统计）",
+    ),
+    "hold.PYTORCH_API": ("framework operators (operators, the host timeline)", "框架算子（算子、Host 时间线）"),
+    "hold.SESSION_TIME_INFO": ("session start and end times", "会话的开始和结束时间"),
+}
+
+# fields of a problem (``problem.*`` only) that hold items of another family joined by a separator (English, Chinese):
+# the rows a problem names, the holdings of missing tables; "..." (more not named) stays as it is
+LIST_FIELDS: dict[str, tuple[str, str, str]] = {
+    "where": ("; ", "；", "where"),
+    "rows": (", ", "，", "where"),
+    "holds": ("; no ", "；没有", "hold"),
 }
 
 Message = dict[str, Any]  # {"key": str, "params": {name: number | str | Message | None}}
@@ -1095,7 +1301,10 @@ def translate_problems(text: Any, lang: str) -> Any:
 
     def one(part: str) -> str | None:
         msg = parse(part, "problem")
-        if msg is None or any("; " in str(v) and parse(str(v), "problem") is None for v in msg["params"].values()):
+        if msg is None or any(
+            not _items_ok(k, str(v)) if k in LIST_FIELDS else ("; " in str(v) and parse(str(v), "problem") is None)
+            for k, v in msg["params"].items()
+        ):
             return None
         return _translated(part, lang, "problem", split=False)
 
@@ -1167,7 +1376,11 @@ def _translated(text: str, lang: str, family: str, split: bool = True) -> str | 
     msg = parse(text, family)
     if msg is not None:
         params = {
-            k: v if k in NAME_FIELDS or not isinstance(v, str) else _translated(v, lang, family) or v
+            k: v
+            if k in NAME_FIELDS or not isinstance(v, str)
+            else _items(v, lang, k)
+            if k in LIST_FIELDS and family == "problem"
+            else _translated(v, lang, family) or v
             for k, v in msg["params"].items()
         }
         return render({"key": msg["key"], "params": params}, lang)
@@ -1177,6 +1390,19 @@ def _translated(text: str, lang: str, family: str, split: bool = True) -> str | 
             if rest is not None:
                 return _translated(text[:i], lang, family) + rest
     return None
+
+
+def _items_ok(field: str, text: str) -> bool:
+    """Whether ``text`` (a field of ``LIST_FIELDS``) is items of its family (or "...")."""
+    sep, _zh, family = LIST_FIELDS[field]
+    return all(p == "..." or parse(p, family) is not None for p in text.split(sep))
+
+
+def _items(text: str, lang: str, field: str) -> str:
+    """A field of ``LIST_FIELDS`` in ``lang``: each item by its template, the separator of the language."""
+    sep, zh, family = LIST_FIELDS[field]
+    out = [p if p == "..." else (_translated(p, lang, family, split=False) or p) for p in text.split(sep)]
+    return (zh if lang == "zh" else sep).join(out)
 
 
 def fields(template: str) -> set[str]:

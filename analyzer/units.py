@@ -14,6 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .messages import english, problem
 from .schema import MAX_TIME_NS
 
 KIB = 1024
@@ -190,8 +191,8 @@ def time_problems(
             by_reason.setdefault(_why(name, v), []).append((r, v))
         for why, bad_rows in by_reason.items():
             labels = [(int(numbers[r]) if numbers is not None else first_row + r + 1, v) for r, v in bad_rows[:3]]
-            where = "; ".join(f"{row} {n}: {v}" for n, v in labels) + ("; ..." if len(bad_rows) > 3 else "")
-            notes.append(f"{table}: {len(bad_rows)} {row}(s) not stored, {name} {why} ({where})")
+            where = _where(row, labels, len(bad_rows))
+            notes.append(problem(f"time_{why}.{_unit(row)}", table=table, n=len(bad_rows), column=name, where=where))
         keep = pc.invert(bad) if keep is None else pc.and_(keep, pc.invert(bad))
     # a metric in long form whose name says it is a time (``*_ns``: a kernel's aiv_total_time_ns) is a
     # duration like any other: never negative, never 130 years, never inf / NaN
@@ -206,12 +207,11 @@ def time_problems(
                 vals = pc.filter(v, bad).to_pylist()
                 names = pc.filter(data.column("metric"), bad).to_pylist()
                 labels = [
-                    f"{row} {int(numbers[r]) if numbers is not None else first_row + r + 1}: {m} {x}"
+                    (int(numbers[r]) if numbers is not None else first_row + r + 1, f"{m} {x}")
                     for r, m, x in list(zip(rows, names, vals))[:3]
                 ]
-                where = "; ".join(labels) + ("; ..." if len(rows) > 3 else "")
-                why = "a time metric negative or not a time"
-                notes.append(f"{table}: {len(rows)} {row}(s) not stored, {why} ({where})")
+                where = _where(row, labels, len(rows))
+                notes.append(problem(f"time_metric_not_stored.{_unit(row)}", table=table, n=len(rows), where=where))
                 keep = pc.invert(bad) if keep is None else pc.and_(keep, pc.invert(bad))
     # an instant and its duration each in range may still end after 2100; checked only when the
     # highest of each could (one min/max per column is the whole cost of a batch that is in range)
@@ -223,15 +223,29 @@ def time_problems(
         if pc.any(late).as_py():
             rows = pc.indices_nonzero(late).to_pylist()
             labels = [int(numbers[r]) if numbers is not None else first_row + r + 1 for r in rows[:3]]
-            where = "; ".join(f"{row} {n}" for n in labels) + ("; ..." if len(rows) > 3 else "")
-            notes.append(f"{table}: {len(rows)} {row}(s) not stored, ending after the year 2100 ({where})")
+            where = "; ".join(english(f"where.{_unit(row)}", n=n) for n in labels) + ("; ..." if len(rows) > 3 else "")
+            notes.append(problem(f"ending_after_2100.{_unit(row)}", table=table, n=len(rows), where=where))
             keep = pc.invert(late) if keep is None else pc.and_(keep, pc.invert(late))
     return keep, notes
 
 
 def _why(name: str, value: int) -> str:
+    """Why a time cannot be true: the key of its ``problem.time_*`` template."""
     if value in (INT64_MAX, INT64_MIN):
-        return "beyond what 64-bit ns hold (overflow, or not a number)"
+        return "overflow"  # beyond what 64-bit ns hold (overflow, or not a number)
     if value < 0:
         return "negative"
-    return "after the year 2100" if name in TIME_POINT_COLUMNS else "longer than 130 years"
+    return "after_2100" if name in TIME_POINT_COLUMNS else "longer_130y"
+
+
+def _unit(row: str) -> str:
+    """What a named row is, as the templates know it: a row of a table, or an event of a trace."""
+    if row not in ("row", "event"):
+        raise ValueError(f"rows are named 'row' or 'event', not {row!r}")
+    return row
+
+
+def _where(row: str, labels: list[tuple[int, Any]], n: int) -> str:
+    """The first rows a problem names (their number and value), "..." when there are more."""
+    items = [english(f"where.{_unit(row)}_value", n=k, value=v) for k, v in labels]
+    return "; ".join(items) + ("; ..." if n > len(labels) else "")

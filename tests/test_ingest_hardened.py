@@ -24,6 +24,7 @@ from helpers import ANALYZE, REPO, analyze_here, analyze_here_json, query
 
 from analyzer.errors import InputError, RunNameError
 from analyzer.ingest import ingest
+from analyzer.messages import translate_problems
 from analyzer.readers.chrome import stream
 from analyzer.readers.chrome.stream import TraceStream
 from analyzer.readers.common.opener import RATIO_AFTER_BYTES, open_input
@@ -260,12 +261,12 @@ def test_a_db_without_the_tables_it_should_hold_says_so(tmp_path: Path) -> None:
     full = Store(tmp_path / "full")
     ingest(_NPU_DB.parent, full, run="full", workers=1)
     rows = {t: full.query(f"SELECT count(*) AS n FROM {t}")["n"][0] for t in ("kernels", "operators", "slices")}
-    for table, lost in (
-        ("TASK", "no device tasks"),
-        ("COMPUTE_TASK_INFO", "no kernel names"),
-        ("CANN_API", "no CANN API calls"),
-        ("PYTORCH_API", "no framework operators"),
-        ("SESSION_TIME_INFO", "no session start and end times"),
+    for table, lost, lost_zh in (
+        ("TASK", "no device tasks", "没有Device 任务（kernel、通信任务、Device 时间线）"),
+        ("COMPUTE_TASK_INFO", "no kernel names", "没有kernel 的名称、类型和 shape"),
+        ("CANN_API", "no CANN API calls", "没有CANN API 调用（Host 下发时间线、API 统计）"),
+        ("PYTORCH_API", "no framework operators", "没有框架算子（算子、Host 时间线）"),
+        ("SESSION_TIME_INFO", "no session start and end times", "没有会话的开始和结束时间"),
     ):
         root = tmp_path / table
         shutil.copytree(_NPU_DB, root / "rank0_ascend_pt")
@@ -275,6 +276,8 @@ def test_a_db_without_the_tables_it_should_hold_says_so(tmp_path: Path) -> None:
         report = ingest(root, store, workers=1)
         (prob,) = [p for p in report.problems if p["path"].endswith(".db")]
         assert prob["status"] == "warning" and prob["error"].startswith(f"table {table} missing: {lost}"), prob
+        # stored in English, read in Chinese by its template (what the table holds too)
+        assert translate_problems(prob["error"], "zh").startswith(f"缺少表 {table}：{lost_zh}（未采集，或 db 不完整）")
         assert report.read[0].status == "partial"
         got = {t: store.query(f"SELECT count(*) AS n FROM {t}")["n"][0] for t in rows}
         assert got["slices"] > 0 and (table != "PYTORCH_API" or got["kernels"] == rows["kernels"])
@@ -414,6 +417,10 @@ def test_impossible_times_are_named_and_kept_out_in_every_format(tmp_path: Path)
     assert prob["status"] == "warning"
     for reason in ("ts_ns after the year 2100", "dur_ns beyond what 64-bit ns hold", "dur_ns negative (event"):
         assert reason in prob["error"]
+    zh = translate_problems(prob["error"], "zh")
+    for reason in ("个事件未存储，ts_ns 晚于 2100 年（第 ", "个事件未存储，dur_ns 超出 64 位", "dur_ns 为负数（第 "):
+        assert reason in zh, zh
+    assert "not stored" not in zh and " event " not in zh, zh
     n = "SELECT count(*) AS n, min(ts_ns) AS lo, max(ts_ns + dur_ns) AS hi FROM slices"
     got, want = store.query(n).iloc[0], clean.query(n).iloc[0]
     assert got["n"] == want["n"] - 3 and got["lo"] >= want["lo"] and got["hi"] <= want["hi"]
@@ -434,6 +441,10 @@ def test_impossible_times_are_named_and_kept_out_in_every_format(tmp_path: Path)
     assert prob["error"] == (
         "kernels: 2 row(s) not stored, dur_ns beyond what 64-bit ns hold (overflow, or not a number) "
         f"(row 3: {2**63 - 1}; row 7: {2**63 - 1}); kernels: 1 row(s) not stored, dur_ns negative (row 5: -5000)"
+    )
+    assert translate_problems(prob["error"], "zh") == (
+        "kernels：2 行未存储，dur_ns 超出 64 位纳秒所能表示的范围（溢出或不是数字）"
+        f"（第 3 行：{2**63 - 1}；第 7 行：{2**63 - 1}）；kernels：1 行未存储，dur_ns 为负数（第 5 行：-5000）"
     )
     assert store.query("SELECT count(*) AS n FROM kernels")["n"][0] == 191 - 3
     # torch_npu db: a task that ends before it starts
@@ -474,6 +485,7 @@ def test_time_problems_per_column_and_for_an_end_after_2100() -> None:
     keep, notes = time_problems("slices", pa.table({"ts_ns": [half, 5], "dur_ns": [half, 7]}), first_row=10)
     assert keep is not None and keep.to_pylist() == [False, True]
     assert notes == ["slices: 1 row(s) not stored, ending after the year 2100 (row 11)"]
+    assert translate_problems(notes[0], "zh") == "slices：1 行未存储，结束时间晚于 2100 年（第 11 行）"
     assert time_problems("slices", pa.table({"ts_ns": [5, None], "dur_ns": [None, 7]})) == (None, [])
 
 
@@ -590,6 +602,13 @@ def test_a_damaged_sqlite_db_says_what_is_wrong_and_keeps_what_it_can(tmp_path: 
     m = probs[_DB_NAME.rsplit("/", 1)[-1]]
     assert m["status"] == "warning" and "text value(s) not valid UTF-8" in m["error"], m
     assert "kept with U+FFFD" in m["error"], m
+    # both files' problems read in Chinese: SQLite's words and the table names stay as they are
+    za, zm = translate_problems(a["error"], "zh"), translate_problems(m["error"], "zh")
+    assert za.startswith("db 的 schema 已损坏（malformed database schema (Step\ufffdraceTime)"), za
+    assert "已关闭 SQLite 的 schema 检查读取：找到 1 个表（StepTraceTime）" in za, za
+    utf8 = r"\b[A-Z_]+：第 \d+(, \d+)*(, \.\.\.)? 行有 \d+ 个文本值不是有效的 UTF-8（例如 .*），坏字节"
+    assert re.search(utf8, zm), zm
+    assert "not valid" not in zm and "skipped" not in za + zm and "schema checks" not in za, (za, zm)
     assert re.search(r"\b[A-Z_]+: \d+ text value\(s\) not valid UTF-8 in rows? \d", m["error"]), m
     n = "SELECT (SELECT count(*) FROM step_trace) AS st, (SELECT count(*) FROM kernels) AS k"
     got, want = store.query(n).iloc[0], clean.query(n).iloc[0]
@@ -613,6 +632,33 @@ def test_a_mindspore_aicpu_row_without_a_time_is_named(tmp_path: Path) -> None:
     assert prob["status"] == "warning", prob
     want = "2 row(s) skipped, without a start or an end time that is a number (row 2, row 4; e.g. 'abc')"
     assert want in prob["error"], prob
+    zh = translate_problems(prob["error"], "zh")
+    assert "跳过了 2 行开始或结束时间不是数字的记录（第 2 行，第 4 行；例如 'abc'）" in zh, zh
+
+
+def test_a_number_no_column_holds_is_stored_as_empty_and_said_in_both_languages(tmp_path: Path) -> None:
+    """The collector's scalars with a step of 1e30 (no 64-bit integer holds it): the record is kept
+    with its step empty and the file says so (``factwriter.conform``), in English as stored and in
+    Chinese as the pages show it."""
+    root = tmp_path / "sc"
+    shutil.copytree(SAMPLES / "kineto_gloo_2rank" / "rank_0", root / "rank_0")
+    sc = root / "rank_0" / "rankscope_scalars.jsonl"
+    lines = sc.read_text().splitlines()
+    rec = json.loads(lines[1])
+    rec["step"] = 1e30
+    lines[1] = json.dumps(rec)
+    sc.write_text("\n".join(lines) + "\n")
+    store = Store(tmp_path / "s")
+    report = ingest(root, store, workers=1)
+    prob = next(p for p in report.problems if p["path"].endswith(".jsonl"))
+    assert prob["status"] == "warning" and prob["error"] == (
+        "scalars.step: 2 value(s) that are not numbers or do not fit 64 bits, stored as empty "
+        "(e.g. 1000000000000000019884624838656)"
+    ), prob
+    assert translate_problems(prob["error"], "zh") == (
+        "scalars.step：2 个值不是数字或超出 64 位，已按空值存储（例如 1000000000000000019884624838656）"
+    )
+    assert store.query("SELECT count(*) AS n FROM scalars WHERE step IS NULL")["n"][0] == 2  # step time + loss
 
 
 def test_a_device_id_no_column_holds_is_said_and_the_run_committed(tmp_path: Path) -> None:
@@ -651,3 +697,7 @@ def test_a_time_metric_in_long_form_is_checked_as_a_time() -> None:
         "kernel_metrics: 2 row(s) not stored, a time metric negative or not a time "
         "(row 1: aiv_total_time_ns -5000.0; row 3: aic_total_time_ns inf)"
     ]
+    assert translate_problems(notes[0], "zh") == (
+        "kernel_metrics：2 行未存储，时间类指标为负数或不是时间"
+        "（第 1 行：aiv_total_time_ns -5000.0；第 3 行：aic_total_time_ns inf）"
+    )

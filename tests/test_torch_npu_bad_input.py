@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from helpers import REPO, analyze
 
+from analyzer.messages import translate_problems
 from analyzer.store import Store
 
 TEXT = REPO / "sample_data" / "torch_npu_text_level1" / "rank0_ascend_pt"
@@ -166,6 +167,9 @@ def test_corrupt_and_foreign_sqlite(ingested: tuple[Path, Store, str]) -> None:
     assert db5["status"] == "warning", db5
     assert "the db's schema is damaged (database disk image is malformed)" in db5["error"]
     assert "TASK: table unreadable (database disk image is malformed); skipped" in db5["error"]
+    zh = translate_problems(db5["error"], "zh")
+    assert "db 的 schema 已损坏（database disk image is malformed）" in zh, zh
+    assert "TASK：表无法读取（database disk image is malformed）；已跳过" in zh, zh
     assert f_of(store, 5, "analysis.db")["status"] == "ok"
     ops = store.query("SELECT * FROM comm_ops WHERE rank = 5").to_dict("records")
     assert len(ops) == 4 and all(o["source"] == "analysis.db" and o["wait_ns"] is not None for o in ops)

@@ -633,13 +633,13 @@ def test_every_dropdown_has_its_texts_in_the_pages_language() -> None:
     assert set(labels_zh) == {k.removeprefix("dd.") for k in LABELS if k.startswith("dd.")}
 
 
-@pytest.mark.parametrize("family", ["missing", "pairing", "label", "problem"])
+@pytest.mark.parametrize("family", ["missing", "pairing", "label", "problem", "where", "hold"])
 def test_english_texts_of_a_family_read_back_in_chinese(family: str) -> None:
     """A text stored or used as a key in English (``messages.english``: a reader's note on what a
     collection lacks, a pairing note, a compared group's name) is read back by its template and
     written in Chinese, for every template of the family; a text no template wrote is left as it is."""
     keys = [k for k in MESSAGES if k.startswith(family + ".")]
-    assert len(keys) > {"missing": 80, "pairing": 5, "label": 4, "problem": 35}[family]
+    assert len(keys) > {"missing": 80, "pairing": 5, "label": 4, "problem": 35, "where": 3, "hold": 4}[family]
     for key in keys:
         params = {f: f"v{i}_7" for i, f in enumerate(sorted(messages.fields(MESSAGES[key][0])))}
         en = messages.english(key, **params)

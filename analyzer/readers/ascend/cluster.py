@@ -36,7 +36,7 @@ def communication_groups(path: Path) -> dict[str, list[Any]]:
         try:
             members = sorted(int(r) for r in ranks or [])
         except (TypeError, ValueError) as exc:
-            raise InputError(str(path), f"not {COMMUNICATION_GROUP}: a rank list holds {exc}") from exc
+            raise InputError(str(path), problem("bad_rank_list", kind=COMMUNICATION_GROUP, detail=exc)) from exc
         cols["group_name"].append(str(name))
         cols["group_id"].append(None if gid is None else str(gid))
         cols["pg_name"].append(pg if isinstance(pg, str) else None)

@@ -20,6 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ...errors import InputError
+from ...messages import problem
 from ...vocabulary import is_comm_task
 from ..base import ReadContext
 from ..common.csvfile import CsvTable, iter_csv, read_csv
@@ -184,7 +185,7 @@ def read_kernels(
     if l2_path is not None:
         with ctx.reading(l2_path, "l2_cache.csv") as outcome:
             if not complete:
-                raise InputError(str(l2_path), f"not read: {kind} could not be read, so L2 rates cannot be joined")
+                raise InputError(str(l2_path), problem("l2_kind_unread", kind=kind))
             outcome.rows = _read_l2(ctx, st, l2_path, index, outcome)
     return st
 
@@ -251,9 +252,7 @@ def _read_l2(ctx: ReadContext, st: KernelsRead, path: Path, k: dict[str, list[An
                 metric.append(m)
                 value.append(v)
     if unmatched:
-        outcome.warn(
-            f"{unmatched} of {t.n_rows} rows match no kernel of kernel_details.csv (by stream/task id or name); skipped"
-        )
+        outcome.warn(problem("l2_unmatched", n=unmatched, total=t.n_rows))
     if kid:
         st.l2 = True
     return ctx.write("kernel_metrics", {"kernel_id": kid, "metric": metric, "value": value}) if kid else 0

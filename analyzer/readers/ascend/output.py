@@ -120,10 +120,7 @@ def read_output_folder(
         st.device_ids |= st.kernels.device_ids
     elif "l2_cache.csv" in f:
         with ctx.reading(f["l2_cache.csv"], "l2_cache.csv"):
-            raise InputError(
-                str(f["l2_cache.csv"]),
-                "not read: kernel_details.csv is missing, so L2 rates cannot be joined to kernels",
-            )
+            raise InputError(str(f["l2_cache.csv"]), problem("l2_no_kernel_details"))
     if "operator_details.csv" in f:
         st.op_details = read_op_details(ctx, f["operator_details.csv"], keep_text=st.trace is None)
         st.op_details_path = f["operator_details.csv"] if st.op_details is not None else None
@@ -308,10 +305,7 @@ def _write_operators(ctx: ReadContext, st: TextExport, con: duckdb.DuckDBPyConne
         if oc is not None and oc.status != "error":
             attached = matched - bad
             if attached < n:
-                oc.warn(
-                    f"device times of {attached} of {n} operators attached: {n - matched} row(s) match no trace "
-                    f"operator by name and order, {bad} disagree with the trace's host duration by more than 1 µs"
-                )
+                oc.warn(problem("op_device_times", attached=attached, n=n, unmatched=n - matched, bad=bad))
 
 
 _OP_STAGED = {

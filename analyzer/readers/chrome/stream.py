@@ -416,7 +416,7 @@ class TraceStream:
             b = last_boundary(data, b[1], start=1)
         try:  # a single complete event without a closing bracket
             ev = _ONE_EVENT.decode(stripped.rstrip(b","))
-            self.warnings.append("file ends after the last event without closing the JSON array")
+            self.warnings.append(problem("array_not_closed"))
             return [ev]
         except DECODE_ERRORS:
             pass
@@ -452,7 +452,7 @@ class TraceStream:
             if isinstance(tail, dict):
                 self.tail = tail
         except DECODE_ERRORS:
-            self.warnings.append("unreadable keys after traceEvents ignored")
+            self.warnings.append(problem("keys_after_events"))
 
     def _decode_region(self, data: bytearray, k: int) -> list[Event] | None:
         """The events of ``data[1 : k + 1]`` (``data[0]`` is '['; ``data[k]`` the '}' that ends the

@@ -55,6 +55,14 @@ def norm_header(name: str) -> str:
     return " ".join(s.split()).casefold()
 
 
+_WHAT = {"µs values": "us", "numbers": "numbers", "integers": "integers"}  # what a column holds: its template
+
+
+def _cells_not(what: str, bad: int, key: str, first_bad: Any) -> str:
+    """The problem of ``bad`` cells of column ``key`` that are not ``what`` (the first: ``first_bad``)."""
+    return problem(f"cells_not.{_WHAT[what]}", n=bad, column=repr(key), example=repr(first_bad))
+
+
 @dataclass
 class CsvTable:
     """The rows of one CSV file, by column, with the header as written."""
@@ -115,9 +123,7 @@ class CsvTable:
                     first_bad = first_bad if first_bad is not None else col[i]
                     out[i] = None
             if bad:
-                self.warnings.append(
-                    f"{bad} cell(s) of column {key!r} are not {what} (e.g. {first_bad!r}); read as empty"
-                )
+                self.warnings.append(_cells_not(what, bad, key, first_bad))
         return out
 
     def _convert(self, key: str, fn, what: str) -> list:  # type: ignore[no-untyped-def]
@@ -139,7 +145,7 @@ class CsvTable:
                     first_bad = v
                 out.append(None)
         if bad:
-            self.warnings.append(f"{bad} cell(s) of column {key!r} are not {what} (e.g. {first_bad!r}); read as empty")
+            self.warnings.append(_cells_not(what, bad, key, first_bad))
         return out
 
 
@@ -307,17 +313,14 @@ def iter_csv(
             replaced = _DECODE_ERRORS[0] - decode_errors_before
     if held is not None and unclosed_quote(held, tail):
         lines = sum(c.count("\n") for c in held)
-        warnings.append(
-            f"a quote opened in record {record + 1} is never closed: the {lines} line(s) after it were read as "
-            "one cell; that record dropped"
-        )
+        warnings.append(problem("quote_not_closed", record=record + 1, lines=lines))
         held = None
     if held is not None:
         n = len(held)
         if not ends_with_newline:
             # torch_npu ends every row with CRLF: no final newline means the write was cut
-            why = f"{n} of {ncols} cells" if n != ncols else "no final newline"
-            warnings.append(f"file ends mid-row (last row incomplete: {why}); dropped it")
+            ends = problem("ends_mid_row", n=n, ncols=ncols) if n != ncols else problem("ends_mid_row_newline")
+            warnings.append(ends)
         elif n != ncols:
             if any(c.strip() for c in held):
                 bad_rows.append(record + 1)
@@ -328,14 +331,11 @@ def iter_csv(
     if bad_rows:
         sample = ", ".join(str(x) for x in bad_rows[:3])
         more = ", ..." if len(bad_rows) > 3 else ""
-        warnings.append(
-            f"{len(bad_rows)} record(s) with a cell count different from the header's {ncols} skipped "
-            f"(record {sample}{more})"
-        )
+        warnings.append(problem("cell_count", n=len(bad_rows), ncols=ncols, records=sample + more))
     if replaced:
-        warnings.append(f"{replaced} byte sequence(s) that are not UTF-8 (replaced)")
+        warnings.append(problem("bytes_replaced", n=replaced))
     if total == 0 and not bad_rows and held is None:
-        warnings.append("header only: no data rows")
+        warnings.append(problem("header_only"))
     chunk.warnings.extend(warnings)
     yield chunk
 

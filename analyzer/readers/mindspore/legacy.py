@@ -473,13 +473,9 @@ def _read_aicpu(ctx: ReadContext, st: LegacyState, path: Path) -> None:
             rows["dur_ns"].append(te - ts)
         if skipped:
             bad = bad_a or bad_b
-            outcome.warn(
-                f"{len(skipped)} row(s) skipped, without a start or an end time that is a number (row "
-                + ", row ".join(map(str, skipped[:5]))
-                + (", ..." if len(skipped) > 5 else "")
-                + (f"; e.g. {bad[0]!r}" if bad else "")
-                + ")"
-            )
+            named = ", ".join(english("where.row", n=n) for n in skipped[:5]) + (", ..." if len(skipped) > 5 else "")
+            key = "rows_without_time_eg" if bad else "rows_without_time"
+            outcome.warn(problem(key, n=len(skipped), rows=named, **({"example": repr(bad[0])} if bad else {})))
         outcome.rows = _write_device_tasks(ctx, st, rows, core_type="AI_CPU", process="AI CPU")
 
 

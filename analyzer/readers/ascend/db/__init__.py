@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from ....errors import InputError
+from ....messages import english, problem
 from ...base import ReadContext
 from ...common.jsonfile import json_value
 from ...common.spill import SpillStage
@@ -68,15 +69,6 @@ from .timeline import (
     read_tasks,
     write_lanes,
 )
-
-# what is lost without each table a profiler db normally holds (expected_tables)
-_TABLE_HOLDS = {
-    "TASK": "device tasks (kernels, communication tasks, the device timeline)",
-    "COMPUTE_TASK_INFO": "kernel names, types and shapes",
-    "CANN_API": "CANN API calls (the host launch timeline, api statistics)",
-    "PYTORCH_API": "framework operators (operators, the host timeline)",
-    "SESSION_TIME_INFO": "session start and end times",
-}
 
 
 def expected_tables(framework_ops: bool, config: dict[str, Any] | None = None) -> tuple[str, ...]:
@@ -119,20 +111,14 @@ def read_ascend_db(
             db = Db(main, expected)
             try:
                 if not db.has("STRING_IDS"):
-                    raise InputError(
-                        str(main),
-                        f"not {expected}: no STRING_IDS table (expected tables STRING_IDS, TASK, "
-                        "COMPUTE_TASK_INFO, CANN_API, ...)",
-                    )
+                    raise InputError(str(main), problem("no_string_ids", kind=expected))
                 st = DbExport(ctx, db)
                 outcome.warn_all(db.problems)
                 absent = [t for t in tables if not db.has(t)]
                 if absent:
-                    outcome.warn(
-                        f"table{'s' if len(absent) > 1 else ''} {', '.join(absent)} missing: no "
-                        + "; no ".join(_TABLE_HOLDS[t] for t in absent)
-                        + " (not recorded, or the db is incomplete); the other tables were read"
-                    )
+                    holds = "; no ".join(english(f"hold.{t}") for t in absent)
+                    key = "db_tables_missing" if len(absent) > 1 else "db_table_missing"
+                    outcome.warn(problem(key, tables=", ".join(absent), holds=holds))
                 extra = _read_main(ctx, st, groups)
                 if st.notes:
                     extra["notes"] = st.notes
@@ -248,9 +234,7 @@ def _rank_device_map(ctx: ReadContext, st: DbExport, extra: dict[str, Any]) -> N
     extra["rank_device_map"] = [{"rank": r, "device": d} for r, d in rd]
     st.devices.update(d for _r, d in rd if d is not None and d >= 0)
     if rd and rd[0][0] is not None and rd[0][0] >= 0 and rd[0][0] != ctx.rank:
-        st.problems.append(
-            f"RANK_DEVICE_MAP says rank {rd[0][0]} but the collection is rank {ctx.rank}; kept {ctx.rank}"
-        )
+        st.problems.append(problem("rank_device_map", found=rd[0][0], rank=ctx.rank))
 
 
 def _session_time(ctx: ReadContext, st: DbExport, extra: dict[str, Any]) -> None:

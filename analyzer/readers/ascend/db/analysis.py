@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ....errors import InputError
+from ....messages import problem
 from ....units import fit_ns, mb_to_bytes, ms_to_ns
 from ....vocabulary import P2P_TYPES, normalize_op_type
 from ...base import ReadContext
@@ -23,7 +24,7 @@ def read_analysis(
     times: dict[str, list[dict[str, Any]]] = defaultdict(list)
     known = {"CommAnalyzerTime", "CommAnalyzerBandwidth", "CommAnalyzerMatrix", "StepTraceTime"}
     if not adb.tables & known:
-        raise InputError(str(adb.path), f"not a torch_npu analysis.db: none of the tables {', '.join(sorted(known))}")
+        raise InputError(str(adb.path), problem("not_analysis_db", tables=", ".join(sorted(known))))
 
     def guard(name: str, fn: Callable[[], None]) -> None:
         if not adb.has(name):
@@ -31,7 +32,7 @@ def read_analysis(
         problem = table_problem(name, fn)
         if problem:
             problems.append(problem)
-        problems.extend(f"{name}: {p}" for p in adb.take_problems())
+        problems.extend(adb.take_problems(name))
 
     def comm_time() -> None:
         for name, g, start, el, tr, wt, sy, idle, step, typ in adb.all(

@@ -118,7 +118,7 @@ class Db:
         self._open = contextlib.ExitStack()
         self.problems: list[str] = []  # the db's damage, said once (the schema)
         self._text = _Text()
-        self._notes: list[str] = []  # damage met while reading the current table (take_problems)
+        self._notes: list[tuple[str, int]] = []  # damage met in the current table: (what, after row) (take_problems)
         self._bad_rows: list[int] = []  # numbers of the rows (of their query) that held text not UTF-8
         try:
             self.con = self._open.enter_context(read_only(path))
@@ -142,24 +142,21 @@ class Db:
         for name, sql in rows:
             m = _CREATE.match(sql or "")
             names.add(m.group(1) if m else name)
-        self.problems.append(
-            f"the db's schema is damaged ({why}); read with SQLite's schema checks off: "
-            f"{len(names)} table(s) found ({', '.join(sorted(names)) or 'none'})"
-        )
+        if names:
+            self.problems.append(problem("schema_damaged", detail=why, n=len(names), names=", ".join(sorted(names))))
+        else:
+            self.problems.append(problem("schema_damaged_none", detail=why, n=0))
         return names
 
-    def take_problems(self) -> list[str]:
-        """The damage met since the last call: text that is not UTF-8 (kept with U+FFFD), rows cut
-        off by a damaged page."""
-        out = self._notes
+    def take_problems(self, table: str) -> list[str]:
+        """The damage met since the last call, said of ``table``: text that is not UTF-8 (kept with
+        U+FFFD), rows cut off by a damaged page."""
+        out = [problem("table_cut", table=table, detail=detail, n=n) for detail, n in self._notes]
         if self._text.bad:
             bad, rows = self._text.bad, self._bad_rows
-            where = f" in row{'s' if len(rows) > 1 else ''} " + ", ".join(map(str, rows[:5])) if rows else ""
-            where += ", ..." if len(rows) > 5 else ""
-            out.append(
-                f"{len(bad)} text value(s) not valid UTF-8{where} (e.g. {bad[0][:60]!r}), kept with U+FFFD "
-                "for the bad bytes"
-            )
+            key = "not_utf8_rows" if len(rows) > 1 else "not_utf8_row" if rows else "not_utf8"
+            shown = ", ".join(map(str, rows[:5])) + (", ..." if len(rows) > 5 else "")
+            out.append(problem(key, table=table, n=len(bad), numbers=shown, example=repr(bad[0][:60])))
             self._text.bad, self._bad_rows = [], []
         self._notes = []
         return out
@@ -190,10 +187,7 @@ class Db:
                 rows = cur.fetchmany(BATCH)
             except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
                 rows = self._rows_before_damage(sql, params, done)
-                self._notes.append(
-                    f"{sqlite_problem(exc)} after row {done + len(rows)}; the rows before it were read, "
-                    "the rest of the table is lost"
-                )
+                self._notes.append((sqlite_problem(exc), done + len(rows)))
                 if rows:
                     yield rows
                 return
@@ -231,13 +225,13 @@ def table_problem(table: str, fn: Callable[[], None]) -> str | None:
     try:
         fn()
     except sqlite3.Error as exc:
-        return f"{table}: table unreadable ({sqlite_problem(exc)}); skipped"
+        return problem("table_unreadable", table=table, detail=sqlite_problem(exc))
     except UnicodeDecodeError as exc:
         if isinstance(exc.object, bytes) and re.search(rb"malformed|database|no such", exc.object):  # SQLite's
-            return f"{table}: table unreadable ({sqlite_problem(exc)}); skipped"
-        return f"{table}: a value of the wrong type or out of range (unicodedecodeerror: {exc}); skipped"
+            return problem("table_unreadable", table=table, detail=sqlite_problem(exc))
+        return problem("table_bad_value", table=table, detail=f"unicodedecodeerror: {exc}")
     except (ValueError, TypeError, OverflowError, UnicodeError) as exc:
-        return f"{table}: a value of the wrong type or out of range ({type(exc).__name__.lower()}: {exc}); skipped"
+        return problem("table_bad_value", table=table, detail=f"{type(exc).__name__.lower()}: {exc}")
     return None
 
 
@@ -297,7 +291,7 @@ class DbExport:
         problem = table_problem(what, fn)
         if problem:
             self.problems.append(problem)
-        self.problems += [f"{what}: {p}" for p in self.db.take_problems()]
+        self.problems += self.db.take_problems(what)
 
     def slices(
         self,
