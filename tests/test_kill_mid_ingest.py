@@ -10,7 +10,7 @@ from pathlib import Path
 
 from helpers import ANALYZE, REPO, analyze, query, replicated_kineto_job
 
-from analyzer.store import Store
+from analyzer.store import SCRATCH_DIR, Store
 
 SAMPLES = REPO / "sample_data"
 CATALOG_SQL = {
@@ -32,6 +32,10 @@ def test_kill_at_any_point_leaves_store_consistent(tmp_path: Path) -> None:
     analyze("ingest", str(SAMPLES / "kineto_gloo_2rank"), "--store", str(store), "--run", "base")
     before = _snapshot(store)
     big = replicated_kineto_job(tmp_path / "big", 8)
+    # the system's temporary folder of the killed ingests: a reader's scratch files are in the store
+    # (its .scratch folder), where the next ingest removes what a kill left; none are here
+    system_tmp = tmp_path / "tmp"
+    system_tmp.mkdir()
     outcomes = []
     finished = False
     delay = 0.4
@@ -42,6 +46,7 @@ def test_kill_at_any_point_leaves_store_consistent(tmp_path: Path) -> None:
             stderr=subprocess.DEVNULL,
             start_new_session=True,
             cwd=REPO,
+            env={**os.environ, "TMPDIR": str(system_tmp)},
         )
         time.sleep(delay)
         if proc.poll() is None:
@@ -62,14 +67,34 @@ def test_kill_at_any_point_leaves_store_consistent(tmp_path: Path) -> None:
             finished = True
         delay *= 1.6
     assert any(o[0] == "killed" for o in outcomes), outcomes
-    # killed ingests left Parquet files nobody references; the next ingest removes them
+    assert sorted(p.name for p in system_tmp.iterdir()) == []
+    # killed ingests left Parquet files nobody references, and their readers' scratch folders; the
+    # next ingest removes them
     analyze("ingest", str(big), "--store", str(store), "--run", "big")
     listed = {r["path"] for r in query(store, "SELECT path FROM fact_files")}
     on_disk = {str(p.relative_to(store)) for p in (store / "facts").rglob("*.parquet")}
     assert on_disk == listed
+    assert not (store / SCRATCH_DIR).exists()
     final = _snapshot(store)
     assert [r["run"] for r in final["runs"]] == ["base", "big"]
     base_rows = [r for r in final["facts"] if r["run"] == "base"]
     assert base_rows == before["facts"]
     big_rows = [r for r in final["facts"] if r["run"] == "big"]
     assert len(big_rows) == 8
+
+
+def test_the_next_ingest_removes_what_killed_readers_left(tmp_path: Path) -> None:
+    """A reader's temporary files are in the store's scratch folder, not the system's: a reader killed
+    with its ingest cannot remove its own, the next ingest (the ingest lock's next holder) does; an
+    ingest that ends leaves none."""
+    from analyzer.factwriter import FactWriter
+    from analyzer.readers.base import CollectionPlan, ReadContext
+
+    store = tmp_path / "store"
+    ctx = ReadContext(CollectionPlan("c0", "r", "kineto", tmp_path, ".", [], rank=0), FactWriter(store, "r", 0, "c0"))
+    left = ctx.scratch_dir()
+    assert left.parent == store / SCRATCH_DIR
+    (left / "slices.arrow").write_bytes(b"rows of a reader killed with its ingest")  # no cleanup: killed
+    analyze("ingest", str(SAMPLES / "kineto_gloo_2rank"), "--store", str(store), "--run", "base")
+    assert not (store / SCRATCH_DIR).exists()
+    assert [r["run"] for r in query(store, "SELECT run FROM runs")] == ["base"]

@@ -62,7 +62,7 @@ class LocalPool:
         meanwhile: Callable[[], None] | None = None,
     ) -> list[CollectionResult]:
         cores = os.cpu_count() or 1
-        parts = _parts(plans, cores) if self.workers is None else {}
+        parts = _parts(plans, cores, store_path) if self.workers is None else {}
         tasks = len(plans) + sum(len(specs) - 1 for specs in parts.values())
         n = self.workers if self.workers is not None else min(tasks, cores)
         out: list[CollectionResult] = []
@@ -127,7 +127,7 @@ def _size(plan: CollectionPlan) -> int:
     return sum((stat_file(f) or (0, 0))[0] for f in plan.files)
 
 
-def _parts(plans: list[CollectionPlan], cores: int) -> dict[str, list[dict[str, Any]]]:
+def _parts(plans: list[CollectionPlan], cores: int, store_path: str) -> dict[str, list[dict[str, Any]]]:
     """The collections read in parts (``PART_READERS``): the biggest first, while there are more
     cores than collections; by collection id, the parts' specs."""
     spare = cores - len(plans)
@@ -138,7 +138,7 @@ def _parts(plans: list[CollectionPlan], cores: int) -> dict[str, list[dict[str, 
             break
         if reader is None:
             continue
-        specs = reader.split(p, spare + 1)
+        specs = reader.split(p, spare + 1, store_path)
         if specs:
             out[p.collection_id] = specs
             spare -= len(specs) - 1

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import shutil
-import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +24,7 @@ from typing import Any, Protocol
 from ..errors import InputError
 from ..factwriter import FactWriter, Origin
 from ..messages import problem
+from ..store import scratch_folder
 
 # the collector's description of one profiling window, in the window's folder: it covers every
 # collection below that folder (CollectionPlan.sidecar), whoever wrote them
@@ -181,9 +181,10 @@ class ReadContext:
             self.outcomes[path] = FileOutcome(path, "ignored", status="ignored", error=reason)
 
     def scratch_dir(self) -> Path:
-        """A private temporary folder, removed when the collection is done."""
+        """A private temporary folder in the store (``store.scratch_folder``), removed when the
+        collection is done (a killed ingest's: by the next ingest)."""
         if self._scratch is None:
-            self._scratch = Path(tempfile.mkdtemp(prefix="rankscope-"))
+            self._scratch = scratch_folder(self.writer.store_path)
         return self._scratch
 
     def cleanup(self) -> None:
@@ -211,7 +212,7 @@ class PartReader(Protocol):
     the parts' states in a context of its own and writes the rest. ``finish`` raises when the parts
     cannot be joined (the collection is then read whole)."""
 
-    def split(self, plan: CollectionPlan, parts: int) -> list[dict[str, Any]] | None: ...
+    def split(self, plan: CollectionPlan, parts: int, store_path: str) -> list[dict[str, Any]] | None: ...
 
     def read(self, ctx: ReadContext, spec: dict[str, Any]) -> Any: ...
 

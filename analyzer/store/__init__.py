@@ -5,6 +5,7 @@ Layout::
     <store>/catalog.duckdb                       runs, collections, source_files, fact_files (+ views)
     <store>/facts/<table>/run=<slug>/rank=<r>/<collection>-<uuid>.parquet
     <store>/.ingest.lock                         one ingest at a time
+    <store>/.scratch/                            the readers' temporary files during an ingest
 
 Modules: ``layout`` (the folder and the names in it), ``store`` (:class:`Store`: connections,
 atomic commits, the ingest lock, garbage collection), ``sql`` (fact SELECTs, the read-only check,
@@ -25,8 +26,10 @@ from .layout import (
     DEFAULT_STORE_DIRNAME,
     FACTS_DIR,
     LOCK_FILE,
+    SCRATCH_DIR,
     STORE_ENV_VAR,
     resolve_store_path,
+    scratch_folder,
     slug,
 )
 
@@ -109,6 +112,7 @@ __all__ = [
     "DEFAULT_STORE_DIRNAME",
     "FACTS_DIR",
     "LOCK_FILE",
+    "SCRATCH_DIR",
     "PROBLEMS_SQL",
     "SHARED_LIMITS",
     "RUNS_SQL",
@@ -128,6 +132,7 @@ __all__ = [
     "resolve_store_path",
     "run_key",
     "run_names",
+    "scratch_folder",
     "slug",
     "utcnow",
 ]

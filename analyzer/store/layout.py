@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import tempfile
 from pathlib import Path
 
 DEFAULT_STORE_DIRNAME = "rankscope_store"
@@ -12,6 +13,18 @@ STORE_ENV_VAR = "RANKSCOPE_STORE"
 CATALOG_FILE = "catalog.duckdb"
 FACTS_DIR = "facts"
 LOCK_FILE = ".ingest.lock"
+# the readers' temporary files (spilled rows, the parts of a trace read by several processes): in the store,
+# not the system's temporary folder, so that what a killed ingest left is removed by the next holder of
+# the ingest lock (Store.ingest_lock)
+SCRATCH_DIR = ".scratch"
+
+
+def scratch_folder(store_path: str | os.PathLike[str]) -> Path:
+    """A fresh temporary folder of an ingest's reader in the store's scratch folder (``SCRATCH_DIR``);
+    the reader removes it when done, the ingest lock's next holder whatever a kill left."""
+    root = Path(store_path) / SCRATCH_DIR
+    root.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(dir=root))
 
 
 def resolve_store_path(path: str | os.PathLike[str] | None = None) -> Path:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import shutil
 import threading
 import time
 from collections import OrderedDict
@@ -25,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from .. import schema
 from ..errors import StoreError
 from . import digest
-from .layout import CATALOG_FILE, FACTS_DIR, LOCK_FILE, STORE_ENV_VAR
+from .layout import CATALOG_FILE, FACTS_DIR, LOCK_FILE, SCRATCH_DIR, STORE_ENV_VAR
 from .sql import fact_select_sql, usable_times_sql
 
 if TYPE_CHECKING:  # pandas costs 0.4 s to import: only the query paths load it
@@ -124,6 +125,7 @@ class Store:
         self.catalog_path = self.path / CATALOG_FILE
         self.facts_dir = self.path / FACTS_DIR
         self.lock_path = self.path / LOCK_FILE
+        self.scratch_dir = self.path / SCRATCH_DIR
         # ``catalog_held``: (thread, connection, digests to write when it closes) while held
         self._held: tuple[int, duckdb.DuckDBPyConnection, list[tuple[Any, ...]]] | None = None
 
@@ -501,7 +503,9 @@ class Store:
     @contextlib.contextmanager
     def ingest_lock(self, wait_seconds: float = 600.0, on_wait: Callable[[], None] | None = None) -> Iterator[None]:
         """Serialise the writers of one store: a second `analyze ingest` or an `analyze drop` waits for
-        the first. ``on_wait`` is called once if the lock is held by another process."""
+        the first. ``on_wait`` is called once if the lock is held by another process. The holder owns
+        the readers' scratch folder (``SCRATCH_DIR``): emptied when the lock is taken (what a killed
+        holder's readers left) and when it is given back."""
         self.path.mkdir(parents=True, exist_ok=True)
         with open(self.lock_path, "a+") as fh:
             try:
@@ -518,7 +522,11 @@ class Store:
                             on_wait()
                         waited = True
                         time.sleep(0.2)
-                yield
+                shutil.rmtree(self.scratch_dir, ignore_errors=True)
+                try:
+                    yield
+                finally:
+                    shutil.rmtree(self.scratch_dir, ignore_errors=True)
             finally:
                 with contextlib.suppress(OSError):
                     fcntl.flock(fh.fileno(), fcntl.LOCK_UN)

@@ -21,6 +21,7 @@ from typing import Any
 
 from ...errors import InputError
 from ...messages import problem
+from ...store import scratch_folder
 from ..base import SIDECAR_NAME, CollectionPlan, ReadContext
 from ..chrome.lanes import LaneInfo
 from ..chrome.router import EventRouter
@@ -43,8 +44,9 @@ def _trace(plan: CollectionPlan) -> Path | None:
     return traces[0] if len(traces) == 1 else None
 
 
-def split(plan: CollectionPlan, parts: int) -> list[dict[str, Any]] | None:
-    """The ranges of the collection's trace (specs for ``read``), or None when it is read whole."""
+def split(plan: CollectionPlan, parts: int, store_path: str) -> list[dict[str, Any]] | None:
+    """The ranges of the collection's trace (specs for ``read``), or None when it is read whole; the
+    parts' staged rows go to a scratch folder in the store (``store.scratch_folder``)."""
     path = _trace(plan)
     if path is None or parts < 2 or path.stat().st_size < SPLIT_BYTES:
         return None
@@ -55,7 +57,7 @@ def split(plan: CollectionPlan, parts: int) -> list[dict[str, Any]] | None:
     points = split_points(path, parts)
     if points is None:
         return None
-    scratch = tempfile.mkdtemp(prefix="rankscope-parts-")
+    scratch = str(scratch_folder(store_path))
     ends: list[int | None] = [*points[1:], None]
     return [
         {"index": i, "path": str(path), "start": a, "end": b, "scratch": scratch}
