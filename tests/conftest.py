@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -18,23 +20,60 @@ def store_dir(tmp_path: Path) -> Path:
     return tmp_path / "store"
 
 
+def built_once(tmp_path_factory: pytest.TempPathFactory, name: str, build: Callable[[Path], None]) -> Path:
+    """A folder ``build`` fills once per test session. Serially: a fresh temporary folder. Under
+    pytest-xdist (``make test`` runs ``-n 2``) every worker is a session of its own: the folder is
+    then one beside the workers' temporary folders, built by the first worker that needs it while it
+    holds a file lock (the other waits and reuses it: the recipe of xdist's documentation), so a
+    fixture the files on both workers use is not built twice. A build that failed or was killed
+    leaves no ``NAME.built`` mark: the next worker removes what it left and builds again."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        folder = tmp_path_factory.mktemp(name)
+        build(folder)
+        return folder
+    from filelock import FileLock
+
+    root = tmp_path_factory.getbasetemp().parent
+    folder, mark = root / name, root / f"{name}.built"
+    with FileLock(root / f"{name}.lock"):
+        if not mark.exists():
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir()
+            build(folder)
+            mark.touch()
+    return folder
+
+
+def _train(script: Path, out: Path) -> None:
+    """``python SCRIPT OUT``: a job of tests/data trained in child processes into ``out``."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, str(script), str(out)], capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, f"training failed ({proc.returncode}):\n{proc.stderr[-3000:]}"
+
+
+def _ingest(store: Path, *runs: tuple[Path, str]) -> None:
+    """`analyze ingest FOLDER --run RUN --store STORE` in process, for every (folder, run) in order."""
+    from click.testing import CliRunner
+
+    from analyzer.cli import main
+
+    for folder, run in runs:
+        res = CliRunner().invoke(main, ["ingest", str(folder), "--run", run, "--store", str(store)])
+        assert res.exit_code == 0, res.output
+
+
 @pytest.fixture(scope="session")
 def compare_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """Real runs that differ in known ways (tests/data/make_compare_runs.py: base, rerun, hidden,
     bucket, slow, micro), trained once per session in child processes (this process never imports
     torch); config -> profile folder. ``RANKSCOPE_COMPARE_RUNS=DIR`` uses runs made before into DIR
     by ``python tests/data/make_compare_runs.py DIR`` (to iterate on the tests without retraining)."""
-    import os
-    import subprocess
-    import sys
-
     made = os.environ.get("RANKSCOPE_COMPARE_RUNS")
     if made:
         return {d.name: d for d in sorted(Path(made).iterdir()) if d.is_dir()}
-    out = tmp_path_factory.mktemp("compare_runs")
-    script = TEST_DATA / "make_compare_runs.py"
-    proc = subprocess.run([sys.executable, str(script), str(out)], capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, f"training failed ({proc.returncode}):\n{proc.stderr[-3000:]}"
+    out = built_once(tmp_path_factory, "compare_runs", lambda out: _train(TEST_DATA / "make_compare_runs.py", out))
     return {d.name: d for d in sorted(out.iterdir()) if d.is_dir()}
 
 
@@ -56,35 +95,25 @@ def pipeline_interleaved_job(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _pipeline_job(tmp_path_factory: pytest.TempPathFactory, env: str, script: str) -> Path:
-    """A pipeline job made by ``tests/data/SCRIPT`` into a fresh folder (or the folder ``$ENV`` names)."""
-    import os
-    import subprocess
-    import sys
-
+    """A pipeline job made by ``tests/data/SCRIPT`` (``built_once``), or the folder ``$ENV`` names."""
     made = os.environ.get(env)
     if made:
         return Path(made)
-    out = tmp_path_factory.mktemp(Path(script).stem)
-    cmd = [sys.executable, str(TEST_DATA / script), str(out)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, f"training failed ({proc.returncode}):\n{proc.stderr[-3000:]}"
-    return out
+    return built_once(tmp_path_factory, Path(script).stem, lambda out: _train(TEST_DATA / script, out))
 
 
 @pytest.fixture(scope="session")
 def compare_store(compare_runs: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One store with every run of ``compare_runs`` ingested under its configuration's name, in the
-    order of make_compare_runs.CONFIGS (so `base` is the oldest)."""
-    from click.testing import CliRunner
-
-    from analyzer.cli import main
-
-    store = tmp_path_factory.mktemp("compare_store") / "store"
+    order of make_compare_runs.CONFIGS (so `base` is the oldest). Each xdist worker has a copy of its
+    own (test_compare tags runs in it)."""
     order = ["base", "rerun", "hidden", "bucket", "slow", "micro"]
     assert sorted(order) == sorted(compare_runs)
-    for name in order:
-        res = CliRunner().invoke(main, ["ingest", str(compare_runs[name]), "--run", name, "--store", str(store)])
-        assert res.exit_code == 0, res.output
+    built = built_once(
+        tmp_path_factory, "compare_store", lambda d: _ingest(d / "store", *((compare_runs[n], n) for n in order))
+    )
+    store = tmp_path_factory.mktemp("compare_store") / "store"
+    shutil.copytree(built / "store", store)
     return store
 
 
@@ -92,24 +121,18 @@ def compare_store(compare_runs: dict[str, Path], tmp_path_factory: pytest.TempPa
 def ingested(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Path]:
     """``ingested(dest, (folder, run), ...)``: a store at ``dest`` holding those folders ingested under
     those runs, in that order (`analyze ingest` in process). The ingest runs once per session for a
-    given list; every caller gets its own copy (a module may ingest more into it, and the caches of
-    the analyses and the web app are keyed by the store's path as they are for a fresh ingest)."""
-    import shutil
-
-    from click.testing import CliRunner
-
-    from analyzer.cli import main
+    given list (``built_once``: once for all xdist workers); every caller gets its own copy (a module
+    may ingest more into it, and the caches of the analyses and the web app are keyed by the store's
+    path as they are for a fresh ingest)."""
+    import hashlib
 
     made: dict[tuple[tuple[str, str], ...], Path] = {}
 
     def get(dest: Path, *runs: tuple[Path, str]) -> Path:
         key = tuple((str(Path(folder).resolve()), run) for folder, run in runs)
         if key not in made:
-            path = tmp_path_factory.mktemp("ingested") / "store"
-            for folder, run in runs:
-                res = CliRunner().invoke(main, ["ingest", str(folder), "--run", run, "--store", str(path)])
-                assert res.exit_code == 0, res.output
-            made[key] = path
+            name = "ingested-" + hashlib.sha1(repr(key).encode()).hexdigest()[:12]
+            made[key] = built_once(tmp_path_factory, name, lambda d: _ingest(d / "store", *runs)) / "store"
         shutil.copytree(made[key], dest)
         return dest
 
@@ -146,6 +169,33 @@ def page(browser: Any) -> Iterator[Any]:
     ctx.close()
     assert not problems, problems
     assert not dialogs, f"a trace name ran as script: {dialogs}"
+
+
+_TERMINAL = ("COLUMNS", "LINES")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """pytest-xdist, in the controller: the terminal size its own code sees (``os.environ``), for the worker."""
+    node.workerinput["rankscope_terminal"] = {name: os.environ.get(name) for name in _TERMINAL}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """An xdist worker sees the terminal as a serial run does. pytest imports GNU readline (capture.py),
+    which exports COLUMNS=80 and LINES=24 to the C environment, not to ``os.environ``: a serial run's
+    code does not see them, its children do. A worker is such a child: its ``os.environ`` held them, and
+    the in-process commands printed 80 columns wide (analyzer.terminal.WIDTH) where a serial run prints
+    160, wrapping the words the tests look for. Here the worker's own code sees what the controller's
+    did, and its children still inherit readline's values, as a serial run's do."""
+    seen = getattr(config, "workerinput", {}).get("rankscope_terminal")
+    if seen is None:
+        return
+    for name, value in seen.items():
+        inherited = os.environ.pop(name, None)
+        if value is not None:
+            os.environ[name] = value
+        elif inherited is not None:
+            os.putenv(name, inherited)  # for the children only, as readline left it in a serial run
 
 
 @pytest.hookimpl(wrapper=True)
