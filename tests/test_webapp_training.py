@@ -106,6 +106,16 @@ def test_curves_are_bucketed_keeping_each_ranks_extremes_and_outliers_come_from_
     assert list(marks.x) == list(out["step"]) and list(marks.y) == list(out["step_time_ns"] / 1e6)
 
 
+def _opened(page: Any, x: float, y: float) -> str:
+    """The address a click at (x, y) opens in the timeline, as the click's link gave it. The timeline then
+    writes the address of its own view (the ranks left out when they are its default: rank 0 of this
+    one-rank job); ``page.url`` read after the page changed may already be that one (it was, once, with
+    the suite in two processes at load ~12), so the page's first navigation to the timeline is taken."""
+    with page.expect_event("framenavigated", predicate=lambda frame: "/timeline" in frame.url) as nav:
+        page.mouse.click(x, y)
+    return nav.value.url
+
+
 def _figure(page: Any, graph: str) -> dict[str, Any]:
     return page.evaluate(
         "(sel) => { const g = document.querySelector(sel + ' .js-plotly-plot');"
@@ -155,9 +165,8 @@ def test_training_page_shows_scalars_outliers_and_opens_a_profiled_step(job: dic
         " return [l.xaxis.l2p(s[0]), l.yaxis.l2p(s[1])]; }",
         [41, rec[41]["step_time_ns"] / 1e6],
     )
-    page.mouse.click(box["x"] + px[0], box["y"] + px[1])
-    page.wait_for_function("() => location.pathname === '/timeline'")
-    assert "step=41" in page.url and "ranks=0" in page.url
+    opened = _opened(page, box["x"] + px[0], box["y"] + px[1])
+    assert "step=41" in opened and "ranks=0" in opened
     drawn(page)
     page.go_back()
     page.wait_for_selector("#tr-steptime .scatterlayer")
@@ -168,9 +177,8 @@ def test_training_page_shows_scalars_outliers_and_opens_a_profiled_step(job: dic
         " return Plotly.deleteTraces(g, g.data.length - 1); }"
     )
     assert [t["name"] for t in _figure(page, "#tr-steptime")["data"]] == ["rank 0"]
-    page.mouse.click(box["x"] + px[0], box["y"] + px[1])
-    page.wait_for_function("() => location.pathname === '/timeline'")
-    assert "step=41" in page.url and "ranks=0" in page.url
+    opened = _opened(page, box["x"] + px[0], box["y"] + px[1])
+    assert "step=41" in opened and "ranks=0" in opened
     page.go_back()
     # the link of step 41 in the outlier table opens the same view. The table is drawn again by the callbacks
     # that run once the page is back (rows seen a moment ago may be gone): one locator, resolved when clicked
