@@ -595,6 +595,20 @@ MEMORY_BUCKETS = 2048
 # pixel (so at most 8 buckets per pixel), its exact samples when its pixels are finer than 16 us
 COUNTER_LEVELS = (14, 17, 20, 23, 26)
 
+
+def _histogram_columns(what: str) -> tuple[Column, ...]:
+    """The duration histogram of a statistics row (``analyzer.histogram``)."""
+    return (
+        _c(
+            "hist_buckets",
+            "INTEGER[]",
+            f"Duration histogram: the buckets holding a {what}, ascending (k: durations in (γ^(k-1), γ^k] ns, "
+            "γ = 1.01 / 0.99; -1: zero-length), from which quantiles come within 1 % (analyzer.histogram).",
+        ),
+        _c("hist_counts", "BIGINT[]", f"Duration histogram: the {what}s in each of hist_buckets."),
+    )
+
+
 AGGREGATE_TABLES: tuple[Table, ...] = (
     Table(
         "agg_step_breakdown",
@@ -628,8 +642,8 @@ AGGREGATE_TABLES: tuple[Table, ...] = (
     Table(
         "agg_operator_stats",
         "Framework operators per (rank, name, category, input shapes) of each collection: calls, total, self, min, "
-        "max and when the slowest started (ProfilerStep ranges and Python call-stack frames left out, as the "
-        "Operators page).",
+        "max, when the slowest started and a histogram of the durations (ProfilerStep ranges and Python call-stack "
+        "frames left out, as the Operators page).",
         FACT_KEY
         + (
             _c("name", "VARCHAR", "Operator name."),
@@ -641,12 +655,13 @@ AGGREGATE_TABLES: tuple[Table, ...] = (
             _c("min_ns", "BIGINT", "Shortest call."),
             _c("max_ns", "BIGINT", "Longest call."),
             _c("slowest_ts_ns", "BIGINT", "Start of the longest call."),
-        ),
+        )
+        + _histogram_columns("call"),
     ),
     Table(
         "agg_kernel_stats",
         "Device tasks per (rank, name, op type, core type, input shapes) of each collection: calls, total, min, "
-        "max and when the slowest started.",
+        "max, when the slowest started and a histogram of the durations.",
         FACT_KEY
         + (
             _c("name", "VARCHAR", "Kernel / task name."),
@@ -659,7 +674,8 @@ AGGREGATE_TABLES: tuple[Table, ...] = (
             _c("min_ns", "BIGINT", "Shortest task."),
             _c("max_ns", "BIGINT", "Longest task."),
             _c("slowest_ts_ns", "BIGINT", "Start of the longest task."),
-        ),
+        )
+        + _histogram_columns("task"),
     ),
     Table(
         "agg_comm",
@@ -800,6 +816,7 @@ def arrow_type(duck_type: str) -> pa.DataType:
         "BOOLEAN": pa.bool_,
         "TIMESTAMP": lambda: pa.timestamp("us"),
         "INTEGER[]": lambda: pa.list_(pa.int32()),
+        "BIGINT[]": lambda: pa.list_(pa.int64()),
         "VARCHAR[]": lambda: pa.list_(pa.string()),
     }[duck_type]()
 

@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 from helpers import REPO
 
-from analyzer import analyses, schema
+from analyzer import analyses, histogram, schema
 from analyzer.analyses import STORED_AT_INGEST, step_breakdown, stored
 from analyzer.analyses.cache import RESULTS
 from analyzer.analyses.step_breakdown import aggregated_ranks, from_aggregates, from_facts
@@ -96,13 +96,25 @@ def check_statistics(store: Store, run: str) -> None:
         right_on=keys + ["dur_ns", "ts_ns"],
     )
     assert set(map(tuple, slowest[keys].values)) == set(map(tuple, got[keys].values))
+    check_histograms(got, ops.fillna({"input_shapes": "\0", "category": "\0"}), keys)
     kern = _rows(
         store, "SELECT rank, name, core_type, dur_ns FROM kernels WHERE run = $run AND dur_ns IS NOT NULL", run
     )
-    got = _rows(store, "SELECT rank, name, core_type, count, total_ns FROM agg_kernel_stats WHERE run = $run", run)
+    got = _rows(store, "SELECT * FROM agg_kernel_stats WHERE run = $run", run)
     if kern.empty:
         assert got.empty
     else:
+        keys = ["rank", "name", "op_type", "core_type", "input_shapes", "is_communication"]
+        check_histograms(
+            got.fillna({"op_type": "\0", "core_type": "\0", "input_shapes": "\0"}),
+            _rows(
+                store,
+                f"SELECT {', '.join(keys[:-1])}, coalesce(is_communication, false) AS is_communication, dur_ns "
+                "FROM kernels WHERE run = $run AND dur_ns IS NOT NULL",
+                run,
+            ).fillna({"op_type": "\0", "core_type": "\0", "input_shapes": "\0"}),
+            keys,
+        )
         want = kern.fillna({"core_type": ""}).groupby(["rank", "name", "core_type"])["dur_ns"].agg(["size", "sum"])
         have = got.fillna({"core_type": ""}).groupby(["rank", "name", "core_type"])[["count", "total_ns"]].sum()
         assert (want.values == have.loc[want.index].values).all() and len(want) == len(have)
@@ -117,6 +129,24 @@ def check_statistics(store: Store, run: str) -> None:
     )
     have = got.fillna({"group_name": "", "op_type": "", "wait_ns": 0, "bytes": 0})
     _same(want, have[list(want.columns)], keys)
+
+
+def check_histograms(got: pd.DataFrame, calls: pd.DataFrame, keys: list[str]) -> None:
+    """Each statistics row's duration histogram (``analyzer.histogram``) holds its calls' durations,
+    bucketed here with numpy, and gives their quantiles within the stated accuracy."""
+    durs = {k: np.sort(g["dur_ns"].to_numpy(np.int64)) for k, g in calls.groupby(keys)}
+    assert len(durs) == len(got)
+    for row in got.to_dict("records"):
+        d = durs[tuple(row[k] for k in keys)]
+        with np.errstate(divide="ignore"):
+            want = np.where(d > 0, np.ceil(np.log(d) / np.log(histogram.GAMMA)), histogram.ZERO).astype(np.int64)
+        b, c = np.unique(want, return_counts=True)
+        assert list(row["hist_buckets"]) == b.tolist() and list(row["hist_counts"]) == c.tolist()
+        qs = [0.0, 0.01, 0.25, 0.5, 0.75, 0.99, 1.0]
+        est = histogram.quantiles([row["hist_buckets"]], [row["hist_counts"]], qs, [d[0]], [d[-1]])[0]
+        exact = np.quantile(d, qs)  # linear interpolation: quantile_cont's
+        assert np.all(np.abs(est - exact) <= histogram.RELATIVE_ACCURACY * exact + 1e-6), (row, est, exact)
+        assert est[0] == d[0] and est[-1] == d[-1]
 
 
 MEMORY_SERIES = ("allocated", "reserved", "active")
@@ -391,7 +421,59 @@ def test_operators_page_statistics_from_the_aggregates_equal_those_from_every_ca
                     drop = [c for c in ("slowest_ts_ns", "slowest_rank", "max_rank", "min_rank") if c in a.columns]
                     pd.testing.assert_frame_equal(a.drop(columns=drop), b.drop(columns=drop), check_dtype=False)
                     compared += len(a)
+                    if across:
+                        check_drill(store, before, run, source, grouping, a)
     assert compared > 1000
+
+
+def test_drill_of_a_store_without_histograms_reads_every_call(store: Store, tmp_path: Path) -> None:
+    """Statistics files written before the histograms (their columns absent): the drill's quantiles
+    come from every call, exactly."""
+    from webapp import data
+    from webapp.reader import reader
+
+    old = Store(tmp_path / "old")
+    shutil.copytree(store.path, old.path)
+    for f in (old.path / "facts" / "agg_operator_stats").rglob("*.parquet"):
+        pq.write_table(pq.read_table(f).drop_columns(["hist_buckets", "hist_counts"]), f)
+    with reader(old, "kineto") as rd:
+        got = data.operator_drill.uncached(rd, "kineto", "operators", "name", "aten::mm", None, None)
+    with reader(store, "kineto") as rd:
+        calls = (
+            rd.facts("kineto", None, ("operators",))
+            .execute(
+                "SELECT rank, quantile_cont(dur_ns, 0.25) AS q FROM operators WHERE name = 'aten::mm' GROUP BY rank "
+                "ORDER BY rank"
+            )
+            .df()
+        )
+    assert len(got) == len(calls) > 1
+    assert got["p25_ns"].astype(float).tolist() == calls["q"].astype(float).tolist()
+
+
+def check_drill(store: Store, before: Store, run: str, source: str, grouping: str, rows: pd.DataFrame) -> None:
+    """The drill into the top operators (by shape: the first row's and every shape of its name) read
+    from the stored statistics and histograms equals that from every call: counts, sums and extremes
+    exactly, quantiles within ``histogram.RELATIVE_ACCURACY``."""
+    from webapp import data
+    from webapp.reader import reader
+
+    picks = [(k, s if grouping == "shape" else None) for k, s in zip(rows["key"][:5], rows["shape"][:5])]
+    if grouping == "shape" and picks:
+        picks.append((picks[0][0], None))
+    for key, shape in picks:
+        got = []
+        for st in (store, before):
+            with reader(st, run) as rd:
+                got.append(data.operator_drill.uncached(rd, run, source, grouping, key, shape, None))
+        a, b = got
+        assert len(a) == len(b) > 0 and list(a.columns) == list(b.columns) == data.DRILL_COLUMNS
+        exact = ["rank", "count", "total_ns", "min_ns", "max_ns", "self_ns"]
+        pd.testing.assert_frame_equal(a[exact], b[exact], check_dtype=False)
+        np.testing.assert_allclose(a["avg_ns"].astype(float), b["avg_ns"].astype(float), rtol=1e-12)
+        for q in data.DRILL_QUANTILES:
+            want = b[q].astype(float).to_numpy()
+            assert np.all(np.abs(a[q].astype(float) - want) <= histogram.RELATIVE_ACCURACY * want + 1e-6), (key, q)
 
 
 DENSE_SAMPLES = 6000  # memory samples per rank, about three times schema.MEMORY_BUCKETS

@@ -22,6 +22,7 @@ import pyarrow.compute as pc
 
 from analyzer import analyses
 from analyzer.errors import NoRunsError, QueryError, UnknownRunError
+from analyzer.histogram import quantiles
 from analyzer.store import runs as store_runs
 from analyzer.store.runs import RUNS_SQL  # the one definition, shared with `analyze runs`
 from analyzer.vocabulary import LANE_GROUPS
@@ -823,29 +824,67 @@ def operator_stats(
     return df.drop(columns=["n_rows"]), n
 
 
+DRILL_QUANTILES = {"p25_ns": 0.25, "p50_ns": 0.5, "p75_ns": 0.75, "p99_ns": 0.99}
+DRILL_COLUMNS = ["rank", "count", "total_ns", "avg_ns", "min_ns", *DRILL_QUANTILES, "max_ns", "self_ns"]
+
+
 @run_cached
 def operator_drill(
     rd: Reader, run: str, source: str, grouping: str, key: str, shape: str | None, ranks: Sequence[int] | None
 ) -> pd.DataFrame:
     """One operator type / name (/ shape) across ranks: per rank count, total, avg, quantiles, min, max.
-    With grouping "shape" and ``shape`` None, every input shape of the name together."""
+    With grouping "shape" and ``shape`` None, every input shape of the name together. The quantiles
+    come from the duration histograms the ingest stored with the statistics (within
+    ``analyzer.histogram.RELATIVE_ACCURACY`` of the calls'; the rest exact) when every collection
+    has them, else from every call."""
     if source not in SOURCES or grouping not in GROUPINGS:
         raise QueryError(f"unknown operator view {source}/{grouping}")
-    base = _op_base(source, grouping)
     # by name + shape without a shape (a link naming only the operator): every shape of that name
     shape_filter = "AND shape = $shape" if grouping == "shape" and shape is not None else ""
+    p: dict[str, Any] = {"run": run, "ranks": _ranks_param(ranks), "key": key}
+    if shape_filter:
+        p["shape"] = shape
+    if _stats_stored(rd, run, source):
+        df = _drill_stored(rd, run, source, grouping, shape_filter, p)
+        if df is not None:
+            return df
     sql = f"""
       SELECT rank, count(*) AS count, sum(dur_ns) AS total_ns, avg(dur_ns) AS avg_ns, min(dur_ns) AS min_ns,
              quantile_cont(dur_ns, 0.25) AS p25_ns, median(dur_ns) AS p50_ns,
              quantile_cont(dur_ns, 0.75) AS p75_ns, quantile_cont(dur_ns, 0.99) AS p99_ns,
              max(dur_ns) AS max_ns, sum(self_ns) AS self_ns
-      FROM ({base}) WHERE key = $key {shape_filter}
+      FROM ({_op_base(source, grouping)}) WHERE key = $key {shape_filter}
       GROUP BY rank ORDER BY rank LIMIT {MAX_DRILL_RANKS}"""
-    p: dict[str, Any] = {"run": run, "ranks": _ranks_param(ranks), "key": key}
-    if shape_filter:
-        p["shape"] = shape
     con = rd.facts(run, ranks, (source,))
     return _df(con, sql, p)
+
+
+def _drill_stored(
+    rd: Reader, run: str, source: str, grouping: str, shape_filter: str, p: dict[str, Any]
+) -> pd.DataFrame | None:
+    """``operator_drill`` from the stored statistics and their histograms (merged per rank); None
+    when a row of the operator has no histogram (a collection stored before them)."""
+    table, self_col = _STORED_STATS[source]
+    key, shape = _KEY_EXPR[(source, grouping)]
+    # one scan of the statistics: per rank the sums and extremes, and the histograms of its rows
+    # (merged here: a rank has one row per category or shape of the operator)
+    sql = f"""
+      SELECT rank, sum(count)::BIGINT AS count, sum(total_ns) AS total_ns, sum(total_ns) / sum(count) AS avg_ns,
+             min(min_ns) AS min_ns, max(max_ns) AS max_ns, sum(self_ns) AS self_ns,
+             count(*) FILTER (WHERE hist_counts IS NULL) AS unhistogrammed,
+             flatten(list(hist_buckets)) AS hist_buckets, flatten(list(hist_counts)) AS hist_counts
+      FROM (SELECT rank, {key} AS key, {shape} AS shape, count, total_ns, {self_col} AS self_ns, min_ns, max_ns,
+                   hist_buckets, hist_counts
+            FROM {table} WHERE run = $run AND {RANK_FILTER})
+      WHERE key = $key {shape_filter}
+      GROUP BY rank ORDER BY rank LIMIT {MAX_DRILL_RANKS}"""
+    df = _df(rd.facts(run, p["ranks"], (table,)), sql, p)
+    if int(df["unhistogrammed"].sum()):
+        return None
+    qs = quantiles(df["hist_buckets"], df["hist_counts"], list(DRILL_QUANTILES.values()), df["min_ns"], df["max_ns"])
+    for i, col in enumerate(DRILL_QUANTILES):
+        df[col] = qs[:, i]
+    return df[DRILL_COLUMNS]
 
 
 # ---------------------------------------------------------------------------------------------

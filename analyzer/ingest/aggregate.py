@@ -25,26 +25,40 @@ import pyarrow.compute as pc
 
 from .. import schema
 from ..factwriter import FactWriter
+from ..histogram import bucket_sql
 from ..store.sql import fact_select_sql
 from ..tracks import COUNTER_TRACK_ROWS, MEMORY_TRACK_ROWS
 
 # the rows the Operators page counts (``webapp.data``): ProfilerStep ranges are steps, Python frames call stacks
 OPERATOR_FILTER = "name NOT LIKE 'ProfilerStep#%' AND coalesce(category, '') <> 'python_function'"
 
-OPERATOR_STATS_SQL = f"""
-SELECT rank, name, category, input_shapes, count(*) AS count, sum(dur_ns) AS total_ns, sum(self_ns) AS self_ns,
-       min(dur_ns) AS min_ns, max(dur_ns) AS max_ns, arg_max(ts_ns, dur_ns) AS slowest_ts_ns
-FROM operators WHERE {OPERATOR_FILTER} AND dur_ns IS NOT NULL
-GROUP BY rank, name, category, input_shapes
-"""
 
-KERNEL_STATS_SQL = """
-SELECT rank, name, op_type, core_type, input_shapes, coalesce(is_communication, false) AS is_communication,
-       count(*) AS count, sum(dur_ns) AS total_ns, min(dur_ns) AS min_ns, max(dur_ns) AS max_ns,
-       arg_max(ts_ns, dur_ns) AS slowest_ts_ns
-FROM kernels WHERE dur_ns IS NOT NULL
+def _stats_sql(keys: str, source: str, where: str, with_self: bool) -> str:
+    """Statistics per ``keys`` of a table of calls (count, total, self when ``with_self``, min, max,
+    the slowest's start) with their duration histogram (``analyzer.histogram``): per bucket first,
+    then per key (the longest call lies in the last bucket: its start is the slowest's)."""
+    inner_self, outer_self = ("sum(self_ns) AS self_ns, ", "sum(self_ns) AS self_ns, ") if with_self else ("", "")
+    return f"""
+SELECT {keys}, sum(n) AS count, sum(total_ns) AS total_ns, {outer_self}min(min_ns) AS min_ns,
+       max(max_ns) AS max_ns, arg_max(slowest_ts_ns, max_ns) AS slowest_ts_ns,
+       list(bucket ORDER BY bucket) AS hist_buckets, list(n ORDER BY bucket) AS hist_counts
+FROM (SELECT {keys}, {bucket_sql("dur_ns")} AS bucket, count(*) AS n, sum(dur_ns) AS total_ns, {inner_self}
+             min(dur_ns) AS min_ns, max(dur_ns) AS max_ns, arg_max(ts_ns, dur_ns) AS slowest_ts_ns
+      FROM {source} WHERE {where}
+      GROUP BY ALL)
 GROUP BY ALL
 """
+
+
+OPERATOR_STATS_SQL = _stats_sql(
+    "rank, name, category, input_shapes", "operators", f"{OPERATOR_FILTER} AND dur_ns IS NOT NULL", True
+)
+KERNEL_STATS_SQL = _stats_sql(
+    "rank, name, op_type, core_type, input_shapes, coalesce(is_communication, false) AS is_communication",
+    "kernels",
+    "dur_ns IS NOT NULL",
+    False,
+)
 
 COMM_SQL = """
 SELECT rank, group_name, op_type, coalesce(is_p2p, false) AS is_p2p, count(*) AS count, sum(dur_ns) AS dur_ns,
