@@ -125,6 +125,7 @@ def preload() -> None:
     """Import what ``build`` needs (DuckDB and the breakdown's code) in a process about to fork its
     reader workers: they then share it instead of each importing it when its first collection is read."""
     import duckdb  # noqa: F401
+    import numpy.ma  # noqa: F401 - np.unique (the readers', the lane pyramid's) imports it at its first call: ~20 ms
 
     from ..breakdown.rows import rows_of  # noqa: F401
 
