@@ -231,12 +231,12 @@ def blame_rows(
             by_wid.get(int(w), pd.Series(dtype="float64")) for w in members.loc[members["rank"] != r["rank"], "wid"]
         ]
         top = []
-        for n in set(by_wid.get(mine_wid, pd.Series(dtype="float64")).index):
+        for n in sorted(set(by_wid.get(mine_wid, pd.Series(dtype="float64")).index), key=str):
             m = float(by_wid[mine_wid].get(n, 0.0))
             p = float(np.median([float(s.get(n, 0.0)) for s in peer_ops])) if peer_ops else 0.0
             if m - p > 0:
                 top.append({"name": str(n), "excess_ns": int(m - p), "ns": int(m)})
-        top.sort(key=lambda x: -x["excess_ns"])
+        top.sort(key=lambda x: (-x["excess_ns"], x["name"]))  # ties by name, not by the set's hash order
         rows.append(
             {
                 "instance": inst,

@@ -253,8 +253,10 @@ def attribute_groups(
         worst[i] = w
 
     def pick(scores: dict[str, float]) -> str | None:
-        """The largest group whose members all took part (within the tolerance)."""
-        ok = [g for g, d in scores.items() if d <= tolerance_ns]
+        """The largest group whose members all took part (within the tolerance), the tightest among
+        those, then the first by name (not the order the candidates were gathered in: a set of
+        names iterates in the process' hash-seed order)."""
+        ok = sorted(g for g, d in scores.items() if d <= tolerance_ns)
         return max(ok, key=lambda g: (len(members[g]), -scores[g])) if ok else None
 
     # gloo runs the collectives of one process group on that group's own threads: all collectives
@@ -269,7 +271,7 @@ def attribute_groups(
                 if g is not None:
                     names[i], source[i] = g, "attributed"
             continue
-        gs = set().union(*(worst[i].keys() for i in rows))
+        gs = sorted(set().union(*(worst[i].keys() for i in rows)))
         g = pick({g: float(np.median([worst[i].get(g, float("inf")) for i in rows])) for g in gs})
         if g is not None:
             for i in rows:
