@@ -594,6 +594,9 @@ MEMORY_BUCKETS = 2048
 # (16 us, 131 us, 1 ms, 8.4 ms, 67 ms); a view reads the coarsest level whose buckets are at most a
 # pixel (so at most 8 buckets per pixel), its exact samples when its pixels are finer than 16 us
 COUNTER_LEVELS = (14, 17, 20, 23, 26)
+# levels of the collector's scalars over steps (``agg_scalar_curve``): a bucket of level z is 2^z steps;
+# a chart of fewer steps than 8 buckets' worth reads the scalars themselves
+SCALAR_LEVELS = tuple(range(3, 21))
 
 
 def _histogram_columns(what: str) -> tuple[Column, ...]:
@@ -746,6 +749,27 @@ AGGREGATE_TABLES: tuple[Table, ...] = (
                 "DOUBLE",
                 "Value of the bucket's last sample (held until the next; of equal times the largest).",
             ),
+        ),
+    ),
+    Table(
+        "agg_scalar_curve",
+        "The collector's per-step scalars of each collection over steps, per (rank, name) at each level of "
+        "SCALAR_LEVELS: per bucket [bucket * 2^level, (bucket + 1) * 2^level) of steps holding records, the record "
+        "of the lowest and the one of the highest value with their steps (the first step on a tie: a one-step "
+        "spike is the extreme of its bucket at every level), the sum and count of the values (the mean over ranks "
+        "of the Training page's band). What the Training page and the Overview draw the curves from.",
+        FACT_KEY
+        + (
+            _c("name", "VARCHAR", "Scalar name (scalars.name)."),
+            _c("level", "INTEGER", "Level: the bucket is 2^level steps."),
+            _c("bucket", "BIGINT", "Bucket number: its steps are bucket * 2^level .. (bucket + 1) * 2^level - 1."),
+            _c("first_step", "INTEGER", "First step with a record in the bucket."),
+            _c("n", "BIGINT", "Records with a value (not NULL) in the bucket."),
+            _c("sum_value", "DOUBLE", "Sum of the bucket's values."),
+            _c("lo_step", "INTEGER", "Step of the bucket's lowest value (the first on a tie)."),
+            _c("lo", "DOUBLE", "Lowest value in the bucket."),
+            _c("hi_step", "INTEGER", "Step of the bucket's highest value (the first on a tie)."),
+            _c("hi", "DOUBLE", "Highest value in the bucket."),
         ),
     ),
     Table(

@@ -53,13 +53,14 @@ from webapp_helpers import callback_body  # noqa: E402
 
 from analyzer import schema  # noqa: E402
 from analyzer.factwriter import FactWriter  # noqa: E402
+from analyzer.ingest.aggregate import COUNTER_CURVE_SQL, SCALAR_CURVE_SQL  # noqa: E402
 from analyzer.store import Store, utcnow  # noqa: E402
 
 OUT = REPO / "bench" / "out"
 RUN = "bench64"
 TIME_COLS = ("ts_ns", "start_ns", "end_ns", "alloc_ns", "release_ns", "active_release_ns")
 NOT_REPLICATED = {"lanes", "comm_groups", "statistics"}
-BUILT_HERE = {"agg_counter_curve"}  # aggregates computed from the replicated facts, not copied
+BUILT_HERE = {"agg_counter_curve", "agg_scalar_curve"}  # aggregates computed from the replicated facts, not copied
 TRAIN_STEPS = 20_000  # steps of the collector's per-step scalars of each rank (step time, loss, lr: every step)
 TIMELINE_PX = 1150  # the canvas' data area on a 1920 px wide screen (lane names and the details panel beside it)
 
@@ -153,11 +154,14 @@ def build_store(source: Path, dest: Path, n_ranks: int, target_slices: int) -> d
                 big = _remap_links(big, sr, r, n_ranks)
             w.write(t.name, big)
             replicated[t.name] = big
-        curves = _counter_curves(r, replicated)
+        curves = _built_here(r, replicated, ("memory_samples", "counters"), COUNTER_CURVE_SQL)
         if curves.num_rows:
             w.write("agg_counter_curve", curves)
         if f["scalars"].num_rows == 0:  # the collector's scalars of a long run (the source has none)
-            w.write("scalars", _scalars(r, start + jitter, TRAIN_STEPS))
+            replicated["scalars"] = _scalars(r, start + jitter, TRAIN_STEPS)
+            w.write("scalars", replicated["scalars"])
+        if "scalars" in replicated:
+            w.write("agg_scalar_curve", _built_here(r, replicated, ("scalars",), SCALAR_CURVE_SQL))
         fact_files += w.close()
         total_rows += w.total_rows
         row = {k: crow.get(k) for k in schema.TABLES["collections"].column_names}
@@ -198,23 +202,22 @@ def build_store(source: Path, dest: Path, n_ranks: int, target_slices: int) -> d
     return info
 
 
-def _counter_curves(rank: int, facts: dict[str, pa.Table]) -> pa.Table:
-    """The counter tracks' stored curves of a replicated rank, built as the ingest builds them
-    (``aggregate.COUNTER_CURVE_SQL``) from its replicated memory samples and counters (the source's
-    curves are on its own bucket grid: shifting their times would not put them on the replica's)."""
+def _built_here(rank: int, facts: dict[str, pa.Table], sources: tuple[str, ...], sql: str) -> pa.Table:
+    """An aggregate of a replicated rank built as the ingest builds it (``sql`` of
+    ``analyzer.ingest.aggregate``) from its replicated ``sources`` (the source's counter curves are
+    on its own time grid, its scalar curves on its own steps: shifted, they would not be the
+    replica's)."""
     import duckdb
 
-    from analyzer.ingest.aggregate import COUNTER_CURVE_SQL
-
     con = duckdb.connect()
-    for name in ("memory_samples", "counters"):
+    for name in sources:
         tbl = facts.get(name)
         if tbl is None:
             sch = schema.arrow_schema(name)
             tbl = sch.empty_table().drop_columns(["run", "rank", "collection_id"])
         con.register(f"__{name}", tbl)
         con.execute(f"CREATE VIEW {name} AS SELECT *, {int(rank)} AS rank FROM __{name}")
-    out = con.sql(COUNTER_CURVE_SQL).to_arrow_table().drop_columns(["rank"])
+    out = con.sql(sql).to_arrow_table().drop_columns(["rank"])
     con.close()
     return out
 

@@ -300,10 +300,66 @@ def test_aggregates_equal_what_the_facts_give(store: Store, run: str) -> None:
 def test_aggregates_are_declared_and_listed_per_collection(store: Store) -> None:
     ff = store.load_catalog(["fact_files"])["fact_files"].to_pandas()
     agg = ff[ff["table_name"].isin(list(schema.AGGREGATES))]
-    assert set(agg["table_name"]) == set(schema.AGGREGATES)  # every table is built from some sample
+    # every table is built from some sample (the collector's scalars: test_scalar_curves_...)
+    assert set(agg["table_name"]) == set(schema.AGGREGATES) - {"agg_scalar_curve"}
     assert (agg.groupby(["collection_id", "table_name"]).size() == 1).all()  # one file per (table, collection)
     cols = store.load_catalog(["collections"])["collections"].to_pandas()
     assert set(agg["collection_id"]) <= set(cols["collection_id"])
+
+
+def test_scalar_curves_are_each_levels_buckets_of_the_records(tmp_path: Path) -> None:
+    """``agg_scalar_curve`` of two ranks' collector scalars (1 000 steps from step 5, a one-step
+    spike and a one-step dip, equal values on a bucket's first steps, a value of one rank only): at
+    every level, per bucket, the first step, the count and sum of values, the first record of the
+    lowest and of the highest value at their steps, as the records grouped by ``step >> level`` give."""
+    rng = np.random.default_rng(17)
+    for rank in (0, 1):
+        lines = []
+        for step in range(5, 1005):
+            loss = float(round(rng.normal(2.0, 0.1), 3)) if step >= 64 else 1.5  # ties at the start
+            loss = {300 + rank: 50.0, 700: -3.0}.get(step, loss)  # a spike, a dip
+            scalars = {"loss": loss, **({"only_rank_1": step * 0.5} if rank else {})}
+            lines.append(
+                json.dumps(
+                    {"step": step, "ts_ns": 10**18 + step * 10**8, "step_time_ns": 10**8 + step, "scalars": scalars}
+                )
+            )
+        (tmp_path / "job" / f"rank_{rank}").mkdir(parents=True)
+        (tmp_path / "job" / f"rank_{rank}" / "rankscope_scalars.jsonl").write_text("\n".join(lines) + "\n")
+    st = Store(tmp_path / "store")
+    ingest(tmp_path / "job", st, run="job")
+    got = _rows(st, "SELECT * EXCLUDE (run, collection_id) FROM agg_scalar_curve WHERE run = $run", "job")
+    rec = _rows(st, "SELECT rank, name, step, value FROM scalars WHERE run = $run", "job")
+    assert sorted(set(got["level"])) == list(schema.SCALAR_LEVELS)
+    want = []
+    for level in schema.SCALAR_LEVELS:
+        for (rank, name, bucket), g in rec.groupby(["rank", "name", rec["step"].to_numpy("int64") >> level]):
+            g = g.sort_values("step")
+            lo, hi = g.loc[g["value"].idxmin()], g.loc[g["value"].idxmax()]  # idxmin / idxmax: the first
+            want.append(
+                dict(
+                    rank=rank,
+                    name=name,
+                    level=level,
+                    bucket=bucket,
+                    first_step=g["step"].min(),
+                    n=len(g),
+                    sum_value=g["value"].sum(),
+                    lo_step=lo["step"],
+                    lo=lo["value"],
+                    hi_step=hi["step"],
+                    hi=hi["value"],
+                )
+            )
+    want_df = pd.DataFrame(want)
+    keys = ["rank", "name", "level", "bucket"]
+    a = got.sort_values(keys).reset_index(drop=True)[list(want_df.columns)]
+    b = want_df.sort_values(keys).reset_index(drop=True)
+    pd.testing.assert_frame_equal(a, b, check_dtype=False, check_exact=False, rtol=1e-12)
+    spikes = a[(a["name"] == "loss") & (a["hi"] == 50.0)]
+    assert set(zip(spikes["rank"], spikes["hi_step"])) == {(0, 300), (1, 301)}  # at every level
+    assert len(spikes) == 2 * len(schema.SCALAR_LEVELS)
+    assert (a[(a["name"] == "loss") & (a["level"] == 3) & (a["bucket"] == 0)]["lo_step"] == 5).all()  # first tie
 
 
 def check_run_results(store: Store, run: str) -> set[str]:

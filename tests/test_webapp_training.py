@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 from webapp_helpers import CHROMIUM, REPO, choose, drawn, ingest, settle, start_server, stop_server
 
@@ -59,12 +60,13 @@ def test_step_outliers_name_the_slept_steps(job: dict) -> None:
 def test_curves_are_bucketed_keeping_each_ranks_extremes_and_outliers_come_from_every_step(
     job: dict, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Curves with fewer points than steps (``data.scalars`` at 10 points: 5 buckets of 12 steps):
-    every point is one of the rank's records, each bucket's lowest and highest record is drawn
-    (the slept steps' step times among them), no bucket gives more than 2 points; with as many
-    buckets as steps every record is drawn. The band's middle line is the mean of its bucket's
-    records. The outliers marked on the step-time chart are those of the analysis over every step,
-    whatever the curves keep."""
+    """Curves with fewer points than steps (``data.scalars`` at 10 points: at most 5 buckets, here 4
+    of 16 steps): every point is one of the rank's records, each bucket's lowest and highest record
+    is drawn (the slept steps' step times among them), no bucket gives more than 2 points; with as
+    many buckets as steps every record is drawn. The band's middle line is the mean of its bucket's
+    records. Read from the ingest's ``agg_scalar_curve`` or, in a store without it, from the
+    records: the same points. The outliers marked on the step-time chart are those of the analysis
+    over every step, whatever the curves keep."""
     from dash import dcc
 
     from webapp import create_app, data
@@ -76,9 +78,17 @@ def test_curves_are_bucketed_keeping_each_ranks_extremes_and_outliers_come_from_
     rec = {r["step"]: r for r in job["records"]}
     values = {"step_time_ns": lambda r: r["step_time_ns"], "lr": lambda r: r["scalars"]["lr"]}
     with reader(job["store"], "job", None, ("scalars", "steps")) as rd:
+        assert rd.has_files("job", None, "agg_scalar_curve")
+        grid = data.scalar_grid(rd, "job", ["step_time_ns", "lr"], 5)
+        assert list(grid["level"]) == [4, 4]  # steps 0..59: 4 buckets of 2^4 steps
         few = data.scalars(rd, "job", None, ["step_time_ns", "lr"], 10)
         every = data.scalars(rd, "job", None, ["lr"], 2 * len(rec))
         band = data.scalar_band(rd, "job", None, "step_time_ns", 10)
+        with monkeypatch.context() as m:  # no level stored: the records themselves
+            m.setattr(data, "SCALAR_LEVELS", ())
+            pd.testing.assert_frame_equal(data.scalar_points.uncached(rd, "job", None, ["step_time_ns", "lr"], 10), few)
+            raw_band = data.scalar_bands.uncached(rd, "job", None, ["step_time_ns"], 10).drop(columns="name")
+            pd.testing.assert_frame_equal(raw_band, band, check_dtype=False)
         monkeypatch.setattr(training, "MIN_RANK_POINTS", 10)
         monkeypatch.setattr(training, "CHART_POINTS", 10)
         cards = training.render(rd, "job", [0], [0], "lr")
@@ -87,15 +97,15 @@ def test_curves_are_bucketed_keeping_each_ranks_extremes_and_outliers_come_from_
         got = few[few["name"] == name]
         assert list(got["step"]) == sorted(got["step"]) and len(got) <= 10
         assert all(value(rec[s]) == v for s, v in zip(got["step"], got["value"]))  # real records only
-        for b in range(5):
-            steps = [s for s in sorted(rec) if 12 * b <= s < 12 * (b + 1)]
+        for b in range(4):
+            steps = [s for s in sorted(rec) if s >> 4 == b]
             kept = [v for s, v in zip(got["step"], got["value"]) if s in steps]
             assert 1 <= len(kept) <= 2
             assert min(kept) == min(value(rec[s]) for s in steps) and max(kept) == max(value(rec[s]) for s in steps)
     assert set(SLEEPS) <= set(few[few["name"] == "step_time_ns"]["step"])
     assert list(every["step"]) == sorted(rec) and list(every["value"]) == [rec[s]["scalars"]["lr"] for s in sorted(rec)]
-    (b,) = band[band["step"] == 18].itertuples()  # steps 18..23
-    assert b.mid == pytest.approx(sum(rec[s]["step_time_ns"] for s in range(18, 24)) / 6)
+    (b,) = band[band["step"] == 16].itertuples()  # steps 16..23 (8 buckets of 2^3 steps)
+    assert b.mid == pytest.approx(sum(rec[s]["step_time_ns"] for s in range(16, 24)) / 8)
     graphs = [k for c in cards if isinstance(getattr(c, "children", None), list) for k in c.children]
     figs = [g.figure for g in graphs if isinstance(g, dcc.Graph)]
     step_fig = figs[1]
@@ -220,9 +230,9 @@ def test_many_ranks_are_drawn_as_a_band_that_keeps_a_spike(job: dict, monkeypatc
     rec = {r["step"]: r for r in job["records"]}
     with reader(job["store"], "job", None, ("scalars", "steps")) as rd:
         band = data.scalar_band(rd, "job", None, "step_time_ns", 10)
-        assert len(band) == 10 and list(band["step"]) == list(range(0, 60, 6))
-        (b,) = band[band["step"] == 18].itertuples()  # steps 18..23
-        assert b.hi == rec[20]["step_time_ns"] and b.lo == min(rec[s]["step_time_ns"] for s in range(18, 24))
+        assert len(band) == 8 and list(band["step"]) == list(range(0, 60, 8))  # at most 10 buckets: of 2^3 steps
+        (b,) = band[band["step"] == 16].itertuples()  # steps 16..23
+        assert b.hi == rec[20]["step_time_ns"] and b.lo == min(rec[s]["step_time_ns"] for s in range(16, 24))
         monkeypatch.setattr(training, "MAX_RANK_LINES", 0)
         cards = training.render(rd, "job", [0], [0], "loss")
         # the Overview draws the same band (ui.add_band) over as many ranks

@@ -23,8 +23,10 @@ import pyarrow.compute as pc
 from analyzer import analyses
 from analyzer.errors import NoRunsError, QueryError, UnknownRunError
 from analyzer.histogram import quantiles
+from analyzer.schema import SCALAR_LEVELS
 from analyzer.store import runs as store_runs
 from analyzer.store.runs import RUNS_SQL  # the one definition, shared with `analyze runs`
+from analyzer.store.store import filter_fact_files
 from analyzer.vocabulary import LANE_GROUPS
 
 from . import cache, lod
@@ -38,6 +40,7 @@ MAX_BUCKETS = 2000  # memory: buckets per curve
 MAX_GRID_ROWS = 2000  # operators / collectives grids
 MAX_MEMORY_BLOCKS = 500  # operator memory table
 MAX_SCALAR_POINTS = 2000  # per (rank, scalar) curve
+SCALAR_NAMES_READ = 8  # a run with at most this many scalars has them all read by a chart's query
 MAX_DRILL_RANKS = 4096
 
 
@@ -179,28 +182,77 @@ def steps(rd: Reader, run: str, ranks: Sequence[int] | None) -> pd.DataFrame:
     return _df(con, STEPS_SQL, {"run": run, "ranks": _ranks_param(ranks)})
 
 
+# a chart's buckets of steps are 2^level steps (bucket = step >> level: the same for every rank, and
+# those of a level nest in the next one's), read from the ingest's ``agg_scalar_curve`` at that level
+# when every rank shown has it, else from the records themselves
 SCALAR_POINTS_SQL = """
 SELECT rank, name, arg_min(step, (value, step)) AS lo_step, min(value) AS lo,
        arg_max(step, (value, -step)) AS hi_step, max(value) AS hi
 FROM {scalars} JOIN __scalar_grid USING (name)
-WHERE run = $run AND step IS NOT NULL AND ($names IS NULL OR list_contains($names, name))
-GROUP BY rank, name, (step - first) // width
+WHERE run = $run AND step IS NOT NULL
+GROUP BY rank, name, step >> level
+"""
+
+SCALAR_CURVE_POINTS_SQL = """
+SELECT rank, name, arg_min(lo_step, (lo, lo_step)) AS lo_step, min(lo) AS lo,
+       arg_max(hi_step, (hi, -hi_step)) AS hi_step, max(hi) AS hi
+FROM {curve} JOIN __scalar_grid USING (name, level)
+WHERE run = $run
+GROUP BY rank, name, bucket
 """
 
 
 def scalar_grid(rd: Reader, run: str, names: Sequence[str] | None, buckets: int) -> pd.DataFrame:
-    """Buckets of consecutive steps per scalar (``name``, ``first`` step, ``width`` in steps): about
-    ``buckets`` over the run's steps of that scalar (``scalar_names``), the same for every rank,
-    so that a bucket of one rank lines up with the same bucket of another."""
+    """Buckets of consecutive steps per scalar (``name``, ``level``: a bucket is the 2^level steps
+    ``step >> level`` names): the finest level giving at most ``buckets`` over the run's steps of
+    that scalar (``scalar_names``), the same for every rank, so that a bucket of one rank lines up
+    with the same bucket of another."""
     g = scalar_names(rd, run)[["name", "first_step", "last_step"]].dropna()
     if names is not None:
         g = g[g["name"].isin(list(names))]
-    span = g["last_step"].astype("int64") - g["first_step"].astype("int64") + 1
-    width = np.maximum(1, np.ceil(span / max(1, int(buckets)))).astype("int64")
-    return pd.DataFrame({"name": g["name"].astype(str), "first": g["first_step"].astype("int64"), "width": width})
+    first, last = g["first_step"].astype("int64").to_numpy(), g["last_step"].astype("int64").to_numpy()
+    level = [_scalar_level(int(a), int(b), max(1, int(buckets))) for a, b in zip(first, last)]
+    return pd.DataFrame({"name": g["name"].astype(str).to_numpy(), "level": np.asarray(level, dtype="int32")})
 
 
-@run_cached
+def _scalar_level(first: int, last: int, buckets: int) -> int:
+    level = 0
+    while (last >> level) - (first >> level) + 1 > buckets:
+        level += 1
+    return level
+
+
+def _scalar_source(rd: Reader, run: str, ranks: Sequence[int] | None, grid: pd.DataFrame) -> str | None:
+    """The ingest's ``agg_scalar_curve`` of ``run`` / ``ranks`` as a subquery when every rank shown
+    that has scalars has it and each level asked is one it holds; else None: the records are read (a
+    store ingested before the aggregate existed; charts of few steps)."""
+    ff = rd.catalog_tables()["fact_files"]
+    sel = None if ranks is None else [int(r) for r in ranks]
+    with_scalars = set(filter_fact_files(ff, run, sel, "scalars")["rank"].to_pylist())
+    with_curve = set(filter_fact_files(ff, run, sel, "agg_scalar_curve")["rank"].to_pylist())
+    if with_scalars <= with_curve and set(grid["level"].tolist()) <= set(SCALAR_LEVELS):
+        return rd.source(run, ranks, "agg_scalar_curve")
+    return None
+
+
+def _read_names(rd: Reader, run: str, names: Sequence[str] | None) -> tuple[str, ...] | None:
+    """The scalars one query reads when ``names`` are asked: every scalar of the run when it has at
+    most SCALAR_NAMES_READ (the query's scan costs the same: each rank's file holds them all; the
+    other scalars' charts of the same ranks then cost no query), else ``names`` (None: every one)."""
+    if names is None or len(scalar_names(rd, run)) <= SCALAR_NAMES_READ:
+        return None
+    return tuple(sorted({str(n) for n in names}))
+
+
+def _grid_query(rd: Reader, run: str, grid: pd.DataFrame, sql: str, params: dict[str, Any]) -> pd.DataFrame:
+    con = rd.catalog()  # the ranks' files read straight (``Reader.source``): a new set of ranks binds no views
+    con.register("__scalar_grid", pa.Table.from_pandas(grid, preserve_index=False))
+    try:
+        return _df(con, sql, params)
+    finally:
+        con.unregister("__scalar_grid")
+
+
 def scalars(
     rd: Reader,
     run: str,
@@ -209,20 +261,32 @@ def scalars(
     max_points: int = MAX_SCALAR_POINTS,
 ) -> pd.DataFrame:
     """Per-step training scalars (step_time_ns, loss, ...; only ``names`` when given), at most about
-    ``max_points`` points per (rank, name): the steps are cut into ``max_points // 2`` buckets
-    (:func:`scalar_grid`) and each rank keeps, per bucket, its record of the lowest and of the
-    highest value (at their steps; the first such step on a tie), so a spike or a dip of one step
-    stays on its curve. With no more steps than buckets a bucket is one step: every record is
+    ``max_points`` points per (rank, name): the steps are cut into at most ``max_points // 2``
+    buckets (:func:`scalar_grid`) and each rank keeps, per bucket, its record of the lowest and of
+    the highest value (at their steps; the first such step on a tie), so a spike or a dip of one
+    step stays on its curve. With no more steps than buckets a bucket is one step: every record is
     kept (two records of one step: its lowest and highest). Columns rank, name, step, value, by
     name, rank and step."""
     want = [names] if isinstance(names, str) else None if names is None else [str(n) for n in names]
-    grid = scalar_grid(rd, run, want, max(1, int(max_points) // 2))
-    con = rd.catalog()  # the ranks' files read straight (``Reader.source``): a new set of ranks binds no views
-    con.register("__scalar_grid", pa.Table.from_pandas(grid, preserve_index=False))
-    try:
-        b = _df(con, SCALAR_POINTS_SQL.format(scalars=rd.source(run, ranks, "scalars")), {"run": run, "names": want})
-    finally:
-        con.unregister("__scalar_grid")
+    out = scalar_points(rd, run, ranks, _read_names(rd, run, want), max_points)
+    if want is not None:
+        out = out[out["name"].isin(want)].reset_index(drop=True)
+    return out
+
+
+@run_cached
+def scalar_points(
+    rd: Reader, run: str, ranks: Sequence[int] | None, names: Sequence[str] | None, max_points: int
+) -> pd.DataFrame:
+    """:func:`scalars` of ``names`` (None: every scalar), one query."""
+    grid = scalar_grid(rd, run, None if names is None else list(names), max(1, int(max_points) // 2))
+    source = _scalar_source(rd, run, ranks, grid)
+    sql = (
+        SCALAR_CURVE_POINTS_SQL.format(curve=source)
+        if source
+        else SCALAR_POINTS_SQL.format(scalars=rd.source(run, ranks, "scalars"))
+    )
+    b = _grid_query(rd, run, grid, sql, {"run": run})
     cols = ["rank", "name", "step", "value"]
     lo = b[["rank", "name", "lo_step", "lo"]].set_axis(cols, axis=1).assign(k=0)
     # a bucket whose lowest and highest record are one (a single step, or equal values) is one point
@@ -233,26 +297,46 @@ def scalars(
 
 
 SCALAR_BAND_SQL = """
-SELECT min(step) AS step, min(value) AS lo, avg(value) AS mid, max(value) AS hi
-FROM {scalars} WHERE run = $run AND name = $name AND step IS NOT NULL
-GROUP BY (step - $first) // $width ORDER BY step
+SELECT name, min(step) AS step, min(value) AS lo, avg(value) AS mid, max(value) AS hi
+FROM {scalars} JOIN __scalar_grid USING (name)
+WHERE run = $run AND step IS NOT NULL
+GROUP BY name, step >> level ORDER BY name, step
+"""
+
+SCALAR_CURVE_BAND_SQL = """
+SELECT name, min(first_step) AS step, min(lo) AS lo, sum(sum_value) / nullif(sum(n), 0) AS mid, max(hi) AS hi
+FROM {curve} JOIN __scalar_grid USING (name, level)
+WHERE run = $run
+GROUP BY name, bucket ORDER BY name, step
 """
 
 
-@run_cached
 def scalar_band(
     rd: Reader, run: str, ranks: Sequence[int] | None, name: str, max_points: int = MAX_SCALAR_POINTS
 ) -> pd.DataFrame:
-    """One scalar over the ranks, per bucket of consecutive steps (about ``max_points`` buckets,
+    """One scalar over the ranks, per bucket of consecutive steps (at most ``max_points`` buckets,
     :func:`scalar_grid`): the first step of the bucket, the lowest, mean and highest value of any
-    rank in it (so a spike of one rank in one step survives). One pass over the records: the
-    mean, unlike a median, needs no sort of each bucket's values."""
-    grid = scalar_grid(rd, run, [name], max_points)
+    rank in it (so a spike of one rank in one step survives). One pass over the ingest's buckets
+    (or the records): the mean, unlike a median, needs no sort of each bucket's values."""
+    bands = scalar_bands(rd, run, ranks, _read_names(rd, run, [name]), max_points)
+    return bands[bands["name"] == name].drop(columns="name").reset_index(drop=True)
+
+
+@run_cached
+def scalar_bands(
+    rd: Reader, run: str, ranks: Sequence[int] | None, names: Sequence[str] | None, max_points: int
+) -> pd.DataFrame:
+    """:func:`scalar_band` of ``names`` (None: every scalar), one query; a name column."""
+    grid = scalar_grid(rd, run, None if names is None else list(names), max_points)
     if grid.empty:
-        return pd.DataFrame(columns=["step", "lo", "mid", "hi"])
-    g = grid.iloc[0]
-    params = {"run": run, "name": name, "first": int(g["first"]), "width": int(g["width"])}
-    return _df(rd.catalog(), SCALAR_BAND_SQL.format(scalars=rd.source(run, ranks, "scalars")), params)
+        return pd.DataFrame(columns=["name", "step", "lo", "mid", "hi"])
+    source = _scalar_source(rd, run, ranks, grid)
+    sql = (
+        SCALAR_CURVE_BAND_SQL.format(curve=source)
+        if source
+        else SCALAR_BAND_SQL.format(scalars=rd.source(run, ranks, "scalars"))
+    )
+    return _grid_query(rd, run, grid, sql, {"run": run})
 
 
 SCALAR_NAMES_SQL = """

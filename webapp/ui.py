@@ -302,16 +302,25 @@ class Figure(go.Figure):
 
 def figure(height: int = 360, **layout: Any) -> Figure:
     """Every figure of the web app starts here (a test checks no page builds one otherwise)."""
-    # an explicit light style instead of a named template: copying plotly_white costs ~50 ms a figure
-    fig = Figure(layout=_BASE_LAYOUT)
-    fig.update_layout(
-        height=height,
-        margin=dict(l=60, r=20, t=36, b=40),
-        font=dict(family="system-ui, -apple-system, Segoe UI, sans-serif", size=12),
-        legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="left", x=0),
-        **layout,
-    )
+    # an explicit light style instead of a named template: copying plotly_white costs ~50 ms a figure;
+    # a copy of the base figure, validated once, and only the figure's own settings applied: ~3 ms a
+    # figure instead of ~7 ms (the base's settings validated again every time)
+    fig = Figure(_base_figure())
+    fig.update_layout(height=height, **layout)
     return fig
+
+
+@functools.cache
+def _base_figure() -> Figure:
+    """What every figure starts from (copied, never changed)."""
+    return Figure(
+        layout={
+            **_BASE_LAYOUT,
+            "margin": dict(l=60, r=20, t=36, b=40),
+            "font": dict(family="system-ui, -apple-system, Segoe UI, sans-serif", size=12),
+            "legend": dict(orientation="h", yanchor="bottom", y=1.02, xanchor="left", x=0),
+        }
+    )
 
 
 def add_band(fig: go.Figure, band: Any, scale: float = 1.0) -> None:

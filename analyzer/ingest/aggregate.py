@@ -6,8 +6,9 @@ with the views every analysis sees (usable times only) and the collection's cata
 computes from them the tables the pages draw whole-run views from: the step breakdown per (rank,
 step) (``breakdown.rows``, whose rows ``analyses.step_breakdown`` reads), operator and kernel
 statistics, communication per (group, collective type), memory curves downsampled with their
-peaks kept, the timeline's counter tracks at a few zoom levels, and the occupancy pyramid of every
-timeline lane with the slices a zoomed-out view draws. They are written as Parquet files of the
+peaks kept, the timeline's counter tracks at a few zoom levels, the collector's scalars over steps
+at a few levels, and the occupancy pyramid of every timeline lane with the slices a zoomed-out view
+draws. They are written as Parquet files of the
 collection, listed in ``fact_files`` with its facts: a re-read collection replaces them with its
 facts, in the same commit.
 """
@@ -101,6 +102,19 @@ GROUP BY rank, label, unit, level, bucket
 ORDER BY level, label, unit, bucket
 """
 
+# per (rank, name), level of SCALAR_LEVELS and bucket of steps holding records: the records of the
+# lowest and highest value at their steps (the first step on a tie, as webapp.data draws them), the
+# sum and count of the values; in order of level and name (a query of one level skips the others)
+SCALAR_CURVE_SQL = f"""
+SELECT rank, name, level, CAST(step >> level AS BIGINT) AS bucket, min(step) AS first_step, count(value) AS n,
+       sum(value) AS sum_value, arg_min(step, (value, step)) AS lo_step, min(value) AS lo,
+       arg_max(step, (value, -step)) AS hi_step, max(value) AS hi
+FROM scalars, (SELECT unnest({list(schema.SCALAR_LEVELS)}) AS level) z
+WHERE step IS NOT NULL
+GROUP BY rank, name, level, bucket
+ORDER BY level, name, bucket
+"""
+
 LANE_SLICES_SQL = """
 SELECT s.pid, s.tid, s.ts_ns, greatest(coalesce(s.dur_ns, 0), 0) AS dur_ns, s.name, s.event_id
 FROM slices s JOIN (SELECT DISTINCT pid, tid FROM lanes WHERE n_slices > 0) l USING (pid, tid)
@@ -108,7 +122,18 @@ WHERE s.ts_ns IS NOT NULL
 """
 
 # the fact tables the aggregates read
-_SOURCES = ("steps", "kernels", "slices", "comm_ops", "operators", "step_trace", "memory_samples", "counters", "lanes")
+_SOURCES = (
+    "steps",
+    "kernels",
+    "slices",
+    "comm_ops",
+    "operators",
+    "step_trace",
+    "memory_samples",
+    "counters",
+    "lanes",
+    "scalars",
+)
 # the tables without which each aggregate has no row: the breakdown's ranks are those of the steps,
 # device tasks (kernels) and collectives (``activity.load``); a collection holding none of them (the
 # collector's scalars, a memory-only export) skips it, and every aggregate when it holds no source
@@ -207,6 +232,10 @@ def build(store_path: str, collection_row: dict[str, Any], fact_files: list[dict
             tbl = con.sql(COUNTER_CURVE_SQL).to_arrow_table()
             if tbl.num_rows:
                 writer.write("agg_counter_curve", tbl.drop_columns(["rank"]))
+        if paths.get("scalars"):
+            tbl = con.sql(SCALAR_CURVE_SQL).to_arrow_table()
+            if tbl.num_rows:
+                writer.write("agg_scalar_curve", tbl.drop_columns(["rank"]))
         slices = con.sql(LANE_SLICES_SQL).to_arrow_table() if paths.get("slices") and paths.get("lanes") else None
         if slices is not None and slices.num_rows:
             lanes, occupancy, long = lane_pyramid(slices)
