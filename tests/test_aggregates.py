@@ -20,6 +20,7 @@ from analyzer.analyses import STORED_AT_INGEST, step_breakdown, stored
 from analyzer.analyses.cache import RESULTS
 from analyzer.analyses.step_breakdown import aggregated_ranks, from_aggregates, from_facts
 from analyzer.analyses.stored import read_stored
+from analyzer.analyses.versions import analysis_version
 from analyzer.ingest import ingest, run_results
 from analyzer.store import Store, run_key
 from analyzer.tracks import TRACK_SOURCES
@@ -384,9 +385,7 @@ def check_run_results(store: Store, run: str) -> set[str]:
         assert len(got) or fn not in some
         row = rr[rr["analysis"] == fn.full_name].iloc[0]
         assert row["rows"] == len(got)
-        pd.testing.assert_frame_equal(
-            read_stored(store, store.catalog_snapshot(), run, row["run_key"], row["analysis"]), got
-        )
+        pd.testing.assert_frame_equal(read_stored(store, store.catalog_snapshot(), run, row["run_key"], fn), got)
         pd.testing.assert_frame_equal(served[fn.full_name], got)
     return set(rr["path"])
 
@@ -433,18 +432,29 @@ def test_reingest_of_a_changed_collection_rebuilds_its_aggregates(
         == second
         == {str(p.relative_to(st.path)) for p in st.path.rglob("*.parquet") if "/run_results/" in str(p)}
     )
-    # a result stored by another version of the analyses is never served: computed again
+    # a result stored by another version of its code is never served: computed again
+    catalog = st.catalog_snapshot()
+    assert stored.current(st, catalog, "job", run_key(st, "job"), list(STORED_AT_INGEST)) == {
+        fn.full_name for fn in STORED_AT_INGEST
+    }
     rr = st.load_catalog(["run_results"])["run_results"].to_pandas()
     row = rr[rr["analysis"] == analyses.stragglers.full_name].iloc[0]
     path = st.path / row["path"]
     fresh = analyses.stragglers.compute(st, "job")
     assert len(fresh)
     tbl = pq.read_table(path)
-    for version, served in ((stored.code_version(), 0), ("an older version", len(fresh))):
-        meta = {**tbl.schema.metadata, b"rankscope.code_version": version.encode()}
-        pq.write_table(tbl.slice(0, 0).replace_schema_metadata(meta), path)  # stored rows: none
+    ours = analysis_version(analyses.stragglers).encode()
+    for key, version, served in (
+        (b"rankscope.analysis_version", ours, 0),
+        (b"rankscope.analysis_version", b"an older version", len(fresh)),
+        (b"rankscope.code_version", ours, len(fresh)),  # the key of stores made before per-analysis versions
+    ):
+        meta = {k: v for k, v in tbl.schema.metadata.items() if not k.endswith(b"_version")}
+        pq.write_table(tbl.slice(0, 0).replace_schema_metadata({**meta, key: version}), path)  # stored rows: none
         RESULTS.clear()
         assert len(analyses.stragglers(st, "job")) == served
+        names = stored.current(st, catalog, "job", run_key(st, "job"), list(STORED_AT_INGEST))
+        assert (analyses.stragglers.full_name in names) == (served == 0)
     RESULTS.clear()
     pd.testing.assert_frame_equal(analyses.stragglers(st, "job"), fresh)
 

@@ -416,7 +416,7 @@ def test_the_warm_up_fills_what_the_communication_page_asks_for(store: Store, mo
 
     cache.RESULTS.clear()
     analyses.cache.RESULTS.clear()
-    job = dict(warmup._jobs("gloo", [0], stored=False))["communication page"]
+    job = dict(warmup._jobs("gloo", [0], stored=None))["communication page"]
     with reader(store, "gloo") as r:
         job(r)
     for name in ("collective_instances", "comm_per_rank", "transport_bandwidth", "rank_pairs", "step_breakdown"):

@@ -1,6 +1,7 @@
 """Warm-up: when a page of a run is opened, compute in the background what the pages of that run
 ask for (the timeline's lane indexes and every analysis of ``analyzer.analyses.ANALYSES`` — for a
-run whose analyses the ingest stored, only those, read first — then the timeline's whole-run rows
+run whose analyses the ingest stored, only those: read first those this version of their code
+stored, computed later those another version stored — then the timeline's whole-run rows
 and the Communication page's whole-run roll-ups), so the next clicks find them cached
 (``webapp.cache``, the analyses' own cache). ``RANKSCOPE_WEB_WARMUP=0`` turns it off.
 
@@ -117,34 +118,43 @@ def _stop_at_exit() -> None:
 atexit.register(_stop_at_exit)
 
 
-def _stored(rd: Reader, run: str) -> bool:
-    """Whether the ingest stored the run's analyses (``analyzer.analyses.stored``: runs of many ranks)."""
-    rr = rd.catalog_tables().get("run_results")
+def _stored(rd: Reader, run: str) -> set[str] | None:
+    """None when the ingest stored no analyses for the run's content (``analyzer.analyses.stored``:
+    runs of many ranks only); else the full names of those it would serve: computed from that
+    content by this version of their code (``stored.current``)."""
+    from analyzer.analyses.stored import current, listed
+
     key = rd.run_key(run)
-    return rr is not None and any(
-        r == run and k == key for r, k in zip(rr["run"].to_pylist(), rr["run_key"].to_pylist())
-    )
+    catalog = rd.catalog_tables()
+    if not listed(catalog, run, key):
+        return None
+    return current(rd.store, catalog, run, key, list(STORED_AT_INGEST))
 
 
-def _jobs(run: str, ranks: list[int], stored: bool = False) -> list[tuple[str, Callable[[Reader], Any]]]:
+def _jobs(run: str, ranks: list[int], stored: set[str] | None = None) -> list[tuple[str, Callable[[Reader], Any]]]:
     """The timeline's lane indexes first (the heaviest first view), then every analysis — for a run
-    whose analyses the ingest stored, only those (read, not computed), and first: the page being
-    opened asks for them at once; the others match every collective of every rank again and would
-    hold the server's interpreter for minutes at hundreds of ranks while it serves, in every server
-    process (one of them is computed when a page or a query asks for it). Then the whole-run parts
-    of the other pages' first views: the timeline's rows of every lane (``timeline_api.context``),
-    the Communication page's collectives and per-rank roll-ups of every rank."""
+    whose analyses the ingest stored (``stored`` not None), only those: the ones it serves first
+    (read, not computed; the page being opened asks for them at once), those stored by another
+    version of their code after the timeline's rows (computed from the facts: the pages ask for
+    them too). The others match every collective of every rank again and would hold the server's
+    interpreter for minutes at hundreds of ranks while it serves, in every server process (one of
+    them is computed when a page or a query asks for it). Then the whole-run parts of the other
+    pages' first views: the timeline's rows of every lane (``timeline_api.context``), the
+    Communication page's collectives and per-rank roll-ups of every rank."""
     lanes = ("timeline lanes", lambda r: data.lane_indexes(r, run, ranks, data.lanes(r, run, ranks)))
+    timeline = ("timeline page", lambda r: timeline_api.context(r.store, run))
+    communication = ("communication page", _communication(run))
+
+    def job(a: Any) -> tuple[str, Callable[[Reader], Any]]:
+        return a.name, lambda r: a.compute(r.store, run)
+
+    if stored is None:
+        return [lanes, *(job(a) for a in ANALYSES.values()), timeline, communication]
     wanted = {fn.full_name for fn in STORED_AT_INGEST}  # type: ignore[attr-defined]
-    chosen = [
-        (name, a) for name, a in ANALYSES.items() if not stored or getattr(a.compute, "full_name", None) in wanted
-    ]
-    computed = [(name, lambda r, a=a: a.compute(r.store, run)) for name, a in chosen]
-    pages = [
-        ("timeline page", lambda r: timeline_api.context(r.store, run)),
-        ("communication page", _communication(run)),
-    ]
-    return ([*computed, lanes] if stored else [lanes, *computed]) + pages
+    named = [(getattr(a.compute, "full_name", None), a) for a in ANALYSES.values()]
+    served = [job(a) for name, a in named if name in stored]
+    stale = [job(a) for name, a in named if name in wanted and name not in stored]
+    return [*served, lanes, timeline, *stale, communication]
 
 
 def _communication(run: str) -> Callable[[Reader], Any]:
@@ -160,7 +170,7 @@ def _communication(run: str) -> Callable[[Reader], Any]:
     return job
 
 
-def _warm(store: Store, run: str, ranks: list[int], stored: bool = False) -> None:
+def _warm(store: Store, run: str, ranks: list[int], stored: set[str] | None = None) -> None:
     for name, job in _jobs(run, ranks, stored):
         _give_way()
         if _stop.is_set():
@@ -174,7 +184,8 @@ def _warm(store: Store, run: str, ranks: list[int], stored: bool = False) -> Non
 
 def preload() -> None:
     """What the first request of a process would otherwise pay for, whatever the run: the modules
-    the pages import on first use (Parquet and datasets of pyarrow, the stored analyses, narwhals'
+    the pages import on first use (Parquet and datasets of pyarrow, the stored analyses and the
+    versions of their code, narwhals'
     pandas support that Plotly converts columns with) and Plotly's validators of the traces the
     pages draw (loaded from a JSON file on first use: ~0.2 s). Built once in the
     server process; a forked worker inherits it."""
@@ -182,9 +193,12 @@ def preload() -> None:
     import pyarrow.dataset
     import pyarrow.parquet  # noqa: F401
 
-    import analyzer.analyses.stored  # noqa: F401
+    from analyzer.analyses.versions import analysis_version
 
     from . import ui
+
+    for fn in STORED_AT_INGEST:  # which stored results are served: a digest of their code (~0.3 s once)
+        analysis_version(fn)
 
     col = pd.Series([1.0, 2.0])
     fig = ui.figure(xaxis_title="x", yaxis_title="y")

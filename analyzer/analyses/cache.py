@@ -11,8 +11,9 @@ for a comparison of two runs ``fn(store, base, new, ...)``, kept under the conte
 
 The analyses of ``STORED`` are computed once more at ingest and stored with the run (``stored``,
 the catalog's ``run_results``): ``per_run`` serves those when the run is still the content they
-were computed from and this version of the code computed them (``stored.code_version``), so a
-server's first view does not match every collective again.
+were computed from and this version of their code computed them (``versions.analysis_version``: the
+analysis' module and the analyzer modules it imports), so a server's first view does not match
+every collective again.
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ def per_run(fn: F) -> F:
             if name in STORED and rest == defaults:
                 from .stored import read_stored
 
-                found = read_stored(store, catalog, run, content, name)
+                found = read_stored(store, catalog, run, content, wrapper)
                 if found is not None:
                     return found
             return fn(*bound.args, **bound.kwargs)

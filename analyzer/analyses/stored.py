@@ -11,16 +11,16 @@ rows while the run is that content; an ingest that changes the run removes them 
 The rows are the analysis' own DataFrame: its columns and dtypes come back as they were (Arrow's
 pandas metadata; object columns of lists and records go through MessagePack).
 
-A stored result is also keyed by the code that computed it (``code_version``: a digest of the
-analyzer's source files, in the file's metadata): rows stored by another version of the analyses (a
-store ingested before an upgrade: older columns, sentences without messages, a fixed rule) are never
-served; the analysis is computed from the facts instead, as for a run without stored results.
+A stored result is also keyed by the code that computed it (``versions.analysis_version``: a
+digest of the analysis' own module and of the analyzer modules it imports, directly or not, in the
+file's metadata): rows stored by another version of that code (an older column, a fixed rule, a
+changed way of storing) are never served; the analysis is computed from the facts instead, as for a
+run without stored results. A change elsewhere (a reader, the CLI, the web app, another analysis)
+keeps them. :func:`current` says which analyses of a run a reader would be served.
 """
 
 from __future__ import annotations
 
-import functools
-import hashlib
 import json
 import time
 import uuid
@@ -36,21 +36,11 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ..store import FACTS_DIR, Store, slug, utcnow
+from .versions import analysis_version
 
 _OBJECT_COLUMNS = b"rankscope.object_columns"
 _PACKED_COLUMNS = b"rankscope.msgpack_columns"
-_CODE_VERSION = b"rankscope.code_version"
-
-
-@functools.cache
-def code_version() -> str:
-    """The version of the analyses' code: a digest of the analyzer package's source files (their
-    paths and bytes; read once per process, a few milliseconds)."""
-    root = Path(__file__).resolve().parent.parent
-    h = hashlib.sha256()
-    for f in sorted(root.rglob("*.py")):
-        h.update(f.relative_to(root).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
-    return h.hexdigest()[:16]
+_VERSION = b"rankscope.analysis_version"  # stores before it: b"rankscope.code_version", never served
 
 
 def to_arrow(df: pd.DataFrame) -> pa.Table:
@@ -96,23 +86,50 @@ def from_arrow(tbl: pa.Table) -> pd.DataFrame:
     return df
 
 
-def read_stored(store: Store, catalog: dict[str, pa.Table], run: str, key: str, name: str) -> pd.DataFrame | None:
-    """The stored rows of analysis ``name`` of ``run`` computed from its content ``key``; None: none stored."""
+def listed(catalog: dict[str, pa.Table], run: str, key: str) -> dict[str, str]:
+    """The stored analyses of ``run`` computed from its content ``key``: their paths by name."""
     rr = catalog.get("run_results")
     if rr is None or not rr.num_rows:
-        return None
-    hit = rr.filter(
-        pc.and_(pc.and_(pc.equal(rr["run"], run), pc.equal(rr["analysis"], name)), pc.equal(rr["run_key"], key))
-    )
-    if not hit.num_rows:
+        return {}
+    hit = rr.filter(pc.and_(pc.equal(rr["run"], run), pc.equal(rr["run_key"], key)))
+    return dict(zip(hit["analysis"].to_pylist(), hit["path"].to_pylist()))
+
+
+def read_stored(
+    store: Store, catalog: dict[str, pa.Table], run: str, key: str, fn: Callable[..., Any]
+) -> pd.DataFrame | None:
+    """The stored rows of analysis ``fn`` (a ``per_run`` function) of ``run`` computed from its content
+    ``key`` by this version of its code; None: none stored (or by another version)."""
+    path = listed(catalog, run, key).get(fn.full_name)  # type: ignore[attr-defined]
+    if path is None:
         return None
     try:
-        tbl = pq.read_table(store.path / hit["path"][0].as_py())
+        tbl = pq.read_table(store.path / path)
     except (OSError, pa.ArrowException):  # a file removed meanwhile (a newer ingest): computed instead
         return None
-    if (tbl.schema.metadata or {}).get(_CODE_VERSION) != code_version().encode():
-        return None  # computed by another version of the analyses: computed again
+    if (tbl.schema.metadata or {}).get(_VERSION) != analysis_version(fn).encode():
+        return None  # computed by another version of the analysis: computed again
     return from_arrow(tbl)
+
+
+def current(
+    store: Store, catalog: dict[str, pa.Table], run: str, key: str, analyses: list[Callable[..., Any]]
+) -> set[str]:
+    """The full names of ``analyses`` whose rows stored with ``run`` would be served (computed from
+    its content ``key`` by this version of their code): read from their files' footers only."""
+    paths = listed(catalog, run, key)
+    out = set()
+    for fn in analyses:
+        path = paths.get(fn.full_name)  # type: ignore[attr-defined]
+        if path is None:
+            continue
+        try:
+            meta = pq.read_schema(store.path / path).metadata or {}
+        except (OSError, pa.ArrowException):
+            continue
+        if meta.get(_VERSION) == analysis_version(fn).encode():
+            out.add(fn.full_name)  # type: ignore[attr-defined]
+    return out
 
 
 def compute_run(store_path: str, run: str, analyses: list[Callable[..., Any]]) -> list[dict[str, Any]]:
@@ -128,7 +145,8 @@ def compute_run(store_path: str, run: str, analyses: list[Callable[..., Any]]) -
         try:
             df = fn(store, run)  # through the cache: analyses that share a matching compute it once
             tbl = to_arrow(df)
-            tbl = tbl.replace_schema_metadata({**(tbl.schema.metadata or {}), _CODE_VERSION: code_version().encode()})
+            meta = {**(tbl.schema.metadata or {}), _VERSION: analysis_version(fn).encode()}
+            tbl = tbl.replace_schema_metadata(meta)
         except Exception:  # noqa: BLE001 - the run is committed: a page computing it says what went wrong
             continue
         name: str = fn.full_name  # type: ignore[attr-defined]
