@@ -10,16 +10,24 @@ browser makes for each page) then
   dependencies, the router, the page's callbacks) and the time of each of its requests;
 - visits every page ``--repeat`` more times, in rotation, with varied parameters (ranks, steps,
   metrics, windows): **p50 / p95 per request kind**;
+- reads the server's CPU time (user + system of its processes, ``/proc``) around every request: the
+  **CPU p50 / p95 per request kind**, which a loaded machine inflates less than the wall time (with a
+  single user the server serves one request at a time; its warm-up threads are charged to the request
+  they run beside, unless ``--settle`` waits for them before the visits);
 - reads the server process's resident memory (VmRSS) and its peak (VmHWM) after the first views
   and at the end.
 
     python bench/bench_scale.py --store /tmp/rankscope-bench-256/store --run job --repeat 20
+
+The visits' parameters are drawn from a random generator seeded with ``--seed``: two rounds (the
+code before and after a change) ask for the same views in the same order.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import secrets
 import subprocess
@@ -31,7 +39,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent), str(HERE), str(HERE.parent / "tests")]
 
-from bench_load import PAGES, Recorder, User, start_server, store_info, tree_rss_mib  # noqa: E402
+from bench_load import PAGES, Recorder, User, start_server, store_info, tree_cpu_s, tree_rss_mib  # noqa: E402
 from bench_webapp import pct  # noqa: E402
 
 
@@ -45,6 +53,34 @@ def memory(pid: int) -> dict[str, float]:
     return out
 
 
+class MeteredUser(User):
+    """A simulated browser that also reads the server's CPU time around each of its requests."""
+
+    def __init__(self, pid: int, *args: Any) -> None:
+        super().__init__(*args)
+        self.pid = pid
+        self.cpu: dict[str, list[float]] = {}
+
+    def request(self, kind: str, method: str, path: str, **kw: Any) -> Any:
+        c = tree_cpu_s(self.pid)
+        r = super().request(kind, method, path, **kw)
+        if self.rec.counting:
+            self.cpu.setdefault(kind, []).append(tree_cpu_s(self.pid) - c)
+        return r
+
+
+def settle(pid: int, limit: float) -> float:
+    """Wait (at most ``limit`` s) until the server's processes use < 5 % of a core over 2 s (its
+    warm-up done); the seconds waited."""
+    t = time.perf_counter()
+    while time.perf_counter() - t < limit:
+        c = tree_cpu_s(pid)
+        time.sleep(2.0)
+        if tree_cpu_s(pid) - c < 0.1:
+            break
+    return time.perf_counter() - t
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--store", required=True)
@@ -53,6 +89,10 @@ def main() -> None:
     ap.add_argument("--json", dest="json_out", default=None)
     ap.add_argument("--workers", type=int, default=1, help="analyze serve --workers (server processes)")
     ap.add_argument("--code", default=None, help="serve with this checkout's packages (the baseline)")
+    ap.add_argument("--seed", type=int, default=15, help="seed of the visits' parameters (same views every round)")
+    ap.add_argument(
+        "--settle", type=float, default=0.0, help="before the visits, wait up to this many s for the server to idle"
+    )
     args = ap.parse_args()
     info = store_info(Path(args.store), args.run)
     proc, url = start_server(
@@ -60,10 +100,12 @@ def main() -> None:
     )
     base = re.match(r"(http://[^/]+)", url).group(1)  # type: ignore[union-attr]
     out: dict[str, Any] = {"store": args.store, "ranks": info["n_ranks"], "first_view": {}, "kinds": {}}
+    out["load_start"] = os.getloadavg()[0]
     try:
         rec = Recorder()
         rec.counting = True
-        user = User(base, url, rec, [], info)
+        user = MeteredUser(proc.pid, base, url, rec, [], info)
+        user.rng.seed(args.seed)
         user.open()
         user.deps = user.http.get(base + "/_dash-dependencies", timeout=120).json()
         rec.times.clear()
@@ -77,8 +119,12 @@ def main() -> None:
             wall = out["first_view"][page]["wall"]
             print(f"first view {page:<15} {wall:6.2f} s  (slowest: {slowest[0]} {slowest[1]:.2f} s)")
         out["memory_after_first_views"] = memory(proc.pid)
+        if args.settle:
+            out["settled_s"] = settle(proc.pid, args.settle)
+            print(f"server idle after {out['settled_s']:.0f} s")
         rec.times.clear()
         rec.errors.clear()
+        user.cpu.clear()
         for _ in range(args.repeat):
             for page in PAGES:
                 user.visit(page)
@@ -89,10 +135,21 @@ def main() -> None:
             proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             proc.kill()
-    print(f"\n{'request':<24} {'n':>5} {'p50 ms':>8} {'p95 ms':>8} {'max ms':>8}")
+    print(f"\n{'request':<24} {'n':>5} {'p50 ms':>8} {'p95 ms':>8} {'max ms':>8} {'cpu p50':>8} {'cpu p95':>8}")
     for kind, xs in sorted(rec.times.items()):
-        out["kinds"][kind] = {"n": len(xs), "p50": pct(xs, 0.5), "p95": pct(xs, 0.95), "max": max(xs)}
-        print(f"{kind:<24} {len(xs):5d} {pct(xs, 0.5) * 1e3:8.0f} {pct(xs, 0.95) * 1e3:8.0f} {max(xs) * 1e3:8.0f}")
+        cpu = user.cpu.get(kind) or [0.0]
+        out["kinds"][kind] = {
+            "n": len(xs),
+            "p50": pct(xs, 0.5),
+            "p95": pct(xs, 0.95),
+            "max": max(xs),
+            "cpu_p50": pct(cpu, 0.5),
+            "cpu_p95": pct(cpu, 0.95),
+        }
+        ms = [v * 1e3 for v in (pct(xs, 0.5), pct(xs, 0.95), max(xs), pct(cpu, 0.5), pct(cpu, 0.95))]
+        print(f"{kind:<24} {len(xs):5d} " + " ".join(f"{v:8.0f}" for v in ms))
+    out["load_end"] = os.getloadavg()[0]
+    print(f"load average (1 min): {out['load_start']:.1f} at the start, {out['load_end']:.1f} at the end")
     errors = {k: v[:2] for k, v in rec.errors.items()}
     out["errors"] = errors
     print(f"errors: {sum(len(v) for v in rec.errors.values())} {errors if errors else ''}")

@@ -437,17 +437,10 @@ def register_callbacks(app: Dash) -> None:
         with page.view(run, ranks) as v:
             all_ranks, selected = v.all_ranks, v.selected
             metric = metric if metric in MATRIX_METRICS else "bytes"
-            content = cache.rendered(
-                v.rd, "communication", (run, tuple(selected), metric), lambda: render(v.rd, run, selected, metric)
+            content = render(v.rd, run, selected, metric)
+            rows, columns, status, notes = cache.rendered(
+                v.rd, "communication ops", (run, tuple(selected)), lambda: collectives_part(v.rd, run, selected)
             )
-            ops, n = data.collectives(v.rd, run, selected)
-            notes = matching_notes(data.collective_matching(v.rd, run))
-        cut = t("cm.cut", n=f"{len(ops):,}", total=f"{n:,}") if n > len(ops) else ""
-        status = (
-            t("cm.status", n=f"{len(ops):,}", ranks=format_ranks(selected), cut=cut)
-            if len(ops)
-            else t("cm.no_ops_short")
-        )
         url = ui.page_url(
             "/communication",
             {
@@ -456,17 +449,19 @@ def register_callbacks(app: Dash) -> None:
                 "matrix": None if metric == "bytes" else metric,
             },
         )
-        rows = op_rows(ops, run, _token(run, selected))
-        # columns as wide as their content: the slowest / fastest rank stay in view
-        return (
-            content,
-            rows,
-            ui.fit_columns(_op_columns(), rows),
-            status,
-            notes,
-            ui.rank_options(all_ranks),
-            url,
-        )
+        return content, rows, columns, status, notes, ui.rank_options(all_ranks), url
+
+
+def collectives_part(rd: Reader, run: str, ranks: Sequence[int]) -> tuple[list[dict], list[dict], str, list[Any]]:
+    """The collectives grid of ``ranks`` (whatever the matrix shows): its rows, its columns (as wide
+    as their content: the slowest / fastest rank stay in view), the status line above it and the
+    notes on what could not be matched."""
+    ops, n = data.collectives(rd, run, ranks)
+    notes = matching_notes(data.collective_matching(rd, run))
+    cut = t("cm.cut", n=f"{len(ops):,}", total=f"{n:,}") if n > len(ops) else ""
+    status = t("cm.status", n=f"{len(ops):,}", ranks=format_ranks(ranks), cut=cut) if len(ops) else t("cm.no_ops_short")
+    rows = op_rows(ops, run, _token(run, ranks))
+    return rows, ui.fit_columns(_op_columns(), rows), status, notes
 
 
 def _register_selection(app: Dash) -> None:
@@ -635,6 +630,15 @@ def groups(df: pd.DataFrame, defs: pd.DataFrame) -> list[Any]:
 
 
 def render(rd: Reader, run: str, ranks: Sequence[int], metric: str) -> list[Any]:
+    """The page's cards: those the matrix metric leaves as they are built once per run and ranks
+    (``cache.rendered``), the matrix once per metric too."""
+    key = (run, tuple(ranks))
+    ranks_part = cache.rendered(rd, "communication ranks", key, lambda: _ranks_part(rd, run, ranks))
+    grid = cache.rendered(rd, "communication matrix", (*key, metric), lambda: _matrix(rd, run, ranks, metric))
+    return [*ranks_part, grid]
+
+
+def _ranks_part(rd: Reader, run: str, ranks: Sequence[int]) -> list[Any]:
     return [
         html.Div(
             [
@@ -644,5 +648,8 @@ def render(rd: Reader, run: str, ranks: Sequence[int], metric: str) -> list[Any]
             className="row2 eq",
         ),
         html.Div(groups(data.comm_groups(rd, run), data.comm_definition(rd, run, ranks)), className="card"),
-        html.Div(matrix(data.comm_matrix(rd, run, ranks), metric), className="card"),
     ]
+
+
+def _matrix(rd: Reader, run: str, ranks: Sequence[int], metric: str) -> html.Div:
+    return html.Div(matrix(data.comm_matrix(rd, run, ranks), metric), className="card")
