@@ -200,7 +200,7 @@ CATALOG_TABLES: tuple[Table, ...] = (
         "on its first view. One Parquet file per (run, analysis), holding the rows the analysis returns; valid while "
         "the run's content is the one it was computed from (``run_key``): an ingest that changes the run drops "
         "them and computes them again; and served only while the analysis' code is the version that computed it "
-        "(``analyzer.analyses.versions``, in the file's metadata).",
+        "(``analyzer.versions``, in the file's metadata).",
         (
             _c("run", "VARCHAR", "Run."),
             _c("analysis", "VARCHAR", "The analysis (its function: module.name)."),

@@ -20,10 +20,10 @@ from analyzer.analyses import STORED_AT_INGEST, step_breakdown, stored
 from analyzer.analyses.cache import RESULTS
 from analyzer.analyses.step_breakdown import aggregated_ranks, from_aggregates, from_facts
 from analyzer.analyses.stored import read_stored
-from analyzer.analyses.versions import analysis_version
 from analyzer.ingest import ingest, run_results
 from analyzer.store import Store, run_key
 from analyzer.tracks import TRACK_SOURCES
+from analyzer.versions import analysis_version
 from webapp import counter_tracks, lod
 
 SAMPLES = {
@@ -455,6 +455,21 @@ def test_reingest_of_a_changed_collection_rebuilds_its_aggregates(
         assert len(analyses.stragglers(st, "job")) == served
         names = stored.current(st, catalog, "job", run_key(st, "job"), list(STORED_AT_INGEST))
         assert (analyses.stragglers.full_name in names) == (served == 0)
+    RESULTS.clear()
+    pd.testing.assert_frame_equal(analyses.stragglers(st, "job"), fresh)
+    # the re-ingest of the unchanged folder (after an upgrade) computes that one again, alone
+    before = rr.set_index("analysis")["path"]
+    report = ingest(folder, st, run="job")
+    assert report.stored_analyses == 1
+    after = st.load_catalog(["run_results"])["run_results"].to_pandas().set_index("analysis")["path"]
+    changed = {a for a in before.index if after[a] != before[a]}
+    assert changed == {analyses.stragglers.full_name} and set(after.index) == set(before.index)
+    assert not path.exists()  # the stale file collected
+    catalog = st.catalog_snapshot()
+    assert stored.current(st, catalog, "job", run_key(st, "job"), list(STORED_AT_INGEST)) == {
+        fn.full_name for fn in STORED_AT_INGEST
+    }
+    assert ingest(folder, st, run="job").stored_analyses == 0  # now nothing to do
     RESULTS.clear()
     pd.testing.assert_frame_equal(analyses.stragglers(st, "job"), fresh)
 

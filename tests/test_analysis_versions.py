@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from analyzer.analyses import STORED_AT_INGEST, step_breakdown, stragglers
-from analyzer.analyses.versions import analysis_version, closure, module_version
+from analyzer.versions import analysis_version, closure, module_version
 
 FILES = {
     "__init__.py": '"""The package."""\n',

@@ -193,7 +193,7 @@ def preload() -> None:
     import pyarrow.dataset
     import pyarrow.parquet  # noqa: F401
 
-    from analyzer.analyses.versions import analysis_version
+    from analyzer.versions import analysis_version
 
     from . import ui
 

@@ -11,7 +11,7 @@ for a comparison of two runs ``fn(store, base, new, ...)``, kept under the conte
 
 The analyses of ``STORED`` are computed once more at ingest and stored with the run (``stored``,
 the catalog's ``run_results``): ``per_run`` serves those when the run is still the content they
-were computed from and this version of their code computed them (``versions.analysis_version``: the
+were computed from and this version of their code computed them (``analyzer.versions``: the
 analysis' module and the analyzer modules it imports), so a server's first view does not match
 every collective again.
 """

@@ -11,7 +11,7 @@ rows while the run is that content; an ingest that changes the run removes them 
 The rows are the analysis' own DataFrame: its columns and dtypes come back as they were (Arrow's
 pandas metadata; object columns of lists and records go through MessagePack).
 
-A stored result is also keyed by the code that computed it (``versions.analysis_version``: a
+A stored result is also keyed by the code that computed it (``analyzer.versions``: a
 digest of the analysis' own module and of the analyzer modules it imports, directly or not, in the
 file's metadata): rows stored by another version of that code (an older column, a fixed rule, a
 changed way of storing) are never served; the analysis is computed from the facts instead, as for a
@@ -36,11 +36,10 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ..store import FACTS_DIR, Store, slug, utcnow
-from .versions import analysis_version
+from ..versions import VERSION_KEY, analysis_version, written_version
 
 _OBJECT_COLUMNS = b"rankscope.object_columns"
 _PACKED_COLUMNS = b"rankscope.msgpack_columns"
-_VERSION = b"rankscope.analysis_version"  # stores before it: b"rankscope.code_version", never served
 
 
 def to_arrow(df: pd.DataFrame) -> pa.Table:
@@ -107,7 +106,7 @@ def read_stored(
         tbl = pq.read_table(store.path / path)
     except (OSError, pa.ArrowException):  # a file removed meanwhile (a newer ingest): computed instead
         return None
-    if (tbl.schema.metadata or {}).get(_VERSION) != analysis_version(fn).encode():
+    if (tbl.schema.metadata or {}).get(VERSION_KEY) != analysis_version(fn).encode():
         return None  # computed by another version of the analysis: computed again
     return from_arrow(tbl)
 
@@ -118,18 +117,8 @@ def current(
     """The full names of ``analyses`` whose rows stored with ``run`` would be served (computed from
     its content ``key`` by this version of their code): read from their files' footers only."""
     paths = listed(catalog, run, key)
-    out = set()
-    for fn in analyses:
-        path = paths.get(fn.full_name)  # type: ignore[attr-defined]
-        if path is None:
-            continue
-        try:
-            meta = pq.read_schema(store.path / path).metadata or {}
-        except (OSError, pa.ArrowException):
-            continue
-        if meta.get(_VERSION) == analysis_version(fn).encode():
-            out.add(fn.full_name)  # type: ignore[attr-defined]
-    return out
+    names = {fn.full_name: fn for fn in analyses if fn.full_name in paths}  # type: ignore[attr-defined]
+    return {n for n, fn in names.items() if written_version(store.path / paths[n]) == analysis_version(fn)}
 
 
 def compute_run(store_path: str, run: str, analyses: list[Callable[..., Any]]) -> list[dict[str, Any]]:
@@ -145,7 +134,7 @@ def compute_run(store_path: str, run: str, analyses: list[Callable[..., Any]]) -
         try:
             df = fn(store, run)  # through the cache: analyses that share a matching compute it once
             tbl = to_arrow(df)
-            meta = {**(tbl.schema.metadata or {}), _VERSION: analysis_version(fn).encode()}
+            meta = {**(tbl.schema.metadata or {}), VERSION_KEY: analysis_version(fn).encode()}
             tbl = tbl.replace_schema_metadata(meta)
         except Exception:  # noqa: BLE001 - the run is committed: a page computing it says what went wrong
             continue

@@ -21,7 +21,7 @@ from .discover import Discovery, discover, run_root
 from .jobs import separate_jobs
 from .pool import Executor, LocalPool, read_all
 from .report import CollectionResult, IngestReport
-from .run_results import run_ranks, store_run_results
+from .run_results import refresh_run_results, run_ranks, store_run_results
 
 
 def ingest(
@@ -89,8 +89,12 @@ def ingest(
             report.stored_analyses, report.stored_seconds = store_run_results(
                 store, run_name, executor or LocalPool(workers), ranks
             )
-            if report.stored_analyses:
-                store.write_digest(ingests)  # the catalog changed again since the commit wrote it
+        elif store.exists():  # unchanged: the analyses stored by another version of their code, computed again
+            report.stored_analyses, report.stored_seconds = refresh_run_results(
+                store, run_name, executor or LocalPool(workers)
+            )
+        if report.stored_analyses:
+            store.write_digest(ingests)  # the catalog changed again since the commit wrote it
     report.seconds = time.perf_counter() - t0
     if report.usable == 0:
         raise _nothing_ingested(report, disc, root_p)

@@ -616,10 +616,13 @@ class Store:
             self.write_digest(dict((before or {}).get("ingests", {})))
         return True
 
-    def commit_run_results(self, run: str, key: str, rows: Sequence[dict[str, Any]]) -> bool:
+    def commit_run_results(
+        self, run: str, key: str, rows: Sequence[dict[str, Any]], only: Sequence[str] | None = None
+    ) -> bool:
         """List the stored analyses of ``run`` (``run_results`` rows, their files written) in place of
-        those it had, if the run's content is still ``key``; else (the run changed or left) nothing is
-        listed and the files are removed. Call under ``ingest_lock``. Returns whether they were listed."""
+        those it had (``only``: in place of those of these analyses, the others kept), if the run's
+        content is still ``key``; else (the run changed or left) nothing is listed and the files are
+        removed. Call under ``ingest_lock``. Returns whether they were listed."""
         from .runs import run_key
 
         with self.write_connection() as con:
@@ -628,8 +631,13 @@ class Store:
                 ff = con.sql("SELECT * FROM fact_files WHERE run = $run", params={"run": run}).to_arrow_table()
                 co = con.sql("SELECT * FROM collections WHERE run = $run", params={"run": run}).to_arrow_table()
                 current = ff.num_rows and run_key({"fact_files": ff, "collections": co}, run) == key
-                if current:
+                if current and only is None:
                     con.execute("DELETE FROM run_results WHERE run = ?", [run])
+                elif current:
+                    con.execute(
+                        "DELETE FROM run_results WHERE run = ? AND list_contains(?, analysis)", [run, list(only)]
+                    )
+                if current:
                     self._insert(con, "run_results", [{**r, "run": run, "run_key": key} for r in rows])
                 con.execute("COMMIT")
             except BaseException:

@@ -1,6 +1,6 @@
 """The version of one analysis' code: a digest of the analyzer modules it runs, nothing else.
 
-A result stored with a run (``stored``) stays valid while the run's content is the one it was
+A result stored with a run (``analyses.stored``) stays valid while the run's content is the one it was
 computed from (``run_key``) and the code that computed it is unchanged. "The code" is the
 analysis' own module and every module of the ``analyzer`` package it imports, directly or through
 others (found by reading their import statements, function-level and ``TYPE_CHECKING`` ones
@@ -11,6 +11,9 @@ store's reading code or to how results are stored invalidates it.
 
 Each module counts by its syntax tree without docstrings (``ast.dump``: no comments, no line
 numbers, no formatting), so rewording a comment or a docstring or reformatting keeps the results.
+
+The version is read from the source files alone, without importing the analysis: the ingest's
+driver (which imports no pandas) tells a stale stored result by its name (``version_of``).
 
 Imports resolve as Python does, with one exception: importing ``analyzer.analyses.slow_rank`` runs
 the package ``analyzer.analyses`` first, whose ``__init__`` imports every analysis; a package counts
@@ -29,8 +32,11 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+import pyarrow.parquet as pq
+
 PACKAGE = "analyzer"
-ROOT = Path(__file__).resolve().parent.parent  # the analyzer package's folder
+ROOT = Path(__file__).resolve().parent  # the analyzer package's folder
+VERSION_KEY = b"rankscope.analysis_version"  # in a stored result's Parquet metadata
 
 
 def _file(module: str, root: Path = ROOT) -> Path | None:
@@ -103,9 +109,23 @@ def module_version(module: str, root: Path = ROOT) -> str:
     return h.hexdigest()[:16]
 
 
+def version_of(name: str) -> str:
+    """The version of the analysis whose full name (``module.function``) is ``name``: its
+    module's ``module_version``, with the name (two analyses of one module have two versions)."""
+    return hashlib.sha256(f"{name}\0{module_version(name.rpartition('.')[0])}".encode()).hexdigest()[:16]
+
+
 def analysis_version(fn: Callable[..., Any]) -> str:
-    """The version of analysis ``fn`` (a ``per_run`` function or a plain one): its module's
-    ``module_version``, with the function's name (two analyses of one module have two versions)."""
+    """The version of analysis ``fn`` (a ``per_run`` function or a plain one)."""
     inner = getattr(fn, "compute", fn)
-    name = f"{inner.__module__}.{inner.__qualname__}"
-    return hashlib.sha256(f"{name}\0{module_version(inner.__module__)}".encode()).hexdigest()[:16]
+    return version_of(f"{inner.__module__}.{inner.__qualname__}")
+
+
+def written_version(path: Path) -> str | None:
+    """The version a stored result's file says computed it (None: none, unreadable, or a store made
+    before per-analysis versions)."""
+    try:
+        v = (pq.read_schema(path).metadata or {}).get(VERSION_KEY)
+    except (OSError, ValueError):  # ArrowInvalid is a ValueError
+        return None
+    return v.decode() if v else None
