@@ -53,14 +53,29 @@ from webapp_helpers import callback_body  # noqa: E402
 
 from analyzer import schema  # noqa: E402
 from analyzer.factwriter import FactWriter  # noqa: E402
-from analyzer.ingest.aggregate import COUNTER_CURVE_SQL, SCALAR_CURVE_SQL  # noqa: E402
+from analyzer.ingest.aggregate import (  # noqa: E402
+    COUNTER_CURVE_SQL,
+    LANE_SLICES_SQL,
+    MEMORY_SQL,
+    SCALAR_CURVE_SQL,
+    lane_pyramid,
+)
 from analyzer.store import Store, utcnow  # noqa: E402
 
 OUT = REPO / "bench" / "out"
 RUN = "bench64"
-TIME_COLS = ("ts_ns", "start_ns", "end_ns", "alloc_ns", "release_ns", "active_release_ns")
+TIME_COLS = (
+    "ts_ns", "start_ns", "end_ns", "alloc_ns", "release_ns", "active_release_ns",
+    # the aggregates' times (copied ones: the others are built from the replicated facts)
+    "slowest_ts_ns", "device_start_ns", "device_end_ns", "host_start_ns", "host_end_ns",
+)  # fmt: skip
 NOT_REPLICATED = {"lanes", "comm_groups", "statistics"}
-BUILT_HERE = {"agg_counter_curve", "agg_scalar_curve"}  # aggregates computed from the replicated facts, not copied
+# aggregates computed from the replicated facts as the ingest computes them, not copied: their
+# buckets lie on a grid of the rank's clock (memory curves: MEMORY_BUCKETS over the collection's
+# span; the lanes' occupancy pyramid) or on its steps, which shifted copies of the source's miss
+BUILT_HERE = {
+    "agg_counter_curve", "agg_scalar_curve", "agg_memory_curve", "agg_lanes", "agg_lane_occupancy", "agg_lane_slices",
+}  # fmt: skip
 TRAIN_STEPS = 20_000  # steps of the collector's per-step scalars of each rank (step time, loss, lr: every step)
 TIMELINE_PX = 1150  # the canvas' data area on a 1920 px wide screen (lane names and the details panel beside it)
 
@@ -139,6 +154,7 @@ def build_store(source: Path, dest: Path, n_ranks: int, target_slices: int) -> d
                         tbl.column_names.index("n_slices"), "n_slices", pc.multiply(tbl.column("n_slices"), copies)
                     )
                 w.write(t.name, tbl)
+                replicated[t.name] = tbl
                 continue
             parts = []
             for k in range(copies):
@@ -157,6 +173,13 @@ def build_store(source: Path, dest: Path, n_ranks: int, target_slices: int) -> d
         curves = _built_here(r, replicated, ("memory_samples", "counters"), COUNTER_CURVE_SQL)
         if curves.num_rows:
             w.write("agg_counter_curve", curves)
+        memory = _built_here(r, replicated, ("memory_samples",), MEMORY_SQL)
+        if memory.num_rows:
+            w.write("agg_memory_curve", memory)
+        slices = _built_here(r, replicated, ("slices", "lanes"), LANE_SLICES_SQL)
+        if slices.num_rows:
+            for name, tbl in zip(("agg_lanes", "agg_lane_occupancy", "agg_lane_slices"), lane_pyramid(slices)):
+                w.write(name, tbl)
         if f["scalars"].num_rows == 0:  # the collector's scalars of a long run (the source has none)
             replicated["scalars"] = _scalars(r, start + jitter, TRAIN_STEPS)
             w.write("scalars", replicated["scalars"])
@@ -206,7 +229,7 @@ def _built_here(rank: int, facts: dict[str, pa.Table], sources: tuple[str, ...],
     """An aggregate of a replicated rank built as the ingest builds it (``sql`` of
     ``analyzer.ingest.aggregate``) from its replicated ``sources`` (the source's counter curves are
     on its own time grid, its scalar curves on its own steps: shifted, they would not be the
-    replica's)."""
+    replica's; so are its lanes' occupancy pyramid and its memory curves)."""
     import duckdb
 
     con = duckdb.connect()
@@ -217,9 +240,9 @@ def _built_here(rank: int, facts: dict[str, pa.Table], sources: tuple[str, ...],
             tbl = sch.empty_table().drop_columns(["run", "rank", "collection_id"])
         con.register(f"__{name}", tbl)
         con.execute(f"CREATE VIEW {name} AS SELECT *, {int(rank)} AS rank FROM __{name}")
-    out = con.sql(sql).to_arrow_table().drop_columns(["rank"])
+    out = con.sql(sql).to_arrow_table()
     con.close()
-    return out
+    return out.drop_columns(["rank"]) if "rank" in out.column_names else out
 
 
 def _scalars(rank: int, t0: int, n_steps: int) -> pa.Table:
