@@ -33,7 +33,7 @@ import json
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -121,6 +121,18 @@ class Context:
     lanes: dict[str, tiles.Lane]  # by key
     summaries: dict[str, list[str]]  # a folded group's key -> its lanes' keys
     stored: set[str] = frozenset()  # collections whose lanes the ingest summarised (the tile pyramid)
+    # per rank: its lanes and folded groups (a request names a few ranks of thousands)
+    rank_lanes: dict[int, list[tiles.Lane]] = field(default_factory=dict)
+    rank_summaries: dict[int, dict[str, list[str]]] = field(default_factory=dict)
+
+    def lanes_of(self, ranks: Sequence[int]) -> list[tiles.Lane]:
+        """The lanes of ``ranks``, in drawing order."""
+        keep = set(ranks)
+        return [ln for r in sorted(keep) for ln in self.rank_lanes.get(r, ())]
+
+    def summaries_of(self, ranks: Sequence[int]) -> dict[str, list[str]]:
+        """The folded groups of ``ranks``: key -> its lanes' keys."""
+        return {k: v for r in sorted(set(ranks)) for k, v in self.rank_summaries.get(r, {}).items()}
 
 
 def _context(
@@ -128,9 +140,16 @@ def _context(
 ) -> Context:
     lanes = {k: tiles.Lane(k, int(r), m) for k, r, m in zip(rows["key"], rows["rank"], rows["members"])}
     summaries: dict[str, list[str]] = {}
+    rank_lanes: dict[int, list[tiles.Lane]] = {}
+    rank_summaries: dict[int, dict[str, list[str]]] = {}
     for k, r, g in zip(rows["key"], rows["rank"], rows["lane_group"]):
-        summaries.setdefault(summary_key(int(r), str(g)), []).append(str(k))
-    return Context(run, fp, origin, ranks, rows, sources, lanes, summaries, frozenset(stored))
+        sk = summary_key(int(r), str(g))
+        summaries.setdefault(sk, []).append(str(k))
+        rank_summaries.setdefault(int(r), {})[sk] = summaries[sk]
+        rank_lanes.setdefault(int(r), []).append(lanes[k])
+    return Context(
+        run, fp, origin, ranks, rows, sources, lanes, summaries, frozenset(stored), rank_lanes, rank_summaries
+    )
 
 
 _CONTEXTS: OrderedDict[tuple[str, str], tuple[Any, Context]] = OrderedDict()
@@ -188,16 +207,13 @@ def tile_source(store: Store | Reader, ctx: Context, ranks: Sequence[int]) -> ti
     if indexes is None:
         with reader(store, ctx.run, ranks, ("lanes", "slices")) as rd:
             indexes = data.lane_indexes(rd, ctx.run, ranks, data.lanes(rd, ctx.run, None))
-    lanes = [ln for ln in ctx.lanes.values() if ln.rank in keep]
-    summaries = {k: v for k, v in ctx.summaries.items() if _rank_of(k) in keep}
-    return tiles.IndexTileSource(ctx.origin, lanes, indexes, summaries)
+    return tiles.IndexTileSource(ctx.origin, ctx.lanes_of(ranks), indexes, ctx.summaries_of(ranks))
 
 
 def stored_source(store: Store, ctx: Context, ranks: Sequence[int]) -> tiles.StoredTileSource:
     """The tile source of ``ranks`` for the tiles endpoint: the zoomed-out levels from the pyramid
     the ingest stored (no lane index in memory), the finer ones from ``tile_source``."""
     ranks = _check_ranks(ctx, ranks)
-    keep = set(ranks)
 
     def fetch(want: pd.DataFrame) -> Any:
         with reader(store, ctx.run, ranks, ("agg_lane_occupancy", "agg_lane_slices")) as rd:
@@ -205,8 +221,8 @@ def stored_source(store: Store, ctx: Context, ranks: Sequence[int]) -> tiles.Sto
 
     return tiles.StoredTileSource(
         ctx.origin,
-        [ln for ln in ctx.lanes.values() if ln.rank in keep],
-        {k: v for k, v in ctx.summaries.items() if _rank_of(k) in keep},
+        ctx.lanes_of(ranks),
+        ctx.summaries_of(ranks),
         set(ctx.stored),
         fetch,
         lambda: tile_source(store, ctx, ranks),
