@@ -92,6 +92,28 @@ def rss_parts() -> dict[str, float]:
     return out
 
 
+def anonymous_regions() -> dict[str, float]:
+    """The anonymous resident memory (MiB, ``/proc/self/smaps``) by the allocator that likely owns
+    it: glibc's main heap (``[heap]``), glibc's thread arenas (regions inside 64 MiB-aligned
+    reservations), and the rest (large ``mmap`` blocks of either allocator, DuckDB's own)."""
+    out = {"[heap] (glibc main arena)": 0.0, "64 MiB-aligned reservations (glibc thread arenas)": 0.0, "other": 0.0}
+    start, name = 0, ""
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        head = line.split()
+        if "-" in head[0] and ":" not in head[0]:
+            start = int(head[0].split("-")[0], 16)
+            name = head[5] if len(head) > 5 else ""
+        elif head[0] == "Anonymous:":
+            mib = int(head[1]) / 1024
+            if name == "[heap]":
+                out["[heap] (glibc main arena)"] += mib
+            elif not name and start % (64 << 20) == 0:
+                out["64 MiB-aligned reservations (glibc thread arenas)"] += mib
+            elif not name or name.startswith("[anon"):
+                out["other"] += mib
+    return out
+
+
 def take_snapshot() -> tracemalloc.Snapshot | None:
     return tracemalloc.take_snapshot() if tracemalloc.is_tracing() else None
 
@@ -104,6 +126,37 @@ def malloc_trim() -> bool:
         return bool(ctypes.CDLL("libc.so.6").malloc_trim(0) or True)
     except (OSError, AttributeError):
         return False
+
+
+def release_in_turn() -> tuple[dict[str, float], dict[str, float]]:
+    """What each holder kept: the RSS (MiB) after each is emptied in turn (then ``gc.collect()`` and
+    ``malloc_trim(0)``), starting from the end of the visits: the drop from one line to the next is
+    what that holder kept alive (its own bytes and whatever it pinned); and the anonymous memory left."""
+    from analyzer.analyses import cache as analyses_cache
+    from analyzer.store import runs as store_runs
+    from analyzer.store import store as store_mod
+    from webapp import answers, cache, timeline_api
+
+    def settle() -> float:
+        gc.collect()
+        malloc_trim()
+        return rss_mib()
+
+    out = {"before": settle()}
+    for name, drop in (
+        ("web app results (RESULTS, RENDERED, answers)", lambda: [
+            cache.RESULTS.clear(), cache.RENDERED.clear(), answers.ANSWERS.clear()]),
+        ("lane indexes (LANES)", cache.LANES.clear),
+        ("timeline contexts", timeline_api._CONTEXTS.clear),
+        ("analyses RESULTS", analyses_cache.RESULTS.clear),
+        ("catalog-derived (runs._DERIVED)", store_runs._DERIVED.clear),
+        ("DuckDB read databases (_READ_DBS)", lambda: [
+            db.con.close() for db in store_mod._READ_DBS.values()] and store_mod._READ_DBS.clear()),
+        ("catalog snapshots (_SNAPSHOTS)", store_mod._SNAPSHOTS.clear),
+    ):  # fmt: skip
+        drop()
+        out[name] = settle()
+    return out, anonymous_regions()
 
 
 def main() -> None:
@@ -119,6 +172,14 @@ def main() -> None:
     )  # fmt: skip
     ap.add_argument("--view-sets", type=int, default=None, help="fact view sets per read database (store._VIEW_SETS)")
     ap.add_argument("--no-tracemalloc", action="store_true", help="RSS without tracemalloc's own bookkeeping")
+    ap.add_argument(
+        "--arrow-decay-ms", type=int, default=None,
+        help="pyarrow.jemalloc_set_decay_ms(N) before the app is built (0: freed pages given back at once)",
+    )  # fmt: skip
+    ap.add_argument(
+        "--release", action="store_true",
+        help="at the end, empty each cache and the DuckDB read databases in turn: the RSS after each",
+    )  # fmt: skip
     args = ap.parse_args()
     if not args.no_tracemalloc:
         tracemalloc.start(8)
@@ -146,6 +207,8 @@ def main() -> None:
         from analyzer.store import store as store_mod
 
         store_mod._VIEW_SETS = args.view_sets
+    if args.arrow_decay_ms is not None:
+        pa.jemalloc_set_decay_ms(args.arrow_decay_ms)
     store = Path(args.store).resolve()
     info = store_info(store, args.run)
     app = create_app(Store(store))
@@ -153,7 +216,7 @@ def main() -> None:
     threading.Thread(target=server.run, daemon=True).start()
     base = f"http://127.0.0.1:{server.effective_port}"
     gc.collect()
-    snap0, rss0, parts0 = take_snapshot(), rss_mib(), rss_parts()
+    snap0, rss0, parts0, anon0 = take_snapshot(), rss_mib(), rss_parts(), anonymous_regions()
     rec = Recorder()
     rec.counting = True
     user = User(base, base + "/", rec, [], info)
@@ -168,7 +231,7 @@ def main() -> None:
     for _ in range(args.visits):
         user.visit(user.rng.choice(PAGES))
     gc.collect()
-    rss2, parts2 = rss_mib(), rss_parts()
+    rss2, parts2, anon2 = rss_mib(), rss_parts(), anonymous_regions()
     trimmed = malloc_trim()
     rss3 = rss_mib()
     snap = take_snapshot()
@@ -189,7 +252,14 @@ def main() -> None:
             "after malloc_trim(0)" if trimmed else "malloc_trim not available": rss3,
         },
         "rss_parts_mib": {"app built": parts0, "end": parts2},
-        "env": {k: os.environ[k] for k in ("MALLOC_ARENA_MAX", "MALLOC_TRIM_THRESHOLD_") if k in os.environ},
+        "anonymous_mib": {"app built": anon0, "end": anon2},
+        "env": {
+            k: os.environ[k]
+            for k in ("MALLOC_ARENA_MAX", "MALLOC_TRIM_THRESHOLD_", "ARROW_DEFAULT_MEMORY_POOL")
+            if k in os.environ
+        },
+        "arrow_pool": pa.default_memory_pool().backend_name,
+        "arrow_decay_ms": args.arrow_decay_ms,
         "duckdb_settings": args.duckdb,
         "view_sets": args.view_sets,
         "python_mib": {"app built": py_before, "end": py_now},
@@ -197,6 +267,8 @@ def main() -> None:
         "duckdb_mib": duckdb_mib(),
         "arrow_pool_mib": pa.total_allocated_bytes() / 2**20,
     }
+    if args.release:
+        result["rss_after_releasing_mib"], result["anonymous_mib"]["released"] = release_in_turn()
     print(json.dumps(result, indent=1))
     if snap is not None and snap0 is not None:
         print(f"Python objects grown since the app was built (top {args.top} lines):")

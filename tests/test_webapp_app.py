@@ -251,6 +251,27 @@ def test_empty_store_page_tells_how_to_ingest(tmp_path: Path) -> None:
         assert "No profiling data yet" in page and "analyze ingest" in page, path
 
 
+def test_the_app_takes_arrow_buffers_from_the_system_allocator_unless_told(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pyarrow's default pool keeps freed pages resident (the server's memory grew with the rank
+    count): the app uses the C library's allocator, unless ARROW_DEFAULT_MEMORY_POOL names a pool."""
+    import pyarrow as pa
+
+    before = pa.default_memory_pool()
+    other = pa.mimalloc_memory_pool() if before.backend_name == "system" else before
+    try:
+        pa.set_memory_pool(other)
+        monkeypatch.setenv("ARROW_DEFAULT_MEMORY_POOL", other.backend_name)
+        create_app(tmp_path / "store")
+        assert pa.default_memory_pool().backend_name == other.backend_name
+        monkeypatch.delenv("ARROW_DEFAULT_MEMORY_POOL")
+        create_app(tmp_path / "store")
+        assert pa.default_memory_pool().backend_name == "system"
+    finally:
+        pa.set_memory_pool(before)
+
+
 def test_serve_while_ingesting_and_reload_shows_the_new_run(tmp_path: Path) -> None:
     store = tmp_path / "store"
     ingest(KINETO, store, "first")

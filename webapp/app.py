@@ -156,6 +156,20 @@ class _App(Dash):
         return page.replace("<html>", f'<html lang="{lang.HTML_LANG[lang.current()]}">', 1)
 
 
+def use_system_allocator_for_arrow() -> None:
+    """Arrow's buffers from the C library's allocator, unless the user named a pool
+    (``ARROW_DEFAULT_MEMORY_POOL``). pyarrow's default pool (mimalloc) keeps the pages of freed
+    buffers for its next allocations, so the largest a view of many ranks ever allocated stayed
+    resident: the server grew by ~145-155 MiB over the visits of bench_server_memory.py at 256
+    ranks and ~80-90 MiB at 64, against ~85-90 and ~35-40 MiB with this (same CPU per request);
+    glibc hands large blocks back when they are freed. Process-wide, as the pool is."""
+    if os.environ.get("ARROW_DEFAULT_MEMORY_POOL"):
+        return
+    import pyarrow as pa
+
+    pa.set_memory_pool(pa.system_memory_pool())
+
+
 def create_app(
     store: Store | str | os.PathLike[str] | None = None,
     token: str | None = None,
@@ -173,6 +187,7 @@ def create_app(
     if not isinstance(store, Store):
         store = Store(resolve_store_path(store))
     warmup.preload()
+    use_system_allocator_for_arrow()
     app = _App(
         "webapp",
         use_pages=True,
