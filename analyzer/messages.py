@@ -1182,6 +1182,260 @@ MESSAGES: dict[str, tuple[str, str]] = {
         "文件在最后一个事件之后结束，JSON 数组没有闭合",
     ),
     "problem.keys_after_events": ("unreadable keys after traceEvents ignored", "traceEvents 之后无法读取的键已忽略"),
+    # -- a trace stream's malformed events (readers.chrome.stream): why each was skipped, as the
+    # decoder said it ({why}: items of 'why.*' joined by "; ", msgspec's words; one no template wrote stays as it is)
+    "problem.events_skipped": (
+        "{n} malformed event(s) skipped ({why}; at byte {at} of the file)",
+        "跳过了 {n} 个格式错误的事件（{why}；位于文件的第 {at} 字节）",
+    ),
+    "problem.events_skipped_decompressed": (
+        "{n} malformed event(s) skipped ({why}; at byte {at} of the decompressed data)",
+        "跳过了 {n} 个格式错误的事件（{why}；位于解压后数据的第 {at} 字节）",
+    ),
+    "problem.events_utf8_replaced": (
+        "{n} event(s) with bytes that are not UTF-8, kept with them replaced by U+FFFD (at byte {at})",
+        "{n} 个事件含有不是 UTF-8 的字节，已保留并以 U+FFFD 替换这些字节（位于第 {at} 字节）",
+    ),
+    # -- SQLite's own words (readers.ascend.db.sqlite.sqlite_problem), read back in Chinese
+    "problem.sqlite.not_utf8": ("{detail} (text that is not valid UTF-8)", "{detail}（不是有效 UTF-8 的文本）"),
+    "problem.sqlite.schema": ("malformed database schema ({table})", "数据库 schema 格式错误（{table}）"),
+    "problem.sqlite.schema_detail": (
+        "malformed database schema ({table}) - {detail}",
+        "数据库 schema 格式错误（{table}）- {detail}",
+    ),
+    "problem.sqlite.malformed": ("database disk image is malformed", "数据库磁盘映像已损坏"),
+    "problem.sqlite.not_a_db": ("file is not a database", "文件不是数据库"),
+    "problem.sqlite.no_table": ("no such table: {table}", "没有表：{table}"),
+    "problem.sqlite.no_column": ("no such column: {column}", "没有列：{column}"),
+    "problem.sqlite.cannot_open": ("unable to open database file", "无法打开数据库文件"),
+    "problem.sqlite.syntax": ("near {token}: syntax error", "{token} 附近：语法错误"),
+    # -- why a file was not read (source_files.status 'ignored')
+    "problem.ignored.not_used": ("not used by the reader", "读取器未使用"),
+    "problem.ignored.no_reader": ("no reader for producer {producer}", "没有 {producer} 的读取器"),
+    "problem.ignored.unknown": ("not a known profiler output", "不是已知的性能数据采集工具输出"),
+    "problem.ignored.json_not_trace": ("JSON file that is not a profiler trace", "不是性能数据 trace 的 JSON 文件"),
+    "problem.ignored.op_args": (
+        "operator-argument dump for AOE (record_op_args), not profiling data",
+        "AOE 的算子参数转储（record_op_args），不是性能数据",
+    ),
+    "problem.ignored.sidecar_not_json": (
+        "collector sidecar is not valid JSON (or not a JSON object)",
+        "采集器的 sidecar 文件不是有效的 JSON（或不是 JSON 对象）",
+    ),
+    "problem.ignored.legacy_copy": (
+        "legacy copy of rank {rank}'s data; the *_ascend_ms folder next to it was read",
+        "卡 {rank} 数据的旧格式副本；已读取其旁边的 *_ascend_ms 文件夹",
+    ),
+    "problem.ignored.ms_raw_cann": (
+        "raw CANN data of the MindSpore run; the *_ascend_ms folder next to it was read",
+        "MindSpore 运行的 CANN 原始数据；已读取其旁边的 *_ascend_ms 文件夹",
+    ),
+    "problem.ignored.run_file_no_collection": (
+        "a file of the whole run, but the run has no collection to read it with",
+        "属于整个运行的文件，但该运行没有可用来读取它的采集数据",
+    ),
+    "problem.ignored.run_file_again": ("another {file} of this run was read", "已读取本次运行的另一个 {file}"),
+    "problem.ignored.msprof_older_db": (
+        "older msprof db export ({file} is read)",
+        "较旧的 msprof db 导出（已读取 {file}）",
+    ),
+    "problem.ignored.not_in_prof": ("not part of the PROF folder", "不属于 PROF 文件夹"),
+    "problem.ignored.msprof_done": ("msprof completion marker", "msprof 完成标记"),
+    "problem.ignored.msprof_notes": ("msprof export notes", "msprof 导出说明"),
+    "problem.ignored.msprof_export_other": (
+        "not a file of the msprof export this version reads",
+        "不是此版本读取的 msprof 导出文件",
+    ),
+    "problem.ignored.msprof_log": ("msprof export log", "msprof 导出日志"),
+    "problem.ignored.msprof_analyze": (
+        "msprof --analyze output is not ingested by this version (read the per-op communication from the timeline)",
+        "此版本不导入 msprof --analyze 的输出（逐算子的通信从时间线读取）",
+    ),
+    "problem.ignored.msprof_db_of_text": (
+        "the same data as the text export in {folder}/, which was read",
+        "与 {folder}/ 中的文本导出数据相同，已读取后者",
+    ),
+    "problem.ignored.msprof_raw": (
+        "raw msprof data; its exported form is in {folder}/",
+        "msprof 原始数据；其导出形式在 {folder}/ 中",
+    ),
+    "problem.ignored.msprof_other": ("msprof raw or intermediate file, not ingested", "msprof 原始或中间文件，未导入"),
+    "problem.ignored.msprof_empty_kind": (
+        "0-byte file: msprof exported no data of this kind",
+        "0 字节文件：msprof 没有导出此类数据",
+    ),
+    "problem.ignored.step_trace_json": (
+        "step timeline (JSON): the steps are read from step_trace_*.csv",
+        "迭代时间线（JSON）：迭代从 step_trace_*.csv 读取",
+    ),
+    "problem.ignored.step_trace_json_no_csv": (
+        "step timeline (JSON): the steps are read from step_trace_*.csv, which this export lacks",
+        "迭代时间线（JSON）：迭代从 step_trace_*.csv 读取，而此导出中没有该文件",
+    ),
+    "problem.ignored.summary_json": (
+        "{kind} as JSON (msprof --summary-format=json) is not ingested by this version; export CSV summaries",
+        "此版本不导入 JSON 格式的 {kind}（msprof --summary-format=json）；请导出 CSV 汇总",
+    ),
+    "problem.ignored.summary": ("{kind} summary is not ingested by this version", "此版本不导入 {kind} 汇总"),
+    "problem.ignored.msprof_tx": (
+        "mstx/msproftx markers are not ingested by this version",
+        "此版本不导入 mstx/msproftx 标记",
+    ),
+    "problem.ignored.fusion_op": ("graph fusion summary is not ingested by this version", "此版本不导入图融合汇总"),
+    "problem.ignored.static_op_mem_plan": (
+        "static graph memory plan (no timestamps) is not ingested by this version",
+        "此版本不导入静态图内存规划（没有时间戳）",
+    ),
+    "problem.ignored.aicpu": ("AI CPU task details are not ingested by this version", "此版本不导入 AI CPU 任务详情"),
+    "problem.ignored.aicpu_mi": (
+        "AI CPU data-queue details are not ingested by this version",
+        "此版本不导入 AI CPU 数据队列详情",
+    ),
+    "problem.ignored.dp": ("data-preprocess summary is not ingested by this version", "此版本不导入数据预处理汇总"),
+    "problem.ignored.l2_cache_msprof": (
+        "L2 cache rates of msprof exports are not ingested by this version",
+        "此版本不导入 msprof 导出的 L2 Cache 命中率",
+    ),
+    "problem.ignored.task_time_read": (
+        "device tasks already read from op_summary and the msprof json timeline",
+        "Device 任务已从 op_summary 和 msprof json 时间线读取",
+    ),
+    "problem.ignored.msprof_same_events": (
+        "same events as {file}, which was read",
+        "与 {file} 中的事件相同，已读取后者",
+    ),
+    "problem.ignored.ai_core_utilisation": (
+        "AI Core utilisation timeline is not ingested by this version",
+        "此版本不导入 AI Core 利用率时间线",
+    ),
+    "problem.ignored.db_of_text": (
+        "db export of the same data; the text export was read",
+        "相同数据的 db 导出；已读取文本导出",
+    ),
+    "problem.ignored.not_ingested": ("not a file this version ingests", "不是此版本导入的文件"),
+    "problem.ignored.data_preprocess": (
+        "AI CPU pre-processing statistics are not ingested by this version",
+        "此版本不导入 AI CPU 预处理统计",
+    ),
+    "problem.ignored.task_time_csv": (
+        "task times duplicate kernel_details.csv; not ingested",
+        "任务时间与 kernel_details.csv 重复；未导入",
+    ),
+    "problem.ignored.static_op_mem": ("static graph memory is not ingested by this version", "此版本不导入静态图内存"),
+    "problem.ignored.interconnect": (
+        "interconnect counters are not ingested by this version",
+        "此版本不导入互联计数器",
+    ),
+    "problem.ignored.network": ("network counters are not ingested by this version", "此版本不导入网络计数器"),
+    "problem.ignored.soc_pmu": ("SoC PMU counters are not ingested by this version", "此版本不导入 SoC PMU 计数器"),
+    "problem.ignored.raw_profiler": (
+        "raw profiler data; its parsed form is in {folder}/",
+        "性能数据采集工具的原始数据；其解析结果在 {folder}/ 中",
+    ),
+    "problem.ignored.torch_npu_log": ("torch_npu parser log", "torch_npu 解析日志"),
+    "problem.ignored.not_torch_npu": ("not a torch_npu output file", "不是 torch_npu 的输出文件"),
+    "problem.ignored.db_other_rank": (
+        "profiler db of another rank (rank {rank} read from {file})",
+        "其他卡的性能数据 db（卡 {rank} 从 {file} 读取）",
+    ),
+    "problem.ignored.not_db_reader": ("not a file the db reader ingests", "不是 db 读取器导入的文件"),
+    "problem.ignored.ms_log": ("MindSpore profiler log", "MindSpore 性能数据采集日志"),
+    "problem.ignored.ms_cpu_same": (
+        "same CPU ops as trace_view.json, which was read",
+        "与 trace_view.json 中的 CPU 算子相同，已读取后者",
+    ),
+    "problem.ignored.ms_raw_framework": (
+        "raw MindSpore framework data; its parsed form is in {folder}/",
+        "MindSpore 框架原始数据；其解析结果在 {folder}/ 中",
+    ),
+    "problem.ignored.ms_raw_cann_parsed": (
+        "raw CANN data; its parsed form is in {folder}/",
+        "CANN 原始数据；其解析结果在 {folder}/ 中",
+    ),
+    "problem.ignored.legacy_same_ops": (
+        "same ops as output_timeline_data, with times relative to the first op; that file was read",
+        "与 output_timeline_data 中的算子相同，时间相对于第一个算子；已读取该文件",
+    ),
+    "problem.ignored.flops": ("FLOPs per op are not ingested by this version", "此版本不导入逐算子的 FLOPs"),
+    "problem.ignored.flops_summary": ("FLOPs summary is not ingested by this version", "此版本不导入 FLOPs 汇总"),
+    "problem.ignored.flops_scope": (
+        "FLOPs per scope are not ingested by this version",
+        "此版本不导入逐 scope 的 FLOPs",
+    ),
+    "problem.ignored.data_pipeline": (
+        "data pipeline profiling is not ingested by this version",
+        "此版本不导入数据处理流水线的性能数据",
+    ),
+    "problem.ignored.text_of_aicore": (
+        "text rendering of aicore_intermediate (read instead)",
+        "aicore_intermediate 的文本形式（已改为读取后者）",
+    ),
+    "problem.ignored.hwts": (
+        "raw hardware task scheduler dump; output_timeline_data holds the same tasks",
+        "硬件任务调度器（HWTS）原始转储；output_timeline_data 中有相同的任务",
+    ),
+    "problem.ignored.text_of_aicpu": (
+        "text rendering of aicpu_intermediate (read instead)",
+        "aicpu_intermediate 的文本形式（已改为读取后者）",
+    ),
+    "problem.ignored.task_list": (
+        "intermediate task list; output_timeline_data holds the same tasks",
+        "中间任务列表；output_timeline_data 中有相同的任务",
+    ),
+    "problem.ignored.min_cycle": (
+        "first syscnt of the device; not needed (times stay on the device clock)",
+        "Device 的第一个 syscnt；不需要（时间保持在 Device 时钟上）",
+    ),
+    "problem.ignored.dynamic_shape": (
+        "dynamic-shape operator list is not ingested by this version",
+        "此版本不导入动态 shape 算子列表",
+    ),
+    "problem.ignored.parallel_strategy": (
+        "parallel strategy graph is not ingested by this version",
+        "此版本不导入并行策略图",
+    ),
+    "problem.ignored.hccl_raw": (
+        "legacy HCCL summary is not ingested by this version",
+        "此版本不导入旧格式的 HCCL 汇总",
+    ),
+    "problem.ignored.timeline_summary": ("summary of the timeline (counts only)", "时间线汇总（只有计数）"),
+    "problem.ignored.gpu_timeline": (
+        "GPU timeline of a MindSpore GPU run is not ingested by this version",
+        "此版本不导入 MindSpore GPU 运行的 GPU 时间线",
+    ),
+    "problem.ignored.step_trace_point": (
+        "names of the ops that start and end a step; not needed (steps come from step_trace_raw)",
+        "迭代开始和结束算子的名称；不需要（迭代来自 step_trace_raw）",
+    ),
+    "problem.ignored.cluster_summary": (
+        "legacy cluster step summary (no per-rank rows); not ingested by this version",
+        "旧格式的集群迭代汇总（没有逐卡的行）；此版本不导入",
+    ),
+    # why a malformed event was skipped (problem.events_skipped's {why}): the stream's own words and msgspec's
+    "why.no_boundary": ("{mib} MiB without an event boundary", "{mib} MiB 内没有事件边界"),
+    "why.nested": ("nested too deeply", "嵌套过深"),
+    "why.not_object": ("not a JSON object", "不是 JSON 对象"),
+    "why.at": ("{what} - at `{path}`", "{what}（位于 `{path}`）"),
+    "why.expected_type": ("Expected `{want}`, got `{got}`", "应为 `{want}`，实际为 `{got}`"),
+    "why.missing_field": ("Object missing required field `{field}`", "对象缺少必需字段 `{field}`"),
+    # (a path after them: more literal text than the same without it, tried first)
+    "why.expected_type_at": (
+        "Expected `{want}`, got `{got}` - at `{path}`",
+        "应为 `{want}`，实际为 `{got}`（位于 `{path}`）",
+    ),
+    "why.missing_field_at": (
+        "Object missing required field `{field}` - at `{path}`",
+        "对象缺少必需字段 `{field}`（位于 `{path}`）",
+    ),
+    "why.expected_either": ("expected {a} or {b}", "应为 {a} 或 {b}"),
+    "why.expected": ("expected {what}", "应为 {what}"),
+    "why.keys_strings": ("object keys must be strings", "对象的键必须是字符串"),
+    "why.trailing": ("trailing characters", "多余的字符"),
+    "why.invalid_character": ("invalid character", "无效字符"),
+    "why.invalid_number": ("invalid number", "无效的数字"),
+    "why.invalid_escape": ("invalid escape character in string", "字符串中有无效的转义字符"),
+    "why.out_of_range": ("Number out of range", "数字超出范围"),
+    "why.truncated": ("Input data was truncated", "输入数据被截断"),
     # the rows a problem names (its {where} / {rows}: items joined, see LIST_FIELDS)
     "where.row_value": ("row {n}: {value}", "第 {n} 行：{value}"),
     "where.event_value": ("event {n}: {value}", "第 {n} 个事件：{value}"),
@@ -1207,7 +1461,17 @@ LIST_FIELDS: dict[str, tuple[str, str, str]] = {
     "where": ("; ", "；", "where"),
     "rows": (", ", "，", "where"),
     "holds": ("; no ", "；没有", "hold"),
+    "why": ("; ", "；", "why"),
 }
+# list fields whose items may be texts no template wrote (a decoder's own words): those stay as they are
+OPEN_LIST_FIELDS = frozenset({"why"})
+
+# the hint of a torch_npu folder not parsed (``missing.hint.torch_npu_raw``) as a file's reason, its text once
+_HINT_EN, _HINT_ZH = MESSAGES["missing.hint.torch_npu_raw"]
+MESSAGES["problem.ignored.torch_npu_raw"] = (
+    "raw torch_npu data, not parsed: " + _HINT_EN,
+    "torch_npu 原始数据，未解析：" + _HINT_ZH,
+)
 
 Message = dict[str, Any]  # {"key": str, "params": {name: number | str | Message | None}}
 
@@ -1395,7 +1659,7 @@ def _translated(text: str, lang: str, family: str, split: bool = True) -> str | 
 def _items_ok(field: str, text: str) -> bool:
     """Whether ``text`` (a field of ``LIST_FIELDS``) is items of its family (or "...")."""
     sep, _zh, family = LIST_FIELDS[field]
-    return all(p == "..." or parse(p, family) is not None for p in text.split(sep))
+    return field in OPEN_LIST_FIELDS or all(p == "..." or parse(p, family) is not None for p in text.split(sep))
 
 
 def _items(text: str, lang: str, field: str) -> str:

@@ -98,14 +98,42 @@ def test_json_nested_deeper_than_the_decoder_goes(tmp_path: Path) -> None:
         "warning",
         f"1 malformed event(s) skipped (nested too deeply; at byte {at} of the file)",
     )
+    zh = translate_problems(probs["rank_1/window_step2/rank1_step000002.pt.trace.json"][1], "zh")
+    assert zh == f"跳过了 1 个格式错误的事件（嵌套过深；位于文件的第 {at} 字节）"
     ignored = query(store, "SELECT path, error FROM source_files WHERE status = 'ignored'")
     assert {"path": "rank_0/window_step2/rankscope_window.json", "error": _SIDECAR_NOT_JSON} in ignored
+    assert translate_problems(_SIDECAR_NOT_JSON, "zh") == "采集器的 sidecar 文件不是有效的 JSON（或不是 JSON 对象）"
     ranks = query(store, "SELECT rank, count(*) AS n FROM kernels GROUP BY rank ORDER BY rank")
     assert [r["rank"] for r in ranks] == [0]  # the torch_npu rank: its kernel_details.csv was read
     assert query(store, "SELECT count(DISTINCT rank) AS n FROM slices") == [{"n": 2}]
 
 
 _SIDECAR_NOT_JSON = "collector sidecar is not valid JSON (or not a JSON object)"
+
+
+@pytest.mark.parametrize(
+    "folder", ["mindspore_legacy_alexnet", "msprof_constructed", "msprof_legacy_timeline", "mindspore_cpu_windows"]
+)
+def test_why_a_file_was_ignored_reads_in_both_languages(tmp_path: Path, folder: str) -> None:
+    """Every file a reader or the discovery left out (source_files.status 'ignored') says why in
+    English (as stored) and in Chinese; a stray text file and a JSON file that is not a trace too."""
+    root = tmp_path / "in"
+    shutil.copytree(DATA / folder, root)
+    (root / "notes.txt").write_text("my notes")
+    (root / "config.json").write_text('{"lr": 0.1}')
+    store = Store(tmp_path / "store")
+    ingest(root, store, workers=1)
+    rows = store.query("SELECT path, error FROM source_files WHERE status = 'ignored'").to_dict("records")
+    by_path = {r["path"]: r["error"] for r in rows}
+    assert by_path["notes.txt"] == "not a known profiler output"
+    assert by_path["config.json"] == "JSON file that is not a profiler trace"
+    assert translate_problems(by_path["notes.txt"], "zh") == "不是已知的性能数据采集工具输出"
+    assert translate_problems(by_path["config.json"], "zh") == "不是性能数据 trace 的 JSON 文件"
+    assert len(set(by_path.values())) > 2  # the readers' own reasons
+    for path, error in by_path.items():
+        zh = translate_problems(error, "zh")
+        assert zh != error and re.search("[\u4e00-\u9fff]", zh), (path, error, zh)
+        assert not re.search(r"\b(?:not|the|is|are|of|read|ingested|file)\b", zh), (path, error, zh)
 
 
 @pytest.fixture
@@ -358,6 +386,9 @@ def test_whitespace_between_events_is_not_carried_and_giant_events_are_skipped(
     got, ts = _events(big, 4096)
     assert [e.name for e in got] == ["a", "a"]
     assert ts.warnings[0].startswith("1 malformed event(s) skipped (1 MiB without an event boundary")
+    assert translate_problems(ts.warnings[0], "zh").startswith(
+        "跳过了 1 个格式错误的事件（1 MiB 内没有事件边界；位于文件的第 "
+    )
 
 
 def test_a_broken_event_is_skipped_by_its_offset_and_the_rest_kept(tmp_path: Path) -> None:
@@ -393,6 +424,11 @@ def test_a_broken_event_is_skipped_by_its_offset_and_the_rest_kept(tmp_path: Pat
         assert sorted(offsets) == [flip, typ, big], (block, ts.warnings)
         assert utf == [f"1 event(s) with bytes that are not UTF-8, kept with them replaced by U+FFFD (at byte {utf8})"]
         assert "`$.name`" in " ".join(ts.warnings) and "Number out of range" in " ".join(ts.warnings)
+        # read in Chinese: the stream's sentence and msgspec's reasons (the path in the event as it is)
+        zh = " ".join(translate_problems(w, "zh") for w in ts.warnings)
+        assert "应为 `str`，实际为 `int`（位于 `$.name`）" in zh and "数字超出范围（位于 `$.ts`）" in zh, zh
+        assert re.search(r"跳过了 \d+ 个格式错误的事件（.+；位于文件的第 [\d, ]+ 字节）", zh), zh
+        assert "malformed" not in zh and "Expected" not in zh and "at byte" not in zh, zh
 
 
 # -- times: one check, every format ---------------------------------------------------------------------
@@ -604,7 +640,10 @@ def test_a_damaged_sqlite_db_says_what_is_wrong_and_keeps_what_it_can(tmp_path: 
     assert "kept with U+FFFD" in m["error"], m
     # both files' problems read in Chinese: SQLite's words and the table names stay as they are
     za, zm = translate_problems(a["error"], "zh"), translate_problems(m["error"], "zh")
-    assert za.startswith("db 的 schema 已损坏（malformed database schema (Step\ufffdraceTime)"), za
+    assert za.startswith(
+        "db 的 schema 已损坏（数据库 schema 格式错误（Step\ufffdraceTime）（不是有效 UTF-8 的文本））"
+    ), za
+    assert "malformed" not in za and "text that" not in za, za
     assert "已关闭 SQLite 的 schema 检查读取：找到 1 个表（StepTraceTime）" in za, za
     utf8 = r"\b[A-Z_]+：第 \d+(, \d+)*(, \.\.\.)? 行有 \d+ 个文本值不是有效的 UTF-8（例如 .*），坏字节"
     assert re.search(utf8, zm), zm

@@ -167,9 +167,10 @@ def test_corrupt_and_foreign_sqlite(ingested: tuple[Path, Store, str]) -> None:
     assert db5["status"] == "warning", db5
     assert "the db's schema is damaged (database disk image is malformed)" in db5["error"]
     assert "TASK: table unreadable (database disk image is malformed); skipped" in db5["error"]
-    zh = translate_problems(db5["error"], "zh")
-    assert "db 的 schema 已损坏（database disk image is malformed）" in zh, zh
-    assert "TASK：表无法读取（database disk image is malformed）；已跳过" in zh, zh
+    zh = translate_problems(db5["error"], "zh")  # SQLite's words too (problem.sqlite.*)
+    assert "db 的 schema 已损坏（数据库磁盘映像已损坏）" in zh, zh
+    assert "TASK：表无法读取（数据库磁盘映像已损坏）；已跳过" in zh, zh
+    assert "malformed" not in zh, zh
     assert f_of(store, 5, "analysis.db")["status"] == "ok"
     ops = store.query("SELECT * FROM comm_ops WHERE rank = 5").to_dict("records")
     assert len(ops) == 4 and all(o["source"] == "analysis.db" and o["wait_ns"] is not None for o in ops)

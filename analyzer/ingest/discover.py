@@ -136,7 +136,7 @@ def _walk(disc: Discovery, walk: Iterable[tuple[Path, list[str], list[str]]]) ->
             kind = registry.folder_kind(dn)
             if kind == "torch_npu_op_args":
                 for f in _all_files(full, disc):
-                    disc.ignored.append((f, "operator-argument dump for AOE (record_op_args), not profiling data"))
+                    disc.ignored.append((f, problem("ignored.op_args")))
             elif kind == "torch_npu":
                 found.npu_dirs.append(full)
             elif kind == "mindspore":
@@ -180,7 +180,7 @@ def _classify(disc: Discovery, found: Found, f: Path) -> None:
         if isinstance(sc, dict):
             found.sidecars[f.parent] = sc
         else:
-            disc.ignored.append((f, "collector sidecar is not valid JSON (or not a JSON object)"))
+            disc.ignored.append((f, problem("ignored.sidecar_not_json")))
     elif kind == "collector_scalars":
         found.scalar_files.append(f)
     elif kind == "msprof_db":
@@ -234,7 +234,7 @@ def _mindspore_and_msprof_plans(root: Path, run: str, found: Found, disc: Discov
     for folder, r, files in found.legacy_sets:
         if r in ms_ranks.get(folder, set()):
             for f in files:
-                disc.ignored.append((f, f"legacy copy of rank {r}'s data; the *_ascend_ms folder next to it was read"))
+                disc.ignored.append((f, problem("ignored.legacy_copy", rank=r)))
             continue
         rel = f"{_rel(root, folder)}#rank{r}"  # one folder holds several ranks: one collection per suffix
         plans.append(_plan(root, run, found.sidecars, "mindspore_legacy", folder, files, r, "file_suffix", rel))
@@ -247,9 +247,7 @@ def _mindspore_and_msprof_plans(root: Path, run: str, found: Found, disc: Discov
             continue
         if d.parent in ms_ranks and (ident.rank is None or ident.rank in ms_ranks[d.parent]):
             for f in _all_files(d, disc):
-                disc.ignored.append(
-                    (f, "raw CANN data of the MindSpore run; the *_ascend_ms folder next to it was read")
-                )
+                disc.ignored.append((f, problem("ignored.ms_raw_cann")))
             continue
         if PROF_DIR_RE.match(d.name):
             files = _all_files(d, disc)
@@ -328,9 +326,9 @@ def _attach_run_files(disc: Discovery, found: Found) -> None:
     seen: set[str] = set()
     for kind, f in sorted(found.run_files, key=lambda kf: (len(kf[1].relative_to(disc.root).parts), str(kf[1]))):
         if not disc.plans:
-            disc.ignored.append((f, "a file of the whole run, but the run has no collection to read it with"))
+            disc.ignored.append((f, problem("ignored.run_file_no_collection")))
         elif kind in seen:
-            disc.ignored.append((f, f"another {f.name} of this run was read"))
+            disc.ignored.append((f, problem("ignored.run_file_again", file=f.name)))
         else:
             seen.add(kind)
             disc.plans[0].run_files.append((kind, f))

@@ -70,7 +70,7 @@ def _result(
     rank = plan.rank if plan.rank is not None else 0
     for f in plan.files:  # files of the collection no reader looked at
         if f not in ctx.outcomes:
-            ctx.ignore(f, "not used by the reader")
+            ctx.ignore(f, problem("ignored.not_used"))
     now = utcnow()
     file_rows = [
         source_file_row(
@@ -181,7 +181,7 @@ def _run_reader(ctx: ReadContext) -> None:
     reader = READERS.get(plan.producer)
     if reader is None:
         for f in plan.files:
-            ctx.ignore(f, f"no reader for producer {plan.producer}")
+            ctx.ignore(f, problem("ignored.no_reader", producer=plan.producer))
         return
     try:
         reader(ctx)

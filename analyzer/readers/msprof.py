@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from ..messages import english
+from ..messages import english, problem
 from .ascend.db import expected_tables, read_ascend_db
 from .ascend.groups import Groups
 from .ascend.msprof_export import ExportState, export_files, file_size, legacy_timelines, read_export, read_legacy
@@ -84,7 +84,7 @@ def _read_db(ctx: ReadContext, dbs: list[Path]) -> None:
     root = ctx.plan.root
     main = dbs[-1]  # one db per export; a re-export leaves a newer timestamp
     for old in dbs[:-1]:
-        ctx.ignore(old, f"older msprof db export ({main.name} is read)")
+        ctx.ignore(old, problem("ignored.msprof_older_db", file=main.name))
     analysis = root.joinpath(*MSPROF_ANALYSIS_DB)
     groups = Groups(ctx.rank, ctx.plan.hints, None)
     read_ascend_db(
@@ -107,30 +107,26 @@ def _ignore_rest(ctx: ReadContext, root: Path) -> None:
         try:
             rel = p.relative_to(root).parts
         except ValueError:
-            ctx.ignore(p, "not part of the PROF folder")
+            ctx.ignore(p, problem("ignored.not_in_prof"))
             continue
         top = rel[0]
         if p.name.endswith(".done"):
-            ctx.ignore(p, "msprof completion marker")
+            ctx.ignore(p, problem("ignored.msprof_done"))
         elif top == EXPORT_DIR:
             if p.name == "README.txt":
-                ctx.ignore(p, "msprof export notes")
+                ctx.ignore(p, problem("ignored.msprof_notes"))
             else:
-                ctx.ignore(p, "not a file of the msprof export this version reads")
+                ctx.ignore(p, problem("ignored.msprof_export_other"))
         elif top == "mindstudio_profiler_log":
-            ctx.ignore(p, "msprof export log")
+            ctx.ignore(p, problem("ignored.msprof_log"))
         elif top == "analyze":
-            ctx.ignore(
-                p,
-                "msprof --analyze output is not ingested by this version (read the per-op communication from "
-                "the timeline)",
-            )
+            ctx.ignore(p, problem("ignored.msprof_analyze"))
         elif len(rel) == 1 and MSPROF_DB_RE.match(p.name):
-            ctx.ignore(p, f"the same data as the text export in {EXPORT_DIR}/, which was read")
+            ctx.ignore(p, problem("ignored.msprof_db_of_text", folder=EXPORT_DIR))
         elif len(rel) > 2 and rel[1] in ("data", "sqlite"):
-            ctx.ignore(p, f"raw msprof data; its exported form is in {EXPORT_DIR}/")
+            ctx.ignore(p, problem("ignored.msprof_raw", folder=EXPORT_DIR))
         else:
-            ctx.ignore(p, "msprof raw or intermediate file, not ingested")
+            ctx.ignore(p, problem("ignored.msprof_other"))
 
 
 def _finish_meta(ctx: ReadContext, st: ExportState, empty_export: bool, db: bool) -> None:

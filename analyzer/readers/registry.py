@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from ..messages import problem
 from . import collector, kineto
 from .ascend import names as ascend_names
 from .ascend.cluster import is_communication_group, read_communication_group
@@ -40,7 +41,7 @@ def file_kind(path: Path) -> str:
         kind = detect(path)
         if kind is not None:
             return kind
-    return "ignore:not a known profiler output"
+    return "ignore:" + problem("ignored.unknown")
 
 
 def flat_groups(filenames: list[str]) -> tuple[dict[int, list[str]], dict[str, str]]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-from ..messages import english
+from ..messages import english, problem
 from .ascend.db import expected_tables, rank_device_map, read_ascend_db
 from .ascend.groups import Groups, share_group_layouts
 from .ascend.metadata import fill_meta, read_producer_files, switch_sentences
@@ -122,13 +122,13 @@ def read_torch_npu_db(ctx: ReadContext) -> None:
             continue
         rel = p.relative_to(root).parts
         if rel[0] == "FRAMEWORK" or rel[0].startswith("PROF_"):
-            ctx.ignore(p, f"raw profiler data; its parsed form is in {OUTPUT_DIR}/")
+            ctx.ignore(p, problem("ignored.raw_profiler", folder=OUTPUT_DIR))
         elif rel[0] == "logs":
-            ctx.ignore(p, "torch_npu parser log")
+            ctx.ignore(p, problem("ignored.torch_npu_log"))
         elif TORCH_NPU_DB_RE.match(p.name):
-            ctx.ignore(p, f"profiler db of another rank (rank {ctx.rank} read from {main.name if main else '?'})")
+            ctx.ignore(p, problem("ignored.db_other_rank", rank=ctx.rank, file=main.name if main else "?"))
         else:
-            ctx.ignore(p, "not a file the db reader ingests")
+            ctx.ignore(p, problem("ignored.not_db_reader"))
     if main is None:
         ctx.meta.missing.append(english("missing.torch_npu.no_db"))
     tables = expected_tables(True, pf.config)
@@ -156,7 +156,7 @@ def read_torch_npu_raw(ctx: ReadContext) -> None:
             has_fwk = True
         elif top.startswith("PROF_"):
             has_prof = True
-        ctx.ignore(f, f"raw torch_npu data, not parsed: {TORCH_NPU_RAW_HINT}")
+        ctx.ignore(f, problem("ignored.torch_npu_raw"))
     ctx.meta.status = "unparsed"
     what = " and ".join(x for x, ok in (("FRAMEWORK/", has_fwk), ("PROF_*/", has_prof)) if ok) or english(
         "missing.part.no_profiler_data"

@@ -42,13 +42,13 @@ from .trace_view import AscendTrace
 
 # kinds of mindstudio_profiler_output this version does not ingest, with the reason shown to the user
 _NOT_INGESTED = {
-    "msprof_tx": "mstx/msproftx markers are not ingested by this version",
-    "fusion_op": "graph fusion summary is not ingested by this version",
-    "static_op_mem": "static graph memory plan (no timestamps) is not ingested by this version",
-    "aicpu": "AI CPU task details are not ingested by this version",
-    "aicpu_mi": "AI CPU data-queue details are not ingested by this version",
-    "dp": "data-preprocess summary is not ingested by this version",
-    "l2_cache": "L2 cache rates of msprof exports are not ingested by this version",
+    "msprof_tx": problem("ignored.msprof_tx"),
+    "fusion_op": problem("ignored.fusion_op"),
+    "static_op_mem": problem("ignored.static_op_mem_plan"),
+    "aicpu": problem("ignored.aicpu"),
+    "aicpu_mi": problem("ignored.aicpu_mi"),
+    "dp": problem("ignored.dp"),
+    "l2_cache": problem("ignored.l2_cache_msprof"),
 }
 
 
@@ -102,7 +102,7 @@ def read_export(ctx: ReadContext, st: ExportState, export: dict[str, list[Export
         files = []
         for f in export[kind]:
             if file_size(f.path) == 0:  # msprof leaves 0-byte files for kinds with no data
-                ctx.ignore(f.path, "0-byte file: msprof exported no data of this kind")
+                ctx.ignore(f.path, problem("ignored.msprof_empty_kind"))
             else:
                 files.append(f)
         if not files:
@@ -150,16 +150,11 @@ def read_export(ctx: ReadContext, st: ExportState, export: dict[str, list[Export
             base = kind.split(".")[0]
             if base == "step_trace" and ext == ".json":
                 has_csv = any(x.path.suffix == ".csv" for x in export.get("step_trace", []))
-                reason = "step timeline (JSON): the steps are read from step_trace_*.csv" + (
-                    "" if has_csv else ", which this export lacks"
-                )
+                reason = problem("ignored.step_trace_json" if has_csv else "ignored.step_trace_json_no_csv")
             elif ext == ".json" and base != "msprof_tx":
-                reason = (
-                    f"{base} as JSON (msprof --summary-format=json) is not ingested by this version; "
-                    "export CSV summaries"
-                )
+                reason = problem("ignored.summary_json", kind=base)
             else:
-                reason = _NOT_INGESTED.get(base, f"{base} summary is not ingested by this version")
+                reason = _NOT_INGESTED.get(base) or problem("ignored.summary", kind=base)
             for f in files:
                 ctx.ignore(f.path, reason)
             continue
@@ -216,7 +211,7 @@ def _read_step_trace(ctx: ReadContext, st: ExportState, path: Path) -> None:
 
 def _read_task_time(ctx: ReadContext, st: ExportState, path: Path, kernels: bool, slices: bool) -> None:
     if not kernels and not slices:
-        ctx.ignore(path, "device tasks already read from op_summary and the msprof json timeline")
+        ctx.ignore(path, problem("ignored.task_time_read"))
         return
     with ctx.reading(path, "task_time") as outcome:
         t = read_csv(path, "task_time CSV", TASK_TIME_COLS, required=("type", "start", "dur"))
@@ -342,8 +337,11 @@ def read_legacy(ctx: ReadContext, st: ExportState, files: list[LegacyFile], cloc
             if f.kind in read_kinds:
                 trace.feed_file(f.path, f"legacy {f.kind} timeline", clock.offset_ns if clock is not None else 0)
             elif f.kind in ("task_time", "hccl", "step_trace"):
-                ctx.ignore(f.path, f"same events as msprof_{f.device}_{f.model}_{f.iteration}.json, which was read")
+                ctx.ignore(
+                    f.path,
+                    problem("ignored.msprof_same_events", file=f"msprof_{f.device}_{f.model}_{f.iteration}.json"),
+                )
             else:
-                ctx.ignore(f.path, "AI Core utilisation timeline is not ingested by this version")
+                ctx.ignore(f.path, problem("ignored.ai_core_utilisation"))
         _finish_timeline(st, trace)
     ctx.meta.extra["legacy_timeline"] = True

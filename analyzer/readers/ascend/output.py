@@ -58,14 +58,14 @@ if TYPE_CHECKING:
 
 # files of ASCEND_PROFILER_OUTPUT this version does not ingest, with the reason shown to the user
 _NOT_INGESTED = {
-    "data_preprocess.csv": "AI CPU pre-processing statistics are not ingested by this version",
-    "task_time.csv": "task times duplicate kernel_details.csv; not ingested",
-    "static_op_mem.csv": "static graph memory is not ingested by this version",
-    "hccs.csv": "interconnect counters are not ingested by this version",
-    "pcie.csv": "interconnect counters are not ingested by this version",
-    "nic.csv": "network counters are not ingested by this version",
-    "roce.csv": "network counters are not ingested by this version",
-    "soc_pmu.csv": "SoC PMU counters are not ingested by this version",
+    "data_preprocess.csv": problem("ignored.data_preprocess"),
+    "task_time.csv": problem("ignored.task_time_csv"),
+    "static_op_mem.csv": problem("ignored.static_op_mem"),
+    "hccs.csv": problem("ignored.interconnect"),
+    "pcie.csv": problem("ignored.interconnect"),
+    "nic.csv": problem("ignored.network"),
+    "roce.csv": problem("ignored.network"),
+    "soc_pmu.csv": problem("ignored.soc_pmu"),
 }
 
 
@@ -156,17 +156,17 @@ def _ignore_others(ctx: ReadContext, st: TextExport) -> None:
             if p.name in known:
                 continue
             if p.name.endswith(".db"):
-                ctx.ignore(p, "db export of the same data; the text export was read")
+                ctx.ignore(p, problem("ignored.db_of_text"))
             else:
-                ctx.ignore(p, _NOT_INGESTED.get(p.name, "not a file this version ingests"))
+                ctx.ignore(p, _NOT_INGESTED.get(p.name) or problem("ignored.not_ingested"))
         elif len(rel.parts) == 1 and (PROFILER_INFO_RE.match(p.name) or p.name == PROFILER_METADATA):
             continue
         elif top == "FRAMEWORK" or top.startswith("PROF_"):
-            ctx.ignore(p, f"raw profiler data; its parsed form is in {OUTPUT_DIR}/")
+            ctx.ignore(p, problem("ignored.raw_profiler", folder=OUTPUT_DIR))
         elif top == "logs":
-            ctx.ignore(p, "torch_npu parser log")
+            ctx.ignore(p, problem("ignored.torch_npu_log"))
         else:
-            ctx.ignore(p, "not a torch_npu output file")
+            ctx.ignore(p, problem("ignored.not_torch_npu"))
 
 
 def _read_trace(ctx: ReadContext, st: TextExport, path: Path) -> None:

@@ -32,7 +32,7 @@ from typing import Any, BinaryIO
 import msgspec
 
 from ...errors import InputError
-from ...messages import problem
+from ...messages import english, problem
 from ..common.jsonfile import DECODE_ERRORS
 from ..common.opener import InputStream, open_input
 
@@ -176,7 +176,7 @@ _BYTE_RE = re.compile(r"\(byte (\d+)\)")
 def _reason(exc: Exception) -> str:
     """What is wrong with one event, in a few words."""
     if isinstance(exc, RecursionError):
-        return "nested too deeply"
+        return english("why.nested")
     return _BYTE_RE.sub("", str(exc)).removeprefix("JSON is malformed: ").strip()
 
 
@@ -293,7 +293,7 @@ class TraceStream:
         self._carry = carry
         while True:
             if len(carry) > MAX_EVENT_BYTES:
-                self._skip(f"{len(carry) >> 20} MiB without an event boundary", 1)
+                self._skip(english("why.no_boundary", mib=len(carry) >> 20), 1)
                 self._carry_at += len(carry)
                 carry = b""
             data = bytearray(1 + len(carry) + self.block_bytes)
@@ -333,9 +333,9 @@ class TraceStream:
         """Record ``n`` events skipped (``what`` was wrong), naming where they start."""
         self.skipped_events += n
         where = at if at is not None else [self._carry_at]
-        data = "decompressed data" if self.compressed else "file"
         sample = ", ".join(str(x) for x in where[:3]) + (", ..." if len(where) > 3 else "")
-        self.warnings.append(f"{n} malformed event(s) skipped ({what}; at byte {sample} of the {data})")
+        key = "events_skipped_decompressed" if self.compressed else "events_skipped"
+        self.warnings.append(problem(key, n=n, why=what, at=sample))
 
     # -- start / end ------------------------------------------------------------------------
 
@@ -554,13 +554,10 @@ class TraceStream:
                 reasons.add(first)
                 i += 1
         if skipped:
-            self._skip("; ".join(sorted(r for r in reasons if r)) or "not a JSON object", len(skipped), skipped)
+            self._skip("; ".join(sorted(r for r in reasons if r)) or english("why.not_object"), len(skipped), skipped)
         if repaired:
             sample = ", ".join(str(x) for x in repaired[:3]) + (", ..." if len(repaired) > 3 else "")
-            self.warnings.append(
-                f"{len(repaired)} event(s) with bytes that are not UTF-8, kept with them replaced by U+FFFD "
-                f"(at byte {sample})"
-            )
+            self.warnings.append(problem("events_utf8_replaced", n=len(repaired), at=sample))
         return out
 
     @property
@@ -602,7 +599,7 @@ def sniff(path: Path) -> str:
         return "array"
     if named_trace:
         return problem("not_a_trace")
-    return "ignore:JSON file that is not a profiler trace"
+    return "ignore:" + problem("ignored.json_not_trace")
 
 
 # torch.profiler's pretty-printed layout: events at an indent of two, one after the other. JSON

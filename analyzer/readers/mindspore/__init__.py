@@ -205,7 +205,7 @@ def read_mindspore(ctx: ReadContext) -> None:
     for f in plan.files:
         rel = f.relative_to(root).parts
         if rel[0] == "logs":
-            ctx.ignore(f, "MindSpore profiler log")
+            ctx.ignore(f, problem("ignored.ms_log"))
     # host-CPU text files written by the framework itself (they survive an abnormal exit)
     if "cpu_ms_memory_record" in cpu:
         read_memory_record(ctx, cpu["cpu_ms_memory_record"])
@@ -219,7 +219,7 @@ def read_mindspore(ctx: ReadContext) -> None:
     if parsed:
         for kind in ("cpu_op_execute_timestamp", "cpu_framework"):
             if kind in cpu:
-                ctx.ignore(cpu[kind], "same CPU ops as trace_view.json, which was read")
+                ctx.ignore(cpu[kind], problem("ignored.ms_cpu_same"))
         # a CPU run (a trace, no kernels): its collectives are host ops of the CPU OP lane
         cpu_run = "kernel_details.csv" not in names and "trace_view.json" in names
         st = read_output_folder(ctx, MS_OP_PROCESSES, (CPU_PROCESS, collective_type) if cpu_run else None)
@@ -258,9 +258,9 @@ def read_mindspore(ctx: ReadContext) -> None:
     for f in plan.files:
         rel = f.relative_to(root).parts
         if rel[0] == "FRAMEWORK":
-            ctx.ignore(f, f"raw MindSpore framework data; its parsed form is in {OUTPUT_DIR}/")
+            ctx.ignore(f, problem("ignored.ms_raw_framework", folder=OUTPUT_DIR))
         elif rel[0].startswith("PROF_"):
-            ctx.ignore(f, f"raw CANN data; its parsed form is in {OUTPUT_DIR}/")
+            ctx.ignore(f, problem("ignored.ms_raw_cann_parsed", folder=OUTPUT_DIR))
 
 
 def _read_db(ctx: ReadContext, dbs: list[Path]) -> None:
@@ -271,7 +271,7 @@ def _read_db(ctx: ReadContext, dbs: list[Path]) -> None:
     main = next((f for f in dbs if f.name == f"ascend_mindspore_profiler_{ctx.rank}.db"), dbs[0])
     for other in dbs:
         if other != main:
-            ctx.ignore(other, f"profiler db of another rank (rank {ctx.rank} read from {main.name})")
+            ctx.ignore(other, problem("ignored.db_other_rank", rank=ctx.rank, file=main.name))
     analysis = out / COMM_ANALYZER_DB
     analysis = analysis if analysis in ctx.plan.files else None
     groups = Groups(ctx.rank, ctx.plan.hints, ctx.meta.extra.get("user_metadata"))  # read by _read_profiler_info

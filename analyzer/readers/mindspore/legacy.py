@@ -79,30 +79,35 @@ CORE_BASES = {
 SYSCNT_HZ_DEFAULT = 100_000_000  # Ascend 910 system counter
 
 _NOT_INGESTED = {
-    "flops": "FLOPs per op are not ingested by this version",
-    "flops_summary": "FLOPs summary is not ingested by this version",
-    "flops_scope": "FLOPs per scope are not ingested by this version",
-    "minddata_aicpu": "data pipeline profiling is not ingested by this version",
-    "minddata_cpu_utilization": "data pipeline profiling is not ingested by this version",
-    "minddata_pipeline_raw": "data pipeline profiling is not ingested by this version",
-    "minddata_pipeline_summary": "data pipeline profiling is not ingested by this version",
-    "pipeline_profiling": "data pipeline profiling is not ingested by this version",
-    "dataset_iterator_profiling": "data pipeline profiling is not ingested by this version",
-    "device_queue_profiling": "data pipeline profiling is not ingested by this version",
-    "dataset": "data pipeline profiling is not ingested by this version",
-    "output_op_compute_time": "text rendering of aicore_intermediate (read instead)",
-    "output_op_compute_time_detail": "text rendering of aicore_intermediate (read instead)",
-    "output_format_data_hwts": "raw hardware task scheduler dump; output_timeline_data holds the same tasks",
-    "output_data_preprocess_aicpu": "text rendering of aicpu_intermediate (read instead)",
-    "output_task_time": "intermediate task list; output_timeline_data holds the same tasks",
-    "min_cycle_counter": "first syscnt of the device; not needed (times stay on the device clock)",
-    "dynamic_shape_info": "dynamic-shape operator list is not ingested by this version",
-    "parallel_strategy": "parallel strategy graph is not ingested by this version",
-    "hccl_raw": "legacy HCCL summary is not ingested by this version",
-    "ascend_timeline_summary": "summary of the timeline (counts only)",
-    "timeline_summary": "summary of the timeline (counts only)",
-    "gpu_timeline_summary": "summary of the timeline (counts only)",
-    "gpu_timeline_display": "GPU timeline of a MindSpore GPU run is not ingested by this version",
+    "flops": problem("ignored.flops"),
+    "flops_summary": problem("ignored.flops_summary"),
+    "flops_scope": problem("ignored.flops_scope"),
+    **dict.fromkeys(
+        (
+            "minddata_aicpu",
+            "minddata_cpu_utilization",
+            "minddata_pipeline_raw",
+            "minddata_pipeline_summary",
+            "pipeline_profiling",
+            "dataset_iterator_profiling",
+            "device_queue_profiling",
+            "dataset",
+        ),
+        problem("ignored.data_pipeline"),
+    ),
+    "output_op_compute_time": problem("ignored.text_of_aicore"),
+    "output_op_compute_time_detail": problem("ignored.text_of_aicore"),
+    "output_format_data_hwts": problem("ignored.hwts"),
+    "output_data_preprocess_aicpu": problem("ignored.text_of_aicpu"),
+    "output_task_time": problem("ignored.task_list"),
+    "min_cycle_counter": problem("ignored.min_cycle"),
+    "dynamic_shape_info": problem("ignored.dynamic_shape"),
+    "parallel_strategy": problem("ignored.parallel_strategy"),
+    "hccl_raw": problem("ignored.hccl_raw"),
+    "ascend_timeline_summary": problem("ignored.timeline_summary"),
+    "timeline_summary": problem("ignored.timeline_summary"),
+    "gpu_timeline_summary": problem("ignored.timeline_summary"),
+    "gpu_timeline_display": problem("ignored.gpu_timeline"),
 }
 
 FRAMEWORK_COLS = {
@@ -207,10 +212,7 @@ def read_mindspore_legacy(ctx: ReadContext) -> None:
         _read_timeline_txt(ctx, st, timeline)
         for k in ("ascend_timeline_display", "timeline_display"):
             if k in files:
-                ctx.ignore(
-                    files[k],
-                    "same ops as output_timeline_data, with times relative to the first op; that file was read",
-                )
+                ctx.ignore(files[k], problem("ignored.legacy_same_ops"))
     else:
         disp = files.get("ascend_timeline_display") or files.get("timeline_display")
         if disp is not None:
@@ -249,7 +251,7 @@ def read_mindspore_legacy(ctx: ReadContext) -> None:
     for p in ctx.plan.files:
         k = _kind(p)
         base = k.replace("_detail_time", "")
-        ctx.ignore(p, _NOT_INGESTED.get(base, "not a file this version ingests"))
+        ctx.ignore(p, _NOT_INGESTED.get(base) or problem("ignored.not_ingested"))
     _meta(ctx, files, hz)
 
 
@@ -649,12 +651,8 @@ def _meta(ctx: ReadContext, files: dict[str, Path], hz: int) -> None:
 
 
 _EXTRAS = {
-    re.compile(
-        r"^step_trace_point_info\.json$"
-    ): "names of the ops that start and end a step; not needed (steps come from step_trace_raw)",
-    re.compile(
-        r"^ascend_cluster_analyse_.*\.csv$"
-    ): "legacy cluster step summary (no per-rank rows); not ingested by this version",
+    re.compile(r"^step_trace_point_info\.json$"): problem("ignored.step_trace_point"),
+    re.compile(r"^ascend_cluster_analyse_.*\.csv$"): problem("ignored.cluster_summary"),
 }
 
 

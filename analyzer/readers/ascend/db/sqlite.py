@@ -70,7 +70,7 @@ def sqlite_problem(exc: BaseException) -> str:
     database schema (...)"). SQLite's message quotes the damaged bytes; when they are not UTF-8
     Python raises UnicodeDecodeError on the message itself: it is decoded here, bad bytes as U+FFFD."""
     if isinstance(exc, UnicodeDecodeError) and isinstance(exc.object, bytes):
-        return f"{exc.object.decode('utf-8', 'replace')} (text that is not valid UTF-8)"
+        return problem("sqlite.not_utf8", detail=exc.object.decode("utf-8", "replace"))
     return str(exc)
 
 
