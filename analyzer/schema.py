@@ -294,6 +294,13 @@ FACT_TABLES: tuple[Table, ...] = (
             _c("sequence_number", "BIGINT", "Autograd sequence number (links forward and backward)."),
             _c("event_id", "BIGINT", "Position of the event in its source (matches slices.event_id)."),
             _c(
+                "peer",
+                "INTEGER",
+                "The other rank of a point-to-point call (c10d::send: dst, c10d::recv_: src) as the call names it: "
+                "its rank in the call's process group (torch's Concrete Inputs, with record_shapes); NULL when "
+                "not recorded.",
+            ),
+            _c(
                 "device_self_ns",
                 "BIGINT",
                 "Device time of the tasks the op launched itself (torch_npu operator_details.csv; db: tasks linked "

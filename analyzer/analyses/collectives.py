@@ -77,16 +77,21 @@ def with_call_times(con: duckdb.DuckDBPyConnection, run: str, ops: pd.DataFrame)
     n-th range (a process group runs its work in the order called), checked: every call precedes its
     range (a call or range cut off at the profiling window's edge is dropped first). Where the calls
     cannot be paired so, ``call_ns`` is NULL and the range's own start stands. The op's step becomes
-    the ProfilerStep holding its call."""
+    the ProfilerStep holding its call.
+
+    Also ``peer``: the global rank a point-to-point op's call names (``operators.peer``, its rank
+    in the op's group, through ``group_ranks``; torch records it with record_shapes), NULL where
+    the trace does not say."""
     ops = ops.copy()
     ops["call_ns"] = pd.array([None] * len(ops), dtype="Int64")
+    ops["peer"] = pd.array([None] * len(ops), dtype="Int64")
     # gloo runs the work on its own threads; nccl:* ranges are on the calling thread already
     ann = ops["source"].eq("kineto:annotation") & ops["name"].astype(str).str.startswith("gloo:")
     if not ann.any():
         return ops
     calls = con.execute(
         """
-        SELECT o.rank, o.collection_id, o.name, o.ts_ns FROM operators o
+        SELECT o.rank, o.collection_id, o.name, o.ts_ns, o.peer FROM operators o
         WHERE o.run = $run AND o.name LIKE 'c10d::%' AND o.ts_ns IS NOT NULL
           AND o.collection_id IN (SELECT DISTINCT collection_id FROM comm_ops
                                   WHERE run = $run AND source = 'kineto:annotation')
@@ -99,6 +104,8 @@ def with_call_times(con: duckdb.DuckDBPyConnection, run: str, ops: pd.DataFrame)
     calls["op_type"] = calls["name"].map(normalize_op_type)
     keys = ["rank", "collection_id", "op_type"]
     by_key = {k: g["ts_ns"].to_numpy(np.int64) for k, g in calls.groupby(keys)}
+    named = calls[calls["peer"].notna()]
+    peer_of = {(int(r), int(t)): int(p) for r, t, p in zip(named["rank"], named["ts_ns"], named["peer"])}
     sub = ops.loc[ann].sort_values("ts_ns", kind="stable")
     for k, g in sub.groupby(keys):
         c = by_key.get(k if isinstance(k, tuple) else (k,))
@@ -107,6 +114,13 @@ def with_call_times(con: duckdb.DuckDBPyConnection, run: str, ops: pd.DataFrame)
         paired = _pair_calls(c, g["ts_ns"].to_numpy(np.int64))
         if paired is not None:
             ops.loc[g.index, "call_ns"] = pd.array(paired, dtype="Int64")
+            if peer_of:
+                rank = int(g["rank"].iloc[0])
+                peers = [
+                    _global(peer_of.get((rank, t)) if t is not None else None, m)
+                    for t, m in zip(paired, g["group_ranks"])
+                ]
+                ops.loc[g.index, "peer"] = pd.array(peers, dtype="Int64")
     have = ops["call_ns"].notna()
     if have.any():
         steps = con.execute(
@@ -122,6 +136,12 @@ def with_call_times(con: duckdb.DuckDBPyConnection, run: str, ops: pd.DataFrame)
             st = step_of(mine, ops.loc[idx, "call_ns"])
             ops.loc[idx, "step"] = st.where(st.notna(), ops.loc[idx, "step"])
     return ops
+
+
+def _global(local: int | None, members: object) -> int | None:
+    """The global rank of a group's ``local`` rank (``members``: the group's global ranks)."""
+    ranks = rank_list(members)
+    return ranks[local] if local is not None and ranks and 0 <= local < len(ranks) else None
 
 
 def _pair_calls(calls: np.ndarray, starts: np.ndarray) -> list[int | None] | None:

@@ -8,8 +8,13 @@ the schedule code. Here the schedule is read off the point-to-point traffic inst
    stage; without a PP dimension (a job whose only group is the world, gloo p2p attributed to no
    group) they are read off the traffic (``_traffic_chains``): a first stage is a rank whose step
    starts with a send (every other stage first waits for its input), the next stage the rank
-   whose traffic pairs with what the current one has left, and so on.
-2. *Pairs* (``send_recv_pairs``). gloo's ranges name neither peer nor direction, activations and
+   whose traffic pairs with what the current one has left, and so on (with the peers named, see
+   2, the peer of the first stage's first send, then each stage's other neighbour: ``_peer_chains``).
+2. *Pairs* (``send_recv_pairs``). Where the trace names the peer of every op (torch's
+   c10d::send / recv_ with record_shapes: ``operators.peer``, carried to the op by
+   ``collectives.with_call_times``), per link and direction the sender's sends to the receiver pair
+   with the receiver's recvs from the sender in order (``_peer_pairs``): no timing, so no load
+   sensitivity. Otherwise, from timing: gloo's ranges name neither peer nor direction, activations and
    gradients often have one size, and a middle stage of a 1F1B schedule sends to one neighbour
    while it receives from it or from the other (Megatron posts both, then waits). What holds: a
    send and its recv were both called before either ended (the message moves while both wait);
@@ -468,10 +473,9 @@ def _chain_pairs(
             _, _, fwd, bwd = _link(*state[s], *ops(s, st + 1, shift[st + 1]), TOLERANCE_NS)
             state[s] = (fwd, bwd)
     mine = {s: [ops(s, m, shift[m]) for m in range(n)] for s in steps}
-    rows: list[tuple[int, int, int, int]] = []
-    for s in steps:
-        rows += _step_pairs(mine[s])
-    if n < 3 or all(len(rows) * 2 == sum(len(x) + len(y) for x, y in mine[s]) for s in steps):
+    per_step = {s: _step_pairs(mine[s]) for s in steps}
+    rows = [r for s in steps for r in per_step[s]]
+    if n < 3 or all(len(per_step[s]) * 2 == sum(len(x) + len(y) for x, y in mine[s]) for s in steps):
         return rows
     # the first stage's or the last's ops left over: an interleaved pipeline? (``_ring_step_pairs``,
     # with either order of an exchange's sends, the one that pairs the most)
@@ -717,30 +721,45 @@ def traffic_chains(store: Store, run: str) -> list[list[int]]:
     (``_traffic_chains``), whatever the layout says: how ``parallel_layout`` finds the PP
     dimension of a job whose only group is the world."""
     ops, per, _offset, _resid, tol = _per_step(store, run)
-    return _traffic_chains(per, sorted({int(r) for r in ops["rank"]}), tol) if per else []
+    return _traffic_chains(per, sorted({int(r) for r in ops["rank"]}), tol, _named_peers(ops)) if per else []
 
 
-def _traffic_chains(per: dict, ranks: list[int], tol: int) -> list[list[int]]:
+def _named_peers(ops: pd.DataFrame) -> np.ndarray | None:
+    """The peer (global rank) of every p2p op (by row), when the trace names the peer of each
+    (``collectives.with_call_times``: torch's c10d::send / recv_ with record_shapes), else None."""
+    if ops.empty or "peer" not in ops or ops["peer"].isna().any():
+        return None
+    out = np.full(int(ops.index.max()) + 1, -1, np.int64)
+    out[ops.index.to_numpy(np.int64)] = ops["peer"].astype("int64").to_numpy()
+    return out
+
+
+def _first_is_send(per: dict, r: int, steps: list[int]) -> bool:
+    """Whether most of the rank's steps start with a send (a pipeline's first stage: it sends the
+    first micro-batch's activations; every other stage first waits for its input)."""
+    votes = [
+        per[(r, s)]["send"].call[0] < per[(r, s)]["recv"].call[0]
+        if len(per[(r, s)]["recv"]) and len(per[(r, s)]["send"])
+        else bool(len(per[(r, s)]["send"]))
+        for s in steps
+        if (r, s) in per
+    ]
+    return bool(votes) and sum(votes) * 2 > len(votes)
+
+
+def _traffic_chains(per: dict, ranks: list[int], tol: int, peers: np.ndarray | None = None) -> list[list[int]]:
     """Pipelines read off the traffic when the layout has none: a first stage is a rank whose
-    step starts with a send (the first micro-batch's activations; every other stage first waits
-    for its input); the next stage is the rank whose recvs take most of the current stage's
-    forward sends in order (and whose sends its backward recvs), and so on while sends are left."""
+    step starts with a send (``_first_is_send``); the next stage is the rank whose recvs take most
+    of the current stage's forward sends in order (and whose sends its backward recvs), and so on
+    while sends are left. With the peer of every op named (``peers``), the next stage is the peer
+    of the stage's first send, then each stage's other neighbour (``_peer_chains``)."""
     steps = sorted({s for (_, s) in per})
-
-    def first_is_send(r: int) -> bool:
-        votes = [
-            per[(r, s)]["send"].call[0] < per[(r, s)]["recv"].call[0]
-            if len(per[(r, s)]["recv"]) and len(per[(r, s)]["send"])
-            else bool(len(per[(r, s)]["send"]))
-            for s in steps
-            if (r, s) in per
-        ]
-        return bool(votes) and sum(votes) * 2 > len(votes)
-
+    if peers is not None:
+        return _peer_chains(per, ranks, steps, peers)
     empty = _Ops(_EMPTY)
-    free = [r for r in ranks if not first_is_send(r)]
+    free = [r for r in ranks if not _first_is_send(per, r, steps)]
     chains = []
-    for head in (r for r in ranks if first_is_send(r)):
+    for head in (r for r in ranks if _first_is_send(per, r, steps)):
         chain = [head]
         state = {s: (per[(head, s)]["send"], per[(head, s)]["recv"]) for s in steps if (head, s) in per}
         while any(len(f) for f, _ in state.values()) and free:
@@ -770,6 +789,68 @@ def _traffic_chains(per: dict, ranks: list[int], tol: int) -> list[list[int]]:
     return chains
 
 
+def _peer_chains(per: dict, ranks: list[int], steps: list[int], peers: np.ndarray) -> list[list[int]]:
+    """``_traffic_chains`` from the named peers: from each first stage (``_first_is_send``) to
+    the peer of its first send, then on to each stage's other neighbour while it has exactly one
+    (a pipeline's stages trade with their two neighbours; an interleaved one's last stage with the
+    first, where the walk ends)."""
+    near: dict[int, set[int]] = {r: set() for r in ranks}
+    first: dict[int, int] = {}
+    for (r, _s), d in sorted(per.items(), key=lambda kv: kv[0]):
+        for kind in ("send", "recv"):
+            near[r].update(int(p) for p in peers[d[kind].row] if p != r)
+        if len(d["send"]) and r not in first:
+            first[r] = int(peers[d["send"].row[0]])
+    chains: list[list[int]] = []
+    taken: set[int] = set()
+    for head in (r for r in ranks if _first_is_send(per, r, steps) and r in first):
+        if head in taken:
+            continue
+        chain, nxt = [head], first[head]
+        while nxt not in chain and nxt not in taken and nxt in near:
+            chain.append(nxt)
+            others = sorted(near[nxt] - {chain[-2]})
+            if len(others) != 1:
+                break
+            nxt = others[0]
+        if len(chain) > 1:
+            chains.append(chain)
+            taken.update(chain)
+    return chains
+
+
+def _peer_pairs(
+    chain: list[int], side: dict[int, list[dict[str, _Ops]]], peers: np.ndarray
+) -> list[tuple[int, int, int, int]]:
+    """The pairs of one pipeline when the trace names every op's peer (``_chain_pairs``' rows):
+    per link (and the wrap, last stage to first, when they trade: an interleaved pipeline) and
+    direction, the sender's sends to the receiver pair in order with the receiver's recvs from the
+    sender (messages between two ranks arrive in the order sent), over the whole run when both
+    counts agree, else step by step (a profiling window that cut a link), where counts differ
+    aligned in time (``_align``)."""
+    n = len(chain)
+    steps = sorted(side)
+    links = [(st, (st + 1) % n) for st in range(n - 1 if n == 2 else n)]
+    rows: list[tuple[int, int, int, int]] = []
+    for st, nx in links:
+        for back, (a, b) in ((0, (st, nx)), (1, (nx, st))):
+            src, dst = chain[a], chain[b]
+            sends = [side[s][a]["send"].take(peers[side[s][a]["send"].row] == dst) for s in steps]
+            recvs = [side[s][b]["recv"].take(peers[side[s][b]["recv"].row] == src) for s in steps]
+            if sum(map(len, sends)) == sum(map(len, recvs)):
+                got = list(zip(np.concatenate([x.row for x in sends]), np.concatenate([x.row for x in recvs])))
+            else:
+                got = []
+                for x, y in zip(sends, recvs):
+                    got += (
+                        zip(x.row, y.row)
+                        if len(x) == len(y)
+                        else [(x.row[i], y.row[j]) for i, j in _align(x, y, TOLERANCE_NS)]
+                    )
+            rows += [(st, back, int(i), int(j)) for i, j in got]
+    return rows
+
+
 @per_run
 def _pairing(store: Store, run: str | None = None) -> pd.DataFrame:
     """``send_recv_pairs`` plus the rows of the send and the recv in ``_p2p_ops`` (``_send``, ``_recv``).
@@ -784,13 +865,15 @@ def _pairing(store: Store, run: str | None = None) -> pd.DataFrame:
     ranks = sorted({int(r) for r in ops["rank"]})
     chains = [c for c in _layout_chains(store, run) if len(set(c) & set(ranks)) > 1]
     if not chains:
-        chains = _traffic_chains(per, ranks, tol)
+        chains = _traffic_chains(per, ranks, tol, _named_peers(ops))
     empty = _Ops(_EMPTY)
     rows = []
     for gi, chain in enumerate(chains):
         steps = sorted({s for (r, s) in per if r in chain})
         side = {s: [per.get((r, s), {"send": empty, "recv": empty}) for r in chain] for s in steps}
-        for st, back, i, j in _chain_pairs(chain, side, offset, resid):
+        peers = _named_peers(ops[ops["rank"].isin(chain)])
+        found = _peer_pairs(chain, side, peers) if peers is not None else _chain_pairs(chain, side, offset, resid)
+        for st, back, i, j in found:
             nx = (st + 1) % len(chain)  # the last stage's next: the first (an interleaved pipeline's wrap)
             a, z = chain[st], chain[nx]
             rows.append((z, a, nx, st, gi, "backward", i, j) if back else (a, z, st, nx, gi, "forward", i, j))

@@ -64,6 +64,7 @@ class OpArgs(msgspec.Struct, gc=False):
     input_type: msgspec.Raw = msgspec.field(default=NO_RAW, name="Input type")
     call_stack: str | None = msgspec.field(default=None, name="Call stack")
     seq: int | None = msgspec.field(default=None, name="Sequence number")
+    concrete: msgspec.Raw = msgspec.field(default=NO_RAW, name="Concrete Inputs")
 
 
 class CommArgs(msgspec.Struct, gc=False):
@@ -139,6 +140,26 @@ _GET_STACK = attrgetter("call_stack")
 
 
 _GET_SEQ = attrgetter("seq")
+
+
+# point-to-point calls and the position of the peer among their inputs: c10d::send(tensors,
+# process group, dst, tag), c10d::recv_(tensors, process group, src, tag)
+P2P_CALLS = {"c10d::send": 2, "c10d::recv_": 2}
+
+
+def _peers(names: pa.Array, present: list[OpArgs]) -> pa.Array:
+    """Per op, the peer a point-to-point call names in its ``Concrete Inputs`` (torch records them
+    with record_shapes: the rank in the call's process group), else null."""
+    out: list[int | None] = [None] * len(present)
+    hit = pc.is_in(names, value_set=pa.array(sorted(P2P_CALLS), pa.string()))
+    for i in np.flatnonzero(pc.fill_null(hit, False).to_numpy(zero_copy_only=False)).tolist():
+        raw = present[i].concrete
+        try:
+            got = msgspec.json.decode(raw) if raw else None
+            out[i] = int(got[P2P_CALLS[names[i].as_py()]])
+        except (msgspec.DecodeError, TypeError, ValueError, IndexError, KeyError):
+            continue
+    return pa.array(out, pa.int32())
 
 
 _GET_KDEV = attrgetter("device")
@@ -361,6 +382,7 @@ class KinetoPicker:
             "call_stack": stacks,
             "sequence_number": pa.array(list(map(_GET_SEQ, present)), pa.int64()),
             "event_id": cols.event_id.filter(mask),
+            "peer": _peers(cols.name.filter(mask), present),
         }
         t = staged_table(self.ctx, "operators", ops, file_idx)
         self.stage.write("operators", t.append_column("_pid", cols.pid.filter(mask)))

@@ -205,6 +205,7 @@ def finish_operators(ctx: ReadContext, st: DbExport, staged: Staged) -> None:
             "depth": "x.depth",
             "device_self_ns": "x.device_self_ns",
             "device_total_ns": "x.device_total_ns",
+            "peer": "CAST(NULL AS INTEGER)",  # the db names no p2p call's peer
         }
         sel = ", ".join(f'{rep[c]} AS "{c}"' if c in rep else f'o."{c}"' for c in names)
         rdr = con.sql(
