@@ -671,13 +671,14 @@ def _distributions(per: pd.DataFrame, marks: dict[int, str]) -> Any:
     the marked ranks drawn on top with their rank and why."""
     fig = ui.figure(height=380, yaxis_title="ms", xaxis_title=None, showlegend=False)
     cols = [(c, _seg(c), color) for c, color in [("step_ns", "computing"), *SEGMENTS] if per[c].notna().any()]
+    ranks = per["rank"].to_numpy()  # arrays, not Series: plotly validates a Series ~2x slower
     for col, label, color in cols:
         fig.add_box(
-            y=per[col] / 1e6,
+            y=(per[col] / 1e6).to_numpy(),
             name=label,
             marker_color="#222" if col == "step_ns" else ui.COLORS[color],
             boxpoints="suspectedoutliers",
-            customdata=per["rank"],
+            customdata=ranks,
             hovertemplate=t("ui.rank_n", rank="%{customdata}") + ": %{y:.3f} ms<extra>" + label + "</extra>",
         )
     if marks:
@@ -685,7 +686,7 @@ def _distributions(per: pd.DataFrame, marks: dict[int, str]) -> Any:
         for col, label, _ in cols:
             fig.add_scatter(
                 x=[label] * len(pts),
-                y=pts[col] / 1e6,
+                y=(pts[col] / 1e6).to_numpy(),
                 mode="markers+text",
                 text=[t("ui.rank_n", rank=int(r)) for r in pts["rank"]],
                 textposition="middle right",
