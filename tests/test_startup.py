@@ -74,3 +74,35 @@ def test_ingest_never_imports_pandas(tmp_path: Path) -> None:
     # and the store it wrote reads back through the usual (pandas) query path
     out = analyze("query", "SELECT count(*) AS n FROM slices", "--format", "json", "--store", str(tmp_path / "s"))
     assert json.loads(out.stdout)[0]["n"] > 0
+
+
+_POOL_AFTER_INGEST = """
+import sys
+from analyzer import cli
+cli._PROGRAM = True  # as `analyze` sets it (run() would end the process before the print)
+cli.main(["ingest", sys.argv[1], "--store", sys.argv[2]], standalone_mode=False)
+import pyarrow as pa
+print(pa.default_memory_pool().backend_name)
+"""
+
+
+def test_ingest_program_allocates_arrow_from_malloc_unless_the_user_chose(tmp_path: Path) -> None:
+    sample = str(REPO / "sample_data" / "kineto_gloo_2rank")
+    env = {k: v for k, v in os.environ.items() if k != "ARROW_DEFAULT_MEMORY_POOL"}
+
+    def pool(store: str, **extra: str) -> str:
+        proc = subprocess.run(
+            [sys.executable, "-c", _POOL_AFTER_INGEST, sample, str(tmp_path / store)],
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+            env={**env, **extra},
+        )
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        return proc.stdout.splitlines()[-1]
+
+    # mimalloc (pyarrow's default) keeps freed pages per thread: the ingest's peak memory counted them
+    assert pool("a") == "system"
+    assert pool("b", ARROW_DEFAULT_MEMORY_POOL="jemalloc") == "jemalloc"
+    out = analyze("query", "SELECT count(*) AS n FROM slices", "--format", "json", "--store", str(tmp_path / "a"))
+    assert json.loads(out.stdout)[0]["n"] > 0
