@@ -64,10 +64,10 @@ def _arrow_system_allocator() -> None:
     """In the `analyze ingest` program, Arrow allocates from the C library's malloc instead of its
     bundled mimalloc, which keeps the pages of buffers freed by the reader's threads (the read-ahead,
     the Parquet encoder) per thread: the process tree's peak PSS counted them. Arrow's C++ side picks
-    its allocator once, from ``ARROW_DEFAULT_MEMORY_POOL``, at its first allocation (``pa.set_memory_pool``
-    reaches only pyarrow's Python calls): set before pyarrow is imported, and inherited by the readers'
-    forked workers (peak RSS of a worker, 4 x 23 MB set: 221-228 -> 193-199 MB). A pool the user
-    chose is kept."""
+    its default allocator once, from ``ARROW_DEFAULT_MEMORY_POOL``, at its first allocation
+    (``pa.set_memory_pool`` reaches the calls pyarrow hands a pool, not the Parquet writer's
+    buffers): set before pyarrow is imported, and inherited by the readers' forked workers (peak RSS
+    of a worker, 4 x 23 MB set: 221-228 -> 193-199 MB). A pool the user chose is kept."""
     if "pyarrow" not in sys.modules:
         os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
 
