@@ -579,6 +579,10 @@ def test_grid_columns_keep_header_words_whole_and_wrap_long_names(tmp_path: Path
     assert key["wrapText"] and key["autoHeight"] and key["cellClass"] == "cell-wrap"
     assert "wrapText" not in num  # numbers fit
     assert num["minWidth"] >= len("total") * ui.GRID_CHAR_PX  # never narrower than a header word
+    # a signed change ("+153.5 %", as the Compare page's d3 formatter writes it) is as wide as its sign too
+    signed = {"function": "params.value == null ? '' : d3.format('+.1f')(params.value) + ' %'"}
+    (pct,) = ui.fit_columns([{"field": "d", "headerName": "Δ", "valueFormatter": signed}], [{"d": 153.5}])
+    assert pct["width"] >= len("+153.5 %") * ui.GRID_CHAR_PX + ui.GRID_CELL_PAD_PX - 1
 
 
 def _find(tree: object, id_: str) -> dict:

@@ -454,6 +454,26 @@ def test_the_comparison_in_the_pages_language(two_formats: DashClient) -> None:
     assert verdict_zh.count("；") == verdict_en.count("; ")
     assert "合计" in zh and "total" not in zh and "total" in en
     assert {"算子/新增", "算子/消失"} <= zh_ops and {"operator/new", "operator/vanished"} <= en_ops
+    # each run's slow ranks: the run's name, then the language's colon
+    assert {"gloo：无", "npu：无"} <= set(zh) and {"gloo: none", "npu: none"} <= set(en), (zh, en)
+
+
+def test_charts_show_plotlys_own_texts_in_the_pages_language() -> None:
+    """Plotly writes its mode bar's and hints' texts itself ("Zoom in", "Download plot as a PNG"):
+    a chart made by ``ui.graph`` on a Chinese page gives them in Chinese through its config (the
+    locale and its dictionary, no script to load); each English text is one the Plotly.js that Dash
+    serves writes."""
+    import plotly
+
+    with lang.use("zh"):
+        config = ui.graph("g", ui.figure()).config
+    assert config["locale"] == "zh-CN" and config["displaylogo"] is False
+    words = config["locales"]["zh-CN"]["dictionary"]
+    assert words["Zoom in"] == "放大" and words["Download plot as a PNG"] == "下载为 PNG 图片" and len(words) >= 14
+    js = (Path(plotly.__file__).parent / "package_data" / "plotly.min.js").read_text(encoding="utf-8")
+    assert [w for w in words if f'"{w}"' not in js] == []
+    with lang.use("en"):
+        assert "locale" not in ui.graph("g", ui.figure()).config
 
 
 def test_the_layout_source_in_the_pages_language(two_formats: DashClient) -> None:

@@ -73,7 +73,26 @@ LABELS: dict[str, tuple[str, str]] = {
     "dd.clear_search": ("Clear search", "清除搜索"),
     "dd.clear_selection": ("Clear selection", "清除选择"),
     "dd.no_options_found": ("No options found", "无匹配选项"),
+    # -- Plotly's own texts (the chart's mode bar, its hints): ui.graph's plotly_locale; the
+    # English is Plotly's source text (the key of its locale dictionary)
+    "plotly.download_png": ("Download plot as a PNG", "下载为 PNG 图片"),
+    "plotly.download": ("Download plot", "下载图表"),
+    "plotly.download_json": ("Download plot as JSON", "下载为 JSON"),
+    "plotly.zoom": ("Zoom", "缩放"),
+    "plotly.pan": ("Pan", "平移"),
+    "plotly.box_select": ("Box Select", "框选"),
+    "plotly.lasso_select": ("Lasso Select", "套索选择"),
+    "plotly.zoom_in": ("Zoom in", "放大"),
+    "plotly.zoom_out": ("Zoom out", "缩小"),
+    "plotly.autoscale": ("Autoscale", "自动缩放"),
+    "plotly.reset_axes": ("Reset axes", "重置坐标轴"),
+    "plotly.reset_view": ("Reset view", "重置视图"),
+    "plotly.spikes": ("Toggle Spike Lines", "切换辅助线"),
+    "plotly.closest": ("Show closest data on hover", "悬停时显示最近的数据"),
+    "plotly.compare": ("Compare data on hover", "悬停时比较数据"),
+    "plotly.double_click": ("Double-click to zoom back out", "双击恢复缩放"),
     # -- AG Grid's own texts (filter menus, pagination, "no rows"): ui.grid_locale -------------
+    "grid.ariaFilterMenuOpen": ("Open Filter Menu", "打开筛选菜单"),
     "grid.noRowsToShow": ("No rows to show", "无数据"),
     "grid.loadingOoo": ("Loading...", "加载中..."),
     "grid.page": ("Page", "第"),
@@ -509,6 +528,7 @@ LABELS: dict[str, tuple[str, str]] = {
     "cmp.mc.change": ("base → new", "基线 → 新"),
     "cmp.votes": ("rank {rank} ({n} votes)", "卡 {rank}（{n} 票）"),
     "cmp.none": ("none", "无"),
+    "cmp.run_slow": ("{run}: {who}", "{run}：{who}"),
     "cmp.slow_ranks": ("Slow ranks (msprof-analyze's vote)", "慢卡（msprof-analyze 投票）"),
     "cmp.same_run": ("Base and new are the same run: pick two runs.", "基线与新运行是同一个：请选择两个运行。"),
     # -- Operators page -----------------------------------------------------------------------
@@ -1398,6 +1418,17 @@ def grid_locale() -> dict[str, str]:
     """AG Grid's own texts in the request's language (its ``localeText``: filter menus, pagination,
     "no rows"); keys are AG Grid's, from its locale files."""
     return {key.removeprefix("grid."): t(key) for key in LABELS if key.startswith("grid.")}
+
+
+def plotly_locale() -> dict[str, Any]:
+    """A chart's ``config`` entries that give Plotly's own texts (mode bar, hints) in the request's
+    language: none in English (Plotly's own), else the locale with its dictionary (``config.locales``:
+    no locale script to load)."""
+    if lang.current() == "en":
+        return {}
+    name = lang.HTML_LANG[lang.current()]
+    words = {LABELS[k][0]: t(k) for k in LABELS if k.startswith("plotly.")}
+    return {"locale": name, "locales": {name: {"dictionary": words}}}
 
 
 def said(msg: messages.Message) -> str:

@@ -18,7 +18,7 @@ from analyzer.store import Store
 from . import answers
 from .errors import BadParameter, EmptyStore, WebappError
 from .format import plot_safe
-from .labels import LABELS, t
+from .labels import LABELS, plotly_locale, t
 from .params import format_ranks, parse_ranks, query_string
 
 log = logging.getLogger("webapp")
@@ -352,7 +352,7 @@ def add_band(fig: go.Figure, band: Any, scale: float = 1.0) -> None:
 
 
 def graph(id_: str | dict[str, Any], fig: go.Figure, config: dict[str, Any] | None = None, **kw: Any) -> dcc.Graph:
-    return dcc.Graph(id=id_, figure=fig, config={"displaylogo": False, **(config or {})}, **kw)
+    return dcc.Graph(id=id_, figure=fig, config={"displaylogo": False, **plotly_locale(), **(config or {})}, **kw)
 
 
 def stat(label: str, value: str, id_: str | None = None) -> html.Div:
@@ -415,12 +415,15 @@ def fit_columns(
     for c in cols:
         c = dict(c)
         field, header = c.get("field"), str(c.get("headerName") or c.get("field") or "")
-        pct = "%" in str((c.get("valueFormatter") or {}).get("function", ""))
+        fn = str((c.get("valueFormatter") or {}).get("function", ""))
+        pct, signed = "%" in fn, "format('+" in fn  # d3.format('+...'): "+" before a positive value
         # the header may wrap onto three lines, never inside a word
         head = max(max((len(w) for w in header.split()), default=0), -(-len(header) // 3))
         chars = 0
         for r in rows[:sample]:
-            chars = max(chars, len(_cell_text(r.get(field), pct)))
+            v = r.get(field)
+            plus = signed and isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0
+            chars = max(chars, len(_cell_text(v, pct)) + plus)
         need = max(head * GRID_CHAR_PX + GRID_HEADER_PAD_PX, chars * GRID_CHAR_PX + GRID_CELL_PAD_PX, 64)
         width = int(min(need, c.get("maxWidth", max_px), max_px))
         # a header is never narrower than its longest word (the CSS keeps words whole)

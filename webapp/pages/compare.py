@@ -23,7 +23,17 @@ from analyzer.format import is_missing
 from webapp import data, links, ui
 from webapp.errors import BadParameter, NotFound
 from webapp.format import fmt_bytes, fmt_ns, plot_text
-from webapp.labels import grid_locale, page_title, said, said_english, said_or_text, said_sentence, said_term, t
+from webapp.labels import (
+    grid_locale,
+    joined_list,
+    page_title,
+    said,
+    said_english,
+    said_or_text,
+    said_sentence,
+    said_term,
+    t,
+)
 from webapp.params import parse_int, single
 from webapp.reader import Reader, reader
 
@@ -434,8 +444,8 @@ def stragglers(d: RunDiff) -> html.Div:
     lines = []
     for side, run in (("base", p.base), ("new", p.new)):
         s = st[st["side"] == side]
-        who = ", ".join(t("cmp.votes", rank=int(r), n=int(v)) for r, v in zip(s["rank"], s["votes"])) or t("cmp.none")
-        lines.append(html.Li(f"{run}: {who}"))
+        who = joined_list([t("cmp.votes", rank=int(r), n=int(v)) for r, v in zip(s["rank"], s["votes"])])
+        lines.append(html.Li(t("cmp.run_slow", run=run, who=who or t("cmp.none"))))
     return html.Div([html.H3(t("cmp.slow_ranks")), html.Ul(lines)], id=f"{P}-stragglers")
 
 
