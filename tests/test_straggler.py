@@ -166,6 +166,11 @@ def test_straggler_named_alone_with_its_cause_and_cost(jobs, world, mode):
     assert {h[0] for h in first["highlights"]} == set(range(world))
     lo, hi = first["start_ns"], first["end_ns"]
     assert hi - lo > first["peer_interval_ns"]  # its interval is the longer one
+    # and it ends where the rank called the collective, as its arrival does: not where gloo's worker
+    # thread started the range (tens of ms later under load, time the cause was read as idle)
+    arr = a.arrivals
+    called = arr[(arr["instance"] == first["instance"]) & (arr["rank"] == slow)]["call_ns"]
+    assert called.notna().all() and hi == int(called.iloc[0])
 
 
 @pytest.mark.parametrize("world", list(WORLDS))

@@ -139,11 +139,15 @@ class _Sets:
 
 
 def _windows(arr: pd.DataFrame) -> pd.DataFrame:
-    """Each member's interval on its own clock: previous collective of the group -> entry."""
-    w = arr[["instance", "rank", "ts_ns", "prev_end_ns"]].copy()
+    """Each member's interval on its own clock: previous collective of the group -> entry: its
+    call where the trace records it (``call_ns``, as ``arrivals`` takes it), else the op's start.
+    A gloo range starts when the process group's worker thread picks the work up, tens of ms after
+    the call on a loaded machine, while the calling thread waits with nothing traced: ending there
+    blamed a compute straggler's late collective on idle time (65 ms of a 134 ms window at load ~11)."""
+    w = arr[["instance", "rank", "ts_ns", "call_ns", "prev_end_ns"]].copy()
     w = w[w["prev_end_ns"].notna()]
     w["lo"] = w["prev_end_ns"].astype("int64")
-    w["hi"] = w["ts_ns"].astype("int64")
+    w["hi"] = w["call_ns"].astype("Int64").fillna(w["ts_ns"].astype("int64")).astype("int64")
     return w[w["hi"] > w["lo"]]
 
 
