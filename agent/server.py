@@ -142,7 +142,7 @@ def build_server(settings: Settings, seconds: float = DEFAULT_SECONDS, pool: Poo
         new_step: Annotated[int | None, Field(description="Step of the run (default: as the baseline).")] = None,
         ranks: Ranks = None,
         noise_test: Annotated[
-            bool, Field(description="Count a change only beyond the step-to-step noise (Welch's t, 99 %).")
+            bool, Field(description="Count a change only beyond the step-to-step noise (Yuen's trimmed t, 99 %).")
         ] = True,
     ) -> dict[str, Any]:
         """The regression gate (`analyze check RUN --against BASELINE --fail-if RULE... --json`): passed or not,

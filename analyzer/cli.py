@@ -1011,7 +1011,7 @@ def check(
 
     Exit codes: 0 every rule holds; 1 a rule is broken (explained, and --json); 2 bad usage, or the
     check cannot be made (unknown run or baseline, a metric the runs do not have).
-    A change counts only when it is beyond the step-to-step noise of the two runs (Welch's t, 99 %)
+    A change counts only when it is beyond the step-to-step noise of the two runs (Yuen's trimmed t, 99 %)
     unless --no-noise-test. Rules: METRIC COMPARATOR THRESHOLD with metrics step_time, computing,
     comm_not_overlapped, overlapped, communication, free, preparing, stage, bubble, peak_memory,
     peak_reserved, op:NAME, kernel:NAME (max(...), min(...), sum(...) over ranks) and thresholds

@@ -27,7 +27,7 @@ from helpers import REPO, analyze
 
 from analyzer.analyses import COMPARISONS, run_diff, step_breakdown
 from analyzer.analyses.diff import canonical_shapes
-from analyzer.analyses.noise import t_critical, welch
+from analyzer.analyses.noise import t_critical, welch, yuen
 from analyzer.analyses.rules import RuleError, parse_rule
 from analyzer.analyses.run_metrics import like_pattern, parse_metric
 from analyzer.analyses.verdict import MEMORY_PCT
@@ -360,6 +360,26 @@ def test_welch_against_hand_computed_values() -> None:
     assert t_critical(1000) == 2.576 and t_critical(35) == 2.750
     assert welch([1.0], [2.0, 3.0]).significant is None  # one step: nothing to test against
     assert welch([5.0, 5.0], [5.0, 5.0]).significant is False and welch([5.0, 5.0], [6.0, 6.0]).significant is True
+    assert yuen([1, 2, 3, 4], [2, 4, 6, 8]) == n  # fewer than five steps a side: nothing trimmed, Welch's
+
+
+def test_one_stalled_step_does_not_hide_a_slowdown() -> None:
+    """Yuen's test by hand: 20 % of 5 steps = 1 set aside at each end. base 1..5: trimmed mean 3,
+    winsorized 2, 2, 3, 4, 4 (variance 1), h = 3, d = 4 * 1 / (3 * 2) = 2/3; new 11, 12, 13, 14, 100:
+    trimmed mean 13, the same winsorized variance: t = 10 / sqrt(4/3), df = (4/3)² / (2 (2/3)² / 2) = 4."""
+    n = yuen([1, 2, 3, 4, 5], [11, 12, 13, 14, 100])
+    assert n.t == pytest.approx(10 / math.sqrt(4 / 3)) and n.df == pytest.approx(4.0)
+    assert (n.trimmed_base, n.trimmed_new, n.critical, n.significant) == (1, 1, 4.604, True)
+    assert welch([1, 2, 3, 4, 5], [11, 12, 13, 14, 100]).significant is False  # the stalled step's variance
+    # step times (ms) of a real compare job on a loaded machine: "slow" (rank 2 sleeps 400 ms a step) with
+    # one step stalled by the machine, against base; Welch's t was 3.7 < 4.0 ("within the noise"), the
+    # rerun of base stays within it
+    base = [39.1, 79.2, 53.5, 61.8, 58.5, 82.6]
+    slow = [1242.4, 430.3, 407.1, 418.3, 437.7, 429.7]
+    rerun = [32.6, 33.5, 79.1, 37.8, 45.9, 51.3]
+    assert welch(base, slow).significant is False and yuen(base, slow).significant is True
+    assert "beyond the step-to-step noise (Yuen's t = 38.2 vs 4.0" in yuen(base, slow).sentence()
+    assert yuen(base, rerun).significant is False
 
 
 def test_baselines_and_tags_are_names_in_the_store(compare_store: Path, tmp_path: Path) -> None:

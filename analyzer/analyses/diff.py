@@ -30,7 +30,7 @@ from ..vocabulary import COMM_CALL_SQL, comparable_name
 from . import collectives
 from .cache import per_pair
 from .communication import communication_summary
-from .noise import welch
+from .noise import yuen
 from .run_metrics import BREAKDOWN, MEMORY, MEMORY_SQL, rows_at
 from .run_pairing import Pairing, RankGroup, fmt_ranks, pair_runs
 from .slow_rank import slow_ranks
@@ -205,7 +205,7 @@ def breakdown_diff(store: Store, p: Pairing) -> pd.DataFrame:
         for col in BREAKDOWN.values():
             bv = _f(b_rank.at[g.label, col]) if g.label in b_rank.index else None
             nv = _f(n_rank.at[g.label, col]) if g.label in n_rank.index else None
-            noise = welch(
+            noise = yuen(
                 list(b_steps[col].dropna()) if not b_steps.empty else [],
                 list(n_steps[col].dropna()) if not n_steps.empty else [],
             )

@@ -17,7 +17,7 @@ Grammar of a rule (``--fail-if``)::
 a rank's peak allocated memory grew by more than 100 MB; ``max(step_time) > 250ms`` when the slowest
 rank's mean step took more than 250 ms.
 
-A change must also be beyond the step-to-step noise of the two runs (``noise.welch``, 99 %) to fail
+A change must also be beyond the step-to-step noise of the two runs (``noise.yuen``, 99 %) to fail
 (as benchmark comparers report only significant changes); one that exceeds its threshold inside the
 noise is reported as such and passes, unless the noise test is turned off. A run profiled for a
 single step, and memory peaks, have no per-step spread: their changes count as measured.
@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from ..errors import AnalyzerError
 from ..format import fmt_bytes, fmt_ns
 from ..store import Store
-from .noise import Noise, welch
+from .noise import Noise, yuen
 from .run_metrics import Metric, Sample, metric_sample, parse_metric
 from .run_pairing import Pairing, pair_runs
 
@@ -157,7 +157,7 @@ def evaluate(store: Store, p: Pairing, rule: Rule, noise_test: bool = True) -> R
     th = rule.threshold
     compared = {"relative": pct if pct is not None else 0.0, "change": delta, "value": new}[th.kind]
     exceeded = COMPARATORS[rule.op](compared, th.amount)
-    noise = welch(b.per_step, n.per_step) if th.kind != "value" else welch((), ())
+    noise = yuen(b.per_step, n.per_step) if th.kind != "value" else yuen((), ())
     counts = exceeded and (not noise_test or noise.significant is not False)
     unit = rule.metric.unit
     change = f"{_fmt(base, unit)} → {_fmt(new, unit)}"
