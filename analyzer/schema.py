@@ -27,7 +27,8 @@ class Column:
     type: str  # DuckDB type
     doc: str
     # a column added after stores were written: how a view computes it from the other columns of a
-    # file written before (``store.sql.fact_select_sql``); an ingest reads such a collection again
+    # file written before (``store.sql.fact_select_sql``); an ingest reads such a collection again.
+    # A column added without it reads NULL from such files (every column may be absent from a file).
     derive: str | None = None
 
 

@@ -186,11 +186,15 @@ def _written_before(store: Store, fact_files: list[dict[str, Any]]) -> set[str]:
     again, so that a run never mixes files with and without it (a view computes such a column only
     when no file holds it). Every ingest leaves none behind, so one file of the run tells: the
     others are looked at only when it lacks one."""
-    late = {t.name for t in schema.FACT_TABLES if any(c.derive for c in t.columns)}
-    rows = [r for r in fact_files if r["table_name"] in late]
-    if not rows or not absent_columns(rows[0]["table_name"], [str(store.path / rows[0]["path"])]):
+    late = {t.name: {c.name for c in t.columns if c.derive} for t in schema.FACT_TABLES}
+    rows = [r for r in fact_files if late.get(r["table_name"])]
+
+    def lacks(r: dict[str, Any]) -> bool:
+        return bool(late[r["table_name"]] & absent_columns(r["table_name"], [str(store.path / r["path"])]))
+
+    if not rows or not lacks(rows[0]):
         return set()
-    return {r["collection_id"] for r in rows if absent_columns(r["table_name"], [str(store.path / r["path"])])}
+    return {r["collection_id"] for r in rows if lacks(r)}
 
 
 def _note_unchanged(

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import functools
+import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -35,18 +37,26 @@ def usable_times_sql(table: str) -> str | None:
     return " AND ".join(conds)
 
 
-def absent_columns(table: str, paths: Sequence[str]) -> set[str]:
-    """The columns of ``table`` added after stores were written (``Column.derive``) that none of
-    the files holds (all written before): a file's footer is read until one holds them (the
-    first, in a store written since)."""
+@functools.lru_cache(maxsize=4096)
+def _file_columns(path: str, mtime_ns: int, size: int) -> frozenset[str]:
+    """The column names of a Parquet file, from its footer (cached per version of the file)."""
     import pyarrow.parquet as pq
 
-    late = {c.name for c in schema.FACTS[table].columns if c.derive}
-    for p in paths if late else ():
-        late -= set(pq.read_schema(p).names)
-        if not late:
+    return frozenset(pq.read_schema(path).names)
+
+
+def absent_columns(table: str, paths: Sequence[str]) -> set[str]:
+    """The columns of ``table`` that none of the files holds: files written before the column was
+    added to the schema (any column: a store outlives the version that wrote it). A file's footer
+    is read until the files hold them all (the first, in a store written since). A column some of
+    the files hold reads NULL from the others (``union_by_name``)."""
+    missing = set(schema.FACTS[table].column_names)
+    for p in paths:
+        st = os.stat(p)
+        missing -= _file_columns(p, st.st_mtime_ns, st.st_size)
+        if not missing:
             break
-    return late
+    return missing
 
 
 def _column_sql(c: schema.Column, absent: set[str]) -> str:
@@ -58,7 +68,7 @@ def fact_select_sql(table: str, paths: Sequence[str], usable_only: bool = False)
     """SELECT over the given Parquet files with the table's columns in schema order; with
     ``usable_only``, only the rows whose times are usable (``usable_times_sql``). A column none
     of the files holds (``absent_columns``: files written before it existed) is computed from the
-    others by its ``derive`` SQL."""
+    others by its ``derive`` SQL, else NULL."""
     if not paths:
         return schema.empty_select_sql(table)
     t = schema.FACTS[table]
