@@ -27,7 +27,7 @@ from helpers import REPO, analyze
 
 from analyzer.analyses import COMPARISONS, run_diff, step_breakdown
 from analyzer.analyses.diff import canonical_shapes
-from analyzer.analyses.noise import t_critical, welch, yuen
+from analyzer.analyses.noise import Noise, t_critical, yuen
 from analyzer.analyses.rules import RuleError, parse_rule
 from analyzer.analyses.run_metrics import like_pattern, parse_metric
 from analyzer.analyses.verdict import MEMORY_PCT
@@ -348,6 +348,11 @@ def test_rule_grammar() -> None:
         parse_rule("sum() > +1%")
     assert parse_metric("step").name == "step_ns" and parse_metric("free_ns").name == "free_ns"
     assert like_pattern("aten::_to_copy*") == "aten::\\_to\\_copy%"
+
+
+def welch(base: list[float], new: list[float]) -> Noise:
+    """Welch's t-test: Yuen's without trimming."""
+    return yuen(base, new, trim=0.0)
 
 
 def test_welch_against_hand_computed_values() -> None:

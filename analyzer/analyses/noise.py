@@ -131,8 +131,3 @@ def yuen(base: Sequence[float], new: Sequence[float], trim: float = TRIM) -> Noi
     df = se2**2 / (db**2 / (hb - 1) + dn**2 / (hn - 1))
     crit = t_critical(df)
     return Noise(len(b), len(n), t, df, crit, abs(t) > crit, gb, gn)
-
-
-def welch(base: Sequence[float], new: Sequence[float]) -> Noise:
-    """Welch's t-test of ``new`` against ``base`` (values per step): :func:`yuen` without trimming."""
-    return yuen(base, new, trim=0.0)

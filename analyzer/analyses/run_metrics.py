@@ -13,7 +13,7 @@ A metric is written ``[agg(]name[)]``:
 
 A time metric's value is, per rank, its mean over the compared steps, then ``agg`` over the ranks;
 its per-step values (``agg`` over the ranks of each step) are the samples of the noise test
-(``noise.welch``). Peak memory is one value per rank (no per-step samples).
+(``noise.yuen``). Peak memory is one value per rank (no per-step samples).
 
 ``run_metrics`` (the table ``analysis.run_metrics``, one row per run) holds every breakdown column's
 mean and the peaks: ``analyze trend`` reads it.
