@@ -207,3 +207,18 @@ def pytest_collection_modifyitems(items: list[Any]) -> Iterator[None]:
     order = {item.nodeid: i for i, item in enumerate(items)}
     yield
     items.sort(key=lambda item: order.get(item.nodeid, len(order)))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: Any, call: Any) -> Iterator[Any]:
+    """A failing test's report carries the output of every `analyze serve` still running
+    (``webapp_helpers.start_server``; a module's server included): the traceback of a request
+    that answered 500 is there, not in the test's own output."""
+    import sys
+
+    report = yield
+    helpers = sys.modules.get("webapp_helpers")
+    if report.failed and helpers is not None:
+        for proc in helpers.RUNNING:
+            report.sections.append((f"analyze serve (pid {proc.pid}) output", proc.log()[-20_000:]))
+    return report

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +23,7 @@ from webapp_helpers import (
     KINETO,
     NPU,
     DashClient,
+    ServerProcess,
     ingest,
     iter_pages,
     plotly_array,
@@ -334,14 +336,14 @@ def test_serve_while_ingesting_and_reload_shows_the_new_run(tmp_path: Path) -> N
 
 
 @pytest.fixture(scope="module")
-def rank0_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, str]]:
-    """`analyze serve` over a store of rank 0 of the Kineto sample (run "r"): (store, URL). The tests
-    using it only read from it."""
+def rank0_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, str, ServerProcess]]:
+    """`analyze serve` over a store of rank 0 of the Kineto sample (run "r"): (store, URL, process).
+    The tests using it only read from it."""
     store = tmp_path_factory.mktemp("rank0") / "s"
     ingest(KINETO / "rank_0", store, "r")
     proc, url = start_server(store)
     try:
-        yield store, url
+        yield store, url, proc
     finally:
         stop_server(proc)
 
@@ -371,8 +373,8 @@ def test_serve_puts_the_long_lived_objects_out_of_the_collectors_passes(store: P
     assert frozen > 50_000, proc.stdout
 
 
-def test_serve_reports_a_busy_port(rank0_server: tuple[Path, str]) -> None:
-    store, url = rank0_server
+def test_serve_reports_a_busy_port(rank0_server: tuple[Path, str, ServerProcess]) -> None:
+    store, url, _ = rank0_server
     port = url.rsplit(":", 1)[1].strip("/")
     res = subprocess.run(
         [*ANALYZE, "serve", "--store", str(store), "--port", port],
@@ -385,22 +387,25 @@ def test_serve_reports_a_busy_port(rank0_server: tuple[Path, str]) -> None:
     assert "Traceback" not in res.stdout + res.stderr
 
 
-def test_serve_is_a_production_server_serving_requests_at_once(rank0_server: tuple[Path, str]) -> None:
+def test_serve_is_a_production_server_serving_requests_at_once(rank0_server: tuple[Path, str, ServerProcess]) -> None:
     """`analyze serve` runs on waitress (not a development server) and serves concurrent users:
     every page and the app's layout, 8 clients at once, all answered."""
     from concurrent.futures import ThreadPoolExecutor
 
-    _, url = rank0_server
+    _, url, proc = rank0_server
     paths = [*iter_pages(), "_dash-layout", "_dash-dependencies"] * 4
 
     def get(path: str) -> tuple[int, str]:
-        with urllib.request.urlopen(url + path.lstrip("/"), timeout=120) as res:
-            res.read()
-            return res.status, res.headers.get("Server", "")
+        try:
+            with urllib.request.urlopen(url + path.lstrip("/"), timeout=120) as res:
+                res.read()
+                return res.status, res.headers.get("Server", "")
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read().decode(errors="replace")[:300]
 
     with ThreadPoolExecutor(8) as pool:
         answers = list(pool.map(get, paths))
-    assert all(code == 200 for code, _ in answers), answers
+    assert all(code == 200 for code, _ in answers), f"{answers}\nthe server's output:\n{proc.log()[-20_000:]}"
     assert {server for _, server in answers} == {"waitress"}
 
 

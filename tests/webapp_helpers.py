@@ -9,6 +9,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -292,31 +293,54 @@ def texts(component: Any) -> list[str]:
     return out
 
 
+class ServerProcess(subprocess.Popen[str]):
+    """An `analyze serve` started by ``start_server``: its output goes to the file ``log_path``
+    (never to a pipe nobody reads: a server that wrote more than the pipe holds would block)."""
+
+    log_path: Path
+
+    def log(self) -> str:
+        """What the server printed so far (its address, warnings, the traceback of a failed request)."""
+        try:
+            return self.log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+
+# the servers started and not yet stopped: conftest adds their output to a failing test's report
+RUNNING: list[ServerProcess] = []
+
+
 def start_server(
     store: Path, extra_env: dict[str, str] | None = None, args: tuple[str, ...] = ()
-) -> tuple[subprocess.Popen[str], str]:
-    """`analyze serve --store STORE --port 0 [ARGS]`: the real server on a free port; returns (process, URL)."""
-    env = {**os.environ, **(extra_env or {})}
-    proc = subprocess.Popen(
-        [*ANALYZE, "serve", "--store", str(store), "--port", "0", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env=env,
-    )
-    deadline = time.monotonic() + 60
-    assert proc.stdout is not None
-    lines = []
+) -> tuple[ServerProcess, str]:
+    """`analyze serve --store STORE --port 0 [ARGS]`: the real server on a free port; returns (process, URL).
+    Its output (unbuffered) goes to a file beside the store (``ServerProcess.log``)."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", **(extra_env or {})}
+    store.parent.mkdir(parents=True, exist_ok=True)
+    fd, log_name = tempfile.mkstemp(prefix=f"{store.name}-serve-", suffix=".log", dir=store.parent)
+    with os.fdopen(fd, "w") as out:
+        proc = ServerProcess(
+            [*ANALYZE, "serve", "--store", str(store), "--port", "0", *args],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            env=env,
+        )
+    proc.log_path = Path(log_name)
+    RUNNING.append(proc)
+    deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if not line:
-            break
-        lines.append(line)
-        m = re.search(r"(http://127\.0\.0\.1:\d+/)", line)
+        exited = proc.poll() is not None  # before reading: what it printed before it ended is in the file
+        m = re.search(r"(http://127\.0\.0\.1:\d+/)", proc.log())
         if m:
             return proc, m.group(1)
-    proc.kill()
-    raise AssertionError("analyze serve printed no URL:\n" + "".join(lines))
+        if exited:
+            break
+        time.sleep(0.05)
+    stop_server(proc)
+    raise AssertionError(f"analyze serve printed no URL (exit code {proc.returncode}):\n" + proc.log())
 
 
 def stop_server(proc: subprocess.Popen[str]) -> None:
@@ -325,6 +349,9 @@ def stop_server(proc: subprocess.Popen[str]) -> None:
         proc.wait(timeout=10)
     except subprocess.TimeoutExpired:
         proc.kill()
+        proc.wait()
+    if proc in RUNNING:
+        RUNNING.remove(proc)  # type: ignore[arg-type]
 
 
 def iter_pages() -> Iterator[str]:
