@@ -32,29 +32,25 @@ the group hash from ``communication.json`` (Level1+). ``Total Op Info`` aggregat
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
-from ... import schema
 from ...errors import InputError
 from ...messages import english, problem
 from ..base import ReadContext
-from ..chrome.nesting import self_time
 from ..common.spill import Staged
 from ..common.steps import last_step_started
 from .communication import CommTime, read_communication_json, read_matrix_json, write_comm_ops
 from .groups import Groups
+from .host_ops import nest_order, nesting, sort_order, step_of_starts, time_order, write_in_order
 from .kernels import KernelsRead, read_kernels
 from .memory import read_memory_record, read_module_mem, read_operator_memory
 from .metadata import ProducerFiles, fill_meta, read_producer_files, switch_sentences
 from .names import OUTPUT_DIR, PROFILER_INFO_RE, PROFILER_METADATA, TEXT_FILES, TEXT_MARKERS, TORCH_NPU_RAW_HINT
 from .summaries import read_api_statistic, read_op_details, read_op_statistic, read_step_trace_time
 from .trace_view import AscendTrace, Collectives, outcome_of_trace
-
-if TYPE_CHECKING:
-    import duckdb
 
 # files of ASCEND_PROFILER_OUTPUT this version does not ingest, with the reason shown to the user
 _NOT_INGESTED = {
@@ -182,26 +178,10 @@ def _finish(ctx: ReadContext, st: TextExport) -> None:
     trace = st.trace
     staged = trace.close() if trace is not None else {}
     steps = _write_steps(ctx, trace.picker.steps if trace is not None else [])
-    import duckdb  # imported where used: the ingest forks its readers before it needs DuckDB
-
-    con = duckdb.connect(":memory:")
-    try:
-        con.register(
-            "steps",
-            pa.table(
-                {
-                    "step": pa.array([s[0] for s in steps], pa.int32()),
-                    "start_ns": pa.array([s[1] for s in steps], pa.int64()),
-                    "end_ns": pa.array([s[2] for s in steps], pa.int64()),
-                }
-            ),
-        )
-        if "operators" in staged:
-            _write_operators(ctx, st, con, staged["operators"])
-        elif st.op_details is not None:
-            _operators_from_details(ctx, st)
-    finally:
-        con.close()
+    if "operators" in staged:
+        _write_operators(ctx, st, staged["operators"], steps)
+    elif st.op_details is not None:
+        _operators_from_details(ctx, st)
     if trace is not None:
         trace.write_counters(staged)
         ctx.write("lanes", trace.router.lane_rows())
@@ -243,63 +223,24 @@ def _write_steps(ctx: ReadContext, marks: list[tuple[int, int, int]]) -> list[tu
     return steps
 
 
-def _write_operators(ctx: ReadContext, st: TextExport, con: duckdb.DuckDBPyConnection, staged: Staged) -> None:
-    con.register("staged_ops", staged.table())
-    ops = con.sql(
-        "SELECT _pid, tid, ts_ns, dur_ns, event_id FROM staged_ops ORDER BY _pid, tid, ts_ns, dur_ns DESC, event_id"
-    ).to_arrow_table()
-    con.register("selftime", self_time(ops))
-    del ops
-    details = st.op_details
-    if details is None:
-        details = pa.table(
-            {
-                "name": pa.array([], pa.string()),
-                "rn": pa.array([], pa.int64()),
-                "host_total_ns": pa.array([], pa.int64()),
-                "device_self_ns": pa.array([], pa.int64()),
-                "device_total_ns": pa.array([], pa.int64()),
-            }
-        )
-    con.register("details", details.select(["name", "rn", "host_total_ns", "device_self_ns", "device_total_ns"]))
-    con.execute(
-        """
-        CREATE TABLE ops AS
-        SELECT o.*, CASE WHEN o.name LIKE 'ProfilerStep#%' THEN NULL ELSE
-                    row_number() OVER (PARTITION BY o.name, o.name LIKE 'ProfilerStep#%'
-                                       ORDER BY o.ts_ns, o.dur_ns DESC, o.event_id) - 1 END AS rn
-        FROM staged_ops o
-        """
+def _write_operators(ctx: ReadContext, st: TextExport, staged: Staged, steps: list[tuple[int, int, int]]) -> None:
+    """The trace's host ops with their nesting, step and device times (operator_details.csv), by start."""
+    ops = staged.table()
+    depth, self_ns = nesting(ops, nest_order(ops))
+    dev_self, dev_total, matched, bad = _device_times(ops, st.op_details)
+    rows = pa.table(
+        {
+            "step": step_of_starts(steps, ops.column("ts_ns")),
+            **{c: ops.column(c) for c in ("name", "category", "tid", "ts_ns", "dur_ns")},
+            "self_ns": self_ns,
+            "depth": depth,
+            **{c: ops.column(c) for c in ("input_shapes", "input_types", "call_stack", "sequence_number", "event_id")},
+            "device_self_ns": dev_self,
+            "device_total_ns": dev_total,
+        }
     )
-    match = con.execute(
-        """
-        SELECT count(*) FILTER (WHERE d.name IS NOT NULL),
-               count(*) FILTER (WHERE d.name IS NOT NULL AND abs(d.host_total_ns - o.dur_ns) > 1000)
-        FROM ops o LEFT JOIN details d ON d.name = o.name AND d.rn = o.rn
-        """
-    ).fetchall()[0]
-    cols = schema.FACTS["operators"].column_names[3:]
-    rep = {
-        "step": "CASE WHEN o.ts_ns < st.end_ns THEN st.step END",
-        "self_ns": "x.self_ns",
-        "depth": "x.depth",
-        "device_self_ns": "CASE WHEN abs(d.host_total_ns - o.dur_ns) <= 1000 THEN d.device_self_ns END",
-        "device_total_ns": "CASE WHEN abs(d.host_total_ns - o.dur_ns) <= 1000 THEN d.device_total_ns END",
-    }
-    sel = ", ".join(f'{rep[c]} AS "{c}"' if c in rep else f'o."{c}"' for c in cols if c in rep or c in _OP_STAGED)
-    rdr = con.sql(
-        f"""
-        SELECT {sel} FROM ops o
-        LEFT JOIN selftime x USING (event_id)
-        LEFT JOIN details d ON d.name = o.name AND d.rn = o.rn
-        ASOF LEFT JOIN steps st ON o.ts_ns >= st.start_ns
-        ORDER BY o.ts_ns, o.event_id
-        """
-    ).to_arrow_reader(200_000)
-    for batch in rdr:
-        ctx.write("operators", batch)
+    write_in_order(ctx, "operators", rows, time_order(ops))
     if st.op_details is not None and st.op_details_path is not None:
-        matched, bad = match or (0, 0)
         n = st.op_details.num_rows
         oc = ctx.outcomes.get(st.op_details_path)
         if oc is not None and oc.status != "error":
@@ -308,18 +249,60 @@ def _write_operators(ctx: ReadContext, st: TextExport, con: duckdb.DuckDBPyConne
                 oc.warn(problem("op_device_times", attached=attached, n=n, unmatched=n - matched, bad=bad))
 
 
-_OP_STAGED = {
-    "name",
-    "category",
-    "tid",
-    "ts_ns",
-    "dur_ns",
-    "input_shapes",
-    "input_types",
-    "call_stack",
-    "sequence_number",
-    "event_id",
-}
+def _device_times(ops: pa.Table, details: pa.Table | None) -> tuple[pa.Array, pa.Array, int, int]:
+    """operator_details.csv's device self / total times of each op (NULL when none), the ops matched
+    and those of them whose host duration disagrees (> 1 µs: no times attached). A row matches the op
+    of its name and occurrence (``rn``): the ops of a name numbered by (start, longest first, event
+    id), ProfilerStep ranges left out."""
+    n = ops.num_rows
+    nulls = pa.nulls(n, pa.int64())
+    if details is None or not details.num_rows or not n:
+        return nulls, nulls, 0, 0
+    name = ops.column("name").combine_chunks().cast(pa.string())
+    both = pc.dictionary_encode(pa.concat_arrays([name, details.column("name").combine_chunks().cast(pa.string())]))
+    codes = pc.fill_null(both.indices, -1).to_numpy(zero_copy_only=False).astype(np.int64)
+    op_code, det_code = codes[:n], codes[n:]
+    # each op's occurrence among the ops of its name
+    keyed = pa.table({"_code": op_code, **{c: ops.column(c) for c in ("ts_ns", "dur_ns", "event_id")}})
+    order = sort_order(keyed, [("_code", "ascending"), ("ts_ns", "ascending"), ("dur_ns", "descending")])
+    grouped = op_code[order]
+    first = np.flatnonzero(np.r_[True, grouped[1:] != grouped[:-1]])
+    rn = np.empty(n, dtype=np.int64)
+    rn[order] = np.arange(n) - np.repeat(first, np.diff(np.r_[first, n]))
+    det_rn = details.column("rn")
+    det_ok = (det_code >= 0) & det_rn.is_valid().to_numpy(zero_copy_only=False)
+    det_rn_np = pc.fill_null(det_rn, 0).to_numpy(zero_copy_only=False).astype(np.int64)
+    width = int(max(rn.max(), det_rn_np.max())) + 1
+    op_key = op_code * width + rn
+    op_ok = (op_code >= 0) & ~pc.fill_null(pc.starts_with(name, "ProfilerStep#"), False).to_numpy(zero_copy_only=False)
+    det_rows = np.flatnonzero(det_ok)
+    det_key = det_code[det_rows] * width + det_rn_np[det_rows]
+    by_key = np.argsort(det_key, kind="stable")
+    det_key, det_rows = det_key[by_key], det_rows[by_key]
+    k = np.minimum(np.searchsorted(det_key, op_key), max(len(det_key) - 1, 0))
+    hit = op_ok & (len(det_key) > 0) & (det_key[k] == op_key) if len(det_key) else np.zeros(n, dtype=bool)
+    j = det_rows[k] if len(det_rows) else np.zeros(n, dtype=np.int64)
+
+    def take(col: str) -> tuple[np.ndarray, np.ndarray]:
+        c = details.column(col).take(pa.array(j))
+        return pc.fill_null(c, 0).to_numpy(zero_copy_only=False).astype(np.int64), c.is_valid().to_numpy(
+            zero_copy_only=False
+        )
+
+    host, host_ok = take("host_total_ns")
+    dur_col = ops.column("dur_ns")
+    dur = pc.fill_null(dur_col, 0).to_numpy(zero_copy_only=False).astype(np.int64)
+    compared = hit & host_ok & dur_col.is_valid().to_numpy(zero_copy_only=False)
+    off = np.abs(host - dur) > 1000
+    attach = compared & ~off
+    dev_self, self_ok = take("device_self_ns")
+    dev_total, total_ok = take("device_total_ns")
+    return (
+        pa.array(dev_self, pa.int64(), mask=~(attach & self_ok)),
+        pa.array(dev_total, pa.int64(), mask=~(attach & total_ok)),
+        int(hit.sum()),
+        int((compared & off).sum()),
+    )
 
 
 def _operators_from_details(ctx: ReadContext, st: TextExport) -> None:

@@ -7,15 +7,16 @@ import re
 from collections import defaultdict
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .... import schema
 from ....units import fit_ns
 from ...base import ReadContext
-from ...chrome.nesting import self_time, subtree_sum
+from ...chrome.nesting import subtree_sum
 from ...common.spill import SpillStage, Staged
 from ..groups import Groups, group_key
+from ..host_ops import nest_order, nesting, step_of_starts, time_order, write_in_order
 from .sqlite import Db, DbExport, args_json, columns_of, enum_names, sql_string
 
 _CANN_PREFIX = {"acl": "AscendCL", "runtime": "Runtime", "node": "Node", "model": "Model", "hccl": "Hccl"}
@@ -160,62 +161,36 @@ def _shapes_swapped(db: Db, cols: set[str]) -> bool:
 
 
 def finish_operators(ctx: ReadContext, st: DbExport, staged: Staged) -> None:
-    import duckdb  # imported where used: the ingest forks its readers before it needs DuckDB
-
-    con = duckdb.connect(":memory:")
-    try:
-        con.register("staged_ops", staged.table())
-        ops = con.sql("SELECT * FROM staged_ops ORDER BY _pid, tid, ts_ns, dur_ns DESC, event_id").to_arrow_table()
-        nest = self_time(ops)
-        dev = ops.column("_dev")
-        valid = pc.is_valid(dev).to_numpy(zero_copy_only=False)
-        dev_np = dev.fill_null(0).to_numpy(zero_copy_only=False)
-        total = subtree_sum(
-            ops.column("_pid").to_pylist(),
-            ops.column("tid").to_pylist(),
-            ops.column("ts_ns").to_numpy(zero_copy_only=False),
-            ops.column("dur_ns").to_numpy(zero_copy_only=False),
-            dev_np,
-        )
-        extra = pa.table(
-            {
-                "event_id": nest.column("event_id"),
-                "depth": nest.column("depth"),
-                "self_ns": nest.column("self_ns"),
-                "device_self_ns": pa.array(dev_np, pa.int64(), mask=~valid),
-                "device_total_ns": pa.array(total, pa.int64(), mask=~valid),
-            }
-        )
-        con.register("ops", ops)
-        con.register("x", extra)
-        con.register(
-            "steps",
-            pa.table(
-                {
-                    "step": pa.array([s[0] for s in st.steps], pa.int32()),
-                    "start_ns": pa.array([s[1] for s in st.steps], pa.int64()),
-                    "end_ns": pa.array([s[2] for s in st.steps], pa.int64()),
-                }
-            ),
-        )
-        names = schema.FACTS["operators"].column_names[3:]
-        rep = {
-            "step": "CASE WHEN o.ts_ns < s.end_ns THEN s.step END",
-            "self_ns": "x.self_ns",
-            "depth": "x.depth",
-            "device_self_ns": "x.device_self_ns",
-            "device_total_ns": "x.device_total_ns",
-            "peer": "CAST(NULL AS INTEGER)",  # the db names no p2p call's peer
+    """The staged PYTORCH_API ops with their nesting, step and device times (their own linked tasks'
+    and their subtree's), by start."""
+    ops = staged.table()
+    order = nest_order(ops)
+    depth, self_ns = nesting(ops, order)
+    dev = ops.column("_dev")
+    valid = dev.is_valid().to_numpy(zero_copy_only=False)
+    dev_np = pc.fill_null(dev, 0).to_numpy(zero_copy_only=False).astype(np.int64)
+    nested = ops.select(["_pid", "tid", "ts_ns", "dur_ns"]).take(pa.array(order))
+    total = np.empty(len(order), dtype=np.int64)
+    total[order] = subtree_sum(
+        nested.column("_pid").to_pylist(),
+        nested.column("tid").to_pylist(),
+        nested.column("ts_ns").to_numpy(),
+        nested.column("dur_ns").to_numpy(),
+        dev_np[order],
+    )
+    rows = pa.table(
+        {
+            "step": step_of_starts(st.steps, ops.column("ts_ns")),
+            **{c: ops.column(c) for c in ("name", "category", "tid", "ts_ns", "dur_ns")},
+            "self_ns": self_ns,
+            "depth": depth,
+            **{c: ops.column(c) for c in ("input_shapes", "input_types", "call_stack", "sequence_number", "event_id")},
+            "peer": pa.nulls(ops.num_rows, pa.int32()),  # the db names no p2p call's peer
+            "device_self_ns": pa.array(dev_np, pa.int64(), mask=~valid),
+            "device_total_ns": pa.array(total, pa.int64(), mask=~valid),
         }
-        sel = ", ".join(f'{rep[c]} AS "{c}"' if c in rep else f'o."{c}"' for c in names)
-        rdr = con.sql(
-            f"SELECT {sel} FROM ops o JOIN x USING (event_id) ASOF LEFT JOIN steps s ON o.ts_ns >= s.start_ns "
-            f"ORDER BY o.ts_ns, o.event_id"
-        ).to_arrow_reader(200_000)
-        for batch in rdr:
-            ctx.write("operators", batch)
-    finally:
-        con.close()
+    )
+    write_in_order(ctx, "operators", rows, time_order(ops))
 
 
 def read_cann_api(st: DbExport) -> None:
