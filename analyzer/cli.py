@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import csv
 import functools
 import io
 import json
@@ -527,6 +526,8 @@ def query(
     df = res.frame
     if fmt == "csv":
         out = io.StringIO()
+        import csv
+
         w = csv.writer(out, lineterminator="\n")
         w.writerow([str(c) for c in df.columns])
         w.writerows([cell_text(v) for v in row] for row in df.itertuples(index=False))

@@ -11,14 +11,31 @@ consoles of the CLI never turn ``:x:`` into an emoji.
 
 from __future__ import annotations
 
-import shutil
+import os
+import sys
 import unicodedata
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # rich is imported by the first console or markup escape (`analyze --help` needs neither)
     from rich.console import Console
 
-WIDTH = shutil.get_terminal_size((160, 40)).columns
+
+def _width(fallback: int = 160) -> int:
+    """The terminal's columns as ``shutil.get_terminal_size`` tells them ($COLUMNS, else the terminal
+    of stdout, else ``fallback``), without importing shutil (and its archive modules) at start."""
+    try:
+        columns = int(os.environ.get("COLUMNS", "0"))
+    except ValueError:
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+    return columns or fallback
+
+
+WIDTH = _width()
 
 
 def console(stderr: bool = False) -> Console:

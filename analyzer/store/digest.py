@@ -17,7 +17,6 @@ import functools
 import hashlib
 import json
 import os
-import tempfile
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -118,6 +117,8 @@ def write(
         "problems": problems,
         "ingests": ingests,
     }
+    import tempfile  # only a write needs it: `analyze runs` reads
+
     fd, tmp = tempfile.mkstemp(prefix=".digest-", dir=store_path)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:

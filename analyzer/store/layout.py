@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import tempfile
 from pathlib import Path
 
 DEFAULT_STORE_DIRNAME = "rankscope_store"
@@ -22,6 +21,8 @@ SCRATCH_DIR = ".scratch"
 def scratch_folder(store_path: str | os.PathLike[str]) -> Path:
     """A fresh temporary folder of an ingest's reader in the store's scratch folder (``SCRATCH_DIR``);
     the reader removes it when done, the ingest lock's next holder whatever a kill left."""
+    import tempfile
+
     root = Path(store_path) / SCRATCH_DIR
     root.mkdir(parents=True, exist_ok=True)
     return Path(tempfile.mkdtemp(dir=root))

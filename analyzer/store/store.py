@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import shutil
 import threading
 import time
 from collections import OrderedDict
@@ -522,6 +521,8 @@ class Store:
                             on_wait()
                         waited = True
                         time.sleep(0.2)
+                import shutil  # only the ingest lock's holder needs it: `analyze runs` reads
+
                 shutil.rmtree(self.scratch_dir, ignore_errors=True)
                 try:
                     yield
