@@ -174,6 +174,15 @@ def per_rank_step(df: pd.DataFrame, column: str, agg: str) -> Sample:
     return Sample(value, per_step)
 
 
+def _rank_means(sb: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
+    """Per rank the mean over its steps of each of ``columns`` (numeric, NaN where missing): the
+    per-rank values ``per_rank_step`` takes, for every column in one grouping."""
+    d = sb[["rank", *columns]].copy()
+    for c in columns:
+        d[c] = pd.to_numeric(d[c], errors="coerce").astype("float64")
+    return d.groupby("rank")[columns].mean()
+
+
 MEMORY_SQL = """
 SELECT rank, max(allocated_bytes) AS peak_allocated_bytes,
        max(reserved_bytes) FILTER (WHERE component <> 'APP') AS peak_reserved_bytes
@@ -256,8 +265,9 @@ def run_metrics(store: Store, run: str | None = None) -> pd.DataFrame:
         "producers": sorted({str(p) for p in co["producer"].dropna()}),
         "collected_at": pd.Timestamp(int(start), unit="ns") if not pd.isna(start) else pd.NaT,
     }
+    means = _rank_means(sb, list(BREAKDOWN.values()))
     for col in BREAKDOWN.values():
-        row[col] = per_rank_step(sb, col, "mean").value if not sb.empty else None
+        row[col] = _agg(means[col], "mean") if not sb.empty else None
     peaks = memory_peaks(store, run, ranks) if ranks else pd.DataFrame(columns=list(MEMORY.values()))
     for col in MEMORY.values():
         row[col] = _agg(pd.to_numeric(peaks[col], errors="coerce"), "max") if not peaks.empty else None
