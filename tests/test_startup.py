@@ -76,33 +76,48 @@ def test_ingest_never_imports_pandas(tmp_path: Path) -> None:
     assert json.loads(out.stdout)[0]["n"] > 0
 
 
-_POOL_AFTER_INGEST = """
-import sys
+_AFTER_INGEST = """
+import gc, json, os, sys
 from analyzer import cli
 cli._PROGRAM = True  # as `analyze` sets it (run() would end the process before the print)
-cli.main(["ingest", sys.argv[1], "--store", sys.argv[2]], standalone_mode=False)
+cli.main(["ingest", sys.argv[1], "--store", sys.argv[2], "--json"], standalone_mode=False)
 import pyarrow as pa
-print(pa.default_memory_pool().backend_name)
+state = [pa.default_memory_pool().backend_name, gc.isenabled(), gc.get_freeze_count()]
+print(json.dumps(state + [os.environ.get("OPENBLAS_NUM_THREADS")]))
 """
 
 
-def test_ingest_program_allocates_arrow_from_malloc_unless_the_user_chose(tmp_path: Path) -> None:
+def _after_ingest(store: Path, unset: str, **extra: str) -> list[object]:
+    """What an `analyze ingest` program leaves of its settings (Arrow's pool, the collector, the
+    frozen objects, OpenBLAS's threads) once its command is done, ``unset`` removed from the
+    environment and ``extra`` added."""
+    env = {k: v for k, v in os.environ.items() if k != unset}
     sample = str(REPO / "sample_data" / "kineto_gloo_2rank")
-    env = {k: v for k, v in os.environ.items() if k != "ARROW_DEFAULT_MEMORY_POOL"}
-
-    def pool(store: str, **extra: str) -> str:
-        proc = subprocess.run(
-            [sys.executable, "-c", _POOL_AFTER_INGEST, sample, str(tmp_path / store)],
-            capture_output=True,
-            text=True,
-            cwd=REPO,
-            env={**env, **extra},
-        )
-        assert proc.returncode == 0, proc.stdout + proc.stderr
-        return proc.stdout.splitlines()[-1]
-
-    # mimalloc (pyarrow's default) keeps freed pages per thread: the ingest's peak memory counted them
-    assert pool("a") == "system"
-    assert pool("b", ARROW_DEFAULT_MEMORY_POOL="jemalloc") == "jemalloc"
-    out = analyze("query", "SELECT count(*) AS n FROM slices", "--format", "json", "--store", str(tmp_path / "a"))
+    proc = subprocess.run(
+        [sys.executable, "-c", _AFTER_INGEST, sample, str(store)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={**env, **extra},
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = analyze("query", "SELECT count(*) AS n FROM slices", "--format", "json", "--store", str(store))
     assert json.loads(out.stdout)[0]["n"] > 0
+    return json.loads(proc.stdout.splitlines()[-1])
+
+
+def test_ingest_program_allocates_arrow_from_malloc_unless_the_user_chose(tmp_path: Path) -> None:
+    # mimalloc (pyarrow's default) keeps freed pages per thread: the ingest's peak memory counted them
+    assert _after_ingest(tmp_path / "a", "ARROW_DEFAULT_MEMORY_POOL")[0] == "system"
+    assert (
+        _after_ingest(tmp_path / "b", "ARROW_DEFAULT_MEMORY_POOL", ARROW_DEFAULT_MEMORY_POOL="jemalloc")[0]
+        == "jemalloc"
+    )
+
+
+def test_ingest_program_freezes_its_imports_and_keeps_the_collector_on(tmp_path: Path) -> None:
+    # the imports (pyarrow, numpy, DuckDB, the readers) were made without collector passes and
+    # frozen; the collector runs for the work itself; numpy's BLAS starts no spinning threads
+    _pool, enabled, frozen, blas = _after_ingest(tmp_path / "a", "OPENBLAS_NUM_THREADS")
+    assert enabled is True and isinstance(frozen, int) and frozen > 10_000 and blas == "1"
+    assert _after_ingest(tmp_path / "b", "OPENBLAS_NUM_THREADS", OPENBLAS_NUM_THREADS="4")[3] == "4"  # kept
