@@ -409,6 +409,56 @@ def test_serve_is_a_production_server_serving_requests_at_once(rank0_server: tup
     assert {server for _, server in answers} == {"waitress"}
 
 
+def test_concurrent_first_requests_wait_for_dash_to_set_itself_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Dash sets itself up in hooks of the first request, each behind a flag it sets before the
+    work: a request arriving meanwhile went on with the app half set up (the router's callback
+    registered while the first request iterated the callbacks: an HTTP 500 "dictionary changed size
+    during iteration" of `analyze serve` under load). Here Dash's setup is held inside its last
+    step (``validate_background_callbacks``) until another request goes past the hooks, or 3 s:
+    none may, and every request is answered whole."""
+    from dash import _validate
+    from flask import request
+
+    app = create_app(tmp_path / "store")
+    setting_up, went_on = threading.Event(), threading.Event()
+    during: list[str] = []
+    real = _validate.validate_background_callbacks
+
+    def held(callback_map: dict[str, Any]) -> None:
+        setting_up.set()
+        went_on.wait(3)  # a request let through now gets past the hooks at once
+        real(callback_map)
+        setting_up.clear()
+
+    monkeypatch.setattr(_validate, "validate_background_callbacks", held)
+
+    @app.server.before_request
+    def past_the_hooks() -> None:
+        if setting_up.is_set():
+            during.append(request.path)
+            went_on.set()
+
+    paths = ["/", "/_dash-layout", "/_dash-dependencies", "/timeline"] * 2
+    got: list[tuple[str, int, bytes]] = []
+
+    def get(path: str) -> None:
+        r = app.server.test_client().get(path)
+        got.append((path, r.status_code, r.get_data()))
+
+    threads = [threading.Thread(target=get, args=(p,)) for p in paths]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(120)
+    assert not during, f"served while Dash set itself up: {during}"
+    assert sorted(p for p, _, _ in got) == sorted(paths) and {code for _, code, _ in got} == {200}, got
+    for path, _, body in got:
+        if path == "/_dash-dependencies":  # the pages' router is there for every request
+            assert any(d["output"].startswith(".._pages_content.children") for d in json.loads(body))
+
+
 def test_small_display_rules(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     import pandas as pd
 

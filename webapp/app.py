@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ from urllib.parse import urlsplit
 
 import dash
 from dash import Dash, Input, Output, dcc, html
-from flask import has_request_context, request
+from flask import Flask, has_request_context, request
 
 from analyzer.store import Store, resolve_store_path
 
@@ -156,6 +157,39 @@ class _App(Dash):
         return page.replace("<html>", f'<html lang="{lang.HTML_LANG[lang.current()]}">', 1)
 
 
+def set_up_one_request_at_a_time(server: Flask) -> None:
+    """Dash's hooks before each request (the ``before_request`` functions it registered on
+    ``server``) run one request at a time until one request has run them all. Dash sets itself up
+    in them on the first request: ``_setup_server`` (scripts, assets, callbacks) and the pages'
+    router (registers the router's callback), each behind a flag it sets *before* doing the work.
+    A second request arriving meanwhile passed the flag at once and was served from an app half
+    set up: it registered the router's callback while the first iterated the callbacks
+    (``RuntimeError: dictionary changed size during iteration``, an HTTP 500 of `analyze serve`
+    on 1 of 48 concurrent first requests, seen under load), or could be answered before the
+    scripts or the router existed. Once set up, the hooks return at once and run without the lock."""
+    hooks = list(server.before_request_funcs.get(None, ()))
+    lock = threading.Lock()
+    done = False
+
+    def run_hooks() -> Any:
+        for hook in hooks:
+            rv = hook()
+            if rv is not None:
+                return rv
+        return None
+
+    def dash_hooks() -> Any:
+        nonlocal done
+        if done:
+            return run_hooks()
+        with lock:
+            rv = run_hooks()
+            done = True
+            return rv
+
+    server.before_request_funcs[None] = [dash_hooks]
+
+
 def use_system_allocator_for_arrow() -> None:
     """Arrow's buffers from the C library's allocator, unless the user named a pool
     (``ARROW_DEFAULT_MEMORY_POOL``). pyarrow's default pool (mimalloc) keeps the pages of freed
@@ -198,6 +232,7 @@ def create_app(
         update_title=None,
         serve_locally=True,
     )
+    set_up_one_request_at_a_time(app.server)  # Dash's hooks only: this app's own are added below
     app.server.config[STORE_KEY] = store
     app.server.config[CONTROL_KEY] = None if control is None else os.fspath(control)
     lang.install(app.server)

@@ -70,6 +70,7 @@ def filter_fact_files(
 # Store.catalog_snapshot, per store folder: (stamp of the catalog files, tables), the most recent last
 _SNAPSHOTS: OrderedDict[str, tuple[tuple[Any, ...], dict[str, pa.Table]]] = OrderedDict()
 _SNAPSHOT_FOLDERS = 16
+_SNAPSHOT_LOCK = threading.Lock()  # a look-up (get, then move_to_end) raced another folder's eviction: KeyError
 # Store.read_connection: one in-memory database per (store folder, catalog stamp) holding the catalog's
 # copy, the most recent last; in it a schema of fact views per (run, ranks, tables, usable_only)
 _READ_DBS: OrderedDict[tuple[Any, ...], _ReadDatabase] = OrderedDict()
@@ -280,17 +281,19 @@ class Store:
         """(stamp, tables) of ``catalog_snapshot``; the stamp is None when the snapshot is not kept."""
         key = str(self.path)
         stamp = self._catalog_stamp()
-        hit = _SNAPSHOTS.get(key)
-        if hit is not None and hit[0] == stamp:
-            _SNAPSHOTS.move_to_end(key)
-            return stamp, hit[1]
+        with _SNAPSHOT_LOCK:  # the server's request threads and the warm-up's share it
+            hit = _SNAPSHOTS.get(key)
+            if hit is not None and hit[0] == stamp:
+                _SNAPSHOTS.move_to_end(key)
+                return stamp, hit[1]
         tables = self.load_catalog()
         if self._catalog_stamp() != stamp:
             return None, tables
-        _SNAPSHOTS[key] = (stamp, tables)
-        _SNAPSHOTS.move_to_end(key)
-        while len(_SNAPSHOTS) > _SNAPSHOT_FOLDERS:
-            _SNAPSHOTS.popitem(last=False)
+        with _SNAPSHOT_LOCK:
+            _SNAPSHOTS[key] = (stamp, tables)
+            _SNAPSHOTS.move_to_end(key)
+            while len(_SNAPSHOTS) > _SNAPSHOT_FOLDERS:
+                _SNAPSHOTS.popitem(last=False)
         return stamp, tables
 
     def _catalog_stamp(self) -> tuple[Any, ...]:
