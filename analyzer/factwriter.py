@@ -261,6 +261,20 @@ def _dictionary_columns(table: str) -> list[str]:
     return [c.name for c in schema.TABLES[table].columns if c.type == "VARCHAR"]
 
 
+def parquet_writer(table: str, path: str | Path, arrow_schema: pa.Schema) -> pq.ParquetWriter:
+    """A Parquet writer of ``table``'s rows as every fact file of the store is written: zstd, the
+    dictionaries, statistics and delta encodings above."""
+    return pq.ParquetWriter(
+        str(path),
+        arrow_schema,
+        compression="zstd",
+        compression_level=1,
+        use_dictionary=_dictionary_columns(table),
+        write_statistics=_statistics_columns(table),
+        column_encoding=_delta_columns(table),
+    )
+
+
 _IN_FLIGHT = 2  # row groups handed to the background thread and not yet written
 
 
@@ -375,15 +389,7 @@ class FactWriter:
         if w is None:
             path = self._new_path(table)
             path.parent.mkdir(parents=True, exist_ok=True)
-            w = pq.ParquetWriter(
-                str(path),
-                tbl.schema,
-                compression="zstd",
-                compression_level=1,
-                use_dictionary=_dictionary_columns(table),
-                write_statistics=_statistics_columns(table),
-                column_encoding=_delta_columns(table),
-            )
+            w = parquet_writer(table, path, tbl.schema)
             self._writers[table] = w
             self._paths[table] = path
         w.write_table(tbl, row_group_size=ROW_GROUP_ROWS)

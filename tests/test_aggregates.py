@@ -20,11 +20,13 @@ from analyzer.analyses import STORED_AT_INGEST, step_breakdown, stored
 from analyzer.analyses.cache import RESULTS
 from analyzer.analyses.step_breakdown import aggregated_ranks, from_aggregates, from_facts
 from analyzer.analyses.stored import read_stored
-from analyzer.ingest import ingest, run_results
-from analyzer.store import Store, run_key
+from analyzer.ingest import compact, ingest, run_results
+from analyzer.store import Store, execute, run_key
+from analyzer.store.layout import is_run_file
 from analyzer.tracks import TRACK_SOURCES
 from analyzer.versions import analysis_version
 from webapp import counter_tracks, lod
+from webapp.reader import reader
 
 SAMPLES = {
     "kineto": REPO / "tests" / "data" / "kineto_gloo_4rank_slow",
@@ -306,6 +308,105 @@ def test_aggregates_are_declared_and_listed_per_collection(store: Store) -> None
     assert (agg.groupby(["collection_id", "table_name"]).size() == 1).all()  # one file per (table, collection)
     cols = store.load_catalog(["collections"])["collections"].to_pandas()
     assert set(agg["collection_id"]) <= set(cols["collection_id"])
+
+
+def _aggregate_rows(store: Store, run: str, ranks: list[int] | None = None) -> dict[str, pd.DataFrame]:
+    """Every aggregate table's rows of ``run`` (of ``ranks`` only, when given), in one order."""
+    out = {}
+    with store.read_connection(run=run, ranks=ranks, tables=list(schema.AGGREGATES)) as con:
+        for t in schema.AGGREGATE_TABLES:
+            df = con.execute(f'SELECT * EXCLUDE (collection_id) FROM "{t.name}"').df()
+            keys = [c for c in df.columns if not df[c].map(lambda v: isinstance(v, np.ndarray | list)).any()]
+            out[t.name] = df.sort_values(keys, na_position="first").reset_index(drop=True)
+    return out
+
+
+def check_run_files(store: Store, run: str) -> None:
+    """The aggregates of a run of several collections are one file per table (``ingest.compact``)
+    holding each collection's rows (as many as its ``fact_files`` row says) sorted by rank, with
+    rank statistics per row group; the views of some ranks read theirs only."""
+    ff = store.load_catalog(["fact_files"], run=run)["fact_files"].to_pandas()
+    agg = ff[ff["table_name"].isin(list(schema.AGGREGATES))]
+    assert agg["collection_id"].nunique() > 1
+    for table, rows in agg.groupby("table_name"):
+        assert rows["path"].nunique() == 1 and rows["collection_id"].is_unique, table
+        path = rows["path"].iloc[0]
+        assert is_run_file(path) and f"{schema.AGGREGATES[table].name}/run=" in path
+        pf = pq.ParquetFile(store.path / path)
+        assert (
+            pf.metadata.num_rows == rows["rows"].sum()
+            and rows["size_bytes"].sum() == (store.path / path).stat().st_size
+        )
+        ranks = pf.read(columns=["rank"])["rank"].to_numpy()
+        assert (np.diff(ranks) >= 0).all()
+        rank_col = pf.schema_arrow.get_field_index("rank")
+        for g in range(pf.metadata.num_row_groups):
+            st = pf.metadata.row_group(g).column(rank_col).statistics
+            assert st is not None and st.has_min_max
+    whole = _aggregate_rows(store, run)
+    for rank in sorted(set(agg["rank"]))[1:2]:  # a rank after the first: the others are read past
+        part = _aggregate_rows(store, run, [rank])
+        for table, df in part.items():
+            want = whole[table][whole[table]["rank"] == rank].reset_index(drop=True)
+            pd.testing.assert_frame_equal(df, want)
+            src = f"SELECT count(*) AS n, count(DISTINCT rank) AS k FROM {table}"
+            got = execute(store, src, run=run, ranks=[rank]).frame.iloc[0]
+            assert (int(got["n"]), int(got["k"])) == (len(want), int(len(want) > 0))
+            with reader(store, run, [rank]) as rd:
+                n = rd.catalog().execute(f"SELECT count(*) FROM {rd.source(run, [rank], table)}").fetchone()[0]
+            assert n == len(want)
+
+
+def test_a_multi_rank_runs_aggregates_are_one_file_per_table(store: Store) -> None:
+    for run in ("kineto", "mindspore"):
+        check_run_files(store, run)
+
+
+def test_a_store_of_per_collection_aggregates_reads_and_a_change_makes_its_run_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store written before run files (one aggregate file per collection) reads as it is; the
+    ingest that changes a collection writes the run's files, from the older files and the new
+    collection's, and the one that drops a rank writes them without it."""
+    folder = tmp_path / "job"
+    shutil.copytree(SAMPLES["kineto"], folder)
+    st = Store(tmp_path / "store")
+    with monkeypatch.context() as m:
+        m.setattr(compact, "run_files", lambda *a: ([], []))  # as the code before run files wrote it
+        ingest(folder, st, run="job")
+    ff = st.load_catalog(["fact_files"])["fact_files"].to_pandas()
+    agg = ff[ff["table_name"].isin(list(schema.AGGREGATES))]
+    assert len(agg) and not any(is_run_file(p) for p in agg["path"]) and agg["path"].is_unique
+    check_aggregates(st, "job")
+    before = _aggregate_rows(st, "job")
+    # rank 1's trace loses its later half: its collection is read again
+    trace = folder / "rank_1" / "rank1.pt.trace.json.gz"
+    doc = json.loads(gzip.decompress(trace.read_bytes()))
+    cut = sorted(e["ts"] for e in doc["traceEvents"] if str(e.get("name", "")).startswith("ProfilerStep#"))[3]
+    doc["traceEvents"] = [e for e in doc["traceEvents"] if e.get("ph") == "M" or float(e.get("ts", 0)) < cut]
+    trace.write_bytes(gzip.compress(json.dumps(doc).encode()))
+    ingest(folder, st, run="job")
+    check_aggregates(st, "job")
+    check_run_files(st, "job")
+    after = _aggregate_rows(st, "job")
+    for table, df in after.items():
+        old = before[table]
+        pd.testing.assert_frame_equal(
+            df[df["rank"] != 1].reset_index(drop=True), old[old["rank"] != 1].reset_index(drop=True)
+        )
+    assert len(after["agg_lane_occupancy"].query("rank == 1")) < len(before["agg_lane_occupancy"].query("rank == 1"))
+    on_disk = {str(p.relative_to(st.path)) for p in st.path.rglob("*.parquet") if "/agg_" in str(p)}
+    listed = st.load_catalog(["fact_files"])["fact_files"].to_pandas()
+    assert on_disk == {p for t, p in zip(listed["table_name"], listed["path"]) if t in schema.AGGREGATES}
+    # rank 3 leaves the folder: the run files are written again without its rows
+    shutil.rmtree(folder / "rank_3")
+    ingest(folder, st, run="job")
+    check_aggregates(st, "job")
+    check_run_files(st, "job")
+    gone = _aggregate_rows(st, "job")
+    for table, df in gone.items():
+        assert 3 not in set(df["rank"])
+        pd.testing.assert_frame_equal(df, after[table][after[table]["rank"] != 3].reset_index(drop=True))
 
 
 def test_scalar_curves_are_each_levels_buckets_of_the_records(tmp_path: Path) -> None:

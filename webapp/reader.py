@@ -11,7 +11,6 @@ the reader at the end of the request (``with reader(...) as rd``).
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -19,6 +18,7 @@ import duckdb
 import pyarrow as pa
 
 from analyzer.store import Store, fact_select_sql, run_key
+from analyzer.store.sql import fact_paths
 from analyzer.store.store import filter_fact_files
 
 from .errors import EmptyStore
@@ -123,12 +123,10 @@ class Reader:
         tables, for every new set of ranks the timeline is asked for)."""
         self._require()
         self.tables_read.add(table)
-        ff = filter_fact_files(
-            self.catalog_tables()["fact_files"], run, None if ranks is None else sorted({int(r) for r in ranks}), table
-        )
-        root = str(self.store.path) + os.sep  # the store's relative paths, joined as the fact views do
-        paths = [root + os.path.normpath(p) for p in ff["path"].to_pylist()]
-        return f"({fact_select_sql(table, paths, usable_only=True)})"
+        rk = None if ranks is None else sorted({int(r) for r in ranks})
+        ff = filter_fact_files(self.catalog_tables()["fact_files"], run, rk, table)
+        paths = fact_paths(str(self.store.path), ff).get(table, [])  # as the fact views read them
+        return f"({fact_select_sql(table, paths, usable_only=True, ranks=rk)})"
 
 
 def rank_key(ranks: Sequence[int] | None) -> RankKey:

@@ -119,6 +119,7 @@ class Previous:
     collections: dict[str, dict[str, Any]] = field(default_factory=dict)  # by collection id
     files: dict[str, dict[str, Any]] = field(default_factory=dict)  # source_files rows by path
     stale: set[str] = field(default_factory=set)  # collections written before a column existed: read again
+    fact_files: list[dict[str, Any]] = field(default_factory=list)  # the run's fact_files rows
 
 
 @dataclass

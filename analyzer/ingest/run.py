@@ -16,6 +16,7 @@ from ..errors import NothingIngestedError, RunConflictError, RunNameError, Separ
 from ..format import safe_text
 from ..store import Store, digest, utcnow
 from ..store.sql import absent_columns
+from . import compact
 from .changes import Plan, Previous, path_text, plan_reads, source_file_row
 from .discover import Discovery, discover, run_root
 from .jobs import separate_jobs
@@ -178,6 +179,7 @@ def _previous(store: Store, run: str, run_root: Path) -> Previous:
         collections={r["collection_id"]: r for r in cat["collections"].to_pylist()},
         files={r["path"]: r for r in cat["source_files"].to_pylist()},
         stale=_written_before(store, cat["fact_files"].to_pylist()),
+        fact_files=cat["fact_files"].to_pylist(),
     )
 
 
@@ -278,8 +280,11 @@ def _commit(
         return False, False  # an unchanged folder changes nothing in the store (not even the run's update time)
     if report.usable or prev.existed:  # a run that never held data is not created
         root = path_text(run_root)
-        store.commit(run, root, batch.replace, batch.collections, batch.fact_files, batch.file_rows, ingests)
-        return True, bool(set(batch.replace) & set(prev.collections))
+        # the aggregates of the run in one file per table (``compact``): the commit lists it for every collection
+        tables, rows = compact.run_files(store.path, run, prev.fact_files, batch.replace, batch.fact_files)
+        facts = [f for f in batch.fact_files if f["table_name"] not in tables] + rows
+        store.commit(run, root, batch.replace, batch.collections, facts, batch.file_rows, ingests, run_tables=tables)
+        return True, bool(tables) or bool(set(batch.replace) & set(prev.collections))
     store.garbage_collect()  # the (empty) files the workers wrote
     return False, False
 

@@ -11,6 +11,9 @@ DEFAULT_STORE_DIRNAME = "rankscope_store"
 STORE_ENV_VAR = "RANKSCOPE_STORE"
 CATALOG_FILE = "catalog.duckdb"
 FACTS_DIR = "facts"
+# an aggregate's run-level file (``analyzer.ingest.compact``): facts/<table>/run=<slug>/<RUN_FILE_PREFIX><uuid>.parquet,
+# beside the rank=<r>/ folders of the per-collection files, holding every collection of the run
+RUN_FILE_PREFIX = "run-"
 LOCK_FILE = ".ingest.lock"
 # the readers' temporary files (spilled rows, the parts of a trace read by several processes): in the store,
 # not the system's temporary folder, so that what a killed ingest left is removed by the next holder of
@@ -45,3 +48,9 @@ def slug(text: str) -> str:
     if len(s) > 100:
         s = f"{s[:87]}-{hashlib.sha1(text.encode('utf-8', 'surrogateescape')).hexdigest()[:12]}"
     return s
+
+
+def is_run_file(path: str) -> bool:
+    """Whether a fact file is an aggregate's run-level file (in its run's folder, not a rank's):
+    it holds the rows of every collection of the run, each listed by its own ``fact_files`` row."""
+    return os.path.basename(os.path.dirname(path)).startswith("run=")

@@ -36,7 +36,7 @@ import pyarrow as pa
 
 from .. import schema
 from ..errors import QueryError, QueryLimitError
-from .sql import absent_columns, check_read_only, exact_frame
+from .sql import absent_columns, check_read_only, exact_frame, fact_paths, run_file_ranks_sql
 from .store import Store, filter_fact_files
 
 if TYPE_CHECKING:  # pandas costs 0.4 s to import: only the query paths load it
@@ -111,16 +111,16 @@ def connect(
         for name, tbl in catalog.items():
             _copy_in(con, name, tbl)
         ff = filter_fact_files(catalog["fact_files"], run=run, ranks=ranks)
-        paths: dict[str, list[str]] = {}
-        for t, p in zip(ff["table_name"].to_pylist(), ff["path"].to_pylist()):
-            paths.setdefault(t, []).append(str(store.path / p))
+        paths = fact_paths(str(store.path), ff)
         for t in schema.FACT_TABLES:
             source = None
             if paths.get(t.name):
                 source = f"__facts_{t.name}"
                 con.register(source, ds.dataset(paths[t.name], format="parquet", schema=schema.arrow_schema(t.name)))
             absent = absent_columns(t.name, paths[t.name]) if source else set()
-            con.execute(f"CREATE VIEW {_quote(t.name)} AS {_fact_view_sql(t.name, source, absent)}")
+            view = _fact_view_sql(t.name, source, absent)
+            cond = run_file_ranks_sql(paths.get(t.name, []), ranks)
+            con.execute(f"CREATE VIEW {_quote(t.name)} AS {view}" + (f" WHERE {cond}" if cond else ""))
         for qualified, tbl in (tables or {}).items():
             _copy_in(con, qualified, tbl)
         # set here, not in the config of connect(): DuckDB 2.0 then lists the in-memory database's

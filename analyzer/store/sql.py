@@ -10,14 +10,27 @@ from typing import TYPE_CHECKING
 
 from .. import schema
 from ..errors import QueryError
+from .layout import is_run_file
 
 if TYPE_CHECKING:  # pandas costs 0.4 s to import: only the query paths load it
     import duckdb
     import pandas as pd
+    import pyarrow as pa
 
 
 def _sql_list(paths: Sequence[str]) -> str:
     return "[" + ", ".join("'" + p.replace("'", "''") + "'" for p in paths) + "]"
+
+
+def fact_paths(root: str, fact_files: pa.Table) -> dict[str, list[str]]:
+    """The absolute paths of the files of some ``fact_files`` rows, per table, each once: an
+    aggregate's run-level file (``layout.is_run_file``) is listed by every collection it holds.
+    ``root``: the store folder."""
+    out: dict[str, dict[str, None]] = {}
+    base = str(root).rstrip(os.sep) + os.sep  # joined as text: a Path per file cost ~10 µs x thousands of files
+    for table, path in zip(fact_files["table_name"].to_pylist(), fact_files["path"].to_pylist()):
+        out.setdefault(table, {})[base + os.path.normpath(path)] = None
+    return {t: list(p) for t, p in out.items()}
 
 
 def usable_times_sql(table: str) -> str | None:
@@ -64,11 +77,23 @@ def _column_sql(c: schema.Column, absent: set[str]) -> str:
     return f'CAST({source} AS {c.type}) AS "{c.name}"'
 
 
-def fact_select_sql(table: str, paths: Sequence[str], usable_only: bool = False) -> str:
+def run_file_ranks_sql(paths: Sequence[str], ranks: Sequence[int] | None) -> str | None:
+    """The condition keeping the rows of ``ranks`` when ``paths`` (chosen for these ranks) hold an
+    aggregate's run-level file (``layout.is_run_file``: every rank of its run); else None."""
+    if ranks is None or not any(is_run_file(p) for p in paths):
+        return None
+    return f'"rank" IN ({", ".join(str(int(r)) for r in ranks) or "NULL"})'
+
+
+def fact_select_sql(
+    table: str, paths: Sequence[str], usable_only: bool = False, ranks: Sequence[int] | None = None
+) -> str:
     """SELECT over the given Parquet files with the table's columns in schema order; with
     ``usable_only``, only the rows whose times are usable (``usable_times_sql``). A column none
     of the files holds (``absent_columns``: files written before it existed) is computed from the
-    others by its ``derive`` SQL, else NULL."""
+    others by its ``derive`` SQL, else NULL. ``ranks``: the ranks the files were chosen for; an
+    aggregate's run-level file among them (``layout.is_run_file``) holds every rank of its run, of
+    which only these rows are read (None: every rank's)."""
     if not paths:
         return schema.empty_select_sql(table)
     t = schema.FACTS[table]
@@ -76,6 +101,9 @@ def fact_select_sql(table: str, paths: Sequence[str], usable_only: bool = False)
     cols = ", ".join(_column_sql(c, absent) for c in t.columns)
     # run / rank come from the files, not from the folder names (a run name is slugged there)
     source = f"read_parquet({_sql_list(paths)}, union_by_name=true, hive_partitioning=false)"
+    cond = run_file_ranks_sql(paths, ranks)
+    if cond:  # the run-level file is sorted by rank: its row groups of other ranks are skipped
+        source = f"(SELECT * FROM {source} WHERE {cond})"
     if table in schema.AGGREGATES:
         # an aggregate gains columns as the ingest learns to keep more: files an older version wrote
         # read NULL there (until their collection is read again) instead of failing the whole view

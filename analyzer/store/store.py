@@ -26,7 +26,7 @@ from .. import schema
 from ..errors import StoreError
 from . import digest
 from .layout import CATALOG_FILE, FACTS_DIR, LOCK_FILE, SCRATCH_DIR, STORE_ENV_VAR
-from .sql import fact_select_sql, usable_times_sql
+from .sql import fact_paths, fact_select_sql, usable_times_sql
 
 if TYPE_CHECKING:  # pandas costs 0.4 s to import: only the query paths load it
     import duckdb
@@ -397,7 +397,12 @@ class Store:
                 con.execute(f"SET schema = '{name}'")
                 ff = filter_fact_files(cat["fact_files"], run=run, ranks=ranks)
                 self._create_fact_views(
-                    con, self._paths_by_table(ff), only=tables, comments=False, usable_only=usable_only
+                    con,
+                    fact_paths(str(self.path), ff),
+                    only=tables,
+                    comments=False,
+                    usable_only=usable_only,
+                    ranks=ranks,
                 )
             finally:
                 con.close()
@@ -438,13 +443,6 @@ class Store:
         out = {t: int(held_rows[t]) - int(n) for t, n in zip(tables, row)}
         return {t: n for t, n in out.items() if n}
 
-    def _paths_by_table(self, fact_files: pa.Table) -> dict[str, list[str]]:
-        out: dict[str, list[str]] = {}
-        root = str(self.path) + os.sep  # joined as text: a Path per file cost ~10 µs x thousands of files
-        for table, path in zip(fact_files["table_name"].to_pylist(), fact_files["path"].to_pylist()):
-            out.setdefault(table, []).append(root + os.path.normpath(path))
-        return out
-
     def _create_fact_views(
         self,
         con: duckdb.DuckDBPyConnection,
@@ -452,12 +450,13 @@ class Store:
         only: Sequence[str] | None = None,
         comments: bool = True,
         usable_only: bool = False,
+        ranks: Sequence[int] | None = None,
     ) -> None:
         stmts = []
         for t in schema.FACT_TABLES:
             if only is not None and t.name not in only:
                 continue
-            select = fact_select_sql(t.name, paths.get(t.name, []), usable_only=usable_only)
+            select = fact_select_sql(t.name, paths.get(t.name, []), usable_only=usable_only, ranks=ranks)
             stmts.append(f'CREATE OR REPLACE VIEW "{t.name}" AS {select}')
             if comments:
                 stmts.append(f"COMMENT ON VIEW \"{t.name}\" IS '{t.doc.replace(chr(39), chr(39) * 2)}'")
@@ -475,12 +474,13 @@ class Store:
         ff = con.sql(
             "SELECT table_name, path FROM fact_files WHERE list_contains($only, table_name)", params={"only": only}
         ).to_arrow_table()
-        self._create_fact_views(con, self._paths_by_table(ff), only=only)
+        self._create_fact_views(con, fact_paths(str(self.path), ff), only=only)
 
     def fact_files(self, table: str, run: str | None = None, ranks: Sequence[int] | None = None) -> list[str]:
-        """Absolute paths of the Parquet files of a table, optionally for one run / some ranks."""
+        """Absolute paths of the Parquet files of a table, optionally for one run / some ranks (an
+        aggregate's run-level file holds the other ranks too: ``sql.fact_select_sql`` reads theirs only)."""
         ff = filter_fact_files(self.load_catalog(["fact_files"])["fact_files"], run=run, ranks=ranks, table=table)
-        return [str(self.path / p) for p in ff["path"].to_pylist()]
+        return fact_paths(str(self.path), ff).get(table, [])
 
     # -- queries --------------------------------------------------------------------------------
 
@@ -544,10 +544,13 @@ class Store:
         fact_files: Sequence[dict[str, Any]],
         source_files: Sequence[dict[str, Any]],
         ingests: dict[str, dict[str, Any]] | None = None,
+        run_tables: Sequence[str] = (),
     ) -> None:
         """Apply one ingest to the catalog in a single transaction.
 
         ``replace_collections``: ids whose old collection / fact_files / source_files rows are dropped first.
+        ``run_tables``: tables whose every fact_files row of the run is dropped first (``fact_files``
+        lists them all again: an aggregate's run-level file made anew, ``ingest.compact``).
         ``source_files``: rows replacing any existing rows with the same (run, path).
         ``ingests``: when given, the catalog's digest is written after the commit (``write_digest``).
         """
@@ -562,7 +565,11 @@ class Store:
                 else:
                     con.execute("INSERT INTO runs VALUES (?, ?, ?, ?)", [run, root_path, now, now])
                 # the fact tables whose list of files this commit changes: their views only are made again
-                changed = {f["table_name"] for f in fact_files}
+                changed = {f["table_name"] for f in fact_files} | set(run_tables)
+                if run_tables:
+                    con.execute(
+                        "DELETE FROM fact_files WHERE run = ? AND list_contains(?, table_name)", [run, list(run_tables)]
+                    )
                 if replace_collections:
                     ids = list(replace_collections)
                     changed.update(
