@@ -23,6 +23,7 @@ import csv
 import sys
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -294,19 +295,28 @@ def iter_csv(
                 return chunk
 
             held: list[str] | None = None  # one row of look-ahead: the last row may be cut
-            record = 1
-            for row in reader:
-                if held is not None:
-                    record += 1
-                    if len(held) == ncols:
-                        buf.append(held)
-                        if len(buf) >= chunk_rows:
-                            chunk = flush()
-                            total += chunk.n_rows
-                            yield chunk
-                    elif any(c.strip() for c in held):
-                        bad_rows.append(record)
-                held = row
+            record = 1  # the number of the last record checked (the header is record 1)
+            while True:
+                # rows in blocks (C-level reads), each block as long as it takes to fill the chunk:
+                # a chunk is handed out at the same row as one row at a time would
+                block = list(islice(reader, chunk_rows - len(buf) + (held is None)))
+                if not block:
+                    break
+                rows = block if held is None else [held, *block]
+                held = rows.pop()
+                if set(map(len, rows)) <= {ncols}:
+                    buf += rows
+                else:
+                    for i, row in enumerate(rows, record + 1):
+                        if len(row) == ncols:
+                            buf.append(row)
+                        elif any(c.strip() for c in row):
+                            bad_rows.append(i)
+                record += len(rows)
+                if len(buf) >= chunk_rows:
+                    chunk = flush()
+                    total += chunk.n_rows
+                    yield chunk
         except csv.Error as exc:
             raise InputError(str(path), problem("csv_unreadable", kind=kind, detail=exc)) from exc
         finally:
