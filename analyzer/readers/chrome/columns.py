@@ -8,6 +8,7 @@ These turn a block of events into Arrow columns with as little per-event Python 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import chain, compress
 from operator import attrgetter
 from typing import Any
 
@@ -236,35 +237,55 @@ class EventColumns:
 
 def counter_columns(events: list[Event], base_ns: int = 0) -> dict[str, pa.Array] | None:
     """Long-form columns of C (counter) events: one row per numeric series of each event's args
-    (``{"MHz": 1800}`` -> series MHz). None when no event has a numeric value."""
-    pids: list[str | None] = []
-    names: list[str] = []
-    series: list[str] = []
-    ts_raw: list[float | str | None] = []
-    values: list[float] = []
-    for e in events:
-        try:
-            a = ANY.decode(e.args) if len(e.args) else None
-        except DECODE_ERRORS:
-            continue
-        if not isinstance(a, dict):
-            continue
-        for k, v in a.items():
-            if isinstance(v, (int, float)) and not isinstance(v, bool):
-                pids.append(id_text(e.pid))
-                names.append(e.name)
-                series.append(k)
-                ts_raw.append(e.ts)
-                values.append(float(v))
-    if not values:
+    (``{"MHz": 1800}`` -> series MHz), in event then key order. None when no event has a numeric value.
+    The args are decoded in one call and fanned out with C-level maps, not event by event."""
+    objs = [a if type(a) is dict else _NO_ARGS for a in _decode_raws(field_values(events, "args"))]
+    sizes = np.fromiter(map(len, objs), dtype=np.int64, count=len(objs))
+    items = list(chain.from_iterable(map(dict.items, objs)))  # (series, value) pairs
+    if not items:
         return None
+    keys, vals = zip(*items)
+    numeric = list(map(_NUMBER_TYPES.__contains__, map(type, vals)))  # bools are not numbers here
+    if not any(numeric):
+        return None
+    at = np.repeat(np.arange(len(objs)), sizes)[np.flatnonzero(numeric)]
+    rows = list(map(events.__getitem__, at.tolist()))  # the event of each row
+    numbers = list(compress(vals, numeric))
+    try:
+        value = pa.array(numbers, pa.float64())
+    except (pa.ArrowInvalid, OverflowError):  # an integer no double holds exactly: rounded as Python does
+        value = pa.array([float(v) for v in numbers], pa.float64())
     return {
-        "pid": pa.array(pids, pa.string()),
-        "name": pa.array(names, pa.string()),
-        "series": pa.array(series, pa.string()),
-        "ts_ns": times_ns(ts_raw, base_ns),
-        "value": pa.array(values, pa.float64()),
+        "pid": id_column(field_values(rows, "pid")),
+        "name": pa.array(field_values(rows, "name"), pa.string()),
+        "series": pa.array(list(compress(keys, numeric)), pa.string()),
+        "ts_ns": times_ns(field_values(rows, "ts"), base_ns),
+        "value": value,
     }
+
+
+_NO_ARGS: dict[str, Any] = {}
+_NUMBER_TYPES = frozenset((int, float))
+
+
+def _decode_raws(raws: list[Any]) -> list[Any]:
+    """Each raw JSON value (``msgspec.Raw``; empty = absent) decoded, None when absent or not JSON:
+    in one call when every present value decodes, else value by value."""
+    n = len(raws)
+    present = np.fromiter(map(len, raws), dtype=np.int64, count=n) > 0
+    values = list(compress(raws, present.tolist()))
+    try:
+        decoded = ANY.decode_lines(b"\n".join(values)) if values else []
+    except DECODE_ERRORS:
+        decoded = None
+    if decoded is None or len(decoded) != len(values):
+        decoded = [_decode_one(ANY, v) for v in values]
+    if len(values) == n:
+        return decoded
+    out: list[Any] = [None] * n
+    for i, v in zip(np.flatnonzero(present).tolist(), decoded):
+        out[i] = v
+    return out
 
 
 def decode_args(args: pa.Array, decoder: msgspec.json.Decoder) -> list[Any]:
