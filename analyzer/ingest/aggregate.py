@@ -147,10 +147,12 @@ _STATS = (
 
 
 def preload() -> None:
-    """Import what ``build`` needs (DuckDB and the breakdown's code) in a process about to fork its
-    reader workers: they then share it instead of each importing it when its first collection is read."""
+    """Import what ``build`` and the readers import at their first call (DuckDB, the breakdown's code,
+    numpy.ma, Arrow's query engine) in a process about to fork its reader workers: they then share
+    it instead of each importing it when its first collection is read."""
     import duckdb  # noqa: F401
     import numpy.ma  # noqa: F401 - np.unique (the readers', the lane pyramid's) imports it at its first call: ~20 ms
+    import pyarrow.acero  # noqa: F401 - Table.group_by (the Kineto reader's steps) imports it at its first call: 10-16 ms
 
     from ..breakdown.rows import rows_of  # noqa: F401
 
