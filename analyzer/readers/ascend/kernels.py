@@ -13,6 +13,7 @@ import re
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from itertools import compress
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ import pyarrow.compute as pc
 
 from ...errors import InputError
 from ...messages import problem
-from ...vocabulary import is_comm_task
+from ...vocabulary import COMM_OP_PREFIX, is_comm_task
 from ..base import ReadContext
 from ..common.csvfile import CsvTable, iter_csv, read_csv
 
@@ -109,6 +110,17 @@ class KernelsRead:
     l2: bool = False  # L2 rates written to kernel_metrics
 
 
+def comm_tasks(task_types: list[str | None], *names: list[str | None]) -> list[bool]:
+    """``vocabulary.is_comm_task`` of every row at once: the task type's rule once per distinct type,
+    the names' ``hcom_`` prefix with Arrow."""
+    enc = pc.dictionary_encode(pa.array(task_types, pa.string()))
+    per_type = pa.array([is_comm_task(t) for t in enc.dictionary.to_pylist()], pa.bool_())
+    hit = pc.fill_null(per_type.take(enc.indices), False)
+    for col in names:
+        hit = pc.or_(hit, pc.fill_null(pc.starts_with(pa.array(col, pa.string()), COMM_OP_PREFIX), False))
+    return hit.to_pylist()
+
+
 def read_kernels(
     ctx: ReadContext,
     path: Path,
@@ -132,7 +144,7 @@ def read_kernels(
             names = t.text("name")
             op_type = t.text("type")
             core = t.text("core")
-            is_comm = [is_comm_task(c, nm, ot) for nm, ot, c in zip(names, op_type, core)]
+            is_comm = comm_tasks(core, names, op_type)
             ts = t.ns_from_us("start")
             dur = t.ns_from_us("dur")
             steps = t.ints("step")
@@ -169,9 +181,8 @@ def read_kernels(
             outcome.rows += ctx.write("kernels", rows)
             outcome.rows += _write_metrics(ctx, st, t, kid0)
             outcome.warn_all(t.warnings)
-            for i in range(n):
-                if is_comm[i]:
-                    st.comm.append({"name": names[i], "step": steps[i], "ts": ts[i], "dur": dur[i]})
+            for i in compress(range(n), is_comm):
+                st.comm.append({"name": names[i], "step": steps[i], "ts": ts[i], "dur": dur[i]})
             if l2_path is not None:
                 for k, v in (
                     ("kernel_id", ids),

@@ -29,11 +29,10 @@ from pathlib import Path
 from typing import Any
 
 from ...messages import english, problem
-from ...vocabulary import is_comm_task
 from ..base import ReadContext
 from ..common.csvfile import read_csv
 from ..common.steps import steps_containing
-from .kernels import read_kernels
+from .kernels import comm_tasks, read_kernels
 from .memory import read_memory_record_kb, read_module_mem_kb, read_npu_mem_kb, read_operator_memory_kb
 from .names import DEVICE_DIR_RE, EXPORT_NAME_RE, LEGACY_TIMELINE_RE
 from .prof import DeviceClock
@@ -224,7 +223,7 @@ def _read_task_time(ctx: ReadContext, st: ExportState, path: Path, kernels: bool
         stream = t.ints("stream")
         ts = t.ns_from_us("start")
         dur = t.ns_from_us("dur")
-        comm = [is_comm_task(ty, nm) for nm, ty in zip(names, types)]
+        comm = comm_tasks(types, names)
         if kernels:
             first = st.next_kernel_id
             st.next_kernel_id += n

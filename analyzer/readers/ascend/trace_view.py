@@ -553,7 +553,8 @@ class AscendTrace:
             return
         names = self.router.lanes.process_names
         for b in staged["counters"].batches():
-            proc = pa.array([names.get(p, p) for p in b.column("_pid").to_pylist()], pa.string())
+            pid = pc.dictionary_encode(b.column("_pid"))  # a few pids: each named once
+            proc = pa.array([names.get(p, p) for p in pid.dictionary.to_pylist()], pa.string()).take(pid.indices)
             self.ctx.write(
                 "counters", pa.table({**{c: b.column(c) for c in b.schema.names if c != "_pid"}, "process": proc})
             )
