@@ -13,7 +13,16 @@ from ..breakdown.activity import DEVICE_PRODUCERS, RankActivity, StepActivity
 from ..store import Store
 from .cache import per_run
 
-__all__ = ["DEVICE_PRODUCERS", "RankActivity", "StepActivity", "host_steps", "load", "run_activity", "step_of"]
+__all__ = [
+    "DEVICE_PRODUCERS",
+    "RankActivity",
+    "StepActivity",
+    "host_steps",
+    "load",
+    "run_activity",
+    "step_of",
+    "steps_at",
+]
 
 
 def host_steps(con: duckdb.DuckDBPyConnection, run: str) -> pd.DataFrame:
@@ -24,12 +33,17 @@ def host_steps(con: duckdb.DuckDBPyConnection, run: str) -> pd.DataFrame:
 def step_of(steps: pd.DataFrame, ts: pd.Series) -> pd.Series:
     """The step (of ``steps``: step, start_ns, end_ns) each time falls in, else NA."""
     st = steps.sort_values("start_ns")
-    starts, ends = st["start_ns"].to_numpy(np.int64), st["end_ns"].to_numpy(np.int64)
     t = pd.to_numeric(ts, errors="coerce").fillna(-1).to_numpy(np.int64)
+    ok, vals = steps_at(st["start_ns"].to_numpy(np.int64), st["end_ns"].to_numpy(np.int64), st["step"].to_numpy(), t)
+    return pd.Series(pd.array(np.where(ok, vals, 0), dtype="Int64"), index=ts.index).where(ok)
+
+
+def steps_at(starts: np.ndarray, ends: np.ndarray, steps: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``step_of`` on arrays (``starts`` sorted, not empty): whether each time ``t`` falls in a step,
+    and that step (meaningless where it does not)."""
     k = np.searchsorted(starts, t, side="right") - 1
     ok = (k >= 0) & (t < ends[np.maximum(k, 0)])
-    vals = st["step"].to_numpy()[np.maximum(k, 0)]
-    return pd.Series(pd.array(np.where(ok, vals, 0), dtype="Int64"), index=ts.index).where(ok)
+    return ok, steps[np.maximum(k, 0)]
 
 
 def load(con: duckdb.DuckDBPyConnection, run: str, ranks: list[int] | None = None) -> dict[int, RankActivity]:

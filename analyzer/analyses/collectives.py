@@ -29,9 +29,10 @@ import duckdb
 import numpy as np
 import pandas as pd
 
+from ..format import is_missing
 from ..store import Store
 from ..vocabulary import normalize_op_type
-from .activity import step_of
+from .activity import steps_at
 from .cache import per_run
 
 DEFAULT_TOLERANCE_NS = 200_000  # slack on "all members' intervals overlap" (clock error allowance)
@@ -83,8 +84,9 @@ def with_call_times(con: duckdb.DuckDBPyConnection, run: str, ops: pd.DataFrame)
     in the op's group, through ``group_ranks``; torch records it with record_shapes), NULL where
     the trace does not say."""
     ops = ops.copy()
-    ops["call_ns"] = pd.array([None] * len(ops), dtype="Int64")
-    ops["peer"] = pd.array([None] * len(ops), dtype="Int64")
+    n = len(ops)
+    ops["call_ns"] = pd.array([None] * n, dtype="Int64")
+    ops["peer"] = pd.array([None] * n, dtype="Int64")
     # gloo runs the work on its own threads; nccl:* ranges are on the calling thread already
     ann = ops["source"].eq("kineto:annotation") & ops["name"].astype(str).str.startswith("gloo:")
     if not ann.any():
@@ -98,43 +100,68 @@ def with_call_times(con: duckdb.DuckDBPyConnection, run: str, ops: pd.DataFrame)
         ORDER BY o.rank, o.ts_ns
         """,
         {"run": run},
-    ).df()
-    if calls.empty:
+    ).fetchall()
+    if not calls:
         return ops
-    calls["op_type"] = calls["name"].map(normalize_op_type)
-    keys = ["rank", "collection_id", "op_type"]
-    by_key = {k: g["ts_ns"].to_numpy(np.int64) for k, g in calls.groupby(keys)}
-    named = calls[calls["peer"].notna()]
-    peer_of = {(int(r), int(t)): int(p) for r, t, p in zip(named["rank"], named["ts_ns"], named["peer"])}
-    sub = ops.loc[ann].sort_values("ts_ns", kind="stable")
-    for k, g in sub.groupby(keys):
-        c = by_key.get(k if isinstance(k, tuple) else (k,))
+    # plain lists and positions, not frames: a report pays ~0.1 ms per pandas operation
+    by_key: dict[tuple, list[int]] = defaultdict(list)  # (rank, collection, op type) -> call times, in order
+    peer_of: dict[tuple[int, int], int] = {}
+    for r, c, name, t, pr in calls:
+        by_key[(r, c, normalize_op_type(name))].append(int(t))
+        if pr is not None:
+            peer_of[(int(r), int(t))] = int(pr)
+    ts = ops["ts_ns"].to_numpy(np.int64)
+    rows = np.flatnonzero(ann.to_numpy(bool, na_value=False))
+    rows = rows[np.argsort(ts[rows], kind="stable")]
+    mine: dict[tuple, list[int]] = defaultdict(list)  # the same key -> the ranges' rows, by start
+    for i, r, c, o in zip(rows, ops["rank"].to_numpy()[rows], ops["collection_id"].to_numpy()[rows],
+                          ops["op_type"].to_numpy()[rows]):  # fmt: skip
+        if not (is_missing(r) or is_missing(c) or is_missing(o)):  # as a groupby, which leaves out NA keys
+            mine[(r, c, o)].append(int(i))
+    call_ns: list[int | None] = [None] * n
+    peer: list[int | None] = [None] * n
+    members = ops["group_ranks"].to_numpy(object)
+    for k, idx in mine.items():
+        c = by_key.get(k)
         if c is None:
             continue
-        paired = _pair_calls(c, g["ts_ns"].to_numpy(np.int64))
-        if paired is not None:
-            ops.loc[g.index, "call_ns"] = pd.array(paired, dtype="Int64")
+        paired = _pair_calls(np.asarray(c, dtype=np.int64), ts[idx])
+        if paired is None:
+            continue
+        rank = int(k[0])
+        for i, t in zip(idx, paired):
+            call_ns[i] = t
             if peer_of:
-                rank = int(g["rank"].iloc[0])
-                peers = [
-                    _global(peer_of.get((rank, t)) if t is not None else None, m)
-                    for t, m in zip(paired, g["group_ranks"])
-                ]
-                ops.loc[g.index, "peer"] = pd.array(peers, dtype="Int64")
-    have = ops["call_ns"].notna()
-    if have.any():
-        steps = con.execute(
+                peer[i] = _global(peer_of.get((rank, t)) if t is not None else None, members[i])
+    ops["call_ns"] = pd.array(call_ns, dtype="Int64")
+    ops["peer"] = pd.array(peer, dtype="Int64")
+    have = [i for i, t in enumerate(call_ns) if t is not None]
+    if have:
+        held: dict[int, list[tuple[int, int, int]]] = defaultdict(list)  # rank -> (start, end, step)
+        for r, st, start, end in con.execute(
             "SELECT rank, step, min(start_ns) AS start_ns, max(end_ns) AS end_ns FROM steps "
             "WHERE run = ? AND step IS NOT NULL AND source = 'ProfilerStep' GROUP BY rank, step",
             [run],
-        ).df()
-        ops["step"] = ops["step"].astype("Int64")
-        for rank, idx in ops[have].groupby("rank").groups.items():
-            mine = steps[steps["rank"] == rank]
-            if mine.empty:
+        ).fetchall():
+            if start is not None and end is not None:
+                held[int(r)].append((int(start), int(end), int(st)))
+        step = ops["step"].astype("Int64").to_numpy(object, na_value=None)
+        ranks = ops["rank"].to_numpy()
+        by_rank: dict[int, list[int]] = defaultdict(list)
+        for i in have:
+            by_rank[int(ranks[i])].append(i)
+        for rank, idx in by_rank.items():
+            if not held.get(rank):
                 continue
-            st = step_of(mine, ops.loc[idx, "call_ns"])
-            ops.loc[idx, "step"] = st.where(st.notna(), ops.loc[idx, "step"])
+            starts, ends, steps = (np.asarray(a, dtype=np.int64) for a in zip(*held[rank]))
+            order = np.argsort(starts, kind="quicksort")  # as step_of sorts them
+            ok, found = steps_at(
+                starts[order], ends[order], steps[order], np.asarray([call_ns[i] for i in idx], np.int64)
+            )
+            for i, hit, v in zip(idx, ok, found):
+                if hit:  # the step holding the call, else the range's own
+                    step[i] = int(v)
+        ops["step"] = pd.array(step, dtype="Int64")
     return ops
 
 
