@@ -172,6 +172,41 @@ def test_read_connections_share_one_database_per_catalog(kineto_store: Path, tmp
     assert Store(other).query("SELECT count(DISTINCT run) AS n FROM slices")["n"].iloc[0] == before + 1
 
 
+def test_idle_view_sets_are_bounded_by_the_files_they_bind(kineto_store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A read database keeps idle view sets while they bind at most ``_VIEW_FILES`` Parquet files
+    (DuckDB holds memory per bound file: a set over every rank of a big run is dropped first when
+    idle), least recently used first; a set in use is never dropped, and one dropped is bound again."""
+    from analyzer.store import store as store_module
+
+    store = Store(kineto_store)
+    store_module._READ_DBS.clear()
+    whole = {}
+    for r in (0, 1, None):
+        with store.read_connection(ranks=None if r is None else [r], tables=["slices", "operators"]) as con:
+            whole[r] = con.execute("SELECT count(*) FROM slices").fetchone()[0]
+    (db,) = store_module._READ_DBS.values()
+    files = {v[1]: db.files[s] for v, s in db.schemas.items()}
+    assert files == {(0,): 2, (1,): 2, None: 4}  # one file per table and rank
+    monkeypatch.setattr(store_module, "_VIEW_FILES", 3)
+
+    def sets() -> set[tuple[Any, ...]]:
+        return {(v[1], v[2]) for v in db.schemas}
+
+    pair = ("operators", "slices")
+    with store.read_connection(ranks=None, tables=list(pair)) as held:  # in use: kept
+        with store.read_connection(ranks=[0], tables=["kernels"]):  # a new set: the idle ones weighed
+            pass
+        assert held.execute("SELECT count(*) FROM slices").fetchone()[0] == whole[None]
+        # idle: rank 0's and rank 1's sets, 4 files: the least recently used (rank 0's) dropped
+        assert sets() == {((1,), pair), (None, pair), ((0,), ("kernels",))}
+    with store.read_connection(ranks=[1], tables=["comm_ops"]):  # the whole-run set idle now: dropped
+        assert (None, pair) not in sets() and ((1,), ("comm_ops",)) in sets()
+        assert sum(db.files[s] for s in db.schemas.values() if not db.in_use.get(s)) <= 3
+    with store.read_connection(tables=["slices", "operators"]) as con:  # bound again
+        assert con.execute("SELECT count(*) FROM slices").fetchone()[0] == whole[None] == whole[0] + whole[1]
+    store_module._READ_DBS.clear()
+
+
 def test_summary_reads_in_80_columns(kineto_store: Path) -> None:
     """Every line of `analyze summary` fits an 80-column terminal, and no number is cut short."""
     out = analyze("summary", "--store", str(kineto_store), env={"COLUMNS": "80"}).stdout

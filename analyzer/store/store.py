@@ -76,6 +76,10 @@ _SNAPSHOT_LOCK = threading.Lock()  # a look-up (get, then move_to_end) raced ano
 _READ_DBS: OrderedDict[tuple[Any, ...], _ReadDatabase] = OrderedDict()
 _READ_DB_COUNT = 4
 _VIEW_SETS = 64  # schemas of views kept per database (those in use are never dropped)
+# and at most this many Parquet files bound by the idle ones of a database (~32 MiB): DuckDB keeps ~4 KB per file a
+# view binds (a view set of a 4096-rank run's fact tables: ~100 MiB), so sets over many ranks' files are
+# dropped first when idle, whatever the rank count (bench/README.md, "aggregates in one file per run")
+_VIEW_FILES = 8192
 _READ_LOCK = threading.Lock()
 
 
@@ -104,6 +108,22 @@ def _bound_set(db: _ReadDatabase, views: tuple[Any, ...]) -> tuple[Any, ...] | N
     )
 
 
+def _idle_to_drop(db: _ReadDatabase) -> list[tuple[tuple[Any, ...], str]]:
+    """The view sets of ``db`` to drop, least recently used first: idle ones while the database
+    keeps more than ``_VIEW_SETS`` sets or its idle sets bind more than ``_VIEW_FILES`` files
+    (those in use are never dropped). Call under ``_READ_LOCK``."""
+    idle = [(v, s) for v, s in db.schemas.items() if not db.in_use.get(s)]
+    count, files = len(db.schemas), sum(db.files.get(s, 0) for _, s in idle)
+    drop = []
+    for v, s in idle:
+        if count <= _VIEW_SETS and files <= _VIEW_FILES:
+            break
+        drop.append((v, s))
+        count -= 1
+        files -= db.files.get(s, 0)
+    return drop
+
+
 class _ReadDatabase:
     """The in-memory database of one catalog state: the catalog tables copied once, and a schema of
     fact views per (run, ranks, tables, usable_only) bound once (binding reads every file's footer)
@@ -113,6 +133,7 @@ class _ReadDatabase:
         self.con = con
         self.schemas: OrderedDict[tuple[Any, ...], str] = OrderedDict()
         self.in_use: dict[str, int] = {}
+        self.files: dict[str, int] = {}  # the Parquet files each schema's views bound
         self.building: dict[tuple[Any, ...], threading.Event] = {}
         self.serial = 0
 
@@ -396,9 +417,11 @@ class Store:
                 con.execute(f"CREATE SCHEMA {name}")
                 con.execute(f"SET schema = '{name}'")
                 ff = filter_fact_files(cat["fact_files"], run=run, ranks=ranks)
+                paths = fact_paths(str(self.path), ff)
+                files = sum(len(p) for t, p in paths.items() if tables is None or t in tables)
                 self._create_fact_views(
                     con,
-                    fact_paths(str(self.path), ff),
+                    paths,
                     only=tables,
                     comments=False,
                     usable_only=usable_only,
@@ -409,11 +432,12 @@ class Store:
             with _READ_LOCK:
                 db.schemas[views] = name
                 db.in_use[name] = db.in_use.get(name, 0) + 1
-                idle = [(v, s) for v, s in db.schemas.items() if not db.in_use.get(s)]
-                drop = idle[: max(0, len(db.schemas) - _VIEW_SETS)]
+                db.files[name] = files
+                drop = _idle_to_drop(db)
                 for v, s in drop:
                     del db.schemas[v]
                     db.in_use.pop(s, None)
+                    db.files.pop(s, None)
             if drop:
                 with contextlib.closing(db.con.cursor()) as dropper:
                     for _, s in drop:
