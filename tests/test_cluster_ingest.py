@@ -91,6 +91,9 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     sched_file = tmp / "scheduler.json"
     env = {k: v for k, v in os.environ.items() if k != "DASK_SCHEDULER_ADDRESS"}
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    # every dask server (the scheduler too, which has no --local-directory) keeps a scratch space in
+    # dask's temporary-directory, by default $TMPDIR/dask-scratch-space: here, the test's folder
+    env["DASK_TEMPORARY_DIRECTORY"] = str(tmp / "scratch")
     procs: list[subprocess.Popen[bytes]] = []
     client = None
     c: Cluster | None = None

@@ -145,7 +145,10 @@ def test_unmodified_script_under_torchrun_with_a_tools_json_and_rank_filter(tmp_
         str(_free_port()),
         str(SCRIPTS / "unmodified_train.py"),
     ]
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, env={**ENV, "TRAIN_STEPS": "5"}, timeout=240)
+    # torchrun's agent makes its log folder with tempfile (torchelastic_*): in the test's folder, not /tmp
+    (tmp_path / "tmp").mkdir()
+    env = {**ENV, "TRAIN_STEPS": "5", "TMPDIR": str(tmp_path / "tmp")}
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, env=env, timeout=240)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.count("trained") == 2
     # only rank 1 was profiled; both ranks counted their 5 optimizer steps

@@ -119,7 +119,7 @@ def test_compare_page_shows_the_diff_and_its_deep_link_restores_it(server: dict,
     page.wait_for_function(
         "(s) => { const t = window.rankscopeTimeline; return t && t.state().run === 'slow' && t.state().step === s; }",
         arg=int(top["new_step"]),
-        timeout=60_000,
+        timeout=120_000,  # the new run's first timeline view, on a busy machine
     )
 
 

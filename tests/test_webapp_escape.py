@@ -104,7 +104,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
 def page(browser: Any, server: dict[str, Any]) -> Iterator[Any]:
     ctx = browser.new_context(viewport={"width": 1400, "height": 900})
     pg = ctx.new_page()
-    pg.set_default_timeout(60_000)
+    pg.set_default_timeout(90_000)  # as conftest's page: a first view on a busy machine
     problems: list[str] = []
     dialogs: list[str] = []
     pg.on("console", lambda m: problems.append(f"console {m.type}: {m.text}") if m.type == "error" else None)

@@ -383,6 +383,38 @@ def grid_rows(pg: Any, grid: str) -> list[dict[str, str]]:
     )
 
 
+def sort_descending(pg: Any, grid: str, col: str) -> None:
+    """Click the header of the AG Grid ``grid``'s column ``col`` until it sorts descending (each
+    click waited for: its ``aria-sort`` changes), then wait until the rendered rows are in that
+    order (numbers as the grid shows them), not a fixed time a busy machine may outlast."""
+    sel = f"{grid} [role=columnheader][col-id={col}]"
+    header = pg.locator(sel)
+    for _ in range(3):
+        was = header.get_attribute("aria-sort")
+        if was == "descending":
+            break
+        header.locator(".ag-header-cell-label").click()
+        pg.wait_for_function(
+            "([sel, was]) => { const h = document.querySelector(sel);"
+            " return h && h.getAttribute('aria-sort') !== was; }",
+            arg=[sel, was],
+        )
+    assert header.get_attribute("aria-sort") == "descending"
+    pg.wait_for_function(
+        """([grid, col]) => {
+            const rows = [...document.querySelectorAll(grid + ' .ag-row')];
+            const byIndex = {};
+            for (const r of rows) {
+                const c = r.querySelector(`[col-id="${col}"]`);
+                if (c) byIndex[r.getAttribute('row-index')] = parseFloat(c.innerText.replace(/,/g, ''));
+            }
+            const v = Object.keys(byIndex).sort((a, b) => a - b).map(k => byIndex[k]);
+            return v.length > 1 && v.every((x, i) => i === 0 || v[i - 1] >= x);
+        }""",
+        arg=[grid, col],
+    )
+
+
 def settle(pg: Any) -> None:
     """Wait until Dash has no callback in flight."""
     pg.wait_for_load_state("networkidle")
