@@ -182,16 +182,17 @@ CATALOG_TABLES: tuple[Table, ...] = (
     ),
     Table(
         "fact_files",
-        "The Parquet files that hold the facts: one per (table, collection). Only files listed here are part of the "
-        "store.",
+        "The Parquet files that hold the facts: one per (table, collection); an aggregate of a run of several "
+        "collections, one per (table, run), listed by each of its collections (analyzer.ingest.compact). Only files "
+        "listed here are part of the store.",
         (
             _c("run", "VARCHAR", "Run."),
             _c("collection_id", "VARCHAR", "Collection."),
             _c("rank", "INTEGER", "Rank."),
             _c("table_name", "VARCHAR", "Fact table the file belongs to."),
             _c("path", "VARCHAR", "Path relative to the store folder."),
-            _c("rows", "BIGINT", "Row count."),
-            _c("size_bytes", "BIGINT", "File size."),
+            _c("rows", "BIGINT", "Row count (of a run file: the collection's rows in it)."),
+            _c("size_bytes", "BIGINT", "File size (of a run file: the collection's share, by its rows)."),
         ),
     ),
     Table(
@@ -588,7 +589,8 @@ FACT_TABLES: tuple[Table, ...] = (
 # ---------------------------------------------------------------------------------------------
 # Aggregate tables (Parquet): built at ingest, in the worker that read the collection, from the
 # collection's facts (``analyzer.ingest.aggregate``); one file per (table, collection), listed in
-# fact_files like the facts, so a re-read collection gets its aggregates anew with its facts.
+# fact_files like the facts, so a re-read collection gets its aggregates anew with its facts; the
+# driver then merges a run's into one file per table (``analyzer.ingest.compact``) before its commit.
 # ---------------------------------------------------------------------------------------------
 
 # zoom levels of the occupancy pyramid (``agg_lane_occupancy``): a bucket of level z is 2^z ns

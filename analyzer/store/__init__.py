@@ -4,6 +4,7 @@ Layout::
 
     <store>/catalog.duckdb                       runs, collections, source_files, fact_files (+ views)
     <store>/facts/<table>/run=<slug>/rank=<r>/<collection>-<uuid>.parquet
+    <store>/facts/<agg table>/run=<slug>/run-<uuid>.parquet   an aggregate of every collection of a run
     <store>/.ingest.lock                         one ingest at a time
     <store>/.scratch/                            the readers' temporary files during an ingest
 
