@@ -62,7 +62,7 @@ def caches() -> dict[str, dict[str, float]]:
     ):
         with c.lock:
             values = list(c._values.values())
-        out[name] = {"entries": len(values), "MiB": sum(nbytes(v) for v in values) / 2**20}
+        out[name] = {"entries": len(values), "MiB": sum(map(getattr(c, "measure", nbytes), values)) / 2**20}
     out["answers"] = {"entries": len(answers.ANSWERS), "MiB": answers.ANSWERS.nbytes / 2**20}
     out["lane indexes"] = {"entries": len(cache.LANES._items), "MiB": cache.LANES.nbytes / 2**20}
     return out

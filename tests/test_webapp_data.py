@@ -342,6 +342,38 @@ def test_results_cache_follows_the_store(tmp_path: Path) -> None:
     assert (mm_b, mm_a) == (1, 2)
 
 
+def test_rendered_parts_are_bounded_in_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A page part of many ranks' figures is large: RENDERED keeps about its byte budget, as
+    part_bytes counts a part (its components, figures and their arrays), least recently used out first."""
+    import plotly.graph_objects as go
+    from dash import dcc, html
+
+    def part(rank: int) -> list[Any]:
+        fig = go.Figure(go.Scatter(x=np.arange(50_000), y=np.full(50_000, float(rank))))
+        return [html.Div([html.H4(f"rank {rank}"), dcc.Graph(figure=fig)])]
+
+    size = cache.part_bytes(part(0))
+    assert 800_000 <= size < 900_000  # the figure's two arrays (8 bytes a point) and little else
+    shared = part(1)[0].children[1].figure
+    assert cache.part_bytes([dcc.Graph(figure=shared), dcc.Graph(figure=shared)]) < 900_000  # counted once
+    assert cache.RENDERED.budget is not None and cache.RENDERED.measure is cache.part_bytes
+    monkeypatch.setattr(cache.RENDERED, "budget", 3 * size + size // 2)
+    cache.RENDERED.clear()
+    try:
+        for rank in range(5):
+            cache.RENDERED.get(("t", rank), lambda rank=rank: part(rank))
+        assert len(cache.RENDERED) == 3 and cache.RENDERED.nbytes <= 3 * size + size // 2
+        kept = cache.RENDERED.get(("t", 2), lambda: "built again")
+        assert kept != "built again"  # the newest three stayed
+        assert cache.RENDERED.get(("t", 1), lambda: "built again") == "built again"  # the oldest left
+        assert cache.RENDERED.get(("t", 3), lambda: "built again") != "built again"
+        cache.RENDERED.get(("t", 5), lambda: part(5))  # over the budget: the least recently used leaves
+        assert cache.RENDERED.get(("t", 4), lambda: "built again") == "built again"
+        assert cache.RENDERED.get(("t", 3), lambda: "built again") != "built again"  # used lately: kept
+    finally:
+        cache.RENDERED.clear()
+
+
 def test_reader_opens_the_store_once_per_request(store: Store) -> None:
     with reader(store, "gloo", [0, 1], ("steps", "lanes", "slices")) as r:
         data.ranks_of(r, "gloo")

@@ -10,7 +10,8 @@
 - ``RENDERED``: page parts (Dash components) built by :func:`rendered`, keyed on the catalog's state,
   the inputs and the language: a request with the same inputs gets the part built for the one before
   it (rendering hundreds of ranks' rows and figures costs 0.1-0.3 s of the interpreter, what many
-  users asking for the same page queue behind). Few are kept: they are large.
+  users asking for the same page queue behind). Few are kept, and about 64 MiB of them
+  (:func:`part_bytes`): they are large.
 - ``answers.ANSWERS``: whole serialised callback answers (see ``webapp.answers``).
 - ``LANES``: the timeline's level-of-detail indexes (``lod.LaneCache``, bounded in bytes), keyed by
   the slices files they were built from (fresh names on every ingest too).
@@ -19,19 +20,52 @@
 from __future__ import annotations
 
 import functools
+import sys
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from analyzer.store import ResultCache, copied, freeze
+from dash.development.base_component import Component
+from plotly.basedatatypes import BaseFigure
+
+from analyzer.store import ResultCache, copied, freeze, nbytes
 
 from . import lang, lod
 from .reader import Reader
+
+
+def part_bytes(part: Any) -> int:
+    """About how many bytes a rendered page part holds: its Dash components and their props, its
+    figures' traces and layout (their arrays: ``nbytes``), and the lists and dicts holding them, each
+    object counted once (one walk of the part, a small cost next to building it)."""
+    seen: set[int] = set()
+    total, todo = 0, [part]
+    while todo:
+        v = todo.pop()
+        if v is None or id(v) in seen:
+            continue
+        seen.add(id(v))
+        if isinstance(v, Component):
+            todo.extend(getattr(v, p, None) for p in v._prop_names)
+        elif isinstance(v, BaseFigure):
+            todo += [v._data, v._layout]
+        elif isinstance(v, (list, tuple)):
+            todo.extend(v)
+        elif isinstance(v, dict):
+            todo += [*v.keys(), *v.values()]
+        else:
+            total += nbytes(v)
+            continue
+        total += sys.getsizeof(v)
+    return total
+
 
 # bounded in bytes: a run's values grow with its ranks (at 256 ranks the pages' first views keep
 # ~1 MiB here; the budget is for thousands of ranks); the count allows a few per-rank values
 # (``per_rank``: the timeline's lanes, steps and counters) of every rank of a 4096-rank run
 RESULTS = ResultCache(size=16384, budget=256 << 20)
-RENDERED = ResultCache(size=32)
+# parts of a page of many ranks (rows and figures per rank) grow with them: bounded in bytes too
+# (part_bytes), so 32 parts of a 4096-rank run cannot hold the server's memory
+RENDERED = ResultCache(size=32, budget=64 << 20, measure=part_bytes)
 LANES = lod.LaneCache()
 
 

@@ -19,12 +19,14 @@ from typing import Any
 
 
 class ResultCache:
-    """At most ``size`` values by key and about ``budget`` bytes (:func:`nbytes`; None: no bound
-    but the count), least recently used out first (the newest value stays, however large); thread-safe."""
+    """At most ``size`` values by key and about ``budget`` bytes (as ``measure`` counts them, by
+    default :func:`nbytes`; None: no bound but the count), least recently used out first (the newest
+    value stays, however large); thread-safe."""
 
-    def __init__(self, size: int, budget: int | None = None):
+    def __init__(self, size: int, budget: int | None = None, measure: Callable[[Any], int] | None = None):
         self.size = size
         self.budget = budget
+        self.measure = measure or nbytes
         self.lock = threading.Lock()
         self._values: OrderedDict[Hashable, Any] = OrderedDict()
         self._sizes: dict[Hashable, int] = {}
@@ -77,7 +79,7 @@ class ResultCache:
                 return compute()
             try:
                 value = compute()
-                size = nbytes(value) if self.budget is not None else 0
+                size = self.measure(value) if self.budget is not None else 0
                 with self.lock:
                     self._put(key, value, size)
                 return value
@@ -102,7 +104,7 @@ class ResultCache:
                     missing.append(k)
         if missing:
             got = load(missing)
-            sizes = {k: nbytes(got.get(k)) if self.budget is not None else 0 for k in missing}
+            sizes = {k: self.measure(got.get(k)) if self.budget is not None else 0 for k in missing}
             with self.lock:
                 for k in missing:
                     out[k] = got.get(k)
