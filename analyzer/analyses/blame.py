@@ -151,6 +151,20 @@ def _windows(arr: pd.DataFrame) -> pd.DataFrame:
     return w[w["hi"] > w["lo"]]
 
 
+class _Windows:
+    """``_windows`` of the members of each instance, computed once over all of them (row by row:
+    per instance, the same rows and index as ``_windows`` of its members alone)."""
+
+    def __init__(self, arr: pd.DataFrame):
+        self.frame = _windows(arr)
+        self.rows = self.frame.groupby("instance", sort=False).indices
+
+    def get(self, inst: str) -> pd.DataFrame | None:
+        """The windows of ``inst``, None when it has none."""
+        pos = self.rows.get(inst)
+        return None if pos is None else self.frame.iloc[pos]
+
+
 def _top_ops(con: duckdb.DuckDBPyConnection, run: str, windows: pd.DataFrame, modes: dict[int, str]) -> pd.DataFrame:
     """Time per (window, name): device kernels (not communication) on device ranks, the host operators'
     self time (not annotations, not communication calls) elsewhere."""
@@ -186,12 +200,12 @@ def _top_ops(con: duckdb.DuckDBPyConnection, run: str, windows: pd.DataFrame, mo
 
 
 def _explain(
-    inst: str, last: int, arr: pd.DataFrame, sets: _Sets
+    inst: str, last: int, windows: _Windows, sets: _Sets
 ) -> tuple[dict[str, int], dict[str, int], int, int, int, pd.DataFrame] | None:
     """(excess per cause, the last rank's split, its lo, its hi, peers' median interval, the members'
     windows) of one instance, or None when the last rank or all its peers have no interval."""
-    mine = _windows(arr[arr["instance"] == inst])
-    if last not in set(mine["rank"]) or len(mine) < 2:
+    mine = windows.get(inst)
+    if mine is None or last not in set(mine["rank"]) or len(mine) < 2:
         return None
     splits = {int(r): sets.split(int(r), int(lo), int(hi)) for r, lo, hi in zip(mine["rank"], mine["lo"], mine["hi"])}
     peers = [s for r, s in splits.items() if r != last]
@@ -211,12 +225,13 @@ def blame_rows(
 ) -> list[dict]:
     """The blame of the given instances (``COLUMNS``; an instance without intervals is left out)."""
     sets = sets or _Sets(store, run)
+    windows = _Windows(arr)
     explained = {}
     for inst in instances:
         last = arr[(arr["instance"] == inst) & arr["is_last"]]
         if last.empty:
             continue
-        got = _explain(inst, int(last["rank"].iloc[0]), arr, sets)
+        got = _explain(inst, int(last["rank"].iloc[0]), windows, sets)
         if got is not None:
             explained[inst] = (last.iloc[0], got)
     if not explained:
@@ -259,7 +274,7 @@ def blame_rows(
                 "end_ns": hi,
                 "peer_interval_ns": peer_len,
                 "highlights": [[int(x.rank), int(x.lo), int(x.hi)] for x in members.itertuples()],
-                "chain": _chain(int(r["rank"]), inst, cause, lo, hi, arr, sets),
+                "chain": _chain(int(r["rank"]), inst, cause, lo, hi, arr, windows, sets),
             }
         )
     return rows
@@ -297,7 +312,9 @@ def blame_of(store: Store, run: str | None, instance: str) -> pd.DataFrame:
     return _frame(blame_rows(store, run, arr, [instance]))
 
 
-def _chain(rank: int, inst: str, cause: str, lo: int, hi: int, arr: pd.DataFrame, sets: _Sets) -> list[dict]:
+def _chain(
+    rank: int, inst: str, cause: str, lo: int, hi: int, arr: pd.DataFrame, windows: _Windows, sets: _Sets
+) -> list[dict]:
     """The ranks waited for in turn: [{rank, instance, waited_ns, cause, excess_ns}, ...]."""
     out = [{"rank": rank, "instance": inst, "waited_ns": 0, "cause": cause}]
     seen = {rank}
@@ -316,7 +333,7 @@ def _chain(rank: int, inst: str, cause: str, lo: int, hi: int, arr: pd.DataFrame
             break
         rank = int(last["rank"].iloc[0])
         seen.add(rank)
-        got = _explain(nxt_inst, rank, arr, sets)
+        got = _explain(nxt_inst, rank, windows, sets)
         cause = _cause(got[0]) if got else "unexplained"
         out.append(
             {

@@ -66,22 +66,38 @@ def coarse_offsets(steps: pd.DataFrame, ref: int) -> tuple[dict[int, int], dict[
 
 
 def fit_offsets(ends: pd.DataFrame, ref: int, init: dict[int, int], iterations: int = 30) -> dict[int, int]:
-    """Robust fit of end[r, i] = T[i] + offset[r] (columns: instance, rank, end_ns)."""
-    off = {int(r): int(init.get(int(r), 0)) for r in ends["rank"].unique()}
+    """Robust fit of end[r, i] = T[i] + offset[r] (columns: instance, rank, end_ns). On arrays: the
+    per-instance and per-rank medians are pandas' (float64, the mean of the two middle values)."""
+    ranks, by_rank = np.unique(ends["rank"].to_numpy(np.int64), return_inverse=True)
+    by_instance = pd.factorize(ends["instance"])[0]
+    end = ends["end_ns"].to_numpy(np.int64)
+    end = end - int(end.min()) if len(end) else end  # medians are float64: keep the numbers small
+    off = {int(r): int(init.get(int(r), 0)) for r in ranks}
     off[ref] = 0
-    e = ends.copy()
-    e["end_ns"] = e["end_ns"] - int(e["end_ns"].min())  # medians are float64: keep the numbers small
     for _ in range(iterations):
-        e["corr"] = e["end_ns"] - e["rank"].map(off).astype("int64")
-        e["T"] = e.groupby("instance")["corr"].transform("median")
-        new = (e["end_ns"] - e["T"]).groupby(e["rank"]).median().round().astype("int64").to_dict()
+        corr = end - np.array([off[int(r)] for r in ranks], dtype=np.int64)[by_rank]
+        t = _group_medians(corr.astype(np.float64), by_instance)[by_instance]
+        med = np.round(_group_medians(end - t, by_rank)).astype(np.int64)
+        new = {int(r): int(v) for r, v in zip(ranks, med, strict=True)}
         shift = new.get(ref, 0)
-        new = {int(r): int(v - shift) for r, v in new.items()}
+        new = {r: v - shift for r, v in new.items()}
         if all(abs(new[r] - off.get(r, 0)) < 100 for r in new):
             off = new
             break
         off = new
     return off
+
+
+def _group_medians(values: np.ndarray, codes: np.ndarray) -> np.ndarray:
+    """The median of ``values`` per group code 0..n-1 (every code present), as pandas' groupby
+    median computes it: the middle value, or the mean of the two middle ones."""
+    order = np.lexsort((values, codes))
+    v = values[order]
+    counts = np.bincount(codes)
+    starts = np.cumsum(counts) - counts
+    lo = v[starts + (counts - 1) // 2]
+    hi = v[starts + counts // 2]
+    return (lo + hi) / 2
 
 
 @dataclass(frozen=True)
