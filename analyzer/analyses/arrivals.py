@@ -155,8 +155,10 @@ def arrival_table(
             mine = steps[steps["rank"] == r]
             if not mine.empty:
                 a.loc[idx, "step"] = step_of(mine, a.loc[idx, "ts_ns"])
-    steps_by = a.groupby("instance")["step"].agg(lambda s: s.dropna().mode().min() if s.notna().any() else pd.NA)
-    a["step"] = a["instance"].map(steps_by).astype("Int64")
+    # (the most frequent, the lowest of a tie; none when no member has one), counted in one grouping
+    votes = a.loc[a["step"].notna()].groupby(["instance", "step"]).size().rename("n").reset_index()
+    votes = votes.sort_values(["n", "step"], ascending=[False, True], kind="stable").drop_duplicates("instance")
+    a["step"] = a["instance"].map(votes.set_index("instance")["step"]).astype("Int64")
     a["end_ns"] = a["end_ns"].astype("int64")
     a["n_members"] = a["n_members"].astype("int64")
     a["prev_end_ns"] = a["prev_end_ns"].astype("Int64")
