@@ -124,10 +124,15 @@ def align(con: duckdb.DuckDBPyConnection, run: str) -> Alignment:
         | {int(r) for r in con.execute("SELECT DISTINCT rank FROM comm_ops WHERE run = ?", [run]).df()["rank"]}
     )
 
+    last: list = []  # (attributed ops, their instances, members) of the previous match
+
     def match(offsets: dict[int, int] | None, tol: int) -> tuple[pd.DataFrame, dict[str, tuple[int, ...]]]:
         ops = collectives.attribute_groups(raw, groups, offsets, tol)
+        if last and last[0].equals(ops):  # the same attribution (the usual refit): the same instances
+            return last[1], last[2]
         members = collectives.group_members(groups, ops)
-        return collectives.match_instances(ops, members), members
+        last[:] = [ops, collectives.match_instances(ops, members), members]
+        return last[1], last[2]
 
     if not ranks:
         ops, members = match(None, collectives.DEFAULT_TOLERANCE_NS)
