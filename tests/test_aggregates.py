@@ -7,6 +7,7 @@ from __future__ import annotations
 import gzip
 import json
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -37,11 +38,15 @@ SAMPLES = {
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory: pytest.TempPathFactory) -> Store:
+def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
+    """The samples' runs, their aggregates merged into run files (as a run of
+    ``compact.MIN_COLLECTIONS`` ranks or more has them) although they have a few ranks."""
     st = Store(tmp_path_factory.mktemp("agg") / "store")
-    for run, folder in SAMPLES.items():
-        ingest(folder, st, run=run)
-    return st
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(compact, "MIN_COLLECTIONS", 2)
+        for run, folder in SAMPLES.items():
+            ingest(folder, st, run=run)
+    yield st
 
 
 def _rows(store: Store, sql: str, run: str) -> pd.DataFrame:
@@ -362,6 +367,20 @@ def test_a_multi_rank_runs_aggregates_are_one_file_per_table(store: Store) -> No
         check_run_files(store, run)
 
 
+def test_a_run_of_few_ranks_keeps_its_per_collection_files(tmp_path: Path) -> None:
+    """Below ``compact.MIN_COLLECTIONS`` collections the merge is not made (it would cost a small
+    ingest much and save its queries little): each collection's aggregates stay in files of their
+    own, and they read as the run files do."""
+    assert compact.MIN_COLLECTIONS > 4
+    st = Store(tmp_path / "store")
+    ingest(SAMPLES["kineto"], st, run="job")
+    ff = st.load_catalog(["fact_files"])["fact_files"].to_pandas()
+    agg = ff[ff["table_name"].isin(list(schema.AGGREGATES))]
+    assert agg["collection_id"].nunique() == 4
+    assert len(agg) and not any(is_run_file(p) for p in agg["path"]) and agg["path"].is_unique
+    check_aggregates(st, "job")
+
+
 def test_a_store_of_per_collection_aggregates_reads_and_a_change_makes_its_run_files(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -379,6 +398,7 @@ def test_a_store_of_per_collection_aggregates_reads_and_a_change_makes_its_run_f
     assert len(agg) and not any(is_run_file(p) for p in agg["path"]) and agg["path"].is_unique
     check_aggregates(st, "job")
     before = _aggregate_rows(st, "job")
+    monkeypatch.setattr(compact, "MIN_COLLECTIONS", 2)  # a run of 4 ranks merges as a large one does
     # rank 1's trace loses its later half: its collection is read again
     trace = folder / "rank_1" / "rank1.pt.trace.json.gz"
     doc = json.loads(gzip.decompress(trace.read_bytes()))
