@@ -173,13 +173,14 @@ def _previous(store: Store, run: str, run_root: Path) -> Previous:
             f"run {run!r} in the store holds {prev_root}, not {run_root}: give this folder "
             f"its own name (--run NAME), or `analyze drop {run}` first to replace it"
         )
+    fact_files = cat["fact_files"].to_pylist()
     return Previous(
         existed=prev_root is not None,
         root=prev_root,
         collections={r["collection_id"]: r for r in cat["collections"].to_pylist()},
         files={r["path"]: r for r in cat["source_files"].to_pylist()},
-        stale=_written_before(store, cat["fact_files"].to_pylist()),
-        fact_files=cat["fact_files"].to_pylist(),
+        stale=_written_before(store, fact_files),
+        fact_files=fact_files,
     )
 
 
