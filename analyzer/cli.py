@@ -813,13 +813,13 @@ def mcp(
 @handle_errors
 def report(run_name: str | None, as_json: bool, store: Store) -> None:
     """Cluster analyses of a run: step breakdown, communication, slow rank/link, layout, clocks, advice."""
-    from .analyses.report import build_report, print_report, report_json
+    from .analyses.report import build_report, print_report, report_json, report_sections
 
-    rep = build_report(store, run_name)
     if as_json:
-        click.echo(report_json(rep))
+        click.echo(report_json(build_report(store, run_name)))
         return
-    print_report(rep, _consoles()[0])
+    with report_sections(store, run_name) as sections:  # computes only the sections it prints
+        print_report(sections, _consoles()[0])
 
 
 # ---------------------------------------------------------------------------------------------

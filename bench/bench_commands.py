@@ -3,6 +3,7 @@ bare interpreter, in the same run.
 
     python bench/bench_commands.py                  # the code before the speed work (1a1c576), 7 rounds
     python bench/bench_commands.py --before main --repeat 5
+    python bench/bench_commands.py --before main --only report   # the four reports alone
 
 What is timed (wall time, start to exit, of one `analyze ...` process, and its CPU time with its
 children's: the figure to read on a loaded machine; medians over the rounds):
@@ -159,6 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--before", default=BEFORE, help=f"git revision of the baseline code (default {BEFORE})")
     ap.add_argument("--repeat", type=int, default=7, help="rounds (default 7)")
+    ap.add_argument("--only", default="", help="time only the commands whose name holds this text (e.g. report)")
     args = ap.parse_args(argv)
 
     OUT.mkdir(exist_ok=True)
@@ -184,11 +186,11 @@ def main(argv: list[str] | None = None) -> int:
         times: dict[str, dict[str, list[float]]] = {}
         cpus: dict[str, dict[str, list[float]]] = {}
         floor: list[float] = []
-        names = list(_commands(scratch, scratch))
+        names = [n for n in _commands(scratch, scratch) if args.only in n]
         res = OUT / f"commands-{time.strftime('%Y%m%d-%H%M%S')}.json"
         for env, samples, store in sides.values():  # uncounted: compiles each side's modules once
-            for cmd in _commands(store, samples).values():
-                _run(cmd, env)
+            for name in names:
+                _run(_commands(store, samples)[name], env)
         for r in range(args.repeat):
             order = list(sides) if r % 2 == 0 else list(reversed(sides))
             for name in names:

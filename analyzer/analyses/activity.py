@@ -20,6 +20,7 @@ __all__ = [
     "host_steps",
     "load",
     "run_activity",
+    "run_host_steps",
     "step_of",
     "steps_at",
 ]
@@ -28,6 +29,14 @@ __all__ = [
 def host_steps(con: duckdb.DuckDBPyConnection, run: str) -> pd.DataFrame:
     """Host step ranges per rank: ProfilerStep / STEP_TIME rows (collector rows only if nothing else)."""
     return con.execute(core.HOST_STEPS_SQL, {"run": run}).df()
+
+
+@per_run
+def run_host_steps(store: Store, run: str) -> pd.DataFrame:
+    """``host_steps`` of a run, cached per run content (the clock alignment, the arrivals, the blame
+    and the pipeline all start from them: one query)."""
+    with store.read_connection(run=run) as con:
+        return host_steps(con, run)
 
 
 def step_of(steps: pd.DataFrame, ts: pd.Series) -> pd.Series:

@@ -227,8 +227,7 @@ def arrival_analysis(store: Store, run: str | None = None) -> Arrivals:
     co = clock_offsets(store, run)
     usable = co[co["status"].isin(USABLE_CLOCKS)]
     offsets = {int(r): int(al.offsets.get(int(r), 0)) for r in usable["rank"]}
-    with store.read_connection(run=run) as con:
-        steps = activity.host_steps(con, run)
+    steps = activity.run_host_steps(store, run)
     starts = {
         int(r): (g["start_ns"].to_numpy(np.int64), g["end_ns"].to_numpy(np.int64))
         for r, g in steps.sort_values(["rank", "start_ns"]).groupby("rank")

@@ -95,8 +95,8 @@ class _Sets:
         for r, a in acts.items():
             self.compute[r] = iv.merge(*(s.compute for s in a.by_step.values()))
             self.comm[r] = iv.merge(*(s.comm for s in a.by_step.values()), *(s.memory for s in a.by_step.values()))
+        steps = activity.run_host_steps(store, run)
         with store.read_connection(run=run) as con:
-            steps = activity.host_steps(con, run)
             self.loader = _named_ranges(con, run, DATALOADER_NAMES)
             self.sync = _named_ranges(con, run, SYNC_NAMES)
         self.steps = {

@@ -50,8 +50,10 @@ def per_run(fn: F) -> F:
         key = (str(store.path), run, content, name, rest)
 
         def compute() -> Any:
-            # computed at ingest (with its default arguments), if the run is still what it was computed from
-            if name in STORED and rest == defaults:
+            # computed at ingest (with its default arguments), if the run is still what it was computed from;
+            # a store holding none (runs of few ranks) does not import their reading (msgspec, Parquet)
+            stored = catalog.get("run_results")
+            if name in STORED and rest == defaults and stored is not None and stored.num_rows:
                 from .stored import read_stored
 
                 found = read_stored(store, catalog, run, content, wrapper)

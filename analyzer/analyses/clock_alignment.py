@@ -113,12 +113,18 @@ class Alignment:
     members: dict[str, tuple[int, ...]]
 
 
-def align(con: duckdb.DuckDBPyConnection, run: str) -> Alignment:
+def align(
+    con: duckdb.DuckDBPyConnection,
+    run: str,
+    steps: pd.DataFrame | None = None,
+    groups: pd.DataFrame | None = None,
+) -> Alignment:
     """Coarse offsets from step starts, collectives matched with them, the fine fit, and the
-    collectives re-matched with the fine offsets (twice). The comm ops are read once."""
-    steps = activity.host_steps(con, run)
+    collectives re-matched with the fine offsets (twice). The comm ops are read once; the host
+    steps (``activity.host_steps``) and the groups (``collectives.load_groups``) too, unless given."""
+    steps = activity.host_steps(con, run) if steps is None else steps
     raw = collectives.load_ops(con, run)
-    groups = collectives.load_groups(con, run)
+    groups = collectives.load_groups(con, run) if groups is None else groups
     ranks = sorted(
         {int(r) for r in steps["rank"]}
         | {int(r) for r in con.execute("SELECT DISTINCT rank FROM comm_ops WHERE run = ?", [run]).df()["rank"]}
@@ -160,8 +166,9 @@ def align(con: duckdb.DuckDBPyConnection, run: str) -> Alignment:
 @per_run
 def run_alignment(store: Store, run: str) -> Alignment:
     """``align`` for a run, cached per run content (treat the result as read-only)."""
+    steps, groups = activity.run_host_steps(store, run), collectives.run_groups(store, run)
     with store.read_connection(run=run) as con:
-        return align(con, run)
+        return align(con, run, steps, groups)
 
 
 def run_instances(store: Store, run: str) -> tuple[pd.DataFrame, dict[str, tuple[int, ...]]]:

@@ -66,7 +66,7 @@ import numpy as np
 import pandas as pd
 
 from ..store import Store
-from .activity import host_steps
+from .activity import run_host_steps
 from .cache import per_run
 from .clock_alignment import clock_offsets, run_alignment
 from .interleaved import chunks_from_traffic, posted_together
@@ -950,8 +950,8 @@ def pipeline(store: Store, run: str | None = None) -> pd.DataFrame:
     if ops.empty:
         return pd.DataFrame(columns=SEGMENT_COLUMNS)
     offset, _ = _offsets(store, run)
+    steps = run_host_steps(store, run)
     with store.read_connection(run=run) as con:
-        steps = host_steps(con, run)
         bw = _backward_ops(con, run)
     ends = {(int(r), int(s)): (int(a), int(b)) for r, s, a, b in steps.itertuples(index=False)}
     shapes = _interleaving(store, run)

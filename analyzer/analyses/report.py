@@ -7,8 +7,10 @@ and says in a sentence when a section has nothing to show and why.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -28,21 +30,57 @@ MAX_ROWS = 10  # rows of a long table printed in the text report
 def build_report(store: Store, run: str | None = None) -> dict[str, Any]:
     """{"run": name, <analysis>: DataFrame, ...} for every analysis of ``ANALYSES`` (plus
     ``slow_rank_skipped_groups`` after ``slow_rank_evidence``)."""
+    with report_sections(store, run) as sections:
+        return {k: sections[k] for k in sections}
+
+
+@contextlib.contextmanager
+def report_sections(store: Store, run: str | None = None) -> Iterator[Mapping[str, Any]]:
+    """The sections of ``build_report``, each computed when first read (then kept), while the run's
+    fact views are held: the text report computes only what it prints (which sections it prints
+    depends on the run: a run without a layout prints no layout grid)."""
     run = resolve_run(store, run)
     # the run's fact views bound once, held while the analyses run: each analysis' read connection,
     # whatever tables it names, reads this set (binding a set reads every file's footer)
     with store.read_connection(run=run):
-        # rows whose times cannot be placed (NULL, a negative duration, an overflow) are left out of
-        # every analysis (Store.read_connection); the report says how many
-        out: dict[str, Any] = {"run": run, "unusable_rows": store.unusable_rows(run)}
-        for name, analysis in ANALYSES.items():
-            out[name] = analysis.compute(store, run)
+        yield _Sections(store, run)
+
+
+class _Sections(Mapping[str, Any]):
+    """The report of ``run`` as a mapping whose values are computed on first read (``report_sections``)."""
+
+    def __init__(self, store: Store, run: str) -> None:
+        self._store, self._run = store, run
+        self._got: dict[str, Any] = {"run": run}
+        self._keys = ["run", "unusable_rows"]
+        for name in ANALYSES:
+            self._keys.append(name)
             if name == "slow_rank_evidence":
-                out["slow_rank_skipped_groups"] = slow_rank_analysis(store, run)[2]
-    return out
+                self._keys.append("slow_rank_skipped_groups")
+
+    def __getitem__(self, key: str) -> Any:
+        if key not in self._got:
+            store, run = self._store, self._run
+            if key == "unusable_rows":
+                # rows whose times cannot be placed (NULL, a negative duration, an overflow) are left
+                # out of every analysis (Store.read_connection); the report says how many
+                self._got[key] = store.unusable_rows(run)
+            elif key == "slow_rank_skipped_groups":
+                self._got[key] = slow_rank_analysis(store, run)[2]
+            elif key in ANALYSES:
+                self._got[key] = ANALYSES[key].compute(store, run)
+            else:
+                raise KeyError(key)
+        return self._got[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._keys)
+
+    def __len__(self) -> int:
+        return len(self._keys)
 
 
-def report_json(report: dict[str, Any]) -> str:
+def report_json(report: Mapping[str, Any]) -> str:
     out: dict[str, Any] = {}
     for k, v in report.items():
         if isinstance(v, pd.DataFrame):
@@ -99,7 +137,7 @@ def _say(console: Any, text: str) -> None:
     console.print(lit(text))
 
 
-def print_report(report: dict[str, Any], console: Any) -> None:
+def print_report(report: Mapping[str, Any], console: Any) -> None:
     """Render the report as rich tables (times in ms, sizes in B/KiB/MiB/GiB, bandwidth in GB/s = 10⁹ B/s)."""
     console.print(f"run [bold]{lit(report['run'])}[/]")
     left = report.get("unusable_rows") or {}
@@ -121,7 +159,7 @@ def print_report(report: dict[str, Any], console: Any) -> None:
     _print_advice(report, console)
 
 
-def _print_steps(report: dict[str, Any], console: Any) -> None:
+def _print_steps(report: Mapping[str, Any], console: Any) -> None:
     sb = report["step_breakdown"]
     if sb.empty:
         _say(console, "step breakdown: no steps and no activity recorded in this run")
@@ -229,7 +267,7 @@ _NO_LINKS = {
 }
 
 
-def _no_links_reason(report: dict[str, Any]) -> str:
+def _no_links_reason(report: Mapping[str, Any]) -> str:
     """Why a run has no communication matrix, in its producers' terms."""
     rm = report.get("run_metrics")
     producers = list(rm["producers"].iloc[0]) if rm is not None and not rm.empty else []
@@ -267,7 +305,7 @@ def _coverage_notes(cov: pd.DataFrame) -> list[str]:
     return out
 
 
-def _print_communication(report: dict[str, Any], console: Any) -> None:
+def _print_communication(report: Mapping[str, Any], console: Any) -> None:
     cg, comm = report["communication_groups"], report["communication"]
     if comm.empty and cg.empty:
         _say(console, "communication: none recorded in this run")
@@ -417,7 +455,7 @@ def _end(global_rank: Any, local: Any) -> str:
     return "-"
 
 
-def _print_matching(report: dict[str, Any], console: Any) -> None:
+def _print_matching(report: Mapping[str, Any], console: Any) -> None:
     cm = report.get("collective_matching")
     if cm is None or cm.empty:
         return
@@ -427,7 +465,7 @@ def _print_matching(report: dict[str, Any], console: Any) -> None:
             _say(console, f"matching, {group}: {r.note}")
 
 
-def _print_stragglers(report: dict[str, Any], console: Any) -> None:
+def _print_stragglers(report: Mapping[str, Any], console: Any) -> None:
     st = report.get("stragglers")
     if st is None:
         return
@@ -528,7 +566,7 @@ def _print_stragglers(report: dict[str, Any], console: Any) -> None:
         )
 
 
-def _print_slow_rank(report: dict[str, Any], console: Any) -> None:
+def _print_slow_rank(report: Mapping[str, Any], console: Any) -> None:
     sr = report["slow_ranks"]
     judged = int(sr["instances"].sum()) if not sr.empty else 0
     testable = int(sr["testable"].sum()) if "testable" in sr and not sr.empty else 0
@@ -580,7 +618,7 @@ def _print_slow_rank(report: dict[str, Any], console: Any) -> None:
         )
 
 
-def _print_slow_links(report: dict[str, Any], console: Any) -> None:
+def _print_slow_links(report: Mapping[str, Any], console: Any) -> None:
     sl = report["slow_links"]
     if sl.empty:
         _say(
@@ -641,7 +679,7 @@ def _print_slow_links(report: dict[str, Any], console: Any) -> None:
         )
 
 
-def _print_layout(report: dict[str, Any], console: Any) -> None:
+def _print_layout(report: Mapping[str, Any], console: Any) -> None:
     pdims = report["parallel_dims"]
     if pdims.empty:
         _say(
@@ -669,7 +707,7 @@ def _print_layout(report: dict[str, Any], console: Any) -> None:
     )
 
 
-def _print_pipeline(report: dict[str, Any], console: Any) -> None:
+def _print_pipeline(report: Mapping[str, Any], console: Any) -> None:
     st = report.get("pipeline_stages")
     if st is None or st.empty:
         return  # not a pipeline-parallel job (or nothing paired): the layout line says so
@@ -695,7 +733,7 @@ def _print_pipeline(report: dict[str, Any], console: Any) -> None:
     _table(console, "Pipeline from send/recv pairing (mean per step; ms)", head, rows)
 
 
-def _print_clocks(report: dict[str, Any], console: Any) -> None:
+def _print_clocks(report: Mapping[str, Any], console: Any) -> None:
     co = report["clock_offsets"]
     if co.empty:
         _say(console, "clock offsets: no rank to align")
@@ -716,7 +754,7 @@ def _print_clocks(report: dict[str, Any], console: Any) -> None:
         console.print(f"[yellow]warning:[/] {lit(w)}")
 
 
-def _print_advice(report: dict[str, Any], console: Any) -> None:
+def _print_advice(report: Mapping[str, Any], console: Any) -> None:
     adv = report["advice"]
     console.print(f"[bold]advice[/]: {len(adv)} finding(s)")
     for r in adv.itertuples():
