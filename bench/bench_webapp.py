@@ -54,10 +54,11 @@ from webapp_helpers import callback_body  # noqa: E402
 from analyzer import schema  # noqa: E402
 from analyzer.factwriter import FactWriter  # noqa: E402
 from analyzer.ingest.aggregate import (  # noqa: E402
-    COUNTER_CURVE_SQL,
+    COUNTER_ROWS_SQL,
     LANE_SLICES_SQL,
     MEMORY_SQL,
     SCALAR_CURVE_SQL,
+    counter_curve,
     lane_pyramid,
 )
 from analyzer.store import Store, utcnow  # noqa: E402
@@ -170,7 +171,8 @@ def build_store(source: Path, dest: Path, n_ranks: int, target_slices: int) -> d
                 big = _remap_links(big, sr, r, n_ranks)
             w.write(t.name, big)
             replicated[t.name] = big
-        curves = _built_here(r, replicated, ("memory_samples", "counters"), COUNTER_CURVE_SQL)
+        samples = _built_here(r, replicated, ("memory_samples", "counters"), COUNTER_ROWS_SQL, keep_rank=True)
+        curves = counter_curve(samples).drop_columns(["rank"])
         if curves.num_rows:
             w.write("agg_counter_curve", curves)
         memory = _built_here(r, replicated, ("memory_samples",), MEMORY_SQL)
@@ -225,7 +227,9 @@ def build_store(source: Path, dest: Path, n_ranks: int, target_slices: int) -> d
     return info
 
 
-def _built_here(rank: int, facts: dict[str, pa.Table], sources: tuple[str, ...], sql: str) -> pa.Table:
+def _built_here(
+    rank: int, facts: dict[str, pa.Table], sources: tuple[str, ...], sql: str, keep_rank: bool = False
+) -> pa.Table:
     """An aggregate of a replicated rank built as the ingest builds it (``sql`` of
     ``analyzer.ingest.aggregate``) from its replicated ``sources`` (the source's counter curves are
     on its own time grid, its scalar curves on its own steps: shifted, they would not be the
@@ -242,7 +246,7 @@ def _built_here(rank: int, facts: dict[str, pa.Table], sources: tuple[str, ...],
         con.execute(f"CREATE VIEW {name} AS SELECT *, {int(rank)} AS rank FROM __{name}")
     out = con.sql(sql).to_arrow_table()
     con.close()
-    return out.drop_columns(["rank"]) if "rank" in out.column_names else out
+    return out.drop_columns(["rank"]) if "rank" in out.column_names and not keep_rank else out
 
 
 def _scalars(rank: int, t0: int, n_steps: int) -> pa.Table:

@@ -892,3 +892,54 @@ def test_counter_tracks_draw_zoomed_out_views_from_the_stored_curves(dense_memor
             assert at[round(int((start - a) / width) * width)] >= v[i]
         assert len(spikes) >= 5
     assert paths["stored"] >= {"whole run", "whole run, 300 px"} and "narrow" in paths["exact"], paths
+
+
+def test_counter_curve_equals_duckdbs_group_by_of_each_level(tmp_path: Path) -> None:
+    """``aggregate.counter_curve`` (numpy: one sort for every level) gives the rows the former
+    per-level DuckDB group-by gave, value for value and in its order, on samples that test its
+    rules: equal largest values (the first read keeps its time, as ``arg_max`` does), NaN (above
+    every number: the maximum, never the minimum unless alone), equal last times (the largest
+    value), a NULL label, the same label in two units, samples read out of time order."""
+    import duckdb
+    import pyarrow as pa
+
+    from analyzer.ingest.aggregate import counter_curve
+
+    rng = np.random.default_rng(7)
+    n = 4000
+    ts = rng.integers(0, 1 << 28, n)
+    ts[100:140] = ts[99]  # equal times
+    value = rng.integers(0, 6, n).astype(float)  # few values: many equal peaks
+    value[rng.choice(n, 30, replace=False)] = np.nan
+    labels = pa.array(rng.choice(["a", "b (x)", "c · d", ""], n)).to_pylist()
+    for i in rng.choice(n, 50, replace=False):
+        labels[i] = None
+    rows = pa.table(
+        {
+            "rank": pa.array(np.full(n, 3), pa.int32()),
+            "label": labels,
+            "unit": rng.choice(["bytes", "%"], n),
+            "allocator": rng.random(n) < 0.5,
+            "memory": rng.random(n) < 0.1,
+            "ts_ns": ts.astype(np.int64),
+            "value": value,
+        }
+    )
+    reference = f"""
+    SELECT rank, label, unit, bool_or(allocator) AS allocator, bool_or(memory) AS memory, level,
+           ts_ns >> level AS bucket, count(*) AS samples,
+           min(value) AS min_value, max(value) AS max_value, arg_max(ts_ns, value) AS peak_ts_ns,
+           min(ts_ns) AS first_ts_ns, max(ts_ns) AS last_ts_ns, arg_max(value, (ts_ns, value)) AS last_value
+    FROM samples r, (SELECT unnest({list(schema.COUNTER_LEVELS)}) AS level) z
+    GROUP BY rank, label, unit, level, bucket
+    ORDER BY level, label, unit, bucket
+    """
+    con = duckdb.connect()
+    con.execute("SET threads TO 1")  # arg_max keeps the first of equal values as read: one thread reads in order
+    con.register("samples", rows)
+    want = con.sql(reference).to_arrow_table()
+    got = counter_curve(rows)
+    assert got.num_rows == want.num_rows > 1000
+    assert got.schema.names == want.schema.names
+    pd.testing.assert_frame_equal(got.cast(want.schema).to_pandas(), want.to_pandas())  # NaN equals NaN here
+    assert counter_curve(rows.slice(0, 0)).num_rows == 0

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import threading
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -86,20 +87,12 @@ SELECT rank, component, device, bucket_ns, t0 + ((ts_ns - t0) // bucket_ns) * bu
 FROM b GROUP BY ALL
 """
 
-# per track, level of COUNTER_LEVELS and bucket holding samples: their count, extremes (the largest
-# with its time), first and last sample (of equal times the largest value: as the tracks order them);
-# in order of level and track (a third smaller file than unordered rows, and a query of one level
-# skips the row groups of the others)
-COUNTER_CURVE_SQL = f"""
-SELECT rank, label, unit, bool_or(allocator) AS allocator, bool_or(memory) AS memory, level,
-       ts_ns >> level AS bucket, count(*) AS samples,
-       min(value) AS min_value, max(value) AS max_value, arg_max(ts_ns, value) AS peak_ts_ns,
-       min(ts_ns) AS first_ts_ns, max(ts_ns) AS last_ts_ns, arg_max(value, (ts_ns, value)) AS last_value
+# one row per sample of every counter track (``tracks``), in the order the tables are read:
+# ``counter_curve`` makes the track's curve at each zoom level of them
+COUNTER_ROWS_SQL = f"""
+SELECT rank, label, unit, allocator, memory, ts_ns, value
 FROM ({MEMORY_TRACK_ROWS.format(source="memory_samples")} UNION ALL
-      {COUNTER_TRACK_ROWS.format(source="counters")}) r,
-     (SELECT unnest({list(schema.COUNTER_LEVELS)}) AS level) z
-GROUP BY rank, label, unit, level, bucket
-ORDER BY level, label, unit, bucket
+      {COUNTER_TRACK_ROWS.format(source="counters")})
 """
 
 # per (rank, name), level of SCALAR_LEVELS and bucket of steps holding records: the records of the
@@ -196,6 +189,15 @@ if hasattr(os, "register_at_fork"):  # POSIX
     os.register_at_fork(after_in_child=_after_fork)
 
 
+def _table(con: Any, sql: str) -> pa.Table:
+    """The rows of a query, bound once: ``con.sql(...)`` binds it to describe a relation and again
+    when the relation runs (~3 ms of CPU a query over the collection's views); ``execute`` runs it
+    once, then hands over its rows (the copy DuckDB warns of costs less than the second bind)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        return con.execute(sql).to_arrow_table()
+
+
 def build(store_path: str, collection_row: dict[str, Any], fact_files: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Compute and write the aggregates of one collection from its fact files; their ``fact_files`` rows."""
     # the breakdown's code (``breakdown``, the analyses' own, without pandas): imported when the
@@ -227,18 +229,18 @@ def build(store_path: str, collection_row: dict[str, Any], fact_files: list[dict
         for table, source, sql in _STATS:
             if not paths.get(source):
                 continue
-            tbl = con.sql(sql).to_arrow_table()
+            tbl = _table(con, sql)
             if tbl.num_rows:
                 writer.write(table, tbl.drop_columns(["rank"]))
         if paths.get("memory_samples") or paths.get("counters"):
-            tbl = con.sql(COUNTER_CURVE_SQL).to_arrow_table()
+            tbl = counter_curve(_table(con, COUNTER_ROWS_SQL))
             if tbl.num_rows:
                 writer.write("agg_counter_curve", tbl.drop_columns(["rank"]))
         if paths.get("scalars"):
-            tbl = con.sql(SCALAR_CURVE_SQL).to_arrow_table()
+            tbl = _table(con, SCALAR_CURVE_SQL)
             if tbl.num_rows:
                 writer.write("agg_scalar_curve", tbl.drop_columns(["rank"]))
-        slices = con.sql(LANE_SLICES_SQL).to_arrow_table() if paths.get("slices") and paths.get("lanes") else None
+        slices = _table(con, LANE_SLICES_SQL) if paths.get("slices") and paths.get("lanes") else None
         if slices is not None and slices.num_rows:
             lanes, occupancy, long = lane_pyramid(slices)
             writer.write("agg_lanes", lanes)
@@ -250,6 +252,65 @@ def build(store_path: str, collection_row: dict[str, Any], fact_files: list[dict
         writer.abort()
         _drop_connection()
         raise
+
+
+def counter_curve(rows: pa.Table) -> pa.Table:
+    """From the samples of the counter tracks (``COUNTER_ROWS_SQL``), per track (rank, label, unit),
+    level of ``schema.COUNTER_LEVELS`` and bucket holding samples: their count, extremes (the
+    largest with its time: the first sample of that value as read, as DuckDB's ``arg_max`` keeps
+    it), the first and last sample (of equal times the largest value: as the tracks order them);
+    in order of level, label, unit and bucket (a query of one level skips the others' row groups).
+    Comparisons as DuckDB's: NaN above every number. One sort for every level: a bucket of a level
+    is a run of samples sorted by track and time."""
+    if not rows.num_rows:
+        return rows.slice(0, 0)
+    rows = rows.combine_chunks()
+    read_ts = rows["ts_ns"].to_numpy().astype(np.int64)
+    codes = [pc.dictionary_encode(rows[c].chunk(0), null_encoding="encode") for c in ("rank", "label", "unit")]
+    keys = [c.indices.to_numpy(zero_copy_only=False).astype(np.int64) for c in codes]
+    order = np.lexsort((read_ts, *reversed(keys)))  # by rank, label, unit, then time; stable: as read among equals
+    ts = read_ts[order]
+    value = rows["value"].to_numpy(zero_copy_only=False).astype(np.float64)[order]
+    allocator = rows["allocator"].to_numpy(zero_copy_only=False)[order]
+    memory = rows["memory"].to_numpy(zero_copy_only=False)[order]
+    track_edge = np.zeros(ts.size, dtype=bool)
+    for k in keys:
+        track_edge[1:] |= k[order][1:] != k[order][:-1]
+    nan = np.isnan(value)
+    out: dict[str, list[np.ndarray]] = {}
+    for level in schema.COUNTER_LEVELS:
+        bucket = ts >> level
+        edge = track_edge.copy()
+        edge[0] = True
+        edge[1:] |= bucket[1:] != bucket[:-1]
+        starts = np.flatnonzero(edge)
+        group = np.cumsum(edge) - 1
+        hi = np.maximum.reduceat(value, starts)  # NaN when the bucket holds one: the largest, as DuckDB's max
+        top = (value == hi[group]) | (nan & np.isnan(hi[group]))
+        peak = np.minimum.reduceat(np.where(top, order, order.size), starts)  # the first read of the largest
+        last_ts = np.maximum.reduceat(ts, starts)
+        last = np.maximum.reduceat(np.where(ts == last_ts[group], value, -np.inf), starts)
+        cols = {
+            "_row": order[starts],
+            "allocator": np.logical_or.reduceat(allocator, starts),
+            "memory": np.logical_or.reduceat(memory, starts),
+            "level": np.full(starts.size, level, dtype=np.int32),
+            "bucket": bucket[starts],
+            "samples": np.diff(np.r_[starts, ts.size]),
+            "min_value": np.fmin.reduceat(value, starts),  # NaN only when every value is
+            "max_value": hi,
+            "peak_ts_ns": read_ts[peak],
+            "first_ts_ns": np.minimum.reduceat(ts, starts),
+            "last_ts_ns": last_ts,
+            "last_value": last,
+        }
+        for k, v in cols.items():
+            out.setdefault(k, []).append(v)
+    row = pa.array(np.concatenate(out.pop("_row")))
+    tbl = pa.table(
+        {c: rows[c].take(row) for c in ("rank", "label", "unit")} | {k: np.concatenate(v) for k, v in out.items()}
+    )
+    return tbl.sort_by([("level", "ascending"), ("label", "ascending"), ("unit", "ascending"), ("bucket", "ascending")])
 
 
 def lane_pyramid(slices: pa.Table) -> tuple[pa.Table, pa.Table, pa.Table]:
@@ -327,16 +388,33 @@ def _buckets(
     a: np.ndarray, b: np.ndarray, instants: np.ndarray, level: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The buckets of ``level`` holding part of the disjoint intervals [a, b) or an instant: their
-    numbers (ascending), the length the intervals cover in each, the instants in each."""
+    numbers (ascending), the length the intervals cover in each, the instants in each. The
+    intervals (a union: sorted, not touching) and the instants (a lane's, by start) come sorted, so
+    their buckets do too: each set is reduced by its runs, without a hash or a sort."""
     first, last = a >> level, (b - 1) >> level
     n = last - first + 1
     piece = np.repeat(first, n) + (np.arange(int(n.sum())) - np.repeat(np.cumsum(n) - n, n))
     lo = np.maximum(np.repeat(a, n), piece << level)
     hi = np.minimum(np.repeat(b, n), (piece + 1) << level)
-    ib, ic = np.unique(instants >> level, return_counts=True)
-    buckets = np.union1d(piece, ib)
+    pb, ps = _runs(piece)
+    covered = np.add.reduceat(hi - lo, ps) if ps.size else np.zeros(0, dtype=np.int64)
+    ib, starts = _runs(instants >> level)
+    if not ib.size:
+        return pb, covered, np.zeros(pb.size, dtype=np.int64)
+    buckets = np.concatenate([pb, ib])
+    buckets.sort(kind="stable")  # two sorted runs: a merge
+    buckets = _runs(buckets)[0]
     busy = np.zeros(buckets.size, dtype=np.int64)
-    np.add.at(busy, np.searchsorted(buckets, piece), hi - lo)
+    busy[np.searchsorted(buckets, pb)] = covered
     marks = np.zeros(buckets.size, dtype=np.int64)
-    marks[np.searchsorted(buckets, ib)] = ic
-    return buckets.astype(np.int64), busy, marks
+    marks[np.searchsorted(buckets, ib)] = np.diff(np.r_[starts, instants.size])
+    return buckets, busy, marks
+
+
+def _runs(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct values of a sorted int64 array and where each one's run starts."""
+    x = x.astype(np.int64, copy=False)
+    if not x.size:
+        return x, np.zeros(0, dtype=np.int64)
+    starts = np.flatnonzero(np.r_[True, x[1:] != x[:-1]])
+    return x[starts], starts
