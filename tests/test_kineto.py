@@ -368,6 +368,52 @@ def test_overlapping_ops_take_the_stack_walk(tmp_path: Path) -> None:
     assert {r["event_id"]: (r["depth"], r["self_ns"]) for r in got} == want
 
 
+def test_nesting_walks_only_the_stretches_that_overlap() -> None:
+    """Depth and self time per thread equal a plain stack walk's, whether a thread's ops are all
+    properly nested, overlap in some stretches (the rest is computed with numpy) or everywhere,
+    with zero-length and negative durations among them."""
+    import numpy as np
+
+    from analyzer.readers.chrome.nesting import depth_and_self
+
+    def walk(thread: list[int], ts: list[int], dur: list[int]) -> tuple[list[int], list[int]]:
+        depth, child, stack = [0] * len(ts), [0] * len(ts), []
+        for i in range(len(ts)):
+            if i and thread[i] != thread[i - 1]:
+                stack = []
+            while stack and ts[stack[-1]] + dur[stack[-1]] <= ts[i]:
+                stack.pop()
+            if stack:
+                p = stack[-1]
+                depth[i] = len(stack)
+                child[p] += min(ts[i] + dur[i], ts[p] + dur[p]) - ts[i]
+            stack.append(i)
+        return depth, [max(d - c, 0) for d, c in zip(dur, child)]
+
+    rng = np.random.default_rng(13)
+    kinds = Counter()
+    for trial in range(600):
+        n = int(rng.integers(1, 80))
+        thread = np.sort(rng.integers(0, 3, n))
+        if trial % 2:  # steps of properly nested ops, one step in some trials stretched past its parent
+            ts = np.repeat(np.arange(n // 4 + 1) * 1000, 4)[:n] + np.tile([0, 10, 20, 30], n // 4 + 1)[:n]
+            dur = np.tile([900, 500, 100, 0], n // 4 + 1)[:n]
+            if trial % 4 == 1:
+                dur[int(rng.integers(0, n))] += 700
+        else:
+            ts = rng.integers(0, 300, n)
+            dur = rng.integers(0, 60, n) * (rng.random(n) < 0.9)
+            if trial % 10 == 0:
+                dur[int(rng.integers(0, n))] = -5
+        order = np.lexsort((-dur, ts, thread))
+        thread, ts, dur = (x[order].astype(np.int64) for x in (thread, ts, dur))
+        depth, self_ns = depth_and_self(thread, ts, dur)
+        want = walk(thread.tolist(), ts.tolist(), dur.tolist())
+        assert (depth.tolist(), self_ns.tolist()) == want, trial
+        kinds[max(want[0]) > 1] += 1
+    assert kinds[True] > 100 and kinds[False] > 10  # deep nesting and flat lists both seen
+
+
 def test_streaming_survives_false_boundaries_and_a_broken_event(tmp_path: Path) -> None:
     """Names holding '},{' (no event boundary) are read whole at every block size; one broken event
     in the middle of the array is skipped with a warning and every other event kept."""

@@ -46,9 +46,12 @@ def depth_and_self(thread: np.ndarray, ts: np.ndarray, dur: np.ndarray) -> tuple
 
     The rule is a stack walk per thread: an op is the child of the latest op still running when it
     starts (running = its end is after the child's start); self time is the duration minus the
-    children's, a child that outlives its parent being clipped to the parent's end. When a
-    thread's ops are properly nested (the usual case) the same answer is computed with numpy and
-    checked; a thread with overlapping ops takes the walk itself.
+    children's, a child that outlives its parent being clipped to the parent's end. The walk's
+    stack is empty wherever an op starts after every earlier op of its thread ended: there a
+    thread falls into independent stretches (a training step, usually). The stretches whose ops are
+    properly nested (most) are computed with numpy and checked, all at once; only a stretch with
+    overlapping ops takes the walk itself (one op outliving its parent no longer sends the whole
+    thread, a million ops, through a Python loop).
     """
     n = len(ts)
     depth = np.zeros(n, dtype=np.int32)
@@ -56,50 +59,71 @@ def depth_and_self(thread: np.ndarray, ts: np.ndarray, dur: np.ndarray) -> tuple
     if n:
         bounds = np.concatenate(([0], np.flatnonzero(thread[1:] != thread[:-1]) + 1, [n]))
         for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
-            if not _nested_thread(ts[a:b], dur[a:b], depth[a:b], child[a:b]):
-                _walk_thread(ts[a:b], dur[a:b], depth[a:b], child[a:b])
+            _thread(ts[a:b], dur[a:b], depth[a:b], child[a:b])
     return depth, np.maximum(dur - child, 0)
 
 
-def _nested_thread(ts: np.ndarray, dur: np.ndarray, depth: np.ndarray, child: np.ndarray) -> bool:
-    """Vectorised stack walk for one thread whose ops are properly nested; False (nothing written)
-    when they are not, or when a duration is negative."""
-    m = len(ts)
-    if m == 0:
-        return True
-    if dur.min() < 0:
-        return False
+def _thread(ts: np.ndarray, dur: np.ndarray, depth: np.ndarray, child: np.ndarray) -> None:
+    """Depth and children's time of one thread's ops (written into ``depth`` and ``child``)."""
+    if len(ts) == 0:
+        return
+    if dur.min() < 0:  # an end before the start: the counting below does not hold
+        _walk_thread(ts, dur, depth, child)
+        return
     end = ts + dur
+    # stretch number of each op: a new one where the op starts after every earlier op ended
+    before = np.maximum.accumulate(end)
+    fresh = np.ones(len(ts), dtype=bool)
+    fresh[1:] = ts[1:] >= before[:-1]
+    stretch = np.cumsum(fresh) - 1
+    d, parent, bad = _nesting(ts, dur, end, stretch)
+    walk = np.zeros(int(stretch[-1]) + 1, dtype=bool)
+    walk[stretch[bad]] = True
+    nested = ~walk[stretch]
+    depth[nested] = d[nested]
+    kids = np.flatnonzero(nested & (parent >= 0))
+    np.add.at(child, parent[kids], dur[kids])
+    if walk.any():
+        firsts = np.flatnonzero(fresh)
+        lasts = np.append(firsts[1:], len(ts))
+        for s in np.flatnonzero(walk).tolist():
+            a, b = int(firsts[s]), int(lasts[s])
+            _walk_thread(ts[a:b], dur[a:b], depth[a:b], child[a:b])
+
+
+def _nesting(
+    ts: np.ndarray, dur: np.ndarray, end: np.ndarray, stretch: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Vectorised stack walk of ops with no negative duration, as if properly nested: (depth,
+    parent position or -1, True where an op's nesting does not check out — its stretch is not
+    properly nested). In a properly nested stretch, every parent is still running when its child
+    starts, outlasts it, and lies in the child's stretch."""
+    m = len(ts)
     zero = dur == 0
     # ops started before op i that are still running at ts[i]: i - (zero-length ones, which end at
     # once) - (positive ones ended by ts[i]; a later-starting positive op cannot have ended yet)
     zeros_before = np.cumsum(zero) - zero
     pos_ends = np.sort(end[~zero])
     d = np.arange(m) - zeros_before - np.searchsorted(pos_ends, ts, side="right")
-    if d.min() < 0:
-        return False
+    bad = d < 0
+    d = np.where(bad, -1, d)
     parent = np.full(m, -1, dtype=np.int64)
     order = np.argsort(d, kind="stable")  # positions grouped by depth, ascending within a depth
     dsorted = d[order]
-    starts = np.searchsorted(dsorted, np.arange(dsorted[-1] + 2))
-    for lvl in range(1, int(dsorted[-1]) + 1):
+    top = int(dsorted[-1])
+    starts = np.searchsorted(dsorted, np.arange(top + 2))
+    for lvl in range(1, top + 1):
         kids = order[starts[lvl] : starts[lvl + 1]]
         ups = order[starts[lvl - 1] : starts[lvl]]
-        if len(ups) == 0:
-            return False
         k = np.searchsorted(ups, kids) - 1
-        if k.min() < 0:
-            return False
-        parent[kids] = ups[k]
-    has = parent >= 0
-    kids = np.flatnonzero(has)
-    par = parent[has]
-    # properly nested: every parent is still running when its child starts and outlasts it
-    if not (np.all(end[par] > ts[kids]) and np.all(end[kids] <= end[par])):
-        return False
-    depth[:] = d
-    np.add.at(child, par, dur[kids])
-    return True
+        found = k >= 0
+        bad[kids[~found]] = True
+        parent[kids[found]] = ups[k[found]]
+    kids = np.flatnonzero(parent >= 0)
+    par = parent[kids]
+    wrong = (stretch[par] != stretch[kids]) | (end[par] <= ts[kids]) | (end[kids] > end[par])
+    bad[kids[wrong]] = True
+    return d, parent, bad
 
 
 def _walk_thread(ts: np.ndarray, dur: np.ndarray, depth: np.ndarray, child: np.ndarray) -> None:
