@@ -459,60 +459,77 @@ def verify_by_time(ops: pd.DataFrame, offsets: dict[int, int]) -> pd.DataFrame:
     again by their corrected end:
     ops of different ranks whose ends lie within the tolerance are one instance (``match`` =
     ``time``); an op left alone is not matched (``n_seen`` 1). ``match`` is ``order`` elsewhere.
+    Computed on lists, not frames (see ``match_instances``).
     """
     ops = ops.copy()
-    ops["match"] = np.where(ops["instance"].notna(), "order", None)
-    cand = ops["instance"].notna() & ~ops["is_p2p"] & ops["op_type"].isin(BLOCKING)
+    inst = ops["instance"].to_numpy(object, copy=True)
+    has = ops["instance"].notna().to_numpy(bool)
+    ops["match"] = np.where(has, "order", None)
+    cand = has & ~ops["is_p2p"].to_numpy(bool) & ops["op_type"].isin(BLOCKING).to_numpy(bool)
     if not cand.any():
         return ops
-    off = ops["rank"].map(lambda r: offsets.get(int(r), 0)).astype("int64")
-    end_c = ops["end_ns"].astype("int64") - off
-    spread = end_c[cand].groupby(ops.loc[cand, "instance"]).agg(lambda x: int(x.max() - x.min()))
-    seen = ops.loc[cand].groupby("instance")["rank"].nunique()
-    multi = spread[seen[spread.index] >= 2]
-    if multi.empty:
+    ranks = [int(r) for r in ops["rank"].to_numpy(object)]
+    end_c = [int(e) - offsets.get(r, 0) for e, r in zip(ops["end_ns"].to_numpy(object), ranks)]
+    kind_key = [f"{g}|{t}" for g, t in zip(ops["group_name"].astype(str), ops["op_type"].astype(str))]
+    checked_keys = ops["match_key"].isin(["size", "step+size"]).to_numpy(bool)
+    ends: dict[str, list[int]] = {}  # instance -> its members' corrected ends
+    members: dict[str, set[int]] = {}
+    kind_of: dict[str, str] = {}  # instance -> its group and op type (its first op's)
+    checked: set[str] = set()  # instances whose match the size confirms
+    for p in np.flatnonzero(cand):
+        i = inst[p]
+        ends.setdefault(i, []).append(end_c[p])
+        members.setdefault(i, set()).add(ranks[p])
+        kind_of.setdefault(i, kind_key[p])
+        if checked_keys[p]:
+            checked.add(i)
+    multi = {i: max(e) - min(e) for i, e in ends.items() if len(members[i]) >= 2}  # instance -> spread
+    if not multi:
         return ops
-    checked = ops.loc[cand & ops["match_key"].isin(["size", "step+size"]), "instance"].unique()
-    ref = multi[multi.index.isin(checked)] if len(checked) and multi.index.isin(checked).any() else multi
-    tolerance = max(MIN_END_TOLERANCE_NS, END_TOLERANCE_FACTOR * int(ref.median()))
-    kind_key = ops["group_name"].astype(str) + "|" + ops["op_type"].astype(str)
-    inst_kind = kind_key[cand].groupby(ops.loc[cand, "instance"]).first().reindex(multi.index)
-    failing = (multi > tolerance) & ~multi.index.isin(checked)
+    ref = [s for i, s in multi.items() if i in checked] or list(multi.values())
+    tolerance = max(MIN_END_TOLERANCE_NS, END_TOLERANCE_FACTOR * int(np.median(np.asarray(ref, dtype=np.float64))))
+    failing = {i: s > tolerance and i not in checked for i, s in multi.items()}
     # a kind is mismatched when most of its instances fail: one member leaving late now and then (a
     # rank descheduled on a loaded host) is noise, and pairing by time would only move the error
-    share = failing.groupby(inst_kind).mean()
-    redo_kinds = set(share[share >= REPAIR_SHARE].index)
-    bad = set(failing[failing & inst_kind.isin(redo_kinds)].index)
+    tally: dict[str, list[int]] = {}  # kind -> [failing, instances]
+    for i, f in failing.items():
+        t = tally.setdefault(kind_of[i], [0, 0])
+        t[0] += f
+        t[1] += 1
+    redo_kinds = {k for k, (f, n) in tally.items() if f / n >= REPAIR_SHARE}
+    bad = {i for i, f in failing.items() if f and kind_of[i] in redo_kinds}
     if not bad:
         return ops
-    bad_rows = ops["instance"].isin(bad)
-    lonely = cand & (ops["n_seen"] < ops["n_members"]) & kind_key.isin(redo_kinds)
-    redo = ops.index[bad_rows | lonely]
-    inst = ops["instance"].to_numpy(object, copy=True)
+    n_seen, n_members = ops["n_seen"].to_numpy(object), ops["n_members"].to_numpy(object)
+    by_kind: dict[str, list[int]] = {}  # the ops to pair again, by group and op type
+    for p in range(len(ops)):
+        lonely = cand[p] and kind_key[p] in redo_kinds and _less(n_seen[p], n_members[p])
+        if inst[p] in bad or lonely:
+            by_kind.setdefault(kind_key[p], []).append(p)
     how = ops["match"].to_numpy(object, copy=True)
-    pos = {ix: k for k, ix in enumerate(ops.index)}
-    for kk, rows in pd.Series(redo, index=redo).groupby(kind_key[redo].to_numpy()):
-        order = sorted(rows.index, key=lambda i: int(end_c[i]))
-        cluster: list = []
+    for kk in sorted(by_kind):
+        cluster: list[int] = []
         n = 0
 
-        def close(cl: list, n: int, kk: str = kk) -> None:
-            for i in cl:
-                inst[pos[i]] = f"{kk}|t{n}" if len(cl) >= 2 else f"{kk}|t{n}|alone"
-                how[pos[i]] = "time" if len(cl) >= 2 else None
+        def close(cl: list[int], n: int, kk: str = kk) -> None:
+            for p in cl:
+                inst[p] = f"{kk}|t{n}" if len(cl) >= 2 else f"{kk}|t{n}|alone"
+                how[p] = "time" if len(cl) >= 2 else None
 
-        for i in order:
-            if cluster and (
-                int(end_c[i]) - int(end_c[cluster[0]]) > tolerance
-                or int(ops.at[i, "rank"]) in {int(ops.at[j, "rank"]) for j in cluster}
-            ):
+        for p in sorted(by_kind[kk], key=lambda p: end_c[p]):
+            if cluster and (end_c[p] - end_c[cluster[0]] > tolerance or ranks[p] in {ranks[q] for q in cluster}):
                 close(cluster, n)
                 n += 1
                 cluster = []
-            cluster.append(i)
+            cluster.append(p)
         if cluster:
             close(cluster, n)
     ops["instance"] = inst
     ops["match"] = how
     ops["n_seen"] = ops.groupby("instance")["rank"].transform("nunique").where(ops["instance"].notna())
     return ops
+
+
+def _less(a: object, b: object) -> bool:
+    """``a < b`` for two counts that may be missing (False then, as pandas compares NaN)."""
+    return not (is_missing(a) or is_missing(b)) and a < b  # type: ignore[operator]
