@@ -30,6 +30,13 @@ from .report import CollectionResult
 
 Notify = Callable[[str, Any], None]
 
+# Inputs smaller than this (all their files) are read in the driver, one collection after the
+# other, unless the workers are given: a pool's start, its forks (pages copied on write) and each
+# worker's first calls into Arrow, DuckDB and the aggregates cost more CPU than the reading of a
+# few small collections, which is then done by one process. bench/README.md (issue 13, Ascend
+# ingest's fixed costs) has the figures: 2-rank inputs of 92 KB-3.7 MB, 0.2-0.3 s of CPU less.
+SMALL_INPUT_BYTES = 4 << 20
+
 
 class Executor(Protocol):
     def run(
@@ -65,6 +72,8 @@ class LocalPool:
         parts = _parts(plans, cores, store_path) if self.workers is None else {}
         tasks = len(plans) + sum(len(specs) - 1 for specs in parts.values())
         n = self.workers if self.workers is not None else min(tasks, cores)
+        if self.workers is None and not parts and sum(map(_size, plans)) < SMALL_INPUT_BYTES:
+            n = 1  # a small input is read here: forked workers would cost more than they save
         out: list[CollectionResult] = []
         if n <= 1 or tasks <= 1:
             if meanwhile is not None:
