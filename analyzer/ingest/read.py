@@ -3,6 +3,8 @@ into fresh Parquet files; the collection's catalog row and the rows of its files
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import gc
 import json
 import os
@@ -11,6 +13,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import pyarrow as pa
 
 from .. import readers  # noqa: F401 - importing the readers registers them
 from ..errors import InputError
@@ -53,7 +57,10 @@ def read_collection(plan: CollectionPlan, store_path: str, run_root: str) -> Col
         ctx.cleanup()
         if gc_was_enabled:
             gc.enable()
-    return _result(ctx, plan, writer, fact_files, store_path, run_root, t0)
+    try:
+        return _result(ctx, plan, writer, fact_files, store_path, run_root, t0)
+    finally:
+        give_back_memory()
 
 
 def _result(
@@ -131,6 +138,7 @@ def read_part(plan: CollectionPlan, spec: dict[str, Any], store_path: str) -> Pa
         ctx.cleanup()
         if gc_was_enabled:
             gc.enable()
+        give_back_memory()  # this worker may now wait, idle, while another joins the parts
 
 
 def finish_parts(
@@ -167,7 +175,20 @@ def finish_parts(
     finally:
         for scratch in {s.get("scratch") for s in specs if s.get("scratch")}:
             shutil.rmtree(scratch, ignore_errors=True)
-    return _result(ctx, plan, writer, fact_files, store_path, run_root, t0)
+    try:
+        return _result(ctx, plan, writer, fact_files, store_path, run_root, t0)
+    finally:
+        give_back_memory()
+
+
+def give_back_memory() -> None:
+    """Once a collection (or a part of one) is read: the memory its reading freed goes back to the
+    system. Arrow's allocator and glibc's heap keep freed memory for reuse (a worker keeps up to
+    128 MB: ``pool._keep_freed_memory``), and a worker waiting for its next task, or idle while
+    another joins a big trace's parts, would hold it all that time."""
+    pa.default_memory_pool().release_unused()
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
 
 
 def _remove(store_path: str, fact_files: list[dict[str, Any]]) -> None:
