@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import re
@@ -70,7 +71,7 @@ def ingest(
             str(disc.root),
             notify,
             workers,
-            store.initialize if fresh else None,
+            functools.partial(store.initialize, views=False) if fresh else None,  # views: at the commit
             executor,
         )
         batch = _batch(report, results, prev, todo)
@@ -85,6 +86,8 @@ def ingest(
             if committed:
                 ranks = run_ranks(store, run_name)
             elif store.exists():
+                if fresh:
+                    store.initialize()  # the fact views the first commit would have made
                 store.write_digest(ingests)
         if committed:  # the analyses are computed with the catalog closed: the executor reads it
             report.stored_analyses, report.stored_seconds = store_run_results(

@@ -158,9 +158,11 @@ class Store:
     def exists(self) -> bool:
         return self.catalog_path.exists()
 
-    def initialize(self) -> None:
+    def initialize(self, views: bool = True) -> None:
         """Create the folder and catalog tables if missing; check the schema version. A catalog that
-        has them all already is only read (its files, and so the digest's stamp, stay as they are)."""
+        has them all already is only read (its files, and so the digest's stamp, stay as they are),
+        unless it lacks fact views that ``views`` asks for. ``views=False``: a new catalog gets its
+        fact views at its first commit (an ingest's: made once, with their files, not twice)."""
         self.path.mkdir(parents=True, exist_ok=True)
         self.facts_dir.mkdir(exist_ok=True)
         with self.write_connection() as con:
@@ -175,6 +177,8 @@ class Store:
                     f"{schema.SCHEMA_VERSION}: ingest into a new store (--store) or delete it"
                 )
             if version is not None and all(t.name in present for t in schema.CATALOG_TABLES):
+                if views and any(t.name not in present for t in schema.FACT_TABLES):
+                    self._refresh_fact_views(con, set())  # those missing: a new catalog never committed
                 return
             con.execute("BEGIN")
             # one call for every statement: DuckDB runs them in order, without a round trip each
@@ -184,7 +188,8 @@ class Store:
                     "INSERT INTO store_info VALUES ('schema_version', ?), ('created_at', ?)",
                     [str(schema.SCHEMA_VERSION), utcnow().isoformat()],
                 )
-                self._create_fact_views(con, {})
+                if views:
+                    self._create_fact_views(con, {})
             con.execute("COMMIT")
 
     def require(self) -> None:
