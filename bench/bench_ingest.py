@@ -5,6 +5,7 @@ against whole process.
     python bench/bench_ingest.py                     # both sets, 5 timed + 2 memory rounds, then the 1 GB trace
     python bench/bench_ingest.py --sets set_4rank --repeat 3 --no-single
     python bench/bench_ingest.py --tools ours,hta06,json
+    python bench/bench_ingest.py --sets "" --single-hta-cap 900   # the 1 GB trace, and HTA on it once (capped)
 
 Baselines, each in its own virtual environment (both install a package named ``hta``; neither
 pulls torch):
@@ -42,6 +43,7 @@ import json
 import os
 import platform
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -115,6 +117,7 @@ class Measured:
     largest_pss_mb: float
     peak_processes: int
     reingest_seconds: float = float("nan")  # ours: the second, unchanged ingest (whole process)
+    capped: bool = False  # killed when its wall time reached the cap (its figures: up to then)
     info: dict = field(default_factory=dict)  # what the process printed (JSON)
 
 
@@ -126,12 +129,17 @@ def _env() -> dict[str, str]:
     return env
 
 
-def measure(tool: str, cmd: list[str], sample: bool) -> Measured:
+def measure(tool: str, cmd: list[str], sample: bool, cap: float | None = None) -> Measured:
     """Run ``cmd`` (it prints one JSON document, or a JSON line last) and wait for it. With ``sample``,
-    the memory of its process tree is sampled every 40 ms meanwhile (timed rounds do not sample)."""
+    the memory of its process tree is sampled every 40 ms meanwhile (timed rounds do not sample).
+    ``cap``: seconds after which the process group is killed (``capped``; sampled meanwhile)."""
     t0 = time.perf_counter()
+    sample = sample or cap is not None
+    capped = False
     errf = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 - closed below, after the process ended
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=errf, text=True, env=_env())
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=errf, text=True, env=_env(), start_new_session=cap is not None
+    )
     peak_pss = peak_rss = big_rss = big_pss = 0
     peak_n = 0
     out_chunks: list[str] = []
@@ -147,6 +155,9 @@ def measure(tool: str, cmd: list[str], sample: bool) -> Measured:
         peak_pss, peak_rss = max(peak_pss, sum(pss)), max(peak_rss, sum(rss))
         big_rss, big_pss = max([big_rss, *rss]), max([big_pss, *pss])
         peak_n = max(peak_n, len(pids))
+        if cap is not None and not capped and time.perf_counter() - t0 > cap:
+            os.killpg(proc.pid, signal.SIGKILL)
+            capped = True
         time.sleep(SAMPLE_S)
     wall = time.perf_counter() - t0
     proc.returncode = os.waitstatus_to_exitcode(status)
@@ -154,7 +165,7 @@ def measure(tool: str, cmd: list[str], sample: bool) -> Measured:
     errf.seek(0)
     err = errf.read()
     errf.close()
-    if proc.returncode != 0:
+    if proc.returncode != 0 and not capped:
         raise RuntimeError(f"{tool} failed ({proc.returncode}):\n{err[-3000:]}")
     out = "".join(out_chunks).strip()
     try:
@@ -178,6 +189,7 @@ def measure(tool: str, cmd: list[str], sample: bool) -> Measured:
         mb(big_rss),
         mb(big_pss),
         peak_n,
+        capped=capped,
         info=info,
     )
 
@@ -417,6 +429,7 @@ def bench_single(folder: Path, args: argparse.Namespace, scratch: Path) -> dict[
             print(
                 f"  {kind} round {r + 1} ours  {m.wall_seconds:7.2f} s  CPU {m.cpu_seconds:6.2f} s  {what}", flush=True
             )
+    hta = _single_hta(files, args)
     secs = _median([m.wall_seconds for m in timed])
     pk = _median([m.peak_pss_mb for m in sampled])
     rss = _median([m.peak_rss_mb for m in sampled])
@@ -433,7 +446,24 @@ def bench_single(folder: Path, args: argparse.Namespace, scratch: Path) -> dict[
         "peak_pss_mb": pk,
         "peak_rss_mb": rss,
         "rounds_detail": [_detail(m) for m in timed + sampled],
+        "hta06": _detail(hta) if hta is not None else None,
     }
+
+
+def _single_hta(files: list[Path], args: argparse.Namespace) -> Measured | None:
+    """One memory-sampled round of HTA (``hta06``) loading the single trace's folder, killed after
+    ``--single-hta-cap`` seconds (it may need many minutes and several GB: a killed round says so)."""
+    python = BASELINE_PYTHONS["hta06"]
+    if not args.single_hta_cap or not python.exists() or not files:
+        return None
+    m = measure("hta06", [str(python), "-c", HTA_CHILD, str(files[0].parent)], True, cap=args.single_hta_cap)
+    end = f"killed at the {args.single_hta_cap:.0f} s cap, unfinished" if m.capped else "loaded"
+    print(
+        f"  hta06 {end}: {m.wall_seconds:7.2f} s  CPU {m.cpu_seconds:6.2f} s  peak PSS {m.peak_pss_mb:6.0f} MB"
+        f"  largest process RSS {m.largest_rss_mb:6.0f} MB",
+        flush=True,
+    )
+    return m
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -444,6 +474,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--memory-repeat", type=int, default=2, help="memory-sampled rounds (default 2)")
     ap.add_argument("--tools", default="ours,hta05,hta06", help="comma-separated subset of ours,hta05,hta06,json")
     ap.add_argument("--no-single", action="store_true", help="skip the 1 GB single-trace ingest")
+    ap.add_argument(
+        "--single-hta-cap",
+        type=float,
+        default=0.0,
+        help="also load the 1 GB trace with hta06 once, killed after this many seconds (default 0: not at all)",
+    )
     ap.add_argument("--workers", type=int, help="passed to analyze ingest (default: its own)")
     args = ap.parse_args(argv)
 
