@@ -943,3 +943,19 @@ def test_counter_curve_equals_duckdbs_group_by_of_each_level(tmp_path: Path) -> 
     assert got.schema.names == want.schema.names
     pd.testing.assert_frame_equal(got.cast(want.schema).to_pandas(), want.to_pandas())  # NaN equals NaN here
     assert counter_curve(rows.slice(0, 0)).num_rows == 0
+
+
+def test_lane_order_is_the_lexsort_of_lane_start_and_longest_first() -> None:
+    """``aggregate.lane_order`` (one packed sort, then the equal starts) orders slices as
+    ``np.lexsort((-dur, ts, key))`` does, on slices with many equal starts, equal durations,
+    instants, and on times too far apart to pack (its fallback)."""
+    from analyzer.ingest.aggregate import lane_order
+
+    rng = np.random.default_rng(11)
+    for n, spread, lanes in ((5000, 50, 4), (5000, 1 << 40, 7), (300, 1 << 61, 3), (1, 10, 1)):
+        key = rng.integers(0, lanes, n).astype(np.int64)
+        ts = (1 << 60) + rng.integers(0, spread, n).astype(np.int64)
+        dur = rng.integers(0, 4, n).astype(np.int64)
+        want = np.lexsort((-dur, ts, key))
+        assert np.array_equal(lane_order(key, ts, dur), want), (n, spread)
+    assert lane_order(*(np.zeros(0, np.int64),) * 3).size == 0

@@ -324,7 +324,7 @@ def lane_pyramid(slices: pa.Table) -> tuple[pa.Table, pa.Table, pa.Table]:
     key = lane.indices.to_numpy(zero_copy_only=False).astype(np.int64)
     ts = slices["ts_ns"].to_numpy().astype(np.int64)
     dur = slices["dur_ns"].to_numpy().astype(np.int64)
-    order = np.lexsort((-dur, ts, key))  # per lane by start, the enclosing slice first (as the timeline's index)
+    order = lane_order(key, ts, dur)  # per lane by start, the enclosing slice first (as the timeline's index)
     key, ts, dur = key[order], ts[order], dur[order]
     cuts = np.r_[0, np.flatnonzero(np.diff(key)) + 1, key.size]
     depth = np.empty(key.size, dtype=np.int64)
@@ -382,6 +382,31 @@ def lane_pyramid(slices: pa.Table) -> tuple[pa.Table, pa.Table, pa.Table]:
         }
     )
     return summary, occupancy, long
+
+
+def lane_order(key: np.ndarray, ts: np.ndarray, dur: np.ndarray) -> np.ndarray:
+    """``np.lexsort((-dur, ts, key))``: the slices by lane, start, longest first, then as read; in one
+    stable sort of (lane, start) packed into an int64 (a sort of nearly sorted numbers: ~10x faster
+    than the lexsort's three), the few equal starts of a lane then ordered by their durations."""
+    if not key.size:
+        return np.zeros(0, dtype=np.int64)
+    lo = int(ts.min())
+    shift = max(int(ts.max() - lo).bit_length(), 1)
+    if int(key.max()) >= 1 << (62 - shift):  # a lane number and a time that do not fit in one int64
+        return np.lexsort((-dur, ts, key))
+    packed = (key << shift) | (ts - lo)
+    order = np.argsort(packed, kind="stable")
+    packed = packed[order]
+    tie = packed[1:] == packed[:-1]
+    if tie.any():
+        held = np.zeros(order.size, dtype=bool)
+        held[1:] |= tie
+        held[:-1] |= tie
+        at = np.flatnonzero(held)
+        run = np.cumsum(np.r_[True, ~tie])[at]
+        rows = order[at]
+        order[at] = rows[np.lexsort((rows, -dur[rows], run))]
+    return order
 
 
 def _buckets(
