@@ -73,15 +73,25 @@ def _like(col: str, patterns: tuple[str, ...]) -> str:
     return "(" + " OR ".join(f"{col} LIKE '{p}'" for p in patterns) + ")"
 
 
-def _named_ranges(con: duckdb.DuckDBPyConnection, run: str, patterns: tuple[str, ...]) -> dict[int, iv.Intervals]:
-    df = con.execute(
-        f"SELECT rank, ts_ns, ts_ns + dur_ns AS end_ns FROM operators "
-        f"WHERE run = ? AND dur_ns > 0 AND ts_ns IS NOT NULL AND {_like('name', patterns)}",
+def _named_ranges(
+    con: duckdb.DuckDBPyConnection, run: str, *patterns: tuple[str, ...]
+) -> list[dict[int, iv.Intervals]]:
+    """Per list of ``patterns``: the ranges of the operators whose name matches one of them, per rank
+    (one query for all the lists)."""
+    flags = ", ".join(f"{_like('name', p)} AS m{k}" for k, p in enumerate(patterns))
+    got = con.execute(
+        f"SELECT rank, ts_ns, ts_ns + dur_ns AS end_ns, {flags} FROM operators "
+        f"WHERE run = ? AND dur_ns > 0 AND ts_ns IS NOT NULL AND ({' OR '.join(_like('name', p) for p in patterns)})",
         [run],
-    ).df()
-    return {
-        int(r): iv.union(g["ts_ns"].to_numpy(np.int64), g["end_ns"].to_numpy(np.int64)) for r, g in df.groupby("rank")
-    }
+    ).fetchnumpy()
+    ranks, starts, ends = (np.asarray(got[c], dtype=np.int64) for c in ("rank", "ts_ns", "end_ns"))
+    out = []
+    for k in range(len(patterns)):
+        hit = np.asarray(got[f"m{k}"], dtype=bool)
+        out.append(
+            {int(r): iv.union(starts[hit & (ranks == r)], ends[hit & (ranks == r)]) for r in np.unique(ranks[hit])}
+        )
+    return out
 
 
 class _Sets:
@@ -97,8 +107,7 @@ class _Sets:
             self.comm[r] = iv.merge(*(s.comm for s in a.by_step.values()), *(s.memory for s in a.by_step.values()))
         steps = activity.run_host_steps(store, run)
         with store.read_connection(run=run) as con:
-            self.loader = _named_ranges(con, run, DATALOADER_NAMES)
-            self.sync = _named_ranges(con, run, SYNC_NAMES)
+            self.loader, self.sync = _named_ranges(con, run, DATALOADER_NAMES, SYNC_NAMES)
         self.steps = {
             int(r): iv.union(g["start_ns"].to_numpy(np.int64), g["end_ns"].to_numpy(np.int64))
             for r, g in steps.groupby("rank")
