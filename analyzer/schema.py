@@ -654,6 +654,38 @@ AGGREGATE_TABLES: tuple[Table, ...] = (
         ),
     ),
     Table(
+        "agg_steps",
+        "The profiled steps per (rank, step, source) of each collection: their rows of ``steps`` summed, so that "
+        "a page listing the steps of many ranks (the timeline's step windows, the Overview's steps) reads one "
+        "file of the run instead of every rank's.",
+        FACT_KEY
+        + (
+            _c("step", "INTEGER", "Step id (steps.step; NULL: the rows without one)."),
+            _c("source", "VARCHAR", "steps.source (ProfilerStep, STEP_TIME, collector)."),
+            _c("n", "BIGINT", "Rows of steps."),
+            _c("start_ns", "BIGINT", "Earliest start."),
+            _c("end_ns", "BIGINT", "Latest end."),
+            _c("n_measured", "BIGINT", "Rows with a duration (not NULL)."),
+            _c("dur_sum_ns", "BIGINT", "Sum of their durations."),
+            _c("dur_max_ns", "BIGINT", "Longest duration."),
+        ),
+    ),
+    Table(
+        "agg_lane_list",
+        "The timeline lanes of each collection, as ``lanes`` lists them (its rows copied): the timeline lays out "
+        "the lanes of any set of ranks from one file of the run instead of every rank's.",
+        FACT_KEY
+        + (
+            _c("pid", "VARCHAR", "As lanes.pid."),
+            _c("tid", "VARCHAR", "As lanes.tid."),
+            _c("process", "VARCHAR", "As lanes.process."),
+            _c("lane", "VARCHAR", "As lanes.lane."),
+            _c("lane_group", "VARCHAR", "As lanes.lane_group."),
+            _c("sort_index", "BIGINT", "As lanes.sort_index."),
+            _c("n_slices", "BIGINT", "As lanes.n_slices."),
+        ),
+    ),
+    Table(
         "agg_operator_stats",
         "Framework operators per (rank, name, category, input shapes) of each collection: calls, total, self, min, "
         "max, when the slowest started and a histogram of the durations (ProfilerStep ranges and Python call-stack "

@@ -65,6 +65,8 @@ def check_aggregates(store: Store, run: str) -> None:
     """Every aggregate table of ``run`` against the same figures computed from its facts."""
     check_breakdown(store, run)
     check_statistics(store, run)
+    check_steps(store, run)
+    check_lane_list(store, run)
     check_memory(store, run)
     check_counter_curve(store, run)
     check_occupancy(store, run)
@@ -155,6 +157,41 @@ def check_histograms(got: pd.DataFrame, calls: pd.DataFrame, keys: list[str]) ->
         exact = np.quantile(d, qs)  # linear interpolation: quantile_cont's
         assert np.all(np.abs(est - exact) <= histogram.RELATIVE_ACCURACY * exact + 1e-6), (row, est, exact)
         assert est[0] == d[0] and est[-1] == d[-1]
+
+
+def check_steps(store: Store, run: str) -> None:
+    """``agg_steps``: per (rank, step, source) the rows, extent and durations the steps give."""
+    raw = _rows(store, "SELECT rank, step, source, start_ns, end_ns, dur_ns FROM steps WHERE run = $run", run)
+    keys = ["rank", "step", "source"]
+    want = (
+        raw.fillna({"step": -1, "source": "\0"})
+        .groupby(keys)
+        .agg(
+            n=("rank", "size"),
+            start_ns=("start_ns", "min"),
+            end_ns=("end_ns", "max"),
+            n_measured=("dur_ns", "count"),
+            dur_sum_ns=("dur_ns", "sum"),
+            dur_max_ns=("dur_ns", "max"),
+        )
+        .reset_index()
+    )
+    got = _rows(store, "SELECT * FROM agg_steps WHERE run = $run", run).fillna({"step": -1, "source": "\0"})
+    got = got.groupby(keys)[list(want.columns[3:])].agg(
+        {"n": "sum", "start_ns": "min", "end_ns": "max", "n_measured": "sum", "dur_sum_ns": "sum", "dur_max_ns": "max"}
+    )  # a rank of several collections has a row per collection
+    if want.empty:  # a run without steps (MindSpore on CPU)
+        assert got.empty
+        return
+    _same(want, got.reset_index(), keys)
+
+
+def check_lane_list(store: Store, run: str) -> None:
+    """``agg_lane_list``: the rows of ``lanes``."""
+    cols = "rank, collection_id, pid, tid, process, lane, lane_group, sort_index, n_slices"
+    want = _rows(store, f"SELECT {cols} FROM lanes WHERE run = $run", run)
+    got = _rows(store, f"SELECT {cols} FROM agg_lane_list WHERE run = $run", run)
+    _same(want, got, ["rank", "collection_id", "pid", "tid"])
 
 
 MEMORY_SERIES = ("allocated", "reserved", "active")
@@ -626,6 +663,44 @@ def test_operators_page_statistics_from_the_aggregates_equal_those_from_every_ca
                     if across:
                         check_drill(store, before, run, source, grouping, a)
     assert compared > 1000
+
+
+def test_pages_steps_and_lanes_from_the_aggregates_equal_those_from_the_facts(store: Store, tmp_path: Path) -> None:
+    """The steps the Overview and the timeline list (``data.steps``, ``step_windows``, ``profiled_steps``)
+    and the timeline's lanes (``data.lanes``) read from ``agg_steps`` and ``agg_lane_list`` equal those
+    read from the steps and lanes: the same store without the aggregates."""
+    from webapp import data
+
+    before = Store(tmp_path / "before")
+    shutil.copytree(store.path, before.path)
+    with before.write_connection() as con:
+        con.execute("DELETE FROM fact_files WHERE table_name IN ('agg_steps', 'agg_lane_list')")
+    compared = 0
+    for run in SAMPLES:
+        with reader(store, run) as rd:
+            ranks = data.ranks_of(rd, run)
+        for sel in (None, ranks[:1], ranks[1:]):
+            got = []
+            for st in (store, before):
+                with reader(st, run) as rd:
+                    if rd.has_files(run, None, "steps"):  # else nothing to read either way (MindSpore on CPU)
+                        assert data.all_stored(rd, run, "steps", "agg_steps") == (st is store)
+                    assert data.all_stored(rd, run, "lanes", "agg_lane_list") == (st is store)
+                    got.append(
+                        (
+                            data.steps.uncached(rd, run, sel),
+                            data.step_windows(rd, run, sel),
+                            data.profiled_steps.uncached(rd, run, sel),
+                            # in drawing order (``row``; the query's own order is not one)
+                            data.lanes.uncached(rd, run, sel)
+                            .sort_values(["row", "collection_id", "pid", "tid"])
+                            .reset_index(drop=True),
+                        )
+                    )
+            for a, b in zip(*got):
+                pd.testing.assert_frame_equal(a, b, check_dtype=False)
+                compared += len(a)
+    assert compared > 50
 
 
 def test_drill_of_a_store_without_histograms_reads_every_call(store: Store, tmp_path: Path) -> None:

@@ -167,10 +167,29 @@ def time_bounds(rd: Reader, run: str, ranks: Sequence[int] | None) -> tuple[int,
 # steps and scalars
 # ---------------------------------------------------------------------------------------------
 
-STEPS_SQL = f"""
+# The steps' figures are read from the ingest's ``agg_steps`` (per rank, step and source: one file of
+# the run, whatever its rank count) when every collection of the run holding steps has it, else from
+# the steps themselves (a store written before it) in the same shape: a query of a whole-run view of
+# the steps bound every rank's file (~4 KB each of the server's memory, per read database)
+STEPS_OF_FACTS = """
+SELECT run, rank, step, source, 1 AS n, start_ns, end_ns, CAST(dur_ns IS NOT NULL AS BIGINT) AS n_measured,
+       dur_ns AS dur_sum_ns, dur_ns AS dur_max_ns
+FROM {steps}
+"""
+
+
+def _steps_source(rd: Reader, run: str, ranks: Sequence[int] | None) -> str:
+    """A subquery of the (rank, step, source) rows of ``agg_steps`` of ``run`` / ``ranks`` (None:
+    every rank), for a query on ``rd.catalog()``: from the stored aggregate, else from the steps."""
+    if all_stored(rd, run, "steps", "agg_steps"):
+        return rd.source(run, ranks, "agg_steps")
+    return f"({STEPS_OF_FACTS.format(steps=rd.source(run, ranks, 'steps'))})"
+
+
+STEPS_SQL = """
 SELECT step, min(start_ns) AS start_ns, max(end_ns) AS end_ns, count(DISTINCT rank) AS ranks,
-       avg(dur_ns) AS avg_ns, max(dur_ns) AS max_ns
-FROM steps WHERE run = $run AND {RANK_FILTER} AND step IS NOT NULL AND source <> 'collector'
+       sum(dur_sum_ns) / sum(n_measured) AS avg_ns, max(dur_max_ns) AS max_ns
+FROM {steps} WHERE run = $run AND step IS NOT NULL AND source <> 'collector'
 GROUP BY step ORDER BY step LIMIT 10000
 """
 
@@ -178,8 +197,7 @@ GROUP BY step ORDER BY step LIMIT 10000
 @run_cached
 def steps(rd: Reader, run: str, ranks: Sequence[int] | None) -> pd.DataFrame:
     """Profiled steps of the selected ranks: earliest start and latest end over the ranks."""
-    con = rd.facts(run, ranks, ("steps",))
-    return _df(con, STEPS_SQL, {"run": run, "ranks": _ranks_param(ranks)})
+    return _df(rd.catalog(), STEPS_SQL.format(steps=_steps_source(rd, run, ranks)), {"run": run})
 
 
 # a chart's buckets of steps are 2^level steps (bucket = step >> level: the same for every rank, and
@@ -360,7 +378,7 @@ SELECT DISTINCT rank, step FROM {steps} WHERE run = $run AND step IS NOT NULL OR
 def profiled_steps(rd: Reader, run: str, ranks: Sequence[int] | None) -> pd.DataFrame:
     """(rank, step) of every step a profile of the rank holds (any producer, also the collector's
     sidecar steps): the steps the timeline can open on."""
-    return _df(rd.catalog(), PROFILED_STEPS_SQL.format(steps=rd.source(run, ranks, "steps")), {"run": run})
+    return _df(rd.catalog(), PROFILED_STEPS_SQL.format(steps=_steps_source(rd, run, ranks)), {"run": run})
 
 
 def step_outliers(rd: Reader, run: str) -> pd.DataFrame:
@@ -374,9 +392,9 @@ def step_outliers(rd: Reader, run: str) -> pd.DataFrame:
 
 LANE_GROUP_ORDER = LANE_GROUPS  # the order of the timeline's lane groups
 
-LANES_SQL = f"""
+LANES_SQL = """
 SELECT rank, collection_id, pid, tid, process, lane, lane_group, sort_index, n_slices
-FROM lanes WHERE run = $run AND {RANK_FILTER} AND n_slices > 0
+FROM {lanes} WHERE run = $run AND n_slices > 0
 """
 
 
@@ -387,9 +405,10 @@ def lanes(rd: Reader, run: str, ranks: Sequence[int] | None) -> pd.DataFrame:
     The same thread seen in several collections of a rank is one row. ``members`` keeps the
     (collection_id, pid, tid) keys that slices join on.
     """
-    con = rd.facts(run, ranks, ("lanes",))
-    df = _df(con, LANES_SQL, {"run": run, "ranks": _ranks_param(ranks)})
-    return order_lanes(df)
+    # from the ingest's copy in one file of the run when every collection has it (a whole-run view
+    # of the lanes bound every rank's file), else from the lanes themselves (a store written before)
+    table = "agg_lane_list" if all_stored(rd, run, "lanes", "agg_lane_list") else "lanes"
+    return order_lanes(_df(rd.catalog(), LANES_SQL.format(lanes=rd.source(run, ranks, table)), {"run": run}))
 
 
 def order_lanes(df: pd.DataFrame) -> pd.DataFrame:
@@ -593,7 +612,7 @@ def step_windows(rd: Reader, run: str, ranks: Sequence[int] | None) -> pd.DataFr
     ranks = ranks_of(rd, run) if ranks is None else sorted({int(r) for r in ranks})
 
     def load(missing: list[int]) -> dict[int, pd.DataFrame]:
-        sql = STEP_WINDOWS_SQL.format(steps=rd.source(run, missing, "steps"))
+        sql = STEP_WINDOWS_SQL.format(steps=_steps_source(rd, run, missing))
         df = _df(rd.catalog(), sql, {"run": run, "ranks": missing})
         out = dict.fromkeys(missing, df.iloc[:0])
         out.update({int(r): g.reset_index(drop=True) for r, g in df.groupby("rank", sort=False)})

@@ -292,7 +292,7 @@ def meta(store: Store, run: str, ranks: Sequence[int] | str | None) -> dict[str,
     rows = ctx.rows[ctx.rows["rank"].isin(selected)]
     # one reader for all that follows: the fact views of the ranks bound once, and only for what the
     # per-rank caches do not hold yet
-    with reader(store, run, selected, ("agg_lanes", "steps", "agg_counter_curve", "memory_samples", "counters")) as rd:
+    with reader(store, run, selected, ("agg_lanes", "agg_counter_curve", "memory_samples", "counters")) as rd:
         return _meta(rd, ctx, all_ranks, selected, rows)
 
 

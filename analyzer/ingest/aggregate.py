@@ -69,6 +69,17 @@ FROM comm_ops
 GROUP BY ALL
 """
 
+# the steps of the collection per (step, source): what the pages list steps from (``webapp.data``)
+STEPS_SQL = """
+SELECT rank, step, source, count(*) AS n, min(start_ns) AS start_ns, max(end_ns) AS end_ns,
+       count(dur_ns) AS n_measured, sum(dur_ns) AS dur_sum_ns, max(dur_ns) AS dur_max_ns
+FROM steps
+GROUP BY ALL
+"""
+
+# the lanes of the collection (its rows copied: the timeline's layout of many ranks reads one file of the run)
+LANE_LIST_SQL = "SELECT rank, pid, tid, process, lane, lane_group, sort_index, n_slices FROM lanes"
+
 MEMORY_SQL = f"""
 WITH m AS (
   SELECT rank, component, device, ts_ns, allocated_bytes, reserved_bytes, active_bytes,
@@ -136,6 +147,8 @@ _STATS = (
     ("agg_kernel_stats", "kernels", KERNEL_STATS_SQL),
     ("agg_comm", "comm_ops", COMM_SQL),
     ("agg_memory_curve", "memory_samples", MEMORY_SQL),
+    ("agg_steps", "steps", STEPS_SQL),
+    ("agg_lane_list", "lanes", LANE_LIST_SQL),
 )
 
 

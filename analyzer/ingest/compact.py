@@ -50,6 +50,8 @@ _ORDER = {
     "agg_scalar_curve": ("level", "name", "bucket"),
     "agg_memory_curve": ("component", "device", "start_ns"),
     "agg_step_breakdown": ("step",),
+    "agg_steps": ("step", "source"),
+    "agg_lane_list": ("pid", "tid"),
 }
 
 

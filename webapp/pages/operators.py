@@ -494,7 +494,7 @@ def register_callbacks(app: Dash) -> None:
     @answers.kept
     @ui.guard(4, message_index=2)
     def update_grid(run: str, ranks: Any, source: str, group: str, scope: str) -> Any:
-        with page.view(run, ranks, (source,)) as v:
+        with page.view(run, ranks) as v:  # binds what it reads: the stored statistics, else the calls
             rows, cols, status = grid(v.rd, run, source, group, v.selected, scope == "across")
         return rows, cols, status, ui.rank_options(v.all_ranks)
 
@@ -588,7 +588,7 @@ def register_callbacks(app: Dash) -> None:
         key = drill_key(sel, rows, want if current is None else current, group)
         if not key:
             return html.P(t("op.select"), className="note"), {}
-        with page.view(run, ranks, (source,)) as v:
+        with page.view(run, ranks) as v:
             content = drill(v.rd, run, source, group, str(key["op"]), key.get("shape"), v.selected)
         # an operator the current run / ranks / source do not have leaves the address (op= would be stale)
         return content, key if drill_found(content) else {}

@@ -842,7 +842,7 @@ def register_callbacks(app: Dash) -> None:
     @answers.kept
     @ui.guard(4, message_index=0)
     def run_changed(run: str, want_step: Any) -> Any:
-        with page.view(run, None, ("steps",), check_run=False) as v:
+        with page.view(run, None, check_run=False) as v:
             all_ranks = v.all_ranks
             steps = data.steps(v.rd, run, None)
             picks = data.rank_picks(v.rd, run) if v.run else []
@@ -865,7 +865,7 @@ def register_callbacks(app: Dash) -> None:
     @answers.kept
     @ui.guard(2, message_index=0)
     def update(run: str, ranks: Any, step: Any) -> Any:
-        with page.view(run, ranks, ("scalars", "steps"), open_all=True) as v:
+        with page.view(run, ranks, ("scalars",), open_all=True) as v:
             step_v = None if step in (None, "mean") else int(step)
             url = ui.page_url("/", {"run": run, "ranks": ui.ranks_param(v.selected, v.all_ranks), "step": step_v})
             content = cache.rendered(

@@ -66,9 +66,7 @@ def layout(
         "sel": sel,
     }
 
-    return page.layout(
-        t("nav.timeline"), run, ranks, lambda v: _layout(v, query), tables=("steps",), default_ranks=DEFAULT_RANKS
-    )
+    return page.layout(t("nav.timeline"), run, ranks, lambda v: _layout(v, query), default_ranks=DEFAULT_RANKS)
 
 
 def _layout(v: page.View, q: dict[str, Any]) -> html.Div:
@@ -512,7 +510,7 @@ def register_callbacks(app: Dash) -> None:
     @answers.kept
     @ui.guard(2, message_index=0)
     def options(run: str, ranks: Any) -> Any:
-        with page.view(run, ranks, ("steps",)) as v:
+        with page.view(run, ranks) as v:
             st = data.steps(v.rd, v.run, v.selected)
         return ui.rank_options(v.all_ranks), _step_options(list(st["step"]))
 

@@ -340,7 +340,7 @@ def register_callbacks(app: Dash) -> None:
     @answers.kept
     @ui.guard(2, message_index=0)
     def update(run: str, ranks: Any, scalar: Any) -> Any:
-        with page.view(run, ranks, ("scalars", "steps")) as v:
+        with page.view(run, ranks, ("scalars",)) as v:
             content = render(v.rd, run, v.selected, v.all_ranks, scalar if isinstance(scalar, str) else None)
             params = {"run": run, "ranks": ui.ranks_param(v.selected, v.all_ranks), "scalar": scalar or None}
         return content, ui.page_url("/training", params)
@@ -374,7 +374,7 @@ def step_link(click: Any, run: str, trace_ranks: Any = None) -> tuple[Any, Any]:
     if rank is None or step is None:
         return dash.no_update, dash.no_update
     rank, step = int(rank), int(round(float(step)))
-    with page.view(run, [rank], ("steps",)) as v:
+    with page.view(run, [rank]) as v:
         prof = data.profiled_steps(v.rd, run, [rank])
     if ((prof["rank"] == rank) & (prof["step"] == step)).any():
         return links.timeline_url(run, [rank], step=step), ""
