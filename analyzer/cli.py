@@ -356,6 +356,9 @@ def _print_done(report: Any) -> None:
         f"{len(ranks)} rank(s), {len(report.problems)} file problem(s), {len(report.ignored)} file(s) ignored "
         f"in {report.seconds:.2f} s"
     )
+    stored = getattr(report, "stored_analyses", 0)  # a new or changed run's, or those another version stored
+    if stored:
+        console.print(f"  {stored} analyses of the whole run stored with it ({report.stored_seconds:.1f} s of that)")
 
 
 def _print_problems(report: Any) -> None:
@@ -404,6 +407,7 @@ def _report_json(report: Any) -> dict[str, Any]:
         ],
         "problems": [{k: f[k] for k in ("path", "status", "reader", "error")} for f in report.problems],
         "ignored": [{"path": p, "reason": r} for p, r in report.ignored],
+        "stored_analyses": getattr(report, "stored_analyses", 0),
     }
 
 

@@ -240,3 +240,32 @@ def test_result_cache_is_bounded_in_bytes_as_well_as_entries() -> None:
     for k in range(3):
         counted.get(k, lambda: np.zeros(100_000))
     assert len(counted) == 2
+
+
+def test_ingest_says_how_many_analyses_it_stored(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The printed ingest report names the whole-run analyses it stored (a re-ingest after an upgrade
+    computes again those another version of their code stored: the way to refresh a store)."""
+    import io
+    from types import SimpleNamespace
+
+    from rich.console import Console
+
+    from analyzer import cli
+
+    out = io.StringIO()
+    monkeypatch.setattr(cli, "console", Console(file=out, width=200))
+    plan = SimpleNamespace(rank=0, rel_root="rank_0")
+    report = SimpleNamespace(
+        run="job", read=[], unchanged=[plan], problems=[], ignored=[], seconds=1.5, stored_analyses=0
+    )
+    cli._print_done(report)
+    assert "analyses" not in out.getvalue()
+    report.stored_analyses, report.stored_seconds = 12, 3.25
+    cli._print_done(report)
+    assert "12 analyses of the whole run stored with it (3.2 s of that)" in out.getvalue()
+    assert (
+        cli._report_json(
+            SimpleNamespace(**{**vars(report), "root": "r", "store": "s", "kept_previous": [], "gone": []})
+        )["stored_analyses"]
+        == 12
+    )
