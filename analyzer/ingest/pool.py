@@ -10,14 +10,12 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import multiprocessing as mp
 import os
 import pickle
 import signal
 import subprocess
 import sys
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
 from typing import Any, Protocol
 
 import pyarrow as pa
@@ -84,6 +82,8 @@ class LocalPool:
                 notify("done", res)
                 out.append(res)
             return out
+        from concurrent.futures import ProcessPoolExecutor  # here: a small input never starts a pool
+
         ctx = _pool_context()
         parent = os.getpid() if ctx.get_start_method() == "fork" else None
         if parent is not None:  # the forked workers share the aggregates' imports instead of each paying them
@@ -171,6 +171,8 @@ def _pool_context() -> Any:
     """Linux: fork — the workers start at once with everything already imported (a forkserver
     costs a fresh interpreter importing the readers before the first rank can start). Elsewhere a
     forkserver that imports the readers once."""
+    import multiprocessing as mp  # ~15-20 ms of CPU that an ingest of a small input does without
+
     if sys.platform.startswith("linux"):
         return mp.get_context("fork")
     ctx = mp.get_context("forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn")
